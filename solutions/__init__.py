@@ -1,0 +1,21 @@
+"""Reference solutions of the multi-head attention course, importable from the repo root.
+
+Conventions (the book's glossary): batch first; tokens (B, L, d_model); heads
+(B, num_heads, L, head_dim) with head_dim = d_model // num_heads; boolean masks with
+True = may attend.
+"""
+from .attention import masked_softmax, scaled_dot_product_attention, stable_softmax
+from .counting import count_flops, count_parameters
+from .heads import merge_heads, split_heads
+from .masks import (causal_mask, from_torch_attn_mask, from_torch_key_padding_mask,
+                    padding_mask, to_torch_attn_mask, to_torch_key_padding_mask)
+from .mha import HeadWeights, MultiHeadAttention
+
+__all__ = [
+    "scaled_dot_product_attention", "masked_softmax", "stable_softmax",
+    "split_heads", "merge_heads",
+    "padding_mask", "causal_mask", "to_torch_key_padding_mask", "from_torch_key_padding_mask",
+    "to_torch_attn_mask", "from_torch_attn_mask",
+    "MultiHeadAttention", "HeadWeights",
+    "count_parameters", "count_flops",
+]
