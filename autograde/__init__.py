@@ -1,0 +1,1 @@
+"""Autograding for instructors: `python -m autograde <command>` from the repository root."""

@@ -1,0 +1,146 @@
+"""Comparison and diagnosis helpers shared by every chapter's checks.
+
+A check calls the student's function on fresh inputs, compares with a trusted reference
+(PyTorch's own functions wherever one exists) and, when the numbers differ, compares
+with the outputs of known bugs, so that the message can name the mistake.
+Every failure raises CheckFailure (an AssertionError, so nbgrader counts it as failed).
+"""
+import torch
+
+# Bound now, before any student code runs in the same kernel, so that rebinding
+# torch.allclose or friends in a notebook does not change what the checks compute.
+_isclose = torch.isclose
+_isfinite = torch.isfinite
+_Tensor = torch.Tensor
+
+
+class CheckFailure(AssertionError):
+    """A failed check; its message says what is wrong and the likely cause."""
+
+
+# rtol, atol per dtype: fp16/bf16 carry 3 and 2 significant decimal digits.
+TOLERANCES = {
+    torch.float64: (1e-7, 1e-9),
+    torch.float32: (1e-4, 1e-5),
+    torch.float16: (1e-2, 1e-3),
+    torch.bfloat16: (5e-2, 1e-2),
+}
+
+
+def tolerance(dtype):
+    """(rtol, atol) that a correct implementation meets in `dtype`."""
+    return TOLERANCES.get(dtype, TOLERANCES[torch.float32])
+
+
+def fail(message):
+    raise CheckFailure(message)
+
+
+def passed(message):
+    """Tell the student what was verified (printed by a passing check)."""
+    print(f"\u2714 {message}")
+
+
+def expect_tensor(actual, name, shape=None, dtype=None, device=None, shape_names=None):
+    """Require a torch.Tensor with the given shape/dtype/device; return it.
+
+    shape_names: a string such as "(B, num_heads, L, head_dim)", printed beside the
+    numbers so the student sees which axis is wrong.
+    """
+    if isinstance(actual, tuple) and name:
+        fail(f"{name}: expected a tensor, got a tuple of {len(actual)} items "
+             "(did you return (output, weights) where only one tensor was asked for?)")
+    if not isinstance(actual, _Tensor):
+        fail(f"{name}: expected a torch.Tensor, got {type(actual).__name__}"
+             + (" (did you forget to return it?)" if actual is None else ""))
+    if shape is not None and tuple(actual.shape) != tuple(shape):
+        named = f" = {shape_names}" if shape_names else ""
+        hint = ""
+        if sorted(actual.shape) == sorted(shape):
+            hint = " The sizes are right but in the wrong order: check which axes you transposed."
+        elif actual.numel() == torch.Size(shape).numel():
+            hint = " The number of elements is right: check your view/reshape."
+        fail(f"{name}: expected shape {tuple(shape)}{named}, got {tuple(actual.shape)}.{hint}")
+    if dtype is not None and actual.dtype != dtype:
+        fail(f"{name}: expected dtype {dtype} (the input's dtype), got {actual.dtype}. "
+             "Avoid creating tensors with a fixed dtype; use the input's dtype.")
+    if device is not None and actual.device != torch.device(device):
+        fail(f"{name}: expected a tensor on {device}, got one on {actual.device}")
+    return actual
+
+
+def max_error(actual, expected):
+    return (actual.double() - expected.double()).abs().max().item()
+
+
+def close(actual, expected, dtype=None):
+    """True when `actual` matches `expected` within the tolerance of `dtype`."""
+    if tuple(actual.shape) != tuple(expected.shape):
+        return False
+    rtol, atol = tolerance(dtype or expected.dtype)
+    a, e = actual.detach().double(), expected.detach().double()
+    return bool(_isclose(a, e, rtol=rtol, atol=atol, equal_nan=False).all())
+
+
+def expect_close(actual, expected, name, bugs=None, hint=None, dtype=None):
+    """Require `actual` == `expected` within the dtype's tolerance.
+
+    bugs: {message: tensor}, outputs that known mistakes produce on the same input; a
+    match names the mistake. hint: what to look at when no known bug matches.
+    """
+    expect_tensor(actual, name, shape=expected.shape)
+    if not bool(_isfinite(actual.detach()).all()) and bool(_isfinite(expected).all()):
+        bad = (~_isfinite(actual.detach())).sum().item()
+        fail(f"{name}: {bad} entries are NaN or inf where the right answer is finite. "
+             + (hint or "Look for 0/0 (a fully masked row) or an overflowing exp()."))
+    if close(actual, expected, dtype):
+        return
+    for message, candidate in (bugs or {}).items():
+        if candidate is not None and close(actual, candidate, dtype):
+            fail(f"{name} is wrong: {message}")
+    fail(f"{name} is wrong (largest error {max_error(actual, expected):.3g}). "
+         + (hint or "Compare your steps with the formula above, one tensor at a time."))
+
+
+def random_inputs(*shapes, seed, dtype=torch.float32, device="cpu"):
+    """Reproducible standard-normal tensors of the given shapes."""
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randn(*s, generator=gen, dtype=torch.float64).to(dtype=dtype, device=device)
+            for s in shapes]
+
+
+def call(function, *args, name=None, **kwargs):
+    """Call the student's function; turn its exceptions into messages that say where."""
+    name = name or getattr(function, "__name__", "your function")
+    try:
+        return function(*args, **kwargs)
+    except NotImplementedError:
+        fail(f"{name} is not implemented yet: replace `raise NotImplementedError()` "
+             "with your code.")
+    except CheckFailure:
+        raise
+    except Exception as error:
+        shapes = ", ".join(str(tuple(a.shape)) for a in args if isinstance(a, _Tensor))
+        fail(f"{name} raised {type(error).__name__}: {error}\n"
+             f"(called with tensors of shapes {shapes})")
+
+
+class _Forbid(torch.overrides.TorchFunctionMode):
+    def __init__(self, forbidden):
+        super().__init__()
+        self.forbidden = forbidden
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in self.forbidden:
+            fail(f"you called {self.forbidden[func]}, which does the whole exercise for you; "
+                 "build it from the operations the chapter shows instead.")
+        return func(*args, **(kwargs or {}))
+
+
+def forbid(**functions):
+    """Context manager: calling any of `functions` (name=function) fails the check.
+
+    Used to make sure an exercise is computed, not delegated to the PyTorch function the
+    check compares against, e.g. forbid(sdpa=F.scaled_dot_product_attention).
+    """
+    return _Forbid({f: name for name, f in functions.items()})

@@ -1,0 +1,49 @@
+"""The catalogue of submissions: alternative correct solutions and classic bugs.
+
+Each chapter module (named like its checks module: attention, heads, mha, masks,
+diversity) defines
+    NOTEBOOK = "01_attention"                      # chapters/<NOTEBOOK>.ipynb
+    CORRECT  = {name: {solution_grade_id: code}}   # must get full marks
+    BUGS     = {name: Bug(...)}                    # must lose exactly the named tests
+A submission is the chapter's student notebook with every solution cell filled in: with
+the code given here for the named cells, with the reference solution for the others, so
+that a bug costs only the points of the tests that exercise it.
+"""
+import copy
+import re
+from dataclasses import dataclass, field
+
+SOLUTION_BLOCK = re.compile(r"[ \t]*### BEGIN SOLUTION\n(.*?)[ \t]*### END SOLUTION\n?", re.S)
+
+
+@dataclass
+class Bug:
+    cells: dict                 # solution grade_id -> code of the buggy submission
+    fails: list                 # grade_ids of the test cells that must fail
+    diagnosis: str = ""         # regex the failing visible test's message must match
+    notes: str = field(default="")
+
+
+def grade_id(cell):
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+
+
+def reference_code(cell_source):
+    """The source cell with nbgrader's markers removed (what a perfect student writes)."""
+    return SOLUTION_BLOCK.sub(lambda m: m.group(1), cell_source)
+
+
+def fill_submission(source_nb, student_nb, cells):
+    """A copy of `student_nb` whose solution cells hold `cells[grade_id]` or the reference."""
+    reference = {grade_id(c): reference_code("".join(c["source"]) if isinstance(c["source"], list)
+                                             else c["source"])
+                 for c in source_nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("solution")}
+    unknown = set(cells) - set(reference)
+    if unknown:
+        raise KeyError(f"no solution cells named {sorted(unknown)}; have {sorted(reference)}")
+    submission = copy.deepcopy(student_nb)
+    for cell in submission["cells"]:
+        gid = grade_id(cell)
+        if gid in reference:
+            cell["source"] = cells.get(gid, reference[gid])
+    return submission
