@@ -1,0 +1,119 @@
+"""The chapter notebooks through real nbgrader: generate_assignment, then autograde of
+the reference, the untouched student version and the catalogue of submissions."""
+import importlib
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from autograde import course
+from tests.submissions import fill_submission, grade_id
+
+TOPICS = {a: a.split("_", 1)[1] for a in course.assignments()}
+
+
+def catalogue(assignment):
+    try:
+        return importlib.import_module(f"tests.submissions.{TOPICS[assignment]}")
+    except ModuleNotFoundError:
+        return None
+
+
+def submissions(assignment, source_nb, student_nb):
+    """{student_id: (notebook, {test grade_id: expected to pass})}."""
+    tests = [grade_id(c) for c in source_nb["cells"]
+             if c.get("metadata", {}).get("nbgrader", {}).get("grade")]
+    subs = {
+        "reference": (fill_submission(source_nb, student_nb, {}), dict.fromkeys(tests, True)),
+        "blank": (student_nb, dict.fromkeys(tests, False)),
+    }
+    cat = catalogue(assignment)
+    for name, cells in getattr(cat, "CORRECT", {}).items():
+        subs[f"correct_{name}"] = (fill_submission(source_nb, student_nb, cells),
+                                   dict.fromkeys(tests, True))
+    for name, bug in getattr(cat, "BUGS", {}).items():
+        unknown = set(bug.fails) - set(tests)
+        assert not unknown, f"{assignment} bug {name} names unknown tests {unknown}"
+        subs[f"bug_{name}"] = (fill_submission(source_nb, student_nb, bug.cells),
+                               {t: t not in bug.fails for t in tests})
+    return subs
+
+
+def autograde(course_dir, assignment):
+    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
+    result = subprocess.run(
+        [sys.executable, "-m", "nbgrader", "autograde", assignment, "--force",
+         f"--CourseDirectory.root={course_dir}"],
+        capture_output=True, text=True, env=env, timeout=1200)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+@pytest.fixture(scope="session")
+def graded(tmp_path_factory):
+    """Release and autograde every chapter (each in its own course dir, two at a time)."""
+    def grade_chapter(assignment):
+        course_dir = tmp_path_factory.mktemp(assignment)
+        folder = course.release(course_dir, [assignment])[assignment]
+        notebook = f"{assignment}.ipynb"
+        source_nb = json.loads((course_dir / "source" / assignment / notebook).read_text())
+        student_nb = json.loads((folder / notebook).read_text())
+        subs = submissions(assignment, source_nb, student_nb)
+        for student, (nb, _) in subs.items():
+            target = course_dir / "submitted" / student / assignment
+            target.mkdir(parents=True)
+            (target / notebook).write_text(json.dumps(nb))
+        autograde(course_dir, assignment)
+        from nbgrader.api import Gradebook
+        scores = {}
+        with Gradebook(f"sqlite:///{course_dir / 'gradebook.db'}") as gb:
+            for student in subs:
+                nb = gb.find_submission_notebook(assignment, assignment, student)
+                scores[student] = {g.name: (g.score, g.max_score) for g in nb.grades
+                                   if g.cell.cell_type == "code"}
+        return assignment, dict(source=source_nb, student=student_nb, subs=subs, scores=scores)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(pool.map(grade_chapter, course.assignments()))
+
+
+@pytest.mark.parametrize("assignment", course.assignments())
+def test_student_version_has_no_solutions_or_hidden_tests(graded, assignment):
+    student = graded[assignment]["student"]
+    text = json.dumps(student)
+    assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text
+    source = {grade_id(c): "".join(c["source"]) for c in graded[assignment]["source"]["cells"]
+              if grade_id(c)}
+    for cell in student["cells"]:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if meta.get("solution") and cell["cell_type"] == "code":
+            src = "".join(cell["source"])
+            assert "raise NotImplementedError" in src, f"{meta['grade_id']} still has code"
+            solution = source[meta["grade_id"]].split("### BEGIN SOLUTION")[1].split("### END SOLUTION")[0]
+            body = [line.strip() for line in solution.splitlines() if line.strip()]
+            assert not any(line in src.splitlines() for line in body if len(line) > 12), \
+                f"solution code of {meta['grade_id']} leaked into the student version"
+
+
+@pytest.mark.parametrize("assignment", course.assignments())
+def test_grades_match_expectations(graded, assignment):
+    info = graded[assignment]
+    assert info["scores"]["reference"], f"{assignment} has no graded test cells"
+    wrong = []
+    for student, (_, expected) in info["subs"].items():
+        for test, should_pass in expected.items():
+            score, max_score = info["scores"][student][test]
+            if (score == max_score) != should_pass:
+                wrong.append(f"{student}: {test} scored {score}/{max_score}, "
+                             f"expected {'full' if should_pass else 'zero'}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_catalogue_size():
+    """At least 5 alternative correct solutions and 8 classic bugs across the chapters."""
+    cats = [catalogue(a) for a in course.assignments()]
+    assert sum(len(getattr(c, "CORRECT", {})) for c in cats) >= 5
+    assert sum(len(getattr(c, "BUGS", {})) for c in cats) >= 8
