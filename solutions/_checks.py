@@ -60,6 +60,15 @@ def check_mask(mask, scores_shape, device):
     return mask
 
 
+def check_positive_int(value, name, optional=False):
+    """Require a positive int (or None when `optional`); return it."""
+    if optional and value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive int{' or None' if optional else ''}, got {value!r}")
+    return value
+
+
 def check_heads(d_model, num_heads):
     """Require positive ints with num_heads dividing d_model; return head_dim."""
     for name, v in (("d_model", d_model), ("num_heads", num_heads)):

@@ -3,7 +3,7 @@
 FLOPs count matrix products only, 2 per multiply-add (the usual convention); softmax,
 scaling and masking add O(B * h * Lq * Lk) more, small beside the products.
 """
-from ._checks import check_heads
+from ._checks import check_heads, check_positive_int
 
 
 def count_parameters(d_model, num_heads, *, query_size=None, key_size=None,
@@ -14,6 +14,8 @@ def count_parameters(d_model, num_heads, *, query_size=None, key_size=None,
     whatever num_heads is: splitting into heads re-arranges the parameters, it adds none.
     """
     check_heads(d_model, num_heads)
+    for name, v in (("query_size", query_size), ("key_size", key_size), ("value_size", value_size)):
+        check_positive_int(v, name, optional=True)
     inputs = [query_size or d_model, key_size or d_model, value_size or d_model]
     weights = sum(size * d_model for size in inputs) + d_model * d_model
     biases = 4 * d_model if bias else 0
@@ -30,6 +32,8 @@ def count_flops(batch, q_len, d_model, num_heads, *, k_len=None, query_size=None
     costs 1/num_heads of it, so splitting lowers the cost per head, not the total.
     """
     check_heads(d_model, num_heads)
+    for name, v in (("query_size", query_size), ("key_size", key_size), ("value_size", value_size)):
+        check_positive_int(v, name, optional=True)
     k_len = q_len if k_len is None else k_len
     head_dim = d_model // num_heads
     q_in, k_in, v_in = query_size or d_model, key_size or d_model, value_size or d_model

@@ -9,7 +9,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ._checks import check_heads, check_mask, check_same_device_and_dtype, check_tensor
+from ._checks import (check_heads, check_mask, check_positive_int, check_same_device_and_dtype,
+                      check_tensor)
 from .attention import scaled_dot_product_attention
 from .heads import merge_heads, split_heads
 
@@ -51,9 +52,12 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         if head_dim is None:
             head_dim = check_heads(d_model, num_heads)
-        else:
-            check_heads(num_heads * head_dim, num_heads)
-            check_heads(d_model, 1)
+        else:  # explicit head_dim (e.g. after pruning): num_heads * head_dim may differ from d_model
+            for name, v in (("d_model", d_model), ("num_heads", num_heads), ("head_dim", head_dim)):
+                check_positive_int(v, name)
+        for name, v in (("query_size", query_size), ("key_size", key_size),
+                        ("value_size", value_size)):
+            check_positive_int(v, name, optional=True)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         self.d_model, self.num_heads, self.head_dim = d_model, num_heads, head_dim

@@ -1,0 +1,1 @@
+"""Checks that the chapter notebooks' test cells call: one module per chapter."""

@@ -1,0 +1,29 @@
+"""Shared pytest set-up: hypothesis profiles and a fixed torch seed per test.
+
+Hypothesis profiles (choose with HYPOTHESIS_PROFILE=...):
+    course    (default) modest example counts, derandomized: the same examples on every run,
+              so CI is reproducible and the whole suite stays fast on a 2-core CPU;
+    thorough  many more random examples, for a local bug hunt.
+"""
+import os
+
+import pytest
+import torch
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "course", max_examples=30, deadline=None, derandomize=True, print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "thorough", max_examples=500, deadline=None, print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "course"))
+
+
+@pytest.fixture(autouse=True)
+def _seed_torch():
+    """Every test starts from the same torch RNG state, whatever ran before it."""
+    torch.manual_seed(0)
+    yield
