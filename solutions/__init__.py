@@ -6,6 +6,10 @@ True = may attend.
 """
 from .attention import masked_softmax, scaled_dot_product_attention, stable_softmax
 from .counting import count_flops, count_parameters
+from .diversity import (HeadImportance, RelationScores, TinyAttentionModel, TwoRelationBatch,
+                        evaluate, head_circuit_similarity, head_importance, head_param_gap,
+                        head_similarity, make_heads_identical, prune_heads, relation_losses,
+                        relation_scores, train, two_relation_task)
 from .heads import merge_heads, split_heads
 from .masks import (causal_mask, from_torch_attn_mask, from_torch_key_padding_mask,
                     padding_mask, to_torch_attn_mask, to_torch_key_padding_mask)
@@ -18,4 +22,8 @@ __all__ = [
     "to_torch_attn_mask", "from_torch_attn_mask",
     "MultiHeadAttention", "HeadWeights",
     "count_parameters", "count_flops",
+    "two_relation_task", "TwoRelationBatch", "TinyAttentionModel", "relation_losses",
+    "evaluate", "train", "make_heads_identical", "head_param_gap", "relation_scores",
+    "RelationScores", "head_importance", "HeadImportance", "prune_heads", "head_similarity",
+    "head_circuit_similarity",
 ]

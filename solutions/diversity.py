@@ -8,6 +8,7 @@ head importance and pruning (Michel et al., 2019), and head similarity.
 Shape letters: N samples, B batch, L seq_len, V vocab_size, D d_model, h num_heads,
 hd head_dim.
 """
+import contextlib
 import time
 from typing import NamedTuple
 
@@ -20,6 +21,13 @@ from .masks import causal_mask
 from .mha import MultiHeadAttention
 
 IGNORE_INDEX = -100  # F.cross_entropy's default ignore_index: positions with no target
+
+# The chapter's sizes, tuned by measurement (200 steps, batch 128, one CPU thread,
+# about 1 s a run): two heads of head_dim 8 reach 100% on both relations for every
+# seed tried; one head of head_dim 16 stays far below. A vocabulary much larger than
+# d_model is what makes one head struggle: with 16 tokens and d_model 32, one head
+# reached ~95% by weighting the two positions unequally (see two_relation_task).
+VOCAB_SIZE, SEQ_LEN, D_MODEL = 64, 8, 16
 
 
 # ----------------------------------------------------------------------------- the task
@@ -38,9 +46,12 @@ def two_relation_task(num_samples, seq_len, vocab_size, generator=None):
 
     The two relations point at different positions (i-1 and 0) for every i >= 2, so a
     head that attends to one position cannot serve both. One head that splits its
-    attention between the two receives a weighted *sum* of the two tokens' values,
-    and a linear readout of a sum cannot tell which token came from where; two heads
-    can each copy one token cleanly. Tokens are drawn uniformly, with repeats.
+    attention between them hands the readouts w_prev * v(a) + w_first * v(b), a sum of
+    the two tokens' values: when w_prev = w_first the sum is symmetric in (a, b) and no
+    readout can tell which token was previous and which was first. A trained single
+    head keeps the weights unequal (e.g. 0.5 and 0.43) and decodes the more heavily
+    weighted relation well and the other poorly. Two heads each copy one token cleanly.
+    Tokens are drawn uniformly, with repeats.
     """
     for name, v in (("num_samples", num_samples), ("seq_len", seq_len),
                     ("vocab_size", vocab_size)):
@@ -128,39 +139,56 @@ def default_device():
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def train(model, *, steps=300, lr=1e-2, batch_size=128, seed=0, device=None,
-          task=two_relation_task, track=None):
-    """Adam on fresh batches of `task` (a function like two_relation_task).
+@contextlib.contextmanager
+def _cpu_threads(n):
+    """Run the block with n intra-op CPU threads, then restore the previous count."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
-    Every batch comes from a generator seeded with `seed`, so a run is a deterministic
-    function of (model's initial weights, seed) on a given machine and thread count.
-    `track(model)` -> float, if given, is recorded before each step and after the last.
-    Returns the history: dict of lists, one entry per step, of loss, acc_prev and
-    acc_first (measured on that step's batch before the update, so they estimate
-    held-out accuracy: the batch is new to the model), plus "track" and "seconds".
+
+def train(model, *, steps=200, lr=1e-2, batch_size=128, seed=0, device=None,
+          task=two_relation_task, track=None, cpu_threads=1):
+    """Adam on fresh batches of `task` (a function like two_relation_task); returns the
+    history: a dict of per-step lists "loss", "acc_prev", "acc_first" (measured on each
+    step's batch before the update; the batch is new to the model, so these estimate
+    held-out accuracy), "track" (track(model) -> float, recorded before every step and
+    after the last, if given) and the float "seconds".
+
+    Batches come from a CPU generator seeded with `seed`, so a run is a deterministic
+    function of (initial weights, seed) on a given machine. On the CPU it runs with
+    `cpu_threads` threads (restored afterwards): this model's matmuls are too small to
+    gain from more, a busy machine makes extra threads much slower (seen here: 1 s
+    with one thread, 20-45 s with two while other jobs ran), and one thread gives the
+    same numbers whatever the core count.
     """
     device = torch.device(device) if device is not None else default_device()
     model.to(device).train()
     gen = torch.Generator().manual_seed(seed)   # CPU generator: same batches on any device
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     history = dict(loss=[], acc_prev=[], acc_first=[], track=[])
+    threads = _cpu_threads(cpu_threads) if device.type == "cpu" else contextlib.nullcontext()
     start = time.perf_counter()
-    for _ in range(steps):
+    with threads:
+        for _ in range(steps):
+            if track is not None:
+                history["track"].append(track(model))
+            tokens, prev, first = (t.to(device) for t in
+                                   task(batch_size, model.seq_len, model.vocab_size, gen))
+            logits_prev, logits_first, _ = model(tokens)                   # (B, L, V) x2
+            loss_prev, loss_first = relation_losses(logits_prev, logits_first, prev, first)
+            loss = loss_prev + loss_first
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            history["loss"].append(loss.item())
+            history["acc_prev"].append(_accuracy(logits_prev.detach(), prev))
+            history["acc_first"].append(_accuracy(logits_first.detach(), first))
         if track is not None:
             history["track"].append(track(model))
-        tokens, prev, first = (t.to(device) for t in
-                               task(batch_size, model.seq_len, model.vocab_size, gen))
-        logits_prev, logits_first, _ = model(tokens)
-        loss_prev, loss_first = relation_losses(logits_prev, logits_first, prev, first)
-        loss = loss_prev + loss_first
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        history["loss"].append(loss.item())
-        history["acc_prev"].append(_accuracy(logits_prev.detach(), prev))
-        history["acc_first"].append(_accuracy(logits_first.detach(), first))
-    if track is not None:
-        history["track"].append(track(model))
     history["seconds"] = time.perf_counter() - start
     return history
 
@@ -175,23 +203,38 @@ def _per_head_blocks(mha):
 
 
 @torch.no_grad()
-def make_heads_identical(mha):
+def make_heads_identical(mha, noise=0.0, generator=None):
     """Copy head 0's W_0^Q, W_0^K, W_0^V (and biases) and its W_O block into every head,
     in place; returns `mha`. The output bias is shared by all heads and stays as is.
 
     The heads then compute the same function, so they receive the same gradient, and
-    (up to floating-point rounding) no optimiser step can make them differ again.
+    no optimiser step can make them differ again: a symmetric start is a fixed point.
+    noise > 0 then adds noise * N(0, 1) to heads 1.. (drawn from `generator`), to see
+    whether training pulls nearly identical heads together or pushes them apart.
     """
     for block in _per_head_blocks(mha):                          # views into the parameters
         block[1:] = block[:1]                                    # (h-1, ...) <- head 0
+        if noise:
+            eps = torch.randn(block[1:].shape, generator=generator)  # (h-1, ...) on the CPU
+            block[1:] += noise * eps.to(block.device, block.dtype)
     return mha
 
 
 @torch.no_grad()
 def head_param_gap(mha):
     """Largest absolute difference between any head's parameters and head 0's: a float,
-    0.0 exactly when all heads are bitwise identical."""
-    return max((b - b[:1]).abs().max().item() for b in _per_head_blocks(mha))
+    0.0 exactly when all heads are bitwise identical.
+
+    The key bias is left out. It adds q . b_k to all of a query's scores alike, which the
+    softmax ignores, so it never changes what a head computes and its true gradient is 0.
+    Its computed gradient is rounding noise (~1e-9), and Adam, which divides each
+    gradient by its own running size, turns that noise into steps of ~lr: measured, a
+    2e-3 gap in the key bias after one step between heads whose function differed by 1e-8.
+    """
+    w = mha.head_weights()
+    blocks = [w.query, w.key, w.value, w.output]                 # (h, in, hd) x3, (h, hd, D)
+    blocks += [b for b in (w.query_bias, w.value_bias) if b is not None]  # (h, hd) x2
+    return max((b - b[:1]).abs().max().item() for b in blocks)
 
 
 # ----------------------------------------------------------------------------- specialisation
@@ -226,12 +269,14 @@ class HeadImportance(NamedTuple):
 
 
 def _total_loss(model, batch, head_mask=None, reduce=True):
+    """loss_prev + loss_first on batch (B, L): a scalar, or (B,) per example if not reduce.
+    Every example has the same number of defined positions, so the mean of the per-example
+    losses equals the reduced loss."""
     tokens, prev, first = batch
-    logits_prev, logits_first, _ = model(tokens, head_mask=head_mask)
+    logits_prev, logits_first, _ = model(tokens, head_mask=head_mask)  # (B, L, V) x2
     if reduce:
         return sum(relation_losses(logits_prev, logits_first, prev, first))
     # per example: mean over the example's defined positions, for each relation
-    B = tokens.shape[0]
     per_prev = F.cross_entropy(logits_prev.transpose(1, 2), prev, reduction="none")   # (B, L)
     per_first = F.cross_entropy(logits_first.transpose(1, 2), first, reduction="none")  # (B, L)
     n_prev = (prev != IGNORE_INDEX).sum(1).clamp(min=1)         # (B,)
@@ -240,7 +285,8 @@ def _total_loss(model, batch, head_mask=None, reduce=True):
 
 
 def head_importance(model, batch):
-    """batch: TwoRelationBatch (N, L) on the model's device. Returns HeadImportance.
+    """batch: TwoRelationBatch (N, L). Returns HeadImportance, two (h,) tensors on the
+    model's device and in its dtype.
 
     ablation[k] = L(gate_k = 0) - L(all gates 1): what removing head k alone costs.
     gradient[k] = mean over examples x of |dL(x)/d gate_k|, with per-example gates
@@ -248,21 +294,22 @@ def head_importance(model, batch):
     for all heads from one backward pass.
     """
     h = model.num_heads
-    device = next(model.parameters()).device
-    batch = tuple(t.to(device) for t in batch)
+    param = next(model.parameters())
+    kw = dict(device=param.device, dtype=param.dtype)
+    batch = tuple(t.to(param.device) for t in batch)
     was_training = model.training
     model.eval()
     with torch.no_grad():
-        base = _total_loss(model, batch).item()
-        ablation = torch.empty(h)
+        base = _total_loss(model, batch)
+        ablation = torch.empty(h, **kw)                          # (h,)
         for k in range(h):
-            gates = torch.ones(h, device=device)                 # (h,)
+            gates = torch.ones(h, **kw)                          # (h,)
             gates[k] = 0.0
-            ablation[k] = _total_loss(model, batch, gates).item() - base
-    gates = torch.ones(batch[0].shape[0], h, device=device, requires_grad=True)  # (N, h)
+            ablation[k] = _total_loss(model, batch, gates) - base
+    gates = torch.ones(batch[0].shape[0], h, **kw, requires_grad=True)  # (N, h)
     # summing per-example losses gives each example's own dL(x)/d gate in its row
     _total_loss(model, batch, gates, reduce=False).sum().backward()
-    gradient = gates.grad.abs().mean(0).cpu()                    # (h,)
+    gradient = gates.grad.abs().mean(0)                          # (h,)
     model.zero_grad(set_to_none=True)
     model.train(was_training)
     return HeadImportance(ablation, gradient)
@@ -302,9 +349,13 @@ def prune_heads(mha, heads_to_remove):
 
 # ----------------------------------------------------------------------------- similarity
 def head_similarity(weights):
-    """weights (B, h, L, L) -> (h, h): cosine similarity between heads' attention maps,
+    """weights (B, h, Lq, Lk) -> (h, h): cosine similarity between heads' attention maps,
     computed per example and averaged over the batch. 1 on the diagonal; two heads that
-    attend to disjoint positions score 0."""
+    attend to disjoint positions score 0.
+
+    Rows where the mask leaves one choice agree in every head (a causal map's row 0 has
+    one key): pass weights[:, :, i0:] to compare only the rows where heads can differ.
+    """
     check_tensor(weights, "weights", rank=4)
     maps = F.normalize(weights.flatten(2), dim=-1)               # (B, h, L*L)
     return (maps @ maps.transpose(1, 2)).mean(0)                 # (h, h)

@@ -139,6 +139,8 @@ class MultiHeadAttention(nn.Module):
         """F.scaled_dot_product_attention with our fully-masked-row rule: zeros, no NaN."""
         if mask is None:
             return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
+        if mask.dim() < 2:                                  # (Lk,) or 0-d: F.sdpa needs a
+            mask = mask.reshape(1, -1)                      # 2-d mask; same broadcast
         has_key = mask.any(dim=-1, keepdim=True)            # (..., Lq, 1)
         # Let fully masked rows attend everywhere (finite), then zero their output, so
         # no backend ever sees a row with no key (some give NaN there).

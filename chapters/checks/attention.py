@@ -1,0 +1,462 @@
+"""Checks of chapter 1: attention scores, a stable softmax, the entropy of attention
+weights, and scaled dot-product attention (self- and cross-attention shapes).
+
+Each check runs the student's function on fresh random inputs (from `seed`, with the
+shapes given), compares with PyTorch's own functions (torch.softmax,
+F.scaled_dot_product_attention) computed in float64, and, when the numbers differ,
+with the outputs of the classic mistakes on the same inputs, so that the message names
+the mistake. Shape letters: B batch, Lq queries, Lk keys, d_k query/key features,
+d_v value features, `...` any number of leading batch dimensions.
+"""
+import math
+import re
+import warnings
+
+import torch
+import torch.nn.functional as F
+
+from .common import (CheckFailure, call, close, expect_close, expect_tensor, fail, passed,
+                     random_inputs)
+
+# Bound at import, before student code runs in the same kernel.
+_softmax = torch.softmax
+_sdpa = F.scaled_dot_product_attention
+_xlogy = torch.special.xlogy
+_equal = torch.equal
+
+# Error messages of common slips, and what to do about them: (regex, hint).
+HINTS = {
+    "matmul": r"Expected size for first two dimensions of batch2|shapes cannot be multiplied",
+    "t2d": r"t\(\) expects a tensor with <= 2 dimensions|use of `x\.T`",
+    "axis": r"Dimension out of range",
+    "bmm": r"must be a 3D tensor",
+    "broadcast": r"must match the size of tensor b",
+    "max_pair": r"return_types\.max",
+    "view": r"view size is not compatible",
+    "dim_name": r"unexpected keyword argument 'dim'",
+}
+ATTENTION_HINTS = [
+    ("t2d", "Hint: .t() and .T are for 2-D matrices (on more axes .T reverses all of them). "
+            "Transpose the last two axes only: key.transpose(-2, -1) (or key.mT)."),
+    ("matmul", "Hint: a matrix product A @ B needs A's last axis to equal B's second-to-last. "
+               "Q K^T is query (..., Lq, d_k) @ key.transpose(-2, -1) (..., d_k, Lk); "
+               "query @ key without the transpose fails. The output is "
+               "weights (..., Lq, Lk) @ value (..., Lk, d_v)."),
+    ("broadcast", "Hint: two tensors did not broadcast. If you transposed key with .T, note "
+                  "that on a tensor with batch dimensions .T reverses ALL the axes: use "
+                  "key.transpose(-2, -1)."),
+    ("axis", "Hint: count axes from the end (transpose(-2, -1), dim=-1), so the code works "
+             "for any number of leading batch dimensions, none included."),
+    ("bmm", "Hint: torch.bmm takes exactly 3-D tensors; @ (torch.matmul) works with any "
+            "number of leading batch dimensions (or flatten them with reshape(-1, L, d) "
+            "and restore them afterwards)."),
+    ("view", "Hint: .view() needs contiguous memory; use .reshape()."),
+]
+SOFTMAX_HINTS = [
+    ("broadcast", "Hint: a max or a sum over an axis keeps that axis only with keepdim=True; "
+                  "without it the result does not broadcast against the scores: "
+                  "scores.amax(dim=dim, keepdim=True), exp.sum(dim=dim, keepdim=True)."),
+    ("max_pair", "Hint: tensor.max(dim=...) returns a pair (values, indices): use .values, or "
+                 "tensor.amax(dim=dim, keepdim=True)."),
+    ("dim_name", "Hint: the checks call stable_softmax(scores, dim=...): keep the parameter "
+                 "name `dim`."),
+    ("axis", "Hint: use the `dim` argument (it may be negative) rather than a fixed axis."),
+]
+
+
+def _hint(text, hints):
+    for key, hint in hints:
+        if re.search(HINTS[key], text):
+            return [hint]
+    return []
+
+
+SOFTMAX_NAME = re.compile(r"softmax", re.I)
+ATTENTION_NAME = re.compile(r"scaled_dot_product|multi_head_attention", re.I)
+
+
+class _ForbidByName(torch.overrides.TorchFunctionMode):
+    """Fail when the student calls a torch function whose name matches `pattern`."""
+
+    def __init__(self, pattern, what):
+        super().__init__()
+        self.pattern, self.what = pattern, what
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", None) or str(func)
+        if self.pattern.search(name):
+            fail(f"you called {name}, {self.what}; build it from the operations the "
+                 "chapter shows instead.")
+        return func(*args, **(kwargs or {}))
+
+
+def _run(function, *args, name, hints=(), forbidden=None, **kwargs):
+    """Call the student's function: errors and warnings become messages with a hint;
+    inputs modified in place are reported."""
+    before = [a.clone() for a in args if isinstance(a, torch.Tensor)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            if forbidden is not None:
+                with _ForbidByName(*forbidden):
+                    result = call(function, *args, name=name, **kwargs)
+            else:
+                result = call(function, *args, name=name, **kwargs)
+        except CheckFailure as error:
+            message = str(error)
+            warned = " ".join(str(w.message) for w in caught)
+            raise CheckFailure("\n".join([message] + (_hint(warned, hints)
+                                                       or _hint(message, hints)))) from None
+    after = [a for a in args if isinstance(a, torch.Tensor)]
+    for old, new in zip(before, after):
+        if not _equal(old, new):
+            fail(f"{name} changed its input tensor in place (e.g. `scores -= ...` or "
+                 "`.sub_()`); compute a new tensor instead and leave the inputs as they were.")
+    if caught:
+        text = str(caught[0].message)
+        fail("\n".join([f"{name} emitted a warning (a graded cell that prints a warning "
+                        f"scores zero): {text}"] + _hint(text, hints)))
+    return result
+
+
+def _batch_text(batch):
+    return "()" if not batch else str(tuple(batch))
+
+
+# ---------------------------------------------------------------------------------------
+# Scores and the classic scaling mistakes
+# ---------------------------------------------------------------------------------------
+
+def _score_bugs(qk, d_k, sizes):
+    """{message: scores} that the classic scaling mistakes produce from qk = Q K^T (float64).
+
+    sizes: {"axis name": size} of the other axes, for "scaled by the wrong axis".
+    """
+    bugs = {
+        f"the scores are not scaled: divide Q K^T by sqrt(d_k) = sqrt({d_k}).": qk,
+        f"you divided by d_k = {d_k}; divide by sqrt(d_k) = {math.sqrt(d_k):.4g} instead. "
+        "Q K^T has variance d_k, so its standard deviation is sqrt(d_k); dividing by d_k "
+        "leaves variance 1/d_k and flattens the weights.": qk / d_k,
+        f"you multiplied by sqrt(d_k) = {math.sqrt(d_k):.4g}; divide by it instead.":
+            qk * math.sqrt(d_k),
+    }
+    for axis, size in sizes.items():
+        if size not in (d_k, 1):
+            bugs[f"you scaled by sqrt({size}), the size of {axis}; d_k is the size of the "
+                 "last axis of query and key: query.shape[-1]."] = qk / math.sqrt(size)
+    return bugs
+
+
+def _other_sizes(batch, Lq, Lk, d_v=None):
+    sizes = {}
+    if batch:
+        sizes["the first batch axis"] = batch[0]
+    sizes["Lq (the number of queries)"] = Lq
+    sizes["Lk (the number of keys)"] = Lk
+    if d_v is not None:
+        sizes["d_v (value.shape[-1])"] = d_v
+    return sizes
+
+
+def attention_scores(attention_scores, seed=0, batch=(2,), Lq=3, Lk=5, d_k=4,
+                     dtype=torch.float32, device="cpu"):
+    """Check attention_scores(query, key) = Q K^T / sqrt(d_k), shape (..., Lq, Lk)."""
+    name = "attention_scores(query, key)"
+    query, key = random_inputs((*batch, Lq, d_k), (*batch, Lk, d_k), seed=seed, dtype=dtype,
+                               device=device)
+    scores = _run(attention_scores, query, key, name="attention_scores",
+                  hints=ATTENTION_HINTS)
+    shape = (*batch, Lq, Lk)
+    if isinstance(scores, torch.Tensor) and Lq != Lk and tuple(scores.shape) == (*batch, Lk, Lq):
+        fail(f"{name}: expected shape {shape} = (..., Lq, Lk), got {tuple(scores.shape)} = "
+             "(..., Lk, Lq): you computed K Q^T. Each row belongs to one query: "
+             "query @ key.transpose(-2, -1).")
+    expect_tensor(scores, name, shape=shape, dtype=dtype, device=device,
+                  shape_names="(..., Lq, Lk)")
+    q, k = query.double(), key.double()
+    qk = q @ k.transpose(-2, -1)
+    expected = qk / math.sqrt(d_k)
+    bugs = _score_bugs(qk, d_k, _other_sizes(batch, Lq, Lk))
+    bugs["you returned the softmax weights; attention_scores returns the scaled scores, "
+         "before the softmax."] = _softmax(expected, dim=-1)
+    expect_close(scores, expected, name, bugs=bugs, dtype=dtype)
+    passed(f"attention_scores: shape (..., Lq, Lk) = {shape}, dtype {dtype}, values "
+           f"Q K^T / sqrt(d_k) (batch {_batch_text(batch)}, Lq={Lq}, Lk={Lk}, d_k={d_k})")
+
+
+# ---------------------------------------------------------------------------------------
+# Entropy of attention weights
+# ---------------------------------------------------------------------------------------
+
+def _weights_with_zeros(batch, Lq, Lk, seed, dtype, device):
+    """Softmax rows, with some one-hot rows and some rows with exact zeros."""
+    (scores,) = random_inputs((*batch, Lq, Lk), seed=seed, dtype=torch.float64)
+    weights = _softmax(2 * scores, dim=-1)
+    flat = weights.reshape(-1, Lq, Lk)
+    gen = torch.Generator().manual_seed(seed + 1)
+    for b in range(flat.shape[0]):
+        flat[b, 0] = 0.0                                     # a one-hot row
+        flat[b, 0, int(torch.randint(Lk, (1,), generator=gen))] = 1.0
+        if Lq > 1:                                           # a row with half its keys at 0
+            row = flat[b, 1].clone()
+            row[: Lk // 2] = 0.0
+            flat[b, 1] = row / row.sum()
+    return flat.reshape(*batch, Lq, Lk).to(dtype=dtype, device=device)
+
+
+def attention_entropy(attention_entropy, seed=0, batch=(2,), Lq=4, Lk=6,
+                      dtype=torch.float32, device="cpu"):
+    """Check attention_entropy(weights) = -sum_k w log w over the last axis, in nats."""
+    name = "attention_entropy(weights)"
+    weights = _weights_with_zeros(batch, Lq, Lk, seed, dtype, device)
+    entropy = _run(attention_entropy, weights, name="attention_entropy",
+                   hints=[h for h in ATTENTION_HINTS if h[0] == "axis"])
+    shape = (*batch, Lq)
+    if isinstance(entropy, torch.Tensor) and Lq != Lk and tuple(entropy.shape) == (*batch, Lk):
+        fail(f"{name}: expected shape {shape} = (..., Lq), got {tuple(entropy.shape)} = "
+             "(..., Lk): you summed over the queries (dim=-2). Each query's weights are a "
+             "row: sum over the keys, the last axis (dim=-1).")
+    if isinstance(entropy, torch.Tensor) and tuple(entropy.shape) == (*batch, Lq, 1):
+        fail(f"{name}: expected shape {shape} = (..., Lq), got {tuple(entropy.shape)}: "
+             "drop keepdim=True, one number per query.")
+    expect_tensor(entropy, name, shape=shape, dtype=dtype, device=device,
+                  shape_names="(..., Lq)")
+    w = weights.double()
+    expected = -_xlogy(w, w).sum(dim=-1)
+    if not bool(torch.isfinite(entropy.detach()).all()):
+        fail(f"{name}: NaN where the weights contain exact zeros (a one-hot row, as a "
+             "saturated softmax gives). In floating point 0 * log(0) = 0 * (-inf) = NaN, but "
+             "the entropy's limit is 0: use torch.special.xlogy(w, w), which is 0 where w is 0, "
+             "or torch.where(w > 0, w * w.log(), 0).")
+    bugs = {
+        "the entropy is negative: it is MINUS the sum of w log w.": -expected,
+        "you used log base 2 (bits); the chapter measures entropy in nats, with the natural "
+        "log (torch.log): the uniform row over Lk keys has entropy log(Lk).":
+            expected / math.log(2),
+        "you took the mean over the keys instead of the sum.": expected / Lk,
+    }
+    expect_close(entropy, expected, name, bugs=bugs, dtype=dtype)
+    passed(f"attention_entropy: shape (..., Lq) = {shape}, values in nats, 0 for one-hot rows "
+           f"(batch {_batch_text(batch)}, Lq={Lq}, Lk={Lk}, {dtype})")
+
+
+# ---------------------------------------------------------------------------------------
+# A softmax that does not overflow
+# ---------------------------------------------------------------------------------------
+
+FORBID_SOFTMAX = (SOFTMAX_NAME, "a softmax that PyTorch computes for you (this exercise is "
+                                "to write it)")
+
+
+def _stable_call(stable_softmax, scores, dim):
+    out = _run(stable_softmax, scores, dim=dim, name="stable_softmax", hints=SOFTMAX_HINTS,
+               forbidden=FORBID_SOFTMAX)
+    expect_tensor(out, f"stable_softmax(scores, dim={dim})", shape=scores.shape,
+                  dtype=scores.dtype, device=scores.device, shape_names="(the shape of scores)")
+    return out
+
+
+def stable_softmax(stable_softmax, seed=0, shape=(2, 3, 5), dims=(-1, -2),
+                   dtype=torch.float32, device="cpu"):
+    """Check stable_softmax(scores, dim) against torch.softmax on ordinary scores."""
+    (scores,) = random_inputs(shape, seed=seed, dtype=torch.float64)
+    scores = (3 * scores).to(dtype=dtype, device=device)
+    s = scores.double()
+    last = len(shape) - 1
+    for dim in dims:
+        out = _stable_call(stable_softmax, scores, dim)
+        expected = _softmax(s, dim=dim)
+        exp = (s - s.amax(dim=dim, keepdim=True)).exp()
+        bugs = {
+            "you return exp(scores - max) without dividing by its sum along dim.": exp,
+            "you divided by the sum of the whole tensor; divide by the sum along dim: "
+            ".sum(dim=dim, keepdim=True).": exp / exp.sum(),
+        }
+        if dim % len(shape) != last:
+            bugs[f"you normalised along the last axis, but dim={dim} was asked: use the "
+                 "`dim` argument in the max and in the sum."] = _softmax(s, dim=-1)
+        expect_close(out, expected, f"stable_softmax(scores, dim={dim})", bugs=bugs,
+                     dtype=dtype)
+    passed(f"stable_softmax matches torch.softmax along dims {tuple(dims)} of a tensor "
+           f"of shape {tuple(shape)} ({dtype})")
+
+
+def stable_softmax_large_scores(stable_softmax, seed=0, shape=(2, 3, 5), dim=-1,
+                                offset=1000.0, dtype=torch.float32, device="cpu"):
+    """Check that stable_softmax stays finite and right for scores far from 0.
+
+    Case 1: every row near +offset (a naive exp overflows: exp(1000) = inf in float32
+    and float64, inf / inf = NaN). Case 2: every row near -offset (exp underflows to 0,
+    0 / 0 = NaN). Case 3: rows near +offset and -offset in one tensor (subtracting one
+    maximum for the whole tensor underflows the low rows to 0 / 0).
+    """
+    (noise,) = random_inputs(shape, seed=seed, dtype=torch.float64)
+    # one sign per row along `dim`, alternating +1, -1 from row to row
+    rows = noise.movedim(dim, -1).shape[:-1]
+    signs = 1.0 - 2.0 * (torch.arange(math.prod(rows)) % 2).double()
+    signs = signs.reshape(*rows, 1).movedim(-1, dim)
+    cases = [
+        ("all scores near +{:g}".format(offset), offset + 3 * noise),
+        ("all scores near -{:g}".format(offset), -offset + 3 * noise),
+        ("rows near +{0:g} and rows near -{0:g} in one tensor".format(offset),
+         signs * offset + 3 * noise),
+    ]
+    for i, (label, scores64) in enumerate(cases):
+        scores = scores64.to(dtype=dtype, device=device)
+        out = _stable_call(stable_softmax, scores, dim)
+        s = scores.double()
+        expected = _softmax(s, dim=dim)
+        if not bool(torch.isfinite(out.detach()).all()):
+            if i == 0:
+                fail(f"stable_softmax: NaN or inf for {label}. exp({offset:g}) overflows to inf "
+                     f"(the largest finite exp() is about exp(88.7) in float32, exp(709.8) in "
+                     f"float64), and inf / inf = NaN. Subtract the maximum along dim first: "
+                     f"scores - scores.amax(dim=dim, keepdim=True), so every exponent is <= 0.")
+            if i == 1:
+                fail(f"stable_softmax: NaN or inf for {label}. exp(-{offset:g}) underflows to 0, "
+                     "and 0 / 0 = NaN. Subtracting the maximum along dim first fixes this too: "
+                     "the largest entry of every row becomes exp(0) = 1.")
+            fail(f"stable_softmax: NaN or inf for {label}, although it works when all rows "
+                 "are alike: you subtracted ONE maximum for the whole tensor, so the rows "
+                 f"near -{offset:g} become exp(-{2 * offset:g}) = 0 and 0 / 0 = NaN. Subtract "
+                 "each row's own maximum: scores.amax(dim=dim, keepdim=True).")
+        bugs = {}
+        if dim % len(shape) != len(shape) - 1:
+            bugs[f"you normalised along the last axis, but dim={dim} was asked: use the "
+                 "`dim` argument in the max and in the sum."] = _softmax(s, dim=-1)
+        expect_close(out, expected, f"stable_softmax(scores, dim={dim}) for {label}",
+                     bugs=bugs, dtype=dtype)
+    passed(f"stable_softmax is finite and right for scores near +-{offset:g} ({dtype}), "
+           "where exp() alone overflows or underflows")
+
+
+# ---------------------------------------------------------------------------------------
+# Scaled dot-product attention
+# ---------------------------------------------------------------------------------------
+
+FLOAT32_SQRT = ("your sqrt(d_k) is a float32 number (e.g. torch.sqrt(torch.tensor(d_k, "
+                "dtype=torch.float32)), as in seed 000): with float64 inputs the result keeps "
+                "only float32's 7 digits. Divide by math.sqrt(d_k), a Python float, which "
+                "adapts to the inputs' dtype.")
+FORBID_ATTENTION = (ATTENTION_NAME, "which computes the whole attention for you")
+
+
+def _reference_attention(q, k, v):
+    """(output, weights) in float64: PyTorch's own attention for the output."""
+    d_k = q.shape[-1]
+    weights = _softmax(q @ k.transpose(-2, -1) / math.sqrt(d_k), dim=-1)
+    output = _sdpa(q, k, v)
+    return output, weights
+
+
+def _check_attention(fn, query, key, value, label):
+    """Run fn(query, key, value) and compare (output, weights) with the reference."""
+    name = "scaled_dot_product_attention"
+    *batch, Lq, d_k = query.shape
+    Lk, d_v = value.shape[-2:]
+    batch = tuple(batch)
+    dtype, device = query.dtype, query.device
+    result = _run(fn, query, key, value, name=name, hints=ATTENTION_HINTS,
+                  forbidden=FORBID_ATTENTION)
+
+    out_shape, w_shape = (*batch, Lq, d_v), (*batch, Lq, Lk)
+    if isinstance(result, torch.Tensor):
+        fail(f"{name} returned one tensor of shape {tuple(result.shape)}; return the pair "
+             "(output, weights): output (..., Lq, d_v) and weights (..., Lq, Lk).")
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        fail(f"{name} returned {type(result).__name__}"
+             + (f" of {len(result)} items" if isinstance(result, (tuple, list)) else "")
+             + "; return the pair (output, weights).")
+    output, weights = result
+    if (isinstance(output, torch.Tensor) and isinstance(weights, torch.Tensor)
+            and out_shape != w_shape and tuple(output.shape) == w_shape
+            and tuple(weights.shape) == out_shape):
+        fail(f"{name} returned (weights, output): the first item has the weights' shape "
+             f"{w_shape} = (..., Lq, Lk). Return (output, weights), in that order.")
+    if isinstance(weights, torch.Tensor) and Lq != Lk and tuple(weights.shape) == (*batch, Lk, Lq):
+        fail(f"weights: expected shape {w_shape} = (..., Lq, Lk), got {tuple(weights.shape)} = "
+             "(..., Lk, Lq): you computed K Q^T (or transposed the weights). One row per "
+             "query: query @ key.transpose(-2, -1).")
+    expect_tensor(output, "output", shape=out_shape, dtype=dtype, device=device,
+                  shape_names="(..., Lq, d_v)")
+    expect_tensor(weights, "weights", shape=w_shape, dtype=dtype, device=device,
+                  shape_names="(..., Lq, Lk)")
+
+    q, k, v = query.double(), key.double(), value.double()
+    expected_out, expected_w = _reference_attention(q, k, v)
+    qk = q @ k.transpose(-2, -1)
+    score_bugs = _score_bugs(qk, d_k, _other_sizes(batch, Lq, Lk, d_v))
+    weight_bugs = {m: _softmax(s, dim=-1) for m, s in score_bugs.items()}
+    scores = qk / math.sqrt(d_k)
+    weight_bugs["the softmax runs over the wrong axis (dim=-2, the queries): each query's "
+                "weights over the keys must sum to 1, so use dim=-1."] = _softmax(scores, dim=-2)
+    weight_bugs["you returned the scores, before the softmax, as the weights."] = scores
+    expect_close(weights, expected_w, f"weights ({label})", bugs=weight_bugs, dtype=dtype)
+
+    sqrt32 = torch.tensor(float(d_k), dtype=torch.float32).sqrt().double()
+    output_bugs = {
+        FLOAT32_SQRT: _softmax(qk / sqrt32, dim=-1) @ v,
+        "the weights are right, but the output was computed from the softmax of the "
+        "UNSCALED scores: use the same (scaled) weights for the output.":
+            _softmax(qk, dim=-1) @ v,
+        "output = scores @ value: the softmax is missing in the output.": scores @ v,
+    }
+    for message, w in weight_bugs.items():
+        output_bugs["the output uses other weights than the ones returned: " + message] = w @ v
+    expect_close(output, expected_out, f"output ({label})", bugs=output_bugs, dtype=dtype,
+                 hint="The weights are right: the output is weights @ value, shape (..., Lq, d_v).")
+    return batch, Lq, Lk, d_k, d_v
+
+
+def scaled_dot_product_attention(scaled_dot_product_attention, seed=0, batch=(2,), L=6,
+                                 d_k=4, d_v=4, dtype=torch.float32, device="cpu"):
+    """Self-attention shapes: query, key and value all of length L."""
+    query, key, value = random_inputs((*batch, L, d_k), (*batch, L, d_k), (*batch, L, d_v),
+                                      seed=seed, dtype=dtype, device=device)
+    _check_attention(scaled_dot_product_attention, query, key, value,
+                     label=f"self-attention, batch {_batch_text(batch)}, L={L}, d_k={d_k}")
+    passed(f"scaled_dot_product_attention matches F.scaled_dot_product_attention: "
+           f"output {(*batch, L, d_v)}, weights {(*batch, L, L)} ({dtype})")
+
+
+def cross_attention(scaled_dot_product_attention, seed=0, batch=(2, 3), Lq=3, Lk=7, d_k=4,
+                    d_v=5, dtype=torch.float32, device="cpu"):
+    """Cross-attention shapes: Lq != Lk, d_k != d_v, any number of batch dimensions."""
+    query, key, value = random_inputs((*batch, Lq, d_k), (*batch, Lk, d_k), (*batch, Lk, d_v),
+                                      seed=seed, dtype=dtype, device=device)
+    _check_attention(scaled_dot_product_attention, query, key, value,
+                     label=f"batch {_batch_text(batch)}, Lq={Lq}, Lk={Lk}, d_k={d_k}, d_v={d_v}")
+    passed(f"cross-attention: batch dims {_batch_text(batch)}, Lq={Lq} queries, Lk={Lk} keys, "
+           f"d_k={d_k}, d_v={d_v}: output {(*batch, Lq, d_v)}, weights {(*batch, Lq, Lk)} ({dtype})")
+
+
+def sdpa_large_scores(scaled_dot_product_attention, seed=0, batch=(2,), Lq=5, Lk=7, d_k=16,
+                      d_v=16, magnitude=20, dtype=torch.float32, device="cpu"):
+    """Scores in the hundreds: a softmax written with a bare exp() overflows.
+
+    query and key hold whole numbers in [-magnitude, magnitude] and sqrt(d_k) is a power
+    of two, so every correct implementation computes exactly the same scores whatever the
+    order of its operations (scale q first or the scores after, matmul or einsum).
+    """
+    root = math.isqrt(d_k)
+    if root * root != d_k or root & (root - 1):
+        raise ValueError("sqrt(d_k) must be a power of two (d_k = 4, 16, 64...) so that "
+                         "the scores are exact")
+    gen = torch.Generator().manual_seed(seed)
+    query = torch.randint(-magnitude, magnitude + 1, (*batch, Lq, d_k), generator=gen)
+    key = torch.randint(-magnitude, magnitude + 1, (*batch, Lk, d_k), generator=gen)
+    value = torch.randn(*batch, Lk, d_v, generator=gen, dtype=torch.float64)
+    query, key, value = (t.to(dtype=dtype, device=device) for t in (query, key, value))
+    top = (query.double() @ key.double().transpose(-2, -1)).abs().max().item() / root
+    try:
+        _check_attention(scaled_dot_product_attention, query, key, value,
+                         label=f"scores up to {top:.0f}")
+    except CheckFailure as error:
+        if "NaN or inf" in str(error):
+            raise CheckFailure(
+                f"{error}\nWith scores as large as {top:.0f}, exp(score) overflows "
+                f"{dtype} to inf and inf / inf = NaN: a softmax must subtract each row's "
+                "maximum first (torch.softmax does; so does your stable_softmax).") from None
+        raise
+    passed(f"scaled_dot_product_attention is finite and right with scores up to {top:.0f} "
+           f"({dtype})")

@@ -1,0 +1,431 @@
+"""Checks for chapter 2, head splitting: split_heads, merge_heads, multihead_attention_core,
+head_projection, fuse_head_weights.
+
+Each check builds random inputs from `seed`, runs the student's function, compares with a
+few-line reference (or nn.MultiheadAttention) and, when the numbers differ, with the
+outputs of the classic mistakes on the same input, so that the message names the mistake.
+Shape letters: B batch, L (Lq, Lk) sequence length, h num_heads, hd head_dim,
+D d_model = num_heads * head_dim.
+"""
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .common import (CheckFailure, call, expect_close, expect_tensor, fail, forbid, passed,
+                     random_inputs)
+
+SPLIT_LAYOUT = "(B, num_heads, L, head_dim)"
+MIXED = ("heads and positions are mixed: reshape to (B, L, num_heads, head_dim), then "
+         "transpose(1, 2). A direct reshape to (B, num_heads, L, head_dim) runs without error "
+         "but cuts the numbers in memory order, so a 'head' gets pieces of several positions.")
+STRIDED_SPLIT = ("head i holds the strided features i, i + num_heads, i + 2*num_heads, ... : it "
+                 "must hold the contiguous block [i*head_dim, (i+1)*head_dim). Split the last "
+                 "axis as (num_heads, head_dim), in that order, not (head_dim, num_heads).")
+TRANSPOSED_FIRST = ("you transposed before splitting: x.transpose(1, 2) is (B, d_model, L), and "
+                    "reshaping that cuts across positions. Split d_model first "
+                    "(B, L, num_heads, head_dim), then transpose(1, 2).")
+VIEW_ERROR = ("view() cannot flatten a non-contiguous tensor: after transpose(1, 2) the numbers "
+              "of one position are no longer next to each other in memory, so .view(B, L, d_model) "
+              "fails. Use .reshape(B, L, d_model) (it copies only when it must) or "
+              ".contiguous().view(B, L, d_model).")
+
+
+# ------------------------------------------------------------------ references and helpers
+def _split(x, num_heads):
+    """Reference: (B, L, D) -> (B, h, L, hd)."""
+    B, L, D = x.shape
+    return x.reshape(B, L, num_heads, D // num_heads).transpose(1, 2)
+
+
+def _merge(x):
+    """Reference: (B, h, L, hd) -> (B, L, h*hd)."""
+    B, h, L, hd = x.shape
+    return x.transpose(1, 2).reshape(B, L, h * hd)
+
+
+def _attend(q, k, v, scale):
+    """softmax(q k^T * scale) v over the last two axes; returns (output, weights)."""
+    weights = torch.softmax((q @ k.transpose(-2, -1)) * scale, dim=-1)
+    return weights @ v, weights
+
+
+def _layout(shape, sizes):
+    """Name each axis of `shape`, e.g. '(B, L, num_heads, head_dim)', or None if ambiguous."""
+    by_size = {}
+    for name, size in sizes.items():
+        by_size.setdefault(size, []).append(name)
+    names = []
+    for size in shape:
+        candidates = by_size.get(size, [])
+        if len(candidates) != 1:
+            return None
+        names.append(candidates[0])
+    return "(" + ", ".join(names) + ")"
+
+
+def _expect_layout(actual, shape, name, shape_names, sizes, known=None, wrong_order=None):
+    """Require a tensor of `shape`; on a wrong shape, name its axes and the likely mistake.
+
+    sizes: {axis name: size} used to name the axes of a wrong shape; known: {layout string:
+    message} for wrong layouts with a known cause; wrong_order: message for any other
+    permutation of the right sizes.
+    """
+    expect_tensor(actual, name)
+    if tuple(actual.shape) == tuple(shape):
+        return actual
+    layout = _layout(tuple(actual.shape), sizes)
+    got = f"{tuple(actual.shape)}" + (f" = {layout}" if layout else "")
+    message = f"{name}: expected shape {tuple(shape)} = {shape_names}, got {got}."
+    if layout and known and layout in known:
+        fail(f"{message} {known[layout]}")
+    if sorted(actual.shape) == sorted(shape) and wrong_order:
+        fail(f"{message} {wrong_order}")
+    expect_tensor(actual, name, shape=shape, shape_names=shape_names)  # generic message
+
+
+def _run(function, *args, name):
+    """call(), with a specific message for .view() on a non-contiguous tensor."""
+    try:
+        return call(function, *args, name=name)
+    except CheckFailure as failure:
+        if "view size is not compatible" in str(failure):
+            fail(f"{name} raised RuntimeError from .view(). {VIEW_ERROR}")
+        raise
+
+
+def _tokens(B, L, D, seed, dtype, contiguous):
+    """Random (B, L, D) tokens; a non-contiguous view (a transposed tensor) if asked."""
+    if contiguous:
+        return random_inputs((B, L, D), seed=seed, dtype=dtype)[0]
+    return random_inputs((B, D, L), seed=seed, dtype=dtype)[0].transpose(1, 2)
+
+
+# ------------------------------------------------------------------ exercise 1: split_heads
+def split_heads(split_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
+                dtype=torch.float32, contiguous=True):
+    """split_heads(x, num_heads): (B, L, d_model) -> (B, num_heads, L, head_dim), head i
+    holding features [i*head_dim, (i+1)*head_dim)."""
+    D = num_heads * head_dim
+    x = _tokens(B, L, D, seed, dtype, contiguous)
+    original = x.clone()
+    name = "split_heads(x, num_heads)"
+    out = _run(split_heads, x, num_heads, name=name)
+    sizes = dict(B=B, L=L, num_heads=num_heads, head_dim=head_dim, d_model=D)
+    _expect_layout(out, (B, num_heads, L, head_dim), name, SPLIT_LAYOUT, sizes, known={
+        "(B, L, num_heads, head_dim)": "You split d_model into heads but left the head axis "
+        "after L: add .transpose(1, 2) so that each head holds a whole (L, head_dim) sequence.",
+        "(B, L, head_dim, num_heads)": "You transposed the last two axes (or split d_model as "
+        "(head_dim, num_heads)): reshape to (B, L, num_heads, head_dim), then transpose(1, 2) "
+        "swaps L and num_heads.",
+        "(B, head_dim, num_heads, L)": "You transposed the wrong axes (1 and 3): after "
+        "reshaping to (B, L, num_heads, head_dim), transpose(1, 2) swaps L and num_heads.",
+        "(B, head_dim, L, num_heads)": "You moved head_dim forward; transpose(1, 2) of "
+        "(B, L, num_heads, head_dim) swaps L and num_heads instead.",
+        "(num_heads, L, B, head_dim)": "You transposed axes 0 and 2 and moved the batch: "
+        "the batch axis B stays first; transpose(1, 2) swaps L and num_heads.",
+    }, wrong_order="You transposed the wrong axes: reshape to (B, L, num_heads, head_dim), "
+                   "then transpose(1, 2) swaps L and num_heads.")
+    expect_tensor(out, name, dtype=x.dtype)
+    expect_close(out, _split(x, num_heads), name, bugs={
+        MIXED: x.reshape(B, num_heads, L, head_dim),
+        STRIDED_SPLIT: x.reshape(B, L, head_dim, num_heads).permute(0, 3, 1, 2),
+        TRANSPOSED_FIRST: x.transpose(1, 2).reshape(B, num_heads, L, head_dim),
+    }, hint="Reshape to (B, L, num_heads, head_dim), then transpose(1, 2).")
+    if not torch.equal(x, original):
+        fail(f"{name} changed its input x in place; return a new view instead.")
+    passed(f"split_heads: (B, L, d_model) = {tuple(x.shape)} -> {SPLIT_LAYOUT} = "
+           f"{tuple(out.shape)} ({x.dtype}, {'contiguous' if contiguous else 'non-contiguous'} "
+           "input), head i holds features [i*head_dim, (i+1)*head_dim)")
+
+
+def split_heads_divisibility(split_heads, *, seed=0, B=2, L=5, d_model=10, num_heads=3):
+    """split_heads must raise ValueError naming d_model and num_heads when they don't divide."""
+    if d_model % num_heads == 0:
+        raise ValueError("this check needs a d_model that num_heads does not divide")
+    x = random_inputs((B, L, d_model), seed=seed)[0]
+    name = f"split_heads(x, num_heads={num_heads}) with d_model={d_model}"
+    try:
+        out = split_heads(x, num_heads)
+    except NotImplementedError:
+        fail("split_heads is not implemented yet: replace `raise NotImplementedError()` "
+             "with your code.")
+    except ValueError as error:
+        message = str(error)
+        missing = [w for w in ("d_model", "num_heads", str(d_model), str(num_heads))
+                   if w not in message]
+        if missing:
+            fail(f"{name} raised ValueError, good, but its message {message!r} does not name "
+                 f"{', '.join(missing)}. Say which numbers do not divide, e.g. "
+                 f"'d_model={d_model} is not divisible by num_heads={num_heads}'.")
+        passed(f"split_heads refuses d_model={d_model}, num_heads={num_heads} with "
+               f"ValueError: {message}")
+        return
+    except CheckFailure:
+        raise
+    except AssertionError as error:
+        fail(f"{name} raised AssertionError ({error}). Raise ValueError instead: an assert "
+             "is skipped under `python -O`, and AssertionError reports a bug in your code, "
+             "not a bad argument from the caller.")
+    except RuntimeError as error:
+        fail(f"{name} raised PyTorch's RuntimeError ({error}). That message does not say "
+             "what the caller did wrong: check d_model % num_heads before reshaping and raise "
+             "ValueError naming d_model and num_heads.")
+    except Exception as error:
+        fail(f"{name} raised {type(error).__name__}: {error}. Expected ValueError naming "
+             "d_model and num_heads.")
+    shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+    fail(f"{name} returned {shape} without an error, but {d_model} features cannot be cut "
+         f"into {num_heads} equal heads (head_dim would be {d_model / num_heads:.3g}). "
+         "Check d_model % num_heads and raise ValueError naming both.")
+
+
+# ------------------------------------------------------------------ exercise 2: merge_heads
+def merge_heads(merge_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
+                dtype=torch.float32, contiguous=True):
+    """merge_heads(x): (B, num_heads, L, head_dim) -> (B, L, d_model), inverse of split_heads.
+
+    contiguous=True: heads as attention returns them (a contiguous tensor);
+    False: a view, as split_heads returns it.
+    """
+    D = num_heads * head_dim
+    if contiguous:
+        heads = random_inputs((B, num_heads, L, head_dim), seed=seed, dtype=dtype)[0]
+    else:
+        heads = _split(random_inputs((B, L, D), seed=seed, dtype=dtype)[0], num_heads)
+    original = heads.clone()
+    name = "merge_heads(x)"
+    out = _run(merge_heads, heads, name=name)
+    sizes = dict(B=B, L=L, num_heads=num_heads, head_dim=head_dim, d_model=D)
+    _expect_layout(out, (B, L, D), name, "(B, L, d_model)", sizes, known={
+        "(B, L, num_heads, head_dim)": "The axes are back in place, but num_heads and head_dim "
+        "must be flattened into d_model: reshape(B, L, num_heads * head_dim).",
+        "(B, num_heads, L, head_dim)": "You returned the heads unchanged: transpose(1, 2), "
+        "then reshape to (B, L, d_model).",
+        "(B, d_model, L)": "d_model and L are swapped: transpose(1, 2) the heads back to "
+        "(B, L, num_heads, head_dim) before flattening the last two axes.",
+    })
+    expect_tensor(out, name, dtype=heads.dtype)
+    expect_close(out, _merge(heads), name, bugs={
+        "heads and positions are mixed: transpose(1, 2) back to (B, L, num_heads, head_dim) "
+        "before flattening (num_heads, head_dim) into d_model. A plain reshape of "
+        "(B, num_heads, L, head_dim) runs without error and scrambles positions.":
+            heads.reshape(B, L, D),
+        "the features of the heads are interleaved (head i went to features i, i + num_heads, "
+        "...): head i must fill the block [i*head_dim, (i+1)*head_dim); flatten "
+        "(num_heads, head_dim) in that order.": heads.permute(0, 2, 3, 1).reshape(B, L, D),
+    }, hint="Transpose(1, 2) to (B, L, num_heads, head_dim), then reshape(B, L, d_model).")
+    if not torch.equal(heads, original):
+        fail(f"{name} changed its input in place; return a new tensor instead.")
+    roundtrip = _run(merge_heads, _split(_merge(heads).clone(), num_heads), name=name)
+    expect_close(roundtrip, _merge(heads), "merge_heads(split_heads(x))",
+                 hint="merge_heads must undo split_heads exactly.")
+    passed(f"merge_heads: (B, num_heads, L, head_dim) = {tuple(heads.shape)} "
+           f"({'contiguous' if contiguous else 'a non-contiguous view'}, {heads.dtype}) -> "
+           f"(B, L, d_model) = {tuple(out.shape)}, and merge_heads(split_heads(x)) == x")
+
+
+# ------------------------------------------------------------------ exercise 3: the core
+def _torch_core(q, k, v, num_heads):
+    """nn.MultiheadAttention with identity projections: split, attend per head, merge."""
+    B, Lq, D = q.shape
+    m = nn.MultiheadAttention(D, num_heads, batch_first=True, dtype=q.dtype, device=q.device)
+    eye = torch.eye(D, dtype=q.dtype, device=q.device)
+    with torch.no_grad():
+        m.in_proj_weight.copy_(torch.cat([eye, eye, eye]))
+        m.in_proj_bias.zero_()
+        m.out_proj.weight.copy_(eye)
+        m.out_proj.bias.zero_()
+        return m(q, k, v, need_weights=True, average_attn_weights=False)
+
+
+def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=None,
+                             num_heads=3, head_dim=4, dtype=torch.float32):
+    """multihead_attention_core(query, key, value, num_heads): projected (B, Lq, d_model),
+    (B, Lk, d_model), (B, Lk, d_model) -> (output (B, Lq, d_model), weights
+    (B, num_heads, Lq, Lk)), compared with nn.MultiheadAttention with identity projections."""
+    Lk = Lq if Lk is None else Lk
+    D = num_heads * head_dim
+    q, k, v = random_inputs((B, Lq, D), (B, Lk, D), (B, Lk, D), seed=seed, dtype=dtype)
+    name = "multihead_attention_core(query, key, value, num_heads)"
+    with forbid(**{"nn.MultiheadAttention (F.multi_head_attention_forward)":
+                   F.multi_head_attention_forward}):
+        result = _run(multihead_attention_core, q, k, v, num_heads, name=name)
+    if not (isinstance(result, tuple) and len(result) == 2):
+        fail(f"{name} must return a tuple (output, weights); got "
+             f"{type(result).__name__}" + (f" of {len(result)} items" if isinstance(result, tuple)
+                                           else ""))
+    out, weights = result
+    expected_out, expected_weights = _torch_core(q, k, v, num_heads)
+
+    bugs = {
+        "scores scaled by sqrt(d_model); each head's scores must be divided by "
+        "sqrt(head_dim), the size of the vectors that head compares.":
+            _merge(_attend(_split(q, num_heads), _split(k, num_heads), _split(v, num_heads),
+                           1 / math.sqrt(D))[0]),
+        "scores not scaled: divide Q K^T by sqrt(head_dim).":
+            _merge(_attend(_split(q, num_heads), _split(k, num_heads), _split(v, num_heads),
+                           1.0)[0]),
+        "the heads were merged without transposing back: heads and positions are mixed in "
+        "the output. merge_heads must transpose(1, 2) before flattening.":
+            _attend(_split(q, num_heads), _split(k, num_heads), _split(v, num_heads),
+                    1 / math.sqrt(head_dim))[0].reshape(B, Lq, D),
+    }
+    scale = 1 / math.sqrt(head_dim)
+    for message, split in (
+        ("split_heads mixes heads and positions (it reshapes straight to (B, num_heads, L, "
+         "head_dim)): fix it first, its own check says how.",
+         lambda t: t.reshape(t.shape[0], num_heads, t.shape[1], head_dim)),
+        ("split_heads gives head i the strided features i, i + num_heads, ...: fix it first, "
+         "its own check says how.",
+         lambda t: t.reshape(t.shape[0], t.shape[1], head_dim, num_heads).permute(0, 3, 1, 2)),
+    ):
+        bugs[message] = _merge(_attend(split(q), split(k), split(v), scale)[0])
+    bugs["merge_heads interleaves the heads' features: fix it first, its own check says "
+         "how."] = _attend(_split(q, num_heads), _split(k, num_heads), _split(v, num_heads),
+                           scale)[0].permute(0, 2, 3, 1).reshape(B, Lq, D)
+    if Lq == Lk:
+        # The Keras code of one of the course's source tutorials: reshape to (B, L, h, hd)
+        # and multiply without moving the head axis; the scores are (B, L, h, h).
+        hq, hk, hv = (t.reshape(B, Lq, num_heads, head_dim) for t in (q, k, v))
+        bugs["attention ran across heads instead of positions (the silent bug shown in this "
+             "chapter): the head axis was never moved, so the scores were (B, L, num_heads, "
+             "num_heads) and each position attended only over its own heads. Split to "
+             "(B, num_heads, L, head_dim) (reshape, then transpose(1, 2)) before the "
+             "matmul."] = \
+            _attend(hq, hk, hv, 1 / math.sqrt(head_dim))[0].reshape(B, Lq, D)
+        mq, mk, mv = (t.reshape(B, num_heads, Lq, head_dim) for t in (q, k, v))
+        bugs["heads and positions are mixed: the tensors were reshaped straight to "
+             "(B, num_heads, L, head_dim) and back without transpose(1, 2). Use split_heads "
+             "and merge_heads."] = \
+            _attend(mq, mk, mv, 1 / math.sqrt(head_dim))[0].reshape(B, Lq, D)
+    out = expect_tensor(out, f"{name}: output")
+    if tuple(out.shape) != (B, Lq, D):
+        _expect_layout(out, (B, Lq, D), f"{name}: output", "(B, Lq, d_model)",
+                       dict(B=B, Lq=Lq, num_heads=num_heads, head_dim=head_dim, d_model=D),
+                       known={"(B, num_heads, Lq, head_dim)": "Merge the heads back into "
+                              "(B, Lq, d_model) with merge_heads."})
+    expect_tensor(out, f"{name}: output", dtype=q.dtype)
+    expect_close(out, expected_out, f"{name}: output", bugs=bugs,
+                 hint="Split query, key and value with split_heads, run "
+                      "scaled_dot_product_attention on the (B, num_heads, L, head_dim) "
+                      "tensors, and merge the output with merge_heads. If split_heads or "
+                      "merge_heads fails its own check, fix that first.")
+    weights = expect_tensor(weights, f"{name}: weights")
+    if tuple(weights.shape) == (B, Lq, num_heads, num_heads) and Lq != num_heads:
+        fail(f"{name}: weights have shape {tuple(weights.shape)} = (B, L, num_heads, "
+             "num_heads): attention ran across heads instead of positions (the silent bug "
+             "shown in this chapter).")
+    if tuple(weights.shape) == (B, Lq, Lk):
+        fail(f"{name}: weights have shape {tuple(weights.shape)} = (B, Lq, Lk): return every "
+             "head's weights, (B, num_heads, Lq, Lk), not their average.")
+    expect_tensor(weights, f"{name}: weights", shape=(B, num_heads, Lq, Lk),
+                  shape_names="(B, num_heads, Lq, Lk)")
+    expect_close(weights, expected_weights, f"{name}: weights",
+                 hint="Return the softmax weights of every head, before they multiply V.")
+    kind = "self-attention" if Lq == Lk else "cross-attention"
+    passed(f"multihead_attention_core matches nn.MultiheadAttention (identity projections) "
+           f"with num_heads={num_heads}, head_dim={head_dim}, Lq={Lq}, Lk={Lk} ({kind}, "
+           f"{q.dtype}): output (B, Lq, d_model), weights (B, num_heads, Lq, Lk)")
+
+
+# ------------------------------------------------------------------ exercise 4: head i's block
+def head_projection(head_projection, *, seed=0, B=2, L=5, in_features=None, num_heads=3,
+                    head_dim=4, i=1, bias=True, dtype=torch.float32):
+    """head_projection(x, weight, bias, i, num_heads): head i's queries from its own block of
+    nn.Linear's weight (d_model, in_features) and bias (d_model,) -> (B, L, head_dim)."""
+    D = num_heads * head_dim
+    in_features = D if in_features is None else in_features
+    x, weight, b = random_inputs((B, L, in_features), (D, in_features), (D,), seed=seed,
+                                 dtype=dtype)
+    b = b if bias else None
+    originals = (weight.clone(), None if b is None else b.clone())
+    name = f"head_projection(x, weight, bias, i={i}, num_heads={num_heads})"
+    out = _run(head_projection, x, weight, b, i, num_heads, name=name)
+    expected = _split(F.linear(x, weight, b), num_heads)[:, i]   # (B, L, hd)
+    sizes = dict(B=B, L=L, num_heads=num_heads, head_dim=head_dim, d_model=D)
+    if in_features != D:
+        sizes["in_features"] = in_features
+    _expect_layout(out, (B, L, head_dim), name, "(B, L, head_dim)", sizes, known={
+        "(B, L, d_model)": "That is every head's projection: keep only head i's rows "
+        "[i*head_dim, (i+1)*head_dim) of the weight (and of the bias).",
+        "(B, num_heads, L, head_dim)": "That is every head: return only head i.",
+    })
+    expect_tensor(out, name, dtype=x.dtype)
+
+    def block(rows):
+        return F.linear(x, weight[rows], None if b is None else b[rows])
+
+    rows = slice(i * head_dim, (i + 1) * head_dim)
+    bugs = {
+        f"you took the strided rows i, i + num_heads, ... (weight[{i}::{num_heads}]); head i's "
+        "W_i is the contiguous block of rows [i*head_dim, (i+1)*head_dim).":
+            block(slice(i, None, num_heads)),
+    }
+    if b is not None:
+        bugs["the bias is missing: add head i's part of it, bias[i*head_dim:(i+1)*head_dim]."] = \
+            F.linear(x, weight[rows])
+        bugs["the bias block is wrong: head i's bias is bias[i*head_dim:(i+1)*head_dim], the "
+             "same rows as the weight."] = F.linear(x, weight[rows]) + b[i::num_heads]
+    if in_features == D:
+        bugs["you took columns of the weight: nn.Linear stores W transposed, as "
+             "(out_features, in_features), so head i's W_i^Q is rows [i*head_dim, "
+             "(i+1)*head_dim) of weight (transposed), i.e. columns of the x @ W matrix."] = \
+            x @ weight[:, rows] + (0 if b is None else b[rows])
+    for j, word in ((i + 1, "next"), (i - 1, "previous")):
+        if 0 <= j < num_heads:
+            bugs[f"you returned the {word} head's block (head {j}): heads are numbered from 0, "
+                 "head i holds rows [i*head_dim, (i+1)*head_dim)."] = \
+                block(slice(j * head_dim, (j + 1) * head_dim))
+    expect_close(out, expected, name, bugs=bugs,
+                 hint="Head i's weight is weight[i*head_dim:(i+1)*head_dim] (and the same "
+                      "slice of the bias); project x with it as nn.Linear does, x @ W^T + b.")
+    changed_bias = b is not None and not torch.equal(b, originals[1])
+    if not torch.equal(weight, originals[0]) or changed_bias:
+        fail(f"{name} changed the weight or bias in place.")
+    passed(f"head_projection: head {i} of {num_heads} (x {tuple(x.shape)}, weight "
+           f"{tuple(weight.shape)}, {'with' if bias else 'no'} bias, {x.dtype}) equals "
+           f"split_heads(nn.Linear(x))[:, {i}]")
+
+
+# ------------------------------------------------------------------ exercise 5: fusing
+def fuse_head_weights(fuse_head_weights, *, seed=0, num_heads=3, in_features=7, head_dim=4,
+                      dtype=torch.float32):
+    """fuse_head_weights(w): per-head W_i (num_heads, in_features, head_dim), x @ W_i
+    convention -> nn.Linear weight (num_heads * head_dim, in_features)."""
+    D = num_heads * head_dim
+    w, x = random_inputs((num_heads, in_features, head_dim), (2, 5, in_features), seed=seed,
+                         dtype=dtype)
+    original = w.clone()
+    name = "fuse_head_weights(w)"
+    out = _run(fuse_head_weights, w, name=name)
+    sizes = dict(num_heads=num_heads, in_features=in_features, head_dim=head_dim, d_model=D)
+    _expect_layout(out, (D, in_features), name, "(d_model, in_features)", sizes, known={
+        "(in_features, d_model)": "That is the x @ W matrix [W_0 | W_1 | ... ] of shape "
+        "(in_features, d_model); nn.Linear stores its transpose, (d_model, in_features).",
+        "(num_heads, head_dim, in_features)": "Right blocks, but stack them into one matrix: "
+        "reshape to (num_heads * head_dim, in_features).",
+        "(num_heads, in_features, head_dim)": "You returned the per-head matrices unchanged.",
+    })
+    expect_tensor(out, name, dtype=w.dtype)
+    expected = w.transpose(1, 2).reshape(D, in_features)
+    bugs = {
+        "each W_i must be transposed: nn.Linear computes x @ weight^T, so its weight holds "
+        "W_i^T (head_dim, in_features) in rows [i*head_dim, (i+1)*head_dim). A plain reshape "
+        "of (num_heads, in_features, head_dim) scrambles the numbers.": w.reshape(D, in_features),
+        "the heads' rows are interleaved (row j*num_heads + i holds head i's feature j): head "
+        "i's W_i^T must fill the contiguous rows [i*head_dim, (i+1)*head_dim).":
+            w.permute(2, 0, 1).reshape(D, in_features),
+    }
+    expect_close(out, expected, name, bugs=bugs,
+                 hint="Transpose each W_i to (head_dim, in_features) and stack them in head "
+                      "order along the first axis.")
+    if not torch.equal(w, original):
+        fail(f"{name} changed its input in place.")
+    per_head = torch.stack([x @ w[i] for i in range(num_heads)], dim=1)   # (B, h, L, hd)
+    expect_close(_split(F.linear(x, out), num_heads), per_head,
+                 "split_heads(F.linear(x, fused)) vs x @ W_i for each head")
+    passed(f"fuse_head_weights: {num_heads} matrices {tuple(w.shape[1:])} -> one nn.Linear "
+           f"weight {tuple(out.shape)} ({w.dtype}); projecting once and splitting equals "
+           "x @ W_i for every head")

@@ -1,0 +1,468 @@
+"""Checks of chapter 4 (masking): padding and causal masks, masked softmax, masked
+attention, the invariances a mask promises, and nn.MultiheadAttention's opposite convention.
+
+Our boolean masks mean True = may attend, as in F.scaled_dot_product_attention. The
+references below are a few lines each, computed in float64; F.scaled_dot_product_attention
+and nn.MultiheadAttention are the trusted implementations compared against where they apply.
+"""
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .common import (CheckFailure, _isfinite, call, close, expect_close, expect_tensor, fail,
+                      forbid, max_error, passed, random_inputs)
+
+_softmax = torch.softmax
+_where = torch.where
+
+
+# ----------------------------------------------------------------------------- references
+def _ref_padding_mask(lengths, max_len):
+    return (torch.arange(max_len) < lengths[:, None])[:, None, None, :]  # (B, 1, 1, max_len)
+
+
+def _ref_masked_softmax(scores, mask, fill_zero=True):
+    """The course's rule in float64: fill with the most negative finite value, softmax,
+    then zero the masked weights (which zeroes the rows with no allowed key)."""
+    scores = scores.double()
+    if mask is None:
+        return _softmax(scores, dim=-1)
+    weights = _softmax(scores.masked_fill(~mask, torch.finfo(scores.dtype).min), dim=-1)
+    return weights.masked_fill(~mask, 0.0) if fill_zero else weights
+
+
+def _ref_attention(query, key, value, mask, scale=True, fill_zero=True):
+    """(output, weights) of masked scaled dot-product attention, in float64."""
+    query, key, value = query.double(), key.double(), value.double()
+    scores = query @ key.transpose(-2, -1)                                 # (..., Lq, Lk)
+    if scale:
+        scores = scores / math.sqrt(query.shape[-1])
+    weights = _ref_masked_softmax(scores, mask, fill_zero)                 # (..., Lq, Lk)
+    return weights @ value, weights                                        # (..., Lq, d_v)
+
+
+def _generator(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def _lengths(batch, max_len, seed, allow_zero):
+    """Random lengths in [1, max_len] with max_len and a short one present; a 0 if allowed."""
+    lengths = torch.randint(1, max_len + 1, (batch,), generator=_generator(seed + 1))
+    lengths[0] = max_len
+    if batch > 1:
+        lengths[-1] = 0 if allow_zero else 1
+    return lengths
+
+
+def _fully_masked_rows(mask, shape):
+    """Bool (..., Lq, 1): True where a query has no key it may attend to."""
+    return ~mask.expand(shape).any(dim=-1, keepdim=True)
+
+
+# ----------------------------------------------------------------------------- messages
+INVERTED = ("True means may attend: you masked where mask is True (the keys that may be "
+            "attended) and kept the others. Mask where the mask is False: "
+            "masked_fill(~mask, ...) or torch.where(mask, scores, ...).")
+NAN_FULLY_MASKED = (
+    "{n} fully masked rows (queries with no key they may attend to) came out as NaN: the "
+    "softmax of a row that is all -inf is 0/0 = NaN.{fp16} Fill masked scores with "
+    "torch.finfo(scores.dtype).min (finite), and after the softmax set the weights of masked "
+    "keys to 0, which turns those rows into zeros.")
+FP16_NOTE = (" In float16, -1e9 is -inf too: float16's finite range ends at -65504, and "
+             "score + finfo.min also overflows to -inf when the score is below about -16.")
+NAN_ALLOWED = ("NaN or inf where keys may be attended. A common cause: a mask multiplied by "
+               "-inf gives 0 * -inf = NaN at every allowed key; build the fill with masked_fill "
+               "or torch.where instead of multiplying by -inf.")
+NAN_GRAD = ("the forward pass is fine but the gradient of {what} has {n} NaN entries. Most "
+            "likely a -inf reached the softmax of a fully masked row (a -inf fill, -1e9 in "
+            "float16, or score + finfo.min overflowing to -inf in float16), the softmax's "
+            "backward made NaN, and an addition passed it back to the scores. Cleaning the "
+            "forward output (nan_to_num, masked_fill after the softmax) does not clean the "
+            "gradient. Put torch.finfo(scores.dtype).min into the scores with masked_fill or "
+            "torch.where, not with an addition.")
+OVERFLOW = ("your fill value does not fit in {dtype}: -1e9 is far beyond float16's range "
+            "(its most negative finite value is -65504), and masked_fill refuses it. Use "
+            "torch.finfo(scores.dtype).min, which is the most negative finite value of "
+            "whatever dtype the scores have.")
+UNIFORM = ("rows whose keys are all masked got uniform weights 1/Lk instead of zeros (every "
+           "score in such a row is the same fill value, so the softmax spreads evenly over "
+           "padding). After the softmax, set the weights of masked keys to 0.")
+ZERO_AFTER = ("you applied a plain softmax and zeroed the masked weights afterwards, so the "
+              "rows no longer sum to 1: mask the scores before the softmax (and zero the "
+              "masked weights after it).")
+IGNORED = "the mask is ignored: the weights equal a plain softmax of the scores."
+
+
+def _call(function, *args, dtype=None, hint=None, **kwargs):
+    """call(), with a hint when a fill value overflowed the dtype (or the given hint)."""
+    try:
+        return call(function, *args, **kwargs)
+    except CheckFailure as failure:
+        text = str(failure)
+        if "without overflow" in text:
+            raise CheckFailure(f"{text}\n{OVERFLOW.format(dtype=dtype)}") from None
+        if hint:
+            raise CheckFailure(f"{text}\n{hint}") from None
+        raise
+
+
+NO_MASK = "With mask=None nothing is masked: handle it first (if mask is None: ...)."
+
+
+def _expect_graph(result, what):
+    if not result.requires_grad:
+        fail(f"no gradient can reach {what}: your result is not connected to it in the autograd "
+             "graph (did you use .detach(), .data, torch.no_grad() or a new tensor?).")
+
+
+def _expect_finite_forward(actual, mask, shape, name, dtype, is_output=False):
+    """Fail with the likely cause when the forward output holds NaN or inf.
+    shape: the scores' shape (..., Lq, Lk); is_output: `actual` is (..., Lq, d_v)."""
+    bad = ~_isfinite(actual.detach())
+    if not bool(bad.any()):
+        return
+    fully = _fully_masked_rows(mask, shape)                      # (..., Lq, 1)
+    if is_output:
+        allowed_bad = bad & ~fully
+    else:
+        allowed_bad = bad & mask.expand(shape)
+    if bool(allowed_bad.any()):
+        fail(f"{name}: {int(bad.sum())} entries are NaN or inf. {NAN_ALLOWED}")
+    rows = int((bad.any(dim=-1, keepdim=True) & fully).sum())
+    fp16 = FP16_NOTE if dtype == torch.float16 else ""
+    fail(f"{name}: " + NAN_FULLY_MASKED.format(n=rows, fp16=fp16))
+
+
+def _expect_grad(tensor, expected, what, dtype):
+    grad = tensor.grad
+    if grad is None:
+        fail(f"no gradient reached {what}: your result is not connected to it in the autograd "
+             "graph (did you use .detach(), .data, torch.no_grad() or a new tensor?).")
+    if not bool(_isfinite(grad).all()):
+        n = int((~_isfinite(grad)).sum())
+        fail(NAN_GRAD.format(what=what, n=n))
+    expect_close(grad, expected, f"the gradient of {what}", dtype=dtype,
+                 hint="The forward values are right, so look for an operation that blocks or "
+                      "bends the gradient (an in-place change, .detach(), a rounding).")
+
+
+# ----------------------------------------------------------------------------- padding_mask
+def padding_mask(function, seed=0, batch=4, max_len=7, allow_zero=False):
+    """The student's padding_mask(lengths, max_len) -> (B, 1, 1, max_len) bool."""
+    lengths = _lengths(batch, max_len, seed, allow_zero)
+    expected = _ref_padding_mask(lengths, max_len)
+    actual = call(function, lengths.clone(), max_len)
+    expect_tensor(actual, "padding_mask(lengths, max_len)")
+    B = batch
+    if tuple(actual.shape) == (B, max_len):
+        fail(f"padding_mask returned shape {(B, max_len)} = (B, Lk). Against scores of shape "
+             "(B, num_heads, Lq, Lk), broadcasting aligns shapes from the right, so (B, Lk) acts "
+             "as (1, 1, B, Lk): the batch axis lines up with the queries. Add the two singleton "
+             "axes: (B, 1, 1, Lk), e.g. mask[:, None, None, :].")
+    if tuple(actual.shape) == (B, 1, max_len, 1):
+        fail(f"padding_mask returned shape {(B, 1, max_len, 1)} = (B, 1, Lk, 1): the positions "
+             "are on the query axis, so this masks queries (rows) instead of keys (columns). "
+             "Put the position axis last: (B, 1, 1, Lk).")
+    expect_tensor(actual, "padding_mask(lengths, max_len)", shape=expected.shape,
+                  shape_names="(B, 1, 1, max_len)")
+    if actual.dtype != torch.bool:
+        fail(f"padding_mask must return a torch.bool tensor (True = may attend), got "
+             f"{actual.dtype}. A comparison such as positions < lengths already gives bool.")
+    positions = torch.arange(max_len)
+    bugs = {
+        "off by one: position p is a real token when p < length; with <= you also let the "
+        "first padding position through.": (positions <= lengths[:, None])[:, None, None, :],
+        "True means may attend: real tokens (positions < length) must be True and padding "
+        "False; your mask is the other way round.": ~expected,
+        "inverted and off by one: real tokens are the positions p < length, and they must be "
+        "True.": (positions > lengths[:, None])[:, None, None, :],
+    }
+    if not bool((actual == expected).all()):
+        for message, candidate in bugs.items():
+            if bool((actual == candidate).all()):
+                fail(f"padding_mask is wrong: {message}")
+        fail(f"padding_mask is wrong for lengths {lengths.tolist()}, max_len={max_len}: expected "
+             f"{expected[:, 0, 0].int().tolist()}, got {actual[:, 0, 0].int().tolist()} "
+             "(1 = True, per sequence).")
+    passed(f"padding_mask: shape (B, 1, 1, max_len) = {tuple(expected.shape)}, bool, True exactly "
+           f"at positions < length for lengths {lengths.tolist()}")
+
+
+# ----------------------------------------------------------------------------- causal_mask
+def causal_mask(function, q_len=5, k_len=None):
+    """The student's causal_mask(q_len, k_len=None) -> (q_len, k_len) bool, lower triangular."""
+    Lk = q_len if k_len is None else k_len
+    args = (q_len,) if k_len is None else (q_len, k_len)
+    actual = call(function, *args)
+    name = f"causal_mask{args}"
+    expected = torch.ones(q_len, Lk, dtype=torch.bool).tril()
+    expect_tensor(actual, name)
+    if q_len != Lk and tuple(actual.shape) == (Lk, q_len):
+        fail(f"{name}: expected shape {(q_len, Lk)} = (q_len, k_len), got {tuple(actual.shape)}: "
+             "rows are queries and columns are keys.")
+    expect_tensor(actual, name, shape=expected.shape, shape_names="(q_len, k_len)")
+    if actual.dtype != torch.bool:
+        fail(f"{name} must return a torch.bool tensor (True = may attend), got {actual.dtype}.")
+    ones = torch.ones(q_len, Lk, dtype=torch.bool)
+    bugs = {
+        "it lets query i attend to the future keys j > i and hides the past: causal attention "
+        "is lower triangular (tril), not upper (triu).": ones.triu(),
+        "the diagonal is excluded: query i must be allowed to attend to itself (key i), so "
+        "use tril() with diagonal=0, not -1.": ones.tril(-1),
+        "this is nn.MultiheadAttention's convention (True = not allowed, the strict upper "
+        "triangle). In this course True means may attend: the lower triangle with the "
+        "diagonal.": ones.triu(1),
+        "it is aligned at the bottom-right corner. Here, as in "
+        "F.scaled_dot_product_attention(is_causal=True), query i may attend to keys 0..i "
+        "(top-left alignment): torch.ones(q_len, k_len).tril().": ones.tril(Lk - q_len),
+    }
+    if not bool((actual == expected).all()):
+        for message, candidate in bugs.items():
+            if bool((actual == candidate).all()):
+                fail(f"{name} is wrong: {message}")
+        fail(f"{name} is wrong: expected\n{expected.int()}\ngot\n{actual.int()}")
+    passed(f"causal_mask: shape {(q_len, Lk)}, bool, query i attends to keys 0..i, "
+           "as F.scaled_dot_product_attention(is_causal=True)")
+
+
+# ----------------------------------------------------------------------------- masked_softmax
+def _softmax_inputs(seed, batch, Lq, Lk, dtype):
+    """Scores (*batch, Lq, Lk) and a mask (*batch[:-1], 1, Lq, Lk) with fully masked rows,
+    fully open rows and, in the fully masked rows, scores far from 0 (as real logits are)."""
+    (scores,) = random_inputs((*batch, Lq, Lk), seed=seed, dtype=torch.float64)
+    scores = scores * 4
+    gen = _generator(seed + 2)
+    mask_batch = (*batch[:-1], 1) if batch else ()
+    mask = torch.rand(*mask_batch, Lq, Lk, generator=gen) < 0.6
+    flat = mask.view(-1, Lq, Lk)
+    flat[0, 0] = False                       # a fully masked row ...
+    flat[0, 1 % Lq] = True                   # ... and a fully open one
+    flat[-1, Lq - 1] = False                 # another fully masked row
+    if Lk > 1 and Lq > 2:
+        flat[0, 2, 0] = False                # a masked key with a large score
+        flat[0, 2, 1] = True
+    s = scores.view(-1, batch[-1], Lq, Lk) if batch else scores.view(1, 1, Lq, Lk)
+    s[0, :, 0] = -40 - s[0, :, 0].abs()      # fully masked row with very negative scores
+    s[-1, :, Lq - 1] = 40 + s[-1, :, Lq - 1].abs()   # ... and with very positive ones
+    if Lk > 1 and Lq > 2:
+        s[0, :, 2, 0] = 30.0
+    return scores.to(dtype), mask
+
+
+def masked_softmax(function, seed=0, batch=(2, 3), Lq=5, Lk=6, dtype=torch.float32):
+    """The student's masked_softmax(scores, mask) -> weights (..., Lq, Lk)."""
+    batch = tuple(batch)
+    scores, mask = _softmax_inputs(seed, batch, Lq, Lk, dtype)
+    shape = scores.shape
+    expected = _ref_masked_softmax(scores, mask)
+    fully = _fully_masked_rows(mask, shape)
+    s = scores.clone().requires_grad_()
+    weights = _call(function, s, mask, dtype=dtype, name="masked_softmax")
+    name = "masked_softmax(scores, mask)"
+    expect_tensor(weights, name, shape=shape, shape_names="(..., Lq, Lk)")
+    expect_tensor(weights, name, dtype=dtype)
+    _expect_finite_forward(weights, mask, shape, name, dtype)
+    bugs = {
+        INVERTED: _ref_masked_softmax(scores, ~mask),
+        UNIFORM: _ref_masked_softmax(scores, mask, fill_zero=False),
+        ZERO_AFTER: _softmax(scores.double(), -1) * mask,
+        IGNORED: _softmax(scores.double(), -1),
+        "the softmax runs over the wrong axis: each query's weights over the keys (the last "
+        "axis, dim=-1) must sum to 1.": _softmax(scores.double().masked_fill(
+            ~mask, torch.finfo(torch.float64).min), -2).masked_fill(~mask, 0.0),
+    }
+    expect_close(weights, expected, name, bugs=bugs, dtype=dtype)
+    w = weights.detach()
+    if bool((w.masked_select(~mask.expand(shape)) != 0).any()):
+        fail(f"{name}: the weights of masked keys must be exactly 0, got values up to "
+             f"{w.masked_select(~mask.expand(shape)).abs().max().item():.3g}.")
+    # backward: the gradient must be finite and equal to the reference's
+    upstream = random_inputs(shape, seed=seed + 3, dtype=dtype)[0]
+    _expect_graph(weights, "the scores")
+    (weights * upstream).sum().backward()
+    ref_s = scores.double().clone().requires_grad_()
+    (_ref_masked_softmax(ref_s, mask) * upstream.double()).sum().backward()
+    _expect_grad(s, ref_s.grad, "the scores", dtype)
+    # mask=None: a plain softmax
+    plain = _call(function, scores, None, dtype=dtype, name="masked_softmax", hint=NO_MASK)
+    expect_close(plain, _softmax(scores.double(), -1), "masked_softmax(scores, None)",
+                 dtype=dtype, hint="With mask=None, return a plain softmax over the last axis.")
+    passed(f"masked_softmax ({dtype}, scores {tuple(shape)}, mask {tuple(mask.shape)}): right "
+           f"weights, exact zeros on masked keys and on {int(fully.sum())} "
+           "fully masked rows, no NaN in forward or backward, gradient equal to the reference's")
+
+
+# ----------------------------------------------------------------- scaled_dot_product_attention
+def _attention_inputs(seed, batch, Lq, Lk, d_k, d_v, dtype):
+    query, key, value = random_inputs((*batch, Lq, d_k), (*batch, Lk, d_k), (*batch, Lk, d_v),
+                                      seed=seed, dtype=dtype)
+    B = batch[0]
+    lengths = _lengths(B, Lk, seed, allow_zero=True)
+    extra = (1,) * (len(batch) - 1)
+    pad = _ref_padding_mask(lengths, Lk).view(B, *extra, 1, Lk)            # (B, 1, 1, Lk)
+    mask = pad & torch.ones(Lq, Lk, dtype=torch.bool).tril()                # (B, 1, Lq, Lk)
+    return query, key, value, mask, lengths
+
+
+def _unpack(result, name):
+    if not (isinstance(result, tuple) and len(result) == 2):
+        got = f"a tuple of {len(result)}" if isinstance(result, tuple) else type(result).__name__
+        fail(f"{name} must return (output, weights), got {got}.")
+    return result
+
+
+def scaled_dot_product_attention(function, seed=0, batch=(3, 2), Lq=5, Lk=7, d_k=8, d_v=6,
+                                 dtype=torch.float32):
+    """The student's scaled_dot_product_attention(query, key, value, mask=None)
+    -> (output (..., Lq, d_v), weights (..., Lq, Lk)), with padding & causal masks."""
+    batch = tuple(batch)
+    query, key, value, mask, lengths = _attention_inputs(seed, batch, Lq, Lk, d_k, d_v, dtype)
+    scores_shape = (*batch, Lq, Lk)
+    fully = _fully_masked_rows(mask, scores_shape)                          # (..., Lq, 1)
+    q, k, v = (t.clone().requires_grad_() for t in (query, key, value))
+    name = "scaled_dot_product_attention(query, key, value, mask)"
+    with forbid(**{"F.scaled_dot_product_attention": F.scaled_dot_product_attention}):
+        result = _call(function, q, k, v, mask, dtype=dtype, name="scaled_dot_product_attention")
+    output, weights = _unpack(result, name)
+    expect_tensor(output, "output", shape=(*batch, Lq, d_v), shape_names="(..., Lq, d_v)")
+    expect_tensor(weights, "weights", shape=scores_shape, shape_names="(..., Lq, Lk)")
+    expect_tensor(output, "output", dtype=dtype)
+    _expect_finite_forward(output, mask, scores_shape, "output", dtype, is_output=True)
+    _expect_finite_forward(weights, mask, scores_shape, "weights", dtype)
+    # The trusted reference on every query that has a key to attend to; zeros elsewhere.
+    sdpa = F.scaled_dot_product_attention(query.double(), key.double(), value.double(),
+                                          attn_mask=mask)
+    expected = _where(fully, torch.zeros((), dtype=torch.float64), sdpa)
+    ref_out, ref_w = _ref_attention(query, key, value, mask)
+    assert close(ref_out, expected, torch.float64), "internal: reference disagrees with SDPA"
+    bugs = {
+        INVERTED: _ref_attention(query, key, value, ~mask)[0],
+        "queries with no key to attend to must output zeros, but yours output the mean of all "
+        "values (uniform weights): after the softmax, zero the weights of masked keys.":
+            _ref_attention(query, key, value, mask, fill_zero=False)[0],
+        IGNORED: _ref_attention(query, key, value, None)[0],
+        "the scores are not scaled: divide Q K^T by sqrt(d_k), d_k = query.shape[-1].":
+            _ref_attention(query, key, value, mask, scale=False)[0],
+    }
+    expect_close(output, expected, "output", bugs=bugs, dtype=dtype)
+    expect_close(weights, ref_w, "weights", dtype=dtype,
+                 hint="Return the softmax weights (after masking), before multiplying by value.")
+    if bool((output.detach().masked_select(fully) != 0).any()):
+        fail("output: queries with no key to attend to must output exactly 0.")
+    # backward
+    upstream = random_inputs(output.shape, seed=seed + 3, dtype=dtype)[0]
+    _expect_graph(output, "query, key and value")
+    (output * upstream).sum().backward()
+    rq, rk, rv = (t.double().clone().requires_grad_() for t in (query, key, value))
+    (_ref_attention(rq, rk, rv, mask)[0] * upstream.double()).sum().backward()
+    for tensor, ref, what in ((q, rq, "query"), (k, rk, "key"), (v, rv, "value")):
+        _expect_grad(tensor, ref.grad, what, dtype)
+    # mask=None
+    with forbid(**{"F.scaled_dot_product_attention": F.scaled_dot_product_attention}):
+        result = _call(function, query, key, value, dtype=dtype, name="scaled_dot_product_attention",
+                       hint=NO_MASK)
+    plain, _ = _unpack(result, "scaled_dot_product_attention(query, key, value)")
+    expect_close(plain, F.scaled_dot_product_attention(query.double(), key.double(),
+                                                       value.double()),
+                 "output without a mask", dtype=dtype,
+                 hint="With mask=None, nothing is masked: a plain softmax.")
+    passed(f"scaled_dot_product_attention ({dtype}, padding & causal mask {tuple(mask.shape)}, "
+           f"lengths {lengths.tolist()}): equals F.scaled_dot_product_attention on every query "
+           f"with a key to attend to, exact zeros on {int(fully.sum())} "
+           "fully masked rows, finite gradients equal to the reference's, and mask=None works")
+
+
+# ----------------------------------------------------------------------------- invariances
+def invariances(function, seed=0, batch=3, num_heads=2, L=6, d_k=8, dtype=torch.float32):
+    """Masked attention must not depend on what it masks: the values at padded positions,
+    and the tokens in the future of a causal query."""
+    gen = _generator(seed + 5)
+    query, key, value = random_inputs(*[(batch, num_heads, L, d_k)] * 3, seed=seed, dtype=dtype)
+    lengths = torch.randint(1, L, (batch,), generator=gen)             # every sequence padded
+    lengths[0] = L                                                      # ... but one
+    pad = _ref_padding_mask(lengths, L)                                 # (B, 1, 1, L)
+    real = pad[:, 0, 0, :]                                              # (B, L)
+
+    def run(q, k, v, mask):
+        with forbid(**{"F.scaled_dot_product_attention": F.scaled_dot_product_attention}):
+            result = _call(function, q, k, v, mask, dtype=dtype,
+                           name="scaled_dot_product_attention")
+        out, _ = _unpack(result, "scaled_dot_product_attention")
+        return out.detach()
+
+    # 1. padding: new random keys, values (and queries) at padded positions
+    noise = random_inputs(*[(batch, num_heads, L, d_k)] * 3, seed=seed + 7, dtype=dtype)
+    padded = ~real[:, None, :, None]                                    # (B, 1, L, 1)
+    k2, v2, q2 = (_where(padded, 10 * n, t) for n, t in zip(noise, (key, value, query)))
+    before, after = run(query, key, value, pad), run(q2, k2, v2, pad)
+    rows = real[:, None, :, None].expand_as(before)                     # real queries
+    if not close(after.masked_select(rows), before.masked_select(rows), dtype):
+        err = max_error(after.masked_select(rows), before.masked_select(rows))
+        fail("changing the values at padded positions changed the outputs of real tokens "
+             f"(by up to {err:.3g}): padded keys still take part in the attention. A common "
+             "cause: masking where the mask is True, which masks the real tokens and attends "
+             "to the padding (the bug of seed 003); True means may attend.")
+    # 2. causality: new random tokens after position t
+    t = int(torch.randint(1, L - 1, (), generator=gen)) if L > 2 else 0
+    causal = torch.ones(L, L, dtype=torch.bool).tril()
+    future = (torch.arange(L) > t)[:, None]                             # (L, 1)
+    q3, k3, v3 = (_where(future, 10 * n, x) for n, x in zip(noise, (query, key, value)))
+    before, after = run(query, key, value, causal), run(q3, k3, v3, causal)
+    if not close(after[..., :t + 1, :], before[..., :t + 1, :], dtype):
+        err = max_error(after[..., :t + 1, :], before[..., :t + 1, :])
+        fail(f"changing the tokens after position {t} changed the outputs at positions 0..{t} "
+             f"(by up to {err:.3g}): queries see the future. With a causal mask (lower "
+             "triangular, True = may attend) query i may attend to keys 0..i only.")
+    passed(f"invariances ({dtype}): outputs of real tokens ignore the values at padded positions "
+           f"(lengths {lengths.tolist()}), and outputs at positions 0..{t} ignore the tokens "
+           "after them under a causal mask")
+
+
+# ----------------------------------------------------------------------------- conversions
+def _mha_reference(mha, x, mask):
+    """nn.MultiheadAttention's computation, with our attention and our mask convention."""
+    B, L, d_model = x.shape
+    h = mha.num_heads
+    qkv = F.linear(x.double(), mha.in_proj_weight.double(), mha.in_proj_bias.double())
+    split = [t.reshape(B, L, h, d_model // h).transpose(1, 2) for t in qkv.chunk(3, dim=-1)]
+    out, _ = _ref_attention(*split, mask)                                  # (B, h, L, head_dim)
+    out = out.transpose(1, 2).reshape(B, L, d_model)                       # (B, L, d_model)
+    return F.linear(out, mha.out_proj.weight.double(), mha.out_proj.bias.double())
+
+
+def to_torch_key_padding_mask(function, seed=0, batch=3, Lk=6, d_model=8, num_heads=2,
+                              flat=False):
+    """The student's to_torch_key_padding_mask(mask) -> (B, Lk) bool, True = padding, checked
+    on its own and by feeding it to nn.MultiheadAttention."""
+    lengths = _lengths(batch, Lk, seed, allow_zero=False)
+    ours = _ref_padding_mask(lengths, Lk)                                   # (B, 1, 1, Lk)
+    given = ours[:, 0, 0, :].clone() if flat else ours.clone()
+    name = f"to_torch_key_padding_mask(mask of shape {tuple(given.shape)})"
+    actual = call(function, given)
+    expected = ~ours[:, 0, 0, :]                                            # (B, Lk)
+    expect_tensor(actual, name)
+    if tuple(actual.shape) == (batch, 1, 1, Lk):
+        fail(f"{name}: nn.MultiheadAttention wants key_padding_mask of shape (B, Lk) = "
+             f"{(batch, Lk)}, got {tuple(actual.shape)}: drop the two singleton axes.")
+    expect_tensor(actual, name, shape=expected.shape, shape_names="(B, Lk)")
+    if actual.dtype != torch.bool:
+        fail(f"{name}: return a torch.bool mask, got {actual.dtype}. (A float key_padding_mask "
+             "is added to the scores, so 1.0 would not hide anything.)")
+    if not bool((actual == expected).all()):
+        if bool((actual == ~expected).all()):
+            fail(f"{name} is wrong: nn.MultiheadAttention's key_padding_mask means the opposite "
+                 "of ours: True = ignore this key (padding). Invert the mask with ~.")
+        fail(f"{name} is wrong for lengths {lengths.tolist()}: expected "
+             f"{expected.int().tolist()}, got {actual.int().tolist()} (1 = True).")
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        mha = nn.MultiheadAttention(d_model, num_heads, batch_first=True).double()
+    (x,) = random_inputs((batch, Lk, d_model), seed=seed + 4, dtype=torch.float64)
+    with torch.no_grad():
+        out, _ = mha(x, x, x, key_padding_mask=actual, need_weights=False)
+        expect_close(out, _mha_reference(mha, x, ours), "nn.MultiheadAttention's output",
+                     dtype=torch.float64)
+    passed(f"to_torch_key_padding_mask: (B, Lk) = {tuple(expected.shape)}, True at padding; "
+           "nn.MultiheadAttention with it equals our attention with our mask")

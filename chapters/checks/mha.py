@@ -1,0 +1,589 @@
+"""Checks for chapter 3, concatenation and the output projection W_O:
+output_projection_by_heads, MultiHeadAttention (structure and forward), load_from_torch,
+count_parameters.
+
+Each check builds random inputs from `seed`, runs the student's code, compares with
+nn.MultiheadAttention (or a few-line float64 reference where PyTorch has no counterpart)
+and, when the numbers differ, with the outputs of the classic mistakes on the same input,
+so that the message names the mistake.
+
+The MultiHeadAttention checks use only this documented interface of the student's class:
+    MultiHeadAttention(d_model, num_heads, *, query_size=None, key_size=None,
+                       value_size=None, bias=True)
+    attributes d_model, num_heads, head_dim, and q_proj, k_proj, v_proj, out_proj, each
+    with `.weight` of shape (out_features, in_features) and `.bias` (out_features,) or
+    None, as nn.Linear stores them; the checks overwrite them in place with `copy_`;
+    .parameters(), .to(dtype=...), .eval(), and
+    forward(query, key, value) -> (output (B, Lq, d_model), weights (B, num_heads, Lq, Lk)).
+
+Shape letters: B batch, Lq/Lk query/key length, h num_heads, hd head_dim,
+D d_model = num_heads * head_dim.
+"""
+import math
+import random
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .common import (call, expect_close, expect_tensor, fail, forbid,
+                     passed, random_inputs)
+
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
+INTERFACE = ("The checks use: attributes d_model, num_heads, head_dim and q_proj, k_proj, "
+             "v_proj, out_proj, each an nn.Linear (or anything with .weight of shape "
+             "(out_features, in_features) and .bias).")
+SCALE_D_MODEL = ("the scores are divided by sqrt(d_model). Each head's dot product q . k has "
+                 "head_dim terms, not d_model, so divide by sqrt(head_dim).")
+NO_SCALE = "the scores are not scaled: divide Q K^T by sqrt(head_dim) before the softmax."
+K_FROM_Q = ("the keys were projected with q_proj: use k_proj for the keys (a copy-paste slip "
+            "that no shape error reveals when query_size == key_size).")
+V_FROM_K = "the values were projected with k_proj: use v_proj for the values."
+KV_SWAPPED = ("keys and values are swapped: the scores compare queries with k_proj(key), "
+              "and the weights average v_proj(value).")
+SOFTMAX_DIM = ("the softmax normalises over the queries (dim=-2): it must normalise over the "
+               "keys (dim=-1), so that each query's weights sum to 1.")
+SPLIT_MIXED = ("heads and positions are mixed when splitting: reshape to (B, L, num_heads, "
+               "head_dim), then transpose(1, 2) (split_heads from chapter 2).")
+MERGE_MIXED = ("heads and positions are mixed when merging: transpose (B, num_heads, Lq, "
+               "head_dim) back to (B, Lq, num_heads, head_dim) before reshaping to "
+               "(B, Lq, d_model) (merge_heads from chapter 2).")
+NO_W_O = ("W_O is missing: your output equals the concatenated heads. Apply out_proj to the "
+          "merged heads: MultiHead = Concat(head_1, ..., head_h) W_O.")
+W_O_UNTRANSPOSED = ("W_O was applied without the transpose. nn.Linear stores W_O transposed: "
+                    "out_proj.weight is (d_model, num_heads * head_dim), so use out_proj(x) = "
+                    "x @ out_proj.weight.T + bias, and head i's block W_O^i is "
+                    "out_proj.weight[:, i*head_dim:(i+1)*head_dim].T, not rows of out_proj.weight.")
+W_O_BLOCK_DIAGONAL = ("each head was projected only into its own slice of the output (only the "
+                      "diagonal blocks of W_O were used). W_O^i has d_model columns: every head "
+                      "writes into all d_model output features, and the sum over heads mixes them.")
+B_O_PER_HEAD = ("the output bias was added once per head (num_heads times): add b_O once, "
+                "after summing the heads' contributions.")
+
+
+# ------------------------------------------------------------------ references and helpers
+def _split(x, h):
+    """Reference: (B, L, h*hd) -> (B, h, L, hd)."""
+    B, L, D = x.shape
+    return x.reshape(B, L, h, D // h).transpose(1, 2)
+
+
+def _merge(x):
+    """Reference: (B, h, L, hd) -> (B, L, h*hd)."""
+    B, h, L, hd = x.shape
+    return x.transpose(1, 2).reshape(B, L, h * hd)
+
+
+def _reference(P, query, key, value, h, *, scale="head_dim", k_with="k", v_with="v",
+               swap_kv=False, softmax_dim=-1, split="ok", merge="ok", out="ok"):
+    """Multi-head attention in float64 from the weights P (nn.Linear layout); the keyword
+    arguments reproduce known mistakes. Returns (output (B, Lq, D), weights (B, h, Lq, Lk))."""
+    q = F.linear(query.double(), P["q_w"], P["q_b"])                  # (B, Lq, D)
+    k = F.linear(key.double(), P[k_with + "_w"], P[k_with + "_b"])    # (B, Lk, D)
+    v = F.linear(value.double(), P[v_with + "_w"], P[v_with + "_b"])  # (B, Lk, D)
+    if swap_kv:
+        k, v = v, k
+    B, Lq, D = q.shape
+    hd = D // h
+    if split == "ok":
+        q, k, v = _split(q, h), _split(k, h), _split(v, h)            # (B, h, L, hd)
+    else:  # reshape straight to (B, h, L, hd)
+        q, k, v = (t.reshape(B, h, t.shape[1], hd) for t in (q, k, v))
+    divisor = {"head_dim": math.sqrt(hd), "d_model": math.sqrt(D), "none": 1.0}[scale]
+    weights = torch.softmax(q @ k.transpose(-2, -1) / divisor, dim=softmax_dim)  # (B, h, Lq, Lk)
+    heads = weights @ v                                               # (B, h, Lq, hd)
+    merged = _merge(heads) if merge == "ok" else heads.reshape(B, Lq, h * hd)
+    W, b = P["o_w"], P["o_b"]                                         # W: (D, h*hd) = W_O^T
+    if out == "ok":
+        output = F.linear(merged, W, b)
+    elif out == "missing":
+        output = merged
+    elif out == "untransposed":
+        output = merged @ W + (0 if b is None else b)
+    elif out == "block_diagonal":
+        blocks = torch.zeros_like(W)
+        for i in range(h):
+            s = slice(i * hd, (i + 1) * hd)
+            blocks[s, s] = W[s, s]
+        output = F.linear(merged, blocks, b)
+    elif out == "bias_per_head":
+        output = F.linear(merged, W, None) + h * b
+    return output, weights
+
+
+def _random_weights(d_model, sizes, bias, seed):
+    """{q_w, k_w, v_w, o_w: (D, in) float64, q_b...: (D,) or None} with non-zero biases."""
+    gen = torch.Generator().manual_seed(seed)
+    P = {}
+    for name, size in zip("qkvo", (*sizes, d_model)):
+        P[name + "_w"] = torch.randn(d_model, size, generator=gen, dtype=torch.float64) / math.sqrt(size)
+        P[name + "_b"] = (0.5 * torch.randn(d_model, generator=gen, dtype=torch.float64)
+                          if bias else None)
+    return P
+
+
+def _load_into(module, P, dtype, device):
+    """Copy P into module.q_proj ... out_proj in place (the documented interface)."""
+    with torch.no_grad():
+        for attr, name in zip(PROJECTIONS, "qkvo"):
+            proj = getattr(module, attr, None)
+            if proj is None:
+                fail(f"MultiHeadAttention has no attribute `{attr}`. {INTERFACE}")
+            for part, value in (("weight", P[name + "_w"]), ("bias", P[name + "_b"])):
+                target = getattr(proj, part, None)
+                if value is None:
+                    if target is not None:
+                        fail(f"{attr}.{part} exists although bias=False: pass bias=bias to "
+                             "every nn.Linear.")
+                    continue
+                if not isinstance(target, torch.Tensor):
+                    fail(f"{attr}.{part} is missing although bias=True. {INTERFACE}")
+                if tuple(target.shape) != tuple(value.shape):
+                    fail(f"{attr}.{part} has shape {tuple(target.shape)}, expected "
+                         f"{tuple(value.shape)}: nn.Linear(in_features, out_features) stores its "
+                         "weight as (out_features, in_features).")
+                target.copy_(value.to(dtype=target.dtype, device=target.device))
+
+
+def _to_torch_mha(P, d_model, h, key_size, value_size, bias, dtype, device):
+    """nn.MultiheadAttention(batch_first=True) holding the weights P."""
+    m = nn.MultiheadAttention(d_model, h, bias=bias, kdim=key_size, vdim=value_size,
+                              batch_first=True, dtype=dtype, device=device)
+    with torch.no_grad():
+        ws = [P[n + "_w"].to(dtype=dtype, device=device) for n in "qkv"]
+        if m.in_proj_weight is not None:
+            m.in_proj_weight.copy_(torch.cat(ws))
+        else:
+            for dst, w in zip((m.q_proj_weight, m.k_proj_weight, m.v_proj_weight), ws):
+                dst.copy_(w)
+        m.out_proj.weight.copy_(P["o_w"])
+        if bias:
+            m.in_proj_bias.copy_(torch.cat([P[n + "_b"] for n in "qkv"]))
+            m.out_proj.bias.copy_(P["o_b"])
+    return m.eval()
+
+
+def _construct(cls, d_model, num_heads, **kwargs):
+    shown = ", ".join([str(d_model), str(num_heads)] + [f"{k}={v}" for k, v in kwargs.items()])
+    module = call(cls, d_model, num_heads, name=f"MultiHeadAttention({shown})", **kwargs)
+    if not isinstance(module, nn.Module):
+        fail(f"MultiHeadAttention({shown}) is not an nn.Module: subclass nn.Module and call "
+             "super().__init__() first.")
+    return module, shown
+
+
+# ------------------------------------------------------------------ exercise 1
+def output_projection_by_heads(fn, *, seed=0, batch=2, num_heads=4, L=5, head_dim=3,
+                               d_model=None, bias=True, dtype=torch.float32, device="cpu"):
+    """fn(heads (B, h, L, hd), W_O (h*hd, d_model), b_O (d_model,) or None) -> (B, L, d_model)
+    equals Concat(heads) @ W_O + b_O."""
+    h, hd = num_heads, head_dim
+    d_model = h * hd if d_model is None else d_model
+    heads, W_O, b_O = random_inputs((batch, h, L, hd), (h * hd, d_model), (d_model,),
+                                    seed=seed, dtype=dtype, device=device)
+    b_O = b_O if bias else None
+    originals = [t.clone() for t in (heads, W_O) + ((b_O,) if bias else ())]
+    output = call(fn, heads, W_O, b_O, name="output_projection_by_heads")
+    for before, after, name in zip(originals, (heads, W_O, b_O), ("heads", "W_O", "b_O")):
+        if not torch.equal(before, after):
+            fail(f"output_projection_by_heads changed its input `{name}` in place: "
+                 "compute new tensors instead (avoid +=, add_ and friends on the inputs).")
+    expect_tensor(output, "output", shape=(batch, L, d_model), dtype=dtype, device=device,
+                  shape_names="(B, L, d_model)")
+
+    Hd, Wd = heads.double(), W_O.double()
+    bd = 0 if b_O is None else b_O.double()
+    merged = _merge(Hd)                                     # (B, L, h*hd)
+    expected = merged @ Wd + bd                             # (B, L, d_model)
+    bugs = {
+        "head i's block of W_O must be rows [i*head_dim, (i+1)*head_dim). W_O.view(head_dim, "
+        "num_heads, d_model) interleaves the rows of different heads (head i gets rows i, "
+        "i + num_heads, ...); use W_O.view(num_heads, head_dim, d_model)":
+            torch.einsum("bhld,dhe->ble", Hd, Wd.reshape(hd, h, d_model)) + bd,
+        "every head was multiplied by the first block W_O[:head_dim]: head i needs its own "
+        "block W_O[i*head_dim:(i+1)*head_dim]":
+            (Hd @ Wd[:hd]).sum(1) + bd,
+        "you averaged the heads' contributions: the formula is a sum over heads, not a mean":
+            (merged @ Wd) / h + bd,
+        "heads and positions are mixed: the concatenation must put head i's features of "
+        "position l at [l, i*head_dim:(i+1)*head_dim] (transpose before reshape)":
+            Hd.reshape(batch, L, h * hd) @ Wd + bd,
+    }
+    if bias:
+        bugs["the bias b_O is missing: add it once, after the sum over heads"] = merged @ Wd
+        bugs[B_O_PER_HEAD] = merged @ Wd + h * bd
+    if d_model == h * hd:
+        bugs[NO_W_O.replace("Apply out_proj to the merged heads", "Multiply by W_O")] = merged + bd
+        blocks = torch.block_diag(*[Wd[i * hd:(i + 1) * hd, i * hd:(i + 1) * hd] for i in range(h)])
+        bugs[W_O_BLOCK_DIAGONAL] = merged @ blocks + bd
+    expect_close(output, expected.to(dtype), "output", bugs={m: c.to(dtype) for m, c in bugs.items()},
+                 dtype=dtype)
+    passed(f"output_projection_by_heads: sum over {h} heads of head_i @ W_O^i"
+           f"{' + b_O' if bias else ''} equals Concat(heads) @ W_O{' + b_O' if bias else ''} "
+           f"(B={batch}, L={L}, head_dim={hd}, d_model={d_model}, {dtype}).")
+
+
+# ------------------------------------------------------------------ exercise 2
+def multi_head_attention_structure(cls, *, d_model=16, num_heads=4, query_size=None,
+                                   key_size=None, value_size=None, bias=True):
+    """The constructor: attribute names, nn.Linear shapes, biases, parameter count, and a
+    ValueError when num_heads does not divide d_model."""
+    kwargs = {k: v for k, v in dict(query_size=query_size, key_size=key_size,
+                                    value_size=value_size).items() if v is not None}
+    if not bias:
+        kwargs["bias"] = False
+    module, shown = _construct(cls, d_model, num_heads, **kwargs)
+    head_dim = d_model // num_heads
+    for attr, value in (("d_model", d_model), ("num_heads", num_heads), ("head_dim", head_dim)):
+        got = getattr(module, attr, None)
+        if got != value:
+            fail(f"MultiHeadAttention({shown}).{attr} is {got!r}, expected {value}. "
+                 "Store d_model, num_heads and head_dim = d_model // num_heads as attributes.")
+    sizes = {"q_proj": query_size or d_model, "k_proj": key_size or d_model,
+             "v_proj": value_size or d_model, "out_proj": d_model}
+    inputs = {"q_proj": "query_size", "k_proj": "key_size", "v_proj": "value_size",
+              "out_proj": "d_model"}
+    pointers = []
+    for attr in PROJECTIONS:
+        proj = getattr(module, attr, None)
+        if proj is None:
+            fail(f"MultiHeadAttention({shown}) has no attribute `{attr}`. {INTERFACE}")
+        weight, b = getattr(proj, "weight", None), getattr(proj, "bias", None)
+        expect_tensor(weight, f"{attr}.weight")
+        if tuple(weight.shape) != (d_model, sizes[attr]):
+            fail(f"{attr}.weight has shape {tuple(weight.shape)}, expected "
+                 f"{(d_model, sizes[attr])} = (d_model, {inputs[attr]}): {attr} maps "
+                 f"{inputs[attr]} = {sizes[attr]} input features to d_model = {d_model}, and "
+                 "nn.Linear(in_features, out_features) stores (out_features, in_features).")
+        if bias and (not isinstance(b, torch.Tensor) or tuple(b.shape) != (d_model,)):
+            fail(f"{attr}.bias should be a tensor of shape ({d_model},) when bias=True, got "
+                 f"{b if b is None else tuple(b.shape)}.")
+        if not bias and b is not None:
+            fail(f"{attr}.bias exists although bias=False: pass bias=bias to every nn.Linear.")
+        pointers.append(weight.data_ptr())
+    if len(set(pointers)) < len(pointers):
+        fail("two of q_proj, k_proj, v_proj, out_proj share one weight tensor: each needs its "
+             "own parameters.")
+    count = sum(p.numel() for p in module.parameters())
+    weights = d_model * (sizes["q_proj"] + sizes["k_proj"] + sizes["v_proj"] + d_model)
+    expected = weights + (4 * d_model if bias else 0)
+    if count != expected:
+        fail(f"MultiHeadAttention({shown}) has {count} parameters, expected {expected} = "
+             f"{weights} weights + {expected - weights} biases: the four nn.Linear layers and "
+             "nothing else (no per-head copies of the matrices).")
+    bad_h = max(num_heads, 2)
+    bad_d = 3 * bad_h + 1  # never divisible by bad_h
+    try:
+        cls(bad_d, bad_h)
+    except ValueError:
+        pass
+    except NotImplementedError:
+        fail("MultiHeadAttention is not implemented yet: replace `raise NotImplementedError()` "
+             "with your code.")
+    except Exception as error:
+        fail(f"MultiHeadAttention({bad_d}, {bad_h}) raised {type(error).__name__}: {error}; "
+             "raise ValueError when num_heads does not divide d_model (an assert disappears "
+             "under python -O).")
+    else:
+        fail(f"MultiHeadAttention({bad_d}, {bad_h}) did not raise: head_dim = d_model / "
+             "num_heads must be a whole number, so raise ValueError when num_heads does not "
+             "divide d_model.")
+    passed(f"MultiHeadAttention({shown}): q_proj, k_proj, v_proj, out_proj have the right "
+           f"shapes, {count} parameters in all, and a ValueError for d_model % num_heads != 0.")
+
+
+def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_heads=4,
+                         query_size=None, key_size=None, value_size=None, bias=True,
+                         dtype=torch.float32, device="cpu"):
+    """forward against nn.MultiheadAttention holding the same weights (loaded by the check):
+    self-attention (query is key is value) and cross-attention (Lq != Lk), outputs and
+    per-head weights. With query_size != d_model (which nn.MultiheadAttention does not
+    support) the reference is a float64 implementation in this module."""
+    kwargs = {k: v for k, v in dict(query_size=query_size, key_size=key_size,
+                                    value_size=value_size).items() if v is not None}
+    if not bias:
+        kwargs["bias"] = False
+    module, shown = _construct(cls, d_model, num_heads, **kwargs)
+    try:
+        module = module.to(dtype=dtype, device=device).eval()
+    except Exception as error:
+        fail(f"MultiHeadAttention({shown}).to(dtype={dtype}) raised {type(error).__name__}: "
+             f"{error}")
+    sizes = (query_size or d_model, key_size or d_model, value_size or d_model)
+    P = _random_weights(d_model, sizes, bias, seed)
+    _load_into(module, P, dtype, device)
+    reference = None
+    if sizes[0] == d_model:
+        reference = _to_torch_mha(P, d_model, num_heads, key_size, value_size, bias, dtype, device)
+
+    cases = []
+    if sizes[0] == sizes[1] == sizes[2]:
+        (x,) = random_inputs((batch, Lq, sizes[0]), seed=seed + 1, dtype=dtype, device=device)
+        cases.append(("self-attention, module(x, x, x)", x, x, x))
+    query, key, value = random_inputs((batch, Lq, sizes[0]), (batch, Lk, sizes[1]),
+                                      (batch, Lk, sizes[2]), seed=seed + 2, dtype=dtype,
+                                      device=device)
+    cases.append(("cross-attention", query, key, value))
+
+    h = num_heads
+    for label, q_in, k_in, v_in in cases:
+        with forbid(**{"F.multi_head_attention_forward (nn.MultiheadAttention)":
+                       F.multi_head_attention_forward,
+                       "torch._native_multi_head_attention (nn.MultiheadAttention)":
+                       torch._native_multi_head_attention}):
+            result = call(module, q_in, k_in, v_in, name=f"forward ({label})")
+        if not (isinstance(result, tuple) and len(result) == 2):
+            fail(f"forward ({label}) must return a tuple (output, weights), got "
+                 f"{type(result).__name__}" + (f" of length {len(result)}"
+                                               if isinstance(result, tuple) else "") + ".")
+        output, weights = result
+        Lk_case = k_in.shape[1]
+        if reference is not None:
+            with torch.no_grad():
+                expected, expected_w = reference(q_in, k_in, v_in, need_weights=True,
+                                                 average_attn_weights=False)
+        else:
+            expected, expected_w = (t.to(dtype) for t in _reference(P, q_in, k_in, v_in, h))
+
+        def candidates(index):
+            out = {}
+            variants = {
+                NO_W_O: dict(out="missing"), W_O_UNTRANSPOSED: dict(out="untransposed"),
+                W_O_BLOCK_DIAGONAL: dict(out="block_diagonal"),
+                SCALE_D_MODEL: dict(scale="d_model"), NO_SCALE: dict(scale="none"),
+                K_FROM_Q: dict(k_with="q"), V_FROM_K: dict(v_with="k"),
+                KV_SWAPPED: dict(swap_kv=True), SOFTMAX_DIM: dict(softmax_dim=-2),
+                SPLIT_MIXED: dict(split="mixed"), MERGE_MIXED: dict(merge="mixed"),
+            }
+            if bias:
+                variants[B_O_PER_HEAD] = dict(out="bias_per_head")
+            for message, variant in variants.items():
+                if index == 1 and "out" in variant or index == 1 and "merge" in variant:
+                    continue  # mistakes after the softmax leave the weights right
+                try:
+                    out[message] = _reference(P, q_in, k_in, v_in, h, **variant)[index].to(dtype)
+                except RuntimeError:  # the mistake would have raised for these sizes
+                    pass
+            return out
+
+        context = f" ({label}, B={batch}, Lq={q_in.shape[1]}, Lk={Lk_case}, {dtype})"
+        expect_tensor(output, "output" + context, dtype=dtype, device=device)
+        expect_close(output, expected, "output" + context, bugs=candidates(0), dtype=dtype,
+                     hint="Compare each step with the formula: project, split, attend, merge, "
+                          "W_O.")
+        expect_tensor(weights, "weights" + context)
+        shape = (batch, h, q_in.shape[1], Lk_case)
+        if tuple(weights.shape) == (batch, q_in.shape[1], Lk_case):
+            fail(f"weights{context} have shape {tuple(weights.shape)} = (B, Lq, Lk): they were "
+                 "averaged over the heads (nn.MultiheadAttention's default, "
+                 "average_attn_weights=True). Return the weights of every head, "
+                 f"(B, num_heads, Lq, Lk) = {shape}.")
+        if tuple(weights.shape) == (batch * h, q_in.shape[1], Lk_case):
+            fail(f"weights{context} have shape {tuple(weights.shape)} = (B * num_heads, Lq, Lk): "
+                 f"keep the head axis separate, (B, num_heads, Lq, Lk) = {shape}.")
+        expect_tensor(weights, "weights" + context, shape=shape, dtype=dtype,
+                      shape_names="(B, num_heads, Lq, Lk)")
+        expect_close(weights, expected_w, "weights" + context, bugs=candidates(1), dtype=dtype,
+                     hint="Each head's weights are softmax(q_i k_i^T / sqrt(head_dim)) over the "
+                          "keys.")
+    what = ("nn.MultiheadAttention with the same weights" if reference is not None
+            else "a float64 reference (nn.MultiheadAttention needs query_size == d_model)")
+    passed(f"MultiHeadAttention({shown}): outputs and per-head weights equal {what} "
+           f"({', '.join(c[0] for c in cases)}; {dtype}).")
+
+
+# ------------------------------------------------------------------ exercise 3
+class _Target(nn.Module):
+    """A stand-in for the student's MultiHeadAttention: the four nn.Linear of the interface."""
+
+    def __init__(self, d_model, num_heads, key_size, value_size, bias, dtype):
+        super().__init__()
+        self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model // num_heads
+        kw = dict(bias=bias, dtype=dtype)
+        self.q_proj = nn.Linear(d_model, d_model, **kw)
+        self.k_proj = nn.Linear(key_size, d_model, **kw)
+        self.v_proj = nn.Linear(value_size, d_model, **kw)
+        self.out_proj = nn.Linear(d_model, d_model, **kw)
+
+
+def load_from_torch(fn, *, seed=0, d_model=16, num_heads=4, key_size=None, value_size=None,
+                    bias=True, dtype=torch.float32):
+    """fn(ours, torch_mha) copies nn.MultiheadAttention's weights into ours in place."""
+    torch_mha = nn.MultiheadAttention(d_model, num_heads, bias=bias, kdim=key_size,
+                                      vdim=value_size, batch_first=True, dtype=dtype)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in torch_mha.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float64))
+    ks, vs = key_size or d_model, value_size or d_model
+    ours = _Target(d_model, num_heads, ks, vs, bias, dtype)
+    with torch.no_grad():
+        for p in ours.parameters():  # stale values that no correct copy leaves behind
+            p.copy_(10 + torch.randn(p.shape, generator=gen, dtype=torch.float64))
+    stale = {n: p.detach().clone() for n, p in ours.named_parameters()}
+    source = {n: p.detach().clone() for n, p in torch_mha.named_parameters()}
+    separate = torch_mha.in_proj_weight is None
+    result = call(fn, ours, torch_mha, name="load_from_torch")
+    if result is not None and result is not ours:
+        fail("load_from_torch must copy the weights into `ours` in place and return `ours`; "
+             f"it returned a different object ({type(result).__name__}).")
+    for name, p in torch_mha.named_parameters():
+        if not torch.equal(p.detach(), source[name]):
+            fail(f"load_from_torch changed torch_mha.{name}: copy from it, never into it.")
+
+    if separate:
+        w = {"q": torch_mha.q_proj_weight, "k": torch_mha.k_proj_weight, "v": torch_mha.v_proj_weight}
+        where = "q_proj_weight, k_proj_weight, v_proj_weight"
+    else:
+        w = dict(zip("qkv", torch_mha.in_proj_weight.chunk(3)))
+        where = "in_proj_weight.chunk(3)"
+    w["o"] = torch_mha.out_proj.weight
+    b = dict(zip("qkv", torch_mha.in_proj_bias.chunk(3))) if bias else {}
+    if bias:
+        b["o"] = torch_mha.out_proj.bias
+    order = ("in_proj_weight stacks [W_q; W_k; W_v] in this order: "
+             "w_q, w_k, w_v = in_proj_weight.chunk(3)")
+    torch_storage = {p.untyped_storage().data_ptr() for p in torch_mha.parameters()}
+    for attr, n in zip(PROJECTIONS, "qkvo"):
+        for part, table in (("weight", w), ("bias", b)):
+            if part == "bias" and not bias:
+                continue
+            actual = getattr(getattr(ours, attr), part)
+            expected = table[n].detach()
+            label = f"ours.{attr}.{part}"
+            if actual is None:
+                fail(f"{label} is None after load_from_torch: copy the values into the existing "
+                     "parameters (with torch.no_grad(): ours.q_proj.weight.copy_(w_q)).")
+            expect_tensor(actual, label, shape=expected.shape, dtype=dtype,
+                          shape_names="(out_features, in_features)" if part == "weight" else None)
+            if torch.equal(actual.detach(), expected):
+                if actual.untyped_storage().data_ptr() in torch_storage:
+                    fail(f"{label} shares memory with torch_mha's parameters: copy the values "
+                         "(ours.q_proj.weight.copy_(w_q) under torch.no_grad()) so that the two "
+                         "modules stay independent.")
+                continue
+            if torch.equal(actual.detach(), stale[f"{attr}.{part}"]):
+                hint = ""
+                if attr == "out_proj":
+                    hint = " W_O lives in torch_mha.out_proj (weight and bias)."
+                elif part == "bias":
+                    hint = " in_proj_bias stacks [b_q; b_k; b_v]: chunk(3) it like in_proj_weight."
+                fail(f"{label} was not copied: it still holds its old values.{hint}")
+            for other, tensor in table.items():
+                if other != n and tuple(tensor.shape) == tuple(actual.shape) and \
+                        torch.equal(actual.detach(), tensor.detach()):
+                    if part == "bias":
+                        fix = "in_proj_bias stacks [b_q; b_k; b_v]: b_q, b_k, b_v = in_proj_bias.chunk(3)"
+                    elif separate:
+                        fix = f"use {where}, in that order"
+                    else:
+                        fix = order
+                    fail(f"{label} holds torch's {other}-{part} instead of its {n}-{part}: the "
+                         f"q, k, v order is wrong. {fix}.")
+            if part == "weight" and tuple(expected.shape[::-1]) == tuple(actual.shape) and \
+                    torch.equal(actual.detach(), expected.T):
+                fail(f"{label} holds the transpose of torch's matrix: nn.Linear.weight, "
+                     "in_proj_weight and out_proj.weight all store (out_features, in_features), "
+                     "so copy them without transposing.")
+            fail(f"{label} does not hold torch's values (largest error "
+                 f"{(actual.detach().double() - expected.double()).abs().max().item():.3g}). "
+                 + (f"With kdim or vdim != embed_dim, in_proj_weight is None and the matrices "
+                    f"are {where}." if separate else f"Take the q, k, v matrices from {where}."))
+    layout = ("q_proj_weight, k_proj_weight, v_proj_weight" if separate
+              else "in_proj_weight (3*d_model, d_model)")
+    passed(f"load_from_torch copied {layout}{', in_proj_bias' if bias else ''} and out_proj "
+           f"into q_proj, k_proj, v_proj, out_proj (d_model={d_model}, kdim={ks}, vdim={vs}, "
+           f"bias={bias}).")
+
+
+# ------------------------------------------------------------------ exercise 4
+def _count_reference(d_model, num_heads, query_size=None, key_size=None, value_size=None,
+                     bias=True):
+    """Trusted count: nn.MultiheadAttention's own numel where it applies (on the meta device,
+    so no memory is used), else the four matrices and four biases written out."""
+    qs, ks, vs = query_size or d_model, key_size or d_model, value_size or d_model
+    if qs == d_model:
+        m = nn.MultiheadAttention(d_model, num_heads, bias=bias, kdim=ks, vdim=vs, device="meta")
+        return sum(p.numel() for p in m.parameters())
+    return d_model * (qs + ks + vs + d_model) + (4 * d_model if bias else 0)
+
+
+def _count_configs(seed):
+    if seed == 0:
+        return [(512, 8, {}), (512, 1, {}), (16, 4, {}),
+                (12, 3, dict(query_size=5, key_size=7, value_size=9)),
+                (8, 2, dict(bias=False)), (256, 4, dict(query_size=64, key_size=128))]
+    rng = random.Random(seed)
+    configs = []
+    for _ in range(6):
+        h = rng.choice([1, 2, 3, 4, 6, 8])
+        d = h * rng.randint(2, 40)
+        kw = {}
+        for name in ("query_size", "key_size", "value_size"):
+            if rng.random() < 0.5:
+                kw[name] = rng.randint(1, 300)
+        if rng.random() < 0.4:
+            kw["bias"] = False
+        configs.append((d, h, kw))
+    configs.append((rng.choice([96, 144, 240]), 2 * rng.randint(2, 6), {}))
+    return configs
+
+
+def count_parameters(fn, *, seed=0):
+    """fn(d_model, num_heads, *, query_size=None, key_size=None, value_size=None, bias=True)
+    -> the exact number of parameters; ValueError when num_heads does not divide d_model."""
+    rows = []
+    for d, h, kw in _count_configs(seed):
+        shown = ", ".join([str(d), str(h)] + [f"{k}={v}" for k, v in kw.items()])
+        got = call(fn, d, h, name=f"count_parameters({shown})", **kw)
+        if isinstance(got, bool) or not isinstance(got, (int, float)) and not (
+                isinstance(got, torch.Tensor) and got.numel() == 1):
+            fail(f"count_parameters({shown}) returned {got!r}: return a number (an int).")
+        got = got.item() if isinstance(got, torch.Tensor) else got
+        qs, ks, vs = kw.get("query_size") or d, kw.get("key_size") or d, kw.get("value_size") or d
+        bias = kw.get("bias", True)
+        biases = 4 * d if bias else 0
+        rows.append(dict(shown=shown, got=got, expected=_count_reference(d, h, **kw),
+                         d=d, h=h, sizes=(qs, ks, vs), biases=biases, bias=bias, bugs={
+            "the biases are missing: each of the four nn.Linear layers has d_model biases "
+            "(4 * d_model in all when bias=True)": d * (qs + ks + vs + d),
+            "W_O was counted once per head: there is one W_O of shape (num_heads * head_dim, "
+            "d_model) = (d_model, d_model), shared by all heads (head i uses its row block)":
+                d * (qs + ks + vs) + h * d * d + biases,
+            "W_Q, W_K, W_V were counted as full matrices per head: all heads together have one "
+            "(input size, d_model) matrix each, head i owning head_dim of its columns":
+                h * d * (qs + ks + vs) + d * d + biases,
+            "only one head's W_Q, W_K, W_V (input size x head_dim) were counted: the heads "
+            "together hold (input size x d_model) each":
+                (d // h) * (qs + ks + vs) + d * d + biases,
+            "query_size, key_size and value_size were ignored: W_Q has query_size * d_model "
+            "weights, W_K key_size * d_model, W_V value_size * d_model":
+                4 * d * d + biases,
+            "the output projection's bias is missing: W_O (out_proj) has d_model biases too":
+                d * (qs + ks + vs + d) + (3 * d if bias else 0),
+        }))
+    wrong = [r for r in rows if r["got"] != r["expected"]]
+    if wrong:
+        for message in wrong[0]["bugs"]:
+            if all(r["got"] == r["bugs"][message] for r in rows):
+                fail(f"count_parameters({wrong[0]['shown']}) returned {wrong[0]['got']}, "
+                     f"expected {wrong[0]['expected']}: {message}.")
+        r = wrong[0]
+        (qs, ks, vs), d = r["sizes"], r["d"]
+        fail(f"count_parameters({r['shown']}) returned {r['got']}, expected {r['expected']} = "
+             f"W_Q {qs}*{d} + W_K {ks}*{d} + W_V {vs}*{d} + W_O {d}*{d}"
+             + (f" + biases 4*{d}" if r["bias"] else " (no biases)") + ".")
+    for d, h in ((10, 4), (12, 5)):
+        try:
+            got = fn(d, h)
+        except ValueError:
+            continue
+        except NotImplementedError:
+            fail("count_parameters is not implemented yet.")
+        except Exception as error:
+            fail(f"count_parameters({d}, {h}) raised {type(error).__name__}: {error}; raise "
+                 "ValueError when num_heads does not divide d_model.")
+        fail(f"count_parameters({d}, {h}) returned {got!r}: num_heads={h} does not divide "
+             f"d_model={d} (head_dim would be {d / h:g}), so raise ValueError.")
+    passed(f"count_parameters is exact on {len(rows)} layer shapes (checked against "
+           "nn.MultiheadAttention where it applies) and refuses d_model % num_heads != 0.")

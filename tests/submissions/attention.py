@@ -1,0 +1,320 @@
+"""Chapter 1 catalogue: correct alternatives and classic bugs of scaled dot-product attention.
+
+Solution cells: attention_scores, attention_entropy, stable_softmax,
+scaled_dot_product_attention. Test cells: test_attention_scores, test_attention_entropy,
+test_stable_softmax, test_stable_softmax_large, test_sdpa, test_sdpa_large, test_sdpa_cross.
+"""
+from . import Bug
+
+NOTEBOOK = "01_attention"
+
+SDPA_TESTS = ["test_sdpa", "test_sdpa_large", "test_sdpa_cross"]
+SOFTMAX_TESTS = ["test_stable_softmax", "test_stable_softmax_large"]
+
+CORRECT = {
+    # einsum everywhere; `...` broadcasts over any number of batch dimensions.
+    "einsum": {
+        "attention_scores": '''
+def attention_scores(query, key):
+    return torch.einsum("...qd,...kd->...qk", query, key) / math.sqrt(query.shape[-1])
+''',
+        "scaled_dot_product_attention": '''
+def scaled_dot_product_attention(query, key, value, mask=None):
+    scores = torch.einsum("...qd,...kd->...qk", query, key) / query.shape[-1] ** 0.5
+    weights = torch.softmax(scores, dim=-1)
+    return torch.einsum("...qk,...kv->...qv", weights, value), weights
+''',
+    },
+    # torch.bmm on the batch dimensions flattened into one, then restored; the chapter's
+    # own stable_softmax and a divide after the product.
+    "bmm_flattened": {
+        "attention_scores": '''
+def attention_scores(query, key):
+    *batch, Lq, d_k = query.shape
+    Lk = key.shape[-2]
+    q = query.reshape(-1, Lq, d_k)
+    k = key.reshape(-1, Lk, d_k)
+    scores = torch.bmm(q, k.transpose(1, 2)) / math.sqrt(d_k)
+    return scores.reshape(*batch, Lq, Lk)
+''',
+        "scaled_dot_product_attention": '''
+def scaled_dot_product_attention(query, key, value, mask=None):
+    *batch, Lq, d_k = query.shape
+    Lk, d_v = value.shape[-2:]
+    q = query.reshape(-1, Lq, d_k)
+    k = key.reshape(-1, Lk, d_k)
+    v = value.reshape(-1, Lk, d_v)
+    scores = torch.bmm(q, k.transpose(1, 2)) / math.sqrt(d_k)
+    weights = stable_softmax(scores, dim=-1)
+    output = torch.bmm(weights, v)
+    return output.reshape(*batch, Lq, d_v), weights.reshape(*batch, Lq, Lk)
+''',
+    },
+    # Divide the scores after the product (not q before it); attention_scores reused
+    # inside the attention, with F.softmax.
+    "scale_after_matmul": {
+        "attention_scores": '''
+def attention_scores(query, key):
+    d_k = query.size(-1)
+    scores = torch.matmul(query, key.transpose(-2, -1))
+    return scores / d_k ** 0.5
+''',
+        "scaled_dot_product_attention": '''
+def scaled_dot_product_attention(query, key, value, mask=None):
+    weights = F.softmax(attention_scores(query, key), dim=-1)
+    return torch.matmul(weights, value), weights
+''',
+    },
+    # A Python loop over every (flattened) batch element, with 2-D matrices only.
+    "loop_over_batch": {
+        "scaled_dot_product_attention": '''
+def scaled_dot_product_attention(query, key, value, mask=None):
+    *batch, Lq, d_k = query.shape
+    Lk, d_v = value.shape[-2:]
+    q = query.reshape(-1, Lq, d_k)
+    k = key.reshape(-1, Lk, d_k)
+    v = value.reshape(-1, Lk, d_v)
+    outputs, weights = [], []
+    for b in range(q.shape[0]):
+        w = torch.softmax(q[b] @ k[b].T / math.sqrt(d_k), dim=-1)   # (Lq, Lk)
+        outputs.append(w @ v[b])                                     # (Lq, d_v)
+        weights.append(w)
+    return (torch.stack(outputs).reshape(*batch, Lq, d_v),
+            torch.stack(weights).reshape(*batch, Lq, Lk))
+''',
+    },
+    # float64 inside, cast back to the inputs' dtype; a softmax through logsumexp;
+    # an entropy with torch.where.
+    "float64_logsumexp_where": {
+        "attention_scores": '''
+def attention_scores(query, key):
+    scores = query.double() @ key.double().mT / math.sqrt(query.shape[-1])
+    return scores.to(query.dtype)
+''',
+        "stable_softmax": '''
+def stable_softmax(scores, dim=-1):
+    return (scores - torch.logsumexp(scores, dim=dim, keepdim=True)).exp()
+''',
+        "attention_entropy": '''
+def attention_entropy(weights):
+    logs = torch.where(weights > 0, weights.log(), torch.zeros_like(weights))
+    return -(weights * logs).sum(dim=-1)
+''',
+        "scaled_dot_product_attention": '''
+def scaled_dot_product_attention(query, key, value, mask=None):
+    q, k, v = query.double(), key.double(), value.double()
+    weights = stable_softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]))
+    return (weights @ v).to(query.dtype), weights.to(query.dtype)
+''',
+    },
+    # .max(...).values and Tensor methods; a log clamped at the smallest positive float.
+    "max_values_clamp": {
+        "stable_softmax": '''
+def stable_softmax(scores, dim=-1):
+    e = (scores - scores.max(dim=dim, keepdim=True).values).exp()
+    return e.div(e.sum(dim, keepdim=True))
+''',
+        "attention_entropy": '''
+def attention_entropy(weights):
+    tiny = torch.finfo(weights.dtype).tiny
+    return -(weights * weights.clamp_min(tiny).log()).sum(-1)
+''',
+    },
+}
+
+BUGS = {
+    # --- attention_scores -------------------------------------------------------------
+    "scores_not_scaled": Bug(
+        cells={"attention_scores": '''
+def attention_scores(query, key):
+    return query @ key.transpose(-2, -1)
+'''},
+        fails=["test_attention_scores"], diagnosis=r"not scaled: divide Q K\^T by sqrt\(d_k\)"),
+    "scores_divided_by_d_k": Bug(
+        cells={"attention_scores": '''
+def attention_scores(query, key):
+    return query @ key.transpose(-2, -1) / query.shape[-1]
+'''},
+        fails=["test_attention_scores"], diagnosis=r"you divided by d_k = 4; divide by sqrt"),
+    "key_not_transposed": Bug(
+        cells={"attention_scores": '''
+def attention_scores(query, key):
+    return query @ key / math.sqrt(query.shape[-1])
+'''},
+        fails=["test_attention_scores"],
+        diagnosis=r"(?s)raised RuntimeError.*query @ key without the transpose fails"),
+    "key_dot_T_on_batches": Bug(
+        cells={"attention_scores": '''
+def attention_scores(query, key):
+    return query @ key.T / math.sqrt(query.shape[-1])
+'''},
+        fails=["test_attention_scores"], diagnosis=r"\.T reverses (all|ALL)"),
+    "scores_K_Q_T": Bug(
+        cells={"attention_scores": '''
+def attention_scores(query, key):
+    return key @ query.transpose(-2, -1) / math.sqrt(query.shape[-1])
+'''},
+        fails=["test_attention_scores"], diagnosis=r"you computed K Q\^T"),
+    "scaled_by_wrong_axis": Bug(
+        cells={"attention_scores": '''
+def attention_scores(query, key):
+    return query @ key.transpose(-2, -1) / math.sqrt(key.shape[-2])
+'''},
+        fails=["test_attention_scores"], diagnosis=r"sqrt\(5\), the size of Lk"),
+
+    # --- attention_entropy ------------------------------------------------------------
+    "entropy_nan_at_zero": Bug(
+        cells={"attention_entropy": '''
+def attention_entropy(weights):
+    return -(weights * weights.log()).sum(dim=-1)
+'''},
+        fails=["test_attention_entropy"], diagnosis=r"0 \* log\(0\) = 0 \* \(-inf\) = NaN"),
+    "entropy_in_bits": Bug(
+        cells={"attention_entropy": '''
+def attention_entropy(weights):
+    return -torch.special.xlogy(weights, weights).sum(dim=-1) / math.log(2)
+'''},
+        fails=["test_attention_entropy"], diagnosis=r"log base 2"),
+    "entropy_over_queries": Bug(
+        cells={"attention_entropy": '''
+def attention_entropy(weights):
+    return -torch.special.xlogy(weights, weights).sum(dim=-2)
+'''},
+        fails=["test_attention_entropy"], diagnosis=r"summed over the queries \(dim=-2\)"),
+
+    # --- stable_softmax ---------------------------------------------------------------
+    "naive_softmax_overflow": Bug(
+        cells={"stable_softmax": '''
+def stable_softmax(scores, dim=-1):
+    e = scores.exp()
+    return e / e.sum(dim=dim, keepdim=True)
+'''},
+        fails=["test_stable_softmax_large"], diagnosis=r"overflows to inf .* inf / inf = NaN"),
+    "one_max_for_whole_tensor": Bug(
+        cells={"stable_softmax": '''
+def stable_softmax(scores, dim=-1):
+    e = (scores - scores.max()).exp()
+    return e / e.sum(dim=dim, keepdim=True)
+'''},
+        fails=["test_stable_softmax_large"], diagnosis=r"ONE maximum for the whole tensor"),
+    "softmax_ignores_dim": Bug(
+        cells={"stable_softmax": '''
+def stable_softmax(scores, dim=-1):
+    e = (scores - scores.amax(dim=-1, keepdim=True)).exp()
+    return e / e.sum(dim=-1, keepdim=True)
+'''},
+        fails=SOFTMAX_TESTS, diagnosis=r"normalised along the last axis, but dim=-2"),
+    "softmax_no_keepdim": Bug(
+        cells={"stable_softmax": '''
+def stable_softmax(scores, dim=-1):
+    e = (scores - scores.amax(dim=dim)).exp()
+    return e / e.sum(dim=dim)
+'''},
+        fails=SOFTMAX_TESTS, diagnosis=r"keepdim=True"),
+    "softmax_max_pair": Bug(
+        cells={"stable_softmax": '''
+def stable_softmax(scores, dim=-1):
+    e = (scores - scores.max(dim=dim, keepdim=True)).exp()
+    return e / e.sum(dim=dim, keepdim=True)
+'''},
+        fails=SOFTMAX_TESTS, diagnosis=r"\(values, indices\)"),
+    "softmax_in_place": Bug(
+        cells={"stable_softmax": '''
+def stable_softmax(scores, dim=-1):
+    scores -= scores.amax(dim=dim, keepdim=True)
+    e = scores.exp()
+    return e / e.sum(dim=dim, keepdim=True)
+'''},
+        fails=SOFTMAX_TESTS, diagnosis=r"changed its input tensor in place"),
+    "softmax_delegated": Bug(
+        cells={"stable_softmax": '''
+def stable_softmax(scores, dim=-1):
+    return torch.softmax(scores, dim=dim)
+'''},
+        fails=SOFTMAX_TESTS, diagnosis=r"you called softmax"),
+
+    # --- scaled_dot_product_attention ---------------------------------------------------
+    "sdpa_not_scaled": Bug(
+        cells={"scaled_dot_product_attention": '''
+def scaled_dot_product_attention(query, key, value, mask=None):
+    weights = torch.softmax(query @ key.transpose(-2, -1), dim=-1)
+    return weights @ value, weights
+'''},
+        fails=SDPA_TESTS, diagnosis=r"weights .* is wrong: the scores are not scaled"),
+    "sdpa_divided_by_d_k": Bug(
+        cells={"scaled_dot_product_attention": '''
+def scaled_dot_product_attention(query, key, value, mask=None):
+    weights = torch.softmax(query @ key.transpose(-2, -1) / query.shape[-1], dim=-1)
+    return weights @ value, weights
+'''},
+        fails=SDPA_TESTS, diagnosis=r"you divided by d_k = 4"),
+    "softmax_over_queries": Bug(
+        cells={"scaled_dot_product_attention": '''
+def scaled_dot_product_attention(query, key, value, mask=None):
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    weights = torch.softmax(scores, dim=-2)
+    return weights @ value, weights
+'''},
+        fails=SDPA_TESTS, diagnosis=r"wrong axis \(dim=-2, the queries\)"),
+    "output_from_unscaled_weights": Bug(
+        cells={"scaled_dot_product_attention": '''
+def scaled_dot_product_attention(query, key, value, mask=None):
+    scores = query @ key.transpose(-2, -1)
+    weights = torch.softmax(scores / math.sqrt(query.shape[-1]), dim=-1)
+    output = torch.softmax(scores, dim=-1) @ value
+    return output, weights
+'''},
+        fails=SDPA_TESTS, diagnosis=r"weights are right, but the output .* UNSCALED"),
+    "returns_weights_then_output": Bug(
+        cells={"scaled_dot_product_attention": '''
+def scaled_dot_product_attention(query, key, value, mask=None):
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    weights = torch.softmax(scores, dim=-1)
+    return weights, weights @ value
+'''},
+        fails=SDPA_TESTS, diagnosis=r"returned \(weights, output\)"),
+    "naive_exp_in_attention": Bug(
+        cells={"scaled_dot_product_attention": '''
+def scaled_dot_product_attention(query, key, value, mask=None):
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    e = scores.exp()
+    weights = e / e.sum(dim=-1, keepdim=True)
+    return weights @ value, weights
+'''},
+        fails=["test_sdpa_large"], diagnosis=r"overflows .* to inf and inf / inf = NaN"),
+    "bmm_only_3d": Bug(
+        cells={"scaled_dot_product_attention": '''
+def scaled_dot_product_attention(query, key, value, mask=None):
+    scores = torch.bmm(query, key.transpose(1, 2)) / math.sqrt(query.shape[-1])
+    weights = torch.softmax(scores, dim=-1)
+    return torch.bmm(weights, value), weights
+'''},
+        fails=["test_sdpa_cross"], diagnosis=r"torch\.bmm takes exactly 3-D tensors"),
+    "scaled_by_sqrt_d_v": Bug(
+        cells={"scaled_dot_product_attention": '''
+def scaled_dot_product_attention(query, key, value, mask=None):
+    scores = query @ key.transpose(-2, -1) / math.sqrt(value.shape[-1])
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ value, weights
+'''},
+        fails=["test_sdpa_cross"], diagnosis=r"sqrt\(5\), the size of d_v"),
+    # Seed 000's constant: torch.sqrt(torch.tensor(d_k, dtype=torch.float32)). float64
+    # inputs stay float64 (a 0-dim tensor does not promote) but carry a float32 error.
+    "float32_sqrt_constant": Bug(
+        cells={"scaled_dot_product_attention": '''
+def scaled_dot_product_attention(query, key, value, mask=None):
+    d_k = query.size(-1)
+    scores = torch.matmul(query, key.transpose(-2, -1))
+    scores = scores / torch.sqrt(torch.tensor(d_k, dtype=torch.float32))
+    weights = torch.softmax(scores, dim=-1)
+    return torch.matmul(weights, value), weights
+'''},
+        fails=["test_sdpa", "test_sdpa_cross"], diagnosis=r"float32 number .* seed 000"),
+    "sdpa_delegated": Bug(
+        cells={"scaled_dot_product_attention": '''
+def scaled_dot_product_attention(query, key, value, mask=None):
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    return F.scaled_dot_product_attention(query, key, value), torch.softmax(scores, dim=-1)
+'''},
+        fails=SDPA_TESTS, diagnosis=r"you called scaled_dot_product_attention"),
+}

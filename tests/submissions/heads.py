@@ -1,0 +1,322 @@
+"""Chapter 2 (head splitting): alternative correct submissions and classic bugs.
+
+Solution cells: split_heads, merge_heads, multihead_attention_core, head_projection,
+fuse_head_weights. Test cells: test_split_heads, test_split_heads_divisibility,
+test_merge_heads, test_multihead_attention_core, test_head_projection,
+test_fuse_head_weights. multihead_attention_core calls the notebook's split_heads and
+merge_heads, so a bug in those also fails test_multihead_attention_core.
+"""
+from . import Bug
+
+NOTEBOOK = "02_heads"
+
+# ------------------------------------------------------------------------------ correct
+CORRECT = {
+    # unflatten/permute/flatten: a rearrangement without einops
+    "unflatten_permute": {
+        "split_heads": '''
+def split_heads(x, num_heads):
+    d_model = x.shape[-1]
+    if d_model % num_heads:
+        raise ValueError(f"cannot split d_model={d_model} into num_heads={num_heads} equal heads")
+    return x.unflatten(-1, (num_heads, d_model // num_heads)).permute(0, 2, 1, 3)
+''',
+        "merge_heads": '''
+def merge_heads(x):
+    return x.permute(0, 2, 1, 3).flatten(2)
+''',
+        "fuse_head_weights": '''
+def fuse_head_weights(w):
+    return w.permute(0, 2, 1).flatten(0, 1)
+''',
+    },
+    # chunks stacked along a new head axis; full projection, then take head i's chunk
+    "stack_chunks": {
+        "split_heads": '''
+import torch
+
+def split_heads(x, num_heads):
+    if x.shape[-1] % num_heads != 0:
+        raise ValueError(f"num_heads={num_heads} does not divide d_model={x.shape[-1]}")
+    return torch.stack(x.chunk(num_heads, dim=-1), dim=1)
+''',
+        "merge_heads": '''
+import torch
+
+def merge_heads(x):
+    return torch.cat(x.unbind(dim=1), dim=-1)
+''',
+        "head_projection": '''
+import torch.nn.functional as F
+
+def head_projection(x, weight, bias, i, num_heads):
+    return F.linear(x, weight, bias).chunk(num_heads, dim=-1)[i]
+''',
+        "fuse_head_weights": '''
+import torch
+
+def fuse_head_weights(w):
+    return torch.cat([w_i.T for w_i in w], dim=0)
+''',
+    },
+    # reshape + permute with explicit copies; einsum attention computed in float64
+    "reshape_permute_einsum": {
+        "split_heads": '''
+def split_heads(x, num_heads):
+    B, L, d_model = x.shape
+    if d_model % num_heads:
+        raise ValueError("d_model=%d must be a multiple of num_heads=%d" % (d_model, num_heads))
+    return x.reshape(B, L, num_heads, -1).permute(0, 2, 1, 3).contiguous()
+''',
+        "merge_heads": '''
+def merge_heads(x):
+    B, h, L, hd = x.shape
+    return x.permute(0, 2, 1, 3).contiguous().view(B, L, h * hd)
+''',
+        "multihead_attention_core": '''
+import math
+import torch
+
+def multihead_attention_core(query, key, value, num_heads):
+    q, k, v = (split_heads(t, num_heads).double() for t in (query, key, value))
+    scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(q.shape[-1])
+    weights = scores.softmax(dim=-1)
+    out = torch.einsum("bhqk,bhkd->bhqd", weights, v)
+    return merge_heads(out).to(query.dtype), weights.to(query.dtype)
+''',
+        "head_projection": '''
+import torch
+
+def head_projection(x, weight, bias, i, num_heads):
+    w = weight.view(num_heads, -1, weight.shape[-1])[i]          # (hd, in)
+    out = torch.einsum("bli,di->bld", x, w)
+    return out if bias is None else out + bias.view(num_heads, -1)[i]
+''',
+    },
+    # loops over heads with torch.split; baddbmm for the biased projection
+    "split_loop": {
+        "split_heads": '''
+import torch
+
+def split_heads(x, num_heads):
+    d_model = x.shape[-1]
+    if d_model % num_heads != 0:
+        raise ValueError(f"d_model ({d_model}) % num_heads ({num_heads}) != 0")
+    return torch.stack(torch.split(x, d_model // num_heads, dim=-1), dim=1)
+''',
+        "merge_heads": '''
+import torch
+
+def merge_heads(x):
+    return torch.cat([x[:, i] for i in range(x.shape[1])], dim=-1)
+''',
+        "multihead_attention_core": '''
+import torch
+
+def multihead_attention_core(query, key, value, num_heads):
+    hd = query.shape[-1] // num_heads
+    outs, weights = [], []
+    for i in range(num_heads):
+        cols = slice(i * hd, (i + 1) * hd)
+        o, w = scaled_dot_product_attention(query[..., cols], key[..., cols], value[..., cols])
+        outs.append(o)
+        weights.append(w)
+    return torch.cat(outs, dim=-1), torch.stack(weights, dim=1)
+''',
+        "head_projection": '''
+import torch
+
+def head_projection(x, weight, bias, i, num_heads):
+    w_i = torch.split(weight, weight.shape[0] // num_heads, dim=0)[i]   # (hd, in)
+    if bias is None:
+        return x @ w_i.T
+    b_i = torch.split(bias, bias.shape[0] // num_heads)[i]
+    B, L, n = x.shape
+    return torch.baddbmm(b_i.expand(B, L, -1), x, w_i.T.expand(B, n, -1))
+''',
+        "fuse_head_weights": '''
+import torch
+
+def fuse_head_weights(w):
+    rows = []
+    for i in range(w.shape[0]):
+        rows.append(w[i].transpose(0, 1))
+    return torch.cat(rows)
+''',
+    },
+}
+
+# ------------------------------------------------------------------------------ bugs
+_CORE_FAILS = "test_multihead_attention_core"
+
+BUGS = {
+    "split_no_transpose": Bug(
+        cells={"split_heads": '''
+def split_heads(x, num_heads):
+    B, L, d_model = x.shape
+    if d_model % num_heads:
+        raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+    return x.reshape(B, num_heads, L, d_model // num_heads)
+'''},
+        fails=["test_split_heads", _CORE_FAILS],
+        diagnosis=r"heads and positions are mixed: reshape to \(B, L, num_heads, head_dim\), "
+                  r"then transpose\(1, 2\)",
+        notes="reshape straight to (B, h, L, hd): runs, wrong values"),
+    "split_strided": Bug(
+        cells={"split_heads": '''
+def split_heads(x, num_heads):
+    B, L, d_model = x.shape
+    if d_model % num_heads:
+        raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+    return x.view(B, L, d_model // num_heads, num_heads).permute(0, 3, 1, 2)
+'''},
+        fails=["test_split_heads", _CORE_FAILS],
+        diagnosis=r"strided features .*contiguous block",
+        notes="head i gets features i, i+h, i+2h, ..."),
+    "split_wrong_axes": Bug(
+        cells={"split_heads": '''
+def split_heads(x, num_heads):
+    B, L, d_model = x.shape
+    if d_model % num_heads:
+        raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+    return x.view(B, L, num_heads, d_model // num_heads).transpose(1, 3)
+'''},
+        fails=["test_split_heads", _CORE_FAILS],
+        diagnosis=r"\(B, head_dim, num_heads, L\).*transposed the wrong axes",
+        notes="transpose(1, 3) instead of transpose(1, 2)"),
+    "split_assert": Bug(
+        cells={"split_heads": '''
+def split_heads(x, num_heads):
+    B, L, d_model = x.shape
+    assert d_model % num_heads == 0, "d_model must be divisible by num_heads"
+    return x.view(B, L, num_heads, d_model // num_heads).transpose(1, 2)
+'''},
+        fails=["test_split_heads_divisibility"],
+        diagnosis=r"raised AssertionError.*Raise ValueError instead",
+        notes="the tutorial's assert"),
+    "split_unchecked_view": Bug(
+        cells={"split_heads": '''
+def split_heads(x, num_heads):
+    B = x.shape[0]
+    head_dim = x.shape[-1] // num_heads
+    return x.view(B, -1, num_heads, head_dim).transpose(1, 2)
+'''},
+        fails=["test_split_heads_divisibility"],
+        diagnosis=r"PyTorch's RuntimeError .*check d_model % num_heads",
+        notes="no divisibility check; the hidden test's shapes make view(B, -1, ...) succeed"),
+    "merge_no_transpose": Bug(
+        cells={"merge_heads": '''
+def merge_heads(x):
+    B, h, L, hd = x.shape
+    return x.reshape(B, L, h * hd)
+'''},
+        fails=["test_merge_heads", _CORE_FAILS],
+        diagnosis=r"heads and positions are mixed: transpose\(1, 2\) back",
+        notes="merge without transposing back"),
+    "merge_view": Bug(
+        cells={"merge_heads": '''
+def merge_heads(x):
+    B, h, L, hd = x.shape
+    return x.transpose(1, 2).view(B, L, h * hd)
+'''},
+        fails=["test_merge_heads", _CORE_FAILS],
+        diagnosis=r"view\(\) cannot flatten a non-contiguous tensor.*\.reshape",
+        notes="view on the non-contiguous transposed tensor raises RuntimeError"),
+    "merge_interleaved": Bug(
+        cells={"merge_heads": '''
+def merge_heads(x):
+    B, h, L, hd = x.shape
+    return x.permute(0, 2, 3, 1).reshape(B, L, h * hd)
+'''},
+        fails=["test_merge_heads", _CORE_FAILS],
+        diagnosis=r"interleaved",
+        notes="flattens (head_dim, num_heads) instead of (num_heads, head_dim)"),
+    "core_across_heads": Bug(
+        cells={"multihead_attention_core": '''
+import math
+import torch
+
+def multihead_attention_core(query, key, value, num_heads):
+    B, L, d_model = query.shape
+    depth = d_model // num_heads
+    q = query.reshape(B, L, num_heads, depth)
+    k = key.reshape(B, -1, num_heads, depth)
+    v = value.reshape(B, -1, num_heads, depth)
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(depth), dim=-1)
+    return (weights @ v).reshape(B, L, d_model), weights
+'''},
+        fails=[_CORE_FAILS],
+        diagnosis=r"attention ran across heads instead of positions",
+        notes="the tutorial's Keras code: no transpose, attention over heads"),
+    "core_scale_d_model": Bug(
+        cells={"multihead_attention_core": '''
+import math
+import torch
+
+def multihead_attention_core(query, key, value, num_heads):
+    q, k, v = (split_heads(t, num_heads) for t in (query, key, value))
+    scores = q @ k.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    weights = torch.softmax(scores, dim=-1)
+    return merge_heads(weights @ v), weights
+'''},
+        fails=[_CORE_FAILS],
+        diagnosis=r"scaled by sqrt\(d_model\).*sqrt\(head_dim\)",
+        notes="scales by sqrt(d_model) instead of sqrt(head_dim)"),
+    "core_averaged_weights": Bug(
+        cells={"multihead_attention_core": '''
+def multihead_attention_core(query, key, value, num_heads):
+    q, k, v = (split_heads(t, num_heads) for t in (query, key, value))
+    heads, weights = scaled_dot_product_attention(q, k, v)
+    return merge_heads(heads), weights.mean(dim=1)
+'''},
+        fails=[_CORE_FAILS],
+        diagnosis=r"not their average",
+        notes="nn.MultiheadAttention's default average_attn_weights=True"),
+    "projection_columns": Bug(
+        cells={"head_projection": '''
+def head_projection(x, weight, bias, i, num_heads):
+    hd = weight.shape[0] // num_heads
+    cols = slice(i * hd, (i + 1) * hd)
+    out = x @ weight[:, cols]
+    return out if bias is None else out + bias[cols]
+'''},
+        fails=["test_head_projection"],
+        diagnosis=r"took columns of the weight: nn.Linear stores W transposed",
+        notes="forgets that nn.Linear stores W^T"),
+    "projection_strided": Bug(
+        cells={"head_projection": '''
+def head_projection(x, weight, bias, i, num_heads):
+    out = x @ weight[i::num_heads].T
+    return out if bias is None else out + bias[i::num_heads]
+'''},
+        fails=["test_head_projection"],
+        diagnosis=r"strided rows",
+        notes="head blocks taken as strided rows"),
+    "projection_no_bias": Bug(
+        cells={"head_projection": '''
+def head_projection(x, weight, bias, i, num_heads):
+    hd = weight.shape[0] // num_heads
+    return x @ weight[i * hd:(i + 1) * hd].T
+'''},
+        fails=["test_head_projection"],
+        diagnosis=r"the bias is missing",
+        notes="ignores the bias"),
+    "fuse_no_transpose": Bug(
+        cells={"fuse_head_weights": '''
+def fuse_head_weights(w):
+    h, n, hd = w.shape
+    return w.reshape(h * hd, n)
+'''},
+        fails=["test_fuse_head_weights"],
+        diagnosis=r"each W_i must be transposed",
+        notes="reshapes the x @ W blocks without transposing them"),
+    "fuse_interleaved": Bug(
+        cells={"fuse_head_weights": '''
+def fuse_head_weights(w):
+    h, n, hd = w.shape
+    return w.permute(2, 0, 1).reshape(h * hd, n)
+'''},
+        fails=["test_fuse_head_weights"],
+        diagnosis=r"rows are interleaved",
+        notes="rows ordered (head_dim, num_heads)"),
+}

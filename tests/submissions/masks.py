@@ -1,0 +1,234 @@
+"""Catalogue of chapter 4 (masking): alternative correct submissions and classic bugs.
+
+Solution cells: padding_mask, causal_mask, masked_softmax, scaled_dot_product_attention,
+to_torch_key_padding_mask. Test cells: test_padding_mask, test_causal_mask,
+test_masked_softmax, test_scaled_dot_product_attention, test_invariances,
+test_to_torch_key_padding_mask. The notebook's scaled_dot_product_attention calls the
+notebook's masked_softmax, so a masked_softmax bug also fails the attention tests.
+"""
+from tests.submissions import Bug
+
+NOTEBOOK = "04_masks"
+
+# --------------------------------------------------------------------------- helpers
+_SOFTMAX_HEAD = '''def masked_softmax(scores, mask=None):
+    """scores (..., Lq, Lk), mask bool broadcastable (True = may attend) -> (..., Lq, Lk)."""
+    if mask is None:
+        return torch.softmax(scores, dim=-1)
+'''
+
+
+def _softmax(body):
+    return _SOFTMAX_HEAD + body
+
+
+_SDPA_HEAD = '''def scaled_dot_product_attention(query, key, value, mask=None):
+    """(..., Lq, d_k), (..., Lk, d_k), (..., Lk, d_v), mask -> ((..., Lq, d_v), (..., Lq, Lk))."""
+'''
+
+
+def _sdpa(body):
+    return _SDPA_HEAD + body
+
+
+CORRECT = {
+    # The course's rule, with a multiplication by the mask instead of masked_fill at the end.
+    "finfo_min_times_mask": {
+        "masked_softmax": _softmax('''    filled = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    return torch.softmax(filled, dim=-1) * mask
+'''),
+    },
+    # torch.where on both sides; masks from comparisons of aranges; a loop for padding.
+    "torch_where_and_loops": {
+        "masked_softmax": _softmax('''    low = torch.finfo(scores.dtype).min
+    weights = torch.softmax(torch.where(mask, scores, low), dim=-1)
+    return torch.where(mask, weights, 0.0)
+'''),
+        "padding_mask": '''def padding_mask(lengths, max_len):
+    """lengths (B,) -> (B, 1, 1, max_len) bool, True at real tokens."""
+    mask = torch.zeros(len(lengths), max_len, dtype=torch.bool)
+    for b, n in enumerate(lengths.tolist()):
+        mask[b, :n] = True
+    return mask.view(len(lengths), 1, 1, max_len)
+''',
+        "causal_mask": '''def causal_mask(q_len, k_len=None, device=None):
+    """(q_len, k_len) bool, True where key j <= query i."""
+    if k_len is None:
+        k_len = q_len
+    i = torch.arange(q_len, device=device)[:, None]
+    j = torch.arange(k_len, device=device)[None, :]
+    return j <= i
+''',
+        "to_torch_key_padding_mask": '''def to_torch_key_padding_mask(mask):
+    """(B, 1, 1, Lk) or (B, Lk), True = real -> (B, Lk), True = padding."""
+    return torch.logical_not(mask.reshape(mask.shape[0], mask.shape[-1]))
+''',
+    },
+    # An additive bias built from finfo(float32).min and added in (at least) float32, so
+    # that score + bias cannot overflow in float16; rounded back to the input's dtype.
+    "additive_bias_in_float32": {
+        "masked_softmax": _softmax('''    compute = torch.promote_types(scores.dtype, torch.float32)
+    bias = torch.zeros(mask.shape, dtype=compute, device=mask.device)
+    bias = bias.masked_fill(~mask, torch.finfo(compute).min)
+    weights = torch.softmax(scores.to(compute) + bias, dim=-1) * mask
+    return weights.to(scores.dtype)
+'''),
+    },
+    # -inf, then nan_to_num: the NaN of fully masked rows is cleaned in the forward pass,
+    # and in the backward pass masked_fill's gradient (zero at every masked position, i.e.
+    # the whole of a fully masked row) discards the NaN that the softmax's backward makes.
+    # Tested: finite and correct gradients in float32, float16 and bfloat16.
+    "neg_inf_then_nan_to_num": {
+        "masked_softmax": _softmax('''    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+    return torch.nan_to_num(weights, nan=0.0)
+'''),
+    },
+    # -inf, then zero the masked weights with masked_fill: correct for the same reason.
+    # einsum instead of @ in the attention.
+    "neg_inf_masked_fill_and_einsum": {
+        "masked_softmax": _softmax('''    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+    return weights.masked_fill(~mask, 0.0)
+'''),
+        "scaled_dot_product_attention": _sdpa('''    scores = torch.einsum("...qd,...kd->...qk", query, key) / query.shape[-1] ** 0.5
+    weights = masked_softmax(scores, mask)
+    return torch.einsum("...qk,...kv->...qv", weights, value), weights
+'''),
+    },
+}
+
+BUGS = {
+    "inverted_mask": Bug(
+        cells={"masked_softmax": _softmax('''    filled = scores.masked_fill(mask, torch.finfo(scores.dtype).min)
+    return torch.softmax(filled, dim=-1).masked_fill(mask, 0.0)
+''')},
+        fails=["test_masked_softmax", "test_scaled_dot_product_attention", "test_invariances"],
+        diagnosis=r"True means may attend: you masked where mask is True",
+        notes="Seed 003's mistake in our convention: it masks the real tokens and attends to "
+              "the padding.",
+    ),
+    "neg_inf_fill_nan_rows": Bug(
+        cells={"masked_softmax": _softmax('''    return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+''')},
+        fails=["test_masked_softmax", "test_scaled_dot_product_attention"],
+        diagnosis=r"fully masked rows .* NaN: the softmax of a row that is all -inf is 0/0",
+        notes="Seed 003's -inf fill: a query with no key to attend to gets 0/0 = NaN.",
+    ),
+    "minus_1e9_uniform_rows": Bug(
+        cells={"masked_softmax": _softmax('''    return torch.softmax(scores.masked_fill(mask == 0, -1e9), dim=-1)
+''')},
+        fails=["test_masked_softmax", "test_scaled_dot_product_attention", "test_invariances"],
+        diagnosis=r"uniform weights 1/Lk",
+        notes="Seed 002's -1e9: no NaN in float32, but fully masked rows average the padding; "
+              "the float16 hidden tests (attention, invariances) raise an overflow error.",
+    ),
+    "minus_1e9_overflows_fp16": Bug(
+        cells={"masked_softmax": _softmax('''    weights = torch.softmax(scores.masked_fill(~mask, -1e9), dim=-1)
+    return weights.masked_fill(~mask, 0.0)
+''')},
+        fails=["test_masked_softmax", "test_scaled_dot_product_attention", "test_invariances"],
+        diagnosis=r"does not fit in torch.float16.*-65504",
+        notes="Right in float32; in float16 masked_fill refuses -1e9 (this torch raises "
+              "'value cannot be converted to type c10::Half without overflow').",
+    ),
+    "additive_finfo_overflows_fp16": Bug(
+        cells={"masked_softmax": _softmax('''    bias = (~mask).to(scores.dtype) * torch.finfo(scores.dtype).min
+    return torch.softmax(scores + bias, dim=-1).masked_fill(~mask, 0.0)
+''')},
+        fails=["test_masked_softmax"],
+        diagnosis=r"gradient of the scores has \d+ NaN entries",
+        notes="Forward is right; in float16 a score below about -16 plus -65504 overflows to "
+              "-inf, a fully masked row softmaxes to NaN, and the masked_fill after the "
+              "softmax hides it in the forward pass only: the addition passes the NaN of the "
+              "softmax's backward to the scores. (Multiplying by the mask instead leaves NaN "
+              "in the forward pass too.)",
+    ),
+    "neg_inf_additive_nan_to_num": Bug(
+        cells={"masked_softmax": _softmax('''    bias = torch.zeros_like(scores).masked_fill(~mask, float("-inf"))
+    return torch.nan_to_num(torch.softmax(scores + bias, dim=-1), nan=0.0)
+''')},
+        fails=["test_masked_softmax", "test_scaled_dot_product_attention"],
+        diagnosis=r"forward pass is fine but the gradient of the scores has \d+ NaN",
+        notes="nan_to_num cleans the forward pass; the NaN of the softmax's backward flows "
+              "through the addition into the scores' gradient.",
+    ),
+    "zero_after_plain_softmax": Bug(
+        cells={"masked_softmax": _softmax('''    return torch.softmax(scores, dim=-1) * mask
+''')},
+        fails=["test_masked_softmax", "test_scaled_dot_product_attention", "test_invariances"],
+        diagnosis=r"rows no longer sum to 1",
+    ),
+    "padding_mask_le": Bug(
+        cells={"padding_mask": '''def padding_mask(lengths, max_len):
+    """lengths (B,) -> (B, 1, 1, max_len) bool."""
+    return (torch.arange(max_len) <= lengths[:, None])[:, None, None, :]
+'''},
+        fails=["test_padding_mask"],
+        diagnosis=r"off by one.*with <=",
+    ),
+    "padding_mask_masks_queries": Bug(
+        cells={"padding_mask": '''def padding_mask(lengths, max_len):
+    """lengths (B,) -> (B, 1, 1, max_len) bool."""
+    return (torch.arange(max_len) < lengths[:, None])[:, None, :, None]
+'''},
+        fails=["test_padding_mask"],
+        diagnosis=r"masks queries \(rows\) instead of keys",
+    ),
+    "padding_mask_2d": Bug(
+        cells={"padding_mask": '''def padding_mask(lengths, max_len):
+    """lengths (B,) -> (B, 1, 1, max_len) bool."""
+    return torch.arange(max_len) < lengths[:, None]
+'''},
+        fails=["test_padding_mask"],
+        diagnosis=r"acts as \(1, 1, B, Lk\)",
+    ),
+    "causal_upper_triangular": Bug(
+        cells={"causal_mask": '''def causal_mask(q_len, k_len=None, device=None):
+    """(q_len, k_len) bool."""
+    k_len = q_len if k_len is None else k_len
+    return torch.ones(q_len, k_len, dtype=torch.bool, device=device).triu()
+'''},
+        fails=["test_causal_mask"],
+        diagnosis=r"attend to the future keys",
+    ),
+    "causal_diagonal_excluded": Bug(
+        cells={"causal_mask": '''def causal_mask(q_len, k_len=None, device=None):
+    """(q_len, k_len) bool."""
+    k_len = q_len if k_len is None else k_len
+    return torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril(diagonal=-1)
+'''},
+        fails=["test_causal_mask"],
+        diagnosis=r"diagonal is excluded",
+    ),
+    "key_padding_mask_not_inverted": Bug(
+        cells={"to_torch_key_padding_mask": '''def to_torch_key_padding_mask(mask):
+    """(B, 1, 1, Lk) or (B, Lk) -> (B, Lk)."""
+    return mask.reshape(mask.shape[0], mask.shape[-1])
+'''},
+        fails=["test_to_torch_key_padding_mask"],
+        diagnosis=r"means the opposite of ours: True = ignore",
+    ),
+    "attention_unscaled": Bug(
+        cells={"scaled_dot_product_attention": _sdpa('''    weights = masked_softmax(query @ key.transpose(-2, -1), mask)
+    return weights @ value, weights
+''')},
+        fails=["test_scaled_dot_product_attention"],
+        diagnosis=r"not scaled: divide Q K\^T by sqrt\(d_k\)",
+    ),
+    "attention_ignores_mask": Bug(
+        cells={"scaled_dot_product_attention": _sdpa('''    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    weights = masked_softmax(scores)
+    return weights @ value, weights
+''')},
+        fails=["test_scaled_dot_product_attention", "test_invariances"],
+        diagnosis=r"the mask is ignored",
+    ),
+    "attention_delegates_to_pytorch": Bug(
+        cells={"scaled_dot_product_attention": _sdpa('''    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    weights = masked_softmax(scores, mask)
+    output = F.scaled_dot_product_attention(query, key, value, attn_mask=mask)
+    return output, weights
+''')},
+        fails=["test_scaled_dot_product_attention", "test_invariances"],
+        diagnosis=r"you called F.scaled_dot_product_attention",
+    ),
+}

@@ -1,0 +1,171 @@
+"""Chapter 1's checks, tested without nbgrader: the reference code passes every test cell
+(hidden tests included), so do the `solutions` package and every CORRECT submission of the
+catalogue; each BUG fails exactly the test cells it names, with a message that names it."""
+import contextlib
+import io
+import json
+import math
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import solutions
+from tests.submissions import grade_id, reference_code
+from tests.submissions import attention as catalogue
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "chapters"))
+from checks import attention as check  # noqa: E402  (as the notebook imports it)
+from checks.common import CheckFailure  # noqa: E402
+
+NOTEBOOK = json.loads((REPO / "chapters" / f"{catalogue.NOTEBOOK}.ipynb").read_text())
+
+
+def source(cell):
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def nbgrader(cell):
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+SOLUTIONS = {grade_id(c): reference_code(source(c)) for c in NOTEBOOK["cells"]
+             if nbgrader(c).get("solution")}
+TESTS = {grade_id(c): source(c) for c in NOTEBOOK["cells"] if nbgrader(c).get("grade")}
+
+
+def namespace(cells=None):
+    """The notebook's namespace after its solution cells ran (with `cells` replacing some)."""
+    ns = {"math": math, "torch": torch, "F": F, "check": check}
+    for gid, code in SOLUTIONS.items():
+        exec((cells or {}).get(gid, code), ns)
+    return ns
+
+
+def run_tests(ns):
+    """{test grade_id: None if it passed, else the failure message}, hidden tests included."""
+    results = {}
+    for gid, code in TESTS.items():
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                exec(code, dict(ns))
+            results[gid] = None
+        except CheckFailure as error:
+            results[gid] = str(error)
+    return results
+
+
+def test_notebook_has_the_expected_cells():
+    assert list(SOLUTIONS) == ["attention_scores", "attention_entropy", "stable_softmax",
+                               "scaled_dot_product_attention"]
+    assert set(TESTS) == {"test_attention_scores", "test_attention_entropy",
+                          "test_stable_softmax", "test_stable_softmax_large", "test_sdpa",
+                          "test_sdpa_large", "test_sdpa_cross"}
+    for code in TESTS.values():
+        assert "### BEGIN HIDDEN TESTS" in code
+
+
+def test_reference_passes_every_test_cell():
+    assert run_tests(namespace()) == dict.fromkeys(TESTS)
+
+
+def test_solutions_package_passes_the_checks(capsys):
+    check.stable_softmax(solutions.stable_softmax)
+    check.stable_softmax(solutions.stable_softmax, seed=5, shape=(4, 6, 3, 2), dims=(-1, 0, 2),
+                         dtype=torch.float64)
+    check.stable_softmax_large_scores(solutions.stable_softmax)
+    check.stable_softmax_large_scores(solutions.stable_softmax, seed=11, shape=(3, 4, 6), dim=1,
+                                      dtype=torch.float64)
+    sdpa = solutions.scaled_dot_product_attention
+    check.scaled_dot_product_attention(sdpa)
+    check.scaled_dot_product_attention(sdpa, seed=21, batch=(3,), L=9, d_k=6, d_v=6,
+                                       dtype=torch.float64)
+    check.sdpa_large_scores(sdpa)
+    check.sdpa_large_scores(sdpa, seed=3, batch=(3,), Lq=4, Lk=6, d_k=4, d_v=4, magnitude=100,
+                            dtype=torch.float64)
+    check.cross_attention(sdpa)
+    check.cross_attention(sdpa, seed=1, batch=(), dtype=torch.float64)
+    check.cross_attention(sdpa, seed=8, batch=(4, 1, 2), Lq=10, Lk=2, d_k=3, d_v=8,
+                          dtype=torch.float64)
+    assert capsys.readouterr().out.count("\u2714") == 11
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_notebook_reference_equals_solutions_package(dtype):
+    ns = namespace()
+    gen = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(2, 3, n, 8, generator=gen, dtype=dtype) for n in (5, 7, 7))
+    out, w = ns["scaled_dot_product_attention"](q, k, v)
+    ref_out, ref_w = solutions.scaled_dot_product_attention(q, k, v)
+    assert torch.equal(out, ref_out) and torch.equal(w, ref_w)
+    scores = 50 * torch.randn(4, 6, 3, generator=gen, dtype=dtype)
+    for dim in (-1, 0, 1):
+        assert torch.equal(ns["stable_softmax"](scores, dim=dim),
+                           solutions.stable_softmax(scores, dim=dim))
+    assert torch.allclose(ns["attention_scores"](q, k) @ torch.ones(7, dtype=dtype),
+                          (q @ k.transpose(-2, -1) / math.sqrt(8)).sum(-1))
+
+
+@pytest.mark.parametrize("name", sorted(catalogue.CORRECT))
+def test_correct_submission_passes(name):
+    results = run_tests(namespace(catalogue.CORRECT[name]))
+    assert results == dict.fromkeys(TESTS), {t: m for t, m in results.items() if m}
+
+
+@pytest.mark.parametrize("name", sorted(catalogue.BUGS))
+def test_bug_fails_the_named_tests_with_its_diagnosis(name):
+    bug = catalogue.BUGS[name]
+    results = run_tests(namespace(bug.cells))
+    failed = {t for t, m in results.items() if m is not None}
+    assert failed == set(bug.fails), results
+    message = results[bug.fails[0]]
+    assert re.search(bug.diagnosis, message), message
+
+
+def test_blank_student_version_fails_everything_with_a_clear_message():
+    blank = {gid: re.sub(r"([ \t]*)### BEGIN SOLUTION.*?### END SOLUTION",
+                         r"\1# YOUR CODE HERE\n\1raise NotImplementedError()", code, flags=re.S)
+             for gid, code in ((grade_id(c), source(c)) for c in NOTEBOOK["cells"]
+                               if nbgrader(c).get("solution"))}
+    results = run_tests(namespace(blank))
+    for test, message in results.items():
+        assert message and "not implemented yet" in message, (test, message)
+
+
+def test_hard_coded_output_fails_the_hidden_tests():
+    """A function that returns the visible test's answer whatever its input."""
+    query, key = check.random_inputs((2, 3, 4), (2, 5, 4), seed=0)
+    answer = query @ key.transpose(-2, -1) / 2
+    ns = namespace({"attention_scores": "def attention_scores(query, key):\n    return ANSWER\n"})
+    ns["ANSWER"] = answer
+    code = TESTS["test_attention_scores"]
+    visible, hidden = code.split("### BEGIN HIDDEN TESTS")
+    exec(visible, dict(ns))                       # the visible test is fooled...
+    with pytest.raises(CheckFailure, match="expected shape"):
+        exec(hidden, dict(ns))                    # ...the hidden ones are not
+
+
+def test_forbidden_functions_are_refused_wherever_they_come_from():
+    for body in ["torch.softmax(scores, dim)", "scores.softmax(dim)", "F.softmax(scores, dim)",
+                 "torch.special.softmax(scores, dim)", "torch.log_softmax(scores, dim).exp()",
+                 "torch.nn.Softmax(dim)(scores)"]:
+        ns = {"torch": torch, "F": F}
+        exec(f"def stable_softmax(scores, dim=-1):\n    return {body}\n", ns)
+        with pytest.raises(CheckFailure, match="you called"):
+            check.stable_softmax(ns["stable_softmax"])
+
+
+def test_checks_resist_rebinding_torch_functions():
+    """Student code that rebinds torch.softmax cannot change what the checks expect."""
+    original = torch.softmax
+    try:
+        torch.softmax = lambda x, dim: torch.zeros_like(x)
+        ns = namespace()
+        with pytest.raises(CheckFailure):
+            check.scaled_dot_product_attention(ns["scaled_dot_product_attention"])
+    finally:
+        torch.softmax = original

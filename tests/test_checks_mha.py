@@ -1,0 +1,351 @@
+"""Chapter 3's checks (chapters/checks/mha.py), tested without nbgrader.
+
+The notebook's reference code, the `solutions` package and every CORRECT submission of
+tests/submissions/mha.py must pass every test cell; every BUG must fail exactly the test
+cells it names, with a message matching its diagnosis; more mistakes are checked one by one.
+"""
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+
+import solutions
+from chapters.checks import mha as check
+from chapters.checks.common import CheckFailure
+from tests.submissions import SOLUTION_BLOCK, grade_id
+from tests.submissions import mha as catalogue
+
+NOTEBOOK = Path(__file__).resolve().parent.parent / "chapters" / f"{catalogue.NOTEBOOK}.ipynb"
+
+
+def _cells():
+    return json.loads(NOTEBOOK.read_text())["cells"]
+
+
+def _source(cell):
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def _meta(cell):
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+CELLS = _cells()
+SOLUTIONS = {grade_id(c): SOLUTION_BLOCK.sub(lambda m: m.group(1), _source(c))
+             for c in CELLS if _meta(c).get("solution")}
+TESTS = {grade_id(c): _source(c) for c in CELLS if _meta(c).get("grade")}
+
+
+def _setup_code():
+    """The import cell (without magics and the checks import) and the 'from chapter' cell."""
+    code = [c for c in CELLS if c["cell_type"] == "code"]
+    first = "\n".join(line for line in _source(code[0]).splitlines()
+                      if not line.startswith("%") and "from checks" not in line)
+    helpers = [_source(c) for c in code if _source(c).startswith("# From chapter")]
+    assert helpers, "the notebook must define the earlier chapters' functions"
+    return [first] + helpers
+
+
+def namespace(cells=None):
+    """The notebook's namespace with the reference solutions, or `cells` in their place."""
+    ns = {"__name__": "__chapter3__"}
+    for code in _setup_code():
+        exec(code, ns)
+    ns["check"] = check
+    for gid, code in SOLUTIONS.items():
+        exec((cells or {}).get(gid, code), ns)
+    return ns
+
+
+def run_test_cell(ns, test_id):
+    """Run a test cell (visible and hidden calls); return None or the CheckFailure."""
+    try:
+        exec(TESTS[test_id], ns)
+    except CheckFailure as failure:
+        return failure
+    return None
+
+
+def test_notebook_has_the_expected_cells():
+    assert set(SOLUTIONS) == {"output_projection_by_heads", "MultiHeadAttention",
+                              "load_from_torch", "count_parameters"}
+    assert set(TESTS) == {"test_output_projection_by_heads", "test_mha_structure",
+                          "test_mha_forward", "test_load_from_torch", "test_count_parameters"}
+    for source in TESTS.values():
+        assert "### BEGIN HIDDEN TESTS" in source
+
+
+@pytest.mark.parametrize("test_id", sorted(TESTS))
+def test_reference_passes(test_id):
+    assert run_test_cell(namespace(), test_id) is None
+
+
+# ------------------------------------------------------------------ the solutions package
+def _solutions_projection(heads, W_O, b_O=None):
+    output = solutions.merge_heads(heads) @ W_O
+    return output if b_O is None else output + b_O
+
+
+def _solutions_loader(ours, torch_mha):
+    new = solutions.MultiHeadAttention.from_torch(torch_mha)
+    with torch.no_grad():
+        for name in check.PROJECTIONS:
+            src, dst = getattr(new, name), getattr(ours, name)
+            dst.weight.copy_(src.weight)
+            if src.bias is not None:
+                dst.bias.copy_(src.bias)
+    return ours
+
+
+def test_solutions_package_passes(capsys):
+    ns = {"check": check, "torch": torch,
+          "output_projection_by_heads": _solutions_projection,
+          "MultiHeadAttention": solutions.MultiHeadAttention,
+          "load_from_torch": _solutions_loader,
+          "count_parameters": solutions.count_parameters}
+    for test_id in TESTS:
+        assert run_test_cell(ns, test_id) is None, test_id
+    assert capsys.readouterr().out.count("\u2714") >= 2 * len(TESTS)
+
+
+def test_solutions_head_weights_match_W_O_blocks():
+    """The chapter's W_O^i (row blocks of out_proj.weight.T) are solutions' HeadWeights.output."""
+    mha = solutions.MultiHeadAttention(12, 3)
+    hd = mha.head_dim
+    for i, block in enumerate(mha.head_weights().output):
+        assert torch.equal(block, mha.out_proj.weight.T[i * hd:(i + 1) * hd])
+
+
+# ------------------------------------------------------------------ the catalogue
+@pytest.mark.parametrize("name", sorted(catalogue.CORRECT))
+def test_correct_submission_passes(name):
+    ns = namespace(catalogue.CORRECT[name])
+    for test_id in TESTS:
+        failure = run_test_cell(ns, test_id)
+        assert failure is None, f"{name} fails {test_id}: {failure}"
+
+
+@pytest.mark.parametrize("name", sorted(catalogue.BUGS))
+def test_bug_fails_named_tests(name):
+    bug = catalogue.BUGS[name]
+    ns = namespace(bug.cells)
+    for test_id in TESTS:
+        failure = run_test_cell(ns, test_id)
+        if test_id in bug.fails:
+            assert failure is not None, f"{name} passes {test_id}"
+            # the visible call comes first, so the message is the visible test's
+            visible = TESTS[test_id].split("### BEGIN HIDDEN TESTS")[0]
+            try:
+                exec(visible, ns)
+            except CheckFailure as visible_failure:
+                assert re.search(bug.diagnosis, str(visible_failure), re.S), \
+                    f"{name}: {visible_failure}"
+            else:
+                pytest.fail(f"{name} passes the visible part of {test_id}")
+        else:
+            assert failure is None, f"{name} should pass {test_id}: {failure}"
+
+
+def test_catalogue_size():
+    assert len(catalogue.CORRECT) >= 3 and len(catalogue.BUGS) >= 3
+
+
+# ------------------------------------------------------------------ more mistakes, one by one
+def _fails(check_call, pattern):
+    with pytest.raises(CheckFailure, match=re.compile(pattern, re.S)):
+        check_call()
+
+
+REF = namespace()
+
+
+def _ns_with(cell, code):
+    return namespace({cell: code})
+
+
+@pytest.mark.parametrize("body, pattern", [
+    ("return merge_heads(heads) @ W_O", r"bias b_O is missing"),
+    ("return merge_heads(heads) @ W_O / heads.shape[1] + b_O", r"averaged"),
+    ("return (heads @ W_O[:heads.shape[3]]).sum(1) + b_O", r"first block"),
+    ("return merge_heads(heads) + b_O", r"W_O is missing"),
+    ("return heads.reshape(heads.shape[0], heads.shape[2], -1) @ W_O + b_O", r"positions are mixed"),
+    ("heads.mul_(2); return merge_heads(heads) @ W_O + b_O", r"changed its input `heads`"),
+    ("return merge_heads(heads) @ W_O + b_O, None", r"tuple"),
+    ("raise NotImplementedError()", r"not implemented"),
+])
+def test_projection_diagnoses(body, pattern):
+    ns = _ns_with("output_projection_by_heads",
+                  f"def output_projection_by_heads(heads, W_O, b_O=None):\n    {body}\n")
+    _fails(lambda: check.output_projection_by_heads(ns["output_projection_by_heads"]), pattern)
+
+
+def test_projection_rejects_hard_coded_output():
+    captured = {}
+
+    def cheat(heads, W_O, b_O=None):
+        if "out" not in captured:
+            captured["out"] = solutions.merge_heads(heads) @ W_O + b_O
+        return captured["out"]
+
+    check.output_projection_by_heads(cheat)
+    _fails(lambda: check.output_projection_by_heads(cheat, seed=1234), r"wrong|shape")
+
+
+def _mha_class(forward_body=None, init_extra="", init=None):
+    base = catalogue._INIT if init is None else init
+    forward = forward_body or catalogue._mha_forward_with()
+    return "class MultiHeadAttention(nn.Module):\n" + base + init_extra + "\n" + forward
+
+
+@pytest.mark.parametrize("kwargs, pattern", [
+    (dict(attend="heads, weights = scaled_dot_product_attention(q, k, v, mask)\n"
+                 "        weights = weights.transpose(-2, -1).softmax(-1).transpose(-2, -1)"),
+     r"."),  # any failure: weights changed after attention
+    (dict(attend="weights = torch.softmax(q @ k.transpose(-2, -1), dim=-1); heads = weights @ v"),
+     r"not scaled"),
+    (dict(attend="weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(self.head_dim), "
+                 "dim=-2); heads = weights @ v"), r"dim=-2"),
+    (dict(finish="return self.out_proj(merge_heads(heads)), "
+                 "weights.reshape(-1, *weights.shape[2:])"), r"B \* num_heads"),
+    (dict(finish="return self.out_proj(merge_heads(heads))"), r"tuple \(output, weights\)"),
+])
+def test_forward_diagnoses(kwargs, pattern):
+    ns = _ns_with("MultiHeadAttention", _mha_class(catalogue._mha_forward_with(**kwargs)))
+    _fails(lambda: check.multi_head_attention(ns["MultiHeadAttention"]), pattern)
+
+
+def test_forward_diagnoses_values_from_k_proj_and_mixed_split():
+    forward = catalogue._mha_forward_with().replace("self.v_proj(value)", "self.k_proj(value)")
+    ns = _ns_with("MultiHeadAttention", _mha_class(forward))
+    _fails(lambda: check.multi_head_attention(ns["MultiHeadAttention"]), r"values were projected")
+    forward = '''
+    def forward(self, query, key, value, mask=None):
+        B, h, hd = query.shape[0], self.num_heads, self.head_dim
+        q = self.q_proj(query).reshape(B, h, -1, hd)
+        k = self.k_proj(key).reshape(B, h, -1, hd)
+        v = self.v_proj(value).reshape(B, h, -1, hd)
+        heads, weights = scaled_dot_product_attention(q, k, v, mask)
+        return self.out_proj(merge_heads(heads)), weights
+'''
+    ns = _ns_with("MultiHeadAttention", _mha_class(forward))
+    _fails(lambda: check.multi_head_attention(ns["MultiHeadAttention"]), r"splitting")
+
+
+def test_forward_forbids_nn_multihead_attention():
+    code = '''
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, num_heads, *, query_size=None, key_size=None, value_size=None,
+                 bias=True):
+        super().__init__()
+        self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model // num_heads
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(key_size or d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(value_size or d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, query, key, value, mask=None):
+        m = nn.MultiheadAttention(self.d_model, self.num_heads, batch_first=True,
+                                  kdim=key.shape[-1], vdim=value.shape[-1])
+        load_from_torch  # (a cheat would copy our weights into m here)
+        return m(query, key, value, average_attn_weights=False)
+'''
+    ns = _ns_with("MultiHeadAttention", code)
+    _fails(lambda: check.multi_head_attention(ns["MultiHeadAttention"]), r"you called")
+
+
+@pytest.mark.parametrize("init_change, pattern", [
+    (("self.k_proj = nn.Linear(key_size or d_model, d_model, bias=bias)",
+      "self.k_proj = self.q_proj"), r"share one weight"),
+    (("self.out_proj = nn.Linear(d_model, d_model, bias=bias)",
+      "self.W_o = nn.Linear(d_model, d_model, bias=bias)"), r"no attribute `out_proj`"),
+    (("self.q_proj = nn.Linear(query_size or d_model, d_model, bias=bias)",
+      "self.q_proj = nn.Linear(d_model, query_size or d_model, bias=bias)"), r"q_proj\.weight"),
+    (("bias=bias)\n        self.out_proj", "bias=True)\n        self.out_proj"), r"bias=False"),
+    (("        if d_model % num_heads != 0:\n            raise ValueError(f\"d_model={d_model} "
+      "is not divisible by num_heads={num_heads}\")\n", ""), r"did not raise"),
+    (("raise ValueError(", "raise AssertionError("), r"raise ValueError"),
+    (("self.d_model, self.num_heads", "self.dm, self.num_heads"), r"\.d_model is None"),
+])
+def test_structure_diagnoses(init_change, pattern):
+    old, new = init_change
+    assert old in catalogue._INIT
+    ns = _ns_with("MultiHeadAttention", _mha_class(init=catalogue._INIT.replace(old, new)))
+    kwargs = {"bias": False} if "bias=False" in pattern else {}
+    if "q_proj" in pattern:
+        kwargs["query_size"] = 5
+    _fails(lambda: check.multi_head_attention_structure(ns["MultiHeadAttention"], **kwargs),
+           pattern)
+
+
+def test_structure_counts_extra_parameters():
+    ns = _ns_with("MultiHeadAttention", _mha_class(
+        init_extra="        self.head_scale = nn.Parameter(torch.ones(num_heads))\n"))
+    _fails(lambda: check.multi_head_attention_structure(ns["MultiHeadAttention"]),
+           r"1092 parameters, expected 1088")
+
+
+LOADER = SOLUTIONS["load_from_torch"]
+
+
+@pytest.mark.parametrize("old, new, pattern", [
+    ("            if b is not None:\n                proj.bias.copy_(b)\n", "",
+     r"bias was not copied.*in_proj_bias"),
+    ("(w_q, w_k, w_v, torch_mha.out_proj.weight)", "(w_q, w_k, w_v, ours.out_proj.weight)",
+     r"out_proj\.weight was not copied"),
+    ("b_q, b_k, b_v = torch_mha.in_proj_bias.chunk(3)", "b_k, b_q, b_v = torch_mha.in_proj_bias.chunk(3)",
+     r"b_q; b_k; b_v"),
+    ("    return ours\n", "    return nn.Linear(2, 2)\n", r"in place"),
+    ("            proj.weight.copy_(w)\n", "            proj.weight = nn.Parameter(w)\n",
+     r"shares memory"),
+    ("            proj.weight.copy_(w)\n", "            w.add_(1); proj.weight.copy_(w)\n",
+     r"changed torch_mha"),
+])
+def test_loader_diagnoses(old, new, pattern):
+    assert old in LOADER
+    ns = _ns_with("load_from_torch", LOADER.replace(old, new))
+    _fails(lambda: check.load_from_torch(ns["load_from_torch"]), pattern)
+
+
+def test_loader_diagnoses_separate_layout():
+    code = '''
+def load_from_torch(ours, torch_mha):
+    w_q, w_k, w_v = torch_mha.in_proj_weight.chunk(3)
+'''
+    ns = _ns_with("load_from_torch", code)
+    _fails(lambda: check.load_from_torch(ns["load_from_torch"], key_size=7, value_size=5),
+           r"raised AttributeError")
+
+
+COUNT = SOLUTIONS["count_parameters"]
+
+
+@pytest.mark.parametrize("old, new, pattern", [
+    ("    return weights + biases\n", "    return 4 * d_model * d_model + biases\n",
+     r"query_size, key_size and value_size were ignored"),
+    ("    biases = 4 * d_model if bias else 0\n", "    biases = 3 * d_model if bias else 0\n",
+     r"output projection's bias"),
+    ("    weights = sum(", "    weights = num_heads * sum(", r"full matrices per head"),
+    ("    weights = sum(size * d_model", "    weights = sum(size * (d_model // num_heads)",
+     r"only one head"),
+    ("    if d_model % num_heads != 0:\n        raise ValueError(f\"d_model={d_model} is not "
+     "divisible by num_heads={num_heads}\")\n", "", r"raise ValueError"),
+    ("    return weights + biases\n", "    return float(weights + biases) + 0.5\n",
+     r"returned"),
+])
+def test_count_diagnoses(old, new, pattern):
+    assert old in COUNT, old
+    ns = _ns_with("count_parameters", COUNT.replace(old, new))
+    _fails(lambda: check.count_parameters(ns["count_parameters"]), pattern)
+
+
+def test_count_reference_is_nn_multihead_attention():
+    for d, h, kw in check._count_configs(0) + check._count_configs(1234):
+        expected = solutions.count_parameters(d, h, **kw)
+        assert check._count_reference(d, h, **kw) == expected
+        if (kw.get("query_size") or d) == d:
+            m = nn.MultiheadAttention(d, h, bias=kw.get("bias", True), kdim=kw.get("key_size"),
+                                      vdim=kw.get("value_size"))
+            assert sum(p.numel() for p in m.parameters()) == expected
