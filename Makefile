@@ -8,7 +8,6 @@ STAMP  := $(VENV)/.installed
 # nbgrader runs `alembic` from PATH: keep the environment's bin/ first.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export PYTHONPATH := $(CURDIR)
-export MPLBACKEND := Agg
 
 .PHONY: venv book book-no-solutions test bench clean
 
@@ -41,7 +40,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)
-	$(BIN)/python bench/bench_mha.py
+	$(BIN)/python bench/bench_mha.py --output bench/README.md
 
 clean:
 	rm -rf _build .pytest_cache .hypothesis

@@ -292,7 +292,8 @@ def machine(device):
         info["GPU"] = torch.cuda.get_device_name(device)
         info["CUDA"] = torch.version.cuda
     try:
-        info["load average before the run"] = " ".join(open("/proc/loadavg").read().split()[:3])
+        info["load average before the run (1, 5, 15 min)"] = " ".join(
+            open("/proc/loadavg").read().split()[:3])
     except OSError:
         pass
     return info
@@ -465,7 +466,8 @@ def parse_args(argv=None):
     p.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
     p.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     p.add_argument("--warmup", type=int, default=2, help="warm-up calls of each, per row")
-    p.add_argument("--min-reps", type=int, default=5)
+    p.add_argument("--min-reps", type=int, default=5,
+                   help="fewest timed repetitions of a row (x2 at the target length)")
     p.add_argument("--max-reps", type=int, default=40)
     p.add_argument("--row-seconds", type=float, default=5.0,
                    help="time budget of a row (x3 at the target length); repetitions are "
@@ -532,6 +534,10 @@ def main(argv=None):
                                {"torch_mib": math.nan, "ours_mib": math.nan}))
 
     wall = time.perf_counter() - t_start
+    try:
+        info["load average after the run"] = " ".join(open("/proc/loadavg").read().split()[:3])
+    except OSError:
+        pass
     pairs, factors = growth(rows, args.lengths)
     verdict_lines = verdicts(rows, factors, args.target_length)
     text = report(args, info, rows, pairs, factors, verdict_lines, started, wall)

@@ -14,6 +14,8 @@ from ._checks import check_mask, check_same_device_and_dtype, check_tensor
 def stable_softmax(scores, dim=-1):
     """Softmax that never overflows: exp(s - max s) / sum exp(s - max s).
 
+    scores: float tensor of any shape. Returns the same shape, summing to 1 along `dim`.
+
     Subtracting the row maximum changes nothing mathematically (it cancels between
     numerator and denominator) but keeps every exponent <= 0, so exp() cannot overflow.
     `torch.softmax` does the same internally; this is the readable version.

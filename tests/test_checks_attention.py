@@ -116,9 +116,12 @@ def test_correct_submission_passes(name):
     assert results == dict.fromkeys(TESTS), {t: m for t, m in results.items() if m}
 
 
-@pytest.mark.parametrize("name", sorted(catalogue.BUGS))
+ALL_BUGS = {**catalogue.BUGS, **getattr(catalogue, "EXTRA_BUGS", {})}
+
+
+@pytest.mark.parametrize("name", sorted(ALL_BUGS))
 def test_bug_fails_the_named_tests_with_its_diagnosis(name):
-    bug = catalogue.BUGS[name]
+    bug = ALL_BUGS[name]
     results = run_tests(namespace(bug.cells))
     failed = {t for t, m in results.items() if m is not None}
     assert failed == set(bug.fails), results

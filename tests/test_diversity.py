@@ -72,6 +72,15 @@ def test_model_shapes_and_causality():
     assert model(tokens[:, :5])[2].shape == (3, 2, 5, 5)
     with pytest.raises(ValueError, match="L <="):
         model(torch.randint(VOCAB_SIZE, (3, SEQ_LEN + 1)))
+    with pytest.raises(TypeError, match="torch.long"):
+        model(tokens.float())
+
+
+@pytest.mark.parametrize("fn", [make_heads_identical, head_param_gap, head_circuit_similarity,
+                                lambda m: prune_heads(m, [0])])
+def test_head_tools_refuse_other_modules(fn):
+    with pytest.raises(TypeError, match="MultiHeadAttention"):
+        fn(torch.nn.MultiheadAttention(8, 2))
 
 
 def test_model_seed_is_reproducible_and_leaves_global_rng_alone():
@@ -83,7 +92,7 @@ def test_model_seed_is_reproducible_and_leaves_global_rng_alone():
     assert not torch.equal(a.attn.q_proj.weight, c.attn.q_proj.weight)
 
 
-# ----------------------------------------------------------------------------- scores on known maps
+# ------------------------------------------------------------------------- scores on known maps
 def _ideal_maps(B=2, L=6):
     """Head 0 attends to i-1 (to 0 at i = 0), head 1 to position 0: (B, 2, L, L)."""
     i = torch.arange(L)

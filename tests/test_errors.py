@@ -305,3 +305,23 @@ def test_mask_converter_errors():
     with raises(ValueError, "attn_mask must have shape (Lq, Lk) or (B * num_heads, Lq, Lk)",
                 "(1, 2, 3, 3)"):
         from_torch_attn_mask(torch.zeros(1, 2, 3, 3, dtype=torch.bool))
+
+
+# ----------------------------------------------------------------- the public contract
+TENSOR_API = ["scaled_dot_product_attention", "masked_softmax", "stable_softmax", "split_heads",
+              "merge_heads", "padding_mask", "causal_mask", "to_torch_key_padding_mask",
+              "from_torch_key_padding_mask", "to_torch_attn_mask", "from_torch_attn_mask"]
+
+
+@pytest.mark.parametrize("name", TENSOR_API + ["MultiHeadAttention.forward", "HeadWeights"])
+def test_public_functions_state_their_shapes(name):
+    """COURSE.md: every public function of `solutions` states its tensor shapes."""
+    import solutions
+    obj = solutions
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    doc = obj.__doc__ or ""
+    shape = re.compile(r"\((?:[^()]*\b(?:B|L|Lq|Lk|d_k|hd|h|d_model|num_heads|q_len|max_len)\b"
+                       r"[^()]*|\.\.\.[^()]*)\)|any shape")
+    assert shape.search(doc), f"{name}'s docstring states no tensor shape"
+    assert set(TENSOR_API) <= set(solutions.__all__)

@@ -285,7 +285,21 @@ def test_gradcheck(need_weights, inputs):
 
     unique = {"self": (query,), "kv": (query, key), "distinct": (query, key, value)}[inputs]
     args = tuple(t.detach().clone().requires_grad_() for t in unique) + params
-    assert torch.autograd.gradcheck(f, args, fast_mode=True)
+    assert torch.autograd.gradcheck(f, args)
+
+
+@PATHS
+def test_gradcheck_full_jacobian_inputs(need_weights):
+    """Every entry of the input Jacobian (gradcheck's default mode), cross-attention."""
+    mha = randomize_(MultiHeadAttention(4, 2, key_size=3, value_size=5, dtype=torch.float64))
+    q = torch.randn(2, 3, 4, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(2, 4, 3, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(2, 4, 5, dtype=torch.float64, requires_grad=True)
+    mask = padding_mask([4, 2], 4) & causal_mask(3, 4)
+    mask = mask.expand(2, 2, 3, 4).clone()
+    mask[0, 1, 0] = False                                   # one fully masked row
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: mha(q, k, v, mask=mask, need_weights=need_weights)[0], (q, k, v))
 
 
 # ----------------------------------------------------------------- from_torch / to_torch

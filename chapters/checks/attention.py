@@ -15,7 +15,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from .common import (CheckFailure, call, close, expect_close, expect_tensor, fail, passed,
+from .common import (CheckFailure, call, expect_close, expect_tensor, fail, passed,
                      random_inputs)
 
 # Bound at import, before student code runs in the same kernel.
