@@ -4,7 +4,8 @@ Conventions (the book's glossary): batch first; tokens (B, L, d_model); heads
 (B, num_heads, L, head_dim) with head_dim = d_model // num_heads; boolean masks with
 True = may attend.
 """
-from .attention import masked_softmax, scaled_dot_product_attention, stable_softmax
+from .attention import (attention_entropy, attention_scores, masked_softmax,
+                        scaled_dot_product_attention, stable_softmax)
 from .counting import count_flops, count_parameters
 from .diversity import (HeadImportance, RelationScores, TinyAttentionModel, TwoRelationBatch,
                         evaluate, head_circuit_similarity, head_importance, head_param_gap,
@@ -16,7 +17,8 @@ from .masks import (causal_mask, from_torch_attn_mask, from_torch_key_padding_ma
 from .mha import HeadWeights, MultiHeadAttention
 
 __all__ = [
-    "scaled_dot_product_attention", "masked_softmax", "stable_softmax",
+    "attention_scores", "attention_entropy", "scaled_dot_product_attention", "masked_softmax",
+    "stable_softmax",
     "split_heads", "merge_heads",
     "padding_mask", "causal_mask", "to_torch_key_padding_mask", "from_torch_key_padding_mask",
     "to_torch_attn_mask", "from_torch_attn_mask",

@@ -25,6 +25,23 @@ def stable_softmax(scores, dim=-1):
     return exp / exp.sum(dim=dim, keepdim=True)
 
 
+def attention_scores(query, key):
+    """Scaled scores Q K^T / sqrt(d_k): query (..., Lq, d_k), key (..., Lk, d_k) -> (..., Lq, Lk).
+
+    Scale q before the product (not the scores after): same result, and fp16 scores are
+    less likely to overflow.
+    """
+    return (query / math.sqrt(query.shape[-1])) @ key.transpose(-2, -1)
+
+
+def attention_entropy(weights):
+    """Entropy in nats of each row of weights (..., Lq, Lk) -> (..., Lq), with 0 log 0 = 0.
+
+    log(Lk) for uniform weights, 0 for a one-hot row: how spread out a query's attention is.
+    """
+    return -torch.special.xlogy(weights, weights).sum(dim=-1)
+
+
 def masked_softmax(scores, mask=None):
     """Softmax over the last axis where `mask` is True; rows with no True give zeros.
 
@@ -78,10 +95,7 @@ def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0):
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
 
-    d_k = query.shape[-1]
-    # Scale q before the product (not the scores after): same result, and fp16 scores
-    # are less likely to overflow.
-    scores = (query / math.sqrt(d_k)) @ key.transpose(-2, -1)  # (..., Lq, Lk)
+    scores = attention_scores(query, key)                       # (..., Lq, Lk)
     weights = masked_softmax(scores, mask)                      # (..., Lq, Lk)
     dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
     output = dropped @ value                                    # (..., Lq, d_v)

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mha_helpers import LOW_TOL, TOL, lengths_mask, naive_attention, random_mask
+import solutions
 from solutions import causal_mask, masked_softmax, scaled_dot_product_attention, stable_softmax
 
 MASK_KINDS = ["none", "padding", "causal", "padding+causal", "random", "random+empty_row"]
@@ -257,3 +258,17 @@ def test_dropout_zeroes_or_rescales_weights():
     assert torch.equal(a, b) and not torch.equal(b, c)
     d, _ = scaled_dot_product_attention(q, k, v, dropout_p=0.0)
     torch.testing.assert_close(d, weights)
+
+
+def test_attention_scores_are_scaled_dot_products():
+    q, k = torch.randn(2, 3, 4, 8, dtype=torch.float64), torch.randn(2, 3, 6, 8, dtype=torch.float64)
+    expected = torch.einsum("bhqd,bhkd->bhqk", q, k) / 8 ** 0.5
+    torch.testing.assert_close(solutions.attention_scores(q, k), expected)
+
+
+def test_attention_entropy_bounds_and_zero_weights():
+    uniform = torch.full((2, 3, 5), 0.2, dtype=torch.float64)
+    torch.testing.assert_close(solutions.attention_entropy(uniform),
+                               torch.full((2, 3), math.log(5), dtype=torch.float64))
+    one_hot = torch.eye(4, dtype=torch.float64)            # 0 log 0 must count as 0, not NaN
+    torch.testing.assert_close(solutions.attention_entropy(one_hot), torch.zeros(4, dtype=torch.float64))

@@ -318,11 +318,3 @@ def scaled_dot_product_attention(query, key, value, mask=None):
 '''},
         fails=SDPA_TESTS, diagnosis=r"you called scaled_dot_product_attention"),
 }
-
-# More classic bugs, with their diagnoses, checked by tests/test_checks_attention.py (fast,
-# without nbgrader) but left out of BUGS, which tests/test_nbgrader.py autogrades one
-# notebook at a time (about 15 s each here).
-EXTRA_BUGS = {name: BUGS.pop(name) for name in [
-    "key_dot_T_on_batches", "scores_K_Q_T", "scaled_by_wrong_axis", "entropy_in_bits",
-    "entropy_over_queries", "softmax_ignores_dim", "softmax_max_pair", "softmax_in_place",
-    "sdpa_not_scaled", "sdpa_divided_by_d_k", "scaled_by_sqrt_d_v", "sdpa_delegated"]}

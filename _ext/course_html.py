@@ -1,0 +1,42 @@
+"""Sphinx extension: fixes to the HTML pages that Jupyter Book 1.x writes.
+
+- MathJax on every page: a page without maths of its own still shows maths in the
+  navigation (the title of chapter 3 has $W_O$), which Sphinx would leave as raw TeX.
+- One copy of each script per page: with Sphinx 7.4 the inline scripts that extensions
+  add (sphinx-thebe's `const THEBE_JS_URL = ...`, sphinx-togglebutton's settings) reach
+  each page twice, and the second `const` throws "Identifier 'THEBE_JS_URL' has already
+  been declared" on every page.
+- static/course.css: long inline code wraps at phone width instead of widening the page.
+
+tests/test_browser.py checks all of this on every page, in a browser.
+"""
+from pathlib import Path
+
+STATIC = Path(__file__).resolve().parent / "static"
+
+
+def _add_static_path(app):
+    app.config.html_static_path.append(str(STATIC))
+
+
+def _one_copy_of_each_script(app, pagename, templatename, context, doctree):
+    scripts = context.get("script_files")
+    if not scripts:
+        return
+    seen, unique = set(), []
+    for script in scripts:
+        attributes = getattr(script, "attributes", {})
+        key = (getattr(script, "filename", str(script)) or "", tuple(sorted(attributes.items())))
+        if key not in seen:
+            seen.add(key)
+            unique.append(script)
+    scripts[:] = unique  # in place: the builder restores its own list after each page
+
+
+def setup(app):
+    app.set_html_assets_policy("always")
+    app.connect("builder-inited", _add_static_path)
+    app.add_css_file("course.css")
+    # late, after the extensions that add scripts while a page is written
+    app.connect("html-page-context", _one_copy_of_each_script, priority=900)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

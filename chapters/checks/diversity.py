@@ -1,0 +1,655 @@
+"""Checks for chapter 5, why heads diversify: relation_scores, make_heads_identical,
+head_similarity, ablation_importance, prune_heads.
+
+Each check builds random inputs from `seed`, runs the student's function, compares with a
+few-line reference in this module and, when the numbers differ, with what the classic
+mistakes give on the same input, so that the message names the mistake.
+
+make_heads_identical and prune_heads receive the chapter's MultiHeadAttention class (`cls`)
+and use only this interface of it:
+    cls(d_model, num_heads, *, query_size=None, key_size=None, value_size=None, bias=True)
+    attributes num_heads, head_dim, and q_proj, k_proj, v_proj, out_proj, each with
+    `.weight` (out_features, in_features) and `.bias` (out_features,) or None, as nn.Linear
+    stores them; forward(query, key, value) -> (output (B, Lq, D), weights (B, h, Lq, Lk)).
+ablation_importance receives a model built here with the interface of the chapter's
+TinyAttentionModel: `num_heads`, and forward(tokens, head_mask=None) -> (logits_prev,
+logits_first, weights).
+
+Shape letters: B batch, L (Lq, Lk) sequence length, h num_heads, hd head_dim, D d_model,
+V vocab_size.
+"""
+import math
+from typing import NamedTuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .common import (CheckFailure, call, close, expect_close, expect_tensor, fail, passed,
+                     random_inputs)
+
+IGNORE_INDEX = -100  # F.cross_entropy's default ignore_index: positions with no target
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
+INTERFACE = ("The checks use: attributes num_heads, head_dim and q_proj, k_proj, v_proj, "
+             "out_proj, each an nn.Linear with .weight (out_features, in_features) and .bias.")
+NO_GRAD = ("PyTorch refuses in-place writes into parameters that require grad: put the "
+           "copies inside `with torch.no_grad():` (or decorate the function with "
+           "@torch.no_grad()).")
+
+
+# ----------------------------------------------------------------------------- helpers
+def _generator(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def _attention_maps(B, h, Lq, Lk, seed, causal):
+    """Random attention weights in float64, (B, h, Lq, Lk), rows summing to 1; each head has
+    its own temperature, so the heads' maps differ in sharpness."""
+    (scores,) = random_inputs((B, h, Lq, Lk), seed=seed, dtype=torch.float64)
+    scores = scores * torch.linspace(0.5, 3.0, h, dtype=torch.float64).view(1, h, 1, 1)
+    if causal:
+        allowed = torch.ones(Lq, Lk, dtype=torch.bool).tril()
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    return torch.softmax(scores, dim=-1)
+
+
+def _pair(result, name):
+    """The (prev, first) pair the student returned."""
+    if isinstance(result, torch.Tensor):
+        fail(f"{name} returned one tensor of shape {tuple(result.shape)}; return a pair "
+             "(prev, first) of two (num_heads,) tensors, e.g. RelationScores(prev, first).")
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        got = f"{type(result).__name__}" + (f" of {len(result)} items"
+                                            if isinstance(result, (tuple, list)) else "")
+        fail(f"{name} must return a pair (prev, first), e.g. RelationScores(prev, first); "
+             f"got {got}" + (" (did you forget to return it?)" if result is None else "") + ".")
+    return result
+
+
+# ----------------------------------------------------------------------------- exercise 1
+PREV_DIAGONAL = ("you read the main diagonal weights[..., i, i], each query attending to "
+                 "itself. The previous token of query i is key i-1: weights[..., i, i-1], "
+                 "the diagonal below the main one (torch.diagonal(weights, offset=-1, "
+                 "dim1=-2, dim2=-1)).")
+ABOVE_DIAGONAL = ("{what} is 0 for every head: you read entries above the diagonal ({where}), "
+                  "which the causal mask sets to 0. Rows are queries and columns are keys: "
+                  "{right}.")
+PREV_ROW_1 = ("you included query position 1, whose previous token is position 0, the first "
+              "token itself: there the two relations cannot be told apart. Average over query "
+              "positions i >= 2 only.")
+ROWS_ALL = ("you included query positions {rows}, where the first token is also the previous "
+            "token (row 1) or the only key (row 0). Average over query positions i >= 2 only.")
+SUMMED = ("you summed over {what} instead of averaging: each score is a mean attention weight, "
+          "between 0 and 1.")
+SWAPPED = "prev and first are swapped: return (prev, first), in that order."
+
+
+def _ref_relation_scores(w):
+    """w (B, h, L, L) float64 -> (prev (h,), first (h,)) over query positions i >= 2."""
+    i = torch.arange(2, w.shape[-1])
+    return w[:, :, i, i - 1].mean((0, 2)), w[:, :, i, 0].mean((0, 2))
+
+
+def relation_scores(fn, *, seed=0, B=3, num_heads=2, L=6, dtype=torch.float32):
+    """fn(weights (B, h, L, L)) -> (prev (h,), first (h,)): the mean attention weight on key
+    i-1 and on key 0, over the batch and the query positions i >= 2."""
+    w64 = _attention_maps(B, num_heads, L, L, seed, causal=True)
+    weights = w64.to(dtype)
+    original = weights.clone()
+    name = "relation_scores(weights)"
+    prev, first = _pair(call(fn, weights, name=name), name)
+    if not torch.equal(weights, original):
+        fail(f"{name} changed its input in place; compute new tensors instead.")
+    h = num_heads
+    for label, value in (("prev", prev), ("first", first)):
+        expect_tensor(value, f"{name}: {label}")
+        if tuple(value.shape) in ((B, h), (h, L - 2), (B, h, L - 2)):
+            fail(f"{name}: {label} has shape {tuple(value.shape)}; average over the batch and "
+                 f"over the query positions i >= 2, keeping one number per head: shape "
+                 f"({h},) = (num_heads,).")
+        if B != h and tuple(value.shape) == (B,):
+            fail(f"{name}: {label} has shape ({B},) = (B,): you averaged over the heads. Keep "
+                 f"the head axis (dim 1) and average over the batch (dim 0) and the query "
+                 f"positions: shape ({h},) = (num_heads,).")
+        expect_tensor(value, f"{name}: {label}", shape=(h,), dtype=dtype,
+                      shape_names="(num_heads,)")
+
+    exp_prev, exp_first = _ref_relation_scores(w64)
+    i, j = torch.arange(2, L), torch.arange(1, L)
+    zeros = torch.zeros(h, dtype=torch.float64)
+    prev_bugs = {
+        PREV_DIAGONAL: w64[:, :, i, i].mean((0, 2)),
+        ABOVE_DIAGONAL.format(what="prev", where="key i+1 of query i, or weights[..., i-1, i] "
+                                                 "with query and key swapped",
+                              right="the previous token of query i is weights[..., i, i-1]"):
+            zeros,
+        PREV_ROW_1: w64[:, :, j, j - 1].mean((0, 2)),
+        SUMMED.format(what="the query positions"): w64[:, :, i, i - 1].sum(2).mean(0),
+        SWAPPED: exp_first,
+    }
+    first_bugs = {
+        ROWS_ALL.format(rows="0 and 1"): w64[:, :, :, 0].mean((0, 2)),
+        ROWS_ALL.format(rows="1"): w64[:, :, 1:, 0].mean((0, 2)),
+        ABOVE_DIAGONAL.format(what="first", where="weights[..., 0, i], query 0 attending to "
+                                                  "key i",
+                              right="the first token of query i is weights[..., i, 0]"): zeros,
+        SUMMED.format(what="the query positions"): w64[:, :, i, 0].sum(2).mean(0),
+        SWAPPED: exp_prev,
+    }
+    hint = ("For each query position i >= 2, take the weight on key i-1 (prev) and on key 0 "
+            "(first), then average over the batch and over i.")
+    expect_close(prev, exp_prev.to(dtype), f"{name}: prev", dtype=dtype, hint=hint,
+                 bugs={m: c.to(dtype) for m, c in prev_bugs.items()})
+    expect_close(first, exp_first.to(dtype), f"{name}: first", dtype=dtype, hint=hint,
+                 bugs={m: c.to(dtype) for m, c in first_bugs.items()})
+    passed(f"relation_scores: weights (B, num_heads, L, L) = {tuple(weights.shape)} ({dtype}) -> "
+           f"prev and first of shape ({h},), the mean weight on keys i-1 and 0 over query "
+           "positions i >= 2")
+
+
+# ----------------------------------------------------------------------------- modules
+def _build(cls, d_model, num_heads, query_size, key_size, value_size, bias, dtype):
+    """cls(...) in `dtype`, every weight and bias random; returns (module, shown)."""
+    kwargs = {k: v for k, v in dict(query_size=query_size, key_size=key_size,
+                                    value_size=value_size).items() if v is not None}
+    if not bias:
+        kwargs["bias"] = False
+    shown = ", ".join([str(d_model), str(num_heads)] + [f"{k}={v}" for k, v in kwargs.items()])
+    if not isinstance(cls, type):
+        fail(f"pass the MultiHeadAttention class to the check, got {type(cls).__name__}")
+    where = f"MultiHeadAttention({shown})"
+    module = call(cls, d_model, num_heads, name=where, **kwargs)
+    return module.to(dtype).eval(), where
+
+
+def _randomize(module, seed):
+    """Fill every projection with random numbers (biases too: zeros would hide mistakes);
+    returns {name: float64 copy} of the weights and biases."""
+    gen = _generator(seed)
+    P = {}
+    with torch.no_grad():
+        for attr in PROJECTIONS:
+            proj = getattr(module, attr)
+            fan_in = proj.weight.shape[1]
+            proj.weight.copy_(torch.randn(proj.weight.shape, generator=gen,
+                                          dtype=torch.float64) / math.sqrt(fan_in))
+            P[attr + ".weight"] = proj.weight.detach().double().clone()
+            if proj.bias is not None:
+                proj.bias.copy_(0.5 * torch.randn(proj.bias.shape, generator=gen,
+                                                  dtype=torch.float64))
+                P[attr + ".bias"] = proj.bias.detach().double().clone()
+    return P
+
+
+def _params(module, where):
+    """{name: tensor} of the projections' weights and biases of `module`, as they are now."""
+    out = {}
+    for attr in PROJECTIONS:
+        proj = getattr(module, attr, None)
+        if proj is None:
+            fail(f"{where} has no attribute `{attr}`. {INTERFACE}")
+        for part in ("weight", "bias"):
+            value = getattr(proj, part, None)
+            if value is not None:
+                if not isinstance(value, torch.Tensor):
+                    fail(f"{where}: {attr}.{part} is a {type(value).__name__}, not a tensor. "
+                         f"{INTERFACE}")
+                out[f"{attr}.{part}"] = value
+    return out
+
+
+def _ref_mha(P, query, key, value, h, hd, gates=None):
+    """Multi-head attention in float64 from the weights P (nn.Linear layout), with each head's
+    output multiplied by gates[i] before W_O. Returns output (B, Lq, D)."""
+    def project(name, x):
+        y = F.linear(x.double(), P[name + ".weight"], P.get(name + ".bias"))  # (B, L, h*hd)
+        return y.view(x.shape[0], x.shape[1], h, hd).transpose(1, 2)         # (B, h, L, hd)
+
+    q, k, v = project("q_proj", query), project("k_proj", key), project("v_proj", value)
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(hd), dim=-1)  # (B, h, Lq, Lk)
+    heads = weights @ v                                                       # (B, h, Lq, hd)
+    if gates is not None:
+        heads = heads * gates.double().view(1, h, 1, 1)
+    merged = heads.transpose(1, 2).reshape(query.shape[0], query.shape[1], h * hd)
+    return F.linear(merged, P["out_proj.weight"], P.get("out_proj.bias"))     # (B, Lq, D)
+
+
+def _run_forward(module, inputs, where):
+    result = call(module, *inputs, name=f"forward of {where}")
+    if not (isinstance(result, tuple) and len(result) == 2):
+        fail(f"{where} must return (output, weights) from forward. {INTERFACE}")
+    return result
+
+
+# ----------------------------------------------------------------------------- exercise 2
+QKV_NOT_COPIED = ("{p} was not changed: copy head 0's rows [0, head_dim) into the rows "
+                  "[i*head_dim, (i+1)*head_dim) of every head i.")
+QKV_COLUMNS = ("you copied columns of {p}: nn.Linear stores its matrix as (out_features, "
+               "in_features), so head i's block (W_i^Q, W_i^K or W_i^V, transposed) is the rows "
+               "[i*head_dim, (i+1)*head_dim) of {p}.")
+QKV_STRIDED = ("you copied strided rows of {p} (head i as rows i, i + num_heads, ...): head i "
+               "owns the contiguous rows [i*head_dim, (i+1)*head_dim).")
+BIAS_NOT_COPIED = ("{p} was not copied: the biases belong to the heads too; head i's bias is "
+                   "{p}[i*head_dim:(i+1)*head_dim]. Copy head 0's part into every head, or the "
+                   "heads still compute different queries, keys or values.")
+OUT_NOT_COPIED = ("out_proj.weight was not changed: the heads now attend alike but write their "
+                  "results into the output through different blocks of W_O. Copy head 0's "
+                  "block, the columns out_proj.weight[:, 0:head_dim], into every head's columns.")
+OUT_ROWS = ("you copied rows of out_proj.weight: nn.Linear stores W_O transposed, (d_model, "
+            "num_heads * head_dim), so head i's block W_O^i is the columns "
+            "out_proj.weight[:, i*head_dim:(i+1)*head_dim].")
+OUT_BIAS_CHANGED = ("out_proj.bias changed: it is added once to the sum over heads and belongs "
+                    "to no head; leave it as it is.")
+
+
+def _identical_candidates(name, W, h, hd):
+    """{message: tensor} of the classic mistakes for parameter `name` (float64 original W)."""
+    out = {}
+    if name == "out_proj.weight":
+        out[OUT_NOT_COPIED] = W
+        if W.shape[0] >= h * hd:
+            rows = W.clone()
+            for i in range(1, h):
+                rows[i * hd:(i + 1) * hd] = W[:hd]
+            out[OUT_ROWS] = rows
+        return out
+    if name.endswith(".bias"):
+        out[BIAS_NOT_COPIED.format(p=name)] = W
+        return out
+    out[QKV_NOT_COPIED.format(p=name)] = W
+    if W.shape[1] >= h * hd:
+        cols = W.clone()
+        for i in range(1, h):
+            cols[:, i * hd:(i + 1) * hd] = W[:, :hd]
+        out[QKV_COLUMNS.format(p=name)] = cols
+    strided = W.view(hd, h, -1).clone()
+    strided[:, 1:] = strided[:, :1]
+    out[QKV_STRIDED.format(p=name)] = strided.view_as(W)
+    return out
+
+
+def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size=None,
+                         key_size=None, value_size=None, bias=True, dtype=torch.float32):
+    """fn(mha) copies head 0's rows of q_proj, k_proj, v_proj (weights and biases) and its
+    column block of out_proj.weight into every head, in place, and returns mha."""
+    module, where = _build(cls, d_model, num_heads, query_size, key_size, value_size, bias,
+                           dtype)
+    h, hd = module.num_heads, module.head_dim
+    P = _randomize(module, seed)
+    before = {name: p for name, p in _params(module, where).items()}
+    name = "make_heads_identical(mha)"
+    try:
+        result = call(fn, module, name=name)
+    except CheckFailure as failure:
+        if "leaf Variable that requires grad" in str(failure):
+            fail(f"{name} raised RuntimeError: a leaf Variable that requires grad is being used "
+                 f"in an in-place operation. {NO_GRAD}")
+        raise
+    if result is None:
+        fail(f"{name} returned None: return the module you changed (mha), so that calls can "
+             "be chained.")
+    if result is not module:
+        fail(f"{name} returned another object ({type(result).__name__}): change mha in place "
+             "and return mha itself.")
+    after = _params(module, where)
+    for pname, value in after.items():
+        if value is not before[pname]:
+            fail(f"{name} replaced the parameter {pname} by a new object: copy into the existing "
+                 "parameters (`param[...] = ...` or `param.copy_(...)` under torch.no_grad()), "
+                 "so that an optimizer built earlier still sees them.")
+    for pname in PROJECTIONS:
+        for part in ("weight", "bias"):
+            key = f"{pname}.{part}"
+            if key not in P:
+                continue
+            W = P[key]
+            if key == "out_proj.bias":
+                if not torch.equal(after[key].detach().double(), W):
+                    fail(f"{name}: {OUT_BIAS_CHANGED}")
+                continue
+            if key == "out_proj.weight":
+                expected = W[:, :hd].repeat(1, h)                        # (D, h*hd)
+            elif part == "weight":
+                expected = W[:hd].repeat(h, 1)                           # (h*hd, in)
+            else:
+                expected = W[:hd].repeat(h)                              # (h*hd,)
+            bugs = _identical_candidates(key, W, h, hd)
+            expect_close(after[key].detach(), expected.to(dtype), f"{name}: {key}",
+                         bugs={m: c.to(dtype) for m, c in bugs.items()}, dtype=dtype,
+                         hint="Every head's rows (q_proj, k_proj, v_proj, and their biases) and "
+                              "columns (out_proj) must equal head 0's.")
+    # the heads now compute the same thing: equal attention weights for every head
+    sizes = (query_size or d_model, key_size or d_model, value_size or d_model)
+    inputs = random_inputs((2, 4, sizes[0]), (2, 5, sizes[1]), (2, 5, sizes[2]), seed=seed + 1,
+                           dtype=dtype)
+    with torch.no_grad():
+        _, weights = _run_forward(module, inputs, where)
+    for i in range(1, h):
+        if not close(weights[:, i], weights[:, 0], dtype):
+            fail(f"{name}: head {i}'s attention weights differ from head 0's after the copy. "
+                 "Copy q_proj and k_proj rows (and biases) of head 0 into every head.")
+    passed(f"make_heads_identical: {where} ({dtype}) now holds {h} copies of head 0 (rows of "
+           "q_proj, k_proj, v_proj and their biases, columns of out_proj; out_proj.bias "
+           "unchanged), in place, and every head has the same attention weights")
+
+
+# ----------------------------------------------------------------------------- exercise 3
+NOT_NORMALISED = ("the similarity is not normalised: divide each flattened map by its norm "
+                  "(cosine similarity), so that every head has similarity 1 with itself. A raw "
+                  "dot product grows with how concentrated the maps are.")
+PER_ROW = ("you compared the maps one query row at a time: flatten each head's (Lq, Lk) map "
+           "into one vector of Lq * Lk numbers, then take the cosine of those vectors.")
+MEAN_MAPS = ("you averaged the maps over the batch before comparing them: compute the cosine "
+             "similarity for each example, then average the (num_heads, num_heads) matrices "
+             "over the batch.")
+BATCH_FLATTENED = ("you flattened the batch into each head's vector (one cosine over all "
+                   "examples at once): compute the cosine for each example separately, then "
+                   "average over the batch.")
+CENTERED = ("you subtracted each map's mean (a Pearson correlation): the cosine similarity "
+            "uses the maps as they are.")
+WRONG_AXIS = ("you normalised along the wrong axis: each head's flattened map (B, num_heads, "
+              "Lq * Lk) must have norm 1 along its last axis, not along the heads.")
+SUMMED_BATCH = "you summed over the batch: average the per-example matrices instead."
+
+
+def head_similarity(fn, *, seed=0, B=4, num_heads=3, Lq=5, Lk=None, dtype=torch.float32):
+    """fn(weights (B, h, Lq, Lk)) -> (h, h): cosine similarity of the heads' flattened maps,
+    computed per example and averaged over the batch."""
+    Lk = Lq if Lk is None else Lk
+    w64 = _attention_maps(B, num_heads, Lq, Lk, seed, causal=False)
+    weights = w64.to(dtype)
+    original = weights.clone()
+    name = "head_similarity(weights)"
+    out = call(fn, weights, name=name)
+    if not torch.equal(weights, original):
+        fail(f"{name} changed its input in place; compute new tensors instead.")
+    h = num_heads
+    expect_tensor(out, name)
+    if tuple(out.shape) == (B, h, h):
+        fail(f"{name} has shape {tuple(out.shape)} = (B, num_heads, num_heads): average the "
+             f"per-example matrices over the batch, to shape ({h}, {h}).")
+    expect_tensor(out, name, shape=(h, h), dtype=dtype, shape_names="(num_heads, num_heads)")
+
+    flat = w64.flatten(2)                                                # (B, h, Lq*Lk)
+    unit = F.normalize(flat, dim=-1)
+    expected = (unit @ unit.transpose(1, 2)).mean(0)                     # (h, h)
+    rows = F.normalize(w64, dim=-1)                                      # (B, h, Lq, Lk)
+    mean_maps = F.normalize(w64.mean(0).flatten(1), dim=-1)              # (h, Lq*Lk)
+    batch_flat = F.normalize(w64.transpose(0, 1).flatten(1), dim=-1)     # (h, B*Lq*Lk)
+    centered = F.normalize(flat - flat.mean(-1, keepdim=True), dim=-1)
+    wrong_axis = F.normalize(flat, dim=1)
+    bugs = {
+        NOT_NORMALISED: (flat @ flat.transpose(1, 2)).mean(0),
+        PER_ROW: torch.einsum("bqik,bqjk->bij", rows.transpose(1, 2), rows.transpose(1, 2)).mean(0) / Lq,
+        MEAN_MAPS: mean_maps @ mean_maps.T,
+        BATCH_FLATTENED: batch_flat @ batch_flat.T,
+        CENTERED: (centered @ centered.transpose(1, 2)).mean(0),
+        WRONG_AXIS: (wrong_axis @ wrong_axis.transpose(1, 2)).mean(0),
+        SUMMED_BATCH: (unit @ unit.transpose(1, 2)).sum(0),
+    }
+    expect_close(out, expected.to(dtype), name, bugs={m: c.to(dtype) for m, c in bugs.items()},
+                 dtype=dtype, hint="Flatten each head's map, normalise it to length 1, take the "
+                                   "dot products between heads, average over the batch.")
+    passed(f"head_similarity: weights (B, num_heads, Lq, Lk) = {tuple(weights.shape)} ({dtype}) "
+           f"-> ({h}, {h}) cosine similarities of the heads' maps, averaged over the batch")
+
+
+# ----------------------------------------------------------------------------- exercise 4
+class Batch(NamedTuple):
+    """tokens, prev_target, first_target: (N, L) long each, like the chapter's
+    TwoRelationBatch."""
+
+    tokens: torch.Tensor
+    prev_target: torch.Tensor
+    first_target: torch.Tensor
+
+
+class GatedModel(nn.Module):
+    """A few-line model with the interface of the chapter's TinyAttentionModel: token and
+    position embeddings, one causal multi-head attention whose heads are multiplied by
+    head_mask (h,) or (B, h), and two linear readouts."""
+
+    def __init__(self, vocab_size, seq_len, d_model, num_heads, seed, dtype):
+        super().__init__()
+        gen = _generator(seed)
+
+        def param(*shape, scale):
+            values = scale * torch.randn(*shape, generator=gen, dtype=torch.float64)
+            return nn.Parameter(values.to(dtype))
+
+        self.num_heads, self.head_dim = num_heads, d_model // num_heads
+        self.tok_emb = param(vocab_size, d_model, scale=1.0)
+        self.pos_emb = param(seq_len, d_model, scale=1.0)
+        self.w_qkv = param(d_model, 3 * d_model, scale=2.0 / math.sqrt(d_model))
+        self.w_out = param(d_model, d_model, scale=1.0 / math.sqrt(d_model))
+        self.readout_prev = param(d_model, vocab_size, scale=2.0 / math.sqrt(d_model))
+        self.readout_first = param(d_model, vocab_size, scale=2.0 / math.sqrt(d_model))
+
+    def forward(self, tokens, head_mask=None):
+        """tokens (B, L) long -> (logits_prev (B, L, V), logits_first (B, L, V),
+        weights (B, h, L, L))."""
+        B, L = tokens.shape
+        h, hd = self.num_heads, self.head_dim
+        x = self.tok_emb[tokens] + self.pos_emb[:L]                               # (B, L, D)
+        q, k, v = (x @ self.w_qkv).view(B, L, 3, h, hd).permute(2, 0, 3, 1, 4)   # (B, h, L, hd)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(hd)                          # (B, h, L, L)
+        allowed = torch.ones(L, L, dtype=torch.bool, device=tokens.device).tril()
+        weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+        heads = weights @ v                                                       # (B, h, L, hd)
+        if head_mask is not None:
+            if not isinstance(head_mask, torch.Tensor):
+                raise TypeError(f"head_mask must be a tensor, got {type(head_mask).__name__}")
+            if tuple(head_mask.shape) not in ((h,), (B, h)):
+                raise ValueError(f"head_mask must have shape ({h},) or ({B}, {h}), got "
+                                 f"{tuple(head_mask.shape)}")
+            heads = heads * head_mask.to(heads.dtype)[..., None, None]
+        out = heads.transpose(1, 2).reshape(B, L, h * hd) @ self.w_out            # (B, L, D)
+        return out @ self.readout_prev, out @ self.readout_first, weights
+
+
+def _batch(N, L, V, seed):
+    tokens = torch.randint(V, (N, L), generator=_generator(seed))                # (N, L)
+    prev = torch.full_like(tokens, IGNORE_INDEX)
+    prev[:, 1:] = tokens[:, :-1]
+    first = tokens[:, :1].expand(-1, L).clone()
+    return Batch(tokens, prev, first)
+
+
+def _losses(model, batch, gates=None):
+    """(loss_prev, loss_first): mean cross-entropy of each relation (IGNORE_INDEX skipped)."""
+    logits_prev, logits_first, _ = model(batch.tokens, head_mask=gates)
+    return (F.cross_entropy(logits_prev.flatten(0, 1), batch.prev_target.flatten()),
+            F.cross_entropy(logits_first.flatten(0, 1), batch.first_target.flatten()))
+
+
+KEPT_ONLY_K = ("you switched off every head except head k: the ablation of head k sets only "
+               "its own gate to 0 (head_mask = ones, then head_mask[k] = 0) and leaves the other "
+               "heads on.")
+NOT_SUBTRACTED = ("you returned the loss with head k masked: return the increase, that loss "
+                  "minus the loss with all heads on.")
+SIGN = ("the sign is reversed: the importance is L(head k off) - L(all heads on), positive "
+        "when the head helps.")
+ONE_RELATION = ("only the {rel} loss was used: the model's loss is loss_prev + loss_first "
+                "(relation_losses), as in train().")
+SUMMED_LOSS = ("you summed the cross-entropy over positions: use its mean (F.cross_entropy's "
+               "default reduction), as train() does.")
+GRADIENT = ("that is the gradient score |dL/d gate_k| (Michel et al.), not the ablation: set "
+            "head k's gate to 0 and measure how much the loss grows.")
+
+
+def ablation_importance(fn, *, seed=0, N=16, L=6, vocab_size=11, d_model=12, num_heads=3,
+                        dtype=torch.float32):
+    """fn(model, batch) -> (h,): loss with head k's gate at 0 minus the loss with all gates
+    at 1, for each head k; loss = mean cross-entropy of prev + that of first."""
+    model = GatedModel(vocab_size, L, d_model, num_heads, seed, dtype)
+    batch = _batch(N, L, vocab_size, seed + 1)
+    saved = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    name = "ablation_importance(model, batch)"
+    out = call(fn, model, batch, name=name)
+    for key, value in model.state_dict().items():
+        if not torch.equal(value, saved[key]):
+            fail(f"{name} changed the model's parameter {key}: switch heads off with the "
+                 "head_mask argument of the model, not by editing its weights.")
+    h = num_heads
+    expect_tensor(out, name)
+    expect_tensor(out, name, shape=(h,), shape_names="(num_heads,)")
+
+    with torch.no_grad():
+        def gates(off=(), on=None):
+            g = torch.ones(h, dtype=dtype) if on is None else torch.zeros(h, dtype=dtype)
+            for k in off:
+                g[k] = 0.0
+            if on is not None:
+                g[on] = 1.0
+            return g
+
+        base_prev, base_first = _losses(model, batch)
+        base = base_prev + base_first
+        masked = [_losses(model, batch, gates(off=[k])) for k in range(h)]
+        expected = torch.stack([p + f - base for p, f in masked])                # (h,)
+        only_k = torch.stack([sum(_losses(model, batch, gates(on=k))) - base for k in range(h)])
+        logits_prev, logits_first, _ = model(batch.tokens)
+
+        def summed(gate):
+            lp, lf, _ = model(batch.tokens, head_mask=gate)
+            return (F.cross_entropy(lp.flatten(0, 1), batch.prev_target.flatten(),
+                                    reduction="sum")
+                    + F.cross_entropy(lf.flatten(0, 1), batch.first_target.flatten(),
+                                      reduction="sum"))
+
+        summed_base = summed(None)
+        bugs = {
+            KEPT_ONLY_K: only_k,
+            NOT_SUBTRACTED: torch.stack([p + f for p, f in masked]),
+            SIGN: -expected,
+            ONE_RELATION.format(rel="prev"): torch.stack([p - base_prev for p, _ in masked]),
+            ONE_RELATION.format(rel="first"): torch.stack([f - base_first for _, f in masked]),
+            SUMMED_LOSS: torch.stack([summed(gates(off=[k])) - summed_base for k in range(h)]),
+        }
+    g = torch.ones(N, h, dtype=dtype, requires_grad=True)
+    lp, lf, _ = model(batch.tokens, head_mask=g)
+    per_example = (F.cross_entropy(lp.transpose(1, 2), batch.prev_target, reduction="none")
+                   .sum(1) / (L - 1)
+                   + F.cross_entropy(lf.transpose(1, 2), batch.first_target, reduction="none")
+                   .mean(1))
+    per_example.sum().backward()
+    bugs[GRADIENT] = g.grad.abs().mean(0).detach()
+    model.zero_grad(set_to_none=True)
+    expect_close(out.detach(), expected, name, bugs=bugs, dtype=torch.float32,
+                 hint="For each head k: gates = torch.ones(num_heads), gates[k] = 0, loss of "
+                      "model(tokens, head_mask=gates) minus the loss with no mask.")
+    passed(f"ablation_importance: for each of {h} heads, the loss increase when that head alone "
+           f"is masked (loss_prev + loss_first, {N} sequences of length {L}, {dtype})")
+
+
+# ----------------------------------------------------------------------------- exercise 5
+OUT_ROWS_PRUNED = ("out_proj.weight has shape {got}: you kept rows of out_proj.weight. nn.Linear "
+                   "stores W_O transposed, (d_model, num_heads * head_dim): keep the columns of "
+                   "the kept heads, out_proj.weight[:, rows].")
+HEAD_DIM_CHANGED = ("the pruned module has head_dim = {got}, expected {hd}: pass "
+                    "head_dim=mha.head_dim when you build it (with fewer heads, d_model // "
+                    "num_heads would be a different head_dim).")
+WRONG_HEADS = ("{p} holds the heads {got}; it must hold the heads that are not in "
+               "heads_to_remove, in their original order: {keep}.")
+PRUNE_SHAPES = ("The new module's projections must have {kept} * head_dim = {kept} * {hd} "
+                "rows (out_proj: columns): build it with head_dim=mha.head_dim (with fewer heads, "
+                "d_model // num_heads is a different head_dim, or does not divide), and keep "
+                "rows of q_proj, k_proj, v_proj but columns of out_proj.weight.")
+PRUNE_BIAS = ("{p} was not copied from the original module: keep the biases of the kept heads "
+              "({p} of the kept heads' rows{extra}).")
+PRUNE_OUT_BIAS = ("out_proj.bias was not copied: it belongs to no head, so the pruned module "
+                  "keeps it unchanged.")
+
+
+def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_size=None,
+                key_size=None, value_size=None, bias=True, dtype=torch.float32):
+    """fn(mha, heads_to_remove) -> a new, smaller module: same d_model and head_dim, the kept
+    heads' rows of q_proj, k_proj, v_proj, their columns of out_proj, out_proj.bias; its
+    output equals mha's with the removed heads' gates at 0."""
+    module, where = _build(cls, d_model, num_heads, query_size, key_size, value_size, bias,
+                           dtype)
+    h, hd = module.num_heads, module.head_dim
+    P = _randomize(module, seed)
+    remove = list(remove)
+    keep = [k for k in range(h) if k not in remove]
+    name = f"prune_heads(mha, {remove})"
+    try:
+        new = call(fn, module, remove, name=name)
+    except CheckFailure as failure:
+        if any(s in str(failure) for s in ("must match the size", "size mismatch", "divisible",
+                                          "shape")):
+            fail(f"{failure}\n{PRUNE_SHAPES.format(kept=len(keep), hd=hd)}")
+        raise
+    if new is None:
+        fail(f"{name} returned None: return the new, smaller module.")
+    if new is module:
+        fail(f"{name} returned mha itself: build and return a new module and leave mha as it is.")
+    for key, value in _params(module, where).items():
+        if not torch.equal(value.detach().double(), P[key]):
+            fail(f"{name} changed the original module's {key}: leave mha as it is and build a "
+                 "new module.")
+    if not isinstance(new, nn.Module):
+        fail(f"{name} returned {type(new).__name__}, expected a MultiHeadAttention module.")
+    got_h, got_hd = getattr(new, "num_heads", None), getattr(new, "head_dim", None)
+    if got_hd != hd:
+        fail(f"{name}: " + HEAD_DIM_CHANGED.format(got=got_hd, hd=hd))
+    if got_h != len(keep):
+        fail(f"{name}: the pruned module has num_heads = {got_h}, expected {len(keep)} "
+             f"({h} heads minus the {len(remove)} removed).")
+    after = _params(new, "the pruned module")
+    rows = torch.cat([torch.arange(k * hd, (k + 1) * hd) for k in keep])       # (h'*hd,)
+    inner = len(keep) * hd
+    for key in P:
+        if key not in after:
+            fail(f"{name}: the pruned module has no {key} although mha has one: build it with "
+                 "bias=mha.bias.")
+    for key, value in after.items():
+        if key not in P:
+            fail(f"{name}: the pruned module has a {key} that mha does not have: build it with "
+                 "the same bias setting (bias=mha.bias).")
+        W = P[key]
+        if key == "out_proj.weight":
+            expected = W[:, rows]                                           # (D, h'*hd)
+            if tuple(value.shape) != tuple(expected.shape):
+                if tuple(value.shape)[0] == inner:
+                    fail(f"{name}: " + OUT_ROWS_PRUNED.format(got=tuple(value.shape)))
+                expect_tensor(value, f"{name}: {key}", shape=expected.shape,
+                              shape_names="(d_model, kept heads * head_dim)")
+        elif key == "out_proj.bias":
+            expected = W
+        else:
+            expected = W[rows]                                              # (h'*hd, ...) rows
+        expect_tensor(value, f"{name}: {key}", shape=expected.shape, dtype=dtype)
+
+        def block(heads):
+            r = torch.cat([torch.arange(k * hd, (k + 1) * hd) for k in heads])
+            return W[:, r] if key == "out_proj.weight" else W[r]
+
+        bugs = {}
+        if key != "out_proj.bias":
+            for heads in (list(range(len(keep))), sorted(remove)[:len(keep)]):
+                if len(heads) == len(keep) and heads != keep:
+                    bugs[WRONG_HEADS.format(p=key, got=heads, keep=keep)] = block(heads)
+        if key.endswith(".bias"):
+            zeros = torch.zeros_like(expected)
+            if key == "out_proj.bias":
+                bugs[PRUNE_OUT_BIAS] = zeros
+            else:
+                bugs[PRUNE_BIAS.format(p=key, extra=", bias[rows]")] = zeros
+        expect_close(value.detach(), expected.to(dtype), f"{name}: {key}",
+                     bugs={m: c.to(dtype) for m, c in bugs.items()}, dtype=dtype,
+                     hint="Keep the rows [k*head_dim, (k+1)*head_dim) of q_proj, k_proj, v_proj "
+                          "(weights and biases) and the same columns of out_proj.weight, for "
+                          "each kept head k; keep out_proj.bias.")
+    sizes = (query_size or d_model, key_size or d_model, value_size or d_model)
+    inputs = random_inputs((2, 4, sizes[0]), (2, 6, sizes[1]), (2, 6, sizes[2]), seed=seed + 1,
+                           dtype=dtype)
+    gates = torch.ones(h, dtype=torch.float64)
+    gates[remove] = 0.0
+    expected_out = _ref_mha(P, *inputs, h, hd, gates).to(dtype)
+    with torch.no_grad():
+        output, _ = _run_forward(new, inputs, "the pruned module")
+    expect_close(output, expected_out, f"{name}: output of the pruned module", dtype=dtype,
+                 hint="Its output must equal mha's output with the removed heads' gates at 0.")
+    passed(f"prune_heads: {where} ({dtype}) without heads {remove} -> {len(keep)} heads of "
+           f"head_dim {hd}; its output equals the original's with those heads masked")

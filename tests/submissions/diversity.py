@@ -1,0 +1,297 @@
+"""Chapter 5 (why heads diversify): alternative correct submissions and classic bugs.
+
+Solution cells: relation_scores, make_heads_identical, head_similarity, ablation_importance,
+prune_heads. Test cells: test_relation_scores, test_make_heads_identical,
+test_head_similarity, test_ablation_importance, test_prune_heads. Each test calls only its
+own exercise's function, so a bug fails exactly one test cell.
+The code runs in the notebook's namespace: torch, F, plt, check, MultiHeadAttention,
+RelationScores, relation_losses, IGNORE_INDEX and the other names of the first cell.
+More mistakes, each with its diagnosis, are checked without nbgrader in
+tests/test_checks_diversity.py.
+"""
+from . import Bug
+
+NOTEBOOK = "05_diversity"
+
+# ------------------------------------------------------------------------------ correct
+CORRECT = {
+    # torch.diagonal, loops over heads, F.cosine_similarity, explicit cross-entropy with
+    # one-hot gates, and pruning through the module's state_dict
+    "diagonal_loops_state_dict": {
+        "relation_scores": '''
+def relation_scores(weights):
+    # diagonal offset -1 holds (i, i-1) for i = 1..L-1; drop i = 1
+    prev = torch.diagonal(weights, offset=-1, dim1=-2, dim2=-1)[..., 1:]  # (B, h, L-2)
+    first = weights[..., 2:, 0]                                           # (B, h, L-2)
+    return RelationScores(prev.mean(dim=(0, 2)), first.mean(dim=(0, 2)))
+''',
+        "make_heads_identical": '''
+def make_heads_identical(mha):
+    hd = mha.head_dim
+    with torch.no_grad():
+        for i in range(1, mha.num_heads):
+            rows = slice(i * hd, (i + 1) * hd)
+            for proj in (mha.q_proj, mha.k_proj, mha.v_proj):
+                proj.weight[rows] = proj.weight[:hd]
+                if proj.bias is not None:
+                    proj.bias[rows] = proj.bias[:hd]
+            mha.out_proj.weight[:, rows] = mha.out_proj.weight[:, :hd]
+    return mha
+''',
+        "head_similarity": '''
+def head_similarity(weights):
+    maps = weights.flatten(start_dim=2)                                   # (B, h, Lq*Lk)
+    return F.cosine_similarity(maps[:, :, None], maps[:, None], dim=-1).mean(dim=0)
+''',
+        "ablation_importance": '''
+def ablation_importance(model, batch):
+    tokens, prev, first = batch.tokens, batch.prev_target, batch.first_target
+    h = model.num_heads
+
+    def loss(mask):
+        logits_prev, logits_first, _ = model(tokens, head_mask=mask)
+        V = logits_prev.shape[-1]
+        return (F.cross_entropy(logits_prev.reshape(-1, V), prev.reshape(-1),
+                                ignore_index=IGNORE_INDEX)
+                + F.cross_entropy(logits_first.reshape(-1, V), first.reshape(-1)))
+
+    with torch.no_grad():
+        base = loss(None)
+        return torch.stack([loss(1.0 - torch.eye(h)[k]) - base for k in range(h)])
+''',
+        "prune_heads": '''
+def prune_heads(mha, heads_to_remove):
+    h, hd = mha.num_heads, mha.head_dim
+    if any(k < 0 or k >= h for k in heads_to_remove):
+        raise ValueError(f"head indices must be in [0, {h})")
+    keep = [k for k in range(h) if k not in heads_to_remove]
+    if not keep:
+        raise ValueError("at least one head must remain")
+    w = mha.out_proj.weight
+    new = MultiHeadAttention(mha.d_model, len(keep), query_size=mha.query_size,
+                             key_size=mha.key_size, value_size=mha.value_size, bias=mha.bias,
+                             head_dim=hd, dtype=w.dtype, device=w.device)
+    state = {}
+    for name, tensor in mha.state_dict().items():
+        proj, kind = name.split(".")
+        if proj == "out_proj" and kind == "bias":
+            state[name] = tensor
+        elif proj == "out_proj":
+            state[name] = torch.cat([tensor[:, k * hd:(k + 1) * hd] for k in keep], dim=1)
+        else:
+            state[name] = torch.cat([tensor[k * hd:(k + 1) * hd] for k in keep], dim=0)
+    new.load_state_dict(state)
+    return new
+''',
+    },
+    # the per-head view of chapter 3 (head_weights), einsum, (N, h) gates, float64 sums
+    "head_weights_einsum": {
+        "relation_scores": '''
+def relation_scores(weights):
+    B, h, L, _ = weights.shape
+    prev_mask = torch.zeros(L, L, dtype=weights.dtype, device=weights.device)
+    prev_mask[range(2, L), range(1, L - 1)] = 1.0
+    first_mask = torch.zeros_like(prev_mask)
+    first_mask[2:, 0] = 1.0
+    count = B * (L - 2)
+    return RelationScores(torch.einsum("bhqk,qk->h", weights, prev_mask) / count,
+                          torch.einsum("bhqk,qk->h", weights, first_mask) / count)
+''',
+        "make_heads_identical": '''
+@torch.no_grad()
+def make_heads_identical(mha):
+    w = mha.head_weights()           # views of the fused parameters, head axis first
+    for block in (w.query, w.key, w.value, w.output, w.query_bias, w.key_bias, w.value_bias):
+        if block is not None:
+            block[1:] = block[0]
+    return mha
+''',
+        "head_similarity": '''
+def head_similarity(weights):
+    flat = weights.flatten(2).double()
+    unit = flat / flat.norm(dim=-1, keepdim=True)
+    sims = torch.einsum("bin,bjn->ij", unit, unit) / weights.shape[0]
+    return sims.to(weights.dtype)
+''',
+        "ablation_importance": '''
+@torch.no_grad()
+def ablation_importance(model, batch):
+    tokens, prev, first = batch
+    N, h = tokens.shape[0], model.num_heads
+
+    def loss(gates):                 # gates (N, h): one gate per example and head
+        logits_prev, logits_first, _ = model(tokens, head_mask=gates)
+        return sum(relation_losses(logits_prev, logits_first, prev, first))
+
+    full = loss(torch.ones(N, h))
+    drops = []
+    for k in range(h):
+        gates = torch.ones(N, h)
+        gates[:, k] = 0.0
+        drops.append(loss(gates) - full)
+    return torch.stack(drops)
+''',
+        "prune_heads": '''
+@torch.no_grad()
+def prune_heads(mha, heads_to_remove):
+    h = mha.num_heads
+    if not set(heads_to_remove) <= set(range(h)) or len(set(heads_to_remove)) == h:
+        raise ValueError("heads_to_remove must name existing heads and leave one")
+    keep = torch.tensor([k for k in range(h) if k not in set(heads_to_remove)])
+    p = mha.q_proj.weight
+    new = MultiHeadAttention(mha.d_model, len(keep), query_size=mha.query_size,
+                             key_size=mha.key_size, value_size=mha.value_size, bias=mha.bias,
+                             head_dim=mha.head_dim, dtype=p.dtype, device=p.device)
+    w = mha.head_weights()           # query (h, in, hd) ... output (h, hd, d_model)
+    for proj, block, bias in ((new.q_proj, w.query, w.query_bias),
+                              (new.k_proj, w.key, w.key_bias),
+                              (new.v_proj, w.value, w.value_bias)):
+        proj.weight.copy_(block[keep].transpose(1, 2).reshape(-1, block.shape[1]))
+        if bias is not None:
+            proj.bias.copy_(bias[keep].reshape(-1))
+    new.out_proj.weight.copy_(w.output[keep].reshape(-1, mha.d_model).T)
+    if w.output_bias is not None:
+        new.out_proj.bias.copy_(w.output_bias)
+    return new
+''',
+    },
+}
+
+# More correct submissions, checked by tests/test_checks_diversity.py only: the nbgrader test
+# autogrades every CORRECT and BUGS entry through the whole notebook (about 20 s each here),
+# so alternatives that exercise nothing new in nbgrader itself stay out of it.
+MORE_CORRECT = {
+    # one forward pass for all ablations (the batch repeated once per head), a strided
+    # diagonal, and F.normalize
+    "one_pass": {
+        "relation_scores": '''
+def relation_scores(weights):
+    prev = weights[:, :, 2:, 1:].diagonal(dim1=-2, dim2=-1)   # (B, h, L-2): keys i-1, i >= 2
+    first = weights[:, :, 2:, 0]
+    return RelationScores(prev.mean((0, 2)), first.mean((0, 2)))
+''',
+        "head_similarity": '''
+def head_similarity(weights):
+    unit = F.normalize(weights.reshape(*weights.shape[:2], -1), p=2, dim=2)
+    return torch.bmm(unit, unit.transpose(1, 2)).mean(0)
+''',
+        "ablation_importance": '''
+@torch.no_grad()
+def ablation_importance(model, batch):
+    tokens, prev, first = batch
+    N, h = tokens.shape[0], model.num_heads
+    # group 0: all heads on; group k+1: head k off. One forward pass for all h+1 groups.
+    gates = torch.cat([torch.ones(1, h), 1.0 - torch.eye(h)]).repeat_interleave(N, dim=0)
+    logits_prev, logits_first, _ = model(tokens.repeat(h + 1, 1), head_mask=gates)
+
+    def per_group(logits, target):
+        target = target.repeat(h + 1, 1)                                   # ((h+1)*N, L)
+        ce = F.cross_entropy(logits.transpose(1, 2), target, reduction="none")  # 0 if ignored
+        defined = (target != IGNORE_INDEX).to(ce.dtype)
+        return ce.view(h + 1, -1).sum(1) / defined.view(h + 1, -1).sum(1)  # (h+1,)
+
+    loss = per_group(logits_prev, prev) + per_group(logits_first, first)
+    return loss[1:] - loss[0]
+''',
+    },
+}
+
+# ------------------------------------------------------------------------------ bugs
+BUGS = {
+    "scores_main_diagonal": Bug(
+        cells={"relation_scores": '''
+def relation_scores(weights):
+    L = weights.shape[-1]
+    i = torch.arange(2, L)
+    return RelationScores(weights[:, :, i, i].mean((0, 2)), weights[:, :, i, 0].mean((0, 2)))
+'''},
+        fails=["test_relation_scores"],
+        diagnosis=r"main diagonal.*key i-1",
+        notes="reads weights[i, i] (the query itself) instead of weights[i, i-1]"),
+    "scores_rows_0_and_1": Bug(
+        cells={"relation_scores": '''
+def relation_scores(weights):
+    prev = torch.diagonal(weights, offset=-1, dim1=-2, dim2=-1)     # every row i >= 1
+    return RelationScores(prev.mean((0, 2)), weights[..., 0].mean((0, 2)))
+'''},
+        fails=["test_relation_scores"],
+        diagnosis=r"included query position 1.*i >= 2",
+        notes="averages over every row, where i-1 and 0 coincide (i = 1) or i = 0 has one key"),
+    "identical_out_proj_rows": Bug(
+        cells={"make_heads_identical": '''
+@torch.no_grad()
+def make_heads_identical(mha):
+    h, hd = mha.num_heads, mha.head_dim
+    for proj in (mha.q_proj, mha.k_proj, mha.v_proj, mha.out_proj):
+        blocks = proj.weight.view(h, hd, -1)       # rows, also for out_proj
+        blocks[1:] = blocks[:1]
+        if proj is not mha.out_proj and proj.bias is not None:
+            proj.bias.view(h, hd)[1:] = proj.bias.view(h, hd)[:1]
+    return mha
+'''},
+        fails=["test_make_heads_identical"],
+        diagnosis=r"copied rows of out_proj\.weight.*columns",
+        notes="treats out_proj like the input projections: W_O's head blocks are columns"),
+    "identical_no_bias": Bug(
+        cells={"make_heads_identical": '''
+@torch.no_grad()
+def make_heads_identical(mha):
+    h, hd = mha.num_heads, mha.head_dim
+    for proj in (mha.q_proj, mha.k_proj, mha.v_proj):
+        rows = proj.weight.view(h, hd, -1)
+        rows[1:] = rows[:1]
+    columns = mha.out_proj.weight.view(-1, h, hd)
+    columns[:, 1:] = columns[:, :1]
+    return mha
+'''},
+        fails=["test_make_heads_identical"],
+        diagnosis=r"q_proj\.bias was not copied",
+        notes="copies the weights but forgets the per-head biases"),
+    "similarity_not_normalised": Bug(
+        cells={"head_similarity": '''
+def head_similarity(weights):
+    maps = weights.flatten(2)                         # (B, h, Lq*Lk)
+    return (maps @ maps.transpose(1, 2)).mean(0)
+'''},
+        fails=["test_head_similarity"],
+        diagnosis=r"not normalised.*cosine",
+        notes="raw dot products instead of cosine similarities"),
+    "ablation_keeps_only_k": Bug(
+        cells={"ablation_importance": '''
+@torch.no_grad()
+def ablation_importance(model, batch):
+    tokens, prev, first = batch
+    h = model.num_heads
+
+    def loss(gates=None):
+        logits_prev, logits_first, _ = model(tokens, head_mask=gates)
+        return sum(relation_losses(logits_prev, logits_first, prev, first))
+
+    base = loss()
+    return torch.stack([loss(torch.eye(h)[k]) - base for k in range(h)])
+'''},
+        fails=["test_ablation_importance"],
+        diagnosis=r"switched off every head except head k",
+        notes="masks every head but k (keeps only head k) instead of masking head k"),
+    "prune_out_proj_rows": Bug(
+        cells={"prune_heads": '''
+@torch.no_grad()
+def prune_heads(mha, heads_to_remove):
+    hd = mha.head_dim
+    keep = [k for k in range(mha.num_heads) if k not in heads_to_remove]
+    rows = torch.cat([torch.arange(k * hd, (k + 1) * hd) for k in keep])
+    new = MultiHeadAttention(mha.d_model, len(keep), query_size=mha.query_size,
+                             key_size=mha.key_size, value_size=mha.value_size,
+                             bias=mha.bias, head_dim=hd)
+    for old, small in zip((mha.q_proj, mha.k_proj, mha.v_proj, mha.out_proj),
+                          (new.q_proj, new.k_proj, new.v_proj, new.out_proj)):
+        small.weight = torch.nn.Parameter(old.weight[rows].clone())
+        if mha.bias:
+            small.bias = torch.nn.Parameter(old.bias[rows].clone() if old is not mha.out_proj
+                                            else old.bias.clone())
+    return new
+'''},
+        fails=["test_prune_heads"],
+        diagnosis=r"kept rows of out_proj\.weight.*columns",
+        notes="prunes rows of out_proj.weight like the input projections"),
+}

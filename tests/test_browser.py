@@ -1,0 +1,463 @@
+"""The online book as a reader sees it: every page of _build/html in a real browser.
+
+Debian's Chromium (/usr/bin/chromium, or $CHROMIUM; `.ci/run` installs it where it is
+missing), driven by Playwright for Python, never a browser that Playwright downloads.
+The book is served on loopback and every request that leaves the machine is refused and
+reported, so these tests prove that the book works offline: MathJax, fonts and scripts
+all come from its own files.
+
+Each page of the table of contents is loaded once at desktop width (full-page screenshot
+in _build/screenshots/<page>.png, for review) and once at phone width (<page>-phone.png);
+the checks then look at what was recorded. `make test` builds the book first when it is missing or
+older than its sources; run `make book` before calling pytest on this file directly.
+"""
+import functools
+import http.server
+import json
+import os
+import re
+import threading
+import zipfile
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+HTML = REPO / "_build" / "html"
+SHOTS = REPO / "_build" / "screenshots"
+CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
+# Without the background-networking flags Chromium keeps calling Google's hosts, which a
+# closed network refuses. Playwright's launch() always starts from a new, empty profile
+# (a fresh temporary --user-data-dir), and passes --headless itself.
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+DESKTOP = dict(viewport={"width": 1280, "height": 900})
+PHONE = dict(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True,
+             device_scale_factor=2)
+TIMEOUT_MS = 20_000
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason=f"no Chromium at {CHROMIUM}: install Debian's chromium (apt-get install -y "
+           "chromium; .ci/run does it before `make test`) or set CHROMIUM to a Chromium binary")
+
+
+def _toc_pages():
+    toc = yaml.safe_load((REPO / "_toc.yml").read_text())
+    return [toc["root"]] + [c["file"] for part in toc["parts"] for c in part["chapters"]]
+
+
+PAGES = _toc_pages()
+CHAPTERS = [p for p in PAGES if re.fullmatch(r"chapters/\d\d_\w+", p)]
+CONFIG = yaml.safe_load((REPO / "_config.yml").read_text())
+
+
+def _name(page):
+    return page.rsplit("/", 1)[-1]
+
+
+# --------------------------------------------------------------------------- fixtures
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def site():
+    """Base URL of _build/html served by a loopback HTTP server in a thread."""
+    if not (HTML / "index.html").exists():
+        pytest.fail(f"{HTML} has no built book: run `make book` (`make test` does it)")
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(HTML)))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                              args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+class Recorder:
+    """A browser context whose requests outside loopback are refused and recorded,
+    with the console errors, page errors and failed requests of its pages."""
+
+    def __init__(self, browser, **options):
+        self.context = browser.new_context(**options)
+        self.context.set_default_timeout(TIMEOUT_MS)
+        self.outside, self.errors = [], []
+        self.context.route("**/*", self._route)
+
+    def _route(self, route):
+        url = route.request.url
+        if urlsplit(url).hostname in ("127.0.0.1", "localhost"):
+            route.continue_()
+        else:
+            self.outside.append(url)
+            route.abort()
+
+    def new_page(self):
+        page = self.context.new_page()
+        page.on("console", lambda m: m.type == "error" and self.errors.append(
+            f"console: {m.text} ({m.location.get('url', '')})"))
+        page.on("pageerror", lambda e: self.errors.append(f"uncaught: {e}"))
+        page.on("requestfailed", lambda r: self.errors.append(
+            f"request failed: {r.url} ({r.failure})"))
+        page.on("response", lambda r: r.status >= 400 and self.errors.append(
+            f"HTTP {r.status}: {r.url}"))
+        return page
+
+    def close(self):
+        self.context.close()
+
+
+# Waits until MathJax has typeset the page (where the page has maths) and every image
+# has loaded or failed; returns what MathJax did.
+SETTLE_JS = """async () => {
+  const sleep = ms => new Promise(r => setTimeout(r, ms));
+  let mathjax = 'no maths';
+  if (document.querySelector('.math')) {
+    if (!document.querySelector('script[src*="mathjax"]')) mathjax = 'no MathJax script on the page';
+    else {
+      for (let i = 0; i < 200 && !(window.MathJax && MathJax.startup && MathJax.startup.promise); i++)
+        await sleep(50);
+      if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+        await MathJax.startup.promise;
+        mathjax = 'typeset';
+      } else mathjax = 'MathJax never started';
+    }
+  }
+  await Promise.all([...document.images].map(img => img.complete ? null :
+    new Promise(r => { img.addEventListener('load', r); img.addEventListener('error', r); })));
+  return mathjax;
+}"""
+
+# What a reader sees of the page: text outside code and rendered maths, the maths,
+# the images, the outputs of executed cells.
+INSPECT_JS = """() => {
+  // the text outside code, with each rendered formula replaced by MATH
+  const outsideMaths = [];
+  const skip = ['pre', 'code', 'script', 'style', 'noscript', 'textarea'];
+  const walk = node => {
+    for (const child of node.childNodes) {
+      if (child.nodeType === Node.TEXT_NODE) outsideMaths.push(child.textContent);
+      else if (child.nodeType !== Node.ELEMENT_NODE) continue;
+      else if (child.tagName.toLowerCase() === 'mjx-container') outsideMaths.push('MATH');
+      else if (!skip.includes(child.tagName.toLowerCase())) walk(child);
+    }
+  };
+  walk(document.body);
+  const text = e => e.textContent.trim().replace(/\\s+/g, ' ').slice(0, 160);
+  return {
+    text: outsideMaths.join(''),
+    maths: document.querySelectorAll('.math').length,
+    unrendered: [...document.querySelectorAll('.math')]
+      .filter(e => !e.querySelector('mjx-container')).map(text),
+    containers: document.querySelectorAll('mjx-container').length,
+    mathErrors: [...document.querySelectorAll('mjx-merror, [data-mjx-error]')]
+      .map(e => e.getAttribute('data-mjx-error') || text(e)),
+    images: [...document.images].map(img => ({
+      src: img.getAttribute('src'), alt: img.getAttribute('alt'),
+      loaded: img.complete && img.naturalWidth > 0,
+      cell: ((img.closest('.cell') || {querySelector: () => null}).querySelector('.cell_input pre')
+             || {textContent: ''}).textContent.trim().split('\\n')[0].slice(0, 80)})),
+    errorOutputs: [...document.querySelectorAll('.output.error, .output.traceback')].map(text),
+    stderr: [...document.querySelectorAll('.output.stderr')].map(text)
+      .filter(t => /Error|Warning|Traceback/.test(t)),
+    tracebacks: [...document.querySelectorAll('.cell_output')]
+      .filter(e => /Traceback \\(most recent call last\\)/.test(e.textContent)).map(text),
+    scripts: [...document.scripts].map(s => s.src).filter(Boolean),
+    mathjaxVersion: window.MathJax && MathJax.version || null,
+    next: [...document.querySelectorAll('.prev-next-area a.right-next')].map(a => a.href),
+    previous: [...document.querySelectorAll('.prev-next-area a.left-prev')].map(a => a.href),
+    launch: [...document.querySelectorAll('.dropdown-launch-buttons a')].map(a => a.href),
+    downloads: [...document.querySelectorAll('a.reference.download')]
+      .map(a => ({text: a.textContent.trim(), href: a.href})),
+  };
+}"""
+
+WIDTH_JS = """() => {
+  const width = document.documentElement.clientWidth;
+  window.scrollTo(10000, window.scrollY);
+  const scrolled = window.scrollX;
+  window.scrollTo(0, window.scrollY);
+  const sticking = [];
+  const wide = scrolled > 0 || document.documentElement.scrollWidth > width;
+  for (const e of wide ? document.body.querySelectorAll('*') : []) {
+    const r = e.getBoundingClientRect();
+    if (r.width && r.right > width + 1 && getComputedStyle(e).position !== 'fixed') {
+      let clipped = false;
+      for (let a = e.parentElement; a && a !== document.body; a = a.parentElement)
+        if (['auto', 'scroll', 'hidden', 'clip'].includes(getComputedStyle(a).overflowX)) {
+          clipped = true; break;
+        }
+      if (!clipped) sticking.push(`${e.tagName.toLowerCase()}.${[...e.classList].join('.')}`
+                                  + ` right=${Math.round(r.right)}`);
+    }
+  }
+  return {width, documentWidth: document.documentElement.scrollWidth,
+          bodyWidth: document.body.scrollWidth, scrolled, sticking: sticking.slice(0, 10)};
+}"""
+
+
+def _unfold_solutions(page):
+    """Each code cell holding a solution: folded (closed <details>, code hidden) as the page
+    loads, and showing its code once its summary is clicked."""
+    found = []
+    cells = page.locator(".cell").filter(has_text="### BEGIN SOLUTION")
+    for i in range(cells.count()):
+        cell = cells.nth(i)
+        details = cell.locator("details.hide.above-input")
+        code = cell.locator(".cell_input")
+        state = {"folded": details.count() == 1 and details.get_attribute("open") is None,
+                 "hidden": not code.is_visible()}
+        if details.count() == 1:
+            details.locator("summary").click()
+        state["shown"] = code.is_visible() and "BEGIN SOLUTION" in code.inner_text()
+        found.append(state)
+    return found
+
+
+@pytest.fixture(scope="module")
+def visit(site, browser):
+    """visit(page, phone=False) -> what loading the page recorded (loaded once, cached).
+
+    At desktop width: a full-page screenshot _build/screenshots/<page>.png as the reader
+    first sees the page, then every solution cell is unfolded. At phone width: a
+    screenshot of the top of the page, <page>-phone.png."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    cache = {}
+
+    def load(page_name, phone=False):
+        key = (page_name, phone)
+        if key not in cache:
+            recorder = Recorder(browser, **(PHONE if phone else DESKTOP))
+            page = recorder.new_page()
+            try:
+                response = page.goto(site + page_name + ".html", wait_until="load")
+                result = {"status": response.status, "mathjax": page.evaluate(SETTLE_JS)}
+                result.update(page.evaluate(WIDTH_JS if phone else INSPECT_JS))
+                shot = SHOTS / (_name(page_name) + ("-phone" if phone else "") + ".png")
+                page.screenshot(path=str(shot), full_page=not phone)
+                if not phone:
+                    result["solutions"] = _unfold_solutions(page)
+                result.update(outside=recorder.outside, errors=recorder.errors)
+            finally:
+                recorder.close()
+            cache[key] = result
+        return cache[key]
+
+    return load
+
+
+def _by_page(pages=PAGES):
+    return pytest.mark.parametrize("page_name", pages, ids=_name)
+
+
+# --------------------------------------------------------------------------- every page
+def test_built_html_references_nothing_outside():
+    """No script, stylesheet, font or icon of any built page is fetched from elsewhere."""
+    if not (HTML / "index.html").exists():
+        pytest.fail(f"{HTML} has no built book: run `make book` (`make test` does it)")
+    tag = re.compile(r"<(?:script|link|img|iframe|source)\b[^>]*>", re.I)
+    ref = re.compile(r"""\b(?:src|href)\s*=\s*["']?((?:https?:)?//[^"'\s>]+)""", re.I)
+    found = []
+    for path in sorted(HTML.rglob("*.html")):
+        for element in tag.findall(path.read_text(errors="replace")):
+            if element.lower().startswith("<link") and not re.search(
+                    r"""rel=["']?(stylesheet|preload|icon|shortcut icon|modulepreload)""",
+                    element, re.I):
+                continue
+            found += [f"{path.relative_to(HTML)}: {url}" for url in ref.findall(element)]
+    assert not found, "pages load resources from outside the book:\n" + "\n".join(found)
+
+
+@_by_page()
+def test_page_loads_only_from_the_book(visit, page_name):
+    result = visit(page_name)
+    assert result["status"] == 200, f"{page_name}.html: HTTP {result['status']}"
+    assert not result["outside"], \
+        f"{page_name} requests outside the book (refused here):\n" + "\n".join(result["outside"])
+
+
+@_by_page()
+def test_no_javascript_errors(visit, page_name):
+    errors = visit(page_name)["errors"]
+    assert not errors, f"{page_name}:\n" + "\n".join(errors)
+
+
+# TeX that MathJax did not typeset: $$, \( \[, \command, x_{...}, $...$, and a $ left beside
+# a typeset formula (MyST took `$$` inside a paragraph for `$` + inline maths + `$`).
+RAW_TEX = re.compile(r"\$\$|\\[()\[\]]|\\[A-Za-z]{2,}|[_^]\{|\$[^\s$][^$\n]{0,80}\$"
+                     r"|\$\s*MATH|MATH\s*\$")
+
+
+@_by_page()
+def test_maths_rendered_by_mathjax(visit, page_name):
+    result = visit(page_name)
+    if result["maths"]:
+        assert result["mathjax"] == "typeset", f"{page_name}: {result['mathjax']}"
+        assert result["containers"] >= result["maths"]
+    assert not result["unrendered"], f"{page_name}: maths left as TeX: {result['unrendered']}"
+    assert not result["mathErrors"], f"{page_name}: MathJax errors: {result['mathErrors']}"
+    raw = [" ".join(result["text"][max(m.start() - 40, 0):m.end() + 40].split())
+           for m in RAW_TEX.finditer(result["text"])]
+    assert not raw, f"{page_name}: raw TeX in the text a reader sees:\n" + "\n".join(raw)
+
+
+@_by_page()
+def test_images_load_and_have_alt_text(visit, page_name):
+    images = visit(page_name)["images"]
+    broken = [i["src"] for i in images if not i["loaded"]]
+    assert not broken, f"{page_name}: images that did not load: {broken}"
+    # docutils falls back to the file name as alt: that says nothing to a screen reader.
+    # A figure of a notebook gets real alt text from its cell's metadata:
+    #   "metadata": {"mystnb": {"image": {"alt": "Heat map of ..."}}}
+    missing = [f"{i['src']} (drawn by the cell that starts: {i['cell']!r})" for i in images
+               if not (i["alt"] or "").strip()
+               or re.search(r"\.(png|jpe?g|svg|gif|webp)$", i["alt"].strip(), re.I)]
+    assert not missing, (
+        f"{page_name}: images without alt text (add "
+        '"mystnb": {"image": {"alt": "..."}} to the metadata of the cell that draws them):\n'
+        + "\n".join(missing))
+
+
+@_by_page()
+def test_no_cell_shows_an_error(visit, page_name):
+    result = visit(page_name)
+    assert not result["errorOutputs"], f"{page_name}: error outputs: {result['errorOutputs']}"
+    assert not result["tracebacks"], f"{page_name}: tracebacks: {result['tracebacks']}"
+    assert not result["stderr"], f"{page_name}: errors or warnings on stderr: {result['stderr']}"
+
+
+@_by_page()
+def test_fits_phone_width(visit, page_name):
+    result = visit(page_name, phone=True)
+    assert not result["outside"] and not result["errors"], result["outside"] + result["errors"]
+    assert result["scrolled"] == 0 and result["documentWidth"] <= result["width"], (
+        f"{page_name} scrolls sideways at 390 px: document {result['documentWidth']} px "
+        f"wide; sticking out: {result['sticking']}")
+
+
+# --------------------------------------------------------------------------- chapter pages
+def _solution_cells(page_name):
+    cells = json.loads((REPO / (page_name + ".ipynb")).read_text())["cells"]
+    return [c for c in cells if c["cell_type"] == "code"
+            and c.get("metadata", {}).get("nbgrader", {}).get("solution")]
+
+
+@_by_page(CHAPTERS)
+def test_solutions_folded_until_asked(visit, page_name):
+    solutions = visit(page_name)["solutions"]
+    expected = len(_solution_cells(page_name))
+    assert expected and len(solutions) == expected, \
+        f"{page_name}: {len(solutions)} solution cells on the page, {expected} in the notebook"
+    for n, state in enumerate(solutions, 1):
+        assert state["folded"] and state["hidden"], f"{page_name}: solution {n} is not folded"
+        assert state["shown"], f"{page_name}: solution {n} shows no code when unfolded"
+    assert not visit(page_name)["errors"], visit(page_name)["errors"]
+
+
+@_by_page(CHAPTERS)
+def test_student_download(visit, browser, page_name, tmp_path):
+    chapter = _name(page_name)
+    links = [d["href"] for d in visit(page_name)["downloads"] if d["text"] == f"{chapter}.zip"]
+    assert len(links) == 1, f"{page_name}: no download link for {chapter}.zip"
+    context = browser.new_context()
+    try:
+        response = context.request.get(links[0])
+        assert response.status == 200, f"{links[0]}: HTTP {response.status}"
+        path = tmp_path / f"{chapter}.zip"
+        path.write_bytes(response.body())
+    finally:
+        context.close()
+    with zipfile.ZipFile(path) as archive:
+        names = archive.namelist()
+        notebook = [n for n in names if n.endswith(f"{chapter}.ipynb")]
+        assert notebook, f"{chapter}.zip holds no {chapter}.ipynb: {names}"
+        assert any("checks/" in n for n in names), f"{chapter}.zip has no checks/: {names}"
+        source = archive.read(notebook[0]).decode()
+    json.loads(source)
+    assert "BEGIN SOLUTION" not in source and "BEGIN HIDDEN TESTS" not in source
+
+
+@_by_page(CHAPTERS)
+def test_launch_buttons(visit, page_name):
+    """Binder, Colab and JupyterHub open the chapter's notebook from the repository."""
+    org_repo = urlsplit(CONFIG["repository"]["url"]).path.strip("/")
+    launch = CONFIG["launch_buttons"]
+    hrefs = visit(page_name)["launch"]
+    notebook = f"{page_name}.ipynb"
+    want = {
+        "Binder": f"{launch['binderhub_url'].rstrip('/')}/v2/gh/{org_repo}/",
+        "Colab": f"{launch['colab_url'].rstrip('/')}/github/{org_repo}/blob/",
+        "JupyterHub": f"{launch['jupyterhub_url'].rstrip('/')}/hub/",
+    }
+    for service, prefix in want.items():
+        assert any(h.startswith(prefix) and notebook in h for h in hrefs), \
+            f"{page_name}: no {service} launch link to {notebook}: {hrefs}"
+
+
+# --------------------------------------------------------------------------- the whole book
+def test_mathjax_is_the_books_own(visit, site):
+    maths_pages = [p for p in PAGES if visit(p)["maths"]]
+    assert maths_pages, "no page has maths: is dollarmath on?"
+    for page_name in maths_pages:
+        result = visit(page_name)
+        mathjax = [s for s in result["scripts"] if "mathjax" in s.lower()]
+        assert len(mathjax) == 1 and mathjax[0].startswith(site), (page_name, mathjax)
+        assert result["mathjaxVersion"] == "3.2.2", (page_name, result["mathjaxVersion"])
+    for page_name in PAGES:  # a root _static/ would add each of its .js to every page
+        assert len(visit(page_name)["scripts"]) < 40, (page_name, visit(page_name)["scripts"])
+
+
+def test_search_finds_multi_head(site, browser):
+    recorder = Recorder(browser, **DESKTOP)
+    try:
+        page = recorder.new_page()
+        page.goto(site + "search.html?q=multi-head")
+        page.wait_for_selector("#search-results ul.search li")
+        page.wait_for_function("() => !document.querySelector('#search-progress')"
+                               " || /found/i.test(document.querySelector('#search-results').textContent)")
+        results = page.eval_on_selector_all("#search-results ul.search li a",
+                                            "as => as.map(a => a.getAttribute('href'))")
+        assert any(re.search(r"chapters/\d\d_\w+\.html", r) for r in results), results
+        assert not recorder.outside and not recorder.errors, recorder.outside + recorder.errors
+    finally:
+        recorder.close()
+
+
+def test_next_and_previous_links_follow_the_table_of_contents(visit, site):
+    urls = [site + p + ".html" for p in PAGES]
+    for i, page_name in enumerate(PAGES):
+        result = visit(page_name)
+        assert result["next"] == urls[i + 1:i + 2], f"{page_name}: next is {result['next']}"
+        assert result["previous"] == urls[max(i - 1, 0):i], \
+            f"{page_name}: previous is {result['previous']}"
+
+
+def test_next_and_previous_links_take_the_reader_there(site, browser):
+    recorder = Recorder(browser, **DESKTOP)
+    try:
+        page = recorder.new_page()
+        page.goto(site)  # index.html sends the reader on to the first page
+        page.wait_for_url(site + PAGES[0] + ".html")
+        for link, there in (("a.right-next", PAGES[1]), ("a.left-prev", PAGES[0])):
+            with page.expect_navigation():
+                page.locator(f".prev-next-area {link}").click()
+            assert page.url == site + there + ".html"
+        assert not recorder.outside and not recorder.errors, recorder.outside + recorder.errors
+    finally:
+        recorder.close()
