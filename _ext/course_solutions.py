@@ -28,7 +28,7 @@ def _prepare_notebook(app, docname, source):
                 tags.append(TAGS[edition])
     chapter = os.path.basename(docname)
     if re.fullmatch(r"\d\d_\w+", chapter):
-        notebook["cells"].insert(1, {"cell_type": "markdown", "metadata": {},
+        notebook["cells"].insert(1, {"cell_type": "markdown", "metadata": {}, "id": "download-note",
                                      "source": DOWNLOAD_NOTE.format(chapter=chapter)})
     source[0] = json.dumps(notebook)
 

@@ -147,16 +147,20 @@ class Row:
         for name, module in modules.items():
             module.train(training)
             self.calls[name] = make_call(module, self.x, name == "ours", mode, need_weights)
+        # As timeit does: collect once, then keep the cyclic garbage collector (~50 ms a
+        # pass with torch loaded) from running inside the measured calls.
+        gc.collect()
+        gc.disable()
 
     def run(self, name):
         self.modules[name].zero_grad(set_to_none=True)  # each call allocates its grads
         self.x.grad = None
-        gc.collect()
         return self.meter.measure(self.calls[name])
 
     def close(self):
         for module in self.modules.values():
             module.zero_grad(set_to_none=True)
+        gc.enable()
 
 
 def time_row(row, warmup, min_reps, max_reps, seconds):
@@ -249,6 +253,8 @@ def memory_child(args):
             row = Row(meter, modules, x, mode, nw)
             out[f"{L} {mode} {nw}"] = memory_row(row)
             row.close()
+            print(f"# memory L={L:5d} {mode:9s} weights={'yes' if nw else 'no':3s} "
+                  f"{out[f'{L} {mode} {nw}']}", file=sys.stderr, flush=True)
     print(json.dumps(out))
 
 
@@ -260,7 +266,7 @@ def cpu_memory(args):
            "--heads", str(args.heads), "--dtype", args.dtype, "--seed", str(args.seed)]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
-    res = subprocess.run(cmd, env=dict(os.environ, **MMAP_ENV), capture_output=True,
+    res = subprocess.run(cmd, env=dict(os.environ, **MMAP_ENV), stdout=subprocess.PIPE,
                          text=True, check=True)
     return json.loads(res.stdout.strip().splitlines()[-1])
 
@@ -288,6 +294,11 @@ def machine(device):
         "OS": f"{platform.system()} {platform.release()}",
         "device": str(device),
     }
+    try:
+        kib = int(re.search(r"^MemTotal:\s+(\d+) kB", open("/proc/meminfo").read(), re.M)[1])
+        info["memory"] = f"{kib / 2 ** 20:.0f} GiB"
+    except (OSError, TypeError):
+        pass
     if device.type == "cuda":
         info["GPU"] = torch.cuda.get_device_name(device)
         info["CUDA"] = torch.version.cuda
@@ -371,6 +382,10 @@ def verdicts(rows, factors, target_L):
             out.append((None, f"INFO: {'weights' if nw else 'no-weights'} path, forward in eval "
                               f"mode, vs torch's native fast path: median ratio "
                               f"{r['ratio']:.2f} (no target)"))
+    g = factors.get(("fwd eval", False, "torch"))
+    if g:
+        out.append((None, f"INFO: torch's native fast path without weights: peak memory grows "
+                          f"{', '.join(f'{v:.2f}x' for v in g)} per doubling of L"))
     for mode in ("fwd train", "fwd+bwd"):
         g = factors.get((mode, False, "ours"))
         if g:
@@ -385,13 +400,14 @@ def verdicts(rows, factors, target_L):
 def report(args, info, rows, pairs, factors, verdict_lines, started, wall):
     cfg = f"B={args.batch}, d_model={args.d_model}, h={args.heads}, {args.dtype}"
     if args.device == "cpu":
-        mem = ("growth of the process's resident set during the call, measured in a second "
-               "run of the script with `MALLOC_MMAP_THRESHOLD_=65536` (see the docstring of "
-               "`bench_mha.py`: with glibc's defaults freed memory stays resident and the "
-               "growth reads low); the timings run with glibc's defaults")
+        mem = """- **Peak memory** (MiB) of one call: how much the process's resident set grows
+  during it. It is measured after the timing, in a second run of the script with
+  `MALLOC_MMAP_THRESHOLD_=65536`: with glibc's defaults, freed blocks of up to 32 MiB
+  stay resident and are reused without the resident set growing, so the growth reads
+  low. The timings run with glibc's defaults, as users run."""
     else:
-        mem = ("`torch.cuda.max_memory_allocated()` during the call minus "
-               "`memory_allocated()` before it")
+        mem = """- **Peak memory** (MiB) of one call: `torch.cuda.max_memory_allocated()` during the
+  call minus `memory_allocated()` before it."""
     mach = "\n".join(f"- {k}: {v}" for k, v in info.items())
     verdict_md = "\n".join(f"- {line}" for _, line in verdict_lines)
     return f"""# Benchmark: `solutions.MultiHeadAttention` vs `torch.nn.MultiheadAttention`
@@ -423,10 +439,17 @@ ratio **torch time / ours time: above 1 means ours is faster**.
   (one fused QKV projection and `F.scaled_dot_product_attention`) vs torch
   `need_weights=False`.
 
-Columns: median time of each; **ratio** = median of the paired ratios, with their
-interquartile range; best-time ratio = torch's fastest call / ours' fastest call (a
-cross-check that ignores slow outliers); peak memory of one call in MiB: {mem}. The
-peak includes what the call returns and, for fwd+bwd, the gradients.
+Columns: the median time of each; **ratio** = the median of the paired ratios, with
+their interquartile range; best-time ratio = torch's fastest call / ours' fastest call,
+a cross-check that ignores slow outliers.
+
+{mem}
+  It includes what the call returns and, for fwd+bwd, the gradients.
+
+Other processes running at the same time slow the calls down unevenly (see the load
+averages under Machine: on this {info.get("cores")}-core machine, much above 1 means the
+cores were shared). The paired ratios then stay centred but scatter (a wide IQR);
+rerun on a quiet machine before trusting a verdict close to its threshold.
 
 ## How to run
 ```
@@ -448,7 +471,9 @@ no-weights path need not be.
 
 {growth_table(pairs, factors)}
 
-## Verdicts at the target configuration B={args.batch}, L={args.target_length}, d_model={args.d_model}, h={args.heads}
+## Verdicts at the target configuration
+B={args.batch}, L={args.target_length}, d_model={args.d_model}, h={args.heads}:
+
 {verdict_md}
 """
 
@@ -517,8 +542,9 @@ def main(argv=None):
         row.close()
         r.update(mode=mode, need_weights=nw, L=L)
         rows.append(r)
-        print(f"# L={L:5d} {mode:9s} weights={'yes' if nw else 'no ':3s} "
-              f"torch {ms(r['torch_s']):>8} ms  ours {ms(r['ours_s']):>8} ms  "
+        print(f"# {time.perf_counter() - t_start:4.0f} s  L={L:5d} {mode:9s} "
+              f"weights={'yes' if nw else 'no ':3s} torch {ms(r['torch_s']):>8} ms  "
+              f"ours {ms(r['ours_s']):>8} ms  "
               f"ratio {r['ratio']:.2f} (best {r['best_ratio']:.2f})  reps {r['reps']}",
               file=sys.stderr, flush=True)
     del x, row

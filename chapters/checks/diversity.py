@@ -90,11 +90,11 @@ def _ref_relation_scores(w):
     return w[:, :, i, i - 1].mean((0, 2)), w[:, :, i, 0].mean((0, 2))
 
 
-def relation_scores(fn, *, seed=0, B=3, num_heads=2, L=6, dtype=torch.float32):
+def relation_scores(fn, *, seed=0, B=3, num_heads=2, L=6, dtype=torch.float32, device="cpu"):
     """fn(weights (B, h, L, L)) -> (prev (h,), first (h,)): the mean attention weight on key
     i-1 and on key 0, over the batch and the query positions i >= 2."""
     w64 = _attention_maps(B, num_heads, L, L, seed, causal=True)
-    weights = w64.to(dtype)
+    weights = w64.to(dtype=dtype, device=device)
     original = weights.clone()
     name = "relation_scores(weights)"
     prev, first = _pair(call(fn, weights, name=name), name)
@@ -111,8 +111,9 @@ def relation_scores(fn, *, seed=0, B=3, num_heads=2, L=6, dtype=torch.float32):
             fail(f"{name}: {label} has shape ({B},) = (B,): you averaged over the heads. Keep "
                  f"the head axis (dim 1) and average over the batch (dim 0) and the query "
                  f"positions: shape ({h},) = (num_heads,).")
-        expect_tensor(value, f"{name}: {label}", shape=(h,), dtype=dtype,
+        expect_tensor(value, f"{name}: {label}", shape=(h,), dtype=dtype, device=device,
                       shape_names="(num_heads,)")
+    prev, first = prev.detach().cpu(), first.detach().cpu()
 
     exp_prev, exp_first = _ref_relation_scores(w64)
     i, j = torch.arange(2, L), torch.arange(1, L)
@@ -148,8 +149,8 @@ def relation_scores(fn, *, seed=0, B=3, num_heads=2, L=6, dtype=torch.float32):
 
 
 # ----------------------------------------------------------------------------- modules
-def _build(cls, d_model, num_heads, query_size, key_size, value_size, bias, dtype):
-    """cls(...) in `dtype`, every weight and bias random; returns (module, shown)."""
+def _build(cls, d_model, num_heads, query_size, key_size, value_size, bias, dtype, device):
+    """cls(...) in `dtype` on `device`; returns (module, shown)."""
     kwargs = {k: v for k, v in dict(query_size=query_size, key_size=key_size,
                                     value_size=value_size).items() if v is not None}
     if not bias:
@@ -159,12 +160,12 @@ def _build(cls, d_model, num_heads, query_size, key_size, value_size, bias, dtyp
         fail(f"pass the MultiHeadAttention class to the check, got {type(cls).__name__}")
     where = f"MultiHeadAttention({shown})"
     module = call(cls, d_model, num_heads, name=where, **kwargs)
-    return module.to(dtype).eval(), where
+    return module.to(dtype=dtype, device=device).eval(), where
 
 
 def _randomize(module, seed):
     """Fill every projection with random numbers (biases too: zeros would hide mistakes);
-    returns {name: float64 copy} of the weights and biases."""
+    returns {name: float64 copy on the CPU} of the weights and biases."""
     gen = _generator(seed)
     P = {}
     with torch.no_grad():
@@ -173,11 +174,11 @@ def _randomize(module, seed):
             fan_in = proj.weight.shape[1]
             proj.weight.copy_(torch.randn(proj.weight.shape, generator=gen,
                                           dtype=torch.float64) / math.sqrt(fan_in))
-            P[attr + ".weight"] = proj.weight.detach().double().clone()
+            P[attr + ".weight"] = proj.weight.detach().double().cpu().clone()
             if proj.bias is not None:
                 proj.bias.copy_(0.5 * torch.randn(proj.bias.shape, generator=gen,
                                                   dtype=torch.float64))
-                P[attr + ".bias"] = proj.bias.detach().double().clone()
+                P[attr + ".bias"] = proj.bias.detach().double().cpu().clone()
     return P
 
 
@@ -269,11 +270,12 @@ def _identical_candidates(name, W, h, hd):
 
 
 def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size=None,
-                         key_size=None, value_size=None, bias=True, dtype=torch.float32):
+                         key_size=None, value_size=None, bias=True, dtype=torch.float32,
+                         device="cpu"):
     """fn(mha) copies head 0's rows of q_proj, k_proj, v_proj (weights and biases) and its
     column block of out_proj.weight into every head, in place, and returns mha."""
     module, where = _build(cls, d_model, num_heads, query_size, key_size, value_size, bias,
-                           dtype)
+                           dtype, device)
     h, hd = module.num_heads, module.head_dim
     P = _randomize(module, seed)
     before = {name: p for name, p in _params(module, where).items()}
@@ -304,7 +306,7 @@ def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size
                 continue
             W = P[key]
             if key == "out_proj.bias":
-                if not torch.equal(after[key].detach().double(), W):
+                if not torch.equal(after[key].detach().double().cpu(), W):
                     fail(f"{name}: {OUT_BIAS_CHANGED}")
                 continue
             if key == "out_proj.weight":
@@ -314,16 +316,17 @@ def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size
             else:
                 expected = W[:hd].repeat(h)                              # (h*hd,)
             bugs = _identical_candidates(key, W, h, hd)
-            expect_close(after[key].detach(), expected.to(dtype), f"{name}: {key}",
+            expect_close(after[key].detach().cpu(), expected.to(dtype), f"{name}: {key}",
                          bugs={m: c.to(dtype) for m, c in bugs.items()}, dtype=dtype,
                          hint="Every head's rows (q_proj, k_proj, v_proj, and their biases) and "
                               "columns (out_proj) must equal head 0's.")
     # the heads now compute the same thing: equal attention weights for every head
     sizes = (query_size or d_model, key_size or d_model, value_size or d_model)
     inputs = random_inputs((2, 4, sizes[0]), (2, 5, sizes[1]), (2, 5, sizes[2]), seed=seed + 1,
-                           dtype=dtype)
+                           dtype=dtype, device=device)
     with torch.no_grad():
         _, weights = _run_forward(module, inputs, where)
+    weights = weights.detach().cpu()
     for i in range(1, h):
         if not close(weights[:, i], weights[:, 0], dtype):
             fail(f"{name}: head {i}'s attention weights differ from head 0's after the copy. "
@@ -352,12 +355,13 @@ WRONG_AXIS = ("you normalised along the wrong axis: each head's flattened map (B
 SUMMED_BATCH = "you summed over the batch: average the per-example matrices instead."
 
 
-def head_similarity(fn, *, seed=0, B=4, num_heads=3, Lq=5, Lk=None, dtype=torch.float32):
+def head_similarity(fn, *, seed=0, B=4, num_heads=3, Lq=5, Lk=None, dtype=torch.float32,
+                    device="cpu"):
     """fn(weights (B, h, Lq, Lk)) -> (h, h): cosine similarity of the heads' flattened maps,
     computed per example and averaged over the batch."""
     Lk = Lq if Lk is None else Lk
     w64 = _attention_maps(B, num_heads, Lq, Lk, seed, causal=False)
-    weights = w64.to(dtype)
+    weights = w64.to(dtype=dtype, device=device)
     original = weights.clone()
     name = "head_similarity(weights)"
     out = call(fn, weights, name=name)
@@ -368,7 +372,9 @@ def head_similarity(fn, *, seed=0, B=4, num_heads=3, Lq=5, Lk=None, dtype=torch.
     if tuple(out.shape) == (B, h, h):
         fail(f"{name} has shape {tuple(out.shape)} = (B, num_heads, num_heads): average the "
              f"per-example matrices over the batch, to shape ({h}, {h}).")
-    expect_tensor(out, name, shape=(h, h), dtype=dtype, shape_names="(num_heads, num_heads)")
+    expect_tensor(out, name, shape=(h, h), dtype=dtype, device=device,
+                  shape_names="(num_heads, num_heads)")
+    out = out.detach().cpu()
 
     flat = w64.flatten(2)                                                # (B, h, Lq*Lk)
     unit = F.normalize(flat, dim=-1)
@@ -380,7 +386,7 @@ def head_similarity(fn, *, seed=0, B=4, num_heads=3, Lq=5, Lk=None, dtype=torch.
     wrong_axis = F.normalize(flat, dim=1)
     bugs = {
         NOT_NORMALISED: (flat @ flat.transpose(1, 2)).mean(0),
-        PER_ROW: torch.einsum("bqik,bqjk->bij", rows.transpose(1, 2), rows.transpose(1, 2)).mean(0) / Lq,
+        PER_ROW: torch.einsum("bhqk,bgqk->bhg", rows, rows).mean(0) / Lq,
         MEAN_MAPS: mean_maps @ mean_maps.T,
         BATCH_FLATTENED: batch_flat @ batch_flat.T,
         CENTERED: (centered @ centered.transpose(1, 2)).mean(0),
@@ -478,11 +484,11 @@ GRADIENT = ("that is the gradient score |dL/d gate_k| (Michel et al.), not the a
 
 
 def ablation_importance(fn, *, seed=0, N=16, L=6, vocab_size=11, d_model=12, num_heads=3,
-                        dtype=torch.float32):
+                        dtype=torch.float32, device="cpu"):
     """fn(model, batch) -> (h,): loss with head k's gate at 0 minus the loss with all gates
     at 1, for each head k; loss = mean cross-entropy of prev + that of first."""
-    model = GatedModel(vocab_size, L, d_model, num_heads, seed, dtype)
-    batch = _batch(N, L, vocab_size, seed + 1)
+    model = GatedModel(vocab_size, L, d_model, num_heads, seed, dtype).to(device)
+    batch = Batch(*(t.to(device) for t in _batch(N, L, vocab_size, seed + 1)))
     saved = {k: v.detach().clone() for k, v in model.state_dict().items()}
     name = "ablation_importance(model, batch)"
     out = call(fn, model, batch, name=name)
@@ -493,10 +499,12 @@ def ablation_importance(fn, *, seed=0, N=16, L=6, vocab_size=11, d_model=12, num
     h = num_heads
     expect_tensor(out, name)
     expect_tensor(out, name, shape=(h,), shape_names="(num_heads,)")
+    out = out.detach().cpu()
 
     with torch.no_grad():
         def gates(off=(), on=None):
-            g = torch.ones(h, dtype=dtype) if on is None else torch.zeros(h, dtype=dtype)
+            kw = dict(dtype=dtype, device=device)
+            g = torch.ones(h, **kw) if on is None else torch.zeros(h, **kw)
             for k in off:
                 g[k] = 0.0
             if on is not None:
@@ -526,7 +534,7 @@ def ablation_importance(fn, *, seed=0, N=16, L=6, vocab_size=11, d_model=12, num
             ONE_RELATION.format(rel="first"): torch.stack([f - base_first for _, f in masked]),
             SUMMED_LOSS: torch.stack([summed(gates(off=[k])) - summed_base for k in range(h)]),
         }
-    g = torch.ones(N, h, dtype=dtype, requires_grad=True)
+    g = torch.ones(N, h, dtype=dtype, device=device, requires_grad=True)
     lp, lf, _ = model(batch.tokens, head_mask=g)
     per_example = (F.cross_entropy(lp.transpose(1, 2), batch.prev_target, reduction="none")
                    .sum(1) / (L - 1)
@@ -535,7 +543,8 @@ def ablation_importance(fn, *, seed=0, N=16, L=6, vocab_size=11, d_model=12, num
     per_example.sum().backward()
     bugs[GRADIENT] = g.grad.abs().mean(0).detach()
     model.zero_grad(set_to_none=True)
-    expect_close(out.detach(), expected, name, bugs=bugs, dtype=torch.float32,
+    expect_close(out, expected.cpu(), name, bugs={m: c.cpu() for m, c in bugs.items()},
+                 dtype=torch.float32,
                  hint="For each head k: gates = torch.ones(num_heads), gates[k] = 0, loss of "
                       "model(tokens, head_mask=gates) minus the loss with no mask.")
     passed(f"ablation_importance: for each of {h} heads, the loss increase when that head alone "
@@ -562,12 +571,12 @@ PRUNE_OUT_BIAS = ("out_proj.bias was not copied: it belongs to no head, so the p
 
 
 def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_size=None,
-                key_size=None, value_size=None, bias=True, dtype=torch.float32):
+                key_size=None, value_size=None, bias=True, dtype=torch.float32, device="cpu"):
     """fn(mha, heads_to_remove) -> a new, smaller module: same d_model and head_dim, the kept
     heads' rows of q_proj, k_proj, v_proj, their columns of out_proj, out_proj.bias; its
     output equals mha's with the removed heads' gates at 0."""
     module, where = _build(cls, d_model, num_heads, query_size, key_size, value_size, bias,
-                           dtype)
+                           dtype, device)
     h, hd = module.num_heads, module.head_dim
     P = _randomize(module, seed)
     remove = list(remove)
@@ -585,7 +594,7 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
     if new is module:
         fail(f"{name} returned mha itself: build and return a new module and leave mha as it is.")
     for key, value in _params(module, where).items():
-        if not torch.equal(value.detach().double(), P[key]):
+        if not torch.equal(value.detach().double().cpu(), P[key]):
             fail(f"{name} changed the original module's {key}: leave mha as it is and build a "
                  "new module.")
     if not isinstance(new, nn.Module):
@@ -619,7 +628,8 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
             expected = W
         else:
             expected = W[rows]                                              # (h'*hd, ...) rows
-        expect_tensor(value, f"{name}: {key}", shape=expected.shape, dtype=dtype)
+        expect_tensor(value, f"{name}: {key}", shape=expected.shape, dtype=dtype, device=device)
+        value = value.detach().cpu()
 
         def block(heads):
             r = torch.cat([torch.arange(k * hd, (k + 1) * hd) for k in heads])
@@ -636,20 +646,21 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
                 bugs[PRUNE_OUT_BIAS] = zeros
             else:
                 bugs[PRUNE_BIAS.format(p=key, extra=", bias[rows]")] = zeros
-        expect_close(value.detach(), expected.to(dtype), f"{name}: {key}",
+        expect_close(value, expected.to(dtype), f"{name}: {key}",
                      bugs={m: c.to(dtype) for m, c in bugs.items()}, dtype=dtype,
                      hint="Keep the rows [k*head_dim, (k+1)*head_dim) of q_proj, k_proj, v_proj "
                           "(weights and biases) and the same columns of out_proj.weight, for "
                           "each kept head k; keep out_proj.bias.")
     sizes = (query_size or d_model, key_size or d_model, value_size or d_model)
     inputs = random_inputs((2, 4, sizes[0]), (2, 6, sizes[1]), (2, 6, sizes[2]), seed=seed + 1,
-                           dtype=dtype)
+                           dtype=dtype, device=device)
     gates = torch.ones(h, dtype=torch.float64)
     gates[remove] = 0.0
-    expected_out = _ref_mha(P, *inputs, h, hd, gates).to(dtype)
+    expected_out = _ref_mha(P, *(x.cpu() for x in inputs), h, hd, gates).to(dtype)
     with torch.no_grad():
         output, _ = _run_forward(new, inputs, "the pruned module")
-    expect_close(output, expected_out, f"{name}: output of the pruned module", dtype=dtype,
-                 hint="Its output must equal mha's output with the removed heads' gates at 0.")
+    expect_tensor(output, f"{name}: output of the pruned module", device=device)
+    expect_close(output.detach().cpu(), expected_out, f"{name}: output of the pruned module",
+                 dtype=dtype, hint="Its output must equal mha's output with the removed heads' gates at 0.")
     passed(f"prune_heads: {where} ({dtype}) without heads {remove} -> {len(keep)} heads of "
            f"head_dim {hd}; its output equals the original's with those heads masked")

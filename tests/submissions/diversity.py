@@ -197,6 +197,8 @@ def ablation_importance(model, batch):
 }
 
 # ------------------------------------------------------------------------------ bugs
+# The nbgrader test autogrades the first three by default (COURSE_NBGRADER_ALL=1 for
+# all): they cover three different exercises.
 BUGS = {
     "scores_main_diagonal": Bug(
         cells={"relation_scores": '''
@@ -208,15 +210,6 @@ def relation_scores(weights):
         fails=["test_relation_scores"],
         diagnosis=r"main diagonal.*key i-1",
         notes="reads weights[i, i] (the query itself) instead of weights[i, i-1]"),
-    "scores_rows_0_and_1": Bug(
-        cells={"relation_scores": '''
-def relation_scores(weights):
-    prev = torch.diagonal(weights, offset=-1, dim1=-2, dim2=-1)     # every row i >= 1
-    return RelationScores(prev.mean((0, 2)), weights[..., 0].mean((0, 2)))
-'''},
-        fails=["test_relation_scores"],
-        diagnosis=r"included query position 1.*i >= 2",
-        notes="averages over every row, where i-1 and 0 coincide (i = 1) or i = 0 has one key"),
     "identical_out_proj_rows": Bug(
         cells={"make_heads_identical": '''
 @torch.no_grad()
@@ -232,21 +225,27 @@ def make_heads_identical(mha):
         fails=["test_make_heads_identical"],
         diagnosis=r"copied rows of out_proj\.weight.*columns",
         notes="treats out_proj like the input projections: W_O's head blocks are columns"),
-    "identical_no_bias": Bug(
-        cells={"make_heads_identical": '''
+    "prune_out_proj_rows": Bug(
+        cells={"prune_heads": '''
 @torch.no_grad()
-def make_heads_identical(mha):
-    h, hd = mha.num_heads, mha.head_dim
-    for proj in (mha.q_proj, mha.k_proj, mha.v_proj):
-        rows = proj.weight.view(h, hd, -1)
-        rows[1:] = rows[:1]
-    columns = mha.out_proj.weight.view(-1, h, hd)
-    columns[:, 1:] = columns[:, :1]
-    return mha
+def prune_heads(mha, heads_to_remove):
+    hd = mha.head_dim
+    keep = [k for k in range(mha.num_heads) if k not in heads_to_remove]
+    rows = torch.cat([torch.arange(k * hd, (k + 1) * hd) for k in keep])
+    new = MultiHeadAttention(mha.d_model, len(keep), query_size=mha.query_size,
+                             key_size=mha.key_size, value_size=mha.value_size,
+                             bias=mha.bias, head_dim=hd)
+    for old, small in zip((mha.q_proj, mha.k_proj, mha.v_proj, mha.out_proj),
+                          (new.q_proj, new.k_proj, new.v_proj, new.out_proj)):
+        small.weight = torch.nn.Parameter(old.weight[rows].clone())
+        if mha.bias:
+            small.bias = torch.nn.Parameter(old.bias[rows].clone() if old is not mha.out_proj
+                                            else old.bias.clone())
+    return new
 '''},
-        fails=["test_make_heads_identical"],
-        diagnosis=r"q_proj\.bias was not copied",
-        notes="copies the weights but forgets the per-head biases"),
+        fails=["test_prune_heads"],
+        diagnosis=r"kept rows of out_proj\.weight.*columns",
+        notes="prunes rows of out_proj.weight like the input projections"),
     "similarity_not_normalised": Bug(
         cells={"head_similarity": '''
 def head_similarity(weights):
@@ -273,25 +272,28 @@ def ablation_importance(model, batch):
         fails=["test_ablation_importance"],
         diagnosis=r"switched off every head except head k",
         notes="masks every head but k (keeps only head k) instead of masking head k"),
-    "prune_out_proj_rows": Bug(
-        cells={"prune_heads": '''
-@torch.no_grad()
-def prune_heads(mha, heads_to_remove):
-    hd = mha.head_dim
-    keep = [k for k in range(mha.num_heads) if k not in heads_to_remove]
-    rows = torch.cat([torch.arange(k * hd, (k + 1) * hd) for k in keep])
-    new = MultiHeadAttention(mha.d_model, len(keep), query_size=mha.query_size,
-                             key_size=mha.key_size, value_size=mha.value_size,
-                             bias=mha.bias, head_dim=hd)
-    for old, small in zip((mha.q_proj, mha.k_proj, mha.v_proj, mha.out_proj),
-                          (new.q_proj, new.k_proj, new.v_proj, new.out_proj)):
-        small.weight = torch.nn.Parameter(old.weight[rows].clone())
-        if mha.bias:
-            small.bias = torch.nn.Parameter(old.bias[rows].clone() if old is not mha.out_proj
-                                            else old.bias.clone())
-    return new
+    "scores_rows_0_and_1": Bug(
+        cells={"relation_scores": '''
+def relation_scores(weights):
+    prev = torch.diagonal(weights, offset=-1, dim1=-2, dim2=-1)     # every row i >= 1
+    return RelationScores(prev.mean((0, 2)), weights[..., 0].mean((0, 2)))
 '''},
-        fails=["test_prune_heads"],
-        diagnosis=r"kept rows of out_proj\.weight.*columns",
-        notes="prunes rows of out_proj.weight like the input projections"),
+        fails=["test_relation_scores"],
+        diagnosis=r"included query position 1.*i >= 2",
+        notes="averages over every row, where i-1 and 0 coincide (i = 1) or i = 0 has one key"),
+    "identical_no_bias": Bug(
+        cells={"make_heads_identical": '''
+@torch.no_grad()
+def make_heads_identical(mha):
+    h, hd = mha.num_heads, mha.head_dim
+    for proj in (mha.q_proj, mha.k_proj, mha.v_proj):
+        rows = proj.weight.view(h, hd, -1)
+        rows[1:] = rows[:1]
+    columns = mha.out_proj.weight.view(-1, h, hd)
+    columns[:, 1:] = columns[:, :1]
+    return mha
+'''},
+        fails=["test_make_heads_identical"],
+        diagnosis=r"q_proj\.bias was not copied",
+        notes="copies the weights but forgets the per-head biases"),
 }
