@@ -446,9 +446,10 @@ a cross-check that ignores slow outliers.
 {mem}
   It includes what the call returns and, for fwd+bwd, the gradients.
 
-Other processes running at the same time slow the calls down unevenly (see the load
-averages under Machine: on this {info.get("cores")}-core machine, much above 1 means the
-cores were shared). The paired ratios then stay centred but scatter (a wide IQR);
+Other processes running at the same time slow the calls down unevenly. The load
+averages under Machine tell whether the {info.get("cores")} cores were shared: before the
+run it should be well under 1, after it about {info.get("torch threads")} (the benchmark's own
+threads). With shared cores the paired ratios stay centred but scatter (a wide IQR):
 rerun on a quiet machine before trusting a verdict close to its threshold.
 
 ## How to run
@@ -561,7 +562,8 @@ def main(argv=None):
 
     wall = time.perf_counter() - t_start
     try:
-        info["load average after the run"] = " ".join(open("/proc/loadavg").read().split()[:3])
+        info["load average after the run (1, 5, 15 min)"] = " ".join(
+            open("/proc/loadavg").read().split()[:3])
     except OSError:
         pass
     pairs, factors = growth(rows, args.lengths)
