@@ -102,6 +102,18 @@ def expect_close(actual, expected, name, bugs=None, hint=None, dtype=None):
          + (hint or "Compare your steps with the formula above, one tensor at a time."))
 
 
+def split_heads_reference(x, num_heads):
+    """Reference split: (B, L, D) -> (B, num_heads, L, D // num_heads)."""
+    B, L, D = x.shape
+    return x.reshape(B, L, num_heads, D // num_heads).transpose(1, 2)
+
+
+def merge_heads_reference(x):
+    """Reference merge: (B, h, L, hd) -> (B, L, h * hd)."""
+    B, h, L, hd = x.shape
+    return x.transpose(1, 2).reshape(B, L, h * hd)
+
+
 def random_inputs(*shapes, seed, dtype=torch.float32, device="cpu"):
     """Reproducible standard-normal tensors of the given shapes."""
     gen = torch.Generator().manual_seed(seed)

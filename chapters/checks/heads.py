@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 from .common import (CheckFailure, call, expect_close, expect_tensor, fail, forbid, passed,
                      random_inputs)
+from .common import merge_heads_reference as _merge, split_heads_reference as _split
 
 SPLIT_LAYOUT = "(B, num_heads, L, head_dim)"
 MIXED = ("heads and positions are mixed: reshape to (B, L, num_heads, head_dim), then "
@@ -33,16 +34,6 @@ VIEW_ERROR = ("view() cannot flatten a non-contiguous tensor: after transpose(1,
 
 
 # ------------------------------------------------------------------ references and helpers
-def _split(x, num_heads):
-    """Reference: (B, L, D) -> (B, h, L, hd)."""
-    B, L, D = x.shape
-    return x.reshape(B, L, num_heads, D // num_heads).transpose(1, 2)
-
-
-def _merge(x):
-    """Reference: (B, h, L, hd) -> (B, L, h*hd)."""
-    B, h, L, hd = x.shape
-    return x.transpose(1, 2).reshape(B, L, h * hd)
 
 
 def _attend(q, k, v, scale):

@@ -28,6 +28,7 @@ import torch.nn.functional as F
 
 from .common import (call, expect_close, expect_tensor, fail, forbid,
                      passed, random_inputs)
+from .common import merge_heads_reference as _merge, split_heads_reference as _split
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
 INTERFACE = ("The checks use: attributes d_model, num_heads, head_dim and q_proj, k_proj, "
@@ -62,16 +63,6 @@ B_O_PER_HEAD = ("the output bias was added once per head (num_heads times): add 
 
 
 # ------------------------------------------------------------------ references and helpers
-def _split(x, h):
-    """Reference: (B, L, h*hd) -> (B, h, L, hd)."""
-    B, L, D = x.shape
-    return x.reshape(B, L, h, D // h).transpose(1, 2)
-
-
-def _merge(x):
-    """Reference: (B, h, L, hd) -> (B, L, h*hd)."""
-    B, h, L, hd = x.shape
-    return x.transpose(1, 2).reshape(B, L, h * hd)
 
 
 def _reference(P, query, key, value, h, *, scale="head_dim", k_with="k", v_with="v",
