@@ -51,7 +51,7 @@ def expect_tensor(actual, name, shape=None, dtype=None, device=None, shape_names
         fail(f"{name}: expected a tensor, got a tuple of {len(actual)} items "
              "(did you return (output, weights) where only one tensor was asked for?)")
     if not isinstance(actual, _Tensor):
-        fail(f"{name}: expected a torch.Tensor, got {type(actual).__name__}"
+        fail(f"{name}: expected a torch.Tensor, got {type_name(actual)}"
              + (" (did you forget to return it?)" if actual is None else ""))
     if shape is not None and tuple(actual.shape) != tuple(shape):
         named = f" = {shape_names}" if shape_names else ""
@@ -67,6 +67,31 @@ def expect_tensor(actual, name, shape=None, dtype=None, device=None, shape_names
     if device is not None and actual.device != torch.device(device):
         fail(f"{name}: expected a tensor on {device}, got one on {actual.device}")
     return actual
+
+
+def is_remote(obj):
+    """True for the autograder's stand-in for an object that lives in the student's process."""
+    return getattr(type(obj), "_is_remote", False)
+
+
+def type_name(obj):
+    """The class name of `obj`, also when it lives in the student's process."""
+    return obj.remote_type if is_remote(obj) else type(obj).__name__
+
+
+def probe(function, *args, **kwargs):
+    """Run `function` (a probe of this package) where the student's objects live.
+
+    A probe builds inputs, calls the student's code and returns plain data: tensors,
+    numbers, strings, and lists, tuples and dicts of them; the check then judges that data.
+    In a notebook everything is local, so this is just function(*args, **kwargs); under the
+    autograder the student's objects are remote and the probe runs in their process, while
+    the judging stays in the grader.
+    """
+    for value in list(args) + list(kwargs.values()):
+        if is_remote(value):
+            return value._child.probe(function, *args, **kwargs)
+    return function(*args, **kwargs)
 
 
 def max_error(actual, expected):
@@ -137,10 +162,22 @@ def call(function, *args, name=None, **kwargs):
              f"(called with tensors of shapes {shapes})")
 
 
+# forbid() blocks now in force; the autograder forwards them to the student's process.
+ACTIVE_FORBIDS = []
+
+
 class _Forbid(torch.overrides.TorchFunctionMode):
     def __init__(self, forbidden):
         super().__init__()
         self.forbidden = forbidden
+
+    def __enter__(self):
+        ACTIVE_FORBIDS.append(self)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        ACTIVE_FORBIDS.remove(self)
+        return super().__exit__(*exc)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if func in self.forbidden:

@@ -1,0 +1,390 @@
+"""The grader's side of the sandbox: start zygotes, talk to a submission's process.
+
+The checks run here, in the grader, on inputs they generate here; what the student's
+code defined is reached through RemoteRef stand-ins whose calls travel over autograd-aware
+RPC (autograde.wire). Failures of the student's process (a timeout, a crash, broken
+messages) raise SubmissionFault, a BaseException, so that no check's `except Exception`
+can mistake them for an answer.
+"""
+import builtins
+import os
+import select
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from autograde import wire
+
+PACKAGE = Path(__file__).resolve().parent
+
+
+class SubmissionFault(BaseException):
+    """The student's process timed out, died or broke the protocol; `kind` says which."""
+
+    def __init__(self, kind, message):
+        super().__init__(message)
+        self.kind, self.message = kind, message
+
+
+def bwrap_path():
+    """Path of Debian's bubblewrap, or None (then student code runs without a sandbox)."""
+    if os.environ.get("AUTOGRADE_NO_BWRAP"):
+        return None
+    return shutil.which("bwrap")
+
+
+def _bwrap_command(bwrap, release_dir, fd):
+    """bwrap arguments: a read-only view of Python and the released notebooks, nothing else."""
+    binds = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()}
+    args = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+            "--unshare-cgroup-try", "--die-with-parent", "--new-session",
+            "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib",
+            "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
+            "--symlink", "usr/sbin", "/sbin", "--ro-bind", "/etc", "/etc",
+            "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+            "--ro-bind", str(PACKAGE), "/grader/autograde",
+            "--ro-bind", str(Path(release_dir).resolve()), "/release",
+            "--setenv", "PYTHONPATH", "/grader", "--setenv", "AUTOGRADE_COURSE", "/release",
+            "--setenv", "MPLCONFIGDIR", "/tmp/matplotlib", "--setenv", "HOME", "/tmp",
+            "--chdir", "/tmp"]
+    if os.getuid() != 0:
+        args.insert(1, "--unshare-user")
+    for path in sorted(binds):
+        if not str(path).startswith("/usr/"):
+            args += ["--ro-bind", str(path), str(path)]
+    args += ["--", sys.executable, "-m", "autograde.sandbox", str(fd)]
+    return args
+
+
+class Zygote:
+    """A warm process that has imported torch, forking one child per submission."""
+
+    def __init__(self, release_dir, slot=0, sandbox=True):
+        self.release_dir = Path(release_dir).resolve()
+        self.slot = slot
+        ours, theirs = socket.socketpair()
+        fd = theirs.fileno()
+        bwrap = bwrap_path() if sandbox else None
+        env = dict(os.environ, PYTHONPATH=str(PACKAGE.parent), OMP_NUM_THREADS="1",
+                   AUTOGRADE_COURSE=str(self.release_dir), MPLBACKEND="Agg")
+        if bwrap:
+            command = _bwrap_command(bwrap, self.release_dir, fd)
+        else:
+            command = [sys.executable, "-m", "autograde.sandbox", str(fd)]
+        self.sandbox = "bwrap" if bwrap else "none"
+        self.process = subprocess.Popen(command, pass_fds=[fd], env=env,
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.PIPE)
+        theirs.close()
+        self.sock = ours
+        self.reader = wire.Reader(ours, 2**20)
+        if not select.select([ours], [], [], 120)[0]:
+            self.close()
+            raise RuntimeError("the sandbox did not start within 120 s")
+        try:
+            hello, _ = self.reader.read()
+        except EOFError:
+            error = self.process.stderr.read().decode(errors="replace")[-3000:]
+            raise RuntimeError(f"the sandbox failed to start:\n{error}") from None
+        self.root = hello.get("course") or str(self.release_dir)
+        self.child = None
+
+    def spawn(self, assignment, limits):
+        """A fresh child for one submission of `assignment` (a Child)."""
+        self.kill()
+        limits = dict(limits)
+        if self.sandbox == "bwrap":
+            limits.setdefault("uid", 61000 + self.slot)
+        limits.setdefault("scratch", f"/tmp/autograde-{os.getpid()}-{self.slot}")
+        self.sock.sendall(wire.pack({"op": "spawn", "limits": limits}))
+        data, fds, _, _ = socket.recv_fds(self.sock, 4096, 1)
+        if not fds:
+            raise RuntimeError("the sandbox did not hand over a child")
+        self.child = Child(socket.socket(fileno=fds[0]), limits, self)
+        self.child.run(f"import sys; sys.path.insert(0, {self.root + '/' + assignment!r})",
+                       "setup", timeout=30)
+        return self.child
+
+    def kill(self):
+        """Kill the current child and everything it started."""
+        if self.child is None:
+            return
+        self.child.sock.close()
+        self.child = None
+        self.sock.sendall(wire.pack({"op": "kill"}))
+        if not select.select([self.sock], [], [], 30)[0]:
+            raise RuntimeError("the sandbox did not kill a child within 30 s")
+        self.reader.read()
+
+    def close(self):
+        try:
+            self.sock.close()
+        finally:
+            self.process.kill()
+            self.process.wait()
+
+
+_EXCEPTIONS = {}
+
+
+def _exception(name, message):
+    """An exception of the named class: the builtin one, or a look-alike for the student's."""
+    from checks.common import CheckFailure
+    if name == "CheckFailure":
+        return CheckFailure(message)
+    cls = getattr(builtins, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        cls = _EXCEPTIONS.setdefault(name, type(str(name)[:100], (Exception,), {}))
+    try:
+        return cls(message)
+    except Exception:
+        return Exception(f"{name}: {message}")
+
+
+class Child:
+    """One submission's process: every request waits at most its timeout."""
+
+    def __init__(self, sock, limits, zygote):
+        self.sock = sock
+        self.reader = wire.Reader(sock, int(limits.get("output_bytes", 256 * 2**20)))
+        self.zygote = zygote
+        self.timeout = float(limits.get("call_seconds", 60))
+        self.deadline = None  # the notebook's wall-clock limit, as time.monotonic()
+        self.stdout = []
+
+    def request(self, message, buffers=(), timeout=None, grad=False):
+        timeout = self.timeout if timeout is None else timeout
+        if self.deadline is not None:
+            timeout = min(timeout, self.deadline - time.monotonic())
+            if timeout <= 0:
+                raise SubmissionFault("timeout", "the notebook's time limit ran out")
+        try:
+            self.sock.sendall(wire.pack(message, buffers))
+            if not select.select([self.sock], [], [], timeout)[0]:
+                raise SubmissionFault("timeout", f"no answer within {timeout:.0f} s (an "
+                                                 "infinite loop, or far too slow)")
+            self.sock.settimeout(timeout)
+            reply, buffers = self.reader.read()
+        except (EOFError, ConnectionError, OSError) as error:
+            raise SubmissionFault("crash", "the student's process died (a crash, os._exit, "
+                                           f"or a memory or process limit): {error}") from None
+        except wire.ProtocolError as error:
+            raise SubmissionFault("protocol", str(error)) from None
+        if reply.get("stdout"):
+            self.stdout.append(str(reply["stdout"]))
+        if reply.get("error"):
+            error = reply["error"]
+            if not isinstance(error, dict):
+                raise SubmissionFault("protocol", "malformed error")
+            exception = _exception(str(error.get("error")), str(error.get("message", "")))
+            exception.student_traceback = str(reply.get("traceback", ""))
+            raise exception
+        try:
+            value = wire.Decoder(buffers, self._ref)(reply.get("value"))
+        except wire.ProtocolError as error:
+            raise SubmissionFault("protocol", str(error)) from None
+        return reply, value
+
+    def _ref(self, header):
+        if "error" in header:
+            return _exception(str(header["error"]), str(header.get("message", "")))
+        return RemoteRef(self, header)
+
+    def send_value(self, message, **values):
+        encoder = wire.Encoder(_local_ref)
+        for key, value in values.items():
+            message[key] = encoder(value)
+        return message, encoder.buffers
+
+    def run(self, source, name, timeout=None):
+        """Execute code in the student's namespace; raises what it raised."""
+        self.request({"op": "run", "source": source, "name": name}, timeout=timeout)
+
+    def lookup(self, name):
+        return self.request({"op": "lookup", "name": name})[1]
+
+    def probe(self, function, *args, **kwargs):
+        """Run checks.<module>:<function> in the child on these arguments; plain data back."""
+        name = f"{function.__module__}:{function.__name__}"
+        message, buffers = self.send_value({"op": "probe", "function": name},
+                                           args=list(args), kwargs=kwargs)
+        return self.request(message, buffers)[1]
+
+
+def _local_ref(obj):
+    if isinstance(obj, RemoteRef):
+        return {"ref": obj._header["ref"]}
+    raise TypeError(f"cannot send a {type(obj).__name__} to the student's process")
+
+
+def _tensors(value):
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _tensors(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _tensors(v)
+
+
+def _replace(value, new):
+    """`value` with its tensors replaced, in order, by those of iterator `new`."""
+    if isinstance(value, torch.Tensor):
+        return next(new)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_replace(v, new) for v in value)
+    if isinstance(value, dict):
+        return {k: _replace(v, new) for k, v in value.items()}
+    return value
+
+
+class _Bridge(torch.autograd.Function):
+    """Joins a remote call's outputs to the grader's autograd graph; backward is remote."""
+
+    @staticmethod
+    def forward(ctx, link, *inputs):
+        ctx.link = link
+        return tuple(t.clone() for t in link["outputs"])
+
+    @staticmethod
+    def backward(ctx, *grads):
+        link = ctx.link
+        message, buffers = link["child"].send_value(
+            {"op": "backward", "call": link["call"]}, grads=list(grads))
+        _, result = link["child"].request(message, buffers)
+        if not isinstance(result, list) or len(result) != link["count"]:
+            raise RuntimeError("the student's process returned the wrong number of gradients")
+        shaped = []
+        for grad, source in zip(result, link["inputs"]):
+            if grad is not None and (grad.shape != source.shape or grad.dtype != source.dtype):
+                raise RuntimeError("the student's process returned a malformed gradient")
+            shaped.append(grad)
+        return (None, *shaped)
+
+
+def _forbidden():
+    """The torch functions that the checks' active forbid() blocks, as [path, label]."""
+    from checks import common
+    pairs = []
+    for mode in getattr(common, "ACTIVE_FORBIDS", []):
+        for function, label in mode.forbidden.items():
+            path = _torch_path(function)
+            if path:
+                pairs.append([path, label])
+    return pairs
+
+
+def _torch_path(function):
+    import torch.nn.functional as F
+    for prefix, namespace in (("torch.nn.functional", F), ("torch", torch)):
+        for name in dir(namespace):
+            if getattr(namespace, name, None) is function:
+                return f"{prefix}.{name}"
+    return None
+
+
+class RemoteRef:
+    """Stands for an object in the student's process: call it, read attributes, iterate."""
+
+    _is_remote = True  # how checks.common recognises it without importing the grader
+
+    def __init__(self, child, header):
+        object.__setattr__(self, "_child", child)
+        object.__setattr__(self, "_header", header)
+
+    @property
+    def remote_type(self):
+        return str(self._header.get("type", "object"))
+
+    @property
+    def remote_kind(self):
+        return str(self._header.get("kind", "object"))
+
+    def __getattr__(self, name):
+        if name.startswith("__") and name not in ("__name__", "__qualname__", "__doc__"):
+            raise AttributeError(name)
+        message = {"op": "getattr", "target": {"ref": self._header["ref"]}, "name": name}
+        try:
+            return self._child.request(message)[1]
+        except AttributeError as error:
+            raise AttributeError(str(error)) from None
+
+    def __setattr__(self, name, value):
+        raise AttributeError("objects of the student's process are read-only here")
+
+    def __iter__(self):
+        message = {"op": "list", "target": {"ref": self._header["ref"]}}
+        return iter(self._child.request(message)[1])
+
+    def __repr__(self):
+        message = {"op": "repr", "target": {"ref": self._header["ref"]}}
+        try:
+            return str(self._child.request(message)[1])
+        except Exception:
+            return f"<{self.remote_type} in the student's process>"
+
+    def __call__(self, *args, **kwargs):
+        grad_inputs = [t for t in _tensors((list(args), kwargs)) if t.requires_grad]
+        grad = bool(grad_inputs) and torch.is_grad_enabled()
+        message, buffers = self._child.send_value(
+            {"op": "call", "target": {"ref": self._header["ref"]}, "grad": grad,
+             "forbid": _forbidden()}, args=list(args), kwargs=kwargs)
+        reply, value = self._child.request(message, buffers)
+        if not grad or "call" not in reply:
+            return value
+        header_flags = [t for t in _header_tensors(reply.get("value"))]
+        outputs = [t for t, flag in zip(_tensors(value), header_flags) if flag]
+        if not outputs:
+            return value
+        link = {"child": self._child, "call": reply["call"], "outputs": outputs,
+                "inputs": grad_inputs, "count": len(grad_inputs)}
+        attached = iter(_Bridge.apply(link, *grad_inputs))
+        flags = iter(header_flags)
+        return _replace(value, (next(attached) if next(flags) else t
+                                for t in _tensors(value)))
+
+
+def _header_tensors(header):
+    """requires_grad flags of the tensors in an encoded value, in order."""
+    if isinstance(header, dict):
+        if "tensor" in header:
+            yield bool(header.get("requires_grad"))
+            return
+        for key in ("tuple", "list"):
+            if key in header:
+                for v in header[key]:
+                    yield from _header_tensors(v)
+                return
+        if "dict" in header:
+            for v in header["dict"].values():
+                yield from _header_tensors(v)
+    elif isinstance(header, list):
+        for v in header:
+            yield from _header_tensors(v)
+
+
+class RemoteNamespace(dict):
+    """Locals for running a test cell in the grader: the student's names come from the child."""
+
+    def __init__(self, child, trusted):
+        super().__init__()
+        self.child = child
+        self.trusted = trusted
+
+    def __getitem__(self, name):
+        if dict.__contains__(self, name):
+            return dict.__getitem__(self, name)
+        if name in self.trusted or hasattr(builtins, name):
+            raise KeyError(name)
+        try:
+            value = self.child.lookup(name)
+        except NameError:
+            raise KeyError(name) from None
+        dict.__setitem__(self, name, value)
+        return value

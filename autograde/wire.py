@@ -1,0 +1,216 @@
+"""The message format between the grader and a student's process: JSON plus raw bytes.
+
+Nothing that crosses from the student's process is unpickled: a message is one JSON
+header followed by the raw bytes of the tensors it names, each checked against its
+declared dtype and shape. A student who controls their process can send wrong numbers,
+never code.
+
+Frame: 4-byte big-endian header length, the JSON header, then for each buffer an 8-byte
+length and the bytes. Values inside the header:
+    null, bools, ints, strings, lists     themselves
+    float                                 {"float": "nan" | "inf" | "-inf" | repr}
+    tuple / list / dict (str keys)        {"tuple": [...]} / {"list": [...]} / {"dict": {...}}
+    torch.Tensor                          {"tensor": i, "dtype": "float32", "shape": [...],
+                                           "requires_grad": bool, "storage": int}
+    torch.dtype / torch.device            {"dtype": "float64"} / {"device": "cpu"}
+    an object left on the other side      {"ref": id, "type": "ClassName", "kind": ...}
+    an exception                          {"error": "ValueError", "message": "..."}
+"""
+import json
+import math
+import struct
+
+import torch
+
+DTYPES = {name: getattr(torch, name) for name in (
+    "float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8",
+    "uint8", "bool", "complex64", "complex128")}
+DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
+
+MAX_HEADER = 16 * 2**20
+
+
+class ProtocolError(Exception):
+    """A malformed message: the other side broke the format (or is lying about it)."""
+
+
+def _float(x):
+    if math.isnan(x):
+        return {"float": "nan"}
+    if math.isinf(x):
+        return {"float": "inf" if x > 0 else "-inf"}
+    return {"float": repr(x)}
+
+
+class Encoder:
+    """Turns a value into (header, buffers); `ref` decides what to do with other objects."""
+
+    def __init__(self, ref):
+        self.ref = ref
+        self.buffers = []
+
+    def __call__(self, value):
+        if value is None or isinstance(value, (bool, str)):
+            return value
+        if isinstance(value, int):
+            return value if abs(value) < 2**62 else {"bigint": str(value)}
+        if isinstance(value, float):
+            return _float(value)
+        if isinstance(value, torch.Tensor):
+            return self.tensor(value)
+        if isinstance(value, torch.dtype):
+            return {"dtype": DTYPE_NAMES.get(value, str(value))}
+        if isinstance(value, torch.device):
+            return {"device": str(value)}
+        if isinstance(value, torch.Size):
+            return {"tuple": [int(n) for n in value]}
+        if type(value) is tuple:
+            return {"tuple": [self(v) for v in value]}
+        if type(value) is list:
+            return {"list": [self(v) for v in value]}
+        if type(value) is dict and all(type(k) is str for k in value):
+            return {"dict": {k: self(v) for k, v in value.items()}}
+        if isinstance(value, BaseException):
+            return error_value(value)
+        return self.ref(value)
+
+    def tensor(self, t):
+        t = t.detach()
+        if t.dtype not in DTYPE_NAMES:
+            raise TypeError(f"cannot send a tensor of dtype {t.dtype}")
+        if t.device.type != "cpu":
+            t = t.cpu()
+        flat = t.contiguous().reshape(-1)
+        data = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
+        self.buffers.append(data)
+        try:
+            storage = t.untyped_storage().data_ptr()
+        except Exception:
+            storage = 0
+        return {"tensor": len(self.buffers) - 1, "dtype": DTYPE_NAMES[t.dtype],
+                "shape": list(t.shape), "requires_grad": bool(getattr(t, "requires_grad", False)),
+                "storage": storage}
+
+
+def error_value(error):
+    return {"error": type(error).__name__, "message": str(error)[:20000]}
+
+
+class Decoder:
+    """Turns a header back into values; `ref(header)` makes the stand-in for a remote object."""
+
+    def __init__(self, buffers, ref, grad=False):
+        self.buffers = buffers
+        self.ref = ref
+        self.grad = grad  # honour "requires_grad" (the student's side, for autograd calls)
+
+    def __call__(self, value):
+        if value is None or isinstance(value, (bool, str)):
+            return value
+        if isinstance(value, int):
+            return value
+        if isinstance(value, list):
+            return [self(v) for v in value]
+        if not isinstance(value, dict) or len(value) == 0:
+            raise ProtocolError(f"unexpected value {str(value)[:80]!r}")
+        if "float" in value:
+            return float(value["float"])
+        if "bigint" in value:
+            return int(value["bigint"])
+        if "tuple" in value:
+            return tuple(self(v) for v in _list(value["tuple"]))
+        if "list" in value:
+            return [self(v) for v in _list(value["list"])]
+        if "dict" in value:
+            items = value["dict"]
+            if not isinstance(items, dict):
+                raise ProtocolError("dict payload is not an object")
+            return {str(k): self(v) for k, v in items.items()}
+        if "tensor" in value:
+            return self.tensor(value)
+        if "dtype" in value:
+            if value["dtype"] not in DTYPES:
+                raise ProtocolError(f"unknown dtype {value['dtype']!r}")
+            return DTYPES[value["dtype"]]
+        if "device" in value:
+            return torch.device(str(value["device"]))
+        if "ref" in value or "error" in value:
+            return self.ref(value)
+        raise ProtocolError(f"unknown value kind {sorted(value)[:3]}")
+
+    def tensor(self, value):
+        index, name, shape = value.get("tensor"), value.get("dtype"), value.get("shape")
+        if not isinstance(index, int) or not 0 <= index < len(self.buffers):
+            raise ProtocolError("tensor names a missing buffer")
+        if name not in DTYPES or not isinstance(shape, list) or not all(
+                isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 2**40 for n in shape):
+            raise ProtocolError(f"bad tensor header {str(value)[:120]}")
+        dtype = DTYPES[name]
+        data = self.buffers[index]
+        numel = math.prod(shape)
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        if len(data) != numel * itemsize:
+            raise ProtocolError(f"tensor of shape {shape} and dtype {name} needs "
+                                f"{numel * itemsize} bytes, got {len(data)}")
+        if numel == 0:
+            tensor = torch.empty(shape, dtype=dtype)
+        else:
+            tensor = torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype).reshape(shape)
+        if self.grad and value.get("requires_grad") is True and tensor.is_floating_point():
+            tensor.requires_grad_()
+        return tensor
+
+
+def _list(value):
+    if not isinstance(value, list):
+        raise ProtocolError("expected a list")
+    return value
+
+
+def pack(message, buffers=()):
+    """Bytes of one frame: the JSON header `message` and its `buffers`."""
+    header = json.dumps(message, allow_nan=False).encode()
+    parts = [struct.pack(">I", len(header)), header, struct.pack(">I", len(buffers))]
+    for data in buffers:
+        parts += [struct.pack(">Q", len(data)), data]
+    return b"".join(parts)
+
+
+class Reader:
+    """Reads frames from a blocking socket, refusing anything above `max_bytes` in all."""
+
+    def __init__(self, sock, max_bytes):
+        self.sock = sock
+        self.max_bytes = max_bytes
+
+    def exact(self, n):
+        chunks, left = [], n
+        while left:
+            chunk = self.sock.recv(min(left, 1 << 20))
+            if not chunk:
+                raise EOFError("the student's process closed the connection")
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+    def read(self):
+        (size,) = struct.unpack(">I", self.exact(4))
+        if size > MAX_HEADER:
+            raise ProtocolError(f"message header of {size} bytes")
+        try:
+            message = json.loads(self.exact(size))
+        except ValueError as error:
+            raise ProtocolError(f"message header is not JSON: {error}") from None
+        (count,) = struct.unpack(">I", self.exact(4))
+        if count > 100_000:
+            raise ProtocolError(f"{count} buffers")
+        buffers, total = [], size
+        for _ in range(count):
+            (n,) = struct.unpack(">Q", self.exact(8))
+            total += n
+            if total > self.max_bytes:
+                raise ProtocolError(f"a reply of more than {self.max_bytes} bytes (output limit)")
+            buffers.append(self.exact(n))
+        if not isinstance(message, dict):
+            raise ProtocolError("message is not an object")
+        return message, buffers
