@@ -75,13 +75,18 @@ class Assignment:
         checks = _check_imports(nb)
         for test in tests:
             test.names = checks
-        return cls(path.parent.name, path.stem, solution_ids, tests, kernel,
+        return cls(path.stem, path.stem, solution_ids, tests, kernel,
                    fingerprint=hashlib.sha256(raw).hexdigest())
 
 
 def _check_imports(nb):
     """{alias: module} for the source notebook's `from checks import X as alias` lines."""
     import importlib
+    import sys
+
+    from autograde.course import CHAPTERS
+    if str(CHAPTERS) not in sys.path:  # the course's own checks, never a submitted copy
+        sys.path.insert(0, str(CHAPTERS))
     names = {}
     for cell in nb["cells"]:
         if cell["cell_type"] != "code":
@@ -161,11 +166,11 @@ def _is_constant(node):
 
 
 def definitions(source, transform):
-    """The imports, definitions and constant assignments of a cell, as source."""
+    """[(line, source)] of the imports, definitions and constant assignments of a cell."""
     try:
         tree = ast.parse(transform(source))
     except SyntaxError:
-        return ""
+        return []
     kept = []
     for node in tree.body:
         if isinstance(node, _KEPT):
@@ -173,7 +178,7 @@ def definitions(source, transform):
         elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None \
                 and _is_constant(node.value):
             kept.append(node)
-    return "\n".join(ast.unparse(node) for node in kept)
+    return [(node.lineno, ast.unparse(node)) for node in kept]
 
 
 def plan(nb, assignment, transform):
@@ -190,9 +195,9 @@ def plan(nb, assignment, transform):
             seen.add(grade_id)
             steps.append((f"cell {grade_id}", _source(cell), True))
         elif not meta.get("grade"):
-            kept = definitions(_source(cell), transform)
-            if kept:
-                steps.append((f"cell {index + 1}", kept, False))
+            # one statement at a time, so that one failing import loses nothing else
+            for line, statement in definitions(_source(cell), transform):
+                steps.append((f"cell {index + 1}, line {line}", statement, False))
     return steps
 
 
@@ -275,6 +280,7 @@ class Grader:
                 skip.add(label)
                 raise
             except Exception as error:
+                # a failing given statement is usually a skipped demonstration's fault
                 if is_solution:
                     problems.append({"cell": label, "kind": "error",
                                      "message": _failure_text(error)})
@@ -326,12 +332,14 @@ class Grader:
 
     def _run_test(self, test, child):
         """Run one test cell here; returns what it printed, raises what it raised."""
-        namespace = RemoteNamespace(child, self.trusted)
+        trusted = dict(self.trusted, **test.names)
+        # names defined here (the checks, torch) never resolve in the student's process
+        namespace = RemoteNamespace(child, trusted)
         printed = io.StringIO()
         code = compile(test.source, f"<test {test.grade_id}>", "exec")
         with contextlib.redirect_stdout(printed), torch.random.fork_rng():
             torch.manual_seed(0)
-            exec(code, dict(self.trusted, **test.names), namespace)
+            exec(code, trusted, namespace)
         return printed.getvalue()
 
 

@@ -54,9 +54,17 @@ def _bwrap_command(bwrap, release_dir, fd):
             "--chdir", "/tmp"]
     if os.getuid() != 0:
         args.insert(1, "--unshare-user")
+    made = {Path("/"), Path("/usr"), Path("/tmp")}
     for path in sorted(binds):
-        if not str(path).startswith("/usr/"):
-            args += ["--ro-bind", str(path), str(path)]
+        if str(path).startswith("/usr/"):
+            continue
+        # bwrap would create the missing parents (e.g. /root) as 0700, closed to the
+        # unprivileged uid that runs the student's code
+        for parent in reversed(path.parents):
+            if parent not in made:
+                args += ["--perms", "0755", "--dir", str(parent)]
+                made.add(parent)
+        args += ["--ro-bind", str(path), str(path)]
     args += ["--", sys.executable, "-m", "autograde.sandbox", str(fd)]
     return args
 

@@ -64,11 +64,11 @@ class Encoder:
             return {"device": str(value)}
         if isinstance(value, torch.Size):
             return {"tuple": [int(n) for n in value]}
-        if type(value) is tuple:
+        if isinstance(value, tuple):  # named tuples arrive as plain tuples
             return {"tuple": [self(v) for v in value]}
         if type(value) is list:
             return {"list": [self(v) for v in value]}
-        if type(value) is dict and all(type(k) is str for k in value):
+        if isinstance(value, dict) and all(type(k) is str for k in value):
             return {"dict": {k: self(v) for k, v in value.items()}}
         if isinstance(value, BaseException):
             return error_value(value)

@@ -6,7 +6,6 @@ grades every CORRECT submission and the first NBGRADER_BUGS bugs of each chapter
 test_checks_* files run every bug through the same test cells in seconds. Set
 COURSE_NBGRADER_ALL=1 to autograde the whole catalogue.
 """
-import importlib
 import json
 import os
 import subprocess
@@ -17,37 +16,13 @@ from pathlib import Path
 import pytest
 
 from autograde import course
-from tests.submissions import fill_submission, grade_id
+from tests.submissions import catalogue, catalogue_submissions, grade_id
 
-TOPICS = {a: a.split("_", 1)[1] for a in course.assignments()}
 NBGRADER_BUGS = None if os.environ.get("COURSE_NBGRADER_ALL") == "1" else 3
 
 
-def catalogue(assignment):
-    try:
-        return importlib.import_module(f"tests.submissions.{TOPICS[assignment]}")
-    except ModuleNotFoundError:
-        return None
-
-
 def submissions(assignment, source_nb, student_nb):
-    """{student_id: (notebook, {test grade_id: expected to pass})}."""
-    tests = [grade_id(c) for c in source_nb["cells"]
-             if c.get("metadata", {}).get("nbgrader", {}).get("grade")]
-    subs = {
-        "reference": (fill_submission(source_nb, student_nb, {}), dict.fromkeys(tests, True)),
-        "blank": (student_nb, dict.fromkeys(tests, False)),
-    }
-    cat = catalogue(assignment)
-    for name, cells in getattr(cat, "CORRECT", {}).items():
-        subs[f"correct_{name}"] = (fill_submission(source_nb, student_nb, cells),
-                                   dict.fromkeys(tests, True))
-    for name, bug in list(getattr(cat, "BUGS", {}).items())[:NBGRADER_BUGS]:
-        unknown = set(bug.fails) - set(tests)
-        assert not unknown, f"{assignment} bug {name} names unknown tests {unknown}"
-        subs[f"bug_{name}"] = (fill_submission(source_nb, student_nb, bug.cells),
-                               {t: t not in bug.fails for t in tests})
-    return subs
+    return catalogue_submissions(assignment, source_nb, student_nb, NBGRADER_BUGS)
 
 
 def autograde(course_dir, assignment):

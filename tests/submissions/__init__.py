@@ -10,6 +10,7 @@ the code given here for the named cells, with the reference solution for the oth
 that a bug costs only the points of the tests that exercise it.
 """
 import copy
+import importlib
 import re
 from dataclasses import dataclass, field
 
@@ -47,3 +48,32 @@ def fill_submission(source_nb, student_nb, cells):
         if gid in reference:
             cell["source"] = cells.get(gid, reference[gid])
     return submission
+
+
+def catalogue(assignment):
+    """The catalogue module of chapter `assignment` ("01_attention" -> .attention), or None."""
+    try:
+        return importlib.import_module(f"tests.submissions.{assignment.split('_', 1)[1]}")
+    except ModuleNotFoundError:
+        return None
+
+
+def catalogue_submissions(assignment, source_nb, student_nb, max_bugs=None):
+    """{student_id: (notebook, {test grade_id: expected to pass})}: the reference, the blank
+    student version, every correct alternative and the first `max_bugs` bugs (all: None)."""
+    tests = [grade_id(c) for c in source_nb["cells"]
+             if c.get("metadata", {}).get("nbgrader", {}).get("grade")]
+    subs = {
+        "reference": (fill_submission(source_nb, student_nb, {}), dict.fromkeys(tests, True)),
+        "blank": (student_nb, dict.fromkeys(tests, False)),
+    }
+    cat = catalogue(assignment)
+    for name, cells in getattr(cat, "CORRECT", {}).items():
+        subs[f"correct_{name}"] = (fill_submission(source_nb, student_nb, cells),
+                                   dict.fromkeys(tests, True))
+    for name, bug in list(getattr(cat, "BUGS", {}).items())[:max_bugs]:
+        unknown = set(bug.fails) - set(tests)
+        assert not unknown, f"{assignment} bug {name} names unknown tests {unknown}"
+        subs[f"bug_{name}"] = (fill_submission(source_nb, student_nb, bug.cells),
+                               {t: t not in bug.fails for t in tests})
+    return subs

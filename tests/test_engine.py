@@ -1,0 +1,69 @@
+"""The default grading engine on the whole catalogue: every correct alternative gets full
+marks, every bug loses exactly its tests, with the diagnosis the catalogue names.
+
+The student's code runs in the sandbox (bwrap when installed), the checks here; this is
+the same verdict as the notebook's own test cells (tests/test_checks_*) and as nbgrader
+(tests/test_nbgrader.py), reached without executing the notebooks' demonstrations.
+"""
+import json
+import re
+
+import pytest
+
+from autograde import course
+from autograde.engine import Assignment, Grader, trusted_namespace
+from autograde.remote import Zygote
+from tests.submissions import catalogue, catalogue_submissions
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory):
+    course_dir = tmp_path_factory.mktemp("course")
+    course.release(course_dir)
+    return course_dir
+
+
+@pytest.fixture(scope="module")
+def grader(released):
+    zygote = Zygote(released / "release", slot=0)
+    yield Grader(zygote, trusted_namespace())
+    zygote.close()
+
+
+def graded_catalogue(released, grader, assignment, tmp_path):
+    notebook = f"{assignment}.ipynb"
+    source_nb = json.loads((released / "source" / assignment / notebook).read_text())
+    student_nb = json.loads((released / "release" / assignment / notebook).read_text())
+    spec = Assignment.from_source(released / "source" / assignment / notebook)
+    results = {}
+    for student, (nb, expected) in catalogue_submissions(assignment, source_nb,
+                                                         student_nb).items():
+        path = tmp_path / f"{student}.ipynb"
+        path.write_text(json.dumps(nb))
+        results[student] = (grader.grade(spec, path, student), expected)
+    return results
+
+
+@pytest.mark.parametrize("assignment", course.assignments())
+def test_catalogue_verdicts(released, grader, assignment, tmp_path):
+    bugs = getattr(catalogue(assignment), "BUGS", {})
+    wrong = []
+    for student, (result, expected) in graded_catalogue(released, grader, assignment,
+                                                        tmp_path).items():
+        assert result.status == "graded", f"{student}: {result.error}"
+        by_id = {t.grade_id: t for t in result.tests}
+        assert set(by_id) == set(expected)
+        for test, should_pass in expected.items():
+            outcome = by_id[test]
+            if outcome.passed != should_pass:
+                wrong.append(f"{student}: {test} {outcome.status}, expected "
+                             f"{'pass' if should_pass else 'fail'}: {outcome.message[:300]}")
+            elif should_pass and "\u2714" not in outcome.output:
+                wrong.append(f"{student}: {test} passed without printing its check marks")
+        name = student.removeprefix("bug_")
+        if student.startswith("bug_") and bugs[name].diagnosis:
+            first = next(t for t in result.tests if not t.passed)
+            if not re.search(bugs[name].diagnosis, first.message, re.S):
+                wrong.append(f"{student}: diagnosis {bugs[name].diagnosis!r} not in "
+                             f"{first.message[:300]!r}")
+    assert not wrong, "\n".join(wrong)
