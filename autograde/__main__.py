@@ -1,4 +1,11 @@
-"""python -m autograde release [--course-dir DIR] [--zip DIR] [ASSIGNMENT ...]"""
+"""The instructor's commands, run from the course directory (default: the current one).
+
+  python -m autograde release  [ASSIGNMENT ...]   student versions into release/ (nbgrader)
+  python -m autograde grade    [ASSIGNMENT ...]   grade submitted/ into the gradebook,
+                                                  grades.csv and tests.csv
+  python -m autograde feedback [ASSIGNMENT ...]   feedback/<student>/<assignment>.html
+  python -m autograde report   [ASSIGNMENT ...]   report.md and report.png for the class
+"""
 import argparse
 import shutil
 import sys
@@ -7,25 +14,88 @@ from pathlib import Path
 from . import course
 
 
+def _common(parser):
+    parser.add_argument("assignments", nargs="*", help="default: every chapter")
+    parser.add_argument("--course-dir", default=".", help="nbgrader course root (default: .)")
+    parser.add_argument("--db", default=None,
+                        help="gradebook URL, e.g. postgresql://... (default: sqlite gradebook.db)")
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m autograde", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m autograde", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     rel = commands.add_parser("release", help="build student versions with nbgrader into release/")
-    rel.add_argument("assignments", nargs="*", help="default: every chapter")
-    rel.add_argument("--course-dir", default=".", help="nbgrader course root (default: .)")
-    rel.add_argument("--db", default=None, help="gradebook URL (default: sqlite gradebook.db)")
+    _common(rel)
     rel.add_argument("--zip", default=None, metavar="DIR",
                      help="also write DIR/<assignment>.zip of each student version")
+    grade = commands.add_parser("grade", help="grade every submission in submitted/")
+    _common(grade)
+    grade.add_argument("--engine", choices=["sandbox", "nbgrader"], default="sandbox",
+                       help="sandbox: ours, parallel and isolated (default); nbgrader: plain "
+                            "`nbgrader autograde`")
+    grade.add_argument("--student", action="append", default=None,
+                       help="only this student (repeatable)")
+    grade.add_argument("--jobs", type=int, default=None, help="parallel workers (default: CPUs)")
+    grade.add_argument("--restart", action="store_true",
+                       help="grade everything again instead of resuming")
+    grade.add_argument("--call-seconds", type=float, default=None,
+                       help="time limit of each test cell (default 60)")
+    grade.add_argument("--notebook-seconds", type=float, default=None,
+                       help="time limit of each notebook (default 300)")
+    grade.add_argument("--memory-mb", type=int, default=None,
+                       help="memory each submission may allocate (default 2048)")
+    grade.add_argument("--no-progress", action="store_true", help="no progress bar")
+    feedback = commands.add_parser("feedback", help="per-student feedback from the last grading")
+    _common(feedback)
+    report = commands.add_parser("report", help="class summary from the last grading")
+    _common(report)
     args = parser.parse_args(argv)
+    assignments = args.assignments or None
+    course_dir = Path(args.course_dir)
+
     if args.command == "release":
-        for assignment, folder in course.release(args.course_dir, args.assignments or None,
-                                                 args.db).items():
+        for assignment, folder in course.release(course_dir, assignments, args.db).items():
             print(f"{assignment}: {folder}")
             if args.zip:
                 Path(args.zip).mkdir(parents=True, exist_ok=True)
                 archive = shutil.make_archive(str(Path(args.zip) / assignment), "zip",
                                               folder.parent, assignment)
                 print(f"{assignment}: {archive}")
+        return 0
+
+    from . import batch, exports
+    if args.command == "grade":
+        if args.engine == "nbgrader":
+            results = batch.grade_with_nbgrader(course_dir, assignments, args.student, args.db)
+        else:
+            limits = {key: value for key, value in (
+                ("call_seconds", args.call_seconds), ("notebook_seconds", args.notebook_seconds),
+                ("memory_bytes", args.memory_mb and args.memory_mb * 2**20)) if value}
+            batch.grade(course_dir, assignments, args.student, args.jobs,
+                        resume=not args.restart, limits=limits, db_url=args.db,
+                        progress=not args.no_progress)
+            results = batch.load_results(course_dir, assignments)
+        grades = exports.export_grades(course_dir, course_dir / "grades.csv", args.db)
+        tests = exports.export_tests(results, course_dir / "tests.csv")
+        errors = [r for r in results.values() if r.status != "graded"]
+        for result in errors:
+            print(f"ERROR {result.student}/{result.assignment}: {result.error}", file=sys.stderr)
+        print(f"{len(results)} notebooks; {len(errors)} could not be graded. "
+              f"Wrote {grades} and {tests}.")
+        return 0
+    results = batch.load_results(course_dir, assignments)
+    if not results:
+        print("no results: run `python -m autograde grade` first", file=sys.stderr)
+        return 1
+    if args.command == "feedback":
+        from .feedback import write_feedback
+        for path in write_feedback(course_dir, results):
+            print(path)
+        return 0
+    from .report import write_report
+    for path in write_report(course_dir, results):
+        print(path)
     return 0
 
 

@@ -1,0 +1,86 @@
+"""The CSV files for an LMS: grades.csv as `nbgrader export` writes it, and tests.csv."""
+import csv
+from pathlib import Path
+
+TEST_COLUMNS = ["student_id", "assignment", "test", "points", "max_points", "status",
+                "diagnosis"]
+
+
+def export_grades(course_dir, path, db_url=None):
+    """grades.csv with nbgrader export's columns: one row per student and assignment."""
+    from nbgrader.api import Gradebook
+    from nbgrader.plugins import CsvExportPlugin
+
+    from autograde.course import nbgrader_api
+    db_url = db_url or nbgrader_api(course_dir).coursedir.db_url
+    with Gradebook(db_url) as gradebook:
+        CsvExportPlugin(to=str(path)).export(gradebook)
+    return Path(path)
+
+
+def export_tests(results, path):
+    """tests.csv: one row per student, assignment and test cell, with the diagnosis."""
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(TEST_COLUMNS)
+        for (student, assignment), result in sorted(results.items()):
+            for test in result.tests:
+                writer.writerow([student, assignment, test.grade_id, test.points,
+                                 test.max_points, test.status,
+                                 first_line(test.message) if not test.passed else ""])
+    return Path(path)
+
+
+def first_line(message):
+    return (message or "").strip().splitlines()[0][:500] if (message or "").strip() else ""
+
+
+def results_from_gradebook(course_dir, assignments, db_url=None):
+    """NotebookResults rebuilt from the gradebook (for grading done by plain nbgrader)."""
+    import json
+
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from autograde.course import nbgrader_api
+    from autograde.engine import NotebookResult, TestResult
+    course_dir = Path(course_dir)
+    db_url = db_url or nbgrader_api(course_dir).coursedir.db_url
+    results = {}
+    with Gradebook(db_url) as gradebook:
+        for assignment in assignments:
+            for student in gradebook.students:
+                try:
+                    nb = gradebook.find_submission_notebook(assignment, assignment, student.id)
+                except MissingEntry:
+                    continue
+                errors = _errors(course_dir / "autograded" / student.id / assignment
+                                 / f"{assignment}.ipynb")
+                result = NotebookResult(student.id, assignment, assignment, "graded")
+                for grade in nb.grades:
+                    if grade.cell.cell_type != "code":
+                        continue
+                    passed = grade.score == grade.max_score
+                    result.tests.append(TestResult(
+                        grade.name, float(grade.score or 0), float(grade.max_score),
+                        "passed" if passed else "failed",
+                        "" if passed else errors.get(grade.name, "failed")))
+                results[(student.id, assignment)] = result
+    return results
+
+
+def _errors(path):
+    """{grade_id: "Error: message"} from an autograded notebook's error outputs."""
+    import json
+    try:
+        nb = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+    found = {}
+    for cell in nb.get("cells", []):
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                found[grade_id] = f"{output.get('ename')}: {output.get('evalue')}"
+            elif output.get("output_type") == "stream" and output.get("name") == "stderr":
+                found.setdefault(grade_id, "wrote to stderr: " + "".join(output.get("text", ""))[:300])
+    return found
