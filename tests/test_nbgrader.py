@@ -8,6 +8,7 @@ COURSE_NBGRADER_ALL=1 to autograde the whole catalogue.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from autograde import course
+from autograde import batch, course
 from tests.submissions import catalogue, catalogue_submissions, grade_id
 
 NBGRADER_BUGS = None if os.environ.get("COURSE_NBGRADER_ALL") == "1" else 3
@@ -34,6 +35,18 @@ def autograde(course_dir, assignment):
     assert result.returncode == 0, result.stderr[-3000:]
 
 
+def gradebook_scores(course_dir, assignment, students):
+    """{student: {test grade_id: (score, max_score)}} as recorded in the gradebook."""
+    from nbgrader.api import Gradebook
+    scores = {}
+    with Gradebook(f"sqlite:///{course_dir / 'gradebook.db'}") as gb:
+        for student in students:
+            nb = gb.find_submission_notebook(assignment, assignment, student)
+            scores[student] = {g.name: (g.score, g.max_score) for g in nb.grades
+                               if g.cell.cell_type == "code"}
+    return scores
+
+
 @pytest.fixture(scope="session")
 def graded(tmp_path_factory):
     """Release and autograde every chapter (each in its own course dir, two at a time)."""
@@ -49,14 +62,14 @@ def graded(tmp_path_factory):
             target.mkdir(parents=True)
             (target / notebook).write_text(json.dumps(nb))
         autograde(course_dir, assignment)
-        from nbgrader.api import Gradebook
-        scores = {}
-        with Gradebook(f"sqlite:///{course_dir / 'gradebook.db'}") as gb:
-            for student in subs:
-                nb = gb.find_submission_notebook(assignment, assignment, student)
-                scores[student] = {g.name: (g.score, g.max_score) for g in nb.grades
-                                   if g.cell.cell_type == "code"}
-        return assignment, dict(source=source_nb, student=student_nb, subs=subs, scores=scores)
+        # the same submissions through our engine, into a gradebook of its own
+        ours_dir = tmp_path_factory.mktemp(f"{assignment}_engine")
+        course.release(ours_dir, [assignment])
+        shutil.copytree(course_dir / "submitted", ours_dir / "submitted")
+        batch.grade(ours_dir, [assignment], jobs=1, progress=False, log=lambda *a: None)
+        return assignment, dict(source=source_nb, student=student_nb, subs=subs,
+                                scores=gradebook_scores(course_dir, assignment, subs),
+                                engine_scores=gradebook_scores(ours_dir, assignment, subs))
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         return dict(pool.map(grade_chapter, course.assignments()))
@@ -92,6 +105,14 @@ def test_grades_match_expectations(graded, assignment):
                 wrong.append(f"{student}: {test} scored {score}/{max_score}, "
                              f"expected {'full' if should_pass else 'zero'}")
     assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("assignment", course.assignments())
+def test_engine_records_the_same_scores_as_nbgrader(graded, assignment):
+    """Our engine, recording through nbgrader's Autograde, gives every test cell of every
+    honest submission the score that `nbgrader autograde` gives it."""
+    info = graded[assignment]
+    assert info["engine_scores"] == info["scores"]
 
 
 def test_catalogue_size():
