@@ -106,6 +106,8 @@ class Zygote:
         """A fresh child for one submission of `assignment` (a Child)."""
         self.kill()
         limits = dict(limits)
+        # CPU time backs up the wall-clock limits the grader enforces
+        limits.setdefault("cpu_seconds", int(limits.get("notebook_seconds", 300)) + 30)
         if self.sandbox == "bwrap":
             limits.setdefault("uid", 61000 + self.slot)
         limits.setdefault("scratch", f"/tmp/autograde-{os.getpid()}-{self.slot}")
