@@ -195,6 +195,22 @@ def definitions(source, transform):
     return [(node.lineno, ast.unparse(node)) for node in kept]
 
 
+def statements(source, transform):
+    """[(first line, source)] of each top-level statement, padded to keep line numbers."""
+    code = transform(source)
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return [(1, code)]  # run whole, so that the student sees Python's own message
+    lines = code.splitlines()
+    found = []
+    for node in tree.body:
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        text = "\n".join(lines[first - 1:node.end_lineno])
+        found.append((first, "\n" * (first - 1) + text))
+    return found
+
+
 def plan(nb, assignment, transform):
     """[(label, source, is_solution)] to run in the student's process, in notebook order."""
     wanted = set(assignment.solution_ids)
@@ -207,7 +223,10 @@ def plan(nb, assignment, transform):
         if meta.get("solution") and not meta.get("grade") and grade_id in wanted \
                 and grade_id not in seen:
             seen.add(grade_id)
-            steps.append((f"cell {grade_id}", _source(cell), True))
+            # statement by statement: a line that needs a skipped demonstration's data
+            # must not take the definitions after it down with it
+            for line, statement in statements(_source(cell), transform):
+                steps.append((f"cell {grade_id}, line {line}", statement, True))
         elif not meta.get("grade"):
             # one statement at a time, so that one failing import loses nothing else
             for line, statement in definitions(_source(cell), transform):

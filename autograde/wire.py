@@ -75,6 +75,7 @@ class Encoder:
         return self.ref(value)
 
     def tensor(self, t):
+        requires_grad = bool(t.requires_grad)
         t = t.detach()
         if t.dtype not in DTYPE_NAMES:
             raise TypeError(f"cannot send a tensor of dtype {t.dtype}")
@@ -88,7 +89,7 @@ class Encoder:
         except Exception:
             storage = 0
         return {"tensor": len(self.buffers) - 1, "dtype": DTYPE_NAMES[t.dtype],
-                "shape": list(t.shape), "requires_grad": bool(getattr(t, "requires_grad", False)),
+                "shape": list(t.shape), "requires_grad": requires_grad,
                 "storage": storage}
 
 
