@@ -114,10 +114,11 @@ class Decoder:
             return [self(v) for v in value]
         if not isinstance(value, dict) or len(value) == 0:
             raise ProtocolError(f"unexpected value {str(value)[:80]!r}")
-        if "float" in value:
-            return float(value["float"])
-        if "bigint" in value:
-            return int(value["bigint"])
+        if "float" in value or "bigint" in value:
+            try:
+                return float(value["float"]) if "float" in value else int(value["bigint"])
+            except (TypeError, ValueError):
+                raise ProtocolError(f"bad number {str(value)[:80]}") from None
         if "tuple" in value:
             return tuple(self(v) for v in _list(value["tuple"]))
         if "list" in value:
