@@ -13,6 +13,7 @@ import ctypes
 import importlib
 import os
 import resource
+import shutil
 import signal
 import socket
 import sys
@@ -350,7 +351,7 @@ def zygote(fd):
     control.sendall(wire.pack({"ready": True, "pid": os.getpid(), "uid": os.getuid(),
                                "course": course}))
     reader = wire.Reader(control, 2**20)
-    child, uid = None, None
+    child, uid, scratch = None, None, None
     while True:
         try:
             message, _ = reader.read()
@@ -359,13 +360,13 @@ def zygote(fd):
         if message.get("op") == "spawn":
             limits = message.get("limits") or {}
             uid = limits.get("uid") if os.getuid() == 0 else None
+            scratch = limits.get("scratch", "/tmp/autograde-scratch")
             ours, theirs = socket.socketpair()
             pid = os.fork()
             if pid == 0:
                 control.close()
                 ours.close()
                 try:
-                    scratch = limits.get("scratch", "/tmp")
                     os.makedirs(scratch, exist_ok=True)
                     if uid is not None:
                         os.chown(scratch, uid, uid)
@@ -391,6 +392,8 @@ def zygote(fd):
                 except OSError:
                     pass
             _sweep(uid, keep={os.getpid(), os.getppid()})
+            if scratch:  # nothing one submission wrote is there for the next one
+                shutil.rmtree(scratch, ignore_errors=True)
             status = None
             if child is not None:
                 try:
