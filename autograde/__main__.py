@@ -68,6 +68,7 @@ def main(argv=None):
     if args.command == "grade":
         if args.engine == "nbgrader":
             results = batch.grade_with_nbgrader(course_dir, assignments, args.student, args.db)
+            batch.save_results(course_dir, results)  # for `feedback` and `report`
         else:
             limits = {key: value for key, value in (
                 ("call_seconds", args.call_seconds), ("notebook_seconds", args.notebook_seconds),

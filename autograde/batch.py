@@ -195,6 +195,15 @@ def grade(course_dir=".", assignments=None, students=None, jobs=None, resume=Tru
     return results
 
 
+def save_results(course_dir, results):
+    """Keep results graded elsewhere (plain nbgrader) where `feedback` and `report` look.
+
+    They carry no fingerprint, so the default engine grades those notebooks again."""
+    for (student, assignment), result in results.items():
+        _save(result_path(course_dir, student, assignment),
+              dict(result.to_json(), fingerprint="", recorded=True))
+
+
 def load_results(course_dir, assignments=None):
     """Every saved result: {(student, assignment): NotebookResult}."""
     root = Path(course_dir) / RESULTS_DIR

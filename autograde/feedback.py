@@ -1,0 +1,227 @@
+"""Feedback for each student: feedback/<student>/<assignment>.html and a .md twin.
+
+Written from the grading results alone (autograde.engine.NotebookResult): the score, each
+test cell's points and status, its diagnosis or the check marks a passing check printed,
+the errors raised by the student's own cells, and why an ungradable submission could not
+be graded. Test source, hidden tests included, is never read here, so it cannot leak.
+
+A result with status "error" either could not be graded at all (every test says why) or
+was graded but not recorded in the gradebook: the latter keeps its tests' diagnoses.
+
+Everything taken from a result is treated as untrusted: diagnoses quote the student's
+code and values, so a message may hold "<script>". The HTML escapes all of it and uses no
+script or external asset (it opens offline, from a mail attachment or an LMS); the
+Markdown keeps it inside code fences, where neither HTML nor Markdown is interpreted.
+"""
+import html
+import re
+from pathlib import Path
+
+STATUS_LABELS = {
+    "passed": "passed",
+    "failed": "failed",
+    "timeout": "timed out",
+    "crash": "crashed",
+    "protocol": "grader error",
+    "error": "not graded",
+}
+# C0/C1 control characters other than tab and newline: a message is printed by the
+# student's code, and escape sequences in it could rewrite an instructor's terminal.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto;
+       padding: 0 1rem; color: #1a1a1a; line-height: 1.45; }
+h1 { font-size: 1.5rem; margin-bottom: .2rem; }
+.score { font-size: 1.25rem; margin: .5rem 0 1.5rem; }
+table { border-collapse: collapse; width: 100%; margin-bottom: 1.5rem; }
+th, td { border: 1px solid #ccc; padding: .4rem .6rem; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; }
+td.points { white-space: nowrap; }
+.passed { color: #126b21; font-weight: 600; }
+.failed, .timeout, .crash, .protocol, .error { color: #a11d1d; font-weight: 600; }
+pre { white-space: pre-wrap; word-break: break-word; margin: 0; font-size: .9em;
+      background: #f7f7f7; padding: .4rem; border-radius: 3px; }
+.box { border: 2px solid #a11d1d; background: #fff4f4; padding: .6rem 1rem; margin-bottom: 1.5rem; }
+"""
+
+
+def clean(text):
+    """`text` as a str without terminal control characters (tab and newline kept)."""
+    return _CONTROL.sub("", str(text or ""))
+
+
+def number(value):
+    """2.0 -> "2", 1.5 -> "1.5": points as a person writes them."""
+    return f"{float(value):g}"
+
+
+def path_part(name):
+    """`name` if it is a single plain path component; ValueError otherwise.
+
+    Student ids come from folder names under submitted/, but a result file could have
+    been edited: never let one write outside feedback/.
+    """
+    name = str(name)
+    if not name or name in {".", ".."} or "/" in name or "\\" in name or "\x00" in name:
+        raise ValueError(f"unsafe name for a file or folder: {name!r}")
+    return name
+
+
+def is_ungradable(result):
+    """True when no test of the submission ran (not a notebook, wrong file, ...)."""
+    return result.status == "error" and all(t.status == "error" for t in result.tests)
+
+
+def write_feedback(course_dir, results):
+    """Write feedback/<student>/<assignment>.html and .md for every result.
+
+    results: {(student, assignment): NotebookResult}. Returns the paths written.
+    """
+    root = Path(course_dir) / "feedback"
+    written = []
+    for (student, assignment), result in sorted(results.items()):
+        folder = root / path_part(student)
+        folder.mkdir(parents=True, exist_ok=True)
+        for suffix, render in ((".html", render_html), (".md", render_markdown)):
+            path = folder / f"{path_part(assignment)}{suffix}"
+            path.write_text(render(result), encoding="utf-8")
+            written.append(path)
+    return written
+
+
+# -- HTML ------------------------------------------------------------------------------
+def _e(text):
+    return html.escape(clean(text), quote=True)
+
+
+def _pre(text):
+    return f"<pre>{_e(text.rstrip())}</pre>"
+
+
+def _test_details_html(test, ungradable):
+    """The diagnosis of a failed test, or what a passing check printed."""
+    if ungradable:
+        return "see above"
+    if test.passed:
+        return _pre(test.output) if test.output.strip() else "passed"
+    return _pre(test.message) if test.message.strip() else ""
+
+
+def _tests_html(result, ungradable):
+    rows = []
+    for test in result.tests:
+        rows.append(
+            f"<tr><td><code>{_e(test.grade_id)}</code></td>"
+            f'<td class="points">{_e(number(test.points))} / {_e(number(test.max_points))}</td>'
+            f'<td class="{_e(test.status)}">{_e(STATUS_LABELS.get(test.status, test.status))}</td>'
+            f"<td>{_test_details_html(test, ungradable)}</td></tr>")
+    return ("<h2>Tests</h2>\n<table>\n<tr><th>Test</th><th>Points</th><th>Status</th>"
+            "<th>Details</th></tr>\n" + "\n".join(rows) + "\n</table>")
+
+
+def _problems_html(result):
+    if not result.problems:
+        return ""
+    items = "\n".join(
+        f"<li><strong>{_e(problem.get('cell', ''))}</strong>{_pre(problem.get('message', ''))}</li>"
+        for problem in result.problems)
+    return ("<h2>Errors in your code</h2>\n<p>These statements of your solution cells raised "
+            "an error when the grader ran them; the tests that use them may fail because of it."
+            f"</p>\n<ul>\n{items}\n</ul>")
+
+
+def _error_heading(result):
+    if is_ungradable(result):
+        return "Your submission could not be graded"
+    return "Your grade could not be recorded yet (your instructor will see to it)"
+
+
+def render_html(result):
+    """One self-contained page (inline CSS, no script, no external asset)."""
+    ungradable = is_ungradable(result)
+    title = f"{result.assignment} — feedback for {result.student}"
+    error = ""
+    if result.status == "error":
+        error = (f'<div class="box"><strong>{_error_heading(result)}</strong>'
+                 f"{_pre(result.error)}</div>")
+    return "\n".join([
+        "<!DOCTYPE html>",
+        '<html lang="en">',
+        '<head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{_e(title)}</title>",
+        f"<style>{_STYLE}</style></head>",
+        "<body>",
+        f"<h1>{_e(result.assignment)}</h1>",
+        f"<p>Feedback for <strong>{_e(result.student)}</strong></p>",
+        f'<p class="score">Score: <strong>{_e(number(result.score))}</strong> / '
+        f"{_e(number(result.max_score))}</p>",
+        error,
+        _tests_html(result, ungradable),
+        _problems_html(result),
+        "</body>",
+        "</html>",
+        ""])
+
+
+# -- Markdown --------------------------------------------------------------------------
+def fenced(text, indent=""):
+    """`text` in a code fence longer than any backtick run inside it, so it cannot close it."""
+    text = clean(text).rstrip()
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    lines = [fence, *text.splitlines(), fence]
+    return "\n".join(indent + line for line in lines)
+
+
+def md_text(text):
+    """Untrusted text for running Markdown (headings, list items), specials escaped.
+
+    An underscore is escaped only at a word's edge (where it could start emphasis), so
+    names such as 01_attention stay readable in a terminal.
+    """
+    text = clean(text).replace("\n", " ")
+    text = re.sub(r"([\\`*\[\]<>|&~!#])", r"\\\1", text)
+    return re.sub(r"(?<!\w)_|_(?!\w)", r"\\_", text)
+
+
+def code_span(text):
+    """`text` as inline code, with a backtick run longer than any inside it."""
+    text = clean(text).replace("\n", " ")
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    ticks = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+def _test_markdown(test, ungradable):
+    status = STATUS_LABELS.get(test.status, test.status)
+    lines = [f"- {code_span(test.grade_id)}: {number(test.points)} / "
+             f"{number(test.max_points)}, {status}"]
+    if ungradable:
+        return lines
+    detail = test.output if test.passed else test.message
+    if detail.strip():
+        lines += ["", fenced(detail, indent="  "), ""]
+    return lines
+
+
+def render_markdown(result):
+    """The same feedback as Markdown, readable as plain text too."""
+    ungradable = is_ungradable(result)
+    lines = [f"# {md_text(result.assignment)}: feedback for {md_text(result.student)}", "",
+             f"Score: **{number(result.score)} / {number(result.max_score)}**", ""]
+    if result.status == "error":
+        lines += [f"## {_error_heading(result)}", "", fenced(result.error), ""]
+    lines += ["## Tests", ""]
+    for test in result.tests:
+        lines += _test_markdown(test, ungradable)
+    if result.problems:
+        lines += ["", "## Errors in your code", "",
+                  "These statements of your solution cells raised an error when the grader "
+                  "ran them; the tests that use them may fail because of it.", ""]
+        for problem in result.problems:
+            lines += [f"- {md_text(problem.get('cell', ''))}", "",
+                      fenced(problem.get("message", ""), indent="  "), ""]
+    return "\n".join(lines).rstrip() + "\n"
