@@ -5,17 +5,23 @@ chapter as `chapters/<assignment>.ipynb` (the single source), so `prepare_source
 each chapter there with the files its student needs beside it, and `release` runs
 nbgrader's own generate_assignment on it.
 """
+import ast
 import os
 import shutil
 import sys
+import textwrap
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 CHAPTERS = REPO / "chapters"
-# Files shipped beside every notebook, and the chapters that need more: chapter 5's
-# experiments use the reference package (its release therefore reveals chapters 1-4).
+# Folders shipped beside every notebook (from chapters/), and the chapters that need part
+# of a package from the repository root too: {assignment: {package: [module, ...]}}.
+# Chapter 5's experiments use the reference package's chapters 1-4 and its lab (task,
+# model, training loop), so its release reveals chapters 1-4; never solutions/diversity.py,
+# which holds the answers to chapter 5's own exercises.
 SHIPPED = ["checks"]
-EXTRA_SHIPPED = {"05_diversity": ["solutions"]}
+EXTRA_SHIPPED = {"05_diversity": {"solutions": ["_checks", "attention", "heads", "masks", "mha",
+                                                "diversity_lab"]}}
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
 
 
@@ -25,20 +31,59 @@ def assignments():
 
 
 def shipped_files(assignment):
-    """(source path, name) of each file or folder shipped beside the notebook."""
-    names = SHIPPED + EXTRA_SHIPPED.get(assignment, [])
-    return [((CHAPTERS if n == "checks" else REPO) / n, n) for n in names]
+    """(source path, name) of each file or folder shipped beside the notebook: the SHIPPED
+    folders, then each module of EXTRA_SHIPPED as '<package>/<module>.py'. The packages'
+    __init__.py files are not among them: prepare_source writes them (package_init)."""
+    files = [(CHAPTERS / name, name) for name in SHIPPED]
+    for package, modules in EXTRA_SHIPPED.get(assignment, {}).items():
+        files += [(REPO / package / f"{m}.py", f"{package}/{m}.py") for m in modules]
+    return files
+
+
+def package_init(package, modules):
+    """The text of `package`/__init__.py cut down to `modules`: its docstring, its relative
+    imports from those modules only (`from .mha import ...`), and __all__ to match.
+
+    Derived from the repository's __init__.py rather than kept by hand, so that a name
+    added to the package reaches the release; a name from a module that does not ship
+    (e.g. solutions.diversity) cannot.
+    """
+    tree = ast.parse((REPO / package / "__init__.py").read_text())
+    kept = [node for node in tree.body if isinstance(node, ast.ImportFrom)
+            and node.level == 1 and node.module in modules]
+    doc = (ast.get_docstring(tree) or f"The {package} package.").rstrip()
+    note = textwrap.fill("Shipped with this chapter in part: the modules "
+                         f"{', '.join(modules)}.", 88)
+    lines = [f'"""{doc}\n\n{note}\n"""']
+    names = []
+    for node in kept:
+        imported = [a.name if a.asname is None else f"{a.name} as {a.asname}" for a in node.names]
+        names += [a.asname or a.name for a in node.names]
+        lines.append(textwrap.fill(", ".join(imported), 92,
+                                   initial_indent=f"from .{node.module} import (",
+                                   subsequent_indent=" " * (len(node.module) + 15)) + ")")
+    lines.append("\n" + textwrap.fill(", ".join(map(repr, names)), 92,
+                                      initial_indent="__all__ = [", subsequent_indent=" " * 11)
+                 + "]")
+    return "\n".join(lines) + "\n"
 
 
 def prepare_source(course_dir, assignment):
-    """Copy chapter `assignment` and its shipped files to <course_dir>/source/<assignment>/."""
+    """Copy chapter `assignment` and its shipped files to <course_dir>/source/<assignment>/
+    (nbgrader releases that folder, and autograde copies its files over each submission's)."""
     target = Path(course_dir) / "source" / assignment
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)
     shutil.copy2(CHAPTERS / f"{assignment}.ipynb", target / f"{assignment}.ipynb")
     for path, name in shipped_files(assignment):
-        shutil.copytree(path, target / name, ignore=IGNORE)
+        (target / name).parent.mkdir(parents=True, exist_ok=True)
+        if path.is_dir():
+            shutil.copytree(path, target / name, ignore=IGNORE)
+        else:
+            shutil.copy2(path, target / name)
+    for package, modules in EXTRA_SHIPPED.get(assignment, {}).items():
+        (target / package / "__init__.py").write_text(package_init(package, modules))
     return target
 
 

@@ -7,10 +7,11 @@ True = may attend.
 from .attention import (attention_entropy, attention_scores, masked_softmax,
                         scaled_dot_product_attention, stable_softmax)
 from .counting import count_flops, count_parameters
-from .diversity import (HeadImportance, RelationScores, TinyAttentionModel, TwoRelationBatch,
-                        evaluate, head_circuit_similarity, head_importance, head_param_gap,
-                        head_similarity, make_heads_identical, prune_heads, relation_losses,
-                        relation_scores, train, two_relation_task)
+from .diversity import (HeadImportance, ablation_importance, head_importance, head_similarity,
+                        make_heads_identical, prune_heads, relation_scores)
+from .diversity_lab import (RelationScores, TinyAttentionModel, TwoRelationBatch, evaluate,
+                            gradient_importance, head_circuit_similarity, head_param_gap,
+                            relation_losses, train, two_relation_task)
 from .heads import merge_heads, split_heads
 from .masks import (causal_mask, from_torch_attn_mask, from_torch_key_padding_mask,
                     padding_mask, to_torch_attn_mask, to_torch_key_padding_mask)
@@ -25,7 +26,8 @@ __all__ = [
     "MultiHeadAttention", "HeadWeights",
     "count_parameters", "count_flops",
     "two_relation_task", "TwoRelationBatch", "TinyAttentionModel", "relation_losses",
-    "evaluate", "train", "make_heads_identical", "head_param_gap", "relation_scores",
-    "RelationScores", "head_importance", "HeadImportance", "prune_heads", "head_similarity",
+    "evaluate", "train", "head_param_gap", "RelationScores", "gradient_importance",
     "head_circuit_similarity",
+    "make_heads_identical", "relation_scores", "ablation_importance", "head_importance",
+    "HeadImportance", "prune_heads", "head_similarity",
 ]

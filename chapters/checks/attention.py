@@ -15,8 +15,9 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from .common import (CheckFailure, call, expect_close, expect_tensor, fail, passed,
-                     random_inputs)
+from .common import (MALFORMED, CheckFailure, attempt, expect_close, expect_tensor, export,
+                     fail, passed, probe, raised, random_inputs, revive, take, take_error,
+                     type_name)
 
 # Bound at import, before student code runs in the same kernel.
 _softmax = torch.softmax
@@ -90,33 +91,46 @@ class _ForbidByName(torch.overrides.TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-def _run(function, *args, name, hints=(), forbidden=None, **kwargs):
-    """Call the student's function: errors and warnings become messages with a hint;
-    inputs modified in place are reported."""
-    before = [a.clone() for a in args if isinstance(a, torch.Tensor)]
+def _probe_run(function, args, kwargs, forbidden):
+    """Call function(*args, **kwargs), the torch functions of FORBIDDEN[forbidden] refused;
+    returns what it returned ("result") or raised ("error"), its arguments afterwards
+    ("args") and the warnings it emitted ("warnings", their messages)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        try:
-            if forbidden is not None:
-                with _ForbidByName(*forbidden):
-                    result = call(function, *args, name=name, **kwargs)
-            else:
-                result = call(function, *args, name=name, **kwargs)
-        except CheckFailure as error:
-            message = str(error)
-            warned = " ".join(str(w.message) for w in caught)
-            raise CheckFailure("\n".join([message] + (_hint(warned, hints)
-                                                       or _hint(message, hints)))) from None
-    after = [a for a in args if isinstance(a, torch.Tensor)]
+        if forbidden is not None:
+            with _ForbidByName(*FORBIDDEN[forbidden]):
+                result, error = attempt(function, *args, **kwargs)
+        else:
+            result, error = attempt(function, *args, **kwargs)
+    return {"result": export(result), "error": error, "args": [export(a) for a in args],
+            "warnings": [str(w.message) for w in caught]}
+
+
+def _run(function, *args, name, hints=(), forbidden=None, **kwargs):
+    """Call the student's function (in a probe; forbidden: a key of FORBIDDEN): errors and
+    warnings become messages with a hint; inputs modified in place are reported."""
+    before = [a.clone() if isinstance(a, torch.Tensor) else None for a in args]
+    data = probe(_probe_run, function, list(args), kwargs, forbidden)
+    caught = [str(w) for w in take(data, "warnings", list)]
+    try:
+        raised(take_error(data, "error"), name)
+    except CheckFailure as error:
+        message = str(error)
+        warned = " ".join(caught)
+        raise CheckFailure("\n".join([message] + (_hint(warned, hints)
+                                                   or _hint(message, hints)))) from None
+    after = take(data, "args", list)
+    if len(after) != len(args):
+        fail(MALFORMED.format(what="args"))
     for old, new in zip(before, after):
-        if not _equal(old, new):
+        if old is not None and not (isinstance(new, torch.Tensor) and _equal(old, new)):
             fail(f"{name} changed its input tensor in place (e.g. `scores -= ...` or "
                  "`.sub_()`); compute a new tensor instead and leave the inputs as they were.")
     if caught:
-        text = str(caught[0].message)
+        text = caught[0]
         fail("\n".join([f"{name} emitted a warning (a graded cell that prints a warning "
                         f"scores zero): {text}"] + _hint(text, hints)))
-    return result
+    return revive(take(data, "result", object))
 
 
 def _batch_text(batch):
@@ -250,7 +264,7 @@ FORBID_SOFTMAX = (SOFTMAX_NAME, "a softmax that PyTorch computes for you (this e
 
 def _stable_call(stable_softmax, scores, dim):
     out = _run(stable_softmax, scores, dim=dim, name="stable_softmax", hints=SOFTMAX_HINTS,
-               forbidden=FORBID_SOFTMAX)
+               forbidden="softmax")
     expect_tensor(out, f"stable_softmax(scores, dim={dim})", shape=scores.shape,
                   dtype=scores.dtype, device=scores.device, shape_names="(the shape of scores)")
     return out
@@ -339,6 +353,7 @@ FLOAT32_SQRT = ("your sqrt(d_k) is a float32 number (e.g. torch.sqrt(torch.tenso
                 "only float32's 7 digits. Divide by math.sqrt(d_k), a Python float, which "
                 "adapts to the inputs' dtype.")
 FORBID_ATTENTION = (ATTENTION_NAME, "which computes the whole attention for you")
+FORBIDDEN = {"softmax": FORBID_SOFTMAX, "attention": FORBID_ATTENTION}  # sent by name to probes
 
 
 def _reference_attention(q, k, v):
@@ -357,14 +372,14 @@ def _check_attention(fn, query, key, value, label):
     batch = tuple(batch)
     dtype, device = query.dtype, query.device
     result = _run(fn, query, key, value, name=name, hints=ATTENTION_HINTS,
-                  forbidden=FORBID_ATTENTION)
+                  forbidden="attention")
 
     out_shape, w_shape = (*batch, Lq, d_v), (*batch, Lq, Lk)
     if isinstance(result, torch.Tensor):
         fail(f"{name} returned one tensor of shape {tuple(result.shape)}; return the pair "
              "(output, weights): output (..., Lq, d_v) and weights (..., Lq, Lk).")
     if not isinstance(result, (tuple, list)) or len(result) != 2:
-        fail(f"{name} returned {type(result).__name__}"
+        fail(f"{name} returned {type_name(result)}"
              + (f" of {len(result)} items" if isinstance(result, (tuple, list)) else "")
              + "; return the pair (output, weights).")
     output, weights = result

@@ -74,8 +74,20 @@ def is_remote(obj):
     return getattr(type(obj), "_is_remote", False)
 
 
+class Foreign:
+    """What a probe reports for an object of the student's that is not plain data."""
+
+    def __init__(self, name):
+        self.name = str(name)[:100]
+
+    def __repr__(self):
+        return f"<{self.name} object>"
+
+
 def type_name(obj):
     """The class name of `obj`, also when it lives in the student's process."""
+    if isinstance(obj, Foreign):
+        return obj.name
     return obj.remote_type if is_remote(obj) else type(obj).__name__
 
 
@@ -92,6 +104,105 @@ def probe(function, *args, **kwargs):
         if is_remote(value):
             return value._child.probe(function, *args, **kwargs)
     return function(*args, **kwargs)
+
+
+# A probe's result comes from the student's process, where the student's code could have
+# changed anything: the judge takes nothing from it without checking its type.
+MALFORMED = ("the grader received malformed data ({what}) from the process that runs your "
+             "code: does your code change the checks module or the grader's messages?")
+
+
+def take(data, key, *kinds):
+    """data[key] of a probe's result, required to be an instance of one of `kinds`."""
+    if not isinstance(data, dict) or key not in data or not isinstance(data[key], kinds):
+        fail(MALFORMED.format(what=key))
+    return data[key]
+
+
+def take_error(data, key):
+    """data[key] of a probe's result: None, or what attempt() caught: [class name, message,
+    shapes]."""
+    error = take(data, key, type(None), list, tuple)
+    if error is not None and not (len(error) == 3 and all(isinstance(e, str) for e in error)):
+        fail(MALFORMED.format(what=key))
+    return error
+
+
+def differs(got, value):
+    """got != value, where a comparison that raises (a multi-element tensor) counts as differing."""
+    try:
+        return bool(got != value)
+    except Exception:
+        return True
+
+
+def export(value, depth=2):
+    """For a probe: `value` (produced by the student's code) as plain data. Tensors become
+    detached copies; None, numbers, strings and tuples or lists of them stay; any other
+    object becomes {"object": its class name} (see revive)."""
+    if isinstance(value, _Tensor):
+        return value.detach().clone()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (tuple, list)) and depth > 0:
+        items = [export(v, depth - 1) for v in value]
+        return tuple(items) if isinstance(value, tuple) else items
+    return {"object": type(value).__name__}
+
+
+def revive(value, depth=3):
+    """For the judge: what export() produced, with each {"object": name} as a Foreign."""
+    if isinstance(value, (tuple, list)) and depth > 0:
+        items = [revive(v, depth - 1) for v in value]
+        return tuple(items) if isinstance(value, tuple) else items
+    if value is None or isinstance(value, (bool, int, float, str, _Tensor)):
+        return value
+    name = value.get("object") if isinstance(value, dict) else None
+    return Foreign(name if isinstance(name, str) else type_name(value))
+
+
+def attempt(function, *args, **kwargs):
+    """For a probe: (function(*args, **kwargs), None), or (None, [class name, message,
+    shapes of the tensor arguments]) when it raised. The judge passes the error to raised()."""
+    try:
+        return function(*args, **kwargs), None
+    except Exception as error:
+        shapes = ", ".join(str(tuple(a.shape)) for a in args if isinstance(a, _Tensor))
+        return None, [type(error).__name__, str(error), shapes]
+
+
+def raised(error, name):
+    """For the judge: fail, as call() does, when a probe's attempt() caught an error."""
+    if error is None:
+        return
+    if not (isinstance(error, (list, tuple)) and len(error) == 3
+            and all(isinstance(e, str) for e in error)):
+        fail(MALFORMED.format(what=f"the error of {name}"))
+    kind, message, shapes = error
+    if kind == "NotImplementedError":
+        fail(f"{name} is not implemented yet: replace `raise NotImplementedError()` "
+             "with your code.")
+    if kind == "CheckFailure":  # a check's own verdict inside the student's call (forbid)
+        fail(message)
+    fail(f"{name} raised {kind}: {message}\n(called with tensors of shapes {shapes})")
+
+
+def _probe_call(function, args, kwargs):
+    """Call function(*args, **kwargs); returns what it returned ("result") or raised
+    ("error"), and its arguments afterwards ("args"), to see whether it changed them."""
+    result, error = attempt(function, *args, **kwargs)
+    return {"result": export(result), "error": error, "args": [export(a) for a in args]}
+
+
+def call_keeping(function, *args, name=None, **kwargs):
+    """call() through a probe: (result, the arguments as the student's code left them)."""
+    name = name or getattr(function, "__name__", "your function")
+    data = probe(_probe_call, function, list(args), kwargs)
+    raised(take_error(data, "error"), name)
+    after = take(data, "args", list)
+    if len(after) != len(args):
+        fail(MALFORMED.format(what="args"))
+    return revive(take(data, "result", object)), [revive(a) for a in after]
 
 
 def max_error(actual, expected):
@@ -149,17 +260,9 @@ def random_inputs(*shapes, seed, dtype=torch.float32, device="cpu"):
 def call(function, *args, name=None, **kwargs):
     """Call the student's function; turn its exceptions into messages that say where."""
     name = name or getattr(function, "__name__", "your function")
-    try:
-        return function(*args, **kwargs)
-    except NotImplementedError:
-        fail(f"{name} is not implemented yet: replace `raise NotImplementedError()` "
-             "with your code.")
-    except CheckFailure:
-        raise
-    except Exception as error:
-        shapes = ", ".join(str(tuple(a.shape)) for a in args if isinstance(a, _Tensor))
-        fail(f"{name} raised {type(error).__name__}: {error}\n"
-             f"(called with tensors of shapes {shapes})")
+    result, error = attempt(function, *args, **kwargs)
+    raised(error, name)
+    return result
 
 
 # forbid() blocks now in force; the autograder forwards them to the student's process.

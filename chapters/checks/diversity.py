@@ -15,6 +15,11 @@ ablation_importance receives a model built here with the interface of the chapte
 TinyAttentionModel: `num_heads`, and forward(tokens, head_mask=None) -> (logits_prev,
 logits_first, weights).
 
+Whatever touches the student's objects runs in a probe (`_probe_...`, see common.probe): under
+the autograder those objects live in another process, so a probe builds the modules there,
+calls the student's code and returns plain data (tensors, numbers, class names, the errors
+raised), which the check then judges here.
+
 Shape letters: B batch, L (Lq, Lk) sequence length, h num_heads, hd head_dim, D d_model,
 V vocab_size.
 """
@@ -25,8 +30,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import (CheckFailure, call, close, expect_close, expect_tensor, fail, passed,
-                     random_inputs)
+from .common import (MALFORMED, CheckFailure, attempt, call_keeping, close, differs,
+                     expect_close, expect_tensor, export, fail, is_remote, passed, probe,
+                     raised, random_inputs, revive, take, take_error, type_name)
 
 IGNORE_INDEX = -100  # F.cross_entropy's default ignore_index: positions with no target
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
@@ -59,7 +65,7 @@ def _pair(result, name):
         fail(f"{name} returned one tensor of shape {tuple(result.shape)}; return a pair "
              "(prev, first) of two (num_heads,) tensors, e.g. RelationScores(prev, first).")
     if not isinstance(result, (tuple, list)) or len(result) != 2:
-        got = f"{type(result).__name__}" + (f" of {len(result)} items"
+        got = f"{type_name(result)}" + (f" of {len(result)} items"
                                             if isinstance(result, (tuple, list)) else "")
         fail(f"{name} must return a pair (prev, first), e.g. RelationScores(prev, first); "
              f"got {got}" + (" (did you forget to return it?)" if result is None else "") + ".")
@@ -97,8 +103,9 @@ def relation_scores(fn, *, seed=0, B=3, num_heads=2, L=6, dtype=torch.float32, d
     weights = w64.to(dtype=dtype, device=device)
     original = weights.clone()
     name = "relation_scores(weights)"
-    prev, first = _pair(call(fn, weights, name=name), name)
-    if not torch.equal(weights, original):
+    result, (after,) = call_keeping(fn, weights, name=name)
+    prev, first = _pair(result, name)
+    if not (isinstance(after, torch.Tensor) and torch.equal(after, original)):
         fail(f"{name} changed its input in place; compute new tensors instead.")
     h = num_heads
     for label, value in (("prev", prev), ("first", first)):
@@ -149,54 +156,124 @@ def relation_scores(fn, *, seed=0, B=3, num_heads=2, L=6, dtype=torch.float32, d
 
 
 # ----------------------------------------------------------------------------- modules
-def _build(cls, d_model, num_heads, query_size, key_size, value_size, bias, dtype, device):
-    """cls(...) in `dtype` on `device`; returns (module, shown)."""
+def _spec(cls, d_model, num_heads, query_size, key_size, value_size, bias, dtype, seed):
+    """(kwargs for cls, "MultiHeadAttention(...)", P): P holds the weights and biases that
+    the module gets, {name: float64 (CPU)}, random (biases too: zeros would hide mistakes)
+    and rounded to `dtype` as the module stores them."""
+    if not (isinstance(cls, type) or is_remote(cls) and cls.remote_kind == "class"):
+        fail(f"pass the MultiHeadAttention class to the check, got {type_name(cls)}")
     kwargs = {k: v for k, v in dict(query_size=query_size, key_size=key_size,
                                     value_size=value_size).items() if v is not None}
     if not bias:
         kwargs["bias"] = False
     shown = ", ".join([str(d_model), str(num_heads)] + [f"{k}={v}" for k, v in kwargs.items()])
-    if not isinstance(cls, type):
-        fail(f"pass the MultiHeadAttention class to the check, got {type(cls).__name__}")
-    where = f"MultiHeadAttention({shown})"
-    module = call(cls, d_model, num_heads, name=where, **kwargs)
-    return module.to(dtype=dtype, device=device).eval(), where
-
-
-def _randomize(module, seed):
-    """Fill every projection with random numbers (biases too: zeros would hide mistakes);
-    returns {name: float64 copy on the CPU} of the weights and biases."""
     gen = _generator(seed)
     P = {}
-    with torch.no_grad():
-        for attr in PROJECTIONS:
-            proj = getattr(module, attr)
-            fan_in = proj.weight.shape[1]
-            proj.weight.copy_(torch.randn(proj.weight.shape, generator=gen,
-                                          dtype=torch.float64) / math.sqrt(fan_in))
-            P[attr + ".weight"] = proj.weight.detach().double().cpu().clone()
-            if proj.bias is not None:
-                proj.bias.copy_(0.5 * torch.randn(proj.bias.shape, generator=gen,
-                                                  dtype=torch.float64))
-                P[attr + ".bias"] = proj.bias.detach().double().cpu().clone()
-    return P
+    sizes = (query_size or d_model, key_size or d_model, value_size or d_model, d_model)
+    for attr, fan_in in zip(PROJECTIONS, sizes):
+        W = torch.randn((d_model, fan_in), generator=gen, dtype=torch.float64) / math.sqrt(fan_in)
+        P[attr + ".weight"] = W.to(dtype).double()                        # (D, fan_in)
+        if bias:
+            b = 0.5 * torch.randn((d_model,), generator=gen, dtype=torch.float64)
+            P[attr + ".bias"] = b.to(dtype).double()                      # (D,)
+    return kwargs, f"MultiHeadAttention({shown})", P
 
 
-def _params(module, where):
-    """{name: tensor} of the projections' weights and biases of `module`, as they are now."""
+def _probe_params(module):
+    """In a probe: {attr: None (no such attribute) | {"weight": ..., "bias": ...}} of the
+    projections of `module`, each value exported (see _params)."""
+    return {attr: None if getattr(module, attr, None) is None else {
+        part: export(getattr(getattr(module, attr), part, None)) for part in ("weight", "bias")}
+        for attr in PROJECTIONS}
+
+
+def _params(described, where):
+    """{name: tensor} of the projections' weights and biases that _probe_params described."""
+    if not isinstance(described, dict):
+        fail(MALFORMED.format(what="the projections"))
     out = {}
     for attr in PROJECTIONS:
-        proj = getattr(module, attr, None)
+        proj = described.get(attr)
         if proj is None:
             fail(f"{where} has no attribute `{attr}`. {INTERFACE}")
         for part in ("weight", "bias"):
-            value = getattr(proj, part, None)
+            value = revive(take(proj, part, object))
             if value is not None:
                 if not isinstance(value, torch.Tensor):
-                    fail(f"{where}: {attr}.{part} is a {type(value).__name__}, not a tensor. "
+                    fail(f"{where}: {attr}.{part} is a {type_name(value)}, not a tensor. "
                          f"{INTERFACE}")
                 out[f"{attr}.{part}"] = value
     return out
+
+
+def _tensors(module):
+    """{name: the tensor object} of the projections' weights and biases (in a probe)."""
+    found = {}
+    for attr in PROJECTIONS:
+        for part in ("weight", "bias"):
+            value = getattr(getattr(module, attr, None), part, None)
+            if value is not None:
+                found[f"{attr}.{part}"] = value
+    return found
+
+
+def _probe_build(cls, d_model, num_heads, kwargs, P, dtype, device):
+    """In a probe: (module or None, data). The module is cls(d_model, num_heads, **kwargs) in
+    dtype on device, holding P; data: "error" and "to_error" (what construction and .to
+    raised), "heads" ([num_heads, head_dim]), "before" (_probe_params), "mismatched"
+    ({name: shape or None} of the tensors that could not take P's values)."""
+    module, error = attempt(cls, d_model, num_heads, **kwargs)
+    data = {"error": error}
+    if error is not None:
+        return None, data
+    module, data["to_error"] = attempt(lambda: module.to(dtype=dtype, device=device).eval())
+    if data["to_error"] is not None:
+        return None, data
+    data["heads"] = [export(getattr(module, "num_heads", None)),
+                     export(getattr(module, "head_dim", None))]
+    data["before"] = _probe_params(module)
+    data["mismatched"] = {}
+    tensors = _tensors(module)
+    with torch.no_grad():
+        for name, value in P.items():
+            target = tensors.get(name)
+            if isinstance(target, torch.Tensor) and tuple(target.shape) == tuple(value.shape):
+                target.copy_(value)
+            else:
+                data["mismatched"][name] = list(target.shape) if isinstance(
+                    target, torch.Tensor) else None
+    return module, data
+
+
+def _judge_build(data, where, P, d_model, num_heads, dtype, device):
+    """Fail unless _probe_build made the module and loaded P; returns (h, hd)."""
+    raised(take_error(data, "error"), where)
+    error = take_error(data, "to_error")
+    if error is not None:
+        fail(f"{where}.to(dtype={dtype}, device={device}) raised {error[0]}: {error[1]}")
+    _params(take(data, "before", dict), where)
+    h, hd = num_heads, d_model // num_heads
+    heads = take(data, "heads", list, tuple)
+    if len(heads) != 2 or differs(revive(heads[0]), h) or differs(revive(heads[1]), hd):
+        fail(f"{where}: num_heads and head_dim are {heads}, expected [{h}, {hd}]. {INTERFACE}")
+    mismatched = take(data, "mismatched", dict)
+    for name in P:
+        if name in mismatched:
+            shape = mismatched[name]
+            got = f"has shape {tuple(shape)}" if isinstance(shape, list) else "is missing"
+            fail(f"{where}: {name} {got}, expected shape {tuple(P[name].shape)}. {INTERFACE}")
+    return h, hd
+
+
+def _judge_forward(item, where):
+    """(output, weights) from a probe's [exported forward result, error]."""
+    if not (isinstance(item, (list, tuple)) and len(item) == 2):
+        fail(MALFORMED.format(what="the forward result"))
+    raised(item[1], f"forward of {where}")
+    result = revive(item[0])
+    if not (isinstance(result, tuple) and len(result) == 2):
+        fail(f"{where} must return (output, weights) from forward. {INTERFACE}")
+    return result
 
 
 def _ref_mha(P, query, key, value, h, hd, gates=None):
@@ -213,13 +290,6 @@ def _ref_mha(P, query, key, value, h, hd, gates=None):
         heads = heads * gates.double().view(1, h, 1, 1)
     merged = heads.transpose(1, 2).reshape(query.shape[0], query.shape[1], h * hd)
     return F.linear(merged, P["out_proj.weight"], P.get("out_proj.bias"))     # (B, Lq, D)
-
-
-def _run_forward(module, inputs, where):
-    result = call(module, *inputs, name=f"forward of {where}")
-    if not (isinstance(result, tuple) and len(result) == 2):
-        fail(f"{where} must return (output, weights) from forward. {INTERFACE}")
-    return result
 
 
 # ----------------------------------------------------------------------------- exercise 2
@@ -269,33 +339,56 @@ def _identical_candidates(name, W, h, hd):
     return out
 
 
+def _probe_identical(fn, cls, d_model, num_heads, kwargs, P, dtype, device, inputs):
+    """Build the module (_probe_build), call fn(module), then run its forward on `inputs`
+    (query, key, value). Returns _probe_build's data and "call_error", "result", "is_mha"
+    (fn returned the module itself), "replaced" (parameters now other objects), "after"
+    (_probe_params) and "forward" ([result, error])."""
+    module, data = _probe_build(cls, d_model, num_heads, kwargs, P, dtype, device)
+    if module is None:
+        return data
+    before = _tensors(module)
+    result, data["call_error"] = attempt(fn, module)
+    data["result"], data["is_mha"] = export(result), result is module
+    data["replaced"] = [k for k, v in _tensors(module).items() if v is not before.get(k)]
+    data["after"] = _probe_params(module)
+    with torch.no_grad():
+        output, error = attempt(module, *inputs)
+    data["forward"] = [export(output), error]
+    return data
+
+
 def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size=None,
                          key_size=None, value_size=None, bias=True, dtype=torch.float32,
                          device="cpu"):
     """fn(mha) copies head 0's rows of q_proj, k_proj, v_proj (weights and biases) and its
     column block of out_proj.weight into every head, in place, and returns mha."""
-    module, where = _build(cls, d_model, num_heads, query_size, key_size, value_size, bias,
-                           dtype, device)
-    h, hd = module.num_heads, module.head_dim
-    P = _randomize(module, seed)
-    before = {name: p for name, p in _params(module, where).items()}
+    kwargs, where, P = _spec(cls, d_model, num_heads, query_size, key_size, value_size, bias,
+                             dtype, seed)
+    sizes = (query_size or d_model, key_size or d_model, value_size or d_model)
+    inputs = random_inputs((2, 4, sizes[0]), (2, 5, sizes[1]), (2, 5, sizes[2]), seed=seed + 1,
+                           dtype=dtype, device=device)
+    data = probe(_probe_identical, fn, cls, d_model, num_heads, kwargs, P, dtype, device, inputs)
+    h, hd = _judge_build(data, where, P, d_model, num_heads, dtype, device)
     name = "make_heads_identical(mha)"
     try:
-        result = call(fn, module, name=name)
+        raised(take_error(data, "call_error"), name)
     except CheckFailure as failure:
         if "leaf Variable that requires grad" in str(failure):
             fail(f"{name} raised RuntimeError: a leaf Variable that requires grad is being used "
                  f"in an in-place operation. {NO_GRAD}")
         raise
+    result = revive(take(data, "result", object))
     if result is None:
         fail(f"{name} returned None: return the module you changed (mha), so that calls can "
              "be chained.")
-    if result is not module:
-        fail(f"{name} returned another object ({type(result).__name__}): change mha in place "
+    if not take(data, "is_mha", bool):
+        fail(f"{name} returned another object ({type_name(result)}): change mha in place "
              "and return mha itself.")
-    after = _params(module, where)
-    for pname, value in after.items():
-        if value is not before[pname]:
+    replaced = take(data, "replaced", list)
+    after = _params(take(data, "after", dict), where)
+    for pname in after:
+        if pname in replaced:
             fail(f"{name} replaced the parameter {pname} by a new object: copy into the existing "
                  "parameters (`param[...] = ...` or `param.copy_(...)` under torch.no_grad()), "
                  "so that an optimizer built earlier still sees them.")
@@ -305,6 +398,8 @@ def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size
             if key not in P:
                 continue
             W = P[key]
+            if key not in after:
+                fail(f"{name}: {key} is gone after the call. {INTERFACE}")
             if key == "out_proj.bias":
                 if not torch.equal(after[key].detach().double().cpu(), W):
                     fail(f"{name}: {OUT_BIAS_CHANGED}")
@@ -321,11 +416,9 @@ def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size
                          hint="Every head's rows (q_proj, k_proj, v_proj, and their biases) and "
                               "columns (out_proj) must equal head 0's.")
     # the heads now compute the same thing: equal attention weights for every head
-    sizes = (query_size or d_model, key_size or d_model, value_size or d_model)
-    inputs = random_inputs((2, 4, sizes[0]), (2, 5, sizes[1]), (2, 5, sizes[2]), seed=seed + 1,
-                           dtype=dtype, device=device)
-    with torch.no_grad():
-        _, weights = _run_forward(module, inputs, where)
+    _, weights = _judge_forward(take(data, "forward", list, tuple), where)
+    expect_tensor(weights, f"forward of {where}: weights", shape=(2, h, 4, 5),
+                  shape_names="(B, num_heads, Lq, Lk)")
     weights = weights.detach().cpu()
     for i in range(1, h):
         if not close(weights[:, i], weights[:, 0], dtype):
@@ -364,8 +457,8 @@ def head_similarity(fn, *, seed=0, B=4, num_heads=3, Lq=5, Lk=None, dtype=torch.
     weights = w64.to(dtype=dtype, device=device)
     original = weights.clone()
     name = "head_similarity(weights)"
-    out = call(fn, weights, name=name)
-    if not torch.equal(weights, original):
+    out, (after,) = call_keeping(fn, weights, name=name)
+    if not (isinstance(after, torch.Tensor) and torch.equal(after, original)):
         fail(f"{name} changed its input in place; compute new tensors instead.")
     h = num_heads
     expect_tensor(out, name)
@@ -483,20 +576,37 @@ GRADIENT = ("that is the gradient score |dL/d gate_k| (Michel et al.), not the a
             "head k's gate to 0 and measure how much the loss grows.")
 
 
+def _ablation_setup(seed, N, L, vocab_size, d_model, num_heads, dtype, device):
+    """(GatedModel, Batch of N sequences of length L), the same for the same arguments."""
+    model = GatedModel(vocab_size, L, d_model, num_heads, seed, dtype).to(device)
+    return model, Batch(*(t.to(device) for t in _batch(N, L, vocab_size, seed + 1)))
+
+
+def _probe_ablation(fn, seed, N, L, vocab_size, d_model, num_heads, dtype, device):
+    """Call fn(model, batch) on _ablation_setup's model and batch; returns what it raised or
+    returned ("error", "out") and the model's state_dict afterwards ("state")."""
+    model, batch = _ablation_setup(seed, N, L, vocab_size, d_model, num_heads, dtype, device)
+    out, error = attempt(fn, model, batch)
+    return {"error": error, "out": export(out),
+            "state": {k: v.detach().clone() for k, v in model.state_dict().items()}}
+
+
 def ablation_importance(fn, *, seed=0, N=16, L=6, vocab_size=11, d_model=12, num_heads=3,
                         dtype=torch.float32, device="cpu"):
     """fn(model, batch) -> (h,): loss with head k's gate at 0 minus the loss with all gates
     at 1, for each head k; loss = mean cross-entropy of prev + that of first."""
-    model = GatedModel(vocab_size, L, d_model, num_heads, seed, dtype).to(device)
-    batch = Batch(*(t.to(device) for t in _batch(N, L, vocab_size, seed + 1)))
-    saved = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    setup = (seed, N, L, vocab_size, d_model, num_heads, dtype, device)
+    model, batch = _ablation_setup(*setup)  # here: the same model, for the references
     name = "ablation_importance(model, batch)"
-    out = call(fn, model, batch, name=name)
+    data = probe(_probe_ablation, fn, *setup)
+    raised(take_error(data, "error"), name)
+    state = take(data, "state", dict)
     for key, value in model.state_dict().items():
-        if not torch.equal(value, saved[key]):
+        if not torch.equal(take(state, key, torch.Tensor), value):
             fail(f"{name} changed the model's parameter {key}: switch heads off with the "
                  "head_mask argument of the model, not by editing its weights.")
     h = num_heads
+    out = revive(take(data, "out", object))
     expect_tensor(out, name)
     expect_tensor(out, name, shape=(h,), shape_names="(num_heads,)")
     out = out.detach().cpu()
@@ -570,42 +680,74 @@ PRUNE_OUT_BIAS = ("out_proj.bias was not copied: it belongs to no head, so the p
                   "keeps it unchanged.")
 
 
+def _probe_prune(fn, cls, d_model, num_heads, kwargs, P, dtype, device, remove, inputs):
+    """Build the module (_probe_build), call fn(module, remove) and run the result's forward
+    on `inputs` (query, key, value). Returns _probe_build's data and "call_error", "result",
+    "is_mha" (fn returned the module itself), "original" (_probe_params of the module after
+    the call), "is_module" (the result is an nn.Module), "new_heads" ([num_heads, head_dim]
+    of the result), "new" (_probe_params of the result) and "forward" ([result, error])."""
+    module, data = _probe_build(cls, d_model, num_heads, kwargs, P, dtype, device)
+    if module is None:
+        return data
+    new, data["call_error"] = attempt(fn, module, list(remove))
+    data["result"], data["is_mha"] = export(new), new is module
+    data["original"] = _probe_params(module)
+    data["is_module"] = isinstance(new, nn.Module)
+    if not data["is_module"]:
+        return data
+    data["new_heads"] = [export(getattr(new, "num_heads", None)),
+                         export(getattr(new, "head_dim", None))]
+    data["new"] = _probe_params(new)
+    with torch.no_grad():
+        output, error = attempt(new, *inputs)
+    data["forward"] = [export(output), error]
+    return data
+
+
 def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_size=None,
                 key_size=None, value_size=None, bias=True, dtype=torch.float32, device="cpu"):
     """fn(mha, heads_to_remove) -> a new, smaller module: same d_model and head_dim, the kept
     heads' rows of q_proj, k_proj, v_proj, their columns of out_proj, out_proj.bias; its
     output equals mha's with the removed heads' gates at 0."""
-    module, where = _build(cls, d_model, num_heads, query_size, key_size, value_size, bias,
-                           dtype, device)
-    h, hd = module.num_heads, module.head_dim
-    P = _randomize(module, seed)
+    kwargs, where, P = _spec(cls, d_model, num_heads, query_size, key_size, value_size, bias,
+                             dtype, seed)
+    sizes = (query_size or d_model, key_size or d_model, value_size or d_model)
+    inputs = random_inputs((2, 4, sizes[0]), (2, 6, sizes[1]), (2, 6, sizes[2]), seed=seed + 1,
+                           dtype=dtype, device=device)
     remove = list(remove)
+    data = probe(_probe_prune, fn, cls, d_model, num_heads, kwargs, P, dtype, device, remove,
+                 inputs)
+    h, hd = _judge_build(data, where, P, d_model, num_heads, dtype, device)
     keep = [k for k in range(h) if k not in remove]
     name = f"prune_heads(mha, {remove})"
     try:
-        new = call(fn, module, remove, name=name)
+        raised(take_error(data, "call_error"), name)
     except CheckFailure as failure:
         if any(s in str(failure) for s in ("must match the size", "size mismatch", "divisible",
                                           "shape")):
             fail(f"{failure}\n{PRUNE_SHAPES.format(kept=len(keep), hd=hd)}")
         raise
+    new = revive(take(data, "result", object))
     if new is None:
         fail(f"{name} returned None: return the new, smaller module.")
-    if new is module:
+    if take(data, "is_mha", bool):
         fail(f"{name} returned mha itself: build and return a new module and leave mha as it is.")
-    for key, value in _params(module, where).items():
-        if not torch.equal(value.detach().double().cpu(), P[key]):
+    for key, value in _params(take(data, "original", dict), where).items():
+        if key not in P or not torch.equal(value.detach().double().cpu(), P[key]):
             fail(f"{name} changed the original module's {key}: leave mha as it is and build a "
                  "new module.")
-    if not isinstance(new, nn.Module):
-        fail(f"{name} returned {type(new).__name__}, expected a MultiHeadAttention module.")
-    got_h, got_hd = getattr(new, "num_heads", None), getattr(new, "head_dim", None)
-    if got_hd != hd:
+    if not take(data, "is_module", bool):
+        fail(f"{name} returned {type_name(new)}, expected a MultiHeadAttention module.")
+    heads = take(data, "new_heads", list, tuple)
+    if len(heads) != 2:
+        fail(MALFORMED.format(what="new_heads"))
+    got_h, got_hd = revive(heads[0]), revive(heads[1])
+    if differs(got_hd, hd):
         fail(f"{name}: " + HEAD_DIM_CHANGED.format(got=got_hd, hd=hd))
-    if got_h != len(keep):
+    if differs(got_h, len(keep)):
         fail(f"{name}: the pruned module has num_heads = {got_h}, expected {len(keep)} "
              f"({h} heads minus the {len(remove)} removed).")
-    after = _params(new, "the pruned module")
+    after = _params(take(data, "new", dict), "the pruned module")
     rows = torch.cat([torch.arange(k * hd, (k + 1) * hd) for k in keep])       # (h'*hd,)
     inner = len(keep) * hd
     for key in P:
@@ -651,14 +793,10 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
                      hint="Keep the rows [k*head_dim, (k+1)*head_dim) of q_proj, k_proj, v_proj "
                           "(weights and biases) and the same columns of out_proj.weight, for "
                           "each kept head k; keep out_proj.bias.")
-    sizes = (query_size or d_model, key_size or d_model, value_size or d_model)
-    inputs = random_inputs((2, 4, sizes[0]), (2, 6, sizes[1]), (2, 6, sizes[2]), seed=seed + 1,
-                           dtype=dtype, device=device)
     gates = torch.ones(h, dtype=torch.float64)
     gates[remove] = 0.0
     expected_out = _ref_mha(P, *(x.cpu() for x in inputs), h, hd, gates).to(dtype)
-    with torch.no_grad():
-        output, _ = _run_forward(new, inputs, "the pruned module")
+    output, _ = _judge_forward(take(data, "forward", list, tuple), "the pruned module")
     expect_tensor(output, f"{name}: output of the pruned module", device=device)
     expect_close(output.detach().cpu(), expected_out, f"{name}: output of the pruned module",
                  dtype=dtype, hint="Its output must equal mha's output with the removed heads' gates at 0.")

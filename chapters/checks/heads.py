@@ -14,7 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .common import (CheckFailure, call, expect_close, expect_tensor, fail, forbid, passed,
-                     random_inputs)
+                     random_inputs, type_name)
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
 
 SPLIT_LAYOUT = "(B, num_heads, L, head_dim)"
@@ -166,7 +166,7 @@ def split_heads_divisibility(split_heads, *, seed=0, B=2, L=5, d_model=10, num_h
     except Exception as error:
         fail(f"{name} raised {type(error).__name__}: {error}. Expected ValueError naming "
              "d_model and num_heads.")
-    shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+    shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type_name(out)
     fail(f"{name} returned {shape} without an error, but {d_model} features cannot be cut "
          f"into {num_heads} equal heads (head_dim would be {d_model / num_heads:.3g}). "
          "Check d_model % num_heads and raise ValueError naming both.")
@@ -245,7 +245,7 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
         result = _run(multihead_attention_core, q, k, v, num_heads, name=name)
     if not (isinstance(result, tuple) and len(result) == 2):
         fail(f"{name} must return a tuple (output, weights); got "
-             f"{type(result).__name__}" + (f" of {len(result)} items" if isinstance(result, tuple)
+             f"{type_name(result)}" + (f" of {len(result)} items" if isinstance(result, tuple)
                                            else ""))
     out, weights = result
     expected_out, expected_weights = _torch_core(q, k, v, num_heads)

@@ -12,7 +12,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .common import (CheckFailure, _isfinite, call, close, expect_close, expect_tensor, fail,
-                      forbid, max_error, passed, random_inputs)
+                      forbid, max_error, passed, random_inputs, type_name)
 
 _softmax = torch.softmax
 _where = torch.where
@@ -308,7 +308,7 @@ def _attention_inputs(seed, batch, Lq, Lk, d_k, d_v, dtype):
 
 def _unpack(result, name):
     if not (isinstance(result, tuple) and len(result) == 2):
-        got = f"a tuple of {len(result)}" if isinstance(result, tuple) else type(result).__name__
+        got = f"a tuple of {len(result)}" if isinstance(result, tuple) else type_name(result)
         fail(f"{name} must return (output, weights), got {got}.")
     return result
 

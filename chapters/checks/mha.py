@@ -16,6 +16,11 @@ The MultiHeadAttention checks use only this documented interface of the student'
     .parameters(), .to(dtype=...), .eval(), and
     forward(query, key, value) -> (output (B, Lq, d_model), weights (B, num_heads, Lq, Lk)).
 
+Whatever touches the student's objects runs in a probe (`_probe_...`, see common.probe): under
+the autograder those objects live in another process, so a probe builds the module there,
+calls the student's code and returns plain data (tensors, numbers, class names, the errors
+raised), which the check then judges here.
+
 Shape letters: B batch, Lq/Lk query/key length, h num_heads, hd head_dim,
 D d_model = num_heads * head_dim.
 """
@@ -26,8 +31,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import (call, expect_close, expect_tensor, fail, forbid,
-                     passed, random_inputs)
+from .common import (MALFORMED, attempt, call, call_keeping, differs, expect_close, expect_tensor, export,
+                     fail, forbid, passed, probe, raised, random_inputs, revive, take,
+                     take_error, type_name)
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
@@ -113,27 +119,50 @@ def _random_weights(d_model, sizes, bias, seed):
     return P
 
 
-def _load_into(module, P, dtype, device):
-    """Copy P into module.q_proj ... out_proj in place (the documented interface)."""
+def _probe_load_into(module, P):
+    """In a probe: copy P into module.q_proj ... out_proj in place where the target is a tensor
+    of the right shape; returns {attr: None (no such attribute) | {part: None | shape (list)
+    | class name (str)}} of the targets, for _judge_load_into."""
+    targets = {}
     with torch.no_grad():
         for attr, name in zip(PROJECTIONS, "qkvo"):
             proj = getattr(module, attr, None)
             if proj is None:
-                fail(f"MultiHeadAttention has no attribute `{attr}`. {INTERFACE}")
+                targets[attr] = None
+                continue
+            targets[attr] = {}
             for part, value in (("weight", P[name + "_w"]), ("bias", P[name + "_b"])):
                 target = getattr(proj, part, None)
-                if value is None:
-                    if target is not None:
-                        fail(f"{attr}.{part} exists although bias=False: pass bias=bias to "
-                             "every nn.Linear.")
-                    continue
                 if not isinstance(target, torch.Tensor):
-                    fail(f"{attr}.{part} is missing although bias=True. {INTERFACE}")
-                if tuple(target.shape) != tuple(value.shape):
-                    fail(f"{attr}.{part} has shape {tuple(target.shape)}, expected "
-                         f"{tuple(value.shape)}: nn.Linear(in_features, out_features) stores its "
-                         "weight as (out_features, in_features).")
-                target.copy_(value.to(dtype=target.dtype, device=target.device))
+                    targets[attr][part] = None if target is None else type(target).__name__
+                    continue
+                targets[attr][part] = list(target.shape)
+                if value is not None and tuple(target.shape) == tuple(value.shape):
+                    target.copy_(value.to(dtype=target.dtype, device=target.device))
+    return targets
+
+
+def _judge_load_into(targets, P):
+    """Fail unless _probe_load_into could copy every weight of P (the documented interface)."""
+    if not isinstance(targets, dict):
+        fail(MALFORMED.format(what="the projections"))
+    for attr, name in zip(PROJECTIONS, "qkvo"):
+        proj = targets.get(attr)
+        if proj is None:
+            fail(f"MultiHeadAttention has no attribute `{attr}`. {INTERFACE}")
+        for part, value in (("weight", P[name + "_w"]), ("bias", P[name + "_b"])):
+            target = take(proj, part, type(None), str, list)
+            if value is None:
+                if target is not None:
+                    fail(f"{attr}.{part} exists although bias=False: pass bias=bias to "
+                         "every nn.Linear.")
+                continue
+            if not isinstance(target, list):
+                fail(f"{attr}.{part} is missing although bias=True. {INTERFACE}")
+            if target != list(value.shape):
+                fail(f"{attr}.{part} has shape {tuple(target)}, expected "
+                     f"{tuple(value.shape)}: nn.Linear(in_features, out_features) stores its "
+                     "weight as (out_features, in_features).")
 
 
 def _to_torch_mha(P, d_model, h, key_size, value_size, bias, dtype, device):
@@ -154,13 +183,23 @@ def _to_torch_mha(P, d_model, h, key_size, value_size, bias, dtype, device):
     return m.eval()
 
 
-def _construct(cls, d_model, num_heads, **kwargs):
-    shown = ", ".join([str(d_model), str(num_heads)] + [f"{k}={v}" for k, v in kwargs.items()])
-    module = call(cls, d_model, num_heads, name=f"MultiHeadAttention({shown})", **kwargs)
-    if not isinstance(module, nn.Module):
+def _shown(d_model, num_heads, kwargs):
+    return ", ".join([str(d_model), str(num_heads)] + [f"{k}={v}" for k, v in kwargs.items()])
+
+
+def _probe_construct(cls, d_model, num_heads, kwargs):
+    """In a probe: (module or None, {"error": what cls(...) raised, "module": is it an
+    nn.Module})."""
+    module, error = attempt(cls, d_model, num_heads, **kwargs)
+    is_module = isinstance(module, nn.Module)
+    return (module if is_module else None), {"error": error, "module": is_module}
+
+
+def _judge_construct(data, shown):
+    raised(take_error(data, "error"), f"MultiHeadAttention({shown})")
+    if not take(data, "module", bool):
         fail(f"MultiHeadAttention({shown}) is not an nn.Module: subclass nn.Module and call "
              "super().__init__() first.")
-    return module, shown
 
 
 # ------------------------------------------------------------------ exercise 1
@@ -174,9 +213,9 @@ def output_projection_by_heads(fn, *, seed=0, batch=2, num_heads=4, L=5, head_di
                                     seed=seed, dtype=dtype, device=device)
     b_O = b_O if bias else None
     originals = [t.clone() for t in (heads, W_O) + ((b_O,) if bias else ())]
-    output = call(fn, heads, W_O, b_O, name="output_projection_by_heads")
-    for before, after, name in zip(originals, (heads, W_O, b_O), ("heads", "W_O", "b_O")):
-        if not torch.equal(before, after):
+    output, inputs = call_keeping(fn, heads, W_O, b_O, name="output_projection_by_heads")
+    for before, after, name in zip(originals, inputs, ("heads", "W_O", "b_O")):
+        if not (isinstance(after, torch.Tensor) and torch.equal(before, after)):
             fail(f"output_projection_by_heads changed its input `{name}` in place: "
                  "compute new tensors instead (avoid +=, add_ and friends on the inputs).")
     expect_tensor(output, "output", shape=(batch, L, d_model), dtype=dtype, device=device,
@@ -215,6 +254,35 @@ def output_projection_by_heads(fn, *, seed=0, batch=2, num_heads=4, L=5, head_di
 
 
 # ------------------------------------------------------------------ exercise 2
+def _probe_structure(cls, d_model, num_heads, kwargs, bad):
+    """Build cls(d_model, num_heads, **kwargs) and describe it: attributes d_model, num_heads,
+    head_dim; each projection's weight and bias (None when there is no such attribute);
+    whether two weights share memory; the parameter count; and what cls(*bad) raised."""
+    module, data = _probe_construct(cls, d_model, num_heads, kwargs)
+    if module is None:
+        return data
+    data["attrs"] = {a: export(getattr(module, a, None)) for a in ("d_model", "num_heads",
+                                                                   "head_dim")}
+    data["projections"], pointers = {}, []
+    for attr in PROJECTIONS:
+        proj = getattr(module, attr, None)
+        data["projections"][attr] = None if proj is None else {
+            part: export(getattr(proj, part, None)) for part in ("weight", "bias")}
+        weight = getattr(proj, "weight", None)
+        if isinstance(weight, torch.Tensor):
+            pointers.append(weight.data_ptr())
+    data["shared"] = len(set(pointers)) < len(pointers)
+    data["count"] = sum(p.numel() for p in module.parameters())
+    try:
+        cls(*bad)
+        data["bad"] = None
+    except ValueError:  # subclasses too
+        data["bad"] = ["ValueError", "", ""]
+    except Exception as error:
+        data["bad"] = [type(error).__name__, str(error), ""]
+    return data
+
+
 def multi_head_attention_structure(cls, *, d_model=16, num_heads=4, query_size=None,
                                    key_size=None, value_size=None, bias=True):
     """The constructor: attribute names, nn.Linear shapes, biases, parameter count, and a
@@ -223,23 +291,28 @@ def multi_head_attention_structure(cls, *, d_model=16, num_heads=4, query_size=N
                                     value_size=value_size).items() if v is not None}
     if not bias:
         kwargs["bias"] = False
-    module, shown = _construct(cls, d_model, num_heads, **kwargs)
+    shown = _shown(d_model, num_heads, kwargs)
+    bad_h = max(num_heads, 2)
+    bad_d = 3 * bad_h + 1  # never divisible by bad_h
+    data = probe(_probe_structure, cls, d_model, num_heads, kwargs, (bad_d, bad_h))
+    _judge_construct(data, shown)
     head_dim = d_model // num_heads
+    attrs = take(data, "attrs", dict)
     for attr, value in (("d_model", d_model), ("num_heads", num_heads), ("head_dim", head_dim)):
-        got = getattr(module, attr, None)
-        if got != value:
+        got = revive(attrs.get(attr))
+        if differs(got, value):
             fail(f"MultiHeadAttention({shown}).{attr} is {got!r}, expected {value}. "
                  "Store d_model, num_heads and head_dim = d_model // num_heads as attributes.")
     sizes = {"q_proj": query_size or d_model, "k_proj": key_size or d_model,
              "v_proj": value_size or d_model, "out_proj": d_model}
     inputs = {"q_proj": "query_size", "k_proj": "key_size", "v_proj": "value_size",
               "out_proj": "d_model"}
-    pointers = []
+    projections = take(data, "projections", dict)
     for attr in PROJECTIONS:
-        proj = getattr(module, attr, None)
+        proj = projections.get(attr)
         if proj is None:
             fail(f"MultiHeadAttention({shown}) has no attribute `{attr}`. {INTERFACE}")
-        weight, b = getattr(proj, "weight", None), getattr(proj, "bias", None)
+        weight, b = revive(take(proj, "weight", object)), revive(take(proj, "bias", object))
         expect_tensor(weight, f"{attr}.weight")
         if tuple(weight.shape) != (d_model, sizes[attr]):
             fail(f"{attr}.weight has shape {tuple(weight.shape)}, expected "
@@ -248,39 +321,60 @@ def multi_head_attention_structure(cls, *, d_model=16, num_heads=4, query_size=N
                  "nn.Linear(in_features, out_features) stores (out_features, in_features).")
         if bias and (not isinstance(b, torch.Tensor) or tuple(b.shape) != (d_model,)):
             fail(f"{attr}.bias should be a tensor of shape ({d_model},) when bias=True, got "
-                 f"{b if b is None else tuple(b.shape)}.")
+                 f"{b if b is None else tuple(b.shape) if isinstance(b, torch.Tensor) else b}.")
         if not bias and b is not None:
             fail(f"{attr}.bias exists although bias=False: pass bias=bias to every nn.Linear.")
-        pointers.append(weight.data_ptr())
-    if len(set(pointers)) < len(pointers):
+    if take(data, "shared", bool):
         fail("two of q_proj, k_proj, v_proj, out_proj share one weight tensor: each needs its "
              "own parameters.")
-    count = sum(p.numel() for p in module.parameters())
+    count = take(data, "count", int)
     weights = d_model * (sizes["q_proj"] + sizes["k_proj"] + sizes["v_proj"] + d_model)
     expected = weights + (4 * d_model if bias else 0)
     if count != expected:
         fail(f"MultiHeadAttention({shown}) has {count} parameters, expected {expected} = "
              f"{weights} weights + {expected - weights} biases: the four nn.Linear layers and "
              "nothing else (no per-head copies of the matrices).")
-    bad_h = max(num_heads, 2)
-    bad_d = 3 * bad_h + 1  # never divisible by bad_h
-    try:
-        cls(bad_d, bad_h)
-    except ValueError:
-        pass
-    except NotImplementedError:
-        fail("MultiHeadAttention is not implemented yet: replace `raise NotImplementedError()` "
-             "with your code.")
-    except Exception as error:
-        fail(f"MultiHeadAttention({bad_d}, {bad_h}) raised {type(error).__name__}: {error}; "
-             "raise ValueError when num_heads does not divide d_model (an assert disappears "
-             "under python -O).")
-    else:
+    bad = take_error(data, "bad")
+    if bad is None:
         fail(f"MultiHeadAttention({bad_d}, {bad_h}) did not raise: head_dim = d_model / "
              "num_heads must be a whole number, so raise ValueError when num_heads does not "
              "divide d_model.")
+    if bad[0] != "ValueError":
+        if bad[0] == "NotImplementedError":
+            fail("MultiHeadAttention is not implemented yet: replace `raise "
+                 "NotImplementedError()` with your code.")
+        fail(f"MultiHeadAttention({bad_d}, {bad_h}) raised {bad[0]}: {bad[1]}; "
+             "raise ValueError when num_heads does not divide d_model (an assert disappears "
+             "under python -O).")
     passed(f"MultiHeadAttention({shown}): q_proj, k_proj, v_proj, out_proj have the right "
            f"shapes, {count} parameters in all, and a ValueError for d_model % num_heads != 0.")
+
+
+# forward must not hand the work to PyTorch's own implementation, which the check compares with
+FORBIDDEN = {"F.multi_head_attention_forward (nn.MultiheadAttention)":
+             F.multi_head_attention_forward,
+             "torch._native_multi_head_attention (nn.MultiheadAttention)":
+             torch._native_multi_head_attention}
+
+
+def _probe_forward(cls, d_model, num_heads, kwargs, P, dtype, device, inputs):
+    """Build cls(d_model, num_heads, **kwargs), move it to dtype and device, load the weights
+    P and call it on each (query (B, Lq, query_size), key (B, Lk, key_size), value (B, Lk,
+    value_size)) of `inputs`, PyTorch's attention forbidden. Returns the construction's data,
+    "to_error", "targets" (_probe_load_into) and "results": [[result, error]] per input."""
+    module, data = _probe_construct(cls, d_model, num_heads, kwargs)
+    if module is None:
+        return data
+    module, data["to_error"] = attempt(lambda: module.to(dtype=dtype, device=device).eval())
+    if data["to_error"] is not None:
+        return data
+    data["targets"] = _probe_load_into(module, P)
+    data["results"] = []
+    for query, key, value in inputs:
+        with forbid(**FORBIDDEN):
+            result, error = attempt(module, query, key, value)
+        data["results"].append([export(result), error])
+    return data
 
 
 def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_heads=4,
@@ -294,15 +388,9 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
                                     value_size=value_size).items() if v is not None}
     if not bias:
         kwargs["bias"] = False
-    module, shown = _construct(cls, d_model, num_heads, **kwargs)
-    try:
-        module = module.to(dtype=dtype, device=device).eval()
-    except Exception as error:
-        fail(f"MultiHeadAttention({shown}).to(dtype={dtype}) raised {type(error).__name__}: "
-             f"{error}")
+    shown = _shown(d_model, num_heads, kwargs)
     sizes = (query_size or d_model, key_size or d_model, value_size or d_model)
     P = _random_weights(d_model, sizes, bias, seed)
-    _load_into(module, P, dtype, device)
     reference = None
     if sizes[0] == d_model:
         reference = _to_torch_mha(P, d_model, num_heads, key_size, value_size, bias, dtype, device)
@@ -316,17 +404,27 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
                                       device=device)
     cases.append(("cross-attention", query, key, value))
 
+    data = probe(_probe_forward, cls, d_model, num_heads, kwargs, P, dtype, device,
+                 [case[1:] for case in cases])
+    _judge_construct(data, shown)
+    error = take_error(data, "to_error")
+    if error is not None:
+        fail(f"MultiHeadAttention({shown}).to(dtype={dtype}) raised {error[0]}: {error[1]}")
+    _judge_load_into(take(data, "targets", dict), P)
+    results = take(data, "results", list)
+    if len(results) != len(cases):
+        fail(MALFORMED.format(what="results"))
+
     h = num_heads
-    for label, q_in, k_in, v_in in cases:
-        with forbid(**{"F.multi_head_attention_forward (nn.MultiheadAttention)":
-                       F.multi_head_attention_forward,
-                       "torch._native_multi_head_attention (nn.MultiheadAttention)":
-                       torch._native_multi_head_attention}):
-            result = call(module, q_in, k_in, v_in, name=f"forward ({label})")
+    for (label, q_in, k_in, v_in), item in zip(cases, results):
+        if not (isinstance(item, (list, tuple)) and len(item) == 2):
+            fail(MALFORMED.format(what="results"))
+        raised(item[1], f"forward ({label})")
+        result = revive(item[0])
         if not (isinstance(result, tuple) and len(result) == 2):
             fail(f"forward ({label}) must return a tuple (output, weights), got "
-                 f"{type(result).__name__}" + (f" of length {len(result)}"
-                                               if isinstance(result, tuple) else "") + ".")
+                 f"{type_name(result)}" + (f" of length {len(result)}"
+                                           if isinstance(result, tuple) else "") + ".")
         output, weights = result
         Lk_case = k_in.shape[1]
         if reference is not None:
@@ -397,31 +495,60 @@ class _Target(nn.Module):
         self.out_proj = nn.Linear(d_model, d_model, **kw)
 
 
-def load_from_torch(fn, *, seed=0, d_model=16, num_heads=4, key_size=None, value_size=None,
-                    bias=True, dtype=torch.float32):
-    """fn(ours, torch_mha) copies nn.MultiheadAttention's weights into ours in place."""
+def _load_setup(seed, d_model, num_heads, key_size, value_size, bias, dtype):
+    """(torch_mha, ours): nn.MultiheadAttention with random weights, and a _Target holding
+    stale values that no correct copy leaves behind; the same for the same arguments."""
     torch_mha = nn.MultiheadAttention(d_model, num_heads, bias=bias, kdim=key_size,
                                       vdim=value_size, batch_first=True, dtype=dtype)
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in torch_mha.parameters():
             p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float64))
-    ks, vs = key_size or d_model, value_size or d_model
-    ours = _Target(d_model, num_heads, ks, vs, bias, dtype)
+    ours = _Target(d_model, num_heads, key_size or d_model, value_size or d_model, bias, dtype)
     with torch.no_grad():
-        for p in ours.parameters():  # stale values that no correct copy leaves behind
+        for p in ours.parameters():
             p.copy_(10 + torch.randn(p.shape, generator=gen, dtype=torch.float64))
-    stale = {n: p.detach().clone() for n, p in ours.named_parameters()}
-    source = {n: p.detach().clone() for n, p in torch_mha.named_parameters()}
-    separate = torch_mha.in_proj_weight is None
-    result = call(fn, ours, torch_mha, name="load_from_torch")
-    if result is not None and result is not ours:
-        fail("load_from_torch must copy the weights into `ours` in place and return `ours`; "
-             f"it returned a different object ({type(result).__name__}).")
-    for name, p in torch_mha.named_parameters():
-        if not torch.equal(p.detach(), source[name]):
-            fail(f"load_from_torch changed torch_mha.{name}: copy from it, never into it.")
+    return torch_mha, ours
 
+
+def _probe_load(fn, seed, d_model, num_heads, key_size, value_size, bias, dtype):
+    """Call fn(ours, torch_mha) on _load_setup's modules; returns what it raised or returned
+    (and whether that was `ours`), torch_mha's parameters after the call, and ours'
+    projections' weights and biases with whether each shares memory with torch_mha."""
+    torch_mha, ours = _load_setup(seed, d_model, num_heads, key_size, value_size, bias, dtype)
+    result, error = attempt(fn, ours, torch_mha)
+    data = {"error": error, "result": export(result), "is_ours": result is ours}
+    data["torch_mha"] = {n: p.detach().clone() for n, p in torch_mha.named_parameters()}
+    torch_storage = {p.untyped_storage().data_ptr() for p in torch_mha.parameters()}
+    data["ours"], data["shares"] = {}, {}
+    for attr in PROJECTIONS:
+        for part in ("weight", "bias"):
+            value = getattr(getattr(ours, attr, None), part, None)
+            data["ours"][f"{attr}.{part}"] = export(value)
+            data["shares"][f"{attr}.{part}"] = isinstance(value, torch.Tensor) and \
+                value.untyped_storage().data_ptr() in torch_storage
+    return data
+
+
+def load_from_torch(fn, *, seed=0, d_model=16, num_heads=4, key_size=None, value_size=None,
+                    bias=True, dtype=torch.float32):
+    """fn(ours, torch_mha) copies nn.MultiheadAttention's weights into ours in place."""
+    ks, vs = key_size or d_model, value_size or d_model
+    setup = (seed, d_model, num_heads, key_size, value_size, bias, dtype)
+    torch_mha, ours = _load_setup(*setup)  # here: what the student's copies started from
+    stale = {n: p.detach().clone() for n, p in ours.named_parameters()}
+    data = probe(_probe_load, fn, *setup)
+    raised(take_error(data, "error"), "load_from_torch")
+    result = revive(data.get("result"))
+    if result is not None and not take(data, "is_ours", bool):
+        fail("load_from_torch must copy the weights into `ours` in place and return `ours`; "
+             f"it returned a different object ({type_name(result)}).")
+    after = take(data, "torch_mha", dict)
+    for name, p in torch_mha.named_parameters():
+        if not torch.equal(take(after, name, torch.Tensor), p.detach()):
+            fail(f"load_from_torch changed torch_mha.{name}: copy from it, never into it.")
+    separate = torch_mha.in_proj_weight is None
+    copied, shares = take(data, "ours", dict), take(data, "shares", dict)
     if separate:
         w = {"q": torch_mha.q_proj_weight, "k": torch_mha.k_proj_weight, "v": torch_mha.v_proj_weight}
         where = "q_proj_weight, k_proj_weight, v_proj_weight"
@@ -434,12 +561,11 @@ def load_from_torch(fn, *, seed=0, d_model=16, num_heads=4, key_size=None, value
         b["o"] = torch_mha.out_proj.bias
     order = ("in_proj_weight stacks [W_q; W_k; W_v] in this order: "
              "w_q, w_k, w_v = in_proj_weight.chunk(3)")
-    torch_storage = {p.untyped_storage().data_ptr() for p in torch_mha.parameters()}
     for attr, n in zip(PROJECTIONS, "qkvo"):
         for part, table in (("weight", w), ("bias", b)):
             if part == "bias" and not bias:
                 continue
-            actual = getattr(getattr(ours, attr), part)
+            actual = revive(take(copied, f"{attr}.{part}", object))
             expected = table[n].detach()
             label = f"ours.{attr}.{part}"
             if actual is None:
@@ -448,7 +574,7 @@ def load_from_torch(fn, *, seed=0, d_model=16, num_heads=4, key_size=None, value
             expect_tensor(actual, label, shape=expected.shape, dtype=dtype,
                           shape_names="(out_features, in_features)" if part == "weight" else None)
             if torch.equal(actual.detach(), expected):
-                if actual.untyped_storage().data_ptr() in torch_storage:
+                if take(shares, f"{attr}.{part}", bool):
                     fail(f"{label} shares memory with torch_mha's parameters: copy the values "
                          "(ours.q_proj.weight.copy_(w_q) under torch.no_grad()) so that the two "
                          "modules stay independent.")
