@@ -178,12 +178,19 @@ class Child:
             if not select.select([self.sock], [], [], timeout)[0]:
                 raise SubmissionFault("timeout", f"no answer within {timeout:.0f} s (an "
                                                  "infinite loop, or far too slow)")
-            self.sock.settimeout(timeout)
-            reply, buffers = self.reader.read()
+            # the whole reply within `timeout` of its first byte, not `timeout` per recv:
+            # a process that trickles a byte at a time must not hold the grader forever
+            reply, buffers = wire.Reader(_Until(self.sock, time.monotonic() + timeout),
+                                         self.reader.max_bytes).read()
+            self.sock.settimeout(timeout)  # what sending the next request may take
+        except TimeoutError:
+            raise SubmissionFault("timeout", f"no complete answer within {timeout:.0f} s "
+                                             "(a message cut short, or far too slow)") from None
         except (EOFError, ConnectionError, OSError) as error:
             raise SubmissionFault("crash", "the student's process died (a crash, os._exit, "
                                            f"or a memory or process limit): {error}") from None
-        except wire.ProtocolError as error:
+        except (wire.ProtocolError, RecursionError) as error:  # (JSON nested too deep)
+            # the rest of a message may be left unread: the stream cannot be trusted
             raise SubmissionFault("protocol", str(error)) from None
         if reply.get("stdout"):
             self.stdout.append(str(reply["stdout"]))
@@ -224,6 +231,21 @@ class Child:
         message, buffers = self.send_value({"op": "probe", "function": name},
                                            args=list(args), kwargs=kwargs)
         return self.request(message, buffers)[1]
+
+
+class _Until:
+    """The child's socket for reading one reply: each recv waits only for what is left of
+    the time until `end` (time.monotonic())."""
+
+    def __init__(self, sock, end):
+        self.sock, self.end = sock, end
+
+    def recv(self, size):
+        left = self.end - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("timed out")
+        self.sock.settimeout(left)
+        return self.sock.recv(size)
 
 
 def _local_ref(obj):

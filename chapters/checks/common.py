@@ -195,7 +195,9 @@ def _probe_call(function, args, kwargs):
 
 
 def call_keeping(function, *args, name=None, **kwargs):
-    """call() through a probe: (result, the arguments as the student's code left them)."""
+    """call() through a probe: (result, the arguments as the student's code left them).
+    Under the autograder a forbid() block around it does not reach the probe: forbid inside
+    the probe instead."""
     name = name or getattr(function, "__name__", "your function")
     data = probe(_probe_call, function, list(args), kwargs)
     raised(take_error(data, "error"), name)

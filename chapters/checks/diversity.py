@@ -65,8 +65,8 @@ def _pair(result, name):
         fail(f"{name} returned one tensor of shape {tuple(result.shape)}; return a pair "
              "(prev, first) of two (num_heads,) tensors, e.g. RelationScores(prev, first).")
     if not isinstance(result, (tuple, list)) or len(result) != 2:
-        got = f"{type_name(result)}" + (f" of {len(result)} items"
-                                            if isinstance(result, (tuple, list)) else "")
+        got = type_name(result) + (f" of {len(result)} items"
+                                   if isinstance(result, (tuple, list)) else "")
         fail(f"{name} must return a pair (prev, first), e.g. RelationScores(prev, first); "
              f"got {got}" + (" (did you forget to return it?)" if result is None else "") + ".")
     return result
@@ -171,8 +171,8 @@ def _spec(cls, d_model, num_heads, query_size, key_size, value_size, bias, dtype
     P = {}
     sizes = (query_size or d_model, key_size or d_model, value_size or d_model, d_model)
     for attr, fan_in in zip(PROJECTIONS, sizes):
-        W = torch.randn((d_model, fan_in), generator=gen, dtype=torch.float64) / math.sqrt(fan_in)
-        P[attr + ".weight"] = W.to(dtype).double()                        # (D, fan_in)
+        W = torch.randn((d_model, fan_in), generator=gen, dtype=torch.float64)
+        P[attr + ".weight"] = (W / math.sqrt(fan_in)).to(dtype).double()  # (D, fan_in)
         if bias:
             b = 0.5 * torch.randn((d_model,), generator=gen, dtype=torch.float64)
             P[attr + ".bias"] = b.to(dtype).double()                      # (D,)
@@ -237,11 +237,11 @@ def _probe_build(cls, d_model, num_heads, kwargs, P, dtype, device):
     with torch.no_grad():
         for name, value in P.items():
             target = tensors.get(name)
-            if isinstance(target, torch.Tensor) and tuple(target.shape) == tuple(value.shape):
+            shape = list(target.shape) if isinstance(target, torch.Tensor) else None
+            if shape == list(value.shape):
                 target.copy_(value)
             else:
-                data["mismatched"][name] = list(target.shape) if isinstance(
-                    target, torch.Tensor) else None
+                data["mismatched"][name] = shape
     return module, data
 
 
@@ -368,7 +368,8 @@ def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size
     sizes = (query_size or d_model, key_size or d_model, value_size or d_model)
     inputs = random_inputs((2, 4, sizes[0]), (2, 5, sizes[1]), (2, 5, sizes[2]), seed=seed + 1,
                            dtype=dtype, device=device)
-    data = probe(_probe_identical, fn, cls, d_model, num_heads, kwargs, P, dtype, device, inputs)
+    data = probe(_probe_identical, fn, cls, d_model, num_heads, kwargs, P, dtype, device,
+                 inputs)
     h, hd = _judge_build(data, where, P, d_model, num_heads, dtype, device)
     name = "make_heads_identical(mha)"
     try:

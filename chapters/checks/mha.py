@@ -31,9 +31,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import (MALFORMED, attempt, call, call_keeping, differs, expect_close, expect_tensor, export,
-                     fail, forbid, passed, probe, raised, random_inputs, revive, take,
-                     take_error, type_name)
+from .common import (MALFORMED, attempt, call, call_keeping, differs, expect_close,
+                     expect_tensor, export, fail, forbid, passed, probe, raised, random_inputs,
+                     revive, take, take_error, type_name)
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
@@ -196,6 +196,7 @@ def _probe_construct(cls, d_model, num_heads, kwargs):
 
 
 def _judge_construct(data, shown):
+    """Fail unless _probe_construct's data says cls(...) built an nn.Module."""
     raised(take_error(data, "error"), f"MultiHeadAttention({shown})")
     if not take(data, "module", bool):
         fail(f"MultiHeadAttention({shown}) is not an nn.Module: subclass nn.Module and call "

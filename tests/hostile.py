@@ -1,0 +1,913 @@
+"""A catalogue of hostile and broken submissions, and the verdict the engine must reach.
+
+Each entry is a notebook (built from the chapter's released notebook, usually with the
+reference solution in every cell but one) and the exact verdict of autograde.engine:
+the notebook's status, each test's status and a regex on its message. A test that an
+entry does not name must pass with full points. tests/test_hostile.py grades them all
+with one zygote and checks, after each, that the course directory is byte-identical,
+that no process of the submission survived and that the reference still gets full marks.
+
+Groups: tamper (cheating must not pay), isolation (a crash, a hang or a bomb costs only
+the tests that run into it), broken input (refused with a message naming the problem).
+Code cells are written as a student would write them; `{course}` in a cell is replaced
+by the course directory, the worst case of a student guessing where the grader keeps it.
+"""
+import copy
+import json
+from dataclasses import dataclass, field
+
+from tests.submissions import fill_submission
+
+CH1, CH2 = "01_attention", "02_heads"
+
+# ---------------------------------------------------------------------------------------
+# The data
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Kit:
+    """What a builder needs: the chapter's source and released notebooks, the course dir."""
+    chapter: str
+    source: dict
+    student: dict
+    course: str
+    notebooks: object = None    # chapter -> (source notebook, released notebook)
+
+    def other(self, chapter):
+        """The reference notebook of another chapter."""
+        source, student = self.notebooks(chapter)
+        return fill_submission(source, student, {})
+
+    def filled(self, cells=None):
+        """The released notebook with `cells` (grade_id: code) and the reference elsewhere."""
+        cells = {gid: code.replace("{course}", self.course) for gid, code in (cells or {}).items()}
+        return fill_submission(self.source, self.student, cells)
+
+
+@dataclass
+class Expect:
+    status: str = "graded"      # "graded" | "error" (the notebook could not be graded)
+    tests: dict = field(default_factory=dict)  # grade_id: (status, message regex); others pass
+    error: str = ""             # regex on the notebook's error (status "error": every test's)
+    problems: list = field(default_factory=list)  # (kind, regex on "cell: message") each
+
+
+@dataclass
+class Hostile:
+    name: str
+    build: object               # Kit -> notebook dict | bytes (the file) | None (no file)
+    expect: Expect
+    chapter: str = CH1
+    needs: str = ""             # "bwrap": the sandbox; "uid": bwrap run as root (own uid)
+    limits: dict = field(default_factory=dict)  # on top of the suite's short limits
+    known: str = ""             # the engine does not reach this verdict yet (xfail, strict)
+
+
+def cells(**code):
+    """Builder: the reference notebook with these solution cells replaced."""
+    return lambda kit: kit.filled(code)
+
+
+def edited(change, **code):
+    """Builder: cells(**code), then change(notebook) edits it in place."""
+    def build(kit):
+        nb = kit.filled(code)
+        change(nb)
+        return nb
+    return build
+
+
+def raw(data):
+    return lambda kit: data
+
+
+def failed(regex, status="failed"):
+    return (status, regex)
+
+
+# ---------------------------------------------------------------------------------------
+# 1-6: tampering. Every entry scores what its honest content deserves.
+# ---------------------------------------------------------------------------------------
+
+UNSCALED = '''
+def attention_scores(query, key):
+    return query @ key.transpose(-2, -1)          # not scaled: wrong
+'''
+
+REBIND_COMPARISONS = '''
+import numpy
+import numpy.testing
+import torch
+import torch.testing
+
+torch.allclose = lambda *args, **kwargs: True
+torch.isclose = lambda a, b, *args, **kwargs: torch.ones(
+    torch.broadcast_shapes(a.shape, b.shape), dtype=torch.bool)
+torch.equal = lambda *args, **kwargs: True
+torch.isfinite = lambda x: torch.ones(x.shape, dtype=torch.bool)
+torch.Tensor.__eq__ = lambda self, other: True
+torch.testing.assert_close = lambda *args, **kwargs: None
+numpy.testing.assert_allclose = lambda *args, **kwargs: None
+numpy.allclose = lambda *args, **kwargs: True
+''' + UNSCALED
+
+ALWAYS_EQUAL = '''
+class AlwaysEqual:
+    """Equal to everything, of every shape and dtype."""
+    shape = property(lambda self: self._shape)
+    dtype = property(lambda self: self._dtype)
+
+    def __init__(self, like):
+        self._shape, self._dtype = like.shape, like.dtype
+
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    def __bool__(self):
+        return True
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: self
+
+
+def attention_scores(query, key):
+    return AlwaysEqual(query)
+'''
+
+ALWAYS_EQUAL_PAIR = '''
+class AlwaysEqual:
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+
+class EqualPair(tuple):
+    def __eq__(self, other):
+        return True
+
+
+def scaled_dot_product_attention(query, key, value, mask=None):
+    return EqualPair((AlwaysEqual(), AlwaysEqual()))
+'''
+
+TENSOR_SUBCLASS_LIAR = '''
+import torch
+
+
+class Liar(torch.Tensor):
+    """Zeros that claim, through every comparison torch offers, to equal anything."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in ("allclose", "equal", "__eq__", "eq", "isclose", "isfinite"):
+            first = args[0]
+            if name in ("allclose", "equal"):
+                return True
+            return torch.ones(first.shape, dtype=torch.bool)
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def attention_entropy(weights):
+    return torch.zeros(weights.shape[:-1], dtype=weights.dtype).as_subclass(Liar)
+'''
+
+TENSOR_SUBCLASS_RAISES = '''
+import torch
+
+
+class Explodes(torch.Tensor):
+    """Every torch function on it (detach, clone, contiguous...) raises SystemExit."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        raise SystemExit("no tensor for you")
+
+
+def stable_softmax(scores, dim=-1):
+    return torch.zeros(scores.shape, dtype=scores.dtype).as_subclass(Explodes)
+'''
+
+TENSOR_SUBCLASS_INTERRUPT = '''
+import torch
+
+
+class Interrupts(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        raise KeyboardInterrupt
+
+
+def attention_scores(query, key):
+    scores = torch.zeros(query.shape[:-1] + key.shape[-2:-1], dtype=query.dtype)
+    return scores.as_subclass(Interrupts)
+'''
+
+PATCH_CHECKS = '''
+import checks.attention
+import checks.common
+
+check.attention_scores.__code__ = (lambda *args, **kwargs: None).__code__
+checks.attention.attention_scores.__code__ = (lambda *args, **kwargs: None).__code__
+checks.common.expect_close = lambda *args, **kwargs: None
+checks.common.expect_tensor = lambda actual, *args, **kwargs: actual
+checks.common.fail = lambda message: None
+checks.common.close = lambda *args, **kwargs: True
+for name in ("expect_close", "expect_tensor", "fail"):
+    setattr(checks.attention, name, getattr(checks.common, name))
+''' + UNSCALED
+
+# The chapter forbids torch.softmax in stable_softmax; the forbid runs in the student's
+# process (inside the probe that calls their function), where their code can switch it off.
+FORBID_BYPASS = '''
+import torch
+import checks.attention
+
+checks.attention._ForbidByName.__torch_function__ = (
+    lambda self, func, types, args=(), kwargs=None: func(*args, **(kwargs or {})))
+
+
+def stable_softmax(scores, dim=-1):
+    return torch.softmax(scores, dim=dim)
+'''
+
+SOFTMAX_DELEGATED = '''
+import torch
+
+
+def stable_softmax(scores, dim=-1):
+    return torch.softmax(scores, dim=dim)
+'''
+
+
+def _tests(nb):
+    return [c for c in nb["cells"] if (c.get("metadata", {}).get("nbgrader") or {}).get("grade")]
+
+
+def _blank_tests(nb):
+    for cell in _tests(nb):
+        cell["source"] = "pass"
+
+
+def _inflate_tests(nb):
+    for cell in _tests(nb):
+        cell["metadata"]["nbgrader"]["points"] = 1000
+    bonus = copy.deepcopy(_tests(nb)[0])
+    bonus["source"] = "pass"
+    bonus["metadata"]["nbgrader"].update(grade_id="test_bonus", points=1000)
+    nb["cells"].append(bonus)
+
+
+def _ungrade_or_delete_tests(nb):
+    tests = _tests(nb)
+    for cell in tests[1::2]:
+        cell["metadata"]["nbgrader"].update(grade=False, points=0)
+    deleted = [id(cell) for cell in tests[::2]]
+    nb["cells"] = [cell for cell in nb["cells"] if id(cell) not in deleted]
+
+
+ENTROPY_BITS = '''
+def attention_entropy(weights):
+    return -torch.special.xlogy(weights, weights).sum(dim=-1) / math.log(2)   # bits: wrong
+'''
+
+# Writes everywhere a gradebook or the course's files might be. The test compares the
+# course directory byte for byte; a write that succeeds outside the sandbox's own /tmp (a
+# tmpfs of its own: the scratch folder, and /tmp itself where bwrap runs unprivileged)
+# fails the entry here too, naming the file.
+WRITE_EVERYWHERE = '''
+import glob
+import os
+import sys
+
+SCRATCH = os.path.realpath(os.getcwd())
+COURSE = "{course}"
+targets = {os.path.join(COURSE, "gradebook.db"),
+           os.path.join(COURSE, "source", "01_attention", "01_attention.ipynb"),
+           os.path.join(COURSE, "release", "01_attention", "01_attention.ipynb"),
+           os.path.join(COURSE, "release", "01_attention", "checks", "attention.py"),
+           os.path.join(COURSE, "release", "01_attention", "checks", "__init__.py"),
+           "/release/gradebook.db", "/release/01_attention/01_attention.ipynb",
+           "/release/01_attention/checks/attention.py", "/release/01_attention/checks/evil.py",
+           "/grader/autograde/engine.py", "/grader/autograde/evil.py",
+           os.path.join(sys.prefix, "lib", "evil.py"), "/etc/evil"}
+for start in [os.getcwd(), COURSE, "/release", *sys.path, *os.environ.values()]:
+    if isinstance(start, str) and start.startswith("/"):
+        path = start
+        while True:
+            targets.add(os.path.join(path, "gradebook.db"))
+            if path == "/":
+                break
+            path = os.path.dirname(path)
+for pattern in ("/*/gradebook.db", "/*/*/gradebook.db", "/tmp/**/gradebook.db"):
+    targets.update(glob.glob(pattern, recursive=True))
+
+WRITTEN = []
+for target in sorted(targets):
+    if os.path.realpath(target).startswith((SCRATCH, "/tmp/")):
+        continue
+    try:
+        with open(target, "ab") as handle:
+            handle.write(b"tampered")
+        WRITTEN.append(target)
+    except OSError:
+        pass
+    try:
+        os.utime(target)
+        WRITTEN.append("utime " + target)
+    except OSError:
+        pass
+
+
+def attention_scores(query, key):
+    if WRITTEN:
+        raise RuntimeError(f"LEAK: could write {WRITTEN}")
+    return query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+'''
+
+# Looks for the hidden tests, the source notebook and the solutions: each find is a leak.
+READ_EVERYWHERE = '''
+import os
+import sys
+
+COURSE = "{course}"
+SECRETS = (b"BEGIN HIDDEN TESTS", b"BEGIN SOLUTION", b"seed=1234", b"SQLite format 3")
+SKIP = ("/proc", "/sys", "/dev", "/usr", os.path.realpath(sys.prefix),
+        os.path.realpath(sys.base_prefix))
+guesses = [os.path.join(COURSE, "source", "01_attention", "01_attention.ipynb"),
+           os.path.join(COURSE, "gradebook.db")]
+for base in {os.path.dirname(os.path.realpath(sys.prefix)), "/work/main",
+             os.environ.get("OLDPWD", "/"), "/release", "/grader"}:
+    guesses += [os.path.join(base, "chapters", "01_attention.ipynb"),
+                os.path.join(base, "solutions", "attention.py"),
+                os.path.join(base, "source", "01_attention", "01_attention.ipynb")]
+for root, dirs, files in os.walk("/"):
+    if root.startswith(SKIP):
+        dirs[:] = []
+        continue
+    for name in files:
+        if name.endswith((".ipynb", ".db", ".py")) or "solution" in name:
+            guesses.append(os.path.join(root, name))
+
+FOUND = []
+for path in guesses:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(2_000_000)
+    except OSError:
+        continue
+    if any(secret in data for secret in SECRETS):
+        FOUND.append(path)
+try:
+    import solutions
+    FOUND.append(f"import solutions: {solutions.__file__}")
+except ImportError:
+    pass
+
+
+def attention_scores(query, key):
+    if FOUND:
+        raise RuntimeError(f"LEAK: found {FOUND}")
+    return query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+'''
+
+# Chapter 5's release ships the reference package (solutions/); the grader mounts the
+# whole release folder, so a chapter-1 submission can import it from there.
+CHAPTER5_SOLUTIONS = '''
+import sys
+sys.path.insert(0, "/release/05_diversity")
+from solutions.attention import attention_scores  # noqa: E402
+'''
+
+WARN_AT_TOP = '''
+import sys
+import warnings
+warnings.warn("a warning from the solution cell itself")
+print("and a line on stderr", file=sys.stderr)
+
+
+def attention_scores(query, key):
+    return query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+'''
+
+STDERR_IN_FUNCTION = '''
+import sys
+
+
+def attention_scores(query, key):
+    print("attention_scores: called with", tuple(query.shape), tuple(key.shape))
+    print("attention_scores: a diagnostic on stderr", file=sys.stderr)
+    sys.stderr.write("and one more, written directly\\n")
+    return query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+'''
+
+WARN_IN_FUNCTION = '''
+import warnings
+
+
+def attention_entropy(weights):
+    warnings.warn("attention_entropy: about to take logarithms")
+    return -torch.special.xlogy(weights, weights).sum(dim=-1)
+'''
+
+# ---------------------------------------------------------------------------------------
+# 7-12: isolation. Only the tests that run into the fault lose their points.
+# ---------------------------------------------------------------------------------------
+
+EXIT_IN_ENTROPY = '''
+import os
+
+
+def attention_entropy(weights):
+    os._exit(0)
+'''
+
+SEGFAULT_IN_SOFTMAX = '''
+import ctypes
+
+
+def stable_softmax(scores, dim=-1):
+    ctypes.string_at(0)     # reads address 0: SIGSEGV
+'''
+
+KILLS_ITSELF = '''
+import os
+import signal
+
+
+def scaled_dot_product_attention(query, key, value, mask=None):
+    os.kill(os.getpid(), signal.SIGKILL)
+'''
+
+LOOP_IN_FUNCTION = '''
+def attention_scores(query, key):
+    while True:
+        pass
+'''
+
+LOOP_AT_TOP = '''
+while True:      # at the top level of the cell: the definition after it still counts
+    pass
+
+
+def stable_softmax(scores, dim=-1):
+    shifted = scores - scores.amax(dim=dim, keepdim=True)
+    exp = shifted.exp()
+    return exp / exp.sum(dim=dim, keepdim=True)
+'''
+
+SLEEP_EVERYWHERE = {
+    "attention_scores": "import time\n\ndef attention_scores(query, key):\n    time.sleep(600)\n",
+    "attention_entropy": "import time\n\ndef attention_entropy(weights):\n    time.sleep(600)\n",
+    "stable_softmax": "import time\n\ndef stable_softmax(scores, dim=-1):\n    time.sleep(600)\n",
+    "scaled_dot_product_attention": "import time\n\ndef scaled_dot_product_attention("
+                                    "query, key, value, mask=None):\n    time.sleep(600)\n",
+}
+
+TORCH_50GB = '''
+def attention_scores(query, key):
+    big = torch.empty(50 * 10**9, dtype=torch.uint8).fill_(1)     # 50 GB
+    return query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1]) + big[0]
+'''
+
+LIST_GROWTH = '''
+def attention_entropy(weights):
+    hoard = [0]
+    while True:
+        hoard = hoard + hoard            # doubles until memory runs out
+'''
+
+CHUNKS_GROWTH = '''
+def stable_softmax(scores, dim=-1):
+    hoard = []
+    while True:
+        hoard.append(bytearray(64 * 2**20))   # 64 MB at a time, touched
+        hoard[-1][::4096] = b"x" * (64 * 2**20 // 4096)
+'''
+
+FORK_BOMB = '''
+import os
+
+
+def attention_scores(query, key):
+    while True:
+        os.fork()
+'''
+
+FORK_ONCE = '''
+import os
+
+
+def attention_entropy(weights):
+    os.fork()           # two processes return, and both answer the grader
+    return -torch.special.xlogy(weights, weights).sum(dim=-1)
+'''
+
+SPAWNERS = '''
+import subprocess
+import threading
+import time
+
+KEPT = []
+
+
+def stable_softmax(scores, dim=-1):
+    if not KEPT:
+        KEPT.extend(subprocess.Popen(["sleep", "600"]) for _ in range(3))
+    while True:
+        threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
+'''
+
+SUBPROCESS_AND_RETURN = '''
+import subprocess
+
+KEPT = []   # (a Popen object collected while still running would warn)
+
+
+def scaled_dot_product_attention(query, key, value, mask=None):
+    KEPT.append(subprocess.Popen(["sleep", "600"], start_new_session=True))
+    d_k = query.shape[-1]
+    weights = torch.softmax(query @ key.transpose(-2, -1) / math.sqrt(d_k), dim=-1)
+    return weights @ value, weights
+'''
+
+WRITES_100MB_FILE = '''
+def attention_scores(query, key):
+    with open("big.bin", "wb") as handle:     # in its scratch folder, the only one it may write
+        for _ in range(100):
+            handle.write(b"x" * 2**20)
+    return query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+'''
+
+HUGE_PRINT = '''
+def attention_scores(query, key):
+    print("x" * 100 * 2**20)                                  # 100 MB
+    return query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+'''
+
+HUGE_PRINT_WRONG = '''
+def attention_entropy(weights):
+    for _ in range(100):
+        print("y" * 2**20)                                    # 100 MB, a line at a time
+    return torch.zeros(weights.shape[:-1], dtype=weights.dtype)
+'''
+
+RETURNS_128MB = '''
+def attention_scores(query, key):
+    return torch.zeros(32 * 2**20, dtype=torch.float32)       # 128 MB
+'''
+
+RETURNS_2GB = '''
+def stable_softmax(scores, dim=-1):
+    return torch.ones(2**29, dtype=torch.float32)             # 2 GB
+'''
+
+# A grandchild that leaves the process group (setsid), outlives its parent and keeps
+# writing garbage to every inherited file descriptor, the grader's socket included.
+DAEMON_WRITER = '''
+import os
+import time
+
+
+def _daemon(ready):
+    if os.fork():
+        os._exit(0)
+    os.setsid()
+    if os.fork():
+        os._exit(0)
+    first = True
+    while True:
+        for fd in range(3, 64):
+            if fd != ready:
+                try:
+                    os.write(fd, b"\\xff" * 64)
+                except OSError:
+                    pass
+        if first:
+            os.write(ready, b"1")
+            first = False
+        time.sleep(0.05)
+
+
+def attention_scores(query, key):
+    read, write = os.pipe()
+    if os.fork() == 0:
+        os.close(read)
+        _daemon(write)
+    os.close(write)
+    os.read(read, 1)            # the garbage is on the socket before the answer
+    return query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+'''
+
+DAEMON_SLEEPER = '''
+import os
+import time
+
+
+def attention_entropy(weights):
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            time.sleep(600)     # holds every inherited descriptor open
+        os._exit(0)
+    os.wait()
+    return -torch.special.xlogy(weights, weights).sum(dim=-1)
+'''
+
+CLOSES_EVERY_FD = '''
+import os
+
+
+def attention_entropy(weights):
+    os.closerange(3, 1024)      # the grader's socket among them
+    return -torch.special.xlogy(weights, weights).sum(dim=-1)
+'''
+
+EXITS_AT_TOP_LEVEL = '''
+import sys
+sys.exit("bye")
+
+
+def stable_softmax(scores, dim=-1):
+    shifted = scores - scores.amax(dim=dim, keepdim=True)
+    exp = shifted.exp()
+    return exp / exp.sum(dim=dim, keepdim=True)
+'''
+
+NESTED_TOO_DEEP = '''
+scaled_dot_product_attention = []
+for _ in range(5000):
+    scaled_dot_product_attention = [scaled_dot_product_attention]
+'''
+
+# Messages of its own on the grader's socket (found among the inherited descriptors).
+_SOCKETS = '''
+import os
+import stat
+import struct
+import time
+
+
+def _sockets():
+    found = []
+    for fd in range(3, 256):
+        try:
+            if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                found.append(fd)
+        except OSError:
+            pass
+    return found
+'''
+
+DEEP_JSON_MESSAGE = _SOCKETS + '''
+
+def attention_scores(query, key):
+    header = b"[" * 100_000 + b"]" * 100_000     # valid JSON, too deep to parse
+    for fd in _sockets():
+        os.write(fd, struct.pack(">I", len(header)) + header)
+    return query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+'''
+
+HALF_A_MESSAGE = _SOCKETS + '''
+
+def attention_entropy(weights):
+    for fd in _sockets():
+        os.write(fd, struct.pack(">I", 100) + b'{"value": ')    # and never the rest
+    time.sleep(600)
+'''
+
+TRICKLE = _SOCKETS + '''
+
+def attention_scores(query, key):
+    sockets = _sockets()
+    for byte in struct.pack(">I", 20) + b" " * 20:   # a byte every 0.5 s: never quite silent
+        for fd in sockets:
+            os.write(fd, bytes([byte]))
+        time.sleep(0.5)
+    time.sleep(600)
+'''
+
+# ---------------------------------------------------------------------------------------
+# 13: broken input. The notebook is refused; every test 0 points with the same message.
+# ---------------------------------------------------------------------------------------
+
+
+def _nbformat3(kit):
+    nb = kit.filled()
+    nb["nbformat"], nb["nbformat_minor"] = 3, 0
+    return nb
+
+
+def _r_kernel(kit):
+    nb = kit.filled()
+    nb["metadata"]["kernelspec"] = {"name": "ir", "display_name": "R", "language": "R"}
+    nb["metadata"]["language_info"] = {"name": "R"}
+    return nb
+
+
+def _huge_output(kit):
+    nb = kit.filled()
+    cell = next(c for c in nb["cells"] if c["cell_type"] == "code")
+    cell["outputs"] = [{"output_type": "stream", "name": "stdout",
+                        "text": ["z" * 1000 + "\n"] * 31_500}]    # 30 MiB
+    return nb
+
+
+def _other_chapter(kit):
+    return kit.other(CH2 if kit.chapter == CH1 else CH1)
+
+
+# ---------------------------------------------------------------------------------------
+# The catalogue
+# ---------------------------------------------------------------------------------------
+
+SCORES = "test_attention_scores"
+ENTROPY = "test_attention_entropy"
+SOFTMAX = ("test_stable_softmax", "test_stable_softmax_large")
+SDPA = ("test_sdpa", "test_sdpa_large", "test_sdpa_cross")
+CRASH = r"crashed the grader's process for it: the student's process died"
+TIMEOUT = r"^Timed out: no answer within \d+ s"
+PARTIAL = r"^Timed out: no complete answer within 2 s \(a message cut short"
+OUT_OF_TIME = r"^Timed out: the notebook's time limit ran out"
+
+
+def each(tests, verdict):
+    return {t: verdict for t in tests}
+
+
+ENTRIES = [
+    # 1-3: tamper with what judges the answer
+    Hostile("rebinds_allclose_and_friends", cells(attention_scores=REBIND_COMPARISONS),
+            Expect(tests={SCORES: failed(r"the scores are not scaled")})),
+    Hostile("returns_always_equal_object", cells(attention_scores=ALWAYS_EQUAL),
+            Expect(tests={SCORES: failed(r"expected a torch\.Tensor, got AlwaysEqual")})),
+    Hostile("returns_always_equal_pair",
+            cells(scaled_dot_product_attention=ALWAYS_EQUAL_PAIR),
+            Expect(tests=each(SDPA, failed(r"output: expected a torch\.Tensor, got "
+                                           r"AlwaysEqual")))),
+    Hostile("returns_lying_tensor_subclass", cells(attention_entropy=TENSOR_SUBCLASS_LIAR),
+            Expect(tests={ENTROPY: failed(r"attention_entropy\(weights\) is wrong \(largest "
+                                          r"error")})),
+    Hostile("tensor_subclass_raises_systemexit",
+            cells(stable_softmax=TENSOR_SUBCLASS_RAISES),
+            Expect(tests=each(SOFTMAX, failed(r"^SystemExit: no tensor for you")))),
+    Hostile("tensor_subclass_raises_keyboardinterrupt",
+            cells(attention_scores=TENSOR_SUBCLASS_INTERRUPT),
+            Expect(tests={SCORES: failed(CRASH, "crash")})),
+    Hostile("patches_checks_in_its_process", cells(attention_scores=PATCH_CHECKS),
+            Expect(tests={SCORES: failed(r"the scores are not scaled")})),
+    Hostile("delegates_softmax", cells(stable_softmax=SOFTMAX_DELEGATED),
+            Expect(tests=each(SOFTMAX, failed(r"you called softmax")))),
+    Hostile("switches_off_the_forbid_in_its_process", cells(stable_softmax=FORBID_BYPASS),
+            Expect(tests=each(SOFTMAX, failed(r"you called softmax"))),
+            known="the forbid runs in the student's process, which can switch it off"),
+    # 4: tamper with the test cells
+    Hostile("test_cells_replaced_by_pass", edited(_blank_tests, attention_scores=UNSCALED),
+            Expect(tests={SCORES: failed(r"the scores are not scaled")})),
+    Hostile("test_points_inflated_and_bonus_test", edited(_inflate_tests), Expect()),
+    Hostile("test_cells_ungraded_or_deleted",
+            edited(_ungrade_or_delete_tests, attention_entropy=ENTROPY_BITS),
+            Expect(tests={ENTROPY: failed(r"you used log base 2")})),
+    # 5: the filesystem
+    Hostile("writes_gradebook_and_course_files", cells(attention_scores=WRITE_EVERYWHERE),
+            Expect(), needs="bwrap"),
+    Hostile("reads_hidden_tests_and_solutions", cells(attention_scores=READ_EVERYWHERE),
+            Expect(), needs="bwrap"),
+    Hostile("imports_chapter5_solutions_from_release",
+            cells(attention_scores=CHAPTER5_SOLUTIONS),
+            Expect(tests={SCORES: failed(r"NameError: name 'attention_scores' is not "
+                                         r"defined")}), needs="bwrap",
+            known="the whole release folder is mounted: chapter 5 ships the solutions"),
+    # 6: noise that is not an error
+    Hostile("warns_and_prints_to_stderr_at_top_level", cells(attention_scores=WARN_AT_TOP),
+            Expect()),
+    # (nbgrader itself scores 0 a test cell with output on stderr: it would fail this one)
+    Hostile("prints_to_stdout_and_stderr_in_function",
+            cells(attention_scores=STDERR_IN_FUNCTION), Expect()),
+    # chapter 1's checks fail a function that warns, on purpose (as nbgrader would)
+    Hostile("warns_in_function", cells(attention_entropy=WARN_IN_FUNCTION),
+            Expect(tests={ENTROPY: failed(r"attention_entropy emitted a warning \(a graded "
+                                          r"cell that prints a warning scores zero\)")})),
+    # 7: crashes
+    Hostile("os_exit_in_function", cells(attention_entropy=EXIT_IN_ENTROPY),
+            Expect(tests={ENTROPY: failed(CRASH, "crash")})),
+    Hostile("segfault_in_function", cells(stable_softmax=SEGFAULT_IN_SOFTMAX),
+            Expect(tests=each(SOFTMAX, failed(CRASH, "crash")))),
+    Hostile("sigkill_itself_in_function", cells(scaled_dot_product_attention=KILLS_ITSELF),
+            Expect(tests=each(SDPA, failed(CRASH, "crash")))),
+    # 8: hangs
+    Hostile("infinite_loops_in_function_and_at_top_level",
+            cells(attention_scores=LOOP_IN_FUNCTION, stable_softmax=LOOP_AT_TOP),
+            Expect(tests={SCORES: failed(TIMEOUT, "timeout")},
+                   problems=[("timeout", r"^cell stable_softmax, line \d+: no answer within "
+                                         r"2 s")]),
+            limits={"call_seconds": 2}),
+    # 2 s for the first test, the 2 s left for the second, nothing for the others
+    Hostile("every_function_sleeps_past_the_notebook_limit", cells(**SLEEP_EVERYWHERE),
+            Expect(tests={SCORES: failed(TIMEOUT, "timeout"),
+                          ENTROPY: failed(TIMEOUT, "timeout"),
+                          **each(SOFTMAX + SDPA, failed(OUT_OF_TIME, "timeout"))}),
+            limits={"call_seconds": 2, "notebook_seconds": 4}),
+    # 9: memory
+    Hostile("allocates_50GB_tensor", cells(attention_scores=TORCH_50GB),
+            Expect(tests={SCORES: failed(r"^attention_scores raised RuntimeError: .*"
+                                         r"can't allocate memory: you tried to allocate "
+                                         r"50000000000 bytes")})),
+    Hostile("grows_a_list_until_memory_runs_out", cells(attention_entropy=LIST_GROWTH),
+            Expect(tests={ENTROPY: failed(r"^attention_entropy raised MemoryError")})),
+    Hostile("allocates_64MB_chunks_until_memory_runs_out", cells(stable_softmax=CHUNKS_GROWTH),
+            Expect(tests=each(SOFTMAX, failed(r"^stable_softmax raised MemoryError")))),
+    # 10: processes
+    Hostile("fork_bomb", cells(attention_scores=FORK_BOMB),
+            Expect(tests={SCORES: failed(r"^attention_scores raised BlockingIOError: "
+                                         r"\[Errno 11\] Resource temporarily unavailable")}),
+            needs="uid"),
+    Hostile("forks_once_and_both_answer", cells(attention_entropy=FORK_ONCE), Expect()),
+    Hostile("spawns_processes_and_threads", cells(stable_softmax=SPAWNERS),
+            Expect(tests=each(SOFTMAX, failed(r"^stable_softmax raised RuntimeError: "
+                                              r"can't start new thread"))),
+            needs="uid"),
+    Hostile("leaves_a_subprocess_behind",
+            cells(scaled_dot_product_attention=SUBPROCESS_AND_RETURN), Expect()),
+    # 11: output
+    Hostile("prints_100MB", cells(attention_scores=HUGE_PRINT), Expect()),
+    Hostile("prints_100MB_and_is_wrong", cells(attention_entropy=HUGE_PRINT_WRONG),
+            Expect(tests={ENTROPY: failed(r"attention_entropy\(weights\) is wrong")})),
+    Hostile("returns_128MB_tensor", cells(attention_scores=RETURNS_128MB),
+            Expect(tests={SCORES: failed(r"^OutputLimit: a result of \d+ bytes is over the "
+                                         r"output limit")})),
+    Hostile("returns_2GB_tensor", cells(stable_softmax=RETURNS_2GB),
+            # over the memory limit before it is over the output limit
+            Expect(tests=each(SOFTMAX, failed(r"^stable_softmax raised RuntimeError: .*"
+                                              r"can't allocate memory")))),
+    # 12: daemons
+    Hostile("daemon_writes_garbage_to_inherited_fds", cells(attention_scores=DAEMON_WRITER),
+            Expect(tests={SCORES: failed(r"broke the grader's protocol: message header of "
+                                         r"\d+ bytes", "protocol")})),
+    Hostile("daemon_sleeps_holding_inherited_fds", cells(attention_entropy=DAEMON_SLEEPER),
+            Expect()),
+    # its own messages on the grader's socket, other ways to quit
+    Hostile("writes_deep_json_on_the_socket", cells(attention_scores=DEEP_JSON_MESSAGE),
+            Expect(tests={SCORES: failed(r"broke the grader's protocol: maximum recursion "
+                                         r"depth exceeded while decoding", "protocol")})),
+    Hostile("writes_half_a_message_and_hangs", cells(attention_entropy=HALF_A_MESSAGE),
+            Expect(tests={ENTROPY: failed(PARTIAL, "timeout")}), limits={"call_seconds": 2}),
+    Hostile("trickles_a_message_a_byte_at_a_time", cells(attention_scores=TRICKLE),
+            Expect(tests={SCORES: failed(PARTIAL, "timeout")}), limits={"call_seconds": 2}),
+    Hostile("closes_every_fd", cells(attention_entropy=CLOSES_EVERY_FD),
+            Expect(tests={ENTROPY: failed(CRASH, "crash")})),
+    Hostile("sys_exit_at_top_level", cells(stable_softmax=EXITS_AT_TOP_LEVEL),
+            Expect(problems=[("error", r"^cell stable_softmax, line \d+: SystemExit: bye")])),
+    Hostile("function_is_a_list_nested_5000_deep",
+            cells(scaled_dot_product_attention=NESTED_TOO_DEEP),
+            Expect(tests=each(SDPA, failed(r"^RecursionError: maximum recursion depth "
+                                           r"exceeded")))),
+    Hostile("writes_100MB_file", cells(attention_scores=WRITES_100MB_FILE),
+            Expect(tests={SCORES: failed(r"^attention_scores raised OSError: \[Errno 27\] "
+                                         r"File too large")})),
+    # 13: broken input
+    Hostile("not_json", raw(b"this is not { a notebook"),
+            Expect("error", error=r"01_attention\.ipynb is not a notebook \(not valid JSON")),
+    Hostile("empty_file", raw(b""),
+            Expect("error", error=r"01_attention\.ipynb is empty \(0 bytes\)")),
+    Hostile("missing_file", raw(None),
+            Expect("error", error=r"no notebook named 01_attention\.ipynb was submitted")),
+    Hostile("json_list_not_a_notebook", raw(b"[1, 2, 3]"),
+            Expect("error", error=r"is JSON but not a Jupyter notebook \(no cell list\)")),
+    Hostile("json_object_without_cells", raw(json.dumps({"metadata": {}}).encode()),
+            Expect("error", error=r"is JSON but not a Jupyter notebook \(no cell list\)")),
+    Hostile("nbformat_3", _nbformat3, Expect("error", error=r"has nbformat 3; expected 4")),
+    Hostile("r_kernel", _r_kernel,
+            Expect("error", error=r"uses the R kernel; the course's notebooks are Python")),
+    Hostile("chapter_2_submitted_as_chapter_1", _other_chapter,
+            Expect("error", error=r"holds 0 of 01_attention's 4 exercises; it holds "
+                                  r"02_heads's exercises")),
+    Hostile("output_of_30MB", _huge_output,
+            Expect("error", error=r"01_attention\.ipynb is 30 MB, over the limit of 20 MB: "
+                                  r"clear its outputs")),
+    # other chapters
+    Hostile("heads_rebinds_allclose_and_exits", cells(
+        split_heads="import torch\ntorch.allclose = lambda *a, **k: True\n\n"
+                    "def split_heads(x, num_heads):\n    return x[:, None]\n",
+        merge_heads="import os\n\ndef merge_heads(x):\n    os._exit(3)\n"),
+            Expect(tests={"test_split_heads": failed(r"expected shape \(2, 3, 5, 4\) = "
+                                                     r"\(B, num_heads, L, head_dim\), got "
+                                                     r"\(2, 1, 5, 12\)"),
+                          "test_split_heads_divisibility": failed(r"returned \(2, 1, 5, 10\) "
+                                                                  r"without an error"),
+                          "test_merge_heads": failed(CRASH, "crash"),
+                          "test_multihead_attention_core": failed(CRASH, "crash")}),
+            chapter=CH2),
+    Hostile("heads_chapter_1_submitted_as_chapter_2", _other_chapter,
+            Expect("error", error=r"02_heads\.ipynb holds 0 of 02_heads's 5 exercises; it "
+                                  r"holds 01_attention's exercises"), chapter=CH2),
+]
+
+_names = [e.name for e in ENTRIES]
+assert len(_names) == len(set(_names)), "entry names must be unique"

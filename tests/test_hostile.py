@@ -1,0 +1,219 @@
+"""The engine against hostile and broken submissions (tests/hostile.py): the exact verdict
+of each, and after each: the grader's memory bounded, the course directory (gradebook.db,
+source and release files) byte-identical, no process of the submission left, and the
+reference notebook graded with full marks by the same zygote (grading goes on unharmed).
+
+One zygote serves the whole module, with short limits so that the hangs cost seconds.
+Entries that need the sandbox (bwrap) are skipped without it: without bwrap the student's
+code runs as the grader's user and sees its files; entries that need a process limit are
+skipped unless bwrap runs as root (only then do submissions get a uid of their own).
+Entries marked `known` are engine problems not fixed yet: they xfail, and fail as soon as
+the engine reaches the right verdict.
+"""
+import hashlib
+import json
+import os
+import re
+import resource
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from autograde import course
+from autograde.engine import Assignment, Grader, trusted_namespace
+from autograde.remote import Zygote, bwrap_path
+from tests.hostile import CH1, CH2, ENTRIES, Kit
+from tests.submissions import fill_submission
+
+# short limits keep the hangs and the memory bombs cheap
+LIMITS = {"call_seconds": 5, "notebook_seconds": 30, "memory_bytes": 2**30}
+SLOT = 5  # the sandbox runs submissions as uid 61005: what is left of one is easy to spot
+SANDBOX_UID = 61000 + SLOT
+SANDBOXED = bwrap_path() is not None
+OWN_UID = SANDBOXED and os.geteuid() == 0  # the zygote can give submissions a uid (NPROC)
+SKIPS = {
+    "bwrap": (not SANDBOXED, "needs the bwrap sandbox (without it the student's code sees "
+                             "and may write the grader's files)"),
+    "uid": (not OWN_UID, "needs bwrap run as root, so that submissions get a uid of their "
+                         "own and a process limit (otherwise a fork bomb is a real one)"),
+}
+
+
+@pytest.fixture(scope="module")
+def course_dir(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("hostile_course")
+    course.release(directory, [CH1, CH2])
+    # and what releasing chapter 5 would put beside its notebook: part of the reference
+    # package (a full release of chapter 5 costs seconds more)
+    shutil.copytree(course.prepare_source(directory, "05_diversity"),
+                    directory / "release" / "05_diversity",
+                    ignore=shutil.ignore_patterns("*.ipynb"))
+    return directory
+
+
+@pytest.fixture(scope="module")
+def notebooks(course_dir):
+    def load(chapter):
+        return tuple(json.loads((course_dir / kind / chapter / f"{chapter}.ipynb").read_text())
+                     for kind in ("source", "release"))
+    return load
+
+
+@pytest.fixture(scope="module")
+def assignments(course_dir):
+    return {ch: Assignment.from_source(course_dir / "source" / ch / f"{ch}.ipynb")
+            for ch in (CH1, CH2)}
+
+
+@pytest.fixture(scope="module")
+def zygote(course_dir):
+    zygote = Zygote(course_dir / "release", slot=SLOT)
+    zygote.baseline = _descendants(zygote.process.pid)  # bwrap and the zygote itself
+    yield zygote
+    zygote.close()
+
+
+@pytest.fixture(scope="module")
+def grader(zygote):
+    return Grader(zygote, trusted_namespace(), limits=LIMITS)
+
+
+@pytest.fixture(scope="module")
+def references(notebooks, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("reference")
+    paths = {}
+    for chapter in (CH1, CH2):
+        paths[chapter] = folder / chapter / f"{chapter}.ipynb"
+        paths[chapter].parent.mkdir()
+        paths[chapter].write_text(json.dumps(fill_submission(*notebooks(chapter), {})))
+    return paths
+
+
+def _descendants(root):
+    """pids of `root` and of every process below it."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    found, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        found.add(pid)
+        todo += [p for p, parent in parents.items() if parent == pid and p not in found]
+    return found
+
+
+def _uid_processes(uid):
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/status") as status:
+                fields = dict(line.split(":", 1) for line in status if ":" in line)
+        except OSError:
+            continue
+        if int(fields.get("Uid", "-1").split()[0]) == uid:
+            found.append(f"{entry} {fields.get('Name', '').strip()} {fields['State'].strip()}")
+    return found
+
+
+def strays(zygote):
+    """Processes of the last submission still alive (after a short grace for the kernel)."""
+    for _ in range(20):
+        left = [f"pid {p}" for p in _descendants(zygote.process.pid) - zygote.baseline]
+        left += _uid_processes(SANDBOX_UID) if OWN_UID else []
+        if not left:
+            return []
+        time.sleep(0.05)
+    return left
+
+
+def snapshot(directory):
+    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(Path(directory).rglob("*")) if p.is_file()}
+
+
+def verdict_errors(result, expect, spec):
+    """What differs between the engine's NotebookResult and the expected verdict."""
+    wrong = []
+    if result.status != expect.status:
+        wrong.append(f"status {result.status!r} ({result.error[:300]!r}), expected "
+                     f"{expect.status!r}")
+    if expect.error and not re.search(expect.error, result.error):
+        wrong.append(f"error {result.error[:300]!r} does not match /{expect.error}/")
+    unknown = set(expect.tests) - {t.grade_id for t in spec.tests}
+    assert not unknown, f"the entry names unknown tests {unknown}"
+    by_id = {t.grade_id: t for t in result.tests}
+    if list(by_id) != [t.grade_id for t in spec.tests]:
+        wrong.append(f"tests {list(by_id)}, expected those of the source notebook")
+    for test in spec.tests:
+        got = by_id.get(test.grade_id)
+        if got is None:
+            continue
+        if expect.status == "error":
+            status, regex = "error", expect.error
+        else:
+            status, regex = expect.tests.get(test.grade_id, ("passed", ""))
+        points = test.points if status == "passed" else 0.0
+        if (got.status, got.points, got.max_points) != (status, points, test.points) \
+                or not re.search(regex, got.message, re.S) \
+                or (status == "passed" and "\u2714" not in got.output):
+            wrong.append(f"{test.grade_id}: {got.status} {got.points}/{got.max_points} "
+                         f"{got.message[:400]!r}; expected {status} {points}/{test.points} "
+                         f"/{regex}/")
+    if result.max_score != sum(t.points for t in spec.tests):
+        wrong.append(f"max score {result.max_score}")
+    for kind, regex in expect.problems:
+        if not any(p["kind"] == kind and re.search(regex, f"{p['cell']}: {p['message']}")
+                   for p in result.problems):
+            wrong.append(f"no problem {kind} /{regex}/ in {result.problems}")
+    return wrong
+
+
+def _param(entry):
+    skip, why = SKIPS.get(entry.needs, (False, ""))
+    return pytest.param(entry, id=entry.name, marks=[pytest.mark.skipif(skip, reason=why)])
+
+
+@pytest.mark.parametrize("entry", [_param(e) for e in ENTRIES])
+def test_hostile_submission(entry, course_dir, notebooks, assignments, zygote, grader,
+                            references, tmp_path):
+    kit = Kit(entry.chapter, *notebooks(entry.chapter), str(course_dir), notebooks)
+    content = entry.build(kit)
+    path = tmp_path / f"{entry.chapter}.ipynb"
+    if content is not None:
+        path.write_bytes(content if isinstance(content, bytes) else json.dumps(content).encode())
+    spec = assignments[entry.chapter]
+    before = snapshot(course_dir)
+    judge = Grader(zygote, trusted_namespace(), dict(LIMITS, **entry.limits)) \
+        if entry.limits else grader
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB
+    result = judge.grade(spec, path, entry.name)
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak
+    print(f"{result.status} {result.error[:300]} {result.score}/{result.max_score} "
+          f"in {result.seconds} s; problems {result.problems}")
+    for test in result.tests:
+        print(f"  {test.grade_id}: {test.status} {test.points} {test.message[:300]!r}")
+
+    # whatever the verdict: the grader's memory stayed small, nothing outside the sandbox
+    # changed, nothing of the submission is left, and the next one is graded as if this
+    # one had never been
+    assert grown < 100 * 2**10, f"the grader's peak memory grew by {grown // 2**10} MiB"
+    assert snapshot(course_dir) == before, "the submission changed the course directory"
+    assert not strays(zygote), f"processes left: {strays(zygote)}"
+    after = grader.grade(spec, references[entry.chapter], "reference")
+    assert after.status == "graded" and after.score == after.max_score \
+        == sum(t.points for t in spec.tests), \
+        [(t.grade_id, t.status, t.message[:200]) for t in after.tests if not t.passed]
+
+    wrong = verdict_errors(result, entry.expect, spec)
+    if entry.known:
+        if not wrong:
+            pytest.fail(f"known engine problem now fixed ({entry.known}): drop known=")
+        pytest.xfail(f"{entry.known}: " + "; ".join(wrong))
+    assert not wrong, "\n".join(wrong)
