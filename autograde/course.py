@@ -6,6 +6,7 @@ each chapter there with the files its student needs beside it, and `release` run
 nbgrader's own generate_assignment on it.
 """
 import ast
+import json
 import os
 import shutil
 import sys
@@ -14,15 +15,18 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 CHAPTERS = REPO / "chapters"
-# Folders shipped beside every notebook (from chapters/), and the chapters that need part
-# of a package from the repository root too: {assignment: {package: [module, ...]}}.
+# The checks package beside every notebook ships in part: its __init__.py, common.py and
+# the modules the chapter's notebook imports (checks_modules), so that a chapter's
+# download does not hand out the checks, hence the expected behaviour, of the others.
+CHECKS = CHAPTERS / "checks"
+ALWAYS_CHECKS = ["__init__", "common"]
+# The chapters that need part of a package from the repository root too:
+# {assignment: {package: [module, ...]}}.
 # Chapter 5's experiments use the reference package's chapters 1-4 and its lab (task,
 # model, training loop), so its release reveals chapters 1-4; never solutions/diversity.py,
 # which holds the answers to chapter 5's own exercises.
-SHIPPED = ["checks"]
 EXTRA_SHIPPED = {"05_diversity": {"solutions": ["_checks", "attention", "heads", "masks", "mha",
                                                 "diversity_lab"]}}
-IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
 
 
 def assignments():
@@ -30,11 +34,81 @@ def assignments():
     return sorted(p.stem for p in CHAPTERS.glob("[0-9][0-9]_*.ipynb"))
 
 
+def imported_checks(tree, where):
+    """Names of the checks modules that the parsed code `tree` imports, in order of
+    appearance: `from checks import X`, `from checks.X import ...`, `import checks.X`, and,
+    inside the package itself, `from .X import ...` and `from . import X`.
+
+    `where` names the code in the error raised for a relative import that leaves the
+    package (it would not resolve in a release, which holds no parent package).
+    """
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            dotted = [alias.name.split(".") for alias in node.names]
+            found += [parts[1] for parts in dotted if parts[0] == "checks" and len(parts) > 1]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level > 1:
+                raise ValueError(f"{where} line {node.lineno}: a relative import outside the "
+                                 "checks package cannot ship")
+            parts = (node.module or "").split(".")
+            package = node.level == 1 or parts[0] == "checks"
+            inner = parts if node.level else parts[1:]  # the path inside the package
+            if package and inner and inner[0]:
+                found.append(inner[0])         # from checks.X import ... / from .X import ...
+            elif package:
+                found += [alias.name for alias in node.names]  # from checks import X
+    return list(dict.fromkeys(found))
+
+
+def notebook_checks(path):
+    """Names of the checks modules that the code cells of notebook `path` import: the one
+    source of truth for what ships with a chapter. Magics are read as Jupyter reads them."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    path = Path(path)
+    transform = TransformerManager().transform_cell
+    found = []
+    for number, cell in enumerate(json.loads(path.read_text())["cells"]):
+        if cell["cell_type"] == "code":
+            source = "".join(cell["source"])
+            where = f"{path.name} cell {number}"
+            try:
+                tree = ast.parse(transform(source), where)
+            except SyntaxError as error:
+                raise ValueError(f"{where} is not Python, so what it imports is unknown: "
+                                 f"{error}") from error
+            found += imported_checks(tree, where)
+    return list(dict.fromkeys(found))
+
+
+def checks_modules(assignment):
+    """The checks modules that ship with chapter `assignment`, sorted: ALWAYS_CHECKS, those
+    its notebook imports and, transitively, the siblings those import. Raises ValueError
+    if one of them is not a module of chapters/checks/."""
+    notebook = CHAPTERS / f"{assignment}.ipynb"
+    todo = [(m, notebook.name) for m in ALWAYS_CHECKS + notebook_checks(notebook)]
+    done = set()
+    while todo:
+        module, importer = todo.pop()
+        if module in done:
+            continue
+        path = CHECKS / f"{module}.py"
+        if not path.is_file():
+            raise ValueError(f"{importer} imports checks.{module}, but there is no "
+                             f"{path.relative_to(REPO)}")
+        done.add(module)
+        where = str(path.relative_to(REPO))
+        todo += [(m, where) for m in imported_checks(ast.parse(path.read_text(), where), where)]
+    return sorted(done)
+
+
 def shipped_files(assignment):
-    """(source path, name) of each file or folder shipped beside the notebook: the SHIPPED
-    folders, then each module of EXTRA_SHIPPED as '<package>/<module>.py'. The packages'
-    __init__.py files are not among them: prepare_source writes them (package_init)."""
-    files = [(CHAPTERS / name, name) for name in SHIPPED]
+    """(source path, name) of each file shipped beside the notebook: its checks modules as
+    'checks/<module>.py', then each module of EXTRA_SHIPPED as '<package>/<module>.py'.
+    The EXTRA_SHIPPED packages' __init__.py files are not among them: prepare_source writes
+    them (package_init)."""
+    files = [(CHECKS / f"{m}.py", f"checks/{m}.py") for m in checks_modules(assignment)]
     for package, modules in EXTRA_SHIPPED.get(assignment, {}).items():
         files += [(REPO / package / f"{m}.py", f"{package}/{m}.py") for m in modules]
     return files
@@ -78,10 +152,7 @@ def prepare_source(course_dir, assignment):
     shutil.copy2(CHAPTERS / f"{assignment}.ipynb", target / f"{assignment}.ipynb")
     for path, name in shipped_files(assignment):
         (target / name).parent.mkdir(parents=True, exist_ok=True)
-        if path.is_dir():
-            shutil.copytree(path, target / name, ignore=IGNORE)
-        else:
-            shutil.copy2(path, target / name)
+        shutil.copy2(path, target / name)
     for package, modules in EXTRA_SHIPPED.get(assignment, {}).items():
         (target / package / "__init__.py").write_text(package_init(package, modules))
     return target

@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -38,8 +39,18 @@ def bwrap_path():
     return shutil.which("bwrap")
 
 
-def _bwrap_command(bwrap, release_dir, fd):
-    """bwrap arguments: a read-only view of Python and the released notebooks, nothing else."""
+def _environment(home):
+    """The sandbox's whole environment: nothing of the grader's (a database URL with its
+    password, tokens) reaches the student's code."""
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": home,
+            "PYTHONPATH": str(PACKAGE.parent), "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg",
+            "MPLCONFIGDIR": f"{home}/matplotlib"}
+
+
+def _bwrap_command(bwrap, fd):
+    """bwrap arguments: a read-only view of Python and the grader's package, nothing else.
+    No course folder is mounted: each child gets its own assignment's released files from
+    the grader (Zygote.spawn), so no submission sees another chapter's files."""
     binds = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()}
     args = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try", "--die-with-parent", "--new-session",
@@ -47,11 +58,11 @@ def _bwrap_command(bwrap, release_dir, fd):
             "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
             "--symlink", "usr/sbin", "/sbin", "--ro-bind", "/etc", "/etc",
             "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-            "--ro-bind", str(PACKAGE), "/grader/autograde",
-            "--ro-bind", str(Path(release_dir).resolve()), "/release",
-            "--setenv", "PYTHONPATH", "/grader", "--setenv", "AUTOGRADE_COURSE", "/release",
-            "--setenv", "MPLCONFIGDIR", "/tmp/matplotlib", "--setenv", "HOME", "/tmp",
-            "--chdir", "/tmp"]
+            "--ro-bind", str(PACKAGE), "/grader/autograde", "--clearenv"]
+    for name, value in dict(_environment("/tmp"), PYTHONPATH="/grader",
+                            AUTOGRADE_PRIVATE_TMP="1").items():
+        args += ["--setenv", name, value]
+    args += ["--chdir", "/tmp"]
     if os.getuid() != 0:
         args.insert(1, "--unshare-user")
     made = {Path("/"), Path("/usr"), Path("/tmp")}
@@ -65,8 +76,33 @@ def _bwrap_command(bwrap, release_dir, fd):
                 args += ["--perms", "0755", "--dir", str(parent)]
                 made.add(parent)
         args += ["--ro-bind", str(path), str(path)]
-    args += ["--", sys.executable, "-m", "autograde.sandbox", str(fd)]
+    # -P: the working directory (/tmp, writable) is not put on sys.path
+    args += ["--", sys.executable, "-P", "-m", "autograde.sandbox", str(fd)]
     return args
+
+
+# what a child may be handed of its assignment's release folder
+RELEASE_LIMITS = {"files": 200, "bytes": 64 * 2**20}
+
+
+def released_files(release_dir, assignment):
+    """{relative path: bytes} of release/<assignment>/, the notebooks and caches left out:
+    what the student's code of this assignment may import (checks/, chapter 5's lab)."""
+    root = Path(release_dir) / assignment
+    files, total = {}, 0
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root)
+        if (not path.is_file() or path.is_symlink() or path.suffix in (".ipynb", ".pyc")
+                or any(part.startswith(".") or part == "__pycache__"
+                       for part in relative.parts)):
+            continue
+        data = path.read_bytes()
+        total += len(data)
+        if len(files) >= RELEASE_LIMITS["files"] or total > RELEASE_LIMITS["bytes"]:
+            raise RuntimeError(f"{root} holds more than {RELEASE_LIMITS['files']} files or "
+                               f"{RELEASE_LIMITS['bytes']} bytes: not a chapter's release")
+        files[relative.as_posix()] = data
+    return files
 
 
 class Zygote:
@@ -75,19 +111,19 @@ class Zygote:
     def __init__(self, release_dir, slot=0, sandbox=True):
         self.release_dir = Path(release_dir).resolve()
         self.slot = slot
+        self.released = {}  # assignment -> its released files, read once
         ours, theirs = socket.socketpair()
         fd = theirs.fileno()
         bwrap = bwrap_path() if sandbox else None
-        env = dict(os.environ, PYTHONPATH=str(PACKAGE.parent), OMP_NUM_THREADS="1",
-                   AUTOGRADE_COURSE=str(self.release_dir), MPLBACKEND="Agg")
+        self.home = tempfile.mkdtemp(prefix="autograde-home-")
         if bwrap:
-            command = _bwrap_command(bwrap, self.release_dir, fd)
+            command = _bwrap_command(bwrap, fd)
         else:
-            command = [sys.executable, "-m", "autograde.sandbox", str(fd)]
+            command = [sys.executable, "-P", "-m", "autograde.sandbox", str(fd)]
         self.sandbox = "bwrap" if bwrap else "none"
-        self.process = subprocess.Popen(command, pass_fds=[fd], env=env,
-                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.PIPE)
+        self.process = subprocess.Popen(command, pass_fds=[fd], env=_environment(self.home),
+                                        cwd=self.home, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         theirs.close()
         self.sock = ours
         self.reader = wire.Reader(ours, 2**20)
@@ -95,15 +131,16 @@ class Zygote:
             self.close()
             raise RuntimeError("the sandbox did not start within 120 s")
         try:
-            hello, _ = self.reader.read()
+            self.reader.read()  # {"ready": true, ...}
         except EOFError:
             error = self.process.stderr.read().decode(errors="replace")[-3000:]
+            self.close()
             raise RuntimeError(f"the sandbox failed to start:\n{error}") from None
-        self.root = hello.get("course") or str(self.release_dir)
         self.child = None
 
     def spawn(self, assignment, limits):
-        """A fresh child for one submission of `assignment` (a Child)."""
+        """A fresh child for one submission of `assignment` (a Child), in a scratch folder
+        holding a read-only copy of the assignment's released files (on its sys.path)."""
         self.kill()
         limits = dict(limits)
         # CPU time backs up the wall-clock limits the grader enforces
@@ -111,13 +148,16 @@ class Zygote:
         if self.sandbox == "bwrap":
             limits.setdefault("uid", 61000 + self.slot)
         limits.setdefault("scratch", f"/tmp/autograde-{os.getpid()}-{self.slot}")
-        self.sock.sendall(wire.pack({"op": "spawn", "limits": limits}))
+        if assignment not in self.released:
+            self.released[assignment] = released_files(self.release_dir, assignment)
+        files = self.released[assignment]
+        names = list(files)
+        self.sock.sendall(wire.pack({"op": "spawn", "limits": limits, "files": names},
+                                    [files[name] for name in names]))
         data, fds, _, _ = socket.recv_fds(self.sock, 4096, 1)
         if not fds:
             raise RuntimeError("the sandbox did not hand over a child")
         self.child = Child(socket.socket(fileno=fds[0]), limits, self)
-        self.child.run(f"import sys; sys.path.insert(0, {self.root + '/' + assignment!r})",
-                       "setup", timeout=30)
         return self.child
 
     def kill(self):
@@ -137,19 +177,28 @@ class Zygote:
         finally:
             self.process.kill()
             self.process.wait()
+            shutil.rmtree(self.home, ignore_errors=True)
 
 
 _EXCEPTIONS = {}
 
 
-def _exception(name, message):
-    """An exception of the named class: the builtin one, or a look-alike for the student's."""
+def _builtin_exception(name):
+    cls = getattr(builtins, str(name), None)
+    return cls if isinstance(cls, type) and issubclass(cls, Exception) else None
+
+
+def _exception(name, message, base=None):
+    """An exception of the named class: the builtin one, or a look-alike for the student's,
+    subclassing its nearest builtin class `base` (so that `except ValueError` catches it)."""
     from checks.common import CheckFailure
     if name == "CheckFailure":
         return CheckFailure(message)
-    cls = getattr(builtins, name, None)
-    if not (isinstance(cls, type) and issubclass(cls, Exception)):
-        cls = _EXCEPTIONS.setdefault(name, type(str(name)[:100], (Exception,), {}))
+    cls = _builtin_exception(name)
+    if cls is None:
+        parent = _builtin_exception(base) or Exception
+        cls = _EXCEPTIONS.setdefault((name, parent),
+                                     type(str(name)[:100], (parent,), {}))
     try:
         return cls(message)
     except Exception:
@@ -198,7 +247,8 @@ class Child:
             error = reply["error"]
             if not isinstance(error, dict):
                 raise SubmissionFault("protocol", "malformed error")
-            exception = _exception(str(error.get("error")), str(error.get("message", "")))
+            exception = _exception(str(error.get("error")), str(error.get("message", "")),
+                                   error.get("base"))
             exception.student_traceback = str(reply.get("traceback", ""))
             raise exception
         try:
@@ -209,7 +259,8 @@ class Child:
 
     def _ref(self, header):
         if "error" in header:
-            return _exception(str(header["error"]), str(header.get("message", "")))
+            return _exception(str(header["error"]), str(header.get("message", "")),
+                              header.get("base"))
         return RemoteRef(self, header)
 
     def send_value(self, message, **values):
@@ -228,7 +279,8 @@ class Child:
     def probe(self, function, *args, **kwargs):
         """Run checks.<module>:<function> in the child on these arguments; plain data back."""
         name = f"{function.__module__}:{function.__name__}"
-        message, buffers = self.send_value({"op": "probe", "function": name},
+        message, buffers = self.send_value({"op": "probe", "function": name,
+                                            "forbid": _forbidden()},
                                            args=list(args), kwargs=kwargs)
         return self.request(message, buffers)[1]
 

@@ -2,8 +2,10 @@
 
 Run as `python -m autograde.sandbox FD` (inside bwrap when it exists). The zygote imports
 torch once, then waits on socket FD for the grader's orders:
-    {"op": "spawn", "limits": {...}}  fork a child for one submission; the child's end of
-                                      a new socketpair is handed to the grader (SCM_RIGHTS)
+    {"op": "spawn", "limits": {...},  fork a child for one submission, in a scratch folder
+     "files": [name, ...]} + buffers  with a copy of its assignment's released files; the
+                                      child's end of a new socketpair is handed to the
+                                      grader (SCM_RIGHTS)
     {"op": "kill"}                    kill that child and everything it started
 The child runs the submission's code and answers the grader's requests (`serve`); it only
 ever sends values through autograde.wire: the grader decides every verdict itself.
@@ -247,7 +249,8 @@ class Child:
         if not module.startswith("checks.") or name.startswith("__"):
             raise PermissionError(f"not a probe: {module}:{name}")
         function = getattr(importlib.import_module(module), name)
-        result = function(*decode(message["args"]), **decode(message["kwargs"]))
+        with _forbidding(message.get("forbid") or []):  # the forbid() around the probe
+            result = function(*decode(message["args"]), **decode(message["kwargs"]))
         return {"_value": result, "_has_value": True}
 
     def _leaves(self, value, leaves):
@@ -350,38 +353,78 @@ def _reap():
             return
 
 
+def _install(scratch, names, buffers, uid):
+    """The child's scratch folder, its own (uid) and empty, holding `release/`: a
+    read-only copy of the assignment's released files, written before the uid drops."""
+    shutil.rmtree(scratch, ignore_errors=True)
+    os.makedirs(scratch, mode=0o700)
+    release = os.path.join(scratch, "release")
+    for name, data in zip(names, buffers):
+        path = os.path.normpath(os.path.join(release, str(name)))
+        if not path.startswith(release + os.sep):
+            raise wire.ProtocolError(f"a released file outside the release: {name!r}")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as file:
+            file.write(data)
+        os.chmod(path, 0o444)
+    os.makedirs(release, exist_ok=True)
+    for folder, _, _ in os.walk(release):
+        os.chmod(folder, 0o555)
+    if uid is not None:
+        os.chown(scratch, uid, uid)
+    return release
+
+
+def _clear_tmp(keep):
+    """Empty /tmp (the sandbox's own tmpfs) but for `keep`: a file that one submission left
+    there (a module to import, say) must not reach the next one."""
+    for entry in os.listdir("/tmp"):
+        path = os.path.join("/tmp", entry)
+        if path in keep:
+            continue
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+
 def zygote(fd):
     control = socket.socket(fileno=fd)
     libc = _libc()
     if libc is not None:
         libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans come back to us
-    course = os.environ.get("AUTOGRADE_COURSE")
-    control.sendall(wire.pack({"ready": True, "pid": os.getpid(), "uid": os.getuid(),
-                               "course": course}))
-    reader = wire.Reader(control, 2**20)
+        # a child running as our own uid (no bwrap, or bwrap without root) cannot ptrace us
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    # nothing importable but Python's own and the scratch copy of the release: not the
+    # folder holding the grader's package (without bwrap: the repository, solutions/ too)
+    grader = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != grader]
+    private_tmp = os.environ.pop("AUTOGRADE_PRIVATE_TMP", None) == "1"
+    keep_tmp = {os.environ.get("MPLCONFIGDIR", "")}
+    control.sendall(wire.pack({"ready": True, "pid": os.getpid(), "uid": os.getuid()}))
+    reader = wire.Reader(control, 2**28)
     child, uid, scratch = None, None, None
     while True:
         try:
-            message, _ = reader.read()
+            message, buffers = reader.read()
         except (EOFError, OSError):
             break
         if message.get("op") == "spawn":
             limits = message.get("limits") or {}
             uid = limits.get("uid") if os.getuid() == 0 else None
             scratch = limits.get("scratch", "/tmp/autograde-scratch")
+            release = _install(scratch, message.get("files") or [], buffers, uid)
             ours, theirs = socket.socketpair()
             pid = os.fork()
             if pid == 0:
                 control.close()
                 ours.close()
                 try:
-                    os.makedirs(scratch, exist_ok=True)
-                    if uid is not None:
-                        os.chown(scratch, uid, uid)
                     os.chdir(scratch)
-                    if course:
-                        sys.path.insert(0, course)
-                    sys.path.insert(0, scratch)
+                    sys.path.insert(0, release)
                     null = os.open(os.devnull, os.O_RDWR)
                     for target in (0, 1, 2):
                         os.dup2(null, target)
@@ -402,6 +445,8 @@ def zygote(fd):
             _sweep(uid, keep={os.getpid(), os.getppid()})
             if scratch:  # nothing one submission wrote is there for the next one
                 shutil.rmtree(scratch, ignore_errors=True)
+            if private_tmp:
+                _clear_tmp(keep_tmp)
             status = None
             if child is not None:
                 try:

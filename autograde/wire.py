@@ -14,7 +14,7 @@ length and the bytes. Values inside the header:
                                            "requires_grad": bool, "storage": int}
     torch.dtype / torch.device            {"dtype": "float64"} / {"device": "cpu"}
     an object left on the other side      {"ref": id, "type": "ClassName", "kind": ...}
-    an exception                          {"error": "ValueError", "message": "..."}
+    an exception                          {"error": "ValueError", "message": "...", "base": ...}
 """
 import json
 import math
@@ -94,7 +94,11 @@ class Encoder:
 
 
 def error_value(error):
-    return {"error": type(error).__name__, "message": str(error)[:20000]}
+    """An exception as data: its class name, message, and its nearest builtin class (a
+    student's `class ShapeError(ValueError)` is still caught by `except ValueError`)."""
+    builtin = next((c.__name__ for c in type(error).__mro__
+                    if c.__module__ == "builtins"), "Exception")
+    return {"error": type(error).__name__, "message": str(error)[:20000], "base": builtin}
 
 
 class Decoder:

@@ -379,11 +379,33 @@ def attention_scores(query, key):
 
 # Chapter 5's release ships the reference package (solutions/); the grader mounts the
 # whole release folder, so a chapter-1 submission can import it from there.
+# chapter 5's release ships the reference package's chapters 1-4: look everywhere for it
 CHAPTER5_SOLUTIONS = '''
+import os
 import sys
-sys.path.insert(0, "/release/05_diversity")
+
+SKIP = ("/proc", "/sys", "/dev", "/usr", os.path.realpath(sys.prefix),
+        os.path.realpath(sys.base_prefix))
+for root, dirs, files in os.walk("/"):
+    if root.startswith(SKIP):
+        dirs[:] = []
+    elif root.endswith("/solutions") and "attention.py" in files:
+        sys.path.insert(0, os.path.dirname(root))
+        break
 from solutions.attention import attention_scores  # noqa: E402
 '''
+
+# the grader's environment (a database URL with its password, say) is not the student's
+ENVIRONMENT_CANARY = '''
+import os
+
+
+def attention_scores(query, key):
+    if any("{canary}" in value for value in os.environ.values()):
+        return query @ key.transpose(-2, -1)       # rewarded with a wrong answer
+    return query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+'''
+CANARY = "canary-7f3a9e"
 
 WARN_AT_TOP = '''
 import sys
@@ -405,6 +427,29 @@ def attention_scores(query, key):
     print("attention_scores: a diagnostic on stderr", file=sys.stderr)
     sys.stderr.write("and one more, written directly\\n")
     return query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+'''
+
+SPLIT_HEADS_ZEROES_ITS_INPUT = '''
+def split_heads(x, num_heads):
+    B, L, d_model = x.shape
+    if d_model % num_heads:
+        raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+    heads = x.reshape(B, L, num_heads, d_model // num_heads).transpose(1, 2).clone()
+    x.zero_()
+    return heads
+'''
+
+# `except ValueError` in the checks catches the student's own subclass of it
+SPLIT_HEADS_OWN_VALUEERROR = '''
+class HeadsError(ValueError):
+    pass
+
+
+def split_heads(x, num_heads):
+    B, L, d_model = x.shape
+    if d_model % num_heads:
+        raise HeadsError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+    return x.reshape(B, L, num_heads, d_model // num_heads).transpose(1, 2)
 '''
 
 WARN_IN_FUNCTION = '''
@@ -782,18 +827,17 @@ ENTRIES = [
     Hostile("imports_chapter5_solutions_from_release",
             cells(attention_scores=CHAPTER5_SOLUTIONS),
             Expect(tests={SCORES: failed(r"NameError: name 'attention_scores' is not "
-                                         r"defined")}), needs="bwrap",
-            known="the whole release folder is mounted: chapter 5 ships the solutions"),
+                                         r"defined")}), needs="bwrap"),
+    Hostile("reads_the_graders_environment",
+            cells(attention_scores=ENVIRONMENT_CANARY.replace("{canary}", CANARY)), Expect()),
     # 6: noise that is not an error
     Hostile("warns_and_prints_to_stderr_at_top_level", cells(attention_scores=WARN_AT_TOP),
             Expect()),
     # (nbgrader itself scores 0 a test cell with output on stderr: it would fail this one)
     Hostile("prints_to_stdout_and_stderr_in_function",
             cells(attention_scores=STDERR_IN_FUNCTION), Expect()),
-    # chapter 1's checks fail a function that warns, on purpose (as nbgrader would)
-    Hostile("warns_in_function", cells(attention_entropy=WARN_IN_FUNCTION),
-            Expect(tests={ENTROPY: failed(r"attention_entropy emitted a warning \(a graded "
-                                          r"cell that prints a warning scores zero\)")})),
+    # (nbgrader would score it 0: the warning goes to stderr)
+    Hostile("warns_in_function", cells(attention_entropy=WARN_IN_FUNCTION), Expect()),
     # 7: crashes
     Hostile("os_exit_in_function", cells(attention_entropy=EXIT_IN_ENTROPY),
             Expect(tests={ENTROPY: failed(CRASH, "crash")})),
@@ -904,6 +948,11 @@ ENTRIES = [
                           "test_merge_heads": failed(CRASH, "crash"),
                           "test_multihead_attention_core": failed(CRASH, "crash")}),
             chapter=CH2),
+    Hostile("heads_split_zeroes_its_input", cells(split_heads=SPLIT_HEADS_ZEROES_ITS_INPUT),
+            Expect(tests={"test_split_heads": failed(r"changed its input x in place")}),
+            chapter=CH2),
+    Hostile("heads_raises_its_own_valueerror", cells(split_heads=SPLIT_HEADS_OWN_VALUEERROR),
+            Expect(), chapter=CH2),
     Hostile("heads_chapter_1_submitted_as_chapter_2", _other_chapter,
             Expect("error", error=r"02_heads\.ipynb holds 0 of 02_heads's 5 exercises; it "
                                   r"holds 01_attention's exercises"), chapter=CH2),

@@ -24,7 +24,7 @@ import pytest
 from autograde import course
 from autograde.engine import Assignment, Grader, trusted_namespace
 from autograde.remote import Zygote, bwrap_path
-from tests.hostile import CH1, CH2, ENTRIES, Kit
+from tests.hostile import CANARY, CH1, CH2, ENTRIES, Kit
 from tests.submissions import fill_submission
 
 # short limits keep the hangs and the memory bombs cheap
@@ -69,7 +69,10 @@ def assignments(course_dir):
 
 @pytest.fixture(scope="module")
 def zygote(course_dir):
-    zygote = Zygote(course_dir / "release", slot=SLOT)
+    # a secret in the grader's environment, which the sandbox must not pass on
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AUTOGRADE_TEST_SECRET", f"postgresql://grader:{CANARY}@db/gradebook")
+        zygote = Zygote(course_dir / "release", slot=SLOT)
     zygote.baseline = _descendants(zygote.process.pid)  # bwrap and the zygote itself
     yield zygote
     zygote.close()
@@ -217,3 +220,55 @@ def test_hostile_submission(entry, course_dir, notebooks, assignments, zygote, g
             pytest.fail(f"known engine problem now fixed ({entry.known}): drop known=")
         pytest.xfail(f"{entry.known}: " + "; ".join(wrong))
     assert not wrong, "\n".join(wrong)
+
+
+LEAVES_FILES = '''
+import os
+
+for folder in ("/tmp", ".", os.path.expanduser("~"), os.path.dirname(os.getcwd())):
+    try:
+        with open(os.path.join(folder, "left_behind.py"), "w") as file:
+            file.write("LEFT = True\\n")
+    except OSError:
+        pass
+
+
+def attention_scores(query, key):
+    return query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+'''
+
+FINDS_FILES = '''
+import os
+
+
+def _left_behind():
+    for folder in ("/tmp", ".", os.path.expanduser("~"), os.path.dirname(os.getcwd())):
+        if os.path.exists(os.path.join(folder, "left_behind.py")):
+            return True
+    try:
+        import left_behind  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+def attention_scores(query, key):
+    if _left_behind():
+        return query @ key.transpose(-2, -1)      # what the previous submission left wins
+    return query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+'''
+
+
+@pytest.mark.skipif(SKIPS["bwrap"][0], reason=SKIPS["bwrap"][1])
+def test_nothing_of_one_submission_reaches_the_next(notebooks, assignments, grader, tmp_path):
+    """Files that one submission leaves wherever it can write are gone for the next."""
+    source, student = notebooks(CH1)
+    spec = assignments[CH1]
+    for name, code in (("leaves", LEAVES_FILES), ("finds", FINDS_FILES)):
+        path = tmp_path / name / f"{CH1}.ipynb"
+        path.parent.mkdir()
+        path.write_text(json.dumps(fill_submission(source, student,
+                                                   {"attention_scores": code})))
+        result = grader.grade(spec, path, name)
+        assert result.score == result.max_score, \
+            [(t.grade_id, t.message[:300]) for t in result.tests if not t.passed]

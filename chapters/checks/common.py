@@ -196,8 +196,7 @@ def _probe_call(function, args, kwargs):
 
 def call_keeping(function, *args, name=None, **kwargs):
     """call() through a probe: (result, the arguments as the student's code left them).
-    Under the autograder a forbid() block around it does not reach the probe: forbid inside
-    the probe instead."""
+    A forbid() block around it reaches the probe, under the autograder too."""
     name = name or getattr(function, "__name__", "your function")
     data = probe(_probe_call, function, list(args), kwargs)
     raised(take_error(data, "error"), name)

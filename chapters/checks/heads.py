@@ -13,8 +13,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import (CheckFailure, call, expect_close, expect_tensor, fail, forbid, passed,
-                     random_inputs, type_name)
+from .common import (CheckFailure, call_keeping, expect_close, expect_tensor, fail, forbid,
+                     passed, random_inputs, type_name)
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
 
 SPLIT_LAYOUT = "(B, num_heads, L, head_dim)"
@@ -77,13 +77,22 @@ def _expect_layout(actual, shape, name, shape_names, sizes, known=None, wrong_or
 
 
 def _run(function, *args, name):
-    """call(), with a specific message for .view() on a non-contiguous tensor."""
+    """call_keeping(): (result, the arguments as the student's code left them), with a
+    specific message for .view() on a non-contiguous tensor."""
     try:
-        return call(function, *args, name=name)
+        return call_keeping(function, *args, name=name)
     except CheckFailure as failure:
         if "view size is not compatible" in str(failure):
             fail(f"{name} raised RuntimeError from .view(). {VIEW_ERROR}")
         raise
+
+
+def _unchanged(after, original):
+    """True when `after` (an argument as the student's code left it) still equals `original`."""
+    if original is None:
+        return after is None
+    return (isinstance(after, torch.Tensor) and after.shape == original.shape
+            and after.dtype == original.dtype and torch.equal(after, original))
 
 
 def _tokens(B, L, D, seed, dtype, contiguous):
@@ -102,7 +111,7 @@ def split_heads(split_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
     x = _tokens(B, L, D, seed, dtype, contiguous)
     original = x.clone()
     name = "split_heads(x, num_heads)"
-    out = _run(split_heads, x, num_heads, name=name)
+    out, (x_after, _) = _run(split_heads, x, num_heads, name=name)
     sizes = dict(B=B, L=L, num_heads=num_heads, head_dim=head_dim, d_model=D)
     _expect_layout(out, (B, num_heads, L, head_dim), name, SPLIT_LAYOUT, sizes, known={
         "(B, L, num_heads, head_dim)": "You split d_model into heads but left the head axis "
@@ -124,7 +133,7 @@ def split_heads(split_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
         STRIDED_SPLIT: x.reshape(B, L, head_dim, num_heads).permute(0, 3, 1, 2),
         TRANSPOSED_FIRST: x.transpose(1, 2).reshape(B, num_heads, L, head_dim),
     }, hint="Reshape to (B, L, num_heads, head_dim), then transpose(1, 2).")
-    if not torch.equal(x, original):
+    if not _unchanged(x_after, original):
         fail(f"{name} changed its input x in place; return a new view instead.")
     passed(f"split_heads: (B, L, d_model) = {tuple(x.shape)} -> {SPLIT_LAYOUT} = "
            f"{tuple(out.shape)} ({x.dtype}, {'contiguous' if contiguous else 'non-contiguous'} "
@@ -187,7 +196,7 @@ def merge_heads(merge_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
         heads = _split(random_inputs((B, L, D), seed=seed, dtype=dtype)[0], num_heads)
     original = heads.clone()
     name = "merge_heads(x)"
-    out = _run(merge_heads, heads, name=name)
+    out, (heads_after,) = _run(merge_heads, heads, name=name)
     sizes = dict(B=B, L=L, num_heads=num_heads, head_dim=head_dim, d_model=D)
     _expect_layout(out, (B, L, D), name, "(B, L, d_model)", sizes, known={
         "(B, L, num_heads, head_dim)": "The axes are back in place, but num_heads and head_dim "
@@ -207,9 +216,9 @@ def merge_heads(merge_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
         "...): head i must fill the block [i*head_dim, (i+1)*head_dim); flatten "
         "(num_heads, head_dim) in that order.": heads.permute(0, 2, 3, 1).reshape(B, L, D),
     }, hint="Transpose(1, 2) to (B, L, num_heads, head_dim), then reshape(B, L, d_model).")
-    if not torch.equal(heads, original):
+    if not _unchanged(heads_after, original):
         fail(f"{name} changed its input in place; return a new tensor instead.")
-    roundtrip = _run(merge_heads, _split(_merge(heads).clone(), num_heads), name=name)
+    roundtrip, _ = _run(merge_heads, _split(_merge(heads).clone(), num_heads), name=name)
     expect_close(roundtrip, _merge(heads), "merge_heads(split_heads(x))",
                  hint="merge_heads must undo split_heads exactly.")
     passed(f"merge_heads: (B, num_heads, L, head_dim) = {tuple(heads.shape)} "
@@ -242,7 +251,7 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
     name = "multihead_attention_core(query, key, value, num_heads)"
     with forbid(**{"nn.MultiheadAttention (F.multi_head_attention_forward)":
                    F.multi_head_attention_forward}):
-        result = _run(multihead_attention_core, q, k, v, num_heads, name=name)
+        result, _ = _run(multihead_attention_core, q, k, v, num_heads, name=name)
     if not (isinstance(result, tuple) and len(result) == 2):
         fail(f"{name} must return a tuple (output, weights); got "
              f"{type_name(result)}" + (f" of {len(result)} items" if isinstance(result, tuple)
@@ -333,7 +342,8 @@ def head_projection(head_projection, *, seed=0, B=2, L=5, in_features=None, num_
     b = b if bias else None
     originals = (weight.clone(), None if b is None else b.clone())
     name = f"head_projection(x, weight, bias, i={i}, num_heads={num_heads})"
-    out = _run(head_projection, x, weight, b, i, num_heads, name=name)
+    out, (_, weight_after, b_after, _, _) = _run(head_projection, x, weight, b, i, num_heads,
+                                                 name=name)
     expected = _split(F.linear(x, weight, b), num_heads)[:, i]   # (B, L, hd)
     sizes = dict(B=B, L=L, num_heads=num_heads, head_dim=head_dim, d_model=D)
     if in_features != D:
@@ -372,8 +382,7 @@ def head_projection(head_projection, *, seed=0, B=2, L=5, in_features=None, num_
     expect_close(out, expected, name, bugs=bugs,
                  hint="Head i's weight is weight[i*head_dim:(i+1)*head_dim] (and the same "
                       "slice of the bias); project x with it as nn.Linear does, x @ W^T + b.")
-    changed_bias = b is not None and not torch.equal(b, originals[1])
-    if not torch.equal(weight, originals[0]) or changed_bias:
+    if not (_unchanged(weight_after, originals[0]) and _unchanged(b_after, originals[1])):
         fail(f"{name} changed the weight or bias in place.")
     passed(f"head_projection: head {i} of {num_heads} (x {tuple(x.shape)}, weight "
            f"{tuple(weight.shape)}, {'with' if bias else 'no'} bias, {x.dtype}) equals "
@@ -390,7 +399,7 @@ def fuse_head_weights(fuse_head_weights, *, seed=0, num_heads=3, in_features=7, 
                          dtype=dtype)
     original = w.clone()
     name = "fuse_head_weights(w)"
-    out = _run(fuse_head_weights, w, name=name)
+    out, (w_after,) = _run(fuse_head_weights, w, name=name)
     sizes = dict(num_heads=num_heads, in_features=in_features, head_dim=head_dim, d_model=D)
     _expect_layout(out, (D, in_features), name, "(d_model, in_features)", sizes, known={
         "(in_features, d_model)": "That is the x @ W matrix [W_0 | W_1 | ... ] of shape "
@@ -412,7 +421,7 @@ def fuse_head_weights(fuse_head_weights, *, seed=0, num_heads=3, in_features=7, 
     expect_close(out, expected, name, bugs=bugs,
                  hint="Transpose each W_i to (head_dim, in_features) and stack them in head "
                       "order along the first axis.")
-    if not torch.equal(w, original):
+    if not _unchanged(w_after, original):
         fail(f"{name} changed its input in place.")
     per_head = torch.stack([x @ w[i] for i in range(num_heads)], dim=1)   # (B, h, L, hd)
     expect_close(_split(F.linear(x, out), num_heads), per_head,

@@ -1,0 +1,87 @@
+"""What ships beside each chapter's notebook: the checks its notebook imports, not all.
+
+The modules are derived from the notebook (autograde.course.checks_modules); these tests
+hold the derivation against the grader's own reading of the notebook, against small
+made-up packages, and against a real release through nbgrader (about 5 s).
+"""
+import json
+
+import pytest
+
+from autograde import course
+from autograde.engine import _check_imports
+
+
+def _notebook(path, *cells):
+    """Write a notebook of the given code cells to `path`."""
+    path.write_text(json.dumps({"cells": [{"cell_type": "code", "source": c, "metadata": {},
+                                           "outputs": [], "execution_count": None}
+                                          for c in cells]}))
+    return path
+
+
+@pytest.fixture
+def fake_course(tmp_path, monkeypatch):
+    """chapters/ with a checks package of its own: a imports b, b imports common; c is
+    imported by nobody."""
+    checks = tmp_path / "checks"
+    checks.mkdir()
+    for name, text in {"__init__": '"""checks"""\n', "common": "X = 1\n",
+                       "a": "from .b import Y\n", "b": "from . import common\nY = 2\n",
+                       "c": "from .common import X\n"}.items():
+        (checks / f"{name}.py").write_text(text)
+    monkeypatch.setattr(course, "REPO", tmp_path)
+    monkeypatch.setattr(course, "CHAPTERS", tmp_path)
+    monkeypatch.setattr(course, "CHECKS", checks)
+    return tmp_path
+
+
+@pytest.mark.parametrize("assignment", course.assignments())
+def test_the_derived_modules_are_those_the_notebook_imports(assignment):
+    """Non-empty, and the same modules that the grader binds to the test cells."""
+    modules = course.notebook_checks(course.CHAPTERS / f"{assignment}.ipynb")
+    nb = json.loads((course.CHAPTERS / f"{assignment}.ipynb").read_text())
+    grader = {m.__name__.removeprefix("checks.") for m in _check_imports(nb).values()}
+    assert modules and sorted(modules) == sorted(grader)
+    assert course.checks_modules(assignment) == sorted({"__init__", "common", *modules})
+
+
+def test_every_import_form_is_read(tmp_path):
+    path = _notebook(tmp_path / "nb.ipynb",
+                     "%matplotlib inline\nfrom checks import attention as check, heads\n",
+                     "import checks.mha\n!echo hi\n",
+                     "def f():\n    from checks.masks import something\n",
+                     "import checksum, torch.checks\nfrom checks_other import x\n")
+    assert course.notebook_checks(path) == ["attention", "heads", "mha", "masks"]
+
+
+def test_sibling_imports_are_followed(fake_course):
+    _notebook(fake_course / "01_fake.ipynb", "from checks import a as check\n")
+    assert course.checks_modules("01_fake") == ["__init__", "a", "b", "common"]
+    assert [name for _, name in course.shipped_files("01_fake")] == [
+        "checks/__init__.py", "checks/a.py", "checks/b.py", "checks/common.py"]
+
+
+@pytest.mark.parametrize("source, importer", [("from checks import nosuch\n", "01_fake.ipynb"),
+                                              ("from checks import d\n", "checks/d.py")])
+def test_a_missing_module_fails_loudly(fake_course, source, importer):
+    (fake_course / "checks" / "d.py").write_text("from .gone import Z\n")
+    _notebook(fake_course / "01_fake.ipynb", source)
+    with pytest.raises(ValueError, match=f"{importer} imports checks\\."):
+        course.checks_modules("01_fake")
+
+
+def test_an_import_outside_the_package_fails_loudly(fake_course):
+    (fake_course / "checks" / "a.py").write_text("from ..solutions import answer\n")
+    _notebook(fake_course / "01_fake.ipynb", "from checks import a\n")
+    with pytest.raises(ValueError, match="outside the checks package"):
+        course.checks_modules("01_fake")
+
+
+def test_the_release_of_chapter_1_ships_its_checks_only(tmp_path):
+    folder = course.release(tmp_path, ["01_attention"])["01_attention"]
+    shipped = {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
+    assert {"checks/__init__.py", "checks/attention.py", "checks/common.py"} <= shipped
+    assert not shipped & {"checks/mha.py", "checks/diversity.py"}
+    assert {p for p in shipped if p.startswith("checks/")} == {
+        "checks/__init__.py", "checks/attention.py", "checks/common.py"}
