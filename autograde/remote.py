@@ -76,6 +76,9 @@ def _bwrap_command(bwrap, fd):
                 args += ["--perms", "0755", "--dir", str(parent)]
                 made.add(parent)
         args += ["--ro-bind", str(path), str(path)]
+    # the root itself is a tmpfs of bwrap's, writable by an unprivileged user's sandbox: a
+    # file left there would reach the next submission
+    args += ["--remount-ro", "/"]
     # -P: the working directory (/tmp, writable) is not put on sys.path
     args += ["--", sys.executable, "-P", "-m", "autograde.sandbox", str(fd)]
     return args

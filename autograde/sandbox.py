@@ -353,10 +353,26 @@ def _reap():
             return
 
 
+def _remove_tree(path):
+    """rmtree that also removes what the student's code made read-only or unreadable (when
+    it runs as our own uid it may chmod its scratch folder to keep it)."""
+    def unlock(folder):
+        try:
+            os.chmod(folder, 0o700)
+            entries = list(os.scandir(folder))
+        except OSError:
+            return
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                unlock(entry.path)
+    if os.path.isdir(path) and not os.path.islink(path):
+        unlock(path)
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def _install(scratch, names, buffers, uid):
-    """The child's scratch folder, its own (uid) and empty, holding `release/`: a
-    read-only copy of the assignment's released files, written before the uid drops."""
-    shutil.rmtree(scratch, ignore_errors=True)
+    """The child's scratch folder, its own (uid) and new, holding `release/`: a read-only
+    copy of the assignment's released files, written before the uid drops."""
     os.makedirs(scratch, mode=0o700)
     release = os.path.join(scratch, "release")
     for name, data in zip(names, buffers):
@@ -375,15 +391,13 @@ def _install(scratch, names, buffers, uid):
     return release
 
 
-def _clear_tmp(keep):
-    """Empty /tmp (the sandbox's own tmpfs) but for `keep`: a file that one submission left
-    there (a module to import, say) must not reach the next one."""
+def _clear_tmp():
+    """Empty /tmp (the sandbox's own tmpfs): a file that one submission left there (a
+    module to import, say) must not reach the next one."""
     for entry in os.listdir("/tmp"):
         path = os.path.join("/tmp", entry)
-        if path in keep:
-            continue
         if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
+            _remove_tree(path)
         else:
             try:
                 os.unlink(path)
@@ -403,10 +417,9 @@ def zygote(fd):
     grader = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != grader]
     private_tmp = os.environ.pop("AUTOGRADE_PRIVATE_TMP", None) == "1"
-    keep_tmp = {os.environ.get("MPLCONFIGDIR", "")}
     control.sendall(wire.pack({"ready": True, "pid": os.getpid(), "uid": os.getuid()}))
     reader = wire.Reader(control, 2**28)
-    child, uid, scratch = None, None, None
+    child, uid, scratch, spawned = None, None, None, 0
     while True:
         try:
             message, buffers = reader.read()
@@ -415,7 +428,9 @@ def zygote(fd):
         if message.get("op") == "spawn":
             limits = message.get("limits") or {}
             uid = limits.get("uid") if os.getuid() == 0 else None
-            scratch = limits.get("scratch", "/tmp/autograde-scratch")
+            # a new folder each time: whatever one child left cannot be in the next one's way
+            spawned += 1
+            scratch = f"{limits.get('scratch', '/tmp/autograde-scratch')}-{spawned}"
             release = _install(scratch, message.get("files") or [], buffers, uid)
             ours, theirs = socket.socketpair()
             pid = os.fork()
@@ -443,10 +458,10 @@ def zygote(fd):
                 except OSError:
                     pass
             _sweep(uid, keep={os.getpid(), os.getppid()})
-            if scratch:  # nothing one submission wrote is there for the next one
-                shutil.rmtree(scratch, ignore_errors=True)
+            if scratch:
+                _remove_tree(scratch)
             if private_tmp:
-                _clear_tmp(keep_tmp)
+                _clear_tmp()
             status = None
             if child is not None:
                 try:
