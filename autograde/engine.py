@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import io
 import json
+import re
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -234,6 +235,52 @@ def plan(nb, assignment, transform):
     return steps
 
 
+# What a solution never needs and tampering does: the checks that judge it (patched in the
+# student's process, they could be switched off), the grader's package, and the hooks
+# under torch's function modes. Flagged for the instructor; scores do not depend on it.
+SUSPICIOUS_MODULES = {"checks", "autograde"}
+SUSPICIOUS_NAMES = {"__torch_function__", "TorchFunctionMode", "_pop_mode", "_push_mode",
+                    "_pop_mode_temporarily", "DisableTorchFunction", "_DisableTorchFunction",
+                    "DisableTorchFunctionSubclass", "_get_current_function_mode_stack",
+                    "__code__", "modules"}
+
+
+def suspicious(steps):
+    """Problems ("suspicious") for each step whose code imports the checks or the grader,
+    or reaches into torch's function modes, code objects or sys.modules. (The given cells
+    import the checks: outside the solution cells that import is no sign.)"""
+    found = []
+    for label, source, is_solution in steps:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        reasons = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                reasons |= {f"imports {a.name}" for a in node.names
+                            if a.name.split(".")[0] in SUSPICIOUS_MODULES}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                    and node.module.split(".")[0] in SUSPICIOUS_MODULES:
+                reasons.add(f"imports {node.module}")
+            elif isinstance(node, ast.Attribute) and node.attr in SUSPICIOUS_NAMES \
+                    and not (node.attr == "modules" and not _is_name(node.value, "sys")):
+                reasons.add(f"uses {ast.unparse(node)[:60]}")
+            elif isinstance(node, ast.Name) and node.id in SUSPICIOUS_NAMES - {"modules"}:
+                reasons.add(f"uses {node.id}")
+        if not is_solution:
+            reasons = {r for r in reasons if not re.match(r"imports checks\b", r)}
+        if reasons:
+            found.append({"cell": label, "kind": "suspicious",
+                          "message": "; ".join(sorted(reasons)) + " (the checks run in the "
+                          "grader: a solution needs none of this)"})
+    return found
+
+
+def _is_name(node, name):
+    return isinstance(node, ast.Name) and node.id == name
+
+
 @dataclass
 class TestResult:
     grade_id: str
@@ -345,6 +392,7 @@ class Grader:
                             for t in assignment.tests]
             return result
         steps = plan(nb, assignment, self.transform)
+        result.problems += suspicious(steps)
         deadline = started + self.limits["notebook_seconds"]
         skip, child = set(), None
         for test in assignment.tests:

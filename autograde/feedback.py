@@ -120,12 +120,18 @@ def _tests_html(result, ungradable):
             "<th>Details</th></tr>\n" + "\n".join(rows) + "\n</table>")
 
 
+def _errors(result):
+    """The problems that are errors of the student's code (not the instructor's flags)."""
+    return [p for p in result.problems if p.get("kind") != "suspicious"]
+
+
 def _problems_html(result):
-    if not result.problems:
+    errors = _errors(result)
+    if not errors:
         return ""
     items = "\n".join(
         f"<li><strong>{_e(problem.get('cell', ''))}</strong>{_pre(problem.get('message', ''))}</li>"
-        for problem in result.problems)
+        for problem in errors)
     return ("<h2>Errors in your code</h2>\n<p>These statements of your solution cells raised "
             "an error when the grader ran them; the tests that use them may fail because of it."
             f"</p>\n<ul>\n{items}\n</ul>")
@@ -217,11 +223,11 @@ def render_markdown(result):
     lines += ["## Tests", ""]
     for test in result.tests:
         lines += _test_markdown(test, ungradable)
-    if result.problems:
+    if _errors(result):
         lines += ["", "## Errors in your code", "",
                   "These statements of your solution cells raised an error when the grader "
                   "ran them; the tests that use them may fail because of it.", ""]
-        for problem in result.problems:
+        for problem in _errors(result):
             lines += [f"- {md_text(problem.get('cell', ''))}", "",
                       fenced(problem.get("message", ""), indent="  "), ""]
     return "\n".join(lines).rstrip() + "\n"

@@ -133,6 +133,10 @@ def _attention(results):
             found.append(Attention(result.student, "graded, not recorded", result.error))
         elif result.error:
             found.append(Attention(result.student, "grading problem", result.error))
+        for problem in result.problems:
+            if problem.get("kind") == "suspicious":
+                found.append(Attention(result.student, "suspicious code",
+                                       f"{problem.get('cell', '')}: {problem.get('message', '')}"))
         for test in result.tests:
             if test.status in INFRASTRUCTURE:
                 found.append(Attention(result.student, f"{test.grade_id}: {test.status}",
@@ -209,8 +213,9 @@ def _attention_md(summary):
     for item in summary.attention:
         lines += [f"{_short(item.student, 60)}: {_short(item.reason, 100)}",
                   f"    {_short(item.message, 2 * EXAMPLE_CHARS)}"]
-    return [f"Needs attention ({len(summary.attention)}): not graded, or a test timed out,",
-            "crashed or broke the grader's protocol.", *_block(lines)]
+    return [f"Needs attention ({len(summary.attention)}): not graded, a test that timed out,",
+            "crashed or broke the grader's protocol, or code that reaches into the checks.",
+            *_block(lines)]
 
 
 def render_markdown(summaries, image_name="report.png"):

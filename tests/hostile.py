@@ -812,6 +812,12 @@ ENTRIES = [
     Hostile("switches_off_the_forbid_in_its_process", cells(stable_softmax=FORBID_BYPASS),
             Expect(tests=each(SOFTMAX, failed(r"you called softmax"))),
             known="the forbid runs in the student's process, which can switch it off"),
+    # ... but not unseen: the instructor's report names it
+    Hostile("switches_off_the_forbid_and_is_flagged", cells(stable_softmax=FORBID_BYPASS),
+            Expect(problems=[("suspicious", r"^cell stable_softmax, line 2: imports "
+                                            r"checks\.attention \(the checks run in the grader"),
+                             ("suspicious", r"^cell stable_softmax, line 4: uses checks\."
+                                            r"attention\._ForbidByName\.__torch_function__")])),
     # 4: tamper with the test cells
     Hostile("test_cells_replaced_by_pass", edited(_blank_tests, attention_scores=UNSCALED),
             Expect(tests={SCORES: failed(r"the scores are not scaled")})),

@@ -11,7 +11,7 @@ import re
 import pytest
 
 from autograde import course
-from autograde.engine import Assignment, Grader, trusted_namespace
+from autograde.engine import Assignment, Grader, suspicious, trusted_namespace
 from autograde.remote import Zygote
 from tests.submissions import catalogue, catalogue_submissions
 
@@ -51,6 +51,8 @@ def test_catalogue_verdicts(released, grader, assignment, tmp_path):
     for student, (result, expected) in graded_catalogue(released, grader, assignment,
                                                         tmp_path).items():
         assert result.status == "graded", f"{student}: {result.error}"
+        flags = [p for p in result.problems if p["kind"] == "suspicious"]
+        assert not flags, f"{student}: an honest submission flagged: {flags}"
         by_id = {t.grade_id: t for t in result.tests}
         assert set(by_id) == set(expected)
         for test, should_pass in expected.items():
@@ -67,3 +69,33 @@ def test_catalogue_verdicts(released, grader, assignment, tmp_path):
                 wrong.append(f"{student}: diagnosis {bugs[name].diagnosis!r} not in "
                              f"{first.message[:300]!r}")
     assert not wrong, "\n".join(wrong)
+
+
+def _steps(*sources, solution=True):
+    return [(f"cell x, line {i + 1}", source, solution) for i, source in enumerate(sources)]
+
+
+def test_suspicious_flags_tampering_not_honest_code():
+    honest = _steps("import math\nimport torch.nn.functional as F",
+                    "def f(x):\n    return torch.softmax(x, dim=-1)",
+                    "class M(nn.Module):\n    def forward(self, x):\n        return x",
+                    "import sys\nprint(sys.version)")
+    assert suspicious(honest) == []
+    given = _steps("from checks import attention as check", solution=False)
+    assert suspicious(given) == []  # the released notebook's own import
+    tampering = _steps("import checks.attention",
+                       "from autograde import wire",
+                       "f.__code__ = g.__code__",
+                       "import sys\nsys.modules['torch'].allclose = None",
+                       "torch._C._DisableTorchFunction()",
+                       "class Mode(torch.overrides.TorchFunctionMode):\n    pass")
+    flagged = suspicious(tampering)
+    assert [p["cell"] for p in flagged] == [f"cell x, line {i}" for i in range(1, 7)]
+    assert all(p["kind"] == "suspicious" for p in flagged)
+    assert re.match(r"imports checks\.attention \(the checks run in the grader",
+                    flagged[0]["message"])
+    # outside the solution cells, a def that patches is flagged; importing checks is not
+    added = _steps("import checks.attention",
+                   "def patch():\n    m.__torch_function__ = None", solution=False)
+    assert [p["message"].split(" (")[0] for p in suspicious(added)] == \
+        ["uses m.__torch_function__"]

@@ -38,8 +38,8 @@ def class_results():
     """Five students of 01_attention and one of 02_heads.
 
     alice: everything passes; bob, carol: the same scaling bug with different numbers;
-    carol also times out and sends HTML; dave: ungradable; erin: a shape bug, a crash and
-    an error in her own cell."""
+    bob's code imports the checks (flagged); carol also times out and sends HTML; dave:
+    ungradable; erin: a shape bug, a crash and an error in her own cell."""
     scaling = ("attention_scores is wrong (largest error {}). Did you forget to divide "
                "by sqrt(d_k)?\nIn your code:\n  line 3: return q @ k.transpose(-2, -1)")
     results = [
@@ -47,7 +47,10 @@ def class_results():
                passed("test_sdpa", "\u2714 sdpa matches torch\n"), passed("test_hidden")),
         graded("bob", failed("test_scores", scaling.format("0.31")),
                failed("test_sdpa", "sdpa: expected shape (2, 3, 4), got (2, 4, 3)."),
-               passed("test_hidden")),
+               passed("test_hidden"),
+               problems=[{"cell": "cell scores, line 1", "kind": "suspicious",
+                          "message": "imports checks.attention (the checks run in the "
+                                     "grader: a solution needs none of this)"}]),
         graded("carol", failed("test_scores", scaling.format("0.5")),
                failed("test_sdpa", "Timed out: the call ran over 60 s. Each test may take "
                       "60 s and the notebook 300 s.", status="timeout"),
@@ -126,6 +129,8 @@ def test_feedback_scores_statuses_diagnoses_and_check_marks(course):
     assert "- `test_scores`: 0 / 2, failed" in bob
     assert "- `test_hidden`: 1 / 1, passed" in bob
     assert "attention_scores is wrong (largest error 0.31)" in bob
+    # the instructor's flag is not an error of the student's code
+    assert "Errors in your code" not in bob and "imports checks" not in bob
     assert "line 3: return q @ k.transpose(-2, -1)" in bob  # the whole diagnosis, not one line
     carol = read(course, "feedback", "carol", f"{A1}.html")
     assert "timed out" in carol and "Timed out: the call ran over 60 s" in carol
@@ -196,7 +201,8 @@ def test_report_names_everyone_who_needs_attention(course):
     assert "found Untitled.ipynb" in section
     assert "carol: test_sdpa: timeout" in section and "Timed out: the call ran over" in section
     assert "erin: test_hidden: crash" in section and "killed by signal 9" in section
-    assert "alice" not in section and "bob" not in section
+    assert "bob: suspicious code" in section and "imports checks.attention" in section
+    assert "alice" not in section
 
 
 def test_report_png_is_a_real_chart(course):
