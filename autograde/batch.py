@@ -235,8 +235,8 @@ def grade_with_nbgrader(course_dir=".", assignments=None, students=None, db_url=
         for student in students or [None]:
             command = [sys.executable, "-m", "nbgrader", "autograde", assignment, "--force",
                        f"--CourseDirectory.root={course_dir}"]
-            if db_url:
-                command.append(f"--CourseDirectory.db_url={db_url}")
+            command += [f"--CourseDirectory.{name}={value}"
+                        for name, value in course.db_settings(db_url).items()]
             if student:
                 command.append(f"--student={student}")
             done = subprocess.run(command, capture_output=True, text=True, env=env,

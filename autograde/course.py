@@ -158,6 +158,19 @@ def prepare_source(course_dir, assignment):
     return target
 
 
+def db_settings(db_url):
+    """nbgrader's CourseDirectory settings for the gradebook at `db_url` (None: its sqlite
+    gradebook.db). nbgrader's default course id, "", has no row in its `course` table: sqlite
+    does not enforce that foreign key, PostgreSQL refuses every new assignment, so another
+    database gets a course id that nbgrader then creates."""
+    if not db_url:
+        return {}
+    settings = {"db_url": db_url}
+    if not db_url.startswith("sqlite"):
+        settings["course_id"] = "course"
+    return settings
+
+
 def nbgrader_api(course_dir, db_url=None):
     """nbgrader's Python API on `course_dir` (an in-process equivalent of its CLI)."""
     from nbgrader.apps import NbGraderAPI
@@ -168,8 +181,8 @@ def nbgrader_api(course_dir, db_url=None):
     os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
     config = Config()
     config.CourseDirectory.root = str(Path(course_dir).resolve())
-    if db_url:
-        config.CourseDirectory.db_url = db_url
+    for name, value in db_settings(db_url).items():
+        setattr(config.CourseDirectory, name, value)
     config.CourseDirectory.ignore = ["__pycache__", "*.pyc", ".ipynb_checkpoints"]
     return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
 

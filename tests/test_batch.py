@@ -2,7 +2,12 @@
 interruption, broken submissions named per student, and the plain-nbgrader engine."""
 import csv
 import json
+import os
+import pwd
 import shutil
+import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -109,3 +114,59 @@ def test_engine_nbgrader_grades_the_same_job(released, tmp_path, capsys):
     (row,) = rows(course_dir / "grades.csv")
     assert row["student_id"] == "alice" and row["score"] == "14.0"
     assert {r["status"] for r in rows(course_dir / "tests.csv")} == {"passed"}
+
+
+def _postgres_bin():
+    """The folder of PostgreSQL's initdb/pg_ctl (Debian keeps them off PATH), or None."""
+    found = shutil.which("initdb")
+    if found:
+        return Path(found).resolve().parent
+    folders = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
+    return folders[-1] if folders and (folders[-1] / "initdb").is_file() else None
+
+
+@pytest.fixture
+def postgres_url():
+    """A throw-away PostgreSQL server on a unix socket (no TCP): its gradebook's URL."""
+    pytest.importorskip("psycopg", reason="needs psycopg (requirements.txt)")
+    bin_dir = _postgres_bin()
+    if bin_dir is None:
+        pytest.skip("needs PostgreSQL's server (Debian package postgresql)")
+    folder = Path(tempfile.mkdtemp(prefix="autograde-pg-"))
+    folder.chmod(0o755)
+    # PostgreSQL refuses to run as root: run it as the postgres user then
+    prefix = []
+    if os.geteuid() == 0:
+        account = pwd.getpwnam("postgres")
+        os.chown(folder, account.pw_uid, account.pw_gid)
+        prefix = ["runuser", "-u", "postgres", "--"]
+    data, socket_dir = folder / "data", folder
+    run = lambda *args: subprocess.run(prefix + [str(a) for a in args], check=True,  # noqa: E731
+                                       capture_output=True, text=True, timeout=120)
+    run(bin_dir / "initdb", "-D", data, "-U", "postgres", "--auth=trust")
+    run(bin_dir / "pg_ctl", "-D", data, "-w", "-l", folder / "log", "start", "-o",
+        f"-c listen_addresses='' -c unix_socket_directories='{socket_dir}'")
+    try:
+        run(bin_dir / "createdb", "-h", socket_dir, "-U", "postgres", "gradebook")
+        yield f"postgresql://postgres@/gradebook?host={socket_dir}"
+    finally:
+        run(bin_dir / "pg_ctl", "-D", data, "-w", "-m", "immediate", "stop")
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_grade_into_a_postgresql_gradebook(released, tmp_path, postgres_url, capsys):
+    """--db takes a PostgreSQL URL: release, grade and export all use that gradebook."""
+    course_dir, bug = make_class(released, tmp_path / "course")
+    (course_dir / "gradebook.db").unlink()
+    args = ["--course-dir", str(course_dir), "--db", postgres_url]
+    assert main(["release", CHAPTER, *args]) == 0
+    assert main(["grade", CHAPTER, "--no-progress", *args]) == 0
+    assert "5 notebooks; 2 could not be graded" in capsys.readouterr().out
+    assert not (course_dir / "gradebook.db").exists()
+    grades = {r["student_id"]: r["score"] for r in rows(course_dir / "grades.csv")}
+    from nbgrader.api import Gradebook
+    with Gradebook(postgres_url) as gradebook:
+        recorded = {s.student_id: s.score for s in gradebook.assignment_submissions(CHAPTER)}
+    assert recorded["alice"] == 14.0 and recorded["bob"] == 0.0
+    assert recorded["carol"] < 14.0
+    assert {k: float(v) for k, v in grades.items()} == recorded
