@@ -11,6 +11,7 @@ import os
 import shutil
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -82,10 +83,20 @@ def notebook_checks(path):
     return list(dict.fromkeys(found))
 
 
+# CPython 3.11.7's ast.parse is not thread-safe (SystemError: AST constructor recursion
+# depth mismatch, measured here): releases may run in threads (tests/test_nbgrader.py does)
+_PARSING = threading.Lock()
+
+
 def checks_modules(assignment):
     """The checks modules that ship with chapter `assignment`, sorted: ALWAYS_CHECKS, those
     its notebook imports and, transitively, the siblings those import. Raises ValueError
     if one of them is not a module of chapters/checks/."""
+    with _PARSING:
+        return _checks_modules(assignment)
+
+
+def _checks_modules(assignment):
     notebook = CHAPTERS / f"{assignment}.ipynb"
     todo = [(m, notebook.name) for m in ALWAYS_CHECKS + notebook_checks(notebook)]
     done = set()

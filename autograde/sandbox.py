@@ -391,11 +391,39 @@ def _install(scratch, names, buffers, uid):
     return release
 
 
-def _clear_tmp():
-    """Empty /tmp (the sandbox's own tmpfs): a file that one submission left there (a
-    module to import, say) must not reach the next one."""
-    for entry in os.listdir("/tmp"):
-        path = os.path.join("/tmp", entry)
+def _tmp_entries():
+    """{path: mode} of everything under /tmp, not descending into other mounts: bwrap's
+    read-only binds of Python sit under /tmp when the grader's venv does."""
+    device = os.lstat("/tmp").st_dev
+    found = {}
+    for folder, dirs, files in os.walk("/tmp"):
+        for name in files:
+            path = os.path.join(folder, name)
+            found[path] = os.lstat(path).st_mode
+        inside = []
+        for name in dirs:
+            path = os.path.join(folder, name)
+            info = os.lstat(path)
+            found[path] = info.st_mode
+            if info.st_dev == device and not os.path.islink(path):
+                inside.append(name)
+        dirs[:] = inside
+    return found
+
+
+def _clear_tmp(baseline):
+    """Put /tmp (the sandbox's own tmpfs) back as it was at start (`baseline`, from
+    _tmp_entries): what one submission left there, or made unreadable, must not reach the
+    next one."""
+    for path, mode in sorted(baseline.items()):
+        try:
+            if os.lstat(path).st_mode != mode and not os.path.islink(path):
+                os.chmod(path, mode & 0o7777)
+        except OSError:
+            pass
+    for path in sorted(set(_tmp_entries()) - set(baseline), key=len):
+        if not os.path.lexists(path):
+            continue  # in a folder removed already
         if os.path.isdir(path) and not os.path.islink(path):
             _remove_tree(path)
         else:
@@ -417,6 +445,7 @@ def zygote(fd):
     grader = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != grader]
     private_tmp = os.environ.pop("AUTOGRADE_PRIVATE_TMP", None) == "1"
+    tmp_baseline = _tmp_entries() if private_tmp else None
     control.sendall(wire.pack({"ready": True, "pid": os.getpid(), "uid": os.getuid()}))
     reader = wire.Reader(control, 2**28)
     child, uid, scratch, spawned = None, None, None, 0
@@ -461,7 +490,7 @@ def zygote(fd):
             if scratch:
                 _remove_tree(scratch)
             if private_tmp:
-                _clear_tmp()
+                _clear_tmp(tmp_baseline)
             status = None
             if child is not None:
                 try:

@@ -225,6 +225,12 @@ def test_hostile_submission(entry, course_dir, notebooks, assignments, zygote, g
 LEAVES_FILES = '''
 import os
 
+for entry in os.listdir("/tmp"):  # what the sandbox had there: closed to the next one
+    if not os.getcwd().startswith(os.path.join("/tmp", entry)):
+        try:
+            os.chmod(os.path.join("/tmp", entry), 0)
+        except OSError:
+            pass
 for folder in ("/tmp", ".", os.path.expanduser("~"), os.path.dirname(os.getcwd())):
     try:
         with open(os.path.join(folder, "left_behind.py"), "w") as file:
