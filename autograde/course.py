@@ -204,13 +204,22 @@ def release(course_dir=".", only=None, db_url=None):
     Returns {assignment: release folder}. Raises RuntimeError with nbgrader's log if
     generation fails.
     """
+    from autograde import kit
+
     api = nbgrader_api(course_dir, db_url)
+    chosen = list(only or assignments())
+    fixtures = kit.record(Path(course_dir).resolve() / "fixtures", chosen)
     done = {}
-    for assignment in only or assignments():
+    for assignment in chosen:
         prepare_source(course_dir, assignment)
         result = api.generate_assignment(assignment, force=True, create=True)
         if not result["success"]:
             raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n"
                                f"{result.get('error', '')}\n{result.get('log', '')}")
-        done[assignment] = Path(course_dir).resolve() / "release" / assignment
+        released = Path(course_dir).resolve() / "release" / assignment
+        # The source keeps the grader's checks (nbgrader autograde copies them over each
+        # submission); the student's copy gets the kit: no reference code, fixtures instead.
+        kit.write_checks(released / "checks", checks_modules(assignment),
+                         [fixtures[assignment]])
+        done[assignment] = released
     return done

@@ -1,11 +1,12 @@
 """Checks of chapter 1: attention scores, a stable softmax, the entropy of attention
 weights, and scaled dot-product attention (self- and cross-attention shapes).
 
-Each check runs the student's function on fresh random inputs (from `seed`, with the
-shapes given), compares with PyTorch's own functions (torch.softmax,
+Each check runs the student's function on random inputs (from `seed`, with the shapes
+given), compares with PyTorch's own functions (torch.softmax,
 F.scaled_dot_product_attention) computed in float64, and, when the numbers differ,
 with the outputs of the classic mistakes on the same inputs, so that the message names
-the mistake. Shape letters: B batch, Lq queries, Lk keys, d_k query/key features,
+the mistake. The @reference functions compute those answers (in the student's kit they
+are read from its fixtures instead, see common.py). Shape letters: B batch, Lq queries, Lk keys, d_k query/key features,
 d_v value features, `...` any number of leading batch dimensions.
 """
 import math
@@ -15,9 +16,9 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from .common import (MALFORMED, CheckFailure, attempt, expect_close, expect_tensor, export,
-                     fail, passed, probe, raised, random_inputs, revive, take, take_error,
-                     type_name)
+from .common import (MALFORMED, CheckFailure, attempt, check, expect_close, expect_tensor,
+                     export, fail, passed, probe, raised, random_inputs, reference, revive,
+                     take, take_error, type_name)
 
 # Bound at import, before student code runs in the same kernel.
 _softmax = torch.softmax
@@ -95,13 +96,20 @@ def _probe_run(function, args, kwargs, forbidden):
     """Call function(*args, **kwargs), the torch functions of FORBIDDEN[forbidden] refused;
     returns what it returned ("result") or raised ("error"), its arguments afterwards
     ("args") and the warnings it emitted ("warnings", their messages)."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        if forbidden is not None:
-            with _ForbidByName(*FORBIDDEN[forbidden]):
+    # torch warns once per process unless told otherwise: the hint must not depend on
+    # what ran before (the student's own cells, or another check)
+    warn_always = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if forbidden is not None:
+                with _ForbidByName(*FORBIDDEN[forbidden]):
+                    result, error = attempt(function, *args, **kwargs)
+            else:
                 result, error = attempt(function, *args, **kwargs)
-        else:
-            result, error = attempt(function, *args, **kwargs)
+    finally:
+        torch.set_warn_always(warn_always)
     return {"result": export(result), "error": error, "args": [export(a) for a in args],
             "warnings": [str(w.message) for w in caught]}
 
@@ -140,6 +148,7 @@ def _batch_text(batch):
 # Scores and the classic scaling mistakes
 # ---------------------------------------------------------------------------------------
 
+@reference
 def _score_bugs(qk, d_k, sizes):
     """{message: scores} that the classic scaling mistakes produce from qk = Q K^T (float64).
 
@@ -171,6 +180,19 @@ def _other_sizes(batch, Lq, Lk, d_v=None):
     return sizes
 
 
+@reference
+def _scores_answers(query, key, sizes):
+    """(expected scores, {bug message: scores}) in float64."""
+    d_k = query.shape[-1]
+    qk = query.double() @ key.double().transpose(-2, -1)
+    expected = qk / math.sqrt(d_k)
+    bugs = _score_bugs(qk, d_k, sizes)
+    bugs["you returned the softmax weights; attention_scores returns the scaled scores, "
+         "before the softmax."] = _softmax(expected, dim=-1)
+    return expected, bugs
+
+
+@check
 def attention_scores(attention_scores, seed=0, batch=(2,), Lq=3, Lk=5, d_k=4,
                      dtype=torch.float32, device="cpu"):
     """Check attention_scores(query, key) = Q K^T / sqrt(d_k), shape (..., Lq, Lk)."""
@@ -186,12 +208,7 @@ def attention_scores(attention_scores, seed=0, batch=(2,), Lq=3, Lk=5, d_k=4,
              "query @ key.transpose(-2, -1).")
     expect_tensor(scores, name, shape=shape, dtype=dtype, device=device,
                   shape_names="(..., Lq, Lk)")
-    q, k = query.double(), key.double()
-    qk = q @ k.transpose(-2, -1)
-    expected = qk / math.sqrt(d_k)
-    bugs = _score_bugs(qk, d_k, _other_sizes(batch, Lq, Lk))
-    bugs["you returned the softmax weights; attention_scores returns the scaled scores, "
-         "before the softmax."] = _softmax(expected, dim=-1)
+    expected, bugs = _scores_answers(query, key, _other_sizes(batch, Lq, Lk))
     expect_close(scores, expected, name, bugs=bugs, dtype=dtype)
     passed(f"attention_scores: shape (..., Lq, Lk) = {shape}, dtype {dtype}, values "
            f"Q K^T / sqrt(d_k) (batch {_batch_text(batch)}, Lq={Lq}, Lk={Lk}, d_k={d_k})")
@@ -201,6 +218,7 @@ def attention_scores(attention_scores, seed=0, batch=(2,), Lq=3, Lk=5, d_k=4,
 # Entropy of attention weights
 # ---------------------------------------------------------------------------------------
 
+@reference
 def _weights_with_zeros(batch, Lq, Lk, seed, dtype, device):
     """Softmax rows, with some one-hot rows and some rows with exact zeros."""
     (scores,) = random_inputs((*batch, Lq, Lk), seed=seed, dtype=torch.float64)
@@ -217,6 +235,21 @@ def _weights_with_zeros(batch, Lq, Lk, seed, dtype, device):
     return flat.reshape(*batch, Lq, Lk).to(dtype=dtype, device=device)
 
 
+@reference
+def _entropy_answers(weights):
+    """(expected entropy, {bug message: entropy}) in float64."""
+    w = weights.double()
+    expected = -_xlogy(w, w).sum(dim=-1)
+    return expected, {
+        "the entropy is negative: it is MINUS the sum of w log w.": -expected,
+        "you used log base 2 (bits); the chapter measures entropy in nats, with the natural "
+        "log (torch.log): the uniform row over Lk keys has entropy log(Lk).":
+            expected / math.log(2),
+        "you took the mean over the keys instead of the sum.": expected / w.shape[-1],
+    }
+
+
+@check
 def attention_entropy(attention_entropy, seed=0, batch=(2,), Lq=4, Lk=6,
                       dtype=torch.float32, device="cpu"):
     """Check attention_entropy(weights) = -sum_k w log w over the last axis, in nats."""
@@ -234,20 +267,12 @@ def attention_entropy(attention_entropy, seed=0, batch=(2,), Lq=4, Lk=6,
              "drop keepdim=True, one number per query.")
     expect_tensor(entropy, name, shape=shape, dtype=dtype, device=device,
                   shape_names="(..., Lq)")
-    w = weights.double()
-    expected = -_xlogy(w, w).sum(dim=-1)
+    expected, bugs = _entropy_answers(weights)
     if not bool(torch.isfinite(entropy.detach()).all()):
         fail(f"{name}: NaN where the weights contain exact zeros (a one-hot row, as a "
              "saturated softmax gives). In floating point 0 * log(0) = 0 * (-inf) = NaN, but "
              "the entropy's limit is 0: use torch.special.xlogy(w, w), which is 0 where w is 0, "
              "or torch.where(w > 0, w * w.log(), 0).")
-    bugs = {
-        "the entropy is negative: it is MINUS the sum of w log w.": -expected,
-        "you used log base 2 (bits); the chapter measures entropy in nats, with the natural "
-        "log (torch.log): the uniform row over Lk keys has entropy log(Lk).":
-            expected / math.log(2),
-        "you took the mean over the keys instead of the sum.": expected / Lk,
-    }
     expect_close(entropy, expected, name, bugs=bugs, dtype=dtype)
     passed(f"attention_entropy: shape (..., Lq) = {shape}, values in nats, 0 for one-hot rows "
            f"(batch {_batch_text(batch)}, Lq={Lq}, Lk={Lk}, {dtype})")
@@ -269,31 +294,58 @@ def _stable_call(stable_softmax, scores, dim):
     return out
 
 
-def stable_softmax(stable_softmax, seed=0, shape=(2, 3, 5), dims=(-1, -2),
-                   dtype=torch.float32, device="cpu"):
-    """Check stable_softmax(scores, dim) against torch.softmax on ordinary scores."""
-    (scores,) = random_inputs(shape, seed=seed, dtype=torch.float64)
-    scores = (3 * scores).to(dtype=dtype, device=device)
+@reference
+def _softmax_answers(scores, dim, whole=True):
+    """(expected softmax along dim, {bug message: output}) in float64; whole=False: only
+    the bug that normalises along the wrong axis."""
     s = scores.double()
-    last = len(shape) - 1
-    for dim in dims:
-        out = _stable_call(stable_softmax, scores, dim)
-        expected = _softmax(s, dim=dim)
+    expected = _softmax(s, dim=dim)
+    bugs = {}
+    if whole:
         exp = (s - s.amax(dim=dim, keepdim=True)).exp()
         bugs = {
             "you return exp(scores - max) without dividing by its sum along dim.": exp,
             "you divided by the sum of the whole tensor; divide by the sum along dim: "
             ".sum(dim=dim, keepdim=True).": exp / exp.sum(),
         }
-        if dim % len(shape) != last:
-            bugs[f"you normalised along the last axis, but dim={dim} was asked: use the "
-                 "`dim` argument in the max and in the sum."] = _softmax(s, dim=-1)
+    if dim % s.dim() != s.dim() - 1:
+        bugs[f"you normalised along the last axis, but dim={dim} was asked: use the "
+             "`dim` argument in the max and in the sum."] = _softmax(s, dim=-1)
+    return expected, bugs
+
+
+@check
+def stable_softmax(stable_softmax, seed=0, shape=(2, 3, 5), dims=(-1, -2),
+                   dtype=torch.float32, device="cpu"):
+    """Check stable_softmax(scores, dim) against torch.softmax on ordinary scores."""
+    (scores,) = random_inputs(shape, seed=seed, dtype=torch.float64)
+    scores = (3 * scores).to(dtype=dtype, device=device)
+    for dim in dims:
+        out = _stable_call(stable_softmax, scores, dim)
+        expected, bugs = _softmax_answers(scores, dim)
         expect_close(out, expected, f"stable_softmax(scores, dim={dim})", bugs=bugs,
                      dtype=dtype)
     passed(f"stable_softmax matches torch.softmax along dims {tuple(dims)} of a tensor "
            f"of shape {tuple(shape)} ({dtype})")
 
 
+@reference
+def _large_score_cases(shape, seed, dim, offset):
+    """[(label, scores in float64)]: rows near +offset, near -offset, and both."""
+    (noise,) = random_inputs(shape, seed=seed, dtype=torch.float64)
+    # one sign per row along `dim`, alternating +1, -1 from row to row
+    rows = noise.movedim(dim, -1).shape[:-1]
+    signs = 1.0 - 2.0 * (torch.arange(math.prod(rows)) % 2).double()
+    signs = signs.reshape(*rows, 1).movedim(-1, dim)
+    return [
+        ("all scores near +{:g}".format(offset), offset + 3 * noise),
+        ("all scores near -{:g}".format(offset), -offset + 3 * noise),
+        ("rows near +{0:g} and rows near -{0:g} in one tensor".format(offset),
+         signs * offset + 3 * noise),
+    ]
+
+
+@check
 def stable_softmax_large_scores(stable_softmax, seed=0, shape=(2, 3, 5), dim=-1,
                                 offset=1000.0, dtype=torch.float32, device="cpu"):
     """Check that stable_softmax stays finite and right for scores far from 0.
@@ -303,22 +355,10 @@ def stable_softmax_large_scores(stable_softmax, seed=0, shape=(2, 3, 5), dim=-1,
     0 / 0 = NaN). Case 3: rows near +offset and -offset in one tensor (subtracting one
     maximum for the whole tensor underflows the low rows to 0 / 0).
     """
-    (noise,) = random_inputs(shape, seed=seed, dtype=torch.float64)
-    # one sign per row along `dim`, alternating +1, -1 from row to row
-    rows = noise.movedim(dim, -1).shape[:-1]
-    signs = 1.0 - 2.0 * (torch.arange(math.prod(rows)) % 2).double()
-    signs = signs.reshape(*rows, 1).movedim(-1, dim)
-    cases = [
-        ("all scores near +{:g}".format(offset), offset + 3 * noise),
-        ("all scores near -{:g}".format(offset), -offset + 3 * noise),
-        ("rows near +{0:g} and rows near -{0:g} in one tensor".format(offset),
-         signs * offset + 3 * noise),
-    ]
-    for i, (label, scores64) in enumerate(cases):
+    for i, (label, scores64) in enumerate(_large_score_cases(shape, seed, dim, offset)):
         scores = scores64.to(dtype=dtype, device=device)
         out = _stable_call(stable_softmax, scores, dim)
-        s = scores.double()
-        expected = _softmax(s, dim=dim)
+        expected, bugs = _softmax_answers(scores, dim, whole=False)
         if not bool(torch.isfinite(out.detach()).all()):
             if i == 0:
                 fail(f"stable_softmax: NaN or inf for {label}. exp({offset:g}) overflows to inf "
@@ -333,10 +373,6 @@ def stable_softmax_large_scores(stable_softmax, seed=0, shape=(2, 3, 5), dim=-1,
                  "are alike: you subtracted ONE maximum for the whole tensor, so the rows "
                  f"near -{offset:g} become exp(-{2 * offset:g}) = 0 and 0 / 0 = NaN. Subtract "
                  "each row's own maximum: scores.amax(dim=dim, keepdim=True).")
-        bugs = {}
-        if dim % len(shape) != len(shape) - 1:
-            bugs[f"you normalised along the last axis, but dim={dim} was asked: use the "
-                 "`dim` argument in the max and in the sum."] = _softmax(s, dim=-1)
         expect_close(out, expected, f"stable_softmax(scores, dim={dim}) for {label}",
                      bugs=bugs, dtype=dtype)
     passed(f"stable_softmax is finite and right for scores near +-{offset:g} ({dtype}), "
@@ -355,12 +391,31 @@ FORBID_ATTENTION = (ATTENTION_NAME, "which computes the whole attention for you"
 FORBIDDEN = {"softmax": FORBID_SOFTMAX, "attention": FORBID_ATTENTION}  # sent by name to probes
 
 
-def _reference_attention(q, k, v):
-    """(output, weights) in float64: PyTorch's own attention for the output."""
+@reference
+def _attention_answers(query, key, value, sizes):
+    """(expected output, expected weights, {bug: weights}, {bug: output}) in float64:
+    PyTorch's own attention for the output."""
+    q, k, v = query.double(), key.double(), value.double()
     d_k = q.shape[-1]
-    weights = _softmax(q @ k.transpose(-2, -1) / math.sqrt(d_k), dim=-1)
-    output = _sdpa(q, k, v)
-    return output, weights
+    qk = q @ k.transpose(-2, -1)
+    scores = qk / math.sqrt(d_k)
+    expected_w = _softmax(scores, dim=-1)
+    expected_out = _sdpa(q, k, v)
+    weight_bugs = {m: _softmax(s, dim=-1) for m, s in _score_bugs(qk, d_k, sizes).items()}
+    weight_bugs["the softmax runs over the wrong axis (dim=-2, the queries): each query's "
+                "weights over the keys must sum to 1, so use dim=-1."] = _softmax(scores, dim=-2)
+    weight_bugs["you returned the scores, before the softmax, as the weights."] = scores
+    sqrt32 = torch.tensor(float(d_k), dtype=torch.float32).sqrt().double()
+    output_bugs = {
+        FLOAT32_SQRT: _softmax(qk / sqrt32, dim=-1) @ v,
+        "the weights are right, but the output was computed from the softmax of the "
+        "UNSCALED scores: use the same (scaled) weights for the output.":
+            _softmax(qk, dim=-1) @ v,
+        "output = scores @ value: the softmax is missing in the output.": scores @ v,
+    }
+    for message, w in weight_bugs.items():
+        output_bugs["the output uses other weights than the ones returned: " + message] = w @ v
+    return expected_out, expected_w, weight_bugs, output_bugs
 
 
 def _check_attention(fn, query, key, value, label):
@@ -396,32 +451,15 @@ def _check_attention(fn, query, key, value, label):
     expect_tensor(weights, "weights", shape=w_shape, dtype=dtype, device=device,
                   shape_names="(..., Lq, Lk)")
 
-    q, k, v = query.double(), key.double(), value.double()
-    expected_out, expected_w = _reference_attention(q, k, v)
-    qk = q @ k.transpose(-2, -1)
-    score_bugs = _score_bugs(qk, d_k, _other_sizes(batch, Lq, Lk, d_v))
-    weight_bugs = {m: _softmax(s, dim=-1) for m, s in score_bugs.items()}
-    scores = qk / math.sqrt(d_k)
-    weight_bugs["the softmax runs over the wrong axis (dim=-2, the queries): each query's "
-                "weights over the keys must sum to 1, so use dim=-1."] = _softmax(scores, dim=-2)
-    weight_bugs["you returned the scores, before the softmax, as the weights."] = scores
+    expected_out, expected_w, weight_bugs, output_bugs = _attention_answers(
+        query, key, value, _other_sizes(batch, Lq, Lk, d_v))
     expect_close(weights, expected_w, f"weights ({label})", bugs=weight_bugs, dtype=dtype)
-
-    sqrt32 = torch.tensor(float(d_k), dtype=torch.float32).sqrt().double()
-    output_bugs = {
-        FLOAT32_SQRT: _softmax(qk / sqrt32, dim=-1) @ v,
-        "the weights are right, but the output was computed from the softmax of the "
-        "UNSCALED scores: use the same (scaled) weights for the output.":
-            _softmax(qk, dim=-1) @ v,
-        "output = scores @ value: the softmax is missing in the output.": scores @ v,
-    }
-    for message, w in weight_bugs.items():
-        output_bugs["the output uses other weights than the ones returned: " + message] = w @ v
     expect_close(output, expected_out, f"output ({label})", bugs=output_bugs, dtype=dtype,
                  hint="The weights are right: the output is weights @ value, shape (..., Lq, d_v).")
     return batch, Lq, Lk, d_k, d_v
 
 
+@check
 def scaled_dot_product_attention(scaled_dot_product_attention, seed=0, batch=(2,), L=6,
                                  d_k=4, d_v=4, dtype=torch.float32, device="cpu"):
     """Self-attention shapes: query, key and value all of length L."""
@@ -433,6 +471,7 @@ def scaled_dot_product_attention(scaled_dot_product_attention, seed=0, batch=(2,
            f"output {(*batch, L, d_v)}, weights {(*batch, L, L)} ({dtype})")
 
 
+@check
 def cross_attention(scaled_dot_product_attention, seed=0, batch=(2, 3), Lq=3, Lk=7, d_k=4,
                     d_v=5, dtype=torch.float32, device="cpu"):
     """Cross-attention shapes: Lq != Lk, d_k != d_v, any number of batch dimensions."""
@@ -444,6 +483,17 @@ def cross_attention(scaled_dot_product_attention, seed=0, batch=(2, 3), Lq=3, Lk
            f"d_k={d_k}, d_v={d_v}: output {(*batch, Lq, d_v)}, weights {(*batch, Lq, Lk)} ({dtype})")
 
 
+@reference
+def _integer_inputs(batch, Lq, Lk, d_k, d_v, magnitude, seed):
+    """query and key of whole numbers in [-magnitude, magnitude], value normal (float64)."""
+    gen = torch.Generator().manual_seed(seed)
+    query = torch.randint(-magnitude, magnitude + 1, (*batch, Lq, d_k), generator=gen)
+    key = torch.randint(-magnitude, magnitude + 1, (*batch, Lk, d_k), generator=gen)
+    value = torch.randn(*batch, Lk, d_v, generator=gen, dtype=torch.float64)
+    return query, key, value
+
+
+@check
 def sdpa_large_scores(scaled_dot_product_attention, seed=0, batch=(2,), Lq=5, Lk=7, d_k=16,
                       d_v=16, magnitude=20, dtype=torch.float32, device="cpu"):
     """Scores in the hundreds: a softmax written with a bare exp() overflows.
@@ -456,11 +506,8 @@ def sdpa_large_scores(scaled_dot_product_attention, seed=0, batch=(2,), Lq=5, Lk
     if root * root != d_k or root & (root - 1):
         raise ValueError("sqrt(d_k) must be a power of two (d_k = 4, 16, 64...) so that "
                          "the scores are exact")
-    gen = torch.Generator().manual_seed(seed)
-    query = torch.randint(-magnitude, magnitude + 1, (*batch, Lq, d_k), generator=gen)
-    key = torch.randint(-magnitude, magnitude + 1, (*batch, Lk, d_k), generator=gen)
-    value = torch.randn(*batch, Lk, d_v, generator=gen, dtype=torch.float64)
-    query, key, value = (t.to(dtype=dtype, device=device) for t in (query, key, value))
+    query, key, value = (t.to(dtype=dtype, device=device)
+                         for t in _integer_inputs(batch, Lq, Lk, d_k, d_v, magnitude, seed))
     top = (query.double() @ key.double().transpose(-2, -1)).abs().max().item() / root
     try:
         _check_attention(scaled_dot_product_attention, query, key, value,

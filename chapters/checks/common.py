@@ -1,10 +1,24 @@
 """Comparison and diagnosis helpers shared by every chapter's checks.
 
-A check calls the student's function on fresh inputs, compares with a trusted reference
-(PyTorch's own functions wherever one exists) and, when the numbers differ, compares
-with the outputs of known bugs, so that the message can name the mistake.
-Every failure raises CheckFailure (an AssertionError, so nbgrader counts it as failed).
+A check calls the student's function on fixed inputs, compares with the expected output
+and, when the numbers differ, with the outputs of known bugs on the same inputs, so that
+the message can name the mistake. Every failure raises CheckFailure (an AssertionError,
+so nbgrader counts it as failed).
+
+Two copies of each check module exist, generated from one source (this folder):
+- the grader's (this code): the functions marked @reference compute the expected outputs
+  and the catalogued bugs' outputs, on inputs drawn for each call;
+- the student's kit (written by autograde/kit.py): the same module with the body of every
+  @reference function removed and KIT = True; their results are read from the fixtures
+  recorded when the course was released, for the calls of the visible tests only. So the
+  kit judges from data and holds no answer.
 """
+import contextvars
+import functools
+import inspect
+import json
+from pathlib import Path
+
 import torch
 
 # Bound now, before any student code runs in the same kernel, so that rebinding
@@ -239,23 +253,6 @@ def expect_close(actual, expected, name, bugs=None, hint=None, dtype=None):
          + (hint or "Compare your steps with the formula above, one tensor at a time."))
 
 
-def split_heads_reference(x, num_heads):
-    """Reference split: (B, L, D) -> (B, num_heads, L, D // num_heads)."""
-    B, L, D = x.shape
-    return x.reshape(B, L, num_heads, D // num_heads).transpose(1, 2)
-
-
-def merge_heads_reference(x):
-    """Reference merge: (B, h, L, hd) -> (B, L, h * hd)."""
-    B, h, L, hd = x.shape
-    return x.transpose(1, 2).reshape(B, L, h * hd)
-
-
-def random_inputs(*shapes, seed, dtype=torch.float32, device="cpu"):
-    """Reproducible standard-normal tensors of the given shapes."""
-    gen = torch.Generator().manual_seed(seed)
-    return [torch.randn(*s, generator=gen, dtype=torch.float64).to(dtype=dtype, device=device)
-            for s in shapes]
 
 
 def call(function, *args, name=None, **kwargs):
@@ -297,3 +294,217 @@ def forbid(**functions):
     check compares against, e.g. forbid(sdpa=F.scaled_dot_product_attention).
     """
     return _Forbid({f: name for name, f in functions.items()})
+
+
+# ---------------------------------------------------------------------------------------
+# Answers: computed by @reference functions in the grader, replayed from fixtures in the kit
+# ---------------------------------------------------------------------------------------
+
+# autograde/kit.py writes `KIT = True` into the student's copy of this module.
+KIT = False
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+KIT_URL_HINT = ("the course's checks package is out of date or incomplete: reinstall it as "
+                "the student guide says")
+
+
+class _Call:
+    """One run of a public check: its key and how often each @reference ran in it."""
+
+    def __init__(self, key):
+        self.key, self.counts = key, {}
+
+    def next_slot(self, name):
+        index = self.counts.get(name, 0)
+        self.counts[name] = index + 1
+        return f"{name}#{index}"
+
+
+_CURRENT = contextvars.ContextVar("checks_call", default=None)
+# {call key: {slot: (signature, result)}} while autograde/kit.py records fixtures
+RECORDING = None
+_STORED = None
+
+
+def _plain(value):
+    return repr(value) if isinstance(value, (torch.dtype, torch.device)) else value
+
+
+def call_key(function, bound):
+    """'module.check(name=value, ...)': the check's parameters (those with a default: the
+    student's function or class comes first, without one), which fix its inputs."""
+    module = function.__module__.rsplit(".", 1)[-1]
+    parameters = inspect.signature(function).parameters
+    shown = [f"{name}={_plain(value)!r}" for name, value in bound.arguments.items()
+             if parameters[name].default is not inspect.Parameter.empty]
+    return f"{module}.{function.__name__}({', '.join(shown)})"
+
+
+def check(function):
+    """Decorator of a public check: the answers its @reference functions produce are stored
+    under call_key(), so the kit can find them for the same call."""
+    signature = inspect.signature(function)
+
+    @functools.wraps(function)
+    def run(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        token = _CURRENT.set(_Call(call_key(function, bound)))
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _CURRENT.reset(token)
+    return run
+
+
+def _signature(value, depth=3):
+    """What a reference's arguments look like (shapes and dtypes, not values): replaying a
+    stored answer for arguments of another shape is a bug of the checks, caught here."""
+    if isinstance(value, torch.Tensor):
+        return f"{str(value.dtype)[6:]}{list(value.shape)}"
+    if value is None or isinstance(value, (bool, int, float, str, torch.dtype, torch.device)):
+        return repr(value)[:80]
+    if isinstance(value, (tuple, list)) and depth:
+        return "(" + ",".join(_signature(v, depth - 1) for v in value) + ")"
+    if isinstance(value, dict) and depth:
+        return "{" + ",".join(f"{_signature(k, 0)}:{_signature(v, depth - 1)}"
+                              for k, v in value.items()) + "}"
+    return type(value).__name__
+
+
+def reference(function):
+    """Decorator of a function that computes an answer (an expected output, a catalogued
+    bug's output, or the fixed inputs of a check): it runs in the grader and when fixtures
+    are recorded; in the student's kit its body is gone and its result comes from them."""
+    name = f"{function.__module__.rsplit('.', 1)[-1]}.{function.__qualname__}"
+
+    @functools.wraps(function)
+    def answer(*args, **kwargs):
+        call = _CURRENT.get()
+        if call is None:
+            if KIT:
+                fail(f"{name} runs only inside a check: {KIT_URL_HINT}.")
+            return function(*args, **kwargs)
+        slot = call.next_slot(name)
+        signature = _signature((args, kwargs))
+        if KIT:
+            return _replay(call.key, slot, signature)
+        # references called by this one are part of its answer: not stored on their own
+        token = _CURRENT.set(None)
+        try:
+            result = function(*args, **kwargs)
+        finally:
+            _CURRENT.reset(token)
+        if RECORDING is not None:
+            RECORDING.setdefault(call.key, {})[slot] = (signature, result)
+        return result
+    answer.reference = True
+    return answer
+
+
+def _replay(key, slot, signature):
+    global _STORED
+    if _STORED is None:
+        _STORED = load_fixtures(FIXTURES)
+    if key not in _STORED:
+        fail(f"no stored answers for the check {key}: the student kit holds the answers "
+             "of the visible tests only, for the arguments written in them; the hidden "
+             "tests run in the grader.")
+    stored = _STORED[key].get(slot)
+    if stored is None or stored[0] != signature:
+        fail(f"the stored answers of {key} do not match this call ({slot}): "
+             f"{KIT_URL_HINT}.")
+    return stored[1]
+
+
+# Fixtures: one .npz per chapter, read with allow_pickle=False. "index" holds JSON bytes
+# {call key: {slot: [signature, encoded result]}}; tensors are arrays "t0", "t1", ...
+# (bfloat16, which numpy lacks, stored as its int16 bits).
+
+def _encode(value, arrays):
+    if isinstance(value, torch.Tensor):
+        tensor = value.detach().cpu().contiguous()
+        kept = tensor.view(torch.int16) if tensor.dtype == torch.bfloat16 else tensor
+        arrays.append(kept.numpy())
+        return {"tensor": len(arrays) - 1, "dtype": str(tensor.dtype)[6:],
+                "grad": bool(value.requires_grad)}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, torch.dtype):
+        return {"dtype": str(value)[6:]}
+    if isinstance(value, (tuple, list)):
+        return {type(value).__name__ if type(value) in (tuple, list) else "tuple":
+                [_encode(v, arrays) for v in value]}
+    if isinstance(value, dict):
+        return {"dict": [[_encode(k, arrays), _encode(v, arrays)] for k, v in value.items()]}
+    raise TypeError(f"a @reference function returned {type(value).__name__}, which fixtures "
+                    "cannot store: return tensors, numbers, strings, tuples, lists or dicts")
+
+
+def _decode(data, arrays):
+    if not isinstance(data, dict):
+        return data
+    if "tensor" in data:
+        tensor = torch.from_numpy(arrays[f"t{data['tensor']}"].copy())
+        dtype = getattr(torch, data["dtype"])
+        tensor = tensor.view(dtype) if dtype == torch.bfloat16 else tensor.to(dtype)
+        return tensor.requires_grad_() if data["grad"] else tensor
+    if "dtype" in data:
+        return getattr(torch, data["dtype"])
+    if "tuple" in data:
+        return tuple(_decode(v, arrays) for v in data["tuple"])
+    if "list" in data:
+        return [_decode(v, arrays) for v in data["list"]]
+    if "dict" in data:
+        return {_decode(k, arrays): _decode(v, arrays) for k, v in data["dict"]}
+    raise ValueError(f"unknown fixture entry {sorted(data)}")
+
+
+def save_fixtures(path, recording):
+    """Write `recording` ({call key: {slot: (signature, result)}}) to the .npz `path`."""
+    import numpy as np
+    arrays = []
+    index = {key: {slot: [signature, _encode(result, arrays)]
+                   for slot, (signature, result) in slots.items()}
+             for key, slots in recording.items()}
+    payload = {f"t{i}": array for i, array in enumerate(arrays)}
+    payload["index"] = np.frombuffer(json.dumps(index, sort_keys=True).encode(), np.uint8)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as file:
+        np.savez_compressed(file, **payload)
+
+
+def load_fixtures(folder):
+    """{call key: {slot: (signature, result)}} from every .npz of `folder`."""
+    import numpy as np
+    stored = {}
+    for path in sorted(Path(folder).glob("*.npz")):
+        with np.load(path, allow_pickle=False) as arrays:
+            index = json.loads(arrays["index"].tobytes())
+            for key, slots in index.items():
+                stored.setdefault(key, {}).update(
+                    {slot: (signature, _decode(data, arrays))
+                     for slot, (signature, data) in slots.items()})
+    return stored
+
+
+@reference
+def split_heads_reference(x, num_heads):
+    """Reference split: (B, L, D) -> (B, num_heads, L, D // num_heads)."""
+    B, L, D = x.shape
+    return x.reshape(B, L, num_heads, D // num_heads).transpose(1, 2)
+
+
+@reference
+def merge_heads_reference(x):
+    """Reference merge: (B, h, L, hd) -> (B, L, h * hd)."""
+    B, h, L, hd = x.shape
+    return x.transpose(1, 2).reshape(B, L, h * hd)
+
+
+@reference
+def random_inputs(*shapes, seed, dtype=torch.float32, device="cpu"):
+    """Reproducible standard-normal tensors of the given shapes (a @reference, so that the
+    kit replays the very inputs its answers were computed on, whatever torch it runs)."""
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randn(*s, generator=gen, dtype=torch.float64).to(dtype=dtype, device=device)
+            for s in shapes]

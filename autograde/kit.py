@@ -1,0 +1,227 @@
+"""The student kit: the checks as students get them, judging from stored data.
+
+One source, chapters/checks/, gives two copies. The grader imports it as it is. The kit,
+which ships in each chapter's release and in the installable package mha-course-checks,
+is generated here:
+  - kit_source(): a checks module with the body of every @reference function removed
+    (they compute expected outputs, the catalogued bugs' outputs and fixed inputs), and
+    `KIT = True` in common.py;
+  - record(): the fixtures, what those functions returned while the chapter's reference
+    solution ran the visible part of each test cell, stored without pickle (.npz);
+  - write_kit() puts both beside a chapter's notebook, build_wheel() makes the package.
+
+`python -m autograde.kit record OUT_DIR ASSIGNMENT...` records in a fresh interpreter,
+so that nothing of the caller's state reaches the fixtures.
+"""
+import ast
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CHECKS = REPO / "chapters" / "checks"
+DISTRIBUTION = "mha-course-checks"
+VERSION = "1.0.0"
+# What the kit needs besides the checks: loose on purpose, so that installing it on Colab
+# or a hub keeps the torch they have (requirements-student.txt pins a laptop's versions).
+KIT_REQUIRES = ["torch>=2.1", "numpy>=1.24"]
+
+HIDDEN = re.compile(r"[ \t]*### BEGIN HIDDEN TESTS\n.*?[ \t]*### END HIDDEN TESTS\n?", re.S)
+SOLUTION = re.compile(r"[ \t]*### BEGIN SOLUTION\n(.*?)[ \t]*### END SOLUTION\n?", re.S)
+STUB = ("raise AssertionError('computed by the grader; the kit reads its results from "
+        "checks/fixtures')")
+
+
+def visible_part(test_source):
+    """A test cell's code without its hidden tests (what nbgrader gives the student)."""
+    return HIDDEN.sub("", test_source)
+
+
+def solution_code(source):
+    """A solution cell's code with nbgrader's markers removed (the reference answer)."""
+    return SOLUTION.sub(lambda m: m.group(1), source)
+
+
+def _is_reference(decorator):
+    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+    return (isinstance(target, ast.Name) and target.id == "reference") or \
+        (isinstance(target, ast.Attribute) and target.attr == "reference")
+
+
+def kit_source(text, where="a checks module"):
+    """`text` (a checks module) as the kit ships it: every function decorated @reference
+    keeps its decorators and signature, its body becomes one line that never runs; in
+    common.py, `KIT = False` becomes `KIT = True`."""
+    tree = ast.parse(text, where)
+    lines = text.splitlines(keepends=True)
+    cuts = []  # (first line, last line, indent) of each body to replace, 1-based
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                any(_is_reference(d) for d in node.decorator_list):
+            first = node.body[0].lineno
+            indent = " " * node.body[0].col_offset
+            cuts.append((first, node.end_lineno, indent))
+    for first, last, indent in sorted(cuts, reverse=True):
+        lines[first - 1:last] = [f"{indent}{STUB}\n"]
+    out = "".join(lines)
+    if re.search(r"^KIT = False$", out, re.M):
+        out = re.sub(r"^KIT = False$", "KIT = True  # the student's kit: answers from fixtures",
+                     out, count=1, flags=re.M)
+    ast.parse(out, where)  # still Python
+    return out
+
+
+def _source(cell):
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+def _code_cells(notebook_path):
+    """[(number, nbgrader metadata, source)] of the code cells of a notebook."""
+    nb = json.loads(Path(notebook_path).read_text())
+    return [(number, cell.get("metadata", {}).get("nbgrader", {}), _source(cell))
+            for number, cell in enumerate(nb["cells"]) if cell["cell_type"] == "code"]
+
+
+def chapter_namespace(notebook_path, cells=None, checks=None):
+    """The names a chapter's test cells see: its given cells' imports, definitions and
+    constants (the demonstrations grade nothing), and its solution cells, with `cells`
+    ({grade_id: code}) in place of the reference answers. checks: {alias: module} to bind
+    after the given imports (e.g. the kit's copy of a checks module)."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    from autograde.engine import definitions
+
+    transform = TransformerManager().transform_cell
+    namespace = {"__name__": "__main__"}
+    name = Path(notebook_path).name
+    for number, meta, source in _code_cells(notebook_path):
+        if meta.get("grade"):
+            continue
+        if meta.get("solution"):
+            code = (cells or {}).get(meta.get("grade_id"), solution_code(source))
+            exec(compile(transform(code), f"{name} cell {number}", "exec"), namespace)
+        for _, text in ([] if meta.get("solution") else definitions(source, transform)):
+            try:  # one at a time, as the grader runs them: e.g. `x[:, 4:] = 1` needs a
+                exec(compile(text, f"{name} cell {number}", "exec"), namespace)  # demo's x
+            except Exception:
+                pass
+        namespace.update(checks or {})
+    return namespace
+
+
+def run_visible_tests(notebook_path, namespace, stop=False):
+    """{test grade_id: None, or the message of what it raised}: the visible part of each
+    test cell, run in a copy of `namespace`; stop=True: raise RuntimeError at a failure."""
+    results = {}
+    for number, meta, source in _code_cells(notebook_path):
+        if not meta.get("grade"):
+            continue
+        try:
+            exec(compile(visible_part(source), f"{Path(notebook_path).name} cell {number}",
+                         "exec"), dict(namespace))
+            results[meta["grade_id"]] = None
+        except Exception as error:
+            if stop:
+                raise RuntimeError(f"{Path(notebook_path).name} cell {number} "
+                                   f"({meta['grade_id']}) failed on the reference solution "
+                                   f"while recording the kit's fixtures: {error!r}") from error
+            results[meta["grade_id"]] = f"{type(error).__name__}: {error}"
+    return results
+
+
+def _record_chapter(notebook_path):
+    """{call key: {slot: (signature, result)}} of the visible tests of one chapter, run on
+    its reference solution. Raises RuntimeError if a visible test fails on it."""
+    from checks import common
+
+    namespace = chapter_namespace(notebook_path)
+    common.RECORDING = recording = {}
+    try:
+        run_visible_tests(notebook_path, namespace, stop=True)
+    finally:
+        common.RECORDING = None
+    return recording
+
+
+def record(out_dir, assignments):
+    """Write <out_dir>/<assignment>.npz for each assignment, in a fresh interpreter."""
+    subprocess.run([sys.executable, "-m", "autograde.kit", "record", str(out_dir),
+                    *assignments], check=True, cwd=REPO,
+                   env={**__import__("os").environ, "MPLBACKEND": "Agg"})
+    return {a: Path(out_dir) / f"{a}.npz" for a in assignments}
+
+
+def write_checks(target, modules, fixtures):
+    """checks/ at `target` in kit form: the given modules (names), and the fixture files."""
+    target = Path(target)
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    for module in modules:
+        path = CHECKS / f"{module}.py"
+        (target / f"{module}.py").write_text(kit_source(path.read_text(), str(path)))
+    (target / "fixtures").mkdir()
+    for fixture in fixtures:
+        shutil.copy2(fixture, target / "fixtures" / Path(fixture).name)
+    return target
+
+
+def build_wheel(out_dir, fixtures):
+    """The package mha-course-checks (every chapter's kit checks and `fixtures`, a list of
+    .npz paths) as a wheel in `out_dir`; returns its path. Built by pip with the
+    setuptools of this environment, offline."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as staging:
+        staging = Path(staging)
+        modules = sorted(p.stem for p in CHECKS.glob("*.py"))
+        write_checks(staging / "checks", modules, fixtures)
+        (staging / "pyproject.toml").write_text(PYPROJECT.format(
+            name=DISTRIBUTION, version=VERSION, requires=json.dumps(KIT_REQUIRES)))
+        for old in out_dir.glob(f"{DISTRIBUTION.replace('-', '_')}-*.whl"):
+            old.unlink()
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                        "--no-build-isolation", "--wheel-dir", str(out_dir), str(staging)],
+                       check=True, cwd=staging)
+    (wheel,) = out_dir.glob(f"{DISTRIBUTION.replace('-', '_')}-*.whl")
+    return wheel
+
+
+PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "{name}"
+version = "{version}"
+description = "The checks of the multi-head attention course's exercises (no answers inside)"
+requires-python = ">=3.9"
+dependencies = {requires}
+
+[tool.setuptools]
+packages = ["checks"]
+
+[tool.setuptools.package-data]
+checks = ["fixtures/*.npz"]
+"""
+
+
+def main(argv):
+    if len(argv) < 3 or argv[0] != "record":
+        sys.exit("usage: python -m autograde.kit record OUT_DIR ASSIGNMENT...")
+    from autograde.course import CHAPTERS
+    sys.path.insert(0, str(CHAPTERS))  # the course's own checks, as the grader imports them
+    from checks import common
+    for assignment in argv[2:]:
+        recording = _record_chapter(CHAPTERS / f"{assignment}.ipynb")
+        common.save_fixtures(Path(argv[1]) / f"{assignment}.npz", recording)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

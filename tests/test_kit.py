@@ -1,0 +1,96 @@
+"""The student kit judges as the grader does, from stored data, with no answer inside.
+
+Every chapter's kit (autograde/kit.py: the checks with their @reference bodies removed,
+plus the fixtures recorded from the reference solution) is imported beside the course's
+own checks, and each submission of the catalogue (the reference, every correct variant,
+every bug) runs the visible tests both ways: the verdicts and messages must be the same.
+"""
+import ast
+import importlib
+import json
+import sys
+
+import pytest
+
+from autograde import course, kit
+from tests.submissions import catalogue
+
+ASSIGNMENTS = course.assignments()
+if str(course.CHAPTERS) not in sys.path:  # the grader's checks, as the notebooks import them
+    sys.path.insert(0, str(course.CHAPTERS))
+
+
+@pytest.fixture(scope="session")
+def kits(tmp_path_factory):
+    """{assignment: {alias: kit module}}, as each notebook names its checks modules."""
+    root = tmp_path_factory.mktemp("kits")
+    fixtures = kit.record(root / "fixtures", ASSIGNMENTS)
+    sys.path.insert(0, str(root))
+    found = {}
+    for assignment in ASSIGNMENTS:
+        package = f"kit_{assignment}"
+        kit.write_checks(root / package, course.checks_modules(assignment),
+                         [fixtures[assignment]])
+        aliases = _check_aliases(course.CHAPTERS / f"{assignment}.ipynb")
+        found[assignment] = {alias: importlib.import_module(f"{package}.{module}")
+                             for alias, module in aliases.items()}
+    yield found
+    sys.path.remove(str(root))
+
+
+def _check_aliases(notebook):
+    """{alias: module} of the notebook's `from checks import module as alias` lines."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    transform = TransformerManager().transform_cell
+    aliases = {}
+    for cell in json.loads(notebook.read_text())["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        for node in ast.walk(ast.parse(transform("".join(cell["source"])))):
+            if isinstance(node, ast.ImportFrom) and node.module == "checks":
+                aliases.update({a.asname or a.name: a.name for a in node.names})
+    return aliases
+
+
+def _submissions():
+    for assignment in ASSIGNMENTS:
+        entries = catalogue(assignment)
+        yield pytest.param(assignment, "reference", {}, id=f"{assignment}-reference")
+        for name, cells in (entries.CORRECT if entries else {}).items():
+            yield pytest.param(assignment, name, cells, id=f"{assignment}-correct-{name}")
+        for name, bug in (entries.BUGS if entries else {}).items():
+            yield pytest.param(assignment, name, bug.cells, id=f"{assignment}-bug-{name}")
+
+
+@pytest.mark.parametrize("assignment, name, cells", list(_submissions()))
+def test_kit_gives_the_graders_verdicts(kits, assignment, name, cells, capsys):
+    notebook = course.CHAPTERS / f"{assignment}.ipynb"
+    graders = kit.run_visible_tests(notebook, kit.chapter_namespace(notebook, cells))
+    students = kit.run_visible_tests(notebook, kit.chapter_namespace(notebook, cells,
+                                                                     kits[assignment]))
+    assert students == graders
+    if name == "reference":
+        assert set(students.values()) == {None}
+
+
+def test_kit_modules_hold_no_reference_code(kits):
+    """Every @reference body is replaced, and the kit says it is the kit."""
+    for assignment, modules in kits.items():
+        for module in {m.__name__.rsplit(".", 1)[0] + ".common" for m in modules.values()}:
+            assert importlib.import_module(module).KIT is True
+        for path in course.CHECKS.glob("*.py"):
+            original = ast.parse(path.read_text())
+            stripped = ast.parse(kit.kit_source(path.read_text()))
+            names = {n.name for n in ast.walk(original) if isinstance(n, ast.FunctionDef)
+                     and any(kit._is_reference(d) for d in n.decorator_list)}
+            for node in ast.walk(stripped):
+                if isinstance(node, ast.FunctionDef) and node.name in names:
+                    assert len(node.body) == 1 and isinstance(node.body[0], ast.Raise)
+
+
+def test_kit_refuses_a_call_it_has_no_answers_for(kits):
+    check = kits["01_attention"]["check"]
+    with pytest.raises(AssertionError, match="no stored answers .* hidden tests run in the "
+                                             "grader"):
+        check.attention_scores(lambda q, k: q @ k.mT, seed=12345)
