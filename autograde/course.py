@@ -30,6 +30,28 @@ EXTRA_SHIPPED = {"05_diversity": {"solutions": ["_checks", "attention", "heads",
                                                 "diversity_lab"]}}
 
 
+def site_url():
+    """The published book's address: html.baseurl of _config.yml, the one place it is set."""
+    import yaml
+
+    config = yaml.safe_load((REPO / "_config.yml").read_text())
+    return config["html"]["baseurl"]
+
+
+def student_notebook_text(text):
+    """A chapter notebook's text with the kit's address filled in (see autograde.kit)."""
+    from autograde import kit
+
+    return text.replace(kit.WHEEL_URL_TOKEN, kit.wheel_url(site_url()))
+
+
+def answers_shipped(assignment):
+    """The earlier chapters whose answers chapter `assignment`'s release holds (its lab
+    code imports them), e.g. ['01_attention', ..., '04_masks'] for chapter 5."""
+    shipped = {m for modules in EXTRA_SHIPPED.get(assignment, {}).values() for m in modules}
+    return [a for a in assignments() if a.split("_", 1)[1] in shipped and a < assignment]
+
+
 def assignments():
     """Names of the chapter assignments, in course order: ['01_attention', ...]."""
     return sorted(p.stem for p in CHAPTERS.glob("[0-9][0-9]_*.ipynb"))
@@ -160,7 +182,8 @@ def prepare_source(course_dir, assignment):
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)
-    shutil.copy2(CHAPTERS / f"{assignment}.ipynb", target / f"{assignment}.ipynb")
+    (target / f"{assignment}.ipynb").write_text(
+        student_notebook_text((CHAPTERS / f"{assignment}.ipynb").read_text()))
     for path, name in shipped_files(assignment):
         (target / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, target / name)
@@ -222,4 +245,27 @@ def release(course_dir=".", only=None, db_url=None):
         kit.write_checks(released / "checks", checks_modules(assignment),
                          [fixtures[assignment]])
         done[assignment] = released
+    # the installable kit: every chapter's checks and fixtures, no answer inside
+    # (with the fixtures of the chapters released before, when only some are released now)
+    kit.build_wheel(Path(course_dir).resolve() / "kit",
+                    sorted((Path(course_dir).resolve() / "fixtures").glob("*.npz")))
     return done
+
+
+def write_zip(folder, zip_dir):
+    """<zip_dir>/<assignment>.zip of the release `folder`, with the kit's wheel inside
+    (for students who install the checks rather than keep them beside the notebook)."""
+    import zipfile
+
+    from autograde import kit
+
+    folder = Path(folder)
+    wheel = folder.parent.parent / "kit" / kit.WHEEL
+    Path(zip_dir).mkdir(parents=True, exist_ok=True)
+    archive = Path(zip_dir) / f"{folder.name}.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as out:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                out.write(path, Path(folder.name) / path.relative_to(folder))
+        out.write(wheel, Path(folder.name) / wheel.name)
+    return archive

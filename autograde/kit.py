@@ -29,6 +29,15 @@ VERSION = "1.0.0"
 # What the kit needs besides the checks: loose on purpose, so that installing it on Colab
 # or a hub keeps the torch they have (requirements-student.txt pins a laptop's versions).
 KIT_REQUIRES = ["torch>=2.1", "numpy>=1.24"]
+WHEEL = f"{DISTRIBUTION.replace('-', '_')}-{VERSION}-py3-none-any.whl"
+# In each chapter notebook's first cell, replaced by wheel_url() when the notebook is
+# released or shown in the book: the one place the URL comes from is _config.yml.
+WHEEL_URL_TOKEN = "COURSE_KIT_WHEEL_URL"
+
+
+def wheel_url(site):
+    """Where the book at `site` (its html.baseurl) serves the kit's wheel."""
+    return f"{site.rstrip('/')}/kit/{WHEEL}"
 
 HIDDEN = re.compile(r"[ \t]*### BEGIN HIDDEN TESTS\n.*?[ \t]*### END HIDDEN TESTS\n?", re.S)
 SOLUTION = re.compile(r"[ \t]*### BEGIN SOLUTION\n(.*?)[ \t]*### END SOLUTION\n?", re.S)
@@ -188,7 +197,11 @@ def build_wheel(out_dir, fixtures):
         subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
                         "--no-build-isolation", "--wheel-dir", str(out_dir), str(staging)],
                        check=True, cwd=staging)
-    (wheel,) = out_dir.glob(f"{DISTRIBUTION.replace('-', '_')}-*.whl")
+    wheel = out_dir / WHEEL
+    if not wheel.is_file():
+        raise RuntimeError(f"pip wheel did not write {wheel}")
+    (out_dir / "index.html").write_text(  # for pip install --find-links <site>/kit/
+        f'<!DOCTYPE html>\n<html><body><a href="{WHEEL}">{WHEEL}</a></body></html>\n')
     return wheel
 
 
