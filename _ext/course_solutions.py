@@ -1,31 +1,69 @@
-"""Sphinx extension: solution cells fold (default) or vanish, from nbgrader metadata.
+"""Sphinx extension: the book's two editions, from the chapter notebooks' nbgrader metadata.
 
-The chapter notebooks mark solutions only with nbgrader's own cell metadata
-(`nbgrader.solution: true`), so the tags that Jupyter Book uses to hide code are derived
-here instead of being kept by hand beside it. COURSE_EDITION=no-solutions (set by
-`make book-no-solutions`) removes the solution code from the pages entirely; outputs stay.
-Each chapter page also gets, under its title, the link to its student version (zipped by
-`make book` from nbgrader's generate_assignment into _build/downloads/).
+COURSE_EDITION=self-study (`make book`, the default): solution cells folded, their code
+shown without nbgrader's markers. COURSE_EDITION=class (`make book-class`): no solution
+code at all (the cell's input is removed; its outputs stay). In both editions:
+  - the hidden tests are cut out of the test cells before the page is executed and shown
+    (the grader runs them, the book never does), as nbgrader cuts them for students;
+  - the first cell's kit address (autograde.kit.WHEEL_URL_TOKEN) is filled in from
+    html_baseurl, the one place it is set (_config.yml's html.baseurl);
+  - each chapter page links its student zip (`make book` writes _build/downloads/), and,
+    once the site is written, every notebook under _sources/ (the page's ".ipynb"
+    download) is replaced by the student version of _build/course/release/, or removed.
+The tags that Jupyter Book uses to fold or remove code are derived here from the metadata,
+so no tags are kept by hand.
 """
 import json
 import os
 import re
+import shutil
+import sys
+from pathlib import Path
 
-TAGS = {"folded": "hide-input", "no-solutions": "remove-input"}
+EDITIONS = {"self-study": "hide-input", "class": "remove-input"}
+HIDDEN = re.compile(r"[ \t]*### BEGIN HIDDEN TESTS\n.*?[ \t]*### END HIDDEN TESTS\n?", re.S)
+MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.M)
+
+
+def edition():
+    name = os.environ.get("COURSE_EDITION", "self-study")
+    if name not in EDITIONS:
+        raise ValueError(f"COURSE_EDITION must be one of {sorted(EDITIONS)}, got {name!r}")
+    return name
+
+
+def _kit(app):
+    """autograde.kit, imported from the book's root (the repository)."""
+    if app.srcdir not in sys.path:
+        sys.path.insert(0, str(app.srcdir))
+    from autograde import kit
+    return kit
+
+
+def _source(cell):
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
 
 
 def _prepare_notebook(app, docname, source):
     if not app.env.doc2path(docname).endswith(".ipynb"):
         return
-    edition = os.environ.get("COURSE_EDITION", "folded")
-    if edition not in TAGS:
-        raise ValueError(f"COURSE_EDITION must be one of {sorted(TAGS)}, got {edition!r}")
+    tag = EDITIONS[edition()]
+    kit = _kit(app)
     notebook = json.loads(source[0])
     for cell in notebook["cells"]:
-        if cell["cell_type"] == "code" and cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+        if cell["cell_type"] != "code":
+            continue
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        text = _source(cell).replace(kit.WHEEL_URL_TOKEN, kit.wheel_url(app.config.html_baseurl))
+        if meta.get("grade"):
+            text = HIDDEN.sub("", text)
+        if meta.get("solution"):
+            text = MARKER.sub("", text)
             tags = cell["metadata"].setdefault("tags", [])
-            if TAGS[edition] not in tags:
-                tags.append(TAGS[edition])
+            if tag not in tags:
+                tags.append(tag)
+        cell["source"] = text
     chapter = os.path.basename(docname)
     if re.fullmatch(r"\d\d_\w+", chapter):
         notebook["cells"].insert(1, {"cell_type": "markdown", "metadata": {}, "id": "download-note",
@@ -37,13 +75,29 @@ DOWNLOAD_NOTE = """\
 ```{{admonition}} Do the exercises
 :class: tip
 Download the student version of this chapter,
-{{download}}`{chapter}.zip </_build/downloads/{chapter}.zip>`: the notebook with the
-solution code and hidden tests removed, and the checks it runs. Unzip it, open
+{{download}}`{chapter}.zip </_build/downloads/{chapter}.zip>`: the notebook without the
+solution code, the checks it runs, and the course's checks package. Unzip it, open
 `{chapter}.ipynb` in Jupyter, and follow the {{doc}}`student guide <student_guide>`.
 ```
 """
 
 
+def _student_sources(app, exception):
+    """Each _sources/**/*.ipynb (the page's download) becomes the student version."""
+    if exception is not None or app.builder.name != "html":
+        return
+    release = Path(app.srcdir) / "_build" / "course" / "release"
+    for path in sorted(Path(app.outdir, "_sources").rglob("*.ipynb*")):
+        chapter = path.name.split(".ipynb")[0]
+        student = release / chapter / f"{chapter}.ipynb"
+        if student.is_file():
+            shutil.copyfile(student, path)
+        else:  # never leave the source notebook, answers and hidden tests inside
+            path.unlink()
+
+
 def setup(app):
+    edition()  # refuse an unknown edition before any page is read
     app.connect("source-read", _prepare_notebook)
+    app.connect("build-finished", _student_sources)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -15,6 +15,7 @@ so that nothing of the caller's state reaches the fixtures.
 """
 import ast
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -159,9 +160,12 @@ def _record_chapter(notebook_path):
 
 def record(out_dir, assignments):
     """Write <out_dir>/<assignment>.npz for each assignment, in a fresh interpreter."""
-    subprocess.run([sys.executable, "-m", "autograde.kit", "record", str(out_dir),
-                    *assignments], check=True, cwd=REPO,
-                   env={**__import__("os").environ, "MPLBACKEND": "Agg"})
+    done = subprocess.run([sys.executable, "-m", "autograde.kit", "record", str(out_dir),
+                           *assignments], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "MPLBACKEND": "Agg"})
+    if done.returncode != 0:
+        raise RuntimeError(f"recording the kit's fixtures failed:\n{done.stdout[-3000:]}"
+                           f"{done.stderr[-5000:]}")
     return {a: Path(out_dir) / f"{a}.npz" for a in assignments}
 
 

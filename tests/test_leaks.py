@@ -1,0 +1,239 @@
+"""Nothing a student can reach holds an answer: every byte of both editions of the built
+book (pages, _sources, searchindex, every download, zip, wheel and notebook in them), of
+the released chapters and of the checks package is searched for
+
+  - the code of every solution cell (its non-trivial lines, whitespace removed), and of
+    every function of `solutions` that answers an exercise;
+  - the text of every hidden test.
+
+Chapter N's material may hold answers of earlier chapters only (chapter 5's lab runs the
+model of chapters 1-4); the self-study edition's own chapter page shows that chapter's
+solutions, folded (that is the edition); nothing else may hold any, and nothing may hold
+a hidden test. A line the course shows anyway (in a given cell or in the text of the same
+or an earlier chapter) is no secret and is not searched for.
+
+`make test` builds both editions and the release before running this.
+"""
+import ast
+import html
+import io
+import json
+import re
+import tokenize
+import zipfile
+from pathlib import Path
+
+import pytest
+from IPython.core.inputtransformer2 import TransformerManager
+
+from autograde import course, kit
+
+REPO = Path(__file__).resolve().parent.parent
+BUILD = REPO / "_build"
+SITES = {"self-study": BUILD / "html", "class": BUILD / "class" / "_build" / "html"}
+RELEASE = BUILD / "course" / "release"
+WHEELS = BUILD / "course" / "kit"
+MIN_LENGTH = 20  # characters of code, whitespace removed: shorter lines say too little
+CHAPTER = re.compile(r"(?<![0-9])(0[1-9])_[a-z]+")
+SKIPPED = {".png", ".jpg", ".jpeg", ".gif", ".ico", ".woff", ".woff2", ".ttf", ".eot"}
+
+
+def squash(text):
+    return re.sub(r"\s+", "", text)
+
+
+def code_lines(code):
+    """The squashed lines of `code` without its comments, each joined from its tokens."""
+    lines = {}
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return {squash(re.sub(r"#.*", "", line)) for line in code.splitlines()}
+    skip = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT,
+            tokenize.DEDENT, tokenize.ENDMARKER)
+    for token in tokens:
+        if token.type not in skip:
+            lines.setdefault(token.start[0], []).append(token.string)
+    return {squash("".join(parts)) for parts in lines.values()}
+
+
+def _cells(assignment):
+    nb = json.loads((course.CHAPTERS / f"{assignment}.ipynb").read_text())
+    return [(c["cell_type"], c.get("metadata", {}).get("nbgrader", {}), "".join(c["source"]))
+            for c in nb["cells"]]
+
+
+def chapter_number(assignment):
+    return int(assignment[:2])
+
+
+def given_text(upto):
+    """Squashed text of what chapters 1..upto show anyway: prose, given cells, visible
+    tests (solution cells and hidden tests left out)."""
+    parts = []
+    for assignment in course.assignments():
+        if chapter_number(assignment) > upto:
+            continue
+        for kind, meta, source in _cells(assignment):
+            if meta.get("solution"):  # the skeleton: signature and docstring
+                parts.append(kit.SOLUTION.sub("", source))
+            else:
+                parts.append(kit.visible_part(source) if meta.get("grade") else source)
+    return squash("\n".join(parts))
+
+
+def _solution_names(assignment):
+    names = set()
+    for kind, meta, source in _cells(assignment):
+        if meta.get("solution"):
+            tree = ast.parse(TransformerManager().transform_cell(kit.solution_code(source)))
+            names |= {n.name for n in tree.body
+                      if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    return names
+
+
+def _package_answers(assignment):
+    """Code of the `solutions` functions and classes that answer chapter `assignment`."""
+    path = REPO / "solutions" / f"{assignment.split('_', 1)[1]}.py"
+    if not path.exists():
+        return []
+    text = path.read_text()
+    names = _solution_names(assignment)
+    found = []
+    for node in ast.parse(text).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in names:
+            found.append(ast.get_source_segment(text, node))
+    return found
+
+
+def needles():
+    """{squashed line: (chapter number, what it is)}: the answers and the hidden tests."""
+    found = {}
+    for assignment in course.assignments():
+        number = chapter_number(assignment)
+        given = given_text(number)
+        answers = [kit.solution_code(s) for k, m, s in _cells(assignment)
+                   if m.get("solution") and not m.get("grade")]
+        hidden = [block for k, m, s in _cells(assignment) if m.get("grade")
+                  for block in re.findall(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS",
+                                          s, re.S)]
+        for code, what in ([(c, "solution") for c in answers]
+                           + [(c, "solutions package") for c in _package_answers(assignment)]
+                           + [(c, "hidden test") for c in hidden]):
+            for line in code_lines(code):
+                # docstrings and messages are prose; a line shown anyway is no secret
+                if len(line) >= MIN_LENGTH and line not in given and line[:1] not in "\"'":
+                    found.setdefault(line, (number, what, assignment))
+    return found
+
+
+def _text(name, data):
+    if Path(name).suffix in SKIPPED:
+        return ""
+    text = data.decode("utf-8", errors="ignore")
+    if name.endswith((".html", ".htm")):
+        text = html.unescape(re.sub(r"<[^>]+>", "", text))
+    return squash(text)
+
+
+def artifacts(path, name=None):
+    """[(name, squashed text)] of a file, recursing into zips (.zip, .whl, .npz)."""
+    name = name or str(path)
+    data = path.read_bytes() if isinstance(path, Path) else path
+    if zipfile.is_zipfile(io.BytesIO(data)) and Path(name).suffix in (".zip", ".whl", ".npz"):
+        found = []
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            for member in archive.namelist():
+                found += artifacts(archive.read(member), f"{name}!{member}")
+        return found
+    return [(name, _text(name, data))]
+
+
+def owner(name):
+    """The chapter number a reachable file belongs to (a chapter's name in its path, not
+    inside an archive: the wheel of all chapters belongs to none), else 0."""
+    match = CHAPTER.search(name.split("!")[0])
+    return int(match.group(1)) if match else 0
+
+
+def leaks(files, found, own_chapter_page=None):
+    """[(file, chapter of the answer, what, line)] for each needle in a file that may not
+    hold it. own_chapter_page(name) -> True where a chapter's own solutions are the point."""
+    hits = []
+    for name, text in files:
+        where = owner(name)
+        for line, (chapter, what, assignment) in found.items():
+            allowed = what != "hidden test" and (
+                chapter < where or (chapter == where and own_chapter_page
+                                    and own_chapter_page(name)))
+            if not allowed and line in text:
+                hits.append((name, assignment, what, line))
+    return hits
+
+
+@pytest.fixture(scope="module")
+def found():
+    return needles()
+
+
+def test_there_is_something_to_find(found):
+    """Every chapter has answers and hidden tests to search for: the scan is not vacuous."""
+    for assignment in course.assignments():
+        kinds = {what for chapter, what, a in found.values() if a == assignment}
+        assert {"solution", "hidden test"} <= kinds, (assignment, kinds)
+        assert sum(a == assignment for _, _, a in found.values()) >= 8, assignment
+
+
+def test_the_scan_finds_a_planted_answer(found, tmp_path):
+    line, (chapter, what, assignment) = next((k, v) for k, v in found.items()
+                                             if v[1] == "solution")
+    page = f"<pre><span>{html.escape(line)}</span></pre>".encode()
+    archive = tmp_path / "00_intro.zip"
+    with zipfile.ZipFile(archive, "w") as out:
+        out.writestr("notes/page.html", page)
+    assert leaks(artifacts(archive), found)
+    later = tmp_path / f"0{chapter + 1}_later.html"
+    later.write_bytes(page)
+    assert not leaks(artifacts(later), found)  # a later chapter may hold it
+
+
+def _site_files(site):
+    assert (site / "index.html").is_file(), f"{site} is not built: run `make test`"
+    files = []
+    for path in sorted(site.rglob("*")):
+        if path.is_file():
+            files += artifacts(path, str(path.relative_to(site)))
+    return files
+
+
+@pytest.mark.parametrize("edition", sorted(SITES))
+def test_the_built_book_holds_no_answer(found, edition):
+    files = _site_files(SITES[edition])
+    assert any(name.startswith("_sources/") and ".ipynb" in name for name, _ in files)
+    assert any(name.endswith(".whl!checks/common.py") for name, _ in files)
+    if edition == "self-study":  # the folded solutions of a chapter, on its own page
+        def own(name):
+            return bool(re.fullmatch(r"chapters/0[1-9]_[a-z]+\.html", name))
+    else:
+        own = None
+    assert leaks(files, found, own) == []
+
+
+def test_the_release_and_the_kit_hold_no_answer(found):
+    files = []
+    for path in sorted(RELEASE.rglob("*")) + sorted(WHEELS.glob("*.whl")):
+        if path.is_file():
+            files += artifacts(path, str(path.relative_to(BUILD)))
+    assert len({owner(n) for n, _ in files}) == len(course.assignments()) + 1
+    assert leaks(files, found) == []
+
+
+def test_downloads_of_pages_are_the_student_notebooks():
+    """A chapter page's ".ipynb" download (_sources) is the student version, in both
+    editions: no solution code, no hidden test, nbgrader's locked test cells intact."""
+    for site in SITES.values():
+        for assignment in course.assignments():
+            (path,) = [p for p in (site / "_sources" / "chapters").glob(f"{assignment}.ipynb*")]
+            student = (RELEASE / assignment / f"{assignment}.ipynb").read_bytes()
+            assert path.read_bytes() == student
+            assert b"BEGIN HIDDEN TESTS" not in student and b"BEGIN SOLUTION" not in student
