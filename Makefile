@@ -71,6 +71,7 @@ $(DOWNLOADS): $(STAMP) $(CHAPTER_FILES) autograde/kit.py autograde/course.py
 	$(BIN)/python -m autograde release --course-dir _build/course --zip _build/downloads
 	rm -rf _build/site-extra && mkdir -p _build/site-extra
 	cp -r _build/course/kit _build/site-extra/kit
+	cp requirements-student.txt _build/site-extra/
 	touch $@
 
 # What the launch buttons open: the student notebooks at the chapters' paths, with their

@@ -253,8 +253,9 @@ def release(course_dir=".", only=None, db_url=None):
 
 
 def write_zip(folder, zip_dir):
-    """<zip_dir>/<assignment>.zip of the release `folder`, with the kit's wheel inside
-    (for students who install the checks rather than keep them beside the notebook)."""
+    """<zip_dir>/<assignment>.zip of the release `folder`, with the kit's wheel (for
+    students who install the checks rather than keep them beside the notebook) and the
+    student requirements inside."""
     import zipfile
 
     from autograde import kit
@@ -268,4 +269,6 @@ def write_zip(folder, zip_dir):
             if path.is_file() and "__pycache__" not in path.parts:
                 out.write(path, Path(folder.name) / path.relative_to(folder))
         out.write(wheel, Path(folder.name) / wheel.name)
+        out.write(REPO / "requirements-student.txt",
+                  Path(folder.name) / "requirements-student.txt")
     return archive
