@@ -34,8 +34,8 @@ def edition():
 
 def _kit(app):
     """autograde.kit, imported from the book's root (the repository)."""
-    if app.srcdir not in sys.path:
-        sys.path.insert(0, str(app.srcdir))
+    if os.fspath(app.srcdir) not in sys.path:
+        sys.path.insert(0, os.fspath(app.srcdir))
     from autograde import kit
     return kit
 
@@ -46,7 +46,7 @@ def _source(cell):
 
 
 def _prepare_notebook(app, docname, source):
-    if not app.env.doc2path(docname).endswith(".ipynb"):
+    if not os.fspath(app.env.doc2path(docname)).endswith(".ipynb"):
         return
     tag = EDITIONS[edition()]
     kit = _kit(app)

@@ -34,6 +34,8 @@ SITES = {"self-study": BUILD / "html", "class": BUILD / "class" / "_build" / "ht
 RELEASE = BUILD / "course" / "release"
 WHEELS = BUILD / "course" / "kit"
 MIN_LENGTH = 20  # characters of code, whitespace removed: shorter lines say too little
+# names, dots, commas, = and : only (`return output, weights`): no computation to give away
+TRIVIAL = re.compile(r"[\w.,=:]*")
 CHAPTER = re.compile(r"(?<![0-9])(0[1-9])_[a-z]+")
 SKIPPED = {".png", ".jpg", ".jpeg", ".gif", ".ico", ".woff", ".woff2", ".ttf", ".eot"}
 
@@ -69,11 +71,16 @@ def chapter_number(assignment):
 
 def given_text(upto):
     """Squashed text of what chapters 1..upto show anyway: prose, given cells, visible
-    tests (solution cells and hidden tests left out)."""
+    tests, the skeletons of the exercises, and the lab code a chapter ships that answers
+    no exercise (chapter 5's diversity_lab)."""
     parts = []
+    topics = {a.split("_", 1)[1] for a in course.assignments()}
     for assignment in course.assignments():
         if chapter_number(assignment) > upto:
             continue
+        for package, modules in course.EXTRA_SHIPPED.get(assignment, {}).items():
+            parts += [(REPO / package / f"{m}.py").read_text() for m in modules
+                      if m not in topics]
         for kind, meta, source in _cells(assignment):
             if meta.get("solution"):  # the skeleton: signature and docstring
                 parts.append(kit.SOLUTION.sub("", source))
@@ -122,7 +129,8 @@ def needles():
                            + [(c, "hidden test") for c in hidden]):
             for line in code_lines(code):
                 # docstrings and messages are prose; a line shown anyway is no secret
-                if len(line) >= MIN_LENGTH and line not in given and line[:1] not in "\"'":
+                if len(line) >= MIN_LENGTH and line not in given and line[:1] not in "\"'" \
+                        and not TRIVIAL.fullmatch(line):
                     found.setdefault(line, (number, what, assignment))
     return found
 
