@@ -144,7 +144,7 @@ def test_a_notebook_alone_gets_the_checks_package(student_python, tmp_path):
             cells = _run(student_python, notebook, alone)
             if course.answers_shipped(assignment):  # its lab is in its zip only
                 (error,) = _errors(cells[0])
-                assert error["ename"] == "SystemExit" and "unzipped" in error["evalue"]
+                assert error["ename"] == "SystemExit" and "unzipped chapter folder" in error["evalue"]
             else:
                 _assert_all_green(cells, f"{assignment} alone, the package installed")
     finally:
