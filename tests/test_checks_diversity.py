@@ -37,7 +37,8 @@ def _nbgrader(cell):
 
 
 CODE = [c for c in NOTEBOOK["cells"] if c["cell_type"] == "code"]
-SETUP = "\n".join(line for line in _source(CODE[0]).splitlines() if not line.startswith("%"))
+SETUP = "\n".join(line for line in _source(CODE[0]).splitlines()
+                  if not line.lstrip().startswith("%"))  # magics, also indented ones
 RAW_SOLUTIONS = {grade_id(c): _source(c) for c in CODE if _nbgrader(c).get("solution")}
 SOLUTIONS = {gid: reference_code(src) for gid, src in RAW_SOLUTIONS.items()}
 TESTS = {grade_id(c): _source(c) for c in CODE if _nbgrader(c).get("grade")}

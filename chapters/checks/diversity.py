@@ -3,7 +3,9 @@ head_similarity, ablation_importance, prune_heads.
 
 Each check builds random inputs from `seed`, runs the student's function, compares with a
 few-line reference in this module and, when the numbers differ, with what the classic
-mistakes give on the same input, so that the message names the mistake.
+mistakes give on the same input, so that the message names the mistake. The @reference
+functions draw those inputs and compute those answers (in the student's kit they are read
+from its fixtures instead, see common.py); the judging code outside them computes none.
 
 make_heads_identical and prune_heads receive the chapter's MultiHeadAttention class (`cls`)
 and use only this interface of it:
@@ -30,9 +32,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import (MALFORMED, CheckFailure, attempt, call_keeping, close, differs,
+from .common import (MALFORMED, CheckFailure, attempt, call_keeping, check, close, differs,
                      expect_close, expect_tensor, export, fail, is_remote, passed, probe,
-                     raised, random_inputs, revive, take, take_error, type_name)
+                     raised, random_inputs, reference, revive, take, take_error, type_name)
 
 IGNORE_INDEX = -100  # F.cross_entropy's default ignore_index: positions with no target
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
@@ -48,6 +50,7 @@ def _generator(seed):
     return torch.Generator().manual_seed(seed)
 
 
+@reference
 def _attention_maps(B, h, Lq, Lk, seed, causal):
     """Random attention weights in float64, (B, h, Lq, Lk), rows summing to 1; each head has
     its own temperature, so the heads' maps differ in sharpness."""
@@ -90,12 +93,38 @@ SUMMED = ("you summed over {what} instead of averaging: each score is a mean att
 SWAPPED = "prev and first are swapped: return (prev, first), in that order."
 
 
-def _ref_relation_scores(w):
-    """w (B, h, L, L) float64 -> (prev (h,), first (h,)) over query positions i >= 2."""
-    i = torch.arange(2, w.shape[-1])
-    return w[:, :, i, i - 1].mean((0, 2)), w[:, :, i, 0].mean((0, 2))
+@reference
+def _relation_answers(w64):
+    """(expected prev, expected first, {bug message: prev}, {bug message: first}) in float64,
+    for the weights w64 (B, h, L, L) in float64: the mean weights on keys i-1 and 0 over
+    the query positions i >= 2."""
+    h, L = w64.shape[1], w64.shape[-1]
+    i, j = torch.arange(2, L), torch.arange(1, L)
+    exp_prev, exp_first = w64[:, :, i, i - 1].mean((0, 2)), w64[:, :, i, 0].mean((0, 2))
+    zeros = torch.zeros(h, dtype=torch.float64)
+    prev_bugs = {
+        PREV_DIAGONAL: w64[:, :, i, i].mean((0, 2)),
+        ABOVE_DIAGONAL.format(what="prev", where="key i+1 of query i, or weights[..., i-1, i] "
+                                                 "with query and key swapped",
+                              right="the previous token of query i is weights[..., i, i-1]"):
+            zeros,
+        PREV_ROW_1: w64[:, :, j, j - 1].mean((0, 2)),
+        SUMMED.format(what="the query positions"): w64[:, :, i, i - 1].sum(2).mean(0),
+        SWAPPED: exp_first,
+    }
+    first_bugs = {
+        ROWS_ALL.format(rows="0 and 1"): w64[:, :, :, 0].mean((0, 2)),
+        ROWS_ALL.format(rows="1"): w64[:, :, 1:, 0].mean((0, 2)),
+        ABOVE_DIAGONAL.format(what="first", where="weights[..., 0, i], query 0 attending to "
+                                                  "key i",
+                              right="the first token of query i is weights[..., i, 0]"): zeros,
+        SUMMED.format(what="the query positions"): w64[:, :, i, 0].sum(2).mean(0),
+        SWAPPED: exp_prev,
+    }
+    return exp_prev, exp_first, prev_bugs, first_bugs
 
 
+@check
 def relation_scores(fn, *, seed=0, B=3, num_heads=2, L=6, dtype=torch.float32, device="cpu"):
     """fn(weights (B, h, L, L)) -> (prev (h,), first (h,)): the mean attention weight on key
     i-1 and on key 0, over the batch and the query positions i >= 2."""
@@ -122,28 +151,7 @@ def relation_scores(fn, *, seed=0, B=3, num_heads=2, L=6, dtype=torch.float32, d
                       shape_names="(num_heads,)")
     prev, first = prev.detach().cpu(), first.detach().cpu()
 
-    exp_prev, exp_first = _ref_relation_scores(w64)
-    i, j = torch.arange(2, L), torch.arange(1, L)
-    zeros = torch.zeros(h, dtype=torch.float64)
-    prev_bugs = {
-        PREV_DIAGONAL: w64[:, :, i, i].mean((0, 2)),
-        ABOVE_DIAGONAL.format(what="prev", where="key i+1 of query i, or weights[..., i-1, i] "
-                                                 "with query and key swapped",
-                              right="the previous token of query i is weights[..., i, i-1]"):
-            zeros,
-        PREV_ROW_1: w64[:, :, j, j - 1].mean((0, 2)),
-        SUMMED.format(what="the query positions"): w64[:, :, i, i - 1].sum(2).mean(0),
-        SWAPPED: exp_first,
-    }
-    first_bugs = {
-        ROWS_ALL.format(rows="0 and 1"): w64[:, :, :, 0].mean((0, 2)),
-        ROWS_ALL.format(rows="1"): w64[:, :, 1:, 0].mean((0, 2)),
-        ABOVE_DIAGONAL.format(what="first", where="weights[..., 0, i], query 0 attending to "
-                                                  "key i",
-                              right="the first token of query i is weights[..., i, 0]"): zeros,
-        SUMMED.format(what="the query positions"): w64[:, :, i, 0].sum(2).mean(0),
-        SWAPPED: exp_prev,
-    }
+    exp_prev, exp_first, prev_bugs, first_bugs = _relation_answers(w64)
     hint = ("For each query position i >= 2, take the weight on key i-1 (prev) and on key 0 "
             "(first), then average over the batch and over i.")
     expect_close(prev, exp_prev.to(dtype), f"{name}: prev", dtype=dtype, hint=hint,
@@ -156,10 +164,8 @@ def relation_scores(fn, *, seed=0, B=3, num_heads=2, L=6, dtype=torch.float32, d
 
 
 # ----------------------------------------------------------------------------- modules
-def _spec(cls, d_model, num_heads, query_size, key_size, value_size, bias, dtype, seed):
-    """(kwargs for cls, "MultiHeadAttention(...)", P): P holds the weights and biases that
-    the module gets, {name: float64 (CPU)}, random (biases too: zeros would hide mistakes)
-    and rounded to `dtype` as the module stores them."""
+def _spec(cls, d_model, num_heads, query_size, key_size, value_size, bias):
+    """(kwargs for cls, "MultiHeadAttention(...)")."""
     if not (isinstance(cls, type) or is_remote(cls) and cls.remote_kind == "class"):
         fail(f"pass the MultiHeadAttention class to the check, got {type_name(cls)}")
     kwargs = {k: v for k, v in dict(query_size=query_size, key_size=key_size,
@@ -167,6 +173,13 @@ def _spec(cls, d_model, num_heads, query_size, key_size, value_size, bias, dtype
     if not bias:
         kwargs["bias"] = False
     shown = ", ".join([str(d_model), str(num_heads)] + [f"{k}={v}" for k, v in kwargs.items()])
+    return kwargs, f"MultiHeadAttention({shown})"
+
+
+@reference
+def _module_params(d_model, query_size, key_size, value_size, bias, dtype, seed):
+    """P, the weights and biases that the module gets, {name: float64 (CPU)}: random (biases
+    too: zeros would hide mistakes) and rounded to `dtype` as the module stores them."""
     gen = _generator(seed)
     P = {}
     sizes = (query_size or d_model, key_size or d_model, value_size or d_model, d_model)
@@ -176,7 +189,7 @@ def _spec(cls, d_model, num_heads, query_size, key_size, value_size, bias, dtype
         if bias:
             b = 0.5 * torch.randn((d_model,), generator=gen, dtype=torch.float64)
             P[attr + ".bias"] = b.to(dtype).double()                      # (D,)
-    return kwargs, f"MultiHeadAttention({shown})", P
+    return P
 
 
 def _probe_params(module):
@@ -276,6 +289,7 @@ def _judge_forward(item, where):
     return result
 
 
+@reference
 def _ref_mha(P, query, key, value, h, hd, gates=None):
     """Multi-head attention in float64 from the weights P (nn.Linear layout), with each head's
     output multiplied by gates[i] before W_O. Returns output (B, Lq, D)."""
@@ -313,6 +327,7 @@ OUT_BIAS_CHANGED = ("out_proj.bias changed: it is added once to the sum over hea
                     "to no head; leave it as it is.")
 
 
+@reference
 def _identical_candidates(name, W, h, hd):
     """{message: tensor} of the classic mistakes for parameter `name` (float64 original W)."""
     out = {}
@@ -339,6 +354,24 @@ def _identical_candidates(name, W, h, hd):
     return out
 
 
+@reference
+def _identical_answers(P, h, hd):
+    """{name: (expected, {bug message: tensor})} in float64 for each parameter of P that
+    make_heads_identical copies (all but out_proj.bias): head 0's block in every head."""
+    answers = {}
+    for key, W in P.items():
+        if key == "out_proj.bias":
+            continue
+        if key == "out_proj.weight":
+            expected = W[:, :hd].repeat(1, h)                            # (D, h*hd)
+        elif key.endswith(".weight"):
+            expected = W[:hd].repeat(h, 1)                               # (h*hd, in)
+        else:
+            expected = W[:hd].repeat(h)                                  # (h*hd,)
+        answers[key] = (expected, _identical_candidates(key, W, h, hd))
+    return answers
+
+
 def _probe_identical(fn, cls, d_model, num_heads, kwargs, P, dtype, device, inputs):
     """Build the module (_probe_build), call fn(module), then run its forward on `inputs`
     (query, key, value). Returns _probe_build's data and "call_error", "result", "is_mha"
@@ -358,13 +391,14 @@ def _probe_identical(fn, cls, d_model, num_heads, kwargs, P, dtype, device, inpu
     return data
 
 
+@check
 def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size=None,
                          key_size=None, value_size=None, bias=True, dtype=torch.float32,
                          device="cpu"):
     """fn(mha) copies head 0's rows of q_proj, k_proj, v_proj (weights and biases) and its
     column block of out_proj.weight into every head, in place, and returns mha."""
-    kwargs, where, P = _spec(cls, d_model, num_heads, query_size, key_size, value_size, bias,
-                             dtype, seed)
+    kwargs, where = _spec(cls, d_model, num_heads, query_size, key_size, value_size, bias)
+    P = _module_params(d_model, query_size, key_size, value_size, bias, dtype, seed)
     sizes = (query_size or d_model, key_size or d_model, value_size or d_model)
     inputs = random_inputs((2, 4, sizes[0]), (2, 5, sizes[1]), (2, 5, sizes[2]), seed=seed + 1,
                            dtype=dtype, device=device)
@@ -393,6 +427,7 @@ def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size
             fail(f"{name} replaced the parameter {pname} by a new object: copy into the existing "
                  "parameters (`param[...] = ...` or `param.copy_(...)` under torch.no_grad()), "
                  "so that an optimizer built earlier still sees them.")
+    answers = _identical_answers(P, h, hd)
     for pname in PROJECTIONS:
         for part in ("weight", "bias"):
             key = f"{pname}.{part}"
@@ -405,13 +440,7 @@ def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size
                 if not torch.equal(after[key].detach().double().cpu(), W):
                     fail(f"{name}: {OUT_BIAS_CHANGED}")
                 continue
-            if key == "out_proj.weight":
-                expected = W[:, :hd].repeat(1, h)                        # (D, h*hd)
-            elif part == "weight":
-                expected = W[:hd].repeat(h, 1)                           # (h*hd, in)
-            else:
-                expected = W[:hd].repeat(h)                              # (h*hd,)
-            bugs = _identical_candidates(key, W, h, hd)
+            expected, bugs = answers[key]
             expect_close(after[key].detach().cpu(), expected.to(dtype), f"{name}: {key}",
                          bugs={m: c.to(dtype) for m, c in bugs.items()}, dtype=dtype,
                          hint="Every head's rows (q_proj, k_proj, v_proj, and their biases) and "
@@ -449,6 +478,32 @@ WRONG_AXIS = ("you normalised along the wrong axis: each head's flattened map (B
 SUMMED_BATCH = "you summed over the batch: average the per-example matrices instead."
 
 
+@reference
+def _similarity_answers(w64):
+    """(expected, {bug message: output}) in float64, (h, h) each, for the weights w64
+    (B, h, Lq, Lk) in float64."""
+    Lq = w64.shape[2]
+    flat = w64.flatten(2)                                                # (B, h, Lq*Lk)
+    unit = F.normalize(flat, dim=-1)
+    expected = (unit @ unit.transpose(1, 2)).mean(0)                     # (h, h)
+    rows = F.normalize(w64, dim=-1)                                      # (B, h, Lq, Lk)
+    mean_maps = F.normalize(w64.mean(0).flatten(1), dim=-1)              # (h, Lq*Lk)
+    batch_flat = F.normalize(w64.transpose(0, 1).flatten(1), dim=-1)     # (h, B*Lq*Lk)
+    centered = F.normalize(flat - flat.mean(-1, keepdim=True), dim=-1)
+    wrong_axis = F.normalize(flat, dim=1)
+    bugs = {
+        NOT_NORMALISED: (flat @ flat.transpose(1, 2)).mean(0),
+        PER_ROW: torch.einsum("bhqk,bgqk->bhg", rows, rows).mean(0) / Lq,
+        MEAN_MAPS: mean_maps @ mean_maps.T,
+        BATCH_FLATTENED: batch_flat @ batch_flat.T,
+        CENTERED: (centered @ centered.transpose(1, 2)).mean(0),
+        WRONG_AXIS: (wrong_axis @ wrong_axis.transpose(1, 2)).mean(0),
+        SUMMED_BATCH: (unit @ unit.transpose(1, 2)).sum(0),
+    }
+    return expected, bugs
+
+
+@check
 def head_similarity(fn, *, seed=0, B=4, num_heads=3, Lq=5, Lk=None, dtype=torch.float32,
                     device="cpu"):
     """fn(weights (B, h, Lq, Lk)) -> (h, h): cosine similarity of the heads' flattened maps,
@@ -470,23 +525,7 @@ def head_similarity(fn, *, seed=0, B=4, num_heads=3, Lq=5, Lk=None, dtype=torch.
                   shape_names="(num_heads, num_heads)")
     out = out.detach().cpu()
 
-    flat = w64.flatten(2)                                                # (B, h, Lq*Lk)
-    unit = F.normalize(flat, dim=-1)
-    expected = (unit @ unit.transpose(1, 2)).mean(0)                     # (h, h)
-    rows = F.normalize(w64, dim=-1)                                      # (B, h, Lq, Lk)
-    mean_maps = F.normalize(w64.mean(0).flatten(1), dim=-1)              # (h, Lq*Lk)
-    batch_flat = F.normalize(w64.transpose(0, 1).flatten(1), dim=-1)     # (h, B*Lq*Lk)
-    centered = F.normalize(flat - flat.mean(-1, keepdim=True), dim=-1)
-    wrong_axis = F.normalize(flat, dim=1)
-    bugs = {
-        NOT_NORMALISED: (flat @ flat.transpose(1, 2)).mean(0),
-        PER_ROW: torch.einsum("bhqk,bgqk->bhg", rows, rows).mean(0) / Lq,
-        MEAN_MAPS: mean_maps @ mean_maps.T,
-        BATCH_FLATTENED: batch_flat @ batch_flat.T,
-        CENTERED: (centered @ centered.transpose(1, 2)).mean(0),
-        WRONG_AXIS: (wrong_axis @ wrong_axis.transpose(1, 2)).mean(0),
-        SUMMED_BATCH: (unit @ unit.transpose(1, 2)).sum(0),
-    }
+    expected, bugs = _similarity_answers(w64)
     expect_close(out, expected.to(dtype), name, bugs={m: c.to(dtype) for m, c in bugs.items()},
                  dtype=dtype, hint="Flatten each head's map, normalise it to length 1, take the "
                                    "dot products between heads, average over the batch.")
@@ -504,26 +543,38 @@ class Batch(NamedTuple):
     first_target: torch.Tensor
 
 
+@reference
+def _gated_params(vocab_size, seq_len, d_model, num_heads, seed, dtype):
+    """GatedModel's parameters drawn from `seed`, {name: tensor in dtype (CPU)}."""
+    gen = _generator(seed)
+
+    def param(*shape, scale):
+        return (scale * torch.randn(*shape, generator=gen, dtype=torch.float64)).to(dtype)
+
+    return {
+        "tok_emb": param(vocab_size, d_model, scale=1.0),
+        "pos_emb": param(seq_len, d_model, scale=1.0),
+        "w_qkv": param(d_model, 3 * d_model, scale=2.0 / math.sqrt(d_model)),
+        "w_out": param(d_model, d_model, scale=1.0 / math.sqrt(d_model)),
+        "readout_prev": param(d_model, vocab_size, scale=2.0 / math.sqrt(d_model)),
+        "readout_first": param(d_model, vocab_size, scale=2.0 / math.sqrt(d_model)),
+    }
+
+
 class GatedModel(nn.Module):
     """A few-line model with the interface of the chapter's TinyAttentionModel: token and
     position embeddings, one causal multi-head attention whose heads are multiplied by
-    head_mask (h,) or (B, h), and two linear readouts."""
+    head_mask (h,) or (B, h), and two linear readouts. Its parameters are `params`
+    ({name: tensor}, copied), or drawn from `seed` in `dtype` (_gated_params) without it."""
 
-    def __init__(self, vocab_size, seq_len, d_model, num_heads, seed, dtype):
+    def __init__(self, vocab_size, seq_len, d_model, num_heads, seed=None, dtype=None,
+                 params=None):
         super().__init__()
-        gen = _generator(seed)
-
-        def param(*shape, scale):
-            values = scale * torch.randn(*shape, generator=gen, dtype=torch.float64)
-            return nn.Parameter(values.to(dtype))
-
+        if params is None:
+            params = _gated_params(vocab_size, seq_len, d_model, num_heads, seed, dtype)
         self.num_heads, self.head_dim = num_heads, d_model // num_heads
-        self.tok_emb = param(vocab_size, d_model, scale=1.0)
-        self.pos_emb = param(seq_len, d_model, scale=1.0)
-        self.w_qkv = param(d_model, 3 * d_model, scale=2.0 / math.sqrt(d_model))
-        self.w_out = param(d_model, d_model, scale=1.0 / math.sqrt(d_model))
-        self.readout_prev = param(d_model, vocab_size, scale=2.0 / math.sqrt(d_model))
-        self.readout_first = param(d_model, vocab_size, scale=2.0 / math.sqrt(d_model))
+        for name, value in params.items():
+            setattr(self, name, nn.Parameter(value.detach().clone()))
 
     def forward(self, tokens, head_mask=None):
         """tokens (B, L) long -> (logits_prev (B, L, V), logits_first (B, L, V),
@@ -547,19 +598,16 @@ class GatedModel(nn.Module):
         return out @ self.readout_prev, out @ self.readout_first, weights
 
 
-def _batch(N, L, V, seed):
-    tokens = torch.randint(V, (N, L), generator=_generator(seed))                # (N, L)
+@reference
+def _ablation_inputs(seed, N, L, vocab_size, d_model, num_heads, dtype):
+    """(the GatedModel's parameters (_gated_params), (tokens, prev_target, first_target): N
+    sequences of length L), the same for the same arguments."""
+    params = _gated_params(vocab_size, L, d_model, num_heads, seed, dtype)
+    tokens = torch.randint(vocab_size, (N, L), generator=_generator(seed + 1))  # (N, L)
     prev = torch.full_like(tokens, IGNORE_INDEX)
     prev[:, 1:] = tokens[:, :-1]
     first = tokens[:, :1].expand(-1, L).clone()
-    return Batch(tokens, prev, first)
-
-
-def _losses(model, batch, gates=None):
-    """(loss_prev, loss_first): mean cross-entropy of each relation (IGNORE_INDEX skipped)."""
-    logits_prev, logits_first, _ = model(batch.tokens, head_mask=gates)
-    return (F.cross_entropy(logits_prev.flatten(0, 1), batch.prev_target.flatten()),
-            F.cross_entropy(logits_first.flatten(0, 1), batch.first_target.flatten()))
+    return params, (tokens, prev, first)
 
 
 KEPT_ONLY_K = ("you switched off every head except head k: the ablation of head k sets only "
@@ -577,40 +625,34 @@ GRADIENT = ("that is the gradient score |dL/d gate_k| (Michel et al.), not the a
             "head k's gate to 0 and measure how much the loss grows.")
 
 
-def _ablation_setup(seed, N, L, vocab_size, d_model, num_heads, dtype, device):
-    """(GatedModel, Batch of N sequences of length L), the same for the same arguments."""
-    model = GatedModel(vocab_size, L, d_model, num_heads, seed, dtype).to(device)
-    return model, Batch(*(t.to(device) for t in _batch(N, L, vocab_size, seed + 1)))
+def _ablation_setup(params, batch, L, vocab_size, d_model, num_heads, device):
+    """(GatedModel holding `params`, Batch of `batch`'s tensors), on device."""
+    model = GatedModel(vocab_size, L, d_model, num_heads, params=params).to(device)
+    return model, Batch(*(t.to(device) for t in batch))
 
 
-def _probe_ablation(fn, seed, N, L, vocab_size, d_model, num_heads, dtype, device):
+def _probe_ablation(fn, params, batch, L, vocab_size, d_model, num_heads, device):
     """Call fn(model, batch) on _ablation_setup's model and batch; returns what it raised or
     returned ("error", "out") and the model's state_dict afterwards ("state")."""
-    model, batch = _ablation_setup(seed, N, L, vocab_size, d_model, num_heads, dtype, device)
+    model, batch = _ablation_setup(params, batch, L, vocab_size, d_model, num_heads, device)
     out, error = attempt(fn, model, batch)
     return {"error": error, "out": export(out),
             "state": {k: v.detach().clone() for k, v in model.state_dict().items()}}
 
 
-def ablation_importance(fn, *, seed=0, N=16, L=6, vocab_size=11, d_model=12, num_heads=3,
-                        dtype=torch.float32, device="cpu"):
-    """fn(model, batch) -> (h,): loss with head k's gate at 0 minus the loss with all gates
-    at 1, for each head k; loss = mean cross-entropy of prev + that of first."""
-    setup = (seed, N, L, vocab_size, d_model, num_heads, dtype, device)
-    model, batch = _ablation_setup(*setup)  # here: the same model, for the references
-    name = "ablation_importance(model, batch)"
-    data = probe(_probe_ablation, fn, *setup)
-    raised(take_error(data, "error"), name)
-    state = take(data, "state", dict)
-    for key, value in model.state_dict().items():
-        if not torch.equal(take(state, key, torch.Tensor), value):
-            fail(f"{name} changed the model's parameter {key}: switch heads off with the "
-                 "head_mask argument of the model, not by editing its weights.")
+@reference
+def _ablation_answers(params, batch, N, L, vocab_size, d_model, num_heads, dtype, device):
+    """(expected, {bug message: output}), (h,) each on the CPU, for the model holding
+    `params` and `batch` (_ablation_inputs)."""
+    model, batch = _ablation_setup(params, batch, L, vocab_size, d_model, num_heads, device)
     h = num_heads
-    out = revive(take(data, "out", object))
-    expect_tensor(out, name)
-    expect_tensor(out, name, shape=(h,), shape_names="(num_heads,)")
-    out = out.detach().cpu()
+
+    def losses(gates=None):
+        """(loss_prev, loss_first): mean cross-entropy of each relation (IGNORE_INDEX
+        skipped)."""
+        logits_prev, logits_first, _ = model(batch.tokens, head_mask=gates)
+        return (F.cross_entropy(logits_prev.flatten(0, 1), batch.prev_target.flatten()),
+                F.cross_entropy(logits_first.flatten(0, 1), batch.first_target.flatten()))
 
     with torch.no_grad():
         def gates(off=(), on=None):
@@ -622,12 +664,11 @@ def ablation_importance(fn, *, seed=0, N=16, L=6, vocab_size=11, d_model=12, num
                 g[on] = 1.0
             return g
 
-        base_prev, base_first = _losses(model, batch)
+        base_prev, base_first = losses()
         base = base_prev + base_first
-        masked = [_losses(model, batch, gates(off=[k])) for k in range(h)]
+        masked = [losses(gates(off=[k])) for k in range(h)]
         expected = torch.stack([p + f - base for p, f in masked])                # (h,)
-        only_k = torch.stack([sum(_losses(model, batch, gates(on=k))) - base for k in range(h)])
-        logits_prev, logits_first, _ = model(batch.tokens)
+        only_k = torch.stack([sum(losses(gates(on=k))) - base for k in range(h)])
 
         def summed(gate):
             lp, lf, _ = model(batch.tokens, head_mask=gate)
@@ -653,9 +694,32 @@ def ablation_importance(fn, *, seed=0, N=16, L=6, vocab_size=11, d_model=12, num
                    .mean(1))
     per_example.sum().backward()
     bugs[GRADIENT] = g.grad.abs().mean(0).detach()
-    model.zero_grad(set_to_none=True)
-    expect_close(out, expected.cpu(), name, bugs={m: c.cpu() for m, c in bugs.items()},
-                 dtype=torch.float32,
+    return expected.cpu(), {m: c.cpu() for m, c in bugs.items()}
+
+
+@check
+def ablation_importance(fn, *, seed=0, N=16, L=6, vocab_size=11, d_model=12, num_heads=3,
+                        dtype=torch.float32, device="cpu"):
+    """fn(model, batch) -> (h,): loss with head k's gate at 0 minus the loss with all gates
+    at 1, for each head k; loss = mean cross-entropy of prev + that of first."""
+    params, batch = _ablation_inputs(seed, N, L, vocab_size, d_model, num_heads, dtype)
+    name = "ablation_importance(model, batch)"
+    data = probe(_probe_ablation, fn, params, batch, L, vocab_size, d_model, num_heads, device)
+    raised(take_error(data, "error"), name)
+    state = take(data, "state", dict)
+    for key, value in params.items():
+        if not torch.equal(take(state, key, torch.Tensor), value.to(device)):
+            fail(f"{name} changed the model's parameter {key}: switch heads off with the "
+                 "head_mask argument of the model, not by editing its weights.")
+    h = num_heads
+    out = revive(take(data, "out", object))
+    expect_tensor(out, name)
+    expect_tensor(out, name, shape=(h,), shape_names="(num_heads,)")
+    out = out.detach().cpu()
+
+    expected, bugs = _ablation_answers(params, batch, N, L, vocab_size, d_model, num_heads,
+                                       dtype, device)
+    expect_close(out, expected, name, bugs=bugs, dtype=torch.float32,
                  hint="For each head k: gates = torch.ones(num_heads), gates[k] = 0, loss of "
                       "model(tokens, head_mask=gates) minus the loss with no mask.")
     passed(f"ablation_importance: for each of {h} heads, the loss increase when that head alone "
@@ -705,13 +769,47 @@ def _probe_prune(fn, cls, d_model, num_heads, kwargs, P, dtype, device, remove, 
     return data
 
 
+@reference
+def _prune_answers(P, inputs, num_heads, d_model, remove, dtype):
+    """({name: (expected, {bug message: tensor})} in float64 for each parameter of P, and
+    the expected output (in dtype) on `inputs` of the module without the heads `remove`,
+    which is mha's output with their gates at 0)."""
+    h, hd = num_heads, d_model // num_heads
+    keep = [k for k in range(h) if k not in remove]
+
+    def block(W, key, heads):
+        r = torch.cat([torch.arange(k * hd, (k + 1) * hd) for k in heads])
+        return W[:, r] if key == "out_proj.weight" else W[r]
+
+    answers = {}
+    for key, W in P.items():
+        expected = W if key == "out_proj.bias" else block(W, key, keep)
+        bugs = {}
+        if key != "out_proj.bias":
+            for heads in (list(range(len(keep))), sorted(remove)[:len(keep)]):
+                if len(heads) == len(keep) and heads != keep:
+                    bugs[WRONG_HEADS.format(p=key, got=heads, keep=keep)] = block(W, key, heads)
+        if key.endswith(".bias"):
+            zeros = torch.zeros_like(expected)
+            if key == "out_proj.bias":
+                bugs[PRUNE_OUT_BIAS] = zeros
+            else:
+                bugs[PRUNE_BIAS.format(p=key, extra=", bias[rows]")] = zeros
+        answers[key] = (expected, bugs)
+    gates = torch.ones(h, dtype=torch.float64)
+    gates[remove] = 0.0
+    expected_out = _ref_mha(P, *(x.cpu() for x in inputs), h, hd, gates).to(dtype)
+    return answers, expected_out
+
+
+@check
 def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_size=None,
                 key_size=None, value_size=None, bias=True, dtype=torch.float32, device="cpu"):
     """fn(mha, heads_to_remove) -> a new, smaller module: same d_model and head_dim, the kept
     heads' rows of q_proj, k_proj, v_proj, their columns of out_proj, out_proj.bias; its
     output equals mha's with the removed heads' gates at 0."""
-    kwargs, where, P = _spec(cls, d_model, num_heads, query_size, key_size, value_size, bias,
-                             dtype, seed)
+    kwargs, where = _spec(cls, d_model, num_heads, query_size, key_size, value_size, bias)
+    P = _module_params(d_model, query_size, key_size, value_size, bias, dtype, seed)
     sizes = (query_size or d_model, key_size or d_model, value_size or d_model)
     inputs = random_inputs((2, 4, sizes[0]), (2, 6, sizes[1]), (2, 6, sizes[2]), seed=seed + 1,
                            dtype=dtype, device=device)
@@ -719,7 +817,7 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
     data = probe(_probe_prune, fn, cls, d_model, num_heads, kwargs, P, dtype, device, remove,
                  inputs)
     h, hd = _judge_build(data, where, P, d_model, num_heads, dtype, device)
-    keep = [k for k in range(h) if k not in remove]
+    keep = sorted(set(range(h)) - set(remove))  # the heads the pruned module holds
     name = f"prune_heads(mha, {remove})"
     try:
         raised(take_error(data, "call_error"), name)
@@ -749,8 +847,8 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
         fail(f"{name}: the pruned module has num_heads = {got_h}, expected {len(keep)} "
              f"({h} heads minus the {len(remove)} removed).")
     after = _params(take(data, "new", dict), "the pruned module")
-    rows = torch.cat([torch.arange(k * hd, (k + 1) * hd) for k in keep])       # (h'*hd,)
     inner = len(keep) * hd
+    answers, expected_out = _prune_answers(P, inputs, num_heads, d_model, remove, dtype)
     for key in P:
         if key not in after:
             fail(f"{name}: the pruned module has no {key} although mha has one: build it with "
@@ -759,44 +857,19 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
         if key not in P:
             fail(f"{name}: the pruned module has a {key} that mha does not have: build it with "
                  "the same bias setting (bias=mha.bias).")
-        W = P[key]
-        if key == "out_proj.weight":
-            expected = W[:, rows]                                           # (D, h'*hd)
-            if tuple(value.shape) != tuple(expected.shape):
-                if tuple(value.shape)[0] == inner:
-                    fail(f"{name}: " + OUT_ROWS_PRUNED.format(got=tuple(value.shape)))
-                expect_tensor(value, f"{name}: {key}", shape=expected.shape,
-                              shape_names="(d_model, kept heads * head_dim)")
-        elif key == "out_proj.bias":
-            expected = W
-        else:
-            expected = W[rows]                                              # (h'*hd, ...) rows
+        expected, bugs = answers[key]
+        if key == "out_proj.weight" and tuple(value.shape) != tuple(expected.shape):
+            if tuple(value.shape)[0] == inner:
+                fail(f"{name}: " + OUT_ROWS_PRUNED.format(got=tuple(value.shape)))
+            expect_tensor(value, f"{name}: {key}", shape=expected.shape,
+                          shape_names="(d_model, kept heads * head_dim)")
         expect_tensor(value, f"{name}: {key}", shape=expected.shape, dtype=dtype, device=device)
         value = value.detach().cpu()
-
-        def block(heads):
-            r = torch.cat([torch.arange(k * hd, (k + 1) * hd) for k in heads])
-            return W[:, r] if key == "out_proj.weight" else W[r]
-
-        bugs = {}
-        if key != "out_proj.bias":
-            for heads in (list(range(len(keep))), sorted(remove)[:len(keep)]):
-                if len(heads) == len(keep) and heads != keep:
-                    bugs[WRONG_HEADS.format(p=key, got=heads, keep=keep)] = block(heads)
-        if key.endswith(".bias"):
-            zeros = torch.zeros_like(expected)
-            if key == "out_proj.bias":
-                bugs[PRUNE_OUT_BIAS] = zeros
-            else:
-                bugs[PRUNE_BIAS.format(p=key, extra=", bias[rows]")] = zeros
         expect_close(value, expected.to(dtype), f"{name}: {key}",
                      bugs={m: c.to(dtype) for m, c in bugs.items()}, dtype=dtype,
                      hint="Keep the rows [k*head_dim, (k+1)*head_dim) of q_proj, k_proj, v_proj "
                           "(weights and biases) and the same columns of out_proj.weight, for "
                           "each kept head k; keep out_proj.bias.")
-    gates = torch.ones(h, dtype=torch.float64)
-    gates[remove] = 0.0
-    expected_out = _ref_mha(P, *(x.cpu() for x in inputs), h, hd, gates).to(dtype)
     output, _ = _judge_forward(take(data, "forward", list, tuple), "the pruned module")
     expect_tensor(output, f"{name}: output of the pruned module", device=device)
     expect_close(output.detach().cpu(), expected_out, f"{name}: output of the pruned module",
