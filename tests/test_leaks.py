@@ -4,7 +4,7 @@ the released chapters and of the checks package is searched for
 
   - the code of every solution cell (its non-trivial lines, whitespace removed), and of
     every function of `solutions` that answers an exercise;
-  - the text of every hidden test.
+  - every call of a hidden test (its whole statement, whitespace removed).
 
 Chapter N's material may hold answers of earlier chapters only (chapter 5's lab runs the
 model of chapters 1-4); the self-study edition's own chapter page shows that chapter's
@@ -57,6 +57,11 @@ def code_lines(code):
         if token.type not in skip:
             lines.setdefault(token.start[0], []).append(token.string)
     return {squash("".join(parts)) for parts in lines.values()}
+
+
+def statements(code):
+    """The squashed source of each top-level statement of `code`."""
+    return {squash(ast.get_source_segment(code, node)) for node in ast.parse(code).body}
 
 
 def _cells(assignment):
@@ -127,7 +132,9 @@ def needles():
         for code, what in ([(c, "solution") for c in answers]
                            + [(c, "solutions package") for c in _package_answers(assignment)]
                            + [(c, "hidden test") for c in hidden]):
-            for line in code_lines(code):
+            # a hidden test is searched for call by call, an answer line by line
+            pieces = statements(code) if what == "hidden test" else code_lines(code)
+            for line in pieces:
                 # docstrings and messages are prose; a line shown anyway is no secret
                 if len(line) >= MIN_LENGTH and line not in given and line[:1] not in "\"'" \
                         and not TRIVIAL.fullmatch(line):
