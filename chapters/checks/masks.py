@@ -4,6 +4,8 @@ attention, the invariances a mask promises, and nn.MultiheadAttention's opposite
 Our boolean masks mean True = may attend, as in F.scaled_dot_product_attention. The
 references below are a few lines each, computed in float64; F.scaled_dot_product_attention
 and nn.MultiheadAttention are the trusted implementations compared against where they apply.
+The @reference functions compute the answers and draw the inputs (in the student's kit
+they are read from its fixtures instead, see common.py).
 """
 import math
 
@@ -11,18 +13,25 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import (CheckFailure, _isfinite, call, close, expect_close, expect_tensor, fail,
-                      forbid, max_error, passed, random_inputs, type_name)
+from .common import (CheckFailure, _isfinite, call, check, close, expect_close, expect_tensor,
+                     fail, forbid, max_error, passed, random_inputs, reference, type_name)
 
 _softmax = torch.softmax
 _where = torch.where
 
 
 # ----------------------------------------------------------------------------- references
+@reference
 def _ref_padding_mask(lengths, max_len):
     return (torch.arange(max_len) < lengths[:, None])[:, None, None, :]  # (B, 1, 1, max_len)
 
 
+@reference
+def _ref_causal_mask(q_len, k_len):
+    return torch.ones(q_len, k_len, dtype=torch.bool).tril()             # (q_len, k_len)
+
+
+@reference
 def _ref_masked_softmax(scores, mask, fill_zero=True):
     """The course's rule in float64: fill with the most negative finite value, softmax,
     then zero the masked weights (which zeroes the rows with no allowed key)."""
@@ -33,6 +42,7 @@ def _ref_masked_softmax(scores, mask, fill_zero=True):
     return weights.masked_fill(~mask, 0.0) if fill_zero else weights
 
 
+@reference
 def _ref_attention(query, key, value, mask, scale=True, fill_zero=True):
     """(output, weights) of masked scaled dot-product attention, in float64."""
     query, key, value = query.double(), key.double(), value.double()
@@ -47,6 +57,7 @@ def _generator(seed):
     return torch.Generator().manual_seed(seed)
 
 
+@reference
 def _lengths(batch, max_len, seed, allow_zero):
     """Random lengths in [1, max_len] with max_len and a short one present; a 0 if allowed."""
     lengths = torch.randint(1, max_len + 1, (batch,), generator=_generator(seed + 1))
@@ -59,6 +70,13 @@ def _lengths(batch, max_len, seed, allow_zero):
 def _fully_masked_rows(mask, shape):
     """Bool (..., Lq, 1): True where a query has no key it may attend to."""
     return ~mask.expand(shape).any(dim=-1, keepdim=True)
+
+
+def _match_bug(actual, bugs, name):
+    """Fail with the bug's message when `actual` equals one of `bugs` ({message: tensor})."""
+    for message, candidate in bugs.items():
+        if bool((actual == candidate).all()):
+            fail(f"{name} is wrong: {message}")
 
 
 # ----------------------------------------------------------------------------- messages
@@ -93,6 +111,32 @@ ZERO_AFTER = ("you applied a plain softmax and zeroed the masked weights afterwa
               "rows no longer sum to 1: mask the scores before the softmax (and zero the "
               "masked weights after it).")
 IGNORED = "the mask is ignored: the weights equal a plain softmax of the scores."
+PAD_OFF_BY_ONE = ("off by one: position p is a real token when p < length; with <= you also "
+                  "let the first padding position through.")
+PAD_INVERTED = ("True means may attend: real tokens (positions < length) must be True and "
+                "padding False; your mask is the other way round.")
+PAD_INVERTED_OFF_BY_ONE = ("inverted and off by one: real tokens are the positions "
+                           "p < length, and they must be True.")
+CAUSAL_UPPER = ("it lets query i attend to the future keys j > i and hides the past: causal "
+                "attention is lower triangular (tril), not upper (triu).")
+CAUSAL_NO_DIAGONAL = ("the diagonal is excluded: query i must be allowed to attend to itself "
+                      "(key i), so use tril() with diagonal=0, not -1.")
+CAUSAL_TORCH_CONVENTION = (
+    "this is nn.MultiheadAttention's convention (True = not allowed, the strict upper "
+    "triangle). In this course True means may attend: the lower triangle with the "
+    "diagonal.")
+CAUSAL_BOTTOM_RIGHT = (
+    "it is aligned at the bottom-right corner. Here, as in "
+    "F.scaled_dot_product_attention(is_causal=True), query i may attend to keys 0..i "
+    "(top-left alignment): torch.ones(q_len, k_len).tril().")
+WRONG_AXIS = ("the softmax runs over the wrong axis: each query's weights over the keys (the "
+              "last axis, dim=-1) must sum to 1.")
+OUTPUT_UNIFORM = ("queries with no key to attend to must output zeros, but yours output the "
+                  "mean of all values (uniform weights): after the softmax, zero the weights "
+                  "of masked keys.")
+UNSCALED = "the scores are not scaled: divide Q K^T by sqrt(d_k), d_k = query.shape[-1]."
+NOT_INVERTED = ("nn.MultiheadAttention's key_padding_mask means the opposite of ours: "
+                "True = ignore this key (padding). Invert the mask with ~.")
 
 
 def _call(function, *args, dtype=None, hint=None, **kwargs):
@@ -149,10 +193,23 @@ def _expect_grad(tensor, expected, what, dtype):
 
 
 # ----------------------------------------------------------------------------- padding_mask
-def padding_mask(function, seed=0, batch=4, max_len=7, allow_zero=False):
-    """The student's padding_mask(lengths, max_len) -> (B, 1, 1, max_len) bool."""
+@reference
+def _padding_answers(seed, batch, max_len, allow_zero):
+    """(lengths, the expected (B, 1, 1, max_len) mask, {bug message: mask})."""
     lengths = _lengths(batch, max_len, seed, allow_zero)
     expected = _ref_padding_mask(lengths, max_len)
+    positions = torch.arange(max_len)
+    return lengths, expected, {
+        PAD_OFF_BY_ONE: (positions <= lengths[:, None])[:, None, None, :],
+        PAD_INVERTED: ~expected,
+        PAD_INVERTED_OFF_BY_ONE: (positions > lengths[:, None])[:, None, None, :],
+    }
+
+
+@check
+def padding_mask(function, seed=0, batch=4, max_len=7, allow_zero=False):
+    """The student's padding_mask(lengths, max_len) -> (B, 1, 1, max_len) bool."""
+    lengths, expected, bugs = _padding_answers(seed, batch, max_len, allow_zero)
     actual = call(function, lengths.clone(), max_len)
     expect_tensor(actual, "padding_mask(lengths, max_len)")
     B = batch
@@ -170,19 +227,8 @@ def padding_mask(function, seed=0, batch=4, max_len=7, allow_zero=False):
     if actual.dtype != torch.bool:
         fail(f"padding_mask must return a torch.bool tensor (True = may attend), got "
              f"{actual.dtype}. A comparison such as positions < lengths already gives bool.")
-    positions = torch.arange(max_len)
-    bugs = {
-        "off by one: position p is a real token when p < length; with <= you also let the "
-        "first padding position through.": (positions <= lengths[:, None])[:, None, None, :],
-        "True means may attend: real tokens (positions < length) must be True and padding "
-        "False; your mask is the other way round.": ~expected,
-        "inverted and off by one: real tokens are the positions p < length, and they must be "
-        "True.": (positions > lengths[:, None])[:, None, None, :],
-    }
     if not bool((actual == expected).all()):
-        for message, candidate in bugs.items():
-            if bool((actual == candidate).all()):
-                fail(f"padding_mask is wrong: {message}")
+        _match_bug(actual, bugs, "padding_mask")
         fail(f"padding_mask is wrong for lengths {lengths.tolist()}, max_len={max_len}: expected "
              f"{expected[:, 0, 0].int().tolist()}, got {actual[:, 0, 0].int().tolist()} "
              "(1 = True, per sequence).")
@@ -191,13 +237,26 @@ def padding_mask(function, seed=0, batch=4, max_len=7, allow_zero=False):
 
 
 # ----------------------------------------------------------------------------- causal_mask
+@reference
+def _causal_answers(q_len, k_len):
+    """(the expected (q_len, k_len) mask, {bug message: mask})."""
+    ones = torch.ones(q_len, k_len, dtype=torch.bool)
+    return _ref_causal_mask(q_len, k_len), {
+        CAUSAL_UPPER: ones.triu(),
+        CAUSAL_NO_DIAGONAL: ones.tril(-1),
+        CAUSAL_TORCH_CONVENTION: ones.triu(1),
+        CAUSAL_BOTTOM_RIGHT: ones.tril(k_len - q_len),
+    }
+
+
+@check
 def causal_mask(function, q_len=5, k_len=None):
     """The student's causal_mask(q_len, k_len=None) -> (q_len, k_len) bool, lower triangular."""
     Lk = q_len if k_len is None else k_len
     args = (q_len,) if k_len is None else (q_len, k_len)
     actual = call(function, *args)
     name = f"causal_mask{args}"
-    expected = torch.ones(q_len, Lk, dtype=torch.bool).tril()
+    expected, bugs = _causal_answers(q_len, Lk)
     expect_tensor(actual, name)
     if q_len != Lk and tuple(actual.shape) == (Lk, q_len):
         fail(f"{name}: expected shape {(q_len, Lk)} = (q_len, k_len), got {tuple(actual.shape)}: "
@@ -205,29 +264,15 @@ def causal_mask(function, q_len=5, k_len=None):
     expect_tensor(actual, name, shape=expected.shape, shape_names="(q_len, k_len)")
     if actual.dtype != torch.bool:
         fail(f"{name} must return a torch.bool tensor (True = may attend), got {actual.dtype}.")
-    ones = torch.ones(q_len, Lk, dtype=torch.bool)
-    bugs = {
-        "it lets query i attend to the future keys j > i and hides the past: causal attention "
-        "is lower triangular (tril), not upper (triu).": ones.triu(),
-        "the diagonal is excluded: query i must be allowed to attend to itself (key i), so "
-        "use tril() with diagonal=0, not -1.": ones.tril(-1),
-        "this is nn.MultiheadAttention's convention (True = not allowed, the strict upper "
-        "triangle). In this course True means may attend: the lower triangle with the "
-        "diagonal.": ones.triu(1),
-        "it is aligned at the bottom-right corner. Here, as in "
-        "F.scaled_dot_product_attention(is_causal=True), query i may attend to keys 0..i "
-        "(top-left alignment): torch.ones(q_len, k_len).tril().": ones.tril(Lk - q_len),
-    }
     if not bool((actual == expected).all()):
-        for message, candidate in bugs.items():
-            if bool((actual == candidate).all()):
-                fail(f"{name} is wrong: {message}")
+        _match_bug(actual, bugs, name)
         fail(f"{name} is wrong: expected\n{expected.int()}\ngot\n{actual.int()}")
     passed(f"causal_mask: shape {(q_len, Lk)}, bool, query i attends to keys 0..i, "
            "as F.scaled_dot_product_attention(is_causal=True)")
 
 
 # ----------------------------------------------------------------------------- masked_softmax
+@reference
 def _softmax_inputs(seed, batch, Lq, Lk, dtype):
     """Scores (*batch, Lq, Lk) and a mask (*batch[:-1], 1, Lq, Lk) with fully masked rows,
     fully open rows and, in the fully masked rows, scores far from 0 (as real logits are)."""
@@ -251,43 +296,53 @@ def _softmax_inputs(seed, batch, Lq, Lk, dtype):
     return scores.to(dtype), mask
 
 
+@reference
+def _masked_softmax_answers(scores, mask, upstream):
+    """(expected weights, {bug message: weights}, the expected gradient of the scores when
+    `upstream` flows back into the weights, the expected weights with mask=None), float64."""
+    plain = _softmax(scores.double(), -1)
+    bugs = {
+        INVERTED: _ref_masked_softmax(scores, ~mask),
+        UNIFORM: _ref_masked_softmax(scores, mask, fill_zero=False),
+        ZERO_AFTER: plain * mask,
+        IGNORED: plain,
+        WRONG_AXIS: _softmax(scores.double().masked_fill(
+            ~mask, torch.finfo(torch.float64).min), -2).masked_fill(~mask, 0.0),
+    }
+    ref_s = scores.double().clone().requires_grad_()
+    (_ref_masked_softmax(ref_s, mask) * upstream.double()).sum().backward()
+    return _ref_masked_softmax(scores, mask), bugs, ref_s.grad, plain
+
+
+@check
 def masked_softmax(function, seed=0, batch=(2, 3), Lq=5, Lk=6, dtype=torch.float32):
     """The student's masked_softmax(scores, mask) -> weights (..., Lq, Lk)."""
     batch = tuple(batch)
     scores, mask = _softmax_inputs(seed, batch, Lq, Lk, dtype)
     shape = scores.shape
-    expected = _ref_masked_softmax(scores, mask)
+    upstream = random_inputs(shape, seed=seed + 3, dtype=dtype)[0]
+    expected, bugs, expected_grad, expected_plain = _masked_softmax_answers(scores, mask,
+                                                                            upstream)
     fully = _fully_masked_rows(mask, shape)
     s = scores.clone().requires_grad_()
-    weights = _call(function, s, mask, dtype=dtype, name="masked_softmax")
+    weights = _call(function, s, mask.clone(), dtype=dtype, name="masked_softmax")
     name = "masked_softmax(scores, mask)"
     expect_tensor(weights, name, shape=shape, shape_names="(..., Lq, Lk)")
     expect_tensor(weights, name, dtype=dtype)
     _expect_finite_forward(weights, mask, shape, name, dtype)
-    bugs = {
-        INVERTED: _ref_masked_softmax(scores, ~mask),
-        UNIFORM: _ref_masked_softmax(scores, mask, fill_zero=False),
-        ZERO_AFTER: _softmax(scores.double(), -1) * mask,
-        IGNORED: _softmax(scores.double(), -1),
-        "the softmax runs over the wrong axis: each query's weights over the keys (the last "
-        "axis, dim=-1) must sum to 1.": _softmax(scores.double().masked_fill(
-            ~mask, torch.finfo(torch.float64).min), -2).masked_fill(~mask, 0.0),
-    }
     expect_close(weights, expected, name, bugs=bugs, dtype=dtype)
     w = weights.detach()
     if bool((w.masked_select(~mask.expand(shape)) != 0).any()):
         fail(f"{name}: the weights of masked keys must be exactly 0, got values up to "
              f"{w.masked_select(~mask.expand(shape)).abs().max().item():.3g}.")
     # backward: the gradient must be finite and equal to the reference's
-    upstream = random_inputs(shape, seed=seed + 3, dtype=dtype)[0]
     _expect_graph(weights, "the scores")
     (weights * upstream).sum().backward()
-    ref_s = scores.double().clone().requires_grad_()
-    (_ref_masked_softmax(ref_s, mask) * upstream.double()).sum().backward()
-    _expect_grad(s, ref_s.grad, "the scores", dtype)
+    _expect_grad(s, expected_grad, "the scores", dtype)
     # mask=None: a plain softmax
-    plain = _call(function, scores, None, dtype=dtype, name="masked_softmax", hint=NO_MASK)
-    expect_close(plain, _softmax(scores.double(), -1), "masked_softmax(scores, None)",
+    plain = _call(function, scores.clone(), None, dtype=dtype, name="masked_softmax",
+                  hint=NO_MASK)
+    expect_close(plain, expected_plain, "masked_softmax(scores, None)",
                  dtype=dtype, hint="With mask=None, return a plain softmax over the last axis.")
     passed(f"masked_softmax ({dtype}, scores {tuple(shape)}, mask {tuple(mask.shape)}): right "
            f"weights, exact zeros on masked keys and on {int(fully.sum())} "
@@ -295,15 +350,41 @@ def masked_softmax(function, seed=0, batch=(2, 3), Lq=5, Lk=6, dtype=torch.float
 
 
 # ----------------------------------------------------------------- scaled_dot_product_attention
+@reference
 def _attention_inputs(seed, batch, Lq, Lk, d_k, d_v, dtype):
+    """query, key, value, a padding & causal mask (B, 1, Lq, Lk) and the lengths."""
     query, key, value = random_inputs((*batch, Lq, d_k), (*batch, Lk, d_k), (*batch, Lk, d_v),
                                       seed=seed, dtype=dtype)
     B = batch[0]
     lengths = _lengths(B, Lk, seed, allow_zero=True)
     extra = (1,) * (len(batch) - 1)
     pad = _ref_padding_mask(lengths, Lk).view(B, *extra, 1, Lk)            # (B, 1, 1, Lk)
-    mask = pad & torch.ones(Lq, Lk, dtype=torch.bool).tril()                # (B, 1, Lq, Lk)
+    mask = pad & _ref_causal_mask(Lq, Lk)                                   # (B, 1, Lq, Lk)
     return query, key, value, mask, lengths
+
+
+@reference
+def _attention_answers(query, key, value, mask, upstream):
+    """(expected output, expected weights, {bug message: output}, the expected gradients of
+    (query, key, value) when `upstream` flows back into the output, the expected output with
+    mask=None), in float64: F.scaled_dot_product_attention for the outputs."""
+    q, k, v = query.double(), key.double(), value.double()
+    fully = _fully_masked_rows(mask, (*q.shape[:-1], k.shape[-2]))        # (..., Lq, 1)
+    # The trusted reference on every query that has a key to attend to; zeros elsewhere.
+    sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    expected = _where(fully, torch.zeros((), dtype=torch.float64), sdpa)
+    ref_out, ref_w = _ref_attention(query, key, value, mask)
+    assert close(ref_out, expected, torch.float64), "internal: reference disagrees with SDPA"
+    bugs = {
+        INVERTED: _ref_attention(query, key, value, ~mask)[0],
+        OUTPUT_UNIFORM: _ref_attention(query, key, value, mask, fill_zero=False)[0],
+        IGNORED: _ref_attention(query, key, value, None)[0],
+        UNSCALED: _ref_attention(query, key, value, mask, scale=False)[0],
+    }
+    rq, rk, rv = (t.double().clone().requires_grad_() for t in (query, key, value))
+    (_ref_attention(rq, rk, rv, mask)[0] * upstream.double()).sum().backward()
+    plain = F.scaled_dot_product_attention(q, k, v)
+    return expected, ref_w, bugs, (rq.grad, rk.grad, rv.grad), plain
 
 
 def _unpack(result, name):
@@ -313,6 +394,7 @@ def _unpack(result, name):
     return result
 
 
+@check
 def scaled_dot_product_attention(function, seed=0, batch=(3, 2), Lq=5, Lk=7, d_k=8, d_v=6,
                                  dtype=torch.float32):
     """The student's scaled_dot_product_attention(query, key, value, mask=None)
@@ -320,53 +402,37 @@ def scaled_dot_product_attention(function, seed=0, batch=(3, 2), Lq=5, Lk=7, d_k
     batch = tuple(batch)
     query, key, value, mask, lengths = _attention_inputs(seed, batch, Lq, Lk, d_k, d_v, dtype)
     scores_shape = (*batch, Lq, Lk)
+    upstream = random_inputs((*batch, Lq, d_v), seed=seed + 3, dtype=dtype)[0]
+    expected, expected_w, bugs, expected_grads, expected_plain = _attention_answers(
+        query, key, value, mask, upstream)
     fully = _fully_masked_rows(mask, scores_shape)                          # (..., Lq, 1)
     q, k, v = (t.clone().requires_grad_() for t in (query, key, value))
     name = "scaled_dot_product_attention(query, key, value, mask)"
     with forbid(**{"F.scaled_dot_product_attention": F.scaled_dot_product_attention}):
-        result = _call(function, q, k, v, mask, dtype=dtype, name="scaled_dot_product_attention")
+        result = _call(function, q, k, v, mask.clone(), dtype=dtype,
+                       name="scaled_dot_product_attention")
     output, weights = _unpack(result, name)
     expect_tensor(output, "output", shape=(*batch, Lq, d_v), shape_names="(..., Lq, d_v)")
     expect_tensor(weights, "weights", shape=scores_shape, shape_names="(..., Lq, Lk)")
     expect_tensor(output, "output", dtype=dtype)
     _expect_finite_forward(output, mask, scores_shape, "output", dtype, is_output=True)
     _expect_finite_forward(weights, mask, scores_shape, "weights", dtype)
-    # The trusted reference on every query that has a key to attend to; zeros elsewhere.
-    sdpa = F.scaled_dot_product_attention(query.double(), key.double(), value.double(),
-                                          attn_mask=mask)
-    expected = _where(fully, torch.zeros((), dtype=torch.float64), sdpa)
-    ref_out, ref_w = _ref_attention(query, key, value, mask)
-    assert close(ref_out, expected, torch.float64), "internal: reference disagrees with SDPA"
-    bugs = {
-        INVERTED: _ref_attention(query, key, value, ~mask)[0],
-        "queries with no key to attend to must output zeros, but yours output the mean of all "
-        "values (uniform weights): after the softmax, zero the weights of masked keys.":
-            _ref_attention(query, key, value, mask, fill_zero=False)[0],
-        IGNORED: _ref_attention(query, key, value, None)[0],
-        "the scores are not scaled: divide Q K^T by sqrt(d_k), d_k = query.shape[-1].":
-            _ref_attention(query, key, value, mask, scale=False)[0],
-    }
     expect_close(output, expected, "output", bugs=bugs, dtype=dtype)
-    expect_close(weights, ref_w, "weights", dtype=dtype,
+    expect_close(weights, expected_w, "weights", dtype=dtype,
                  hint="Return the softmax weights (after masking), before multiplying by value.")
     if bool((output.detach().masked_select(fully) != 0).any()):
         fail("output: queries with no key to attend to must output exactly 0.")
     # backward
-    upstream = random_inputs(output.shape, seed=seed + 3, dtype=dtype)[0]
     _expect_graph(output, "query, key and value")
     (output * upstream).sum().backward()
-    rq, rk, rv = (t.double().clone().requires_grad_() for t in (query, key, value))
-    (_ref_attention(rq, rk, rv, mask)[0] * upstream.double()).sum().backward()
-    for tensor, ref, what in ((q, rq, "query"), (k, rk, "key"), (v, rv, "value")):
-        _expect_grad(tensor, ref.grad, what, dtype)
+    for tensor, grad, what in zip((q, k, v), expected_grads, ("query", "key", "value")):
+        _expect_grad(tensor, grad, what, dtype)
     # mask=None
     with forbid(**{"F.scaled_dot_product_attention": F.scaled_dot_product_attention}):
-        result = _call(function, query, key, value, dtype=dtype, name="scaled_dot_product_attention",
-                       hint=NO_MASK)
+        result = _call(function, query.clone(), key.clone(), value.clone(), dtype=dtype,
+                       name="scaled_dot_product_attention", hint=NO_MASK)
     plain, _ = _unpack(result, "scaled_dot_product_attention(query, key, value)")
-    expect_close(plain, F.scaled_dot_product_attention(query.double(), key.double(),
-                                                       value.double()),
-                 "output without a mask", dtype=dtype,
+    expect_close(plain, expected_plain, "output without a mask", dtype=dtype,
                  hint="With mask=None, nothing is masked: a plain softmax.")
     passed(f"scaled_dot_product_attention ({dtype}, padding & causal mask {tuple(mask.shape)}, "
            f"lengths {lengths.tolist()}): equals F.scaled_dot_product_attention on every query "
@@ -375,28 +441,45 @@ def scaled_dot_product_attention(function, seed=0, batch=(3, 2), Lq=5, Lk=7, d_k
 
 
 # ----------------------------------------------------------------------------- invariances
-def invariances(function, seed=0, batch=3, num_heads=2, L=6, d_k=8, dtype=torch.float32):
-    """Masked attention must not depend on what it masks: the values at padded positions,
-    and the tokens in the future of a causal query."""
+@reference
+def _invariance_inputs(seed, batch, num_heads, L, d_k, dtype):
+    """(query, key, value), the lengths, the padding mask (B, 1, 1, L), the real tokens
+    (B, L), (query, key, value) with new values at padded positions, a position t, the
+    causal mask (L, L), and (query, key, value) with new tokens after position t."""
     gen = _generator(seed + 5)
     query, key, value = random_inputs(*[(batch, num_heads, L, d_k)] * 3, seed=seed, dtype=dtype)
     lengths = torch.randint(1, L, (batch,), generator=gen)             # every sequence padded
     lengths[0] = L                                                      # ... but one
     pad = _ref_padding_mask(lengths, L)                                 # (B, 1, 1, L)
     real = pad[:, 0, 0, :]                                              # (B, L)
+    # 1. padding: new random keys, values (and queries) at padded positions
+    noise = random_inputs(*[(batch, num_heads, L, d_k)] * 3, seed=seed + 7, dtype=dtype)
+    padded = ~real[:, None, :, None]                                    # (B, 1, L, 1)
+    k2, v2, q2 = (_where(padded, 10 * n, t) for n, t in zip(noise, (key, value, query)))
+    # 2. causality: new random tokens after position t
+    t = int(torch.randint(1, L - 1, (), generator=gen)) if L > 2 else 0
+    future = (torch.arange(L) > t)[:, None]                             # (L, 1)
+    q3, k3, v3 = (_where(future, 10 * n, x) for n, x in zip(noise, (query, key, value)))
+    return ((query, key, value), lengths, pad, real, (q2, k2, v2), t, _ref_causal_mask(L, L),
+            (q3, k3, v3))
+
+
+@check
+def invariances(function, seed=0, batch=3, num_heads=2, L=6, d_k=8, dtype=torch.float32):
+    """Masked attention must not depend on what it masks: the values at padded positions,
+    and the tokens in the future of a causal query."""
+    inputs, lengths, pad, real, padded_inputs, t, causal, future_inputs = _invariance_inputs(
+        seed, batch, num_heads, L, d_k, dtype)
 
     def run(q, k, v, mask):
         with forbid(**{"F.scaled_dot_product_attention": F.scaled_dot_product_attention}):
-            result = _call(function, q, k, v, mask, dtype=dtype,
+            result = _call(function, q.clone(), k.clone(), v.clone(), mask.clone(), dtype=dtype,
                            name="scaled_dot_product_attention")
         out, _ = _unpack(result, "scaled_dot_product_attention")
         return out.detach()
 
     # 1. padding: new random keys, values (and queries) at padded positions
-    noise = random_inputs(*[(batch, num_heads, L, d_k)] * 3, seed=seed + 7, dtype=dtype)
-    padded = ~real[:, None, :, None]                                    # (B, 1, L, 1)
-    k2, v2, q2 = (_where(padded, 10 * n, t) for n, t in zip(noise, (key, value, query)))
-    before, after = run(query, key, value, pad), run(q2, k2, v2, pad)
+    before, after = run(*inputs, pad), run(*padded_inputs, pad)
     rows = real[:, None, :, None].expand_as(before)                     # real queries
     if not close(after.masked_select(rows), before.masked_select(rows), dtype):
         err = max_error(after.masked_select(rows), before.masked_select(rows))
@@ -405,11 +488,7 @@ def invariances(function, seed=0, batch=3, num_heads=2, L=6, d_k=8, dtype=torch.
              "cause: masking where the mask is True, which masks the real tokens and attends "
              "to the padding (the bug of seed 003); True means may attend.")
     # 2. causality: new random tokens after position t
-    t = int(torch.randint(1, L - 1, (), generator=gen)) if L > 2 else 0
-    causal = torch.ones(L, L, dtype=torch.bool).tril()
-    future = (torch.arange(L) > t)[:, None]                             # (L, 1)
-    q3, k3, v3 = (_where(future, 10 * n, x) for n, x in zip(noise, (query, key, value)))
-    before, after = run(query, key, value, causal), run(q3, k3, v3, causal)
+    before, after = run(*inputs, causal), run(*future_inputs, causal)
     if not close(after[..., :t + 1, :], before[..., :t + 1, :], dtype):
         err = max_error(after[..., :t + 1, :], before[..., :t + 1, :])
         fail(f"changing the tokens after position {t} changed the outputs at positions 0..{t} "
@@ -421,6 +500,7 @@ def invariances(function, seed=0, batch=3, num_heads=2, L=6, d_k=8, dtype=torch.
 
 
 # ----------------------------------------------------------------------------- conversions
+@reference
 def _mha_reference(mha, x, mask):
     """nn.MultiheadAttention's computation, with our attention and our mask convention."""
     B, L, d_model = x.shape
@@ -432,16 +512,33 @@ def _mha_reference(mha, x, mask):
     return F.linear(out, mha.out_proj.weight.double(), mha.out_proj.bias.double())
 
 
+@reference
+def _key_padding_answers(seed, batch, Lk, d_model, num_heads, flat):
+    """(the lengths, our padding mask as given to the student ((B, 1, 1, Lk), or (B, Lk) if
+    flat), the expected (B, Lk) key_padding_mask, {bug message: mask}, the state of an nn.MultiheadAttention
+    (float64), an input x and the output our attention with our mask gives for x)."""
+    lengths = _lengths(batch, Lk, seed, allow_zero=False)
+    ours = _ref_padding_mask(lengths, Lk)                                   # (B, 1, 1, Lk)
+    given = ours[:, 0, 0, :].clone() if flat else ours.clone()
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        mha = nn.MultiheadAttention(d_model, num_heads, batch_first=True).double()
+    (x,) = random_inputs((batch, Lk, d_model), seed=seed + 4, dtype=torch.float64)
+    with torch.no_grad():
+        out = _mha_reference(mha, x, ours)
+    expected = ~ours[:, 0, 0, :]                                            # (B, Lk)
+    return lengths, given, expected, {NOT_INVERTED: ~expected}, dict(mha.state_dict()), x, out
+
+
+@check
 def to_torch_key_padding_mask(function, seed=0, batch=3, Lk=6, d_model=8, num_heads=2,
                               flat=False):
     """The student's to_torch_key_padding_mask(mask) -> (B, Lk) bool, True = padding, checked
     on its own and by feeding it to nn.MultiheadAttention."""
-    lengths = _lengths(batch, Lk, seed, allow_zero=False)
-    ours = _ref_padding_mask(lengths, Lk)                                   # (B, 1, 1, Lk)
-    given = ours[:, 0, 0, :].clone() if flat else ours.clone()
+    lengths, given, expected, bugs, state, x, expected_out = _key_padding_answers(
+        seed, batch, Lk, d_model, num_heads, flat)
     name = f"to_torch_key_padding_mask(mask of shape {tuple(given.shape)})"
-    actual = call(function, given)
-    expected = ~ours[:, 0, 0, :]                                            # (B, Lk)
+    actual = call(function, given.clone())
     expect_tensor(actual, name)
     if tuple(actual.shape) == (batch, 1, 1, Lk):
         fail(f"{name}: nn.MultiheadAttention wants key_padding_mask of shape (B, Lk) = "
@@ -451,18 +548,14 @@ def to_torch_key_padding_mask(function, seed=0, batch=3, Lk=6, d_model=8, num_he
         fail(f"{name}: return a torch.bool mask, got {actual.dtype}. (A float key_padding_mask "
              "is added to the scores, so 1.0 would not hide anything.)")
     if not bool((actual == expected).all()):
-        if bool((actual == ~expected).all()):
-            fail(f"{name} is wrong: nn.MultiheadAttention's key_padding_mask means the opposite "
-                 "of ours: True = ignore this key (padding). Invert the mask with ~.")
+        _match_bug(actual, bugs, name)
         fail(f"{name} is wrong for lengths {lengths.tolist()}: expected "
              f"{expected.int().tolist()}, got {actual.int().tolist()} (1 = True).")
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
+    with torch.random.fork_rng():  # its initial weights, replaced at once, draw from the RNG
         mha = nn.MultiheadAttention(d_model, num_heads, batch_first=True).double()
-    (x,) = random_inputs((batch, Lk, d_model), seed=seed + 4, dtype=torch.float64)
+    mha.load_state_dict(state)
     with torch.no_grad():
         out, _ = mha(x, x, x, key_padding_mask=actual, need_weights=False)
-        expect_close(out, _mha_reference(mha, x, ours), "nn.MultiheadAttention's output",
-                     dtype=torch.float64)
+        expect_close(out, expected_out, "nn.MultiheadAttention's output", dtype=torch.float64)
     passed(f"to_torch_key_padding_mask: (B, Lk) = {tuple(expected.shape)}, True at padding; "
            "nn.MultiheadAttention with it equals our attention with our mask")
