@@ -427,7 +427,7 @@ def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size
             fail(f"{name} replaced the parameter {pname} by a new object: copy into the existing "
                  "parameters (`param[...] = ...` or `param.copy_(...)` under torch.no_grad()), "
                  "so that an optimizer built earlier still sees them.")
-    answers = _identical_answers(P, h, hd)
+    answers = _identical_answers(P, num_heads, d_model // num_heads)
     for pname in PROJECTIONS:
         for part in ("weight", "bias"):
             key = f"{pname}.{part}"
