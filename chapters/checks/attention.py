@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from .common import (MALFORMED, CheckFailure, attempt, check, expect_close, expect_tensor,
-                     export, fail, passed, probe, raised, random_inputs, reference, revive,
+                     export, fail, generator, passed, probe, raised, random_inputs, reference, revive,
                      take, take_error, type_name)
 
 # Bound at import, before student code runs in the same kernel.
@@ -224,7 +224,7 @@ def _weights_with_zeros(batch, Lq, Lk, seed, dtype, device):
     (scores,) = random_inputs((*batch, Lq, Lk), seed=seed, dtype=torch.float64)
     weights = _softmax(2 * scores, dim=-1)
     flat = weights.reshape(-1, Lq, Lk)
-    gen = torch.Generator().manual_seed(seed + 1)
+    gen = generator(seed + 1)
     for b in range(flat.shape[0]):
         flat[b, 0] = 0.0                                     # a one-hot row
         flat[b, 0, int(torch.randint(Lk, (1,), generator=gen))] = 1.0
@@ -486,7 +486,7 @@ def cross_attention(scaled_dot_product_attention, seed=0, batch=(2, 3), Lq=3, Lk
 @reference
 def _integer_inputs(batch, Lq, Lk, d_k, d_v, magnitude, seed):
     """query and key of whole numbers in [-magnitude, magnitude], value normal (float64)."""
-    gen = torch.Generator().manual_seed(seed)
+    gen = generator(seed)
     query = torch.randint(-magnitude, magnitude + 1, (*batch, Lq, d_k), generator=gen)
     key = torch.randint(-magnitude, magnitude + 1, (*batch, Lk, d_k), generator=gen)
     value = torch.randn(*batch, Lk, d_v, generator=gen, dtype=torch.float64)
