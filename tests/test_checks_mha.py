@@ -40,10 +40,11 @@ TESTS = {grade_id(c): _source(c) for c in CELLS if _meta(c).get("grade")}
 
 
 def _setup_code():
-    """The import cell (without magics and the checks import) and the 'from chapter' cell."""
+    """The import cell's imports (not the checks import, nor the code that finds or installs
+    the checks) and the 'from chapter' cell."""
     code = [c for c in CELLS if c["cell_type"] == "code"]
     first = "\n".join(line for line in _source(code[0]).splitlines()
-                      if not line.startswith("%") and "from checks" not in line)
+                      if line.startswith(("import ", "from ")) and "from checks" not in line)
     helpers = [_source(c) for c in code if _source(c).startswith("# From chapter")]
     assert helpers, "the notebook must define the earlier chapters' functions"
     return [first] + helpers

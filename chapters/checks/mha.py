@@ -5,7 +5,9 @@ count_parameters.
 Each check builds random inputs from `seed`, runs the student's code, compares with
 nn.MultiheadAttention (or a few-line float64 reference where PyTorch has no counterpart)
 and, when the numbers differ, with the outputs of the classic mistakes on the same input,
-so that the message names the mistake.
+so that the message names the mistake. The @reference functions compute those answers and
+draw the inputs (in the student's kit they are read from its fixtures instead, see
+common.py); the messages stay in the judging code.
 
 The MultiHeadAttention checks use only this documented interface of the student's class:
     MultiHeadAttention(d_model, num_heads, *, query_size=None, key_size=None,
@@ -31,9 +33,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import (MALFORMED, attempt, call, call_keeping, differs, expect_close,
+from .common import (MALFORMED, attempt, call, call_keeping, check, differs, expect_close,
                      expect_tensor, export, fail, forbid, passed, probe, raised, random_inputs,
-                     revive, take, take_error, type_name)
+                     reference, revive, take, take_error, type_name)
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
@@ -66,11 +68,39 @@ W_O_BLOCK_DIAGONAL = ("each head was projected only into its own slice of the ou
                       "writes into all d_model output features, and the sum over heads mixes them.")
 B_O_PER_HEAD = ("the output bias was added once per head (num_heads times): add b_O once, "
                 "after summing the heads' contributions.")
+# output_projection_by_heads's mistakes
+INTERLEAVED_BLOCKS = (
+    "head i's block of W_O must be rows [i*head_dim, (i+1)*head_dim). W_O.view(head_dim, "
+    "num_heads, d_model) interleaves the rows of different heads (head i gets rows i, "
+    "i + num_heads, ...); use W_O.view(num_heads, head_dim, d_model)")
+FIRST_BLOCK = ("every head was multiplied by the first block W_O[:head_dim]: head i needs its own "
+               "block W_O[i*head_dim:(i+1)*head_dim]")
+HEADS_AVERAGED = "you averaged the heads' contributions: the formula is a sum over heads, not a mean"
+CONCAT_MIXED = ("heads and positions are mixed: the concatenation must put head i's features of "
+                "position l at [l, i*head_dim:(i+1)*head_dim] (transpose before reshape)")
+NO_B_O = "the bias b_O is missing: add it once, after the sum over heads"
+NO_W_O_MATRIX = NO_W_O.replace("Apply out_proj to the merged heads", "Multiply by W_O")
+# count_parameters's mistakes
+COUNT_NO_BIASES = ("the biases are missing: each of the four nn.Linear layers has d_model biases "
+                   "(4 * d_model in all when bias=True)")
+COUNT_W_O_PER_HEAD = ("W_O was counted once per head: there is one W_O of shape (num_heads * "
+                      "head_dim, d_model) = (d_model, d_model), shared by all heads (head i uses "
+                      "its row block)")
+COUNT_QKV_PER_HEAD = ("W_Q, W_K, W_V were counted as full matrices per head: all heads together "
+                      "have one (input size, d_model) matrix each, head i owning head_dim of its "
+                      "columns")
+COUNT_ONE_HEAD = ("only one head's W_Q, W_K, W_V (input size x head_dim) were counted: the heads "
+                  "together hold (input size x d_model) each")
+COUNT_SIZES_IGNORED = ("query_size, key_size and value_size were ignored: W_Q has query_size * "
+                       "d_model weights, W_K key_size * d_model, W_V value_size * d_model")
+COUNT_NO_OUT_BIAS = ("the output projection's bias is missing: W_O (out_proj) has d_model biases "
+                     "too")
 
 
 # ------------------------------------------------------------------ references and helpers
 
 
+@reference
 def _reference(P, query, key, value, h, *, scale="head_dim", k_with="k", v_with="v",
                swap_kv=False, softmax_dim=-1, split="ok", merge="ok", out="ok"):
     """Multi-head attention in float64 from the weights P (nn.Linear layout); the keyword
@@ -108,6 +138,7 @@ def _reference(P, query, key, value, h, *, scale="head_dim", k_with="k", v_with=
     return output, weights
 
 
+@reference
 def _random_weights(d_model, sizes, bias, seed):
     """{q_w, k_w, v_w, o_w: (D, in) float64, q_b...: (D,) or None} with non-zero biases."""
     gen = torch.Generator().manual_seed(seed)
@@ -165,24 +196,6 @@ def _judge_load_into(targets, P):
                      "weight as (out_features, in_features).")
 
 
-def _to_torch_mha(P, d_model, h, key_size, value_size, bias, dtype, device):
-    """nn.MultiheadAttention(batch_first=True) holding the weights P."""
-    m = nn.MultiheadAttention(d_model, h, bias=bias, kdim=key_size, vdim=value_size,
-                              batch_first=True, dtype=dtype, device=device)
-    with torch.no_grad():
-        ws = [P[n + "_w"].to(dtype=dtype, device=device) for n in "qkv"]
-        if m.in_proj_weight is not None:
-            m.in_proj_weight.copy_(torch.cat(ws))
-        else:
-            for dst, w in zip((m.q_proj_weight, m.k_proj_weight, m.v_proj_weight), ws):
-                dst.copy_(w)
-        m.out_proj.weight.copy_(P["o_w"])
-        if bias:
-            m.in_proj_bias.copy_(torch.cat([P[n + "_b"] for n in "qkv"]))
-            m.out_proj.bias.copy_(P["o_b"])
-    return m.eval()
-
-
 def _shown(d_model, num_heads, kwargs):
     return ", ".join([str(d_model), str(num_heads)] + [f"{k}={v}" for k, v in kwargs.items()])
 
@@ -204,6 +217,34 @@ def _judge_construct(data, shown):
 
 
 # ------------------------------------------------------------------ exercise 1
+@reference
+def _projection_answers(heads, W_O, b_O):
+    """(expected output, {bug message: output}) of output_projection_by_heads, in the inputs'
+    dtype: Concat(heads) @ W_O + b_O, and what the classic mistakes give instead."""
+    batch, h, L, hd = heads.shape
+    d_model = W_O.shape[1]
+    Hd, Wd = heads.double(), W_O.double()
+    bd = 0 if b_O is None else b_O.double()
+    merged = _merge(Hd)                                     # (B, L, h*hd)
+    expected = merged @ Wd + bd                             # (B, L, d_model)
+    bugs = {
+        INTERLEAVED_BLOCKS: torch.einsum("bhld,dhe->ble", Hd, Wd.reshape(hd, h, d_model)) + bd,
+        FIRST_BLOCK: (Hd @ Wd[:hd]).sum(1) + bd,
+        HEADS_AVERAGED: (merged @ Wd) / h + bd,
+        CONCAT_MIXED: Hd.reshape(batch, L, h * hd) @ Wd + bd,
+    }
+    if b_O is not None:
+        bugs[NO_B_O] = merged @ Wd
+        bugs[B_O_PER_HEAD] = merged @ Wd + h * bd
+    if d_model == h * hd:
+        bugs[NO_W_O_MATRIX] = merged + bd
+        blocks = torch.block_diag(*[Wd[i * hd:(i + 1) * hd, i * hd:(i + 1) * hd] for i in range(h)])
+        bugs[W_O_BLOCK_DIAGONAL] = merged @ blocks + bd
+    dtype = heads.dtype
+    return expected.to(dtype), {m: c.to(dtype) for m, c in bugs.items()}
+
+
+@check
 def output_projection_by_heads(fn, *, seed=0, batch=2, num_heads=4, L=5, head_dim=3,
                                d_model=None, bias=True, dtype=torch.float32, device="cpu"):
     """fn(heads (B, h, L, hd), W_O (h*hd, d_model), b_O (d_model,) or None) -> (B, L, d_model)
@@ -213,6 +254,7 @@ def output_projection_by_heads(fn, *, seed=0, batch=2, num_heads=4, L=5, head_di
     heads, W_O, b_O = random_inputs((batch, h, L, hd), (h * hd, d_model), (d_model,),
                                     seed=seed, dtype=dtype, device=device)
     b_O = b_O if bias else None
+    expected, bugs = _projection_answers(heads, W_O, b_O)
     originals = [t.clone() for t in (heads, W_O) + ((b_O,) if bias else ())]
     output, inputs = call_keeping(fn, heads, W_O, b_O, name="output_projection_by_heads")
     for before, after, name in zip(originals, inputs, ("heads", "W_O", "b_O")):
@@ -221,34 +263,7 @@ def output_projection_by_heads(fn, *, seed=0, batch=2, num_heads=4, L=5, head_di
                  "compute new tensors instead (avoid +=, add_ and friends on the inputs).")
     expect_tensor(output, "output", shape=(batch, L, d_model), dtype=dtype, device=device,
                   shape_names="(B, L, d_model)")
-
-    Hd, Wd = heads.double(), W_O.double()
-    bd = 0 if b_O is None else b_O.double()
-    merged = _merge(Hd)                                     # (B, L, h*hd)
-    expected = merged @ Wd + bd                             # (B, L, d_model)
-    bugs = {
-        "head i's block of W_O must be rows [i*head_dim, (i+1)*head_dim). W_O.view(head_dim, "
-        "num_heads, d_model) interleaves the rows of different heads (head i gets rows i, "
-        "i + num_heads, ...); use W_O.view(num_heads, head_dim, d_model)":
-            torch.einsum("bhld,dhe->ble", Hd, Wd.reshape(hd, h, d_model)) + bd,
-        "every head was multiplied by the first block W_O[:head_dim]: head i needs its own "
-        "block W_O[i*head_dim:(i+1)*head_dim]":
-            (Hd @ Wd[:hd]).sum(1) + bd,
-        "you averaged the heads' contributions: the formula is a sum over heads, not a mean":
-            (merged @ Wd) / h + bd,
-        "heads and positions are mixed: the concatenation must put head i's features of "
-        "position l at [l, i*head_dim:(i+1)*head_dim] (transpose before reshape)":
-            Hd.reshape(batch, L, h * hd) @ Wd + bd,
-    }
-    if bias:
-        bugs["the bias b_O is missing: add it once, after the sum over heads"] = merged @ Wd
-        bugs[B_O_PER_HEAD] = merged @ Wd + h * bd
-    if d_model == h * hd:
-        bugs[NO_W_O.replace("Apply out_proj to the merged heads", "Multiply by W_O")] = merged + bd
-        blocks = torch.block_diag(*[Wd[i * hd:(i + 1) * hd, i * hd:(i + 1) * hd] for i in range(h)])
-        bugs[W_O_BLOCK_DIAGONAL] = merged @ blocks + bd
-    expect_close(output, expected.to(dtype), "output", bugs={m: c.to(dtype) for m, c in bugs.items()},
-                 dtype=dtype)
+    expect_close(output, expected, "output", bugs=bugs, dtype=dtype)
     passed(f"output_projection_by_heads: sum over {h} heads of head_i @ W_O^i"
            f"{' + b_O' if bias else ''} equals Concat(heads) @ W_O{' + b_O' if bias else ''} "
            f"(B={batch}, L={L}, head_dim={hd}, d_model={d_model}, {dtype}).")
@@ -284,6 +299,18 @@ def _probe_structure(cls, d_model, num_heads, kwargs, bad):
     return data
 
 
+@reference
+def _structure_answers(d_model, num_heads, query_size, key_size, value_size, bias):
+    """{"head_dim", "weights": the weights' count, "count": all parameters} of
+    MultiHeadAttention(d_model, num_heads, ...)."""
+    return {"head_dim": d_model // num_heads,
+            "weights": _count_reference(d_model, num_heads, query_size, key_size, value_size,
+                                        bias=False),
+            "count": _count_reference(d_model, num_heads, query_size, key_size, value_size,
+                                      bias)}
+
+
+@check
 def multi_head_attention_structure(cls, *, d_model=16, num_heads=4, query_size=None,
                                    key_size=None, value_size=None, bias=True):
     """The constructor: attribute names, nn.Linear shapes, biases, parameter count, and a
@@ -295,9 +322,10 @@ def multi_head_attention_structure(cls, *, d_model=16, num_heads=4, query_size=N
     shown = _shown(d_model, num_heads, kwargs)
     bad_h = max(num_heads, 2)
     bad_d = 3 * bad_h + 1  # never divisible by bad_h
+    answers = _structure_answers(d_model, num_heads, query_size, key_size, value_size, bias)
     data = probe(_probe_structure, cls, d_model, num_heads, kwargs, (bad_d, bad_h))
     _judge_construct(data, shown)
-    head_dim = d_model // num_heads
+    head_dim = answers["head_dim"]
     attrs = take(data, "attrs", dict)
     for attr, value in (("d_model", d_model), ("num_heads", num_heads), ("head_dim", head_dim)):
         got = revive(attrs.get(attr))
@@ -329,8 +357,7 @@ def multi_head_attention_structure(cls, *, d_model=16, num_heads=4, query_size=N
         fail("two of q_proj, k_proj, v_proj, out_proj share one weight tensor: each needs its "
              "own parameters.")
     count = take(data, "count", int)
-    weights = d_model * (sizes["q_proj"] + sizes["k_proj"] + sizes["v_proj"] + d_model)
-    expected = weights + (4 * d_model if bias else 0)
+    weights, expected = answers["weights"], answers["count"]
     if count != expected:
         fail(f"MultiHeadAttention({shown}) has {count} parameters, expected {expected} = "
              f"{weights} weights + {expected - weights} biases: the four nn.Linear layers and "
@@ -378,6 +405,65 @@ def _probe_forward(cls, d_model, num_heads, kwargs, P, dtype, device, inputs):
     return data
 
 
+@reference
+def _forward_answers(P, inputs, num_heads, key_size, value_size, bias, dtype, device):
+    """For each (query, key, value) of `inputs`: (expected output, expected weights,
+    {bug message: output}, {bug message: weights}) in `dtype`. The expected values come from
+    nn.MultiheadAttention holding the weights P where it supports the sizes
+    (query_size == d_model), else from the float64 _reference."""
+    d_model = P["q_w"].shape[0]
+    torch_mha = None
+    if P["q_w"].shape[1] == d_model:
+        torch_mha = nn.MultiheadAttention(d_model, num_heads, bias=bias, kdim=key_size,
+                                          vdim=value_size, batch_first=True, dtype=dtype,
+                                          device=device)
+        with torch.no_grad():
+            ws = [P[n + "_w"].to(dtype=dtype, device=device) for n in "qkv"]
+            if torch_mha.in_proj_weight is not None:
+                torch_mha.in_proj_weight.copy_(torch.cat(ws))
+            else:
+                for dst, w in zip((torch_mha.q_proj_weight, torch_mha.k_proj_weight,
+                                   torch_mha.v_proj_weight), ws):
+                    dst.copy_(w)
+            torch_mha.out_proj.weight.copy_(P["o_w"])
+            if bias:
+                torch_mha.in_proj_bias.copy_(torch.cat([P[n + "_b"] for n in "qkv"]))
+                torch_mha.out_proj.bias.copy_(P["o_b"])
+        torch_mha.eval()
+    variants = {
+        NO_W_O: dict(out="missing"), W_O_UNTRANSPOSED: dict(out="untransposed"),
+        W_O_BLOCK_DIAGONAL: dict(out="block_diagonal"),
+        SCALE_D_MODEL: dict(scale="d_model"), NO_SCALE: dict(scale="none"),
+        K_FROM_Q: dict(k_with="q"), V_FROM_K: dict(v_with="k"),
+        KV_SWAPPED: dict(swap_kv=True), SOFTMAX_DIM: dict(softmax_dim=-2),
+        SPLIT_MIXED: dict(split="mixed"), MERGE_MIXED: dict(merge="mixed"),
+    }
+    if bias:
+        variants[B_O_PER_HEAD] = dict(out="bias_per_head")
+    answers = []
+    for q_in, k_in, v_in in inputs:
+        if torch_mha is not None:
+            with torch.no_grad():
+                expected, expected_w = torch_mha(q_in, k_in, v_in, need_weights=True,
+                                                 average_attn_weights=False)
+        else:
+            expected, expected_w = (t.to(dtype) for t in _reference(P, q_in, k_in, v_in,
+                                                                     num_heads))
+        bugs = ({}, {})
+        for message, variant in variants.items():
+            try:
+                out = _reference(P, q_in, k_in, v_in, num_heads, **variant)
+            except RuntimeError:  # the mistake would have raised for these sizes
+                continue
+            bugs[0][message] = out[0].to(dtype)
+            if "out" not in variant and "merge" not in variant:
+                # mistakes after the softmax leave the weights right
+                bugs[1][message] = out[1].to(dtype)
+        answers.append((expected, expected_w, bugs[0], bugs[1]))
+    return answers
+
+
+@check
 def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_heads=4,
                          query_size=None, key_size=None, value_size=None, bias=True,
                          dtype=torch.float32, device="cpu"):
@@ -392,9 +478,6 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
     shown = _shown(d_model, num_heads, kwargs)
     sizes = (query_size or d_model, key_size or d_model, value_size or d_model)
     P = _random_weights(d_model, sizes, bias, seed)
-    reference = None
-    if sizes[0] == d_model:
-        reference = _to_torch_mha(P, d_model, num_heads, key_size, value_size, bias, dtype, device)
 
     cases = []
     if sizes[0] == sizes[1] == sizes[2]:
@@ -404,6 +487,8 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
                                       (batch, Lk, sizes[2]), seed=seed + 2, dtype=dtype,
                                       device=device)
     cases.append(("cross-attention", query, key, value))
+    answers = _forward_answers(P, [case[1:] for case in cases], num_heads, key_size, value_size,
+                               bias, dtype, device)
 
     data = probe(_probe_forward, cls, d_model, num_heads, kwargs, P, dtype, device,
                  [case[1:] for case in cases])
@@ -417,7 +502,7 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
         fail(MALFORMED.format(what="results"))
 
     h = num_heads
-    for (label, q_in, k_in, v_in), item in zip(cases, results):
+    for (label, q_in, k_in, v_in), item, answer in zip(cases, results, answers):
         if not (isinstance(item, (list, tuple)) and len(item) == 2):
             fail(MALFORMED.format(what="results"))
         raised(item[1], f"forward ({label})")
@@ -428,37 +513,11 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
                                            if isinstance(result, tuple) else "") + ".")
         output, weights = result
         Lk_case = k_in.shape[1]
-        if reference is not None:
-            with torch.no_grad():
-                expected, expected_w = reference(q_in, k_in, v_in, need_weights=True,
-                                                 average_attn_weights=False)
-        else:
-            expected, expected_w = (t.to(dtype) for t in _reference(P, q_in, k_in, v_in, h))
-
-        def candidates(index):
-            out = {}
-            variants = {
-                NO_W_O: dict(out="missing"), W_O_UNTRANSPOSED: dict(out="untransposed"),
-                W_O_BLOCK_DIAGONAL: dict(out="block_diagonal"),
-                SCALE_D_MODEL: dict(scale="d_model"), NO_SCALE: dict(scale="none"),
-                K_FROM_Q: dict(k_with="q"), V_FROM_K: dict(v_with="k"),
-                KV_SWAPPED: dict(swap_kv=True), SOFTMAX_DIM: dict(softmax_dim=-2),
-                SPLIT_MIXED: dict(split="mixed"), MERGE_MIXED: dict(merge="mixed"),
-            }
-            if bias:
-                variants[B_O_PER_HEAD] = dict(out="bias_per_head")
-            for message, variant in variants.items():
-                if index == 1 and "out" in variant or index == 1 and "merge" in variant:
-                    continue  # mistakes after the softmax leave the weights right
-                try:
-                    out[message] = _reference(P, q_in, k_in, v_in, h, **variant)[index].to(dtype)
-                except RuntimeError:  # the mistake would have raised for these sizes
-                    pass
-            return out
+        expected, expected_w, output_bugs, weight_bugs = answer
 
         context = f" ({label}, B={batch}, Lq={q_in.shape[1]}, Lk={Lk_case}, {dtype})"
         expect_tensor(output, "output" + context, dtype=dtype, device=device)
-        expect_close(output, expected, "output" + context, bugs=candidates(0), dtype=dtype,
+        expect_close(output, expected, "output" + context, bugs=output_bugs, dtype=dtype,
                      hint="Compare each step with the formula: project, split, attend, merge, "
                           "W_O.")
         expect_tensor(weights, "weights" + context)
@@ -473,10 +532,10 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
                  f"keep the head axis separate, (B, num_heads, Lq, Lk) = {shape}.")
         expect_tensor(weights, "weights" + context, shape=shape, dtype=dtype,
                       shape_names="(B, num_heads, Lq, Lk)")
-        expect_close(weights, expected_w, "weights" + context, bugs=candidates(1), dtype=dtype,
+        expect_close(weights, expected_w, "weights" + context, bugs=weight_bugs, dtype=dtype,
                      hint="Each head's weights are softmax(q_i k_i^T / sqrt(head_dim)) over the "
                           "keys.")
-    what = ("nn.MultiheadAttention with the same weights" if reference is not None
+    what = ("nn.MultiheadAttention with the same weights" if sizes[0] == d_model
             else "a float64 reference (nn.MultiheadAttention needs query_size == d_model)")
     passed(f"MultiHeadAttention({shown}): outputs and per-head weights equal {what} "
            f"({', '.join(c[0] for c in cases)}; {dtype}).")
@@ -484,39 +543,82 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
 
 # ------------------------------------------------------------------ exercise 3
 class _Target(nn.Module):
-    """A stand-in for the student's MultiHeadAttention: the four nn.Linear of the interface."""
+    """A stand-in for the student's MultiHeadAttention: the attributes `attrs` (d_model,
+    num_heads, head_dim) and the four nn.Linear of the interface, holding `state`
+    ({"q_proj.weight": tensor, "q_proj.bias": tensor, ...}, no bias entries without biases)."""
 
-    def __init__(self, d_model, num_heads, key_size, value_size, bias, dtype):
+    def __init__(self, attrs, state):
         super().__init__()
-        self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model // num_heads
-        kw = dict(bias=bias, dtype=dtype)
-        self.q_proj = nn.Linear(d_model, d_model, **kw)
-        self.k_proj = nn.Linear(key_size, d_model, **kw)
-        self.v_proj = nn.Linear(value_size, d_model, **kw)
-        self.out_proj = nn.Linear(d_model, d_model, **kw)
+        for name, value in attrs.items():
+            setattr(self, name, value)
+        for attr in PROJECTIONS:
+            weight, bias = state[f"{attr}.weight"], state.get(f"{attr}.bias")
+            linear = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None,
+                               dtype=weight.dtype)
+            with torch.no_grad():
+                linear.weight.copy_(weight)
+                if bias is not None:
+                    linear.bias.copy_(bias)
+            setattr(self, attr, linear)
 
 
+@reference
 def _load_setup(seed, d_model, num_heads, key_size, value_size, bias, dtype):
-    """(torch_mha, ours): nn.MultiheadAttention with random weights, and a _Target holding
-    stale values that no correct copy leaves behind; the same for the same arguments."""
+    """The inputs of load_from_torch's check: {"torch": the parameters of an
+    nn.MultiheadAttention with random weights (named_parameters' names and order), "ours":
+    the stale values of the target's projections, which no correct copy leaves behind,
+    "attrs": the target's d_model, num_heads, head_dim}."""
     torch_mha = nn.MultiheadAttention(d_model, num_heads, bias=bias, kdim=key_size,
                                       vdim=value_size, batch_first=True, dtype=dtype)
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in torch_mha.parameters():
             p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float64))
-    ours = _Target(d_model, num_heads, key_size or d_model, value_size or d_model, bias, dtype)
+    ours = {}
+    for attr, size in zip(PROJECTIONS, (d_model, key_size or d_model, value_size or d_model,
+                                        d_model)):
+        shapes = [("weight", (d_model, size))] + ([("bias", (d_model,))] if bias else [])
+        for part, shape in shapes:
+            ours[f"{attr}.{part}"] = (10 + torch.randn(shape, generator=gen,
+                                                       dtype=torch.float64)).to(dtype)
+    return {"torch": {n: p.detach().clone() for n, p in torch_mha.named_parameters()},
+            "ours": ours,
+            "attrs": {"d_model": d_model, "num_heads": num_heads,
+                      "head_dim": d_model // num_heads}}
+
+
+@reference
+def _load_answers(torch_state):
+    """{"weight": {"q", "k", "v", "o": tensor}, "bias": {...} or {}}: what load_from_torch
+    must copy into q_proj, k_proj, v_proj, out_proj from nn.MultiheadAttention's parameters
+    `torch_state`."""
+    if "in_proj_weight" in torch_state:
+        weights = dict(zip("qkv", torch_state["in_proj_weight"].chunk(3)))
+    else:
+        weights = {n: torch_state[f"{n}_proj_weight"] for n in "qkv"}
+    weights["o"] = torch_state["out_proj.weight"]
+    biases = {}
+    if "in_proj_bias" in torch_state:
+        biases = dict(zip("qkv", torch_state["in_proj_bias"].chunk(3)))
+        biases["o"] = torch_state["out_proj.bias"]
+    return {"weight": weights, "bias": biases}
+
+
+def _probe_load(fn, setup, key_size, value_size, bias):
+    """Build the modules of _load_setup's data `setup` (an nn.MultiheadAttention and a
+    _Target) and call fn(ours, torch_mha); returns what it raised or returned (and whether
+    that was `ours`), torch_mha's parameters after the call, and ours' projections' weights
+    and biases with whether each shares memory with torch_mha."""
+    torch_state = setup["torch"]
+    dtype = torch_state["out_proj.weight"].dtype
+    attrs = setup["attrs"]
+    torch_mha = nn.MultiheadAttention(attrs["d_model"], attrs["num_heads"], bias=bias,
+                                      kdim=key_size, vdim=value_size, batch_first=True,
+                                      dtype=dtype)
     with torch.no_grad():
-        for p in ours.parameters():
-            p.copy_(10 + torch.randn(p.shape, generator=gen, dtype=torch.float64))
-    return torch_mha, ours
-
-
-def _probe_load(fn, seed, d_model, num_heads, key_size, value_size, bias, dtype):
-    """Call fn(ours, torch_mha) on _load_setup's modules; returns what it raised or returned
-    (and whether that was `ours`), torch_mha's parameters after the call, and ours'
-    projections' weights and biases with whether each shares memory with torch_mha."""
-    torch_mha, ours = _load_setup(seed, d_model, num_heads, key_size, value_size, bias, dtype)
+        for name, p in torch_mha.named_parameters():
+            p.copy_(torch_state[name])
+    ours = _Target(attrs, setup["ours"])
     result, error = attempt(fn, ours, torch_mha)
     data = {"error": error, "result": export(result), "is_ours": result is ours}
     data["torch_mha"] = {n: p.detach().clone() for n, p in torch_mha.named_parameters()}
@@ -531,35 +633,31 @@ def _probe_load(fn, seed, d_model, num_heads, key_size, value_size, bias, dtype)
     return data
 
 
+@check
 def load_from_torch(fn, *, seed=0, d_model=16, num_heads=4, key_size=None, value_size=None,
                     bias=True, dtype=torch.float32):
     """fn(ours, torch_mha) copies nn.MultiheadAttention's weights into ours in place."""
     ks, vs = key_size or d_model, value_size or d_model
-    setup = (seed, d_model, num_heads, key_size, value_size, bias, dtype)
-    torch_mha, ours = _load_setup(*setup)  # here: what the student's copies started from
-    stale = {n: p.detach().clone() for n, p in ours.named_parameters()}
-    data = probe(_probe_load, fn, *setup)
+    setup = _load_setup(seed, d_model, num_heads, key_size, value_size, bias, dtype)
+    torch_state, stale = setup["torch"], setup["ours"]  # what the student's copies start from
+    answers = _load_answers(torch_state)
+    data = probe(_probe_load, fn, setup, key_size, value_size, bias)
     raised(take_error(data, "error"), "load_from_torch")
     result = revive(data.get("result"))
     if result is not None and not take(data, "is_ours", bool):
         fail("load_from_torch must copy the weights into `ours` in place and return `ours`; "
              f"it returned a different object ({type_name(result)}).")
     after = take(data, "torch_mha", dict)
-    for name, p in torch_mha.named_parameters():
-        if not torch.equal(take(after, name, torch.Tensor), p.detach()):
+    for name, p in torch_state.items():
+        if not torch.equal(take(after, name, torch.Tensor), p):
             fail(f"load_from_torch changed torch_mha.{name}: copy from it, never into it.")
-    separate = torch_mha.in_proj_weight is None
+    separate = "in_proj_weight" not in torch_state
     copied, shares = take(data, "ours", dict), take(data, "shares", dict)
     if separate:
-        w = {"q": torch_mha.q_proj_weight, "k": torch_mha.k_proj_weight, "v": torch_mha.v_proj_weight}
         where = "q_proj_weight, k_proj_weight, v_proj_weight"
     else:
-        w = dict(zip("qkv", torch_mha.in_proj_weight.chunk(3)))
         where = "in_proj_weight.chunk(3)"
-    w["o"] = torch_mha.out_proj.weight
-    b = dict(zip("qkv", torch_mha.in_proj_bias.chunk(3))) if bias else {}
-    if bias:
-        b["o"] = torch_mha.out_proj.bias
+    w, b = answers["weight"], answers["bias"]
     order = ("in_proj_weight stacks [W_q; W_k; W_v] in this order: "
              "w_q, w_k, w_v = in_proj_weight.chunk(3)")
     for attr, n in zip(PROJECTIONS, "qkvo"):
@@ -615,6 +713,7 @@ def load_from_torch(fn, *, seed=0, d_model=16, num_heads=4, key_size=None, value
 
 
 # ------------------------------------------------------------------ exercise 4
+@reference
 def _count_reference(d_model, num_heads, query_size=None, key_size=None, value_size=None,
                      bias=True):
     """Trusted count: nn.MultiheadAttention's own numel where it applies (on the meta device,
@@ -626,7 +725,10 @@ def _count_reference(d_model, num_heads, query_size=None, key_size=None, value_s
     return d_model * (qs + ks + vs + d_model) + (4 * d_model if bias else 0)
 
 
+@reference
 def _count_configs(seed):
+    """[(d_model, num_heads, {keyword arguments})]: the layer shapes count_parameters is
+    asked about (fixed for seed 0, drawn from `seed` otherwise)."""
     if seed == 0:
         return [(512, 8, {}), (512, 1, {}), (16, 4, {}),
                 (12, 3, dict(query_size=5, key_size=7, value_size=9)),
@@ -647,11 +749,33 @@ def _count_configs(seed):
     return configs
 
 
+@reference
+def _count_answers(configs):
+    """[(expected count, {bug message: what the mistake counts})] for each (d_model,
+    num_heads, {keyword arguments}) of `configs`."""
+    answers = []
+    for d, h, kw in configs:
+        qs, ks, vs = kw.get("query_size") or d, kw.get("key_size") or d, kw.get("value_size") or d
+        bias = kw.get("bias", True)
+        biases = 4 * d if bias else 0
+        answers.append((_count_reference(d, h, **kw), {
+            COUNT_NO_BIASES: d * (qs + ks + vs + d),
+            COUNT_W_O_PER_HEAD: d * (qs + ks + vs) + h * d * d + biases,
+            COUNT_QKV_PER_HEAD: h * d * (qs + ks + vs) + d * d + biases,
+            COUNT_ONE_HEAD: (d // h) * (qs + ks + vs) + d * d + biases,
+            COUNT_SIZES_IGNORED: 4 * d * d + biases,
+            COUNT_NO_OUT_BIAS: d * (qs + ks + vs + d) + (3 * d if bias else 0),
+        }))
+    return answers
+
+
+@check
 def count_parameters(fn, *, seed=0):
     """fn(d_model, num_heads, *, query_size=None, key_size=None, value_size=None, bias=True)
     -> the exact number of parameters; ValueError when num_heads does not divide d_model."""
+    configs = _count_configs(seed)
     rows = []
-    for d, h, kw in _count_configs(seed):
+    for (d, h, kw), (expected, bugs) in zip(configs, _count_answers(configs)):
         shown = ", ".join([str(d), str(h)] + [f"{k}={v}" for k, v in kw.items()])
         got = call(fn, d, h, name=f"count_parameters({shown})", **kw)
         if isinstance(got, bool) or not isinstance(got, (int, float)) and not (
@@ -659,27 +783,8 @@ def count_parameters(fn, *, seed=0):
             fail(f"count_parameters({shown}) returned {got!r}: return a number (an int).")
         got = got.item() if isinstance(got, torch.Tensor) else got
         qs, ks, vs = kw.get("query_size") or d, kw.get("key_size") or d, kw.get("value_size") or d
-        bias = kw.get("bias", True)
-        biases = 4 * d if bias else 0
-        rows.append(dict(shown=shown, got=got, expected=_count_reference(d, h, **kw),
-                         d=d, h=h, sizes=(qs, ks, vs), biases=biases, bias=bias, bugs={
-            "the biases are missing: each of the four nn.Linear layers has d_model biases "
-            "(4 * d_model in all when bias=True)": d * (qs + ks + vs + d),
-            "W_O was counted once per head: there is one W_O of shape (num_heads * head_dim, "
-            "d_model) = (d_model, d_model), shared by all heads (head i uses its row block)":
-                d * (qs + ks + vs) + h * d * d + biases,
-            "W_Q, W_K, W_V were counted as full matrices per head: all heads together have one "
-            "(input size, d_model) matrix each, head i owning head_dim of its columns":
-                h * d * (qs + ks + vs) + d * d + biases,
-            "only one head's W_Q, W_K, W_V (input size x head_dim) were counted: the heads "
-            "together hold (input size x d_model) each":
-                (d // h) * (qs + ks + vs) + d * d + biases,
-            "query_size, key_size and value_size were ignored: W_Q has query_size * d_model "
-            "weights, W_K key_size * d_model, W_V value_size * d_model":
-                4 * d * d + biases,
-            "the output projection's bias is missing: W_O (out_proj) has d_model biases too":
-                d * (qs + ks + vs + d) + (3 * d if bias else 0),
-        }))
+        rows.append(dict(shown=shown, got=got, expected=expected, d=d, sizes=(qs, ks, vs),
+                         bias=kw.get("bias", True), bugs=bugs))
     wrong = [r for r in rows if r["got"] != r["expected"]]
     if wrong:
         for message in wrong[0]["bugs"]:
