@@ -124,16 +124,17 @@ def chapter_namespace(notebook_path, cells=None, checks=None):
     return namespace
 
 
-def run_visible_tests(notebook_path, namespace, stop=False):
+def run_visible_tests(notebook_path, namespace, stop=False, hidden=False):
     """{test grade_id: None, or the message of what it raised}: the visible part of each
-    test cell, run in a copy of `namespace`; stop=True: raise RuntimeError at a failure."""
+    test cell (hidden=True: the whole cell), run in a copy of `namespace`; stop=True:
+    raise RuntimeError at a failure."""
     results = {}
     for number, meta, source in _code_cells(notebook_path):
         if not meta.get("grade"):
             continue
         try:
-            exec(compile(visible_part(source), f"{Path(notebook_path).name} cell {number}",
-                         "exec"), dict(namespace))
+            exec(compile(source if hidden else visible_part(source),
+                         f"{Path(notebook_path).name} cell {number}", "exec"), dict(namespace))
             results[meta["grade_id"]] = None
         except Exception as error:
             if stop:

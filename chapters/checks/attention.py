@@ -490,6 +490,14 @@ def _integer_inputs(batch, Lq, Lk, d_k, d_v, magnitude, seed):
     query = torch.randint(-magnitude, magnitude + 1, (*batch, Lq, d_k), generator=gen)
     key = torch.randint(-magnitude, magnitude + 1, (*batch, Lk, d_k), generator=gen)
     value = torch.randn(*batch, Lk, d_v, generator=gen, dtype=torch.float64)
+    # Scores this large make most rows one-hot, scaled or not. Query 0's two best keys get
+    # scores a whole |q_j| apart, so that its weights show the scaling whatever the seed:
+    # key 0 points along query 0 (its best), key 1 is key 0 one unit closer to 0 at j.
+    q0 = query[..., 0, :]                                        # (*batch, d_k)
+    best = torch.where(q0 >= 0, magnitude, -magnitude)           # (*batch, d_k)
+    j = q0.abs().argmax(dim=-1, keepdim=True)                    # (*batch, 1)
+    second = best.scatter(-1, j, best.gather(-1, j) - best.gather(-1, j).sign())
+    key[..., 0, :], key[..., 1, :] = best, second
     return query, key, value
 
 

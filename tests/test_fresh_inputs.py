@@ -1,0 +1,53 @@
+"""The grader draws fresh inputs for every grading run (checks.common.SALT, a number the
+student never sees, mixed into every seed of the checks): the verdicts must not depend on
+it. Every submission of the catalogue, the reference, every correct variant and every
+bug, gets the same pass/fail on every test cell, hidden tests included, with the seeds as
+written and with two other salts."""
+import sys
+
+import pytest
+
+from autograde import course, kit
+from tests.submissions import catalogue
+
+if str(course.CHAPTERS) not in sys.path:  # the grader's checks, as the notebooks import them
+    sys.path.insert(0, str(course.CHAPTERS))
+from checks import common  # noqa: E402
+
+SALTS = [None, 20261123, 7]
+
+
+def _submissions():
+    for assignment in course.assignments():
+        entries = catalogue(assignment)
+        yield pytest.param(assignment, {}, id=f"{assignment}-reference")
+        for name, cells in (entries.CORRECT if entries else {}).items():
+            yield pytest.param(assignment, cells, id=f"{assignment}-correct-{name}")
+        for name, bug in (entries.BUGS if entries else {}).items():
+            yield pytest.param(assignment, bug.cells, id=f"{assignment}-bug-{name}")
+
+
+@pytest.mark.parametrize("assignment, cells", list(_submissions()))
+def test_verdicts_do_not_depend_on_the_salt(assignment, cells, capsys):
+    notebook = course.CHAPTERS / f"{assignment}.ipynb"
+    verdicts = []
+    try:
+        for salt in SALTS:
+            common.SALT = salt
+            results = kit.run_visible_tests(notebook, kit.chapter_namespace(notebook, cells),
+                                            hidden=True)
+            verdicts.append({test: message is None for test, message in results.items()})
+    finally:
+        common.SALT = None
+    assert verdicts[1] == verdicts[0] and verdicts[2] == verdicts[0]
+
+
+def test_the_salt_changes_the_inputs():
+    (plain,) = common.random_inputs((3,), seed=1)
+    common.SALT = 99
+    try:
+        (salted,) = common.random_inputs((3,), seed=1)
+        (again,) = common.random_inputs((3,), seed=1)
+    finally:
+        common.SALT = None
+    assert not bool((plain == salted).all()) and bool((salted == again).all())
