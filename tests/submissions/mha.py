@@ -3,8 +3,10 @@
 Solution cells: output_projection_by_heads, MultiHeadAttention, load_from_torch,
 count_parameters. Test cells: test_output_projection_by_heads, test_mha_structure,
 test_mha_forward, test_load_from_torch, test_count_parameters.
-The code runs in the notebook's namespace: math, torch, nn, F, scaled_dot_product_attention,
-masked_softmax, split_heads and merge_heads are defined by the cells above the exercises.
+The code runs in the notebook's namespace: math, torch, nn, F, scaled_dot_product_attention
+(chapter 1's, without masks: `mask` must be None), split_heads and merge_heads are defined
+by the cells above the exercises. Masks come in chapter 4: a forward that computes the
+softmax itself refuses a mask, as the given scaled_dot_product_attention does.
 """
 from . import Bug
 
@@ -56,6 +58,8 @@ def output_projection_by_heads(heads, W_O, b_O=None):
     "MultiHeadAttention": _mha('''
     def forward(self, query, key, value, mask=None):
         # one head at a time, with the head's rows of each weight: W_i^Q = q_proj.weight[rows].T
+        if mask is not None:
+            raise NotImplementedError("masks come in chapter 4")
         outs, all_weights = [], []
         for i in range(self.num_heads):
             rows = slice(i * self.head_dim, (i + 1) * self.head_dim)
@@ -64,11 +68,7 @@ def output_projection_by_heads(heads, W_O, b_O=None):
                 return F.linear(x, proj.weight[rows], bias)      # (B, L, hd)
             q_i, k_i, v_i = part(self.q_proj, query), part(self.k_proj, key), part(self.v_proj, value)
             scores = q_i @ k_i.transpose(1, 2) / math.sqrt(self.head_dim)
-            if mask is not None:
-                m = mask.expand(query.shape[0], self.num_heads, query.shape[1], key.shape[1])[:, i]
-                weights = masked_softmax(scores, m)
-            else:
-                weights = torch.softmax(scores, dim=-1)
+            weights = torch.softmax(scores, dim=-1)
             outs.append(weights @ v_i)
             all_weights.append(weights)
         return self.out_proj(torch.cat(outs, dim=-1)), torch.stack(all_weights, dim=1)
@@ -119,6 +119,8 @@ def output_projection_by_heads(heads, W_O, b_O=None):
 ''',
     "MultiHeadAttention": _mha('''
     def forward(self, query, key, value, mask=None):
+        if mask is not None:
+            raise NotImplementedError("masks come in chapter 4")
         h, hd = self.num_heads, self.head_dim
 
         def project(proj, x):                         # (B, L, in) -> (B, h, L, hd)
@@ -127,7 +129,7 @@ def output_projection_by_heads(heads, W_O, b_O=None):
 
         q, k, v = project(self.q_proj, query), project(self.k_proj, key), project(self.v_proj, value)
         scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / hd ** 0.5
-        weights = masked_softmax(scores, mask)
+        weights = torch.softmax(scores, dim=-1)
         heads = torch.einsum("bhqk,bhkd->bhqd", weights, v)
         W_O = self.out_proj.weight.view(self.d_model, h, hd)      # stored (d_model, h*hd)
         output = torch.einsum("bhqd,ehd->bqe", heads, W_O)
@@ -152,6 +154,8 @@ FUSED_QKV = {
     "MultiHeadAttention": _mha('''
     def forward(self, query, key, value, mask=None):
         # one matmul for the projections whose inputs are the same tensor
+        if mask is not None:
+            raise NotImplementedError("masks come in chapter 4")
         B, Lq, Lk, D = query.shape[0], query.shape[1], key.shape[1], self.d_model
         projs = (self.q_proj, self.k_proj, self.v_proj)
         if query is key and key is value:
@@ -171,7 +175,7 @@ FUSED_QKV = {
             torch.zeros(B * self.num_heads, Lq, Lk, dtype=q.dtype),
             q.reshape(-1, Lq, self.head_dim), k.reshape(-1, Lk, self.head_dim).transpose(1, 2),
             alpha=1 / math.sqrt(self.head_dim)).view(B, self.num_heads, Lq, Lk)
-        weights = masked_softmax(scores, mask)
+        weights = torch.softmax(scores, dim=-1)
         return self.out_proj(merge_heads(weights @ v)), weights
 '''),
     "load_from_torch": '''
@@ -309,7 +313,7 @@ def output_projection_by_heads(heads, W_O, b_O=None):
         notes="copy-paste slip; silent when query_size == key_size"),
     "scaled_by_sqrt_d_model": Bug(
         cells={"MultiHeadAttention": _mha(_mha_forward_with(attend='''scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_model)
-        weights = masked_softmax(scores, mask)
+        weights = torch.softmax(scores, dim=-1)
         heads = weights @ v'''))},
         fails=["test_mha_forward"],
         diagnosis=r"sqrt\(d_model\).*sqrt\(head_dim\)",
