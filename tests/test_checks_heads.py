@@ -36,7 +36,8 @@ def _nbgrader(cell):
 
 
 CODE = [c for c in NOTEBOOK["cells"] if c["cell_type"] == "code"]
-SETUP = "\n".join(line for line in _source(CODE[0]).splitlines() if not line.startswith("%"))
+SETUP = "\n".join(line for line in _source(CODE[0]).splitlines()
+                  if not line.lstrip().startswith("%"))  # magics, also indented ones
 CHAPTER1 = next(_source(c) for c in CODE
                 if not _nbgrader(c) and "def scaled_dot_product_attention(" in _source(c))
 RAW_SOLUTIONS = {grade_id(c): _source(c) for c in CODE if _nbgrader(c).get("solution")}

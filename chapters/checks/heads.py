@@ -4,8 +4,11 @@ head_projection, fuse_head_weights.
 Each check builds random inputs from `seed`, runs the student's function, compares with a
 few-line reference (or nn.MultiheadAttention) and, when the numbers differ, with the
 outputs of the classic mistakes on the same input, so that the message names the mistake.
-Shape letters: B batch, L (Lq, Lk) sequence length, h num_heads, hd head_dim,
-D d_model = num_heads * head_dim.
+The @reference functions compute those inputs and answers (in the student's kit they are
+read from its fixtures instead, see common.py); the student's code gets copies of the
+inputs, so that nothing it does in place reaches them. The messages live here, outside
+the @reference functions. Shape letters: B batch, L (Lq, Lk) sequence length, h num_heads,
+hd head_dim, D d_model = num_heads * head_dim.
 """
 import math
 
@@ -13,8 +16,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import (CheckFailure, call_keeping, expect_close, expect_tensor, fail, forbid,
-                     passed, random_inputs, type_name)
+from .common import (CheckFailure, call_keeping, check, expect_close, expect_tensor, fail,
+                     forbid, passed, random_inputs, reference, type_name)
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
 
 SPLIT_LAYOUT = "(B, num_heads, L, head_dim)"
@@ -31,11 +34,56 @@ VIEW_ERROR = ("view() cannot flatten a non-contiguous tensor: after transpose(1,
               "of one position are no longer next to each other in memory, so .view(B, L, d_model) "
               "fails. Use .reshape(B, L, d_model) (it copies only when it must) or "
               ".contiguous().view(B, L, d_model).")
+MERGE_MIXED = ("heads and positions are mixed: transpose(1, 2) back to (B, L, num_heads, head_dim) "
+               "before flattening (num_heads, head_dim) into d_model. A plain reshape of "
+               "(B, num_heads, L, head_dim) runs without error and scrambles positions.")
+MERGE_INTERLEAVED = ("the features of the heads are interleaved (head i went to features i, "
+                     "i + num_heads, ...): head i must fill the block [i*head_dim, "
+                     "(i+1)*head_dim); flatten (num_heads, head_dim) in that order.")
+CORE_SCALE_D_MODEL = ("scores scaled by sqrt(d_model); each head's scores must be divided by "
+                      "sqrt(head_dim), the size of the vectors that head compares.")
+CORE_UNSCALED = "scores not scaled: divide Q K^T by sqrt(head_dim)."
+CORE_NOT_MERGED_BACK = ("the heads were merged without transposing back: heads and positions are "
+                        "mixed in the output. merge_heads must transpose(1, 2) before flattening.")
+CORE_SPLIT_MIXED = ("split_heads mixes heads and positions (it reshapes straight to (B, num_heads, "
+                    "L, head_dim)): fix it first, its own check says how.")
+CORE_SPLIT_STRIDED = ("split_heads gives head i the strided features i, i + num_heads, ...: fix it "
+                      "first, its own check says how.")
+CORE_MERGE_INTERLEAVED = ("merge_heads interleaves the heads' features: fix it first, its own check "
+                          "says how.")
+CORE_ACROSS_HEADS = ("attention ran across heads instead of positions (the silent bug shown in this "
+                     "chapter): the head axis was never moved, so the scores were (B, L, num_heads, "
+                     "num_heads) and each position attended only over its own heads. Split to "
+                     "(B, num_heads, L, head_dim) (reshape, then transpose(1, 2)) before the "
+                     "matmul.")
+CORE_RESHAPED = ("heads and positions are mixed: the tensors were reshaped straight to "
+                 "(B, num_heads, L, head_dim) and back without transpose(1, 2). Use split_heads "
+                 "and merge_heads.")
+# head_projection's mistakes: str.format templates (i, num_heads; j and word: the neighbour)
+PROJ_STRIDED = ("you took the strided rows i, i + num_heads, ... (weight[{i}::{num_heads}]); "
+                "head i's W_i is the contiguous block of rows [i*head_dim, (i+1)*head_dim).")
+PROJ_NO_BIAS = ("the bias is missing: add head i's part of it, "
+                "bias[i*head_dim:(i+1)*head_dim].")
+PROJ_BIAS_BLOCK = ("the bias block is wrong: head i's bias is bias[i*head_dim:(i+1)*head_dim], "
+                   "the same rows as the weight.")
+PROJ_COLUMNS = ("you took columns of the weight: nn.Linear stores W transposed, as "
+                "(out_features, in_features), so head i's W_i^Q is rows [i*head_dim, "
+                "(i+1)*head_dim) of weight (transposed), i.e. columns of the x @ W matrix.")
+PROJ_NEIGHBOUR = ("you returned the {word} head's block (head {j}): heads are numbered from 0, "
+                  "head i holds rows [i*head_dim, (i+1)*head_dim).")
+FUSE_NOT_TRANSPOSED = ("each W_i must be transposed: nn.Linear computes x @ weight^T, so its "
+                       "weight holds W_i^T (head_dim, in_features) in rows [i*head_dim, "
+                       "(i+1)*head_dim). A plain reshape of (num_heads, in_features, head_dim) "
+                       "scrambles the numbers.")
+FUSE_INTERLEAVED = ("the heads' rows are interleaved (row j*num_heads + i holds head i's feature "
+                    "j): head i's W_i^T must fill the contiguous rows [i*head_dim, "
+                    "(i+1)*head_dim).")
 
 
 # ------------------------------------------------------------------ references and helpers
 
 
+@reference
 def _attend(q, k, v, scale):
     """softmax(q k^T * scale) v over the last two axes; returns (output, weights)."""
     weights = torch.softmax((q @ k.transpose(-2, -1)) * scale, dim=-1)
@@ -87,6 +135,12 @@ def _run(function, *args, name):
         raise
 
 
+def _copy(tensor):
+    """A copy for the student's code, with the same strides (a transposed view stays one):
+    what it does in place must not reach the check's inputs (in the kit, its fixtures)."""
+    return None if tensor is None else tensor.clone()
+
+
 def _unchanged(after, original):
     """True when `after` (an argument as the student's code left it) still equals `original`."""
     if original is None:
@@ -102,16 +156,37 @@ def _tokens(B, L, D, seed, dtype, contiguous):
     return random_inputs((B, D, L), seed=seed, dtype=dtype)[0].transpose(1, 2)
 
 
+def _in_split_layout(heads):
+    """A copy of `heads` (B, num_heads, L, head_dim), values unchanged, laid out in memory as
+    split_heads leaves its result: a transposed view of a (B, L, num_heads, head_dim) tensor.
+    (The kit's fixtures store tensors contiguous; this gives back the layout.)"""
+    return heads.transpose(1, 2).clone(memory_format=torch.contiguous_format).transpose(1, 2)
+
+
 # ------------------------------------------------------------------ exercise 1: split_heads
+@reference
+def _split_answers(x, num_heads):
+    """(the split of x, {bug message: what the bug returns})."""
+    B, L, D = x.shape
+    head_dim = D // num_heads
+    return _split(x, num_heads), {
+        MIXED: x.reshape(B, num_heads, L, head_dim),
+        STRIDED_SPLIT: x.reshape(B, L, head_dim, num_heads).permute(0, 3, 1, 2),
+        TRANSPOSED_FIRST: x.transpose(1, 2).reshape(B, num_heads, L, head_dim),
+    }
+
+
+@check
 def split_heads(split_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
                 dtype=torch.float32, contiguous=True):
     """split_heads(x, num_heads): (B, L, d_model) -> (B, num_heads, L, head_dim), head i
     holding features [i*head_dim, (i+1)*head_dim)."""
     D = num_heads * head_dim
     x = _tokens(B, L, D, seed, dtype, contiguous)
+    expected, bugs = _split_answers(x, num_heads)
     original = x.clone()
     name = "split_heads(x, num_heads)"
-    out, (x_after, _) = _run(split_heads, x, num_heads, name=name)
+    out, (x_after, _) = _run(split_heads, _copy(x), num_heads, name=name)
     sizes = dict(B=B, L=L, num_heads=num_heads, head_dim=head_dim, d_model=D)
     _expect_layout(out, (B, num_heads, L, head_dim), name, SPLIT_LAYOUT, sizes, known={
         "(B, L, num_heads, head_dim)": "You split d_model into heads but left the head axis "
@@ -128,11 +203,8 @@ def split_heads(split_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
     }, wrong_order="You transposed the wrong axes: reshape to (B, L, num_heads, head_dim), "
                    "then transpose(1, 2) swaps L and num_heads.")
     expect_tensor(out, name, dtype=x.dtype)
-    expect_close(out, _split(x, num_heads), name, bugs={
-        MIXED: x.reshape(B, num_heads, L, head_dim),
-        STRIDED_SPLIT: x.reshape(B, L, head_dim, num_heads).permute(0, 3, 1, 2),
-        TRANSPOSED_FIRST: x.transpose(1, 2).reshape(B, num_heads, L, head_dim),
-    }, hint="Reshape to (B, L, num_heads, head_dim), then transpose(1, 2).")
+    expect_close(out, expected, name, bugs=bugs,
+                 hint="Reshape to (B, L, num_heads, head_dim), then transpose(1, 2).")
     if not _unchanged(x_after, original):
         fail(f"{name} changed its input x in place; return a new view instead.")
     passed(f"split_heads: (B, L, d_model) = {tuple(x.shape)} -> {SPLIT_LAYOUT} = "
@@ -140,6 +212,7 @@ def split_heads(split_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
            "input), head i holds features [i*head_dim, (i+1)*head_dim)")
 
 
+@check
 def split_heads_divisibility(split_heads, *, seed=0, B=2, L=5, d_model=10, num_heads=3):
     """split_heads must raise ValueError naming d_model and num_heads when they don't divide."""
     if d_model % num_heads == 0:
@@ -147,7 +220,7 @@ def split_heads_divisibility(split_heads, *, seed=0, B=2, L=5, d_model=10, num_h
     x = random_inputs((B, L, d_model), seed=seed)[0]
     name = f"split_heads(x, num_heads={num_heads}) with d_model={d_model}"
     try:
-        out = split_heads(x, num_heads)
+        out = split_heads(_copy(x), num_heads)
     except NotImplementedError:
         fail("split_heads is not implemented yet: replace `raise NotImplementedError()` "
              "with your code.")
@@ -182,6 +255,25 @@ def split_heads_divisibility(split_heads, *, seed=0, B=2, L=5, d_model=10, num_h
 
 
 # ------------------------------------------------------------------ exercise 2: merge_heads
+@reference
+def _split_tokens(B, L, num_heads, head_dim, seed, dtype):
+    """Heads as split_heads returns them: random (B, L, d_model) tokens, split."""
+    x = random_inputs((B, L, num_heads * head_dim), seed=seed, dtype=dtype)[0]
+    return _split(x, num_heads)
+
+
+@reference
+def _merge_answers(heads):
+    """(the merge of heads, {bug message: what the bug returns})."""
+    B, num_heads, L, head_dim = heads.shape
+    D = num_heads * head_dim
+    return _merge(heads), {
+        MERGE_MIXED: heads.reshape(B, L, D),
+        MERGE_INTERLEAVED: heads.permute(0, 2, 3, 1).reshape(B, L, D),
+    }
+
+
+@check
 def merge_heads(merge_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
                 dtype=torch.float32, contiguous=True):
     """merge_heads(x): (B, num_heads, L, head_dim) -> (B, L, d_model), inverse of split_heads.
@@ -193,10 +285,11 @@ def merge_heads(merge_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
     if contiguous:
         heads = random_inputs((B, num_heads, L, head_dim), seed=seed, dtype=dtype)[0]
     else:
-        heads = _split(random_inputs((B, L, D), seed=seed, dtype=dtype)[0], num_heads)
+        heads = _in_split_layout(_split_tokens(B, L, num_heads, head_dim, seed, dtype))
+    expected, bugs = _merge_answers(heads)
     original = heads.clone()
     name = "merge_heads(x)"
-    out, (heads_after,) = _run(merge_heads, heads, name=name)
+    out, (heads_after,) = _run(merge_heads, _copy(heads), name=name)
     sizes = dict(B=B, L=L, num_heads=num_heads, head_dim=head_dim, d_model=D)
     _expect_layout(out, (B, L, D), name, "(B, L, d_model)", sizes, known={
         "(B, L, num_heads, head_dim)": "The axes are back in place, but num_heads and head_dim "
@@ -207,19 +300,13 @@ def merge_heads(merge_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
         "(B, L, num_heads, head_dim) before flattening the last two axes.",
     })
     expect_tensor(out, name, dtype=heads.dtype)
-    expect_close(out, _merge(heads), name, bugs={
-        "heads and positions are mixed: transpose(1, 2) back to (B, L, num_heads, head_dim) "
-        "before flattening (num_heads, head_dim) into d_model. A plain reshape of "
-        "(B, num_heads, L, head_dim) runs without error and scrambles positions.":
-            heads.reshape(B, L, D),
-        "the features of the heads are interleaved (head i went to features i, i + num_heads, "
-        "...): head i must fill the block [i*head_dim, (i+1)*head_dim); flatten "
-        "(num_heads, head_dim) in that order.": heads.permute(0, 2, 3, 1).reshape(B, L, D),
-    }, hint="Transpose(1, 2) to (B, L, num_heads, head_dim), then reshape(B, L, d_model).")
+    expect_close(out, expected, name, bugs=bugs,
+                 hint="Transpose(1, 2) to (B, L, num_heads, head_dim), then reshape(B, L, d_model).")
     if not _unchanged(heads_after, original):
         fail(f"{name} changed its input in place; return a new tensor instead.")
-    roundtrip, _ = _run(merge_heads, _split(_merge(heads).clone(), num_heads), name=name)
-    expect_close(roundtrip, _merge(heads), "merge_heads(split_heads(x))",
+    # the heads as split_heads(merged heads) returns them: a view, not contiguous
+    roundtrip, _ = _run(merge_heads, _in_split_layout(heads), name=name)
+    expect_close(roundtrip, expected, "merge_heads(split_heads(x))",
                  hint="merge_heads must undo split_heads exactly.")
     passed(f"merge_heads: (B, num_heads, L, head_dim) = {tuple(heads.shape)} "
            f"({'contiguous' if contiguous else 'a non-contiguous view'}, {heads.dtype}) -> "
@@ -227,6 +314,7 @@ def merge_heads(merge_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
 
 
 # ------------------------------------------------------------------ exercise 3: the core
+@reference
 def _torch_core(q, k, v, num_heads):
     """nn.MultiheadAttention with identity projections: split, attend per head, merge."""
     B, Lq, D = q.shape
@@ -240,6 +328,44 @@ def _torch_core(q, k, v, num_heads):
         return m(q, k, v, need_weights=True, average_attn_weights=False)
 
 
+@reference
+def _core_answers(q, k, v, num_heads):
+    """(expected output, expected weights, {bug message: the bug's output})."""
+    B, Lq, D = q.shape
+    Lk, head_dim = k.shape[1], D // num_heads
+    expected_out, expected_weights = _torch_core(q, k, v, num_heads)
+    bugs = {
+        CORE_SCALE_D_MODEL:
+            _merge(_attend(_split(q, num_heads), _split(k, num_heads), _split(v, num_heads),
+                           1 / math.sqrt(D))[0]),
+        CORE_UNSCALED:
+            _merge(_attend(_split(q, num_heads), _split(k, num_heads), _split(v, num_heads),
+                           1.0)[0]),
+        CORE_NOT_MERGED_BACK:
+            _attend(_split(q, num_heads), _split(k, num_heads), _split(v, num_heads),
+                    1 / math.sqrt(head_dim))[0].reshape(B, Lq, D),
+    }
+    scale = 1 / math.sqrt(head_dim)
+    for message, split in (
+        (CORE_SPLIT_MIXED, lambda t: t.reshape(t.shape[0], num_heads, t.shape[1], head_dim)),
+        (CORE_SPLIT_STRIDED,
+         lambda t: t.reshape(t.shape[0], t.shape[1], head_dim, num_heads).permute(0, 3, 1, 2)),
+    ):
+        bugs[message] = _merge(_attend(split(q), split(k), split(v), scale)[0])
+    bugs[CORE_MERGE_INTERLEAVED] = _attend(_split(q, num_heads), _split(k, num_heads),
+                                           _split(v, num_heads),
+                                           scale)[0].permute(0, 2, 3, 1).reshape(B, Lq, D)
+    if Lq == Lk:
+        # The Keras code of one of the course's source tutorials: reshape to (B, L, h, hd)
+        # and multiply without moving the head axis; the scores are (B, L, h, h).
+        hq, hk, hv = (t.reshape(B, Lq, num_heads, head_dim) for t in (q, k, v))
+        bugs[CORE_ACROSS_HEADS] = _attend(hq, hk, hv, 1 / math.sqrt(head_dim))[0].reshape(B, Lq, D)
+        mq, mk, mv = (t.reshape(B, num_heads, Lq, head_dim) for t in (q, k, v))
+        bugs[CORE_RESHAPED] = _attend(mq, mk, mv, 1 / math.sqrt(head_dim))[0].reshape(B, Lq, D)
+    return expected_out, expected_weights, bugs
+
+
+@check
 def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=None,
                              num_heads=3, head_dim=4, dtype=torch.float32):
     """multihead_attention_core(query, key, value, num_heads): projected (B, Lq, d_model),
@@ -248,58 +374,17 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
     Lk = Lq if Lk is None else Lk
     D = num_heads * head_dim
     q, k, v = random_inputs((B, Lq, D), (B, Lk, D), (B, Lk, D), seed=seed, dtype=dtype)
+    expected_out, expected_weights, bugs = _core_answers(q, k, v, num_heads)
     name = "multihead_attention_core(query, key, value, num_heads)"
     with forbid(**{"nn.MultiheadAttention (F.multi_head_attention_forward)":
                    F.multi_head_attention_forward}):
-        result, _ = _run(multihead_attention_core, q, k, v, num_heads, name=name)
+        result, _ = _run(multihead_attention_core, _copy(q), _copy(k), _copy(v), num_heads,
+                         name=name)
     if not (isinstance(result, tuple) and len(result) == 2):
         fail(f"{name} must return a tuple (output, weights); got "
              f"{type_name(result)}" + (f" of {len(result)} items" if isinstance(result, tuple)
                                            else ""))
     out, weights = result
-    expected_out, expected_weights = _torch_core(q, k, v, num_heads)
-
-    bugs = {
-        "scores scaled by sqrt(d_model); each head's scores must be divided by "
-        "sqrt(head_dim), the size of the vectors that head compares.":
-            _merge(_attend(_split(q, num_heads), _split(k, num_heads), _split(v, num_heads),
-                           1 / math.sqrt(D))[0]),
-        "scores not scaled: divide Q K^T by sqrt(head_dim).":
-            _merge(_attend(_split(q, num_heads), _split(k, num_heads), _split(v, num_heads),
-                           1.0)[0]),
-        "the heads were merged without transposing back: heads and positions are mixed in "
-        "the output. merge_heads must transpose(1, 2) before flattening.":
-            _attend(_split(q, num_heads), _split(k, num_heads), _split(v, num_heads),
-                    1 / math.sqrt(head_dim))[0].reshape(B, Lq, D),
-    }
-    scale = 1 / math.sqrt(head_dim)
-    for message, split in (
-        ("split_heads mixes heads and positions (it reshapes straight to (B, num_heads, L, "
-         "head_dim)): fix it first, its own check says how.",
-         lambda t: t.reshape(t.shape[0], num_heads, t.shape[1], head_dim)),
-        ("split_heads gives head i the strided features i, i + num_heads, ...: fix it first, "
-         "its own check says how.",
-         lambda t: t.reshape(t.shape[0], t.shape[1], head_dim, num_heads).permute(0, 3, 1, 2)),
-    ):
-        bugs[message] = _merge(_attend(split(q), split(k), split(v), scale)[0])
-    bugs["merge_heads interleaves the heads' features: fix it first, its own check says "
-         "how."] = _attend(_split(q, num_heads), _split(k, num_heads), _split(v, num_heads),
-                           scale)[0].permute(0, 2, 3, 1).reshape(B, Lq, D)
-    if Lq == Lk:
-        # The Keras code of one of the course's source tutorials: reshape to (B, L, h, hd)
-        # and multiply without moving the head axis; the scores are (B, L, h, h).
-        hq, hk, hv = (t.reshape(B, Lq, num_heads, head_dim) for t in (q, k, v))
-        bugs["attention ran across heads instead of positions (the silent bug shown in this "
-             "chapter): the head axis was never moved, so the scores were (B, L, num_heads, "
-             "num_heads) and each position attended only over its own heads. Split to "
-             "(B, num_heads, L, head_dim) (reshape, then transpose(1, 2)) before the "
-             "matmul."] = \
-            _attend(hq, hk, hv, 1 / math.sqrt(head_dim))[0].reshape(B, Lq, D)
-        mq, mk, mv = (t.reshape(B, num_heads, Lq, head_dim) for t in (q, k, v))
-        bugs["heads and positions are mixed: the tensors were reshaped straight to "
-             "(B, num_heads, L, head_dim) and back without transpose(1, 2). Use split_heads "
-             "and merge_heads."] = \
-            _attend(mq, mk, mv, 1 / math.sqrt(head_dim))[0].reshape(B, Lq, D)
     out = expect_tensor(out, f"{name}: output")
     if tuple(out.shape) != (B, Lq, D):
         _expect_layout(out, (B, Lq, D), f"{name}: output", "(B, Lq, d_model)",
@@ -331,6 +416,31 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
 
 
 # ------------------------------------------------------------------ exercise 4: head i's block
+@reference
+def _projection_answers(x, weight, b, i, num_heads):
+    """(head i's projection (B, L, head_dim), {bug message: what the bug returns})."""
+    D, in_features = weight.shape
+    head_dim = D // num_heads
+    expected = _split(F.linear(x, weight, b), num_heads)[:, i]   # (B, L, hd)
+
+    def block(rows):
+        return F.linear(x, weight[rows], None if b is None else b[rows])
+
+    rows = slice(i * head_dim, (i + 1) * head_dim)
+    bugs = {PROJ_STRIDED.format(i=i, num_heads=num_heads): block(slice(i, None, num_heads))}
+    if b is not None:
+        bugs[PROJ_NO_BIAS] = F.linear(x, weight[rows])
+        bugs[PROJ_BIAS_BLOCK] = F.linear(x, weight[rows]) + b[i::num_heads]
+    if in_features == D:
+        bugs[PROJ_COLUMNS] = x @ weight[:, rows] + (0 if b is None else b[rows])
+    for j, word in ((i + 1, "next"), (i - 1, "previous")):
+        if 0 <= j < num_heads:
+            bugs[PROJ_NEIGHBOUR.format(word=word, j=j)] = \
+                block(slice(j * head_dim, (j + 1) * head_dim))
+    return expected, bugs
+
+
+@check
 def head_projection(head_projection, *, seed=0, B=2, L=5, in_features=None, num_heads=3,
                     head_dim=4, i=1, bias=True, dtype=torch.float32):
     """head_projection(x, weight, bias, i, num_heads): head i's queries from its own block of
@@ -340,11 +450,11 @@ def head_projection(head_projection, *, seed=0, B=2, L=5, in_features=None, num_
     x, weight, b = random_inputs((B, L, in_features), (D, in_features), (D,), seed=seed,
                                  dtype=dtype)
     b = b if bias else None
+    expected, bugs = _projection_answers(x, weight, b, i, num_heads)
     originals = (weight.clone(), None if b is None else b.clone())
     name = f"head_projection(x, weight, bias, i={i}, num_heads={num_heads})"
-    out, (_, weight_after, b_after, _, _) = _run(head_projection, x, weight, b, i, num_heads,
-                                                 name=name)
-    expected = _split(F.linear(x, weight, b), num_heads)[:, i]   # (B, L, hd)
+    out, (_, weight_after, b_after, _, _) = _run(head_projection, _copy(x), _copy(weight),
+                                                 _copy(b), i, num_heads, name=name)
     sizes = dict(B=B, L=L, num_heads=num_heads, head_dim=head_dim, d_model=D)
     if in_features != D:
         sizes["in_features"] = in_features
@@ -354,31 +464,6 @@ def head_projection(head_projection, *, seed=0, B=2, L=5, in_features=None, num_
         "(B, num_heads, L, head_dim)": "That is every head: return only head i.",
     })
     expect_tensor(out, name, dtype=x.dtype)
-
-    def block(rows):
-        return F.linear(x, weight[rows], None if b is None else b[rows])
-
-    rows = slice(i * head_dim, (i + 1) * head_dim)
-    bugs = {
-        f"you took the strided rows i, i + num_heads, ... (weight[{i}::{num_heads}]); head i's "
-        "W_i is the contiguous block of rows [i*head_dim, (i+1)*head_dim).":
-            block(slice(i, None, num_heads)),
-    }
-    if b is not None:
-        bugs["the bias is missing: add head i's part of it, bias[i*head_dim:(i+1)*head_dim]."] = \
-            F.linear(x, weight[rows])
-        bugs["the bias block is wrong: head i's bias is bias[i*head_dim:(i+1)*head_dim], the "
-             "same rows as the weight."] = F.linear(x, weight[rows]) + b[i::num_heads]
-    if in_features == D:
-        bugs["you took columns of the weight: nn.Linear stores W transposed, as "
-             "(out_features, in_features), so head i's W_i^Q is rows [i*head_dim, "
-             "(i+1)*head_dim) of weight (transposed), i.e. columns of the x @ W matrix."] = \
-            x @ weight[:, rows] + (0 if b is None else b[rows])
-    for j, word in ((i + 1, "next"), (i - 1, "previous")):
-        if 0 <= j < num_heads:
-            bugs[f"you returned the {word} head's block (head {j}): heads are numbered from 0, "
-                 "head i holds rows [i*head_dim, (i+1)*head_dim)."] = \
-                block(slice(j * head_dim, (j + 1) * head_dim))
     expect_close(out, expected, name, bugs=bugs,
                  hint="Head i's weight is weight[i*head_dim:(i+1)*head_dim] (and the same "
                       "slice of the bias); project x with it as nn.Linear does, x @ W^T + b.")
@@ -390,6 +475,22 @@ def head_projection(head_projection, *, seed=0, B=2, L=5, in_features=None, num_
 
 
 # ------------------------------------------------------------------ exercise 5: fusing
+@reference
+def _fuse_answers(w, x):
+    """(the fused weight (d_model, in_features), {bug message: what the bug returns}, the
+    heads' projections x @ W_i side by side (B, L, d_model): what F.linear(x, fused) gives)."""
+    num_heads, in_features, head_dim = w.shape
+    D = num_heads * head_dim
+    expected = w.transpose(1, 2).reshape(D, in_features)
+    bugs = {
+        FUSE_NOT_TRANSPOSED: w.reshape(D, in_features),
+        FUSE_INTERLEAVED: w.permute(2, 0, 1).reshape(D, in_features),
+    }
+    per_head = torch.stack([x @ w[i] for i in range(num_heads)], dim=1)   # (B, h, L, hd)
+    return expected, bugs, _merge(per_head)
+
+
+@check
 def fuse_head_weights(fuse_head_weights, *, seed=0, num_heads=3, in_features=7, head_dim=4,
                       dtype=torch.float32):
     """fuse_head_weights(w): per-head W_i (num_heads, in_features, head_dim), x @ W_i
@@ -397,9 +498,10 @@ def fuse_head_weights(fuse_head_weights, *, seed=0, num_heads=3, in_features=7, 
     D = num_heads * head_dim
     w, x = random_inputs((num_heads, in_features, head_dim), (2, 5, in_features), seed=seed,
                          dtype=dtype)
+    expected, bugs, per_head = _fuse_answers(w, x)
     original = w.clone()
     name = "fuse_head_weights(w)"
-    out, (w_after,) = _run(fuse_head_weights, w, name=name)
+    out, (w_after,) = _run(fuse_head_weights, _copy(w), name=name)
     sizes = dict(num_heads=num_heads, in_features=in_features, head_dim=head_dim, d_model=D)
     _expect_layout(out, (D, in_features), name, "(d_model, in_features)", sizes, known={
         "(in_features, d_model)": "That is the x @ W matrix [W_0 | W_1 | ... ] of shape "
@@ -409,22 +511,14 @@ def fuse_head_weights(fuse_head_weights, *, seed=0, num_heads=3, in_features=7, 
         "(num_heads, in_features, head_dim)": "You returned the per-head matrices unchanged.",
     })
     expect_tensor(out, name, dtype=w.dtype)
-    expected = w.transpose(1, 2).reshape(D, in_features)
-    bugs = {
-        "each W_i must be transposed: nn.Linear computes x @ weight^T, so its weight holds "
-        "W_i^T (head_dim, in_features) in rows [i*head_dim, (i+1)*head_dim). A plain reshape "
-        "of (num_heads, in_features, head_dim) scrambles the numbers.": w.reshape(D, in_features),
-        "the heads' rows are interleaved (row j*num_heads + i holds head i's feature j): head "
-        "i's W_i^T must fill the contiguous rows [i*head_dim, (i+1)*head_dim).":
-            w.permute(2, 0, 1).reshape(D, in_features),
-    }
     expect_close(out, expected, name, bugs=bugs,
                  hint="Transpose each W_i to (head_dim, in_features) and stack them in head "
                       "order along the first axis.")
     if not _unchanged(w_after, original):
         fail(f"{name} changed its input in place.")
-    per_head = torch.stack([x @ w[i] for i in range(num_heads)], dim=1)   # (B, h, L, hd)
-    expect_close(_split(F.linear(x, out), num_heads), per_head,
+    # head i's outputs are features [i*head_dim, (i+1)*head_dim) of F.linear(x, fused): the
+    # same numbers as comparing split_heads of it with x @ W_i, head by head
+    expect_close(F.linear(x, out), per_head,
                  "split_heads(F.linear(x, fused)) vs x @ W_i for each head")
     passed(f"fuse_head_weights: {num_heads} matrices {tuple(w.shape[1:])} -> one nn.Linear "
            f"weight {tuple(out.shape)} ({w.dtype}); projecting once and splitting equals "
