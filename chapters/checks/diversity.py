@@ -129,7 +129,7 @@ def relation_scores(fn, *, seed=0, B=3, num_heads=2, L=6, dtype=torch.float32, d
     """fn(weights (B, h, L, L)) -> (prev (h,), first (h,)): the mean attention weight on key
     i-1 and on key 0, over the batch and the query positions i >= 2."""
     w64 = _attention_maps(B, num_heads, L, L, seed, causal=True)
-    weights = w64.to(dtype=dtype, device=device)
+    weights = w64.to(dtype=dtype, device=device, copy=True)  # the student's: w64 stays intact
     original = weights.clone()
     name = "relation_scores(weights)"
     result, (after,) = call_keeping(fn, weights, name=name)
@@ -403,7 +403,7 @@ def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size
     inputs = random_inputs((2, 4, sizes[0]), (2, 5, sizes[1]), (2, 5, sizes[2]), seed=seed + 1,
                            dtype=dtype, device=device)
     data = probe(_probe_identical, fn, cls, d_model, num_heads, kwargs, P, dtype, device,
-                 inputs)
+                 [x.clone() for x in inputs])  # copies: the student's forward gets these
     h, hd = _judge_build(data, where, P, d_model, num_heads, dtype, device)
     name = "make_heads_identical(mha)"
     try:
@@ -510,7 +510,7 @@ def head_similarity(fn, *, seed=0, B=4, num_heads=3, Lq=5, Lk=None, dtype=torch.
     computed per example and averaged over the batch."""
     Lk = Lq if Lk is None else Lk
     w64 = _attention_maps(B, num_heads, Lq, Lk, seed, causal=False)
-    weights = w64.to(dtype=dtype, device=device)
+    weights = w64.to(dtype=dtype, device=device, copy=True)  # the student's: w64 stays intact
     original = weights.clone()
     name = "head_similarity(weights)"
     out, (after,) = call_keeping(fn, weights, name=name)
@@ -628,7 +628,7 @@ GRADIENT = ("that is the gradient score |dL/d gate_k| (Michel et al.), not the a
 def _ablation_setup(params, batch, L, vocab_size, d_model, num_heads, device):
     """(GatedModel holding `params`, Batch of `batch`'s tensors), on device."""
     model = GatedModel(vocab_size, L, d_model, num_heads, params=params).to(device)
-    return model, Batch(*(t.to(device) for t in batch))
+    return model, Batch(*(t.to(device, copy=True) for t in batch))  # copies: `batch` stays
 
 
 def _probe_ablation(fn, params, batch, L, vocab_size, d_model, num_heads, device):
@@ -815,7 +815,7 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
                            dtype=dtype, device=device)
     remove = list(remove)
     data = probe(_probe_prune, fn, cls, d_model, num_heads, kwargs, P, dtype, device, remove,
-                 inputs)
+                 [x.clone() for x in inputs])  # copies: the student's forward gets these
     h, hd = _judge_build(data, where, P, d_model, num_heads, dtype, device)
     keep = sorted(set(range(h)) - set(remove))  # the heads the pruned module holds
     name = f"prune_heads(mha, {remove})"
