@@ -5,6 +5,7 @@ hold the derivation against the grader's own reading of the notebook, against sm
 made-up packages, and against a real release through nbgrader (about 5 s).
 """
 import json
+import re
 
 import pytest
 
@@ -84,4 +85,10 @@ def test_the_release_of_chapter_1_ships_its_checks_only(tmp_path):
     assert {"checks/__init__.py", "checks/attention.py", "checks/common.py"} <= shipped
     assert not shipped & {"checks/mha.py", "checks/diversity.py"}
     assert {p for p in shipped if p.startswith("checks/")} == {
-        "checks/__init__.py", "checks/attention.py", "checks/common.py"}
+        "checks/__init__.py", "checks/attention.py", "checks/common.py",
+        "checks/fixtures/01_attention.npz"}
+    # the student form: answers replayed from the fixtures, none computed
+    kit_line = re.compile(r"^KIT = True", re.M)
+    assert kit_line.search((folder / "checks" / "common.py").read_text())
+    assert not kit_line.search((tmp_path / "source" / "01_attention" / "checks" /
+                                "common.py").read_text())  # nbgrader autograde's copy
