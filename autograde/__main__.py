@@ -7,7 +7,6 @@
   python -m autograde report   [ASSIGNMENT ...]   report.md and report.png for the class
 """
 import argparse
-import shutil
 import sys
 from pathlib import Path
 
@@ -56,35 +55,23 @@ def main(argv=None):
 
     if args.command == "release":
         for assignment, folder in course.release(course_dir, assignments, args.db).items():
-            print(f"{assignment}: {folder}")
+            earlier = course.answers_shipped(assignment)
+            print(f"{assignment}: {folder}" + (f" (holds the answers of {', '.join(earlier)} "
+                                               "for its lab code)" if earlier else
+                                               " (holds no answers)"))
             if args.zip:
-                Path(args.zip).mkdir(parents=True, exist_ok=True)
-                archive = shutil.make_archive(str(Path(args.zip) / assignment), "zip",
-                                              folder.parent, assignment)
-                print(f"{assignment}: {archive}")
+                print(f"{assignment}: {course.write_zip(folder, args.zip)}")
+        print(f"kit: {course_dir.resolve() / 'kit'} (the package of the checks, no answers)")
         return 0
 
-    from . import batch, exports
+    from . import batch
     if args.command == "grade":
-        if args.engine == "nbgrader":
-            results = batch.grade_with_nbgrader(course_dir, assignments, args.student, args.db)
-            batch.save_results(course_dir, results)  # for `feedback` and `report`
-        else:
-            limits = {key: value for key, value in (
-                ("call_seconds", args.call_seconds), ("notebook_seconds", args.notebook_seconds),
-                ("memory_bytes", args.memory_mb and args.memory_mb * 2**20)) if value}
-            batch.grade(course_dir, assignments, args.student, args.jobs,
-                        resume=not args.restart, limits=limits, db_url=args.db,
-                        progress=not args.no_progress)
-            results = batch.load_results(course_dir, assignments)
-        grades = exports.export_grades(course_dir, course_dir / "grades.csv", args.db)
-        tests = exports.export_tests(results, course_dir / "tests.csv")
-        errors = [r for r in results.values() if r.status != "graded"]
-        for result in errors:
-            print(f"ERROR {result.student}/{result.assignment}: {result.error}", file=sys.stderr)
-        print(f"{len(results)} notebooks; {len(errors)} could not be graded. "
-              f"Wrote {grades} and {tests}.")
-        return 0
+        try:
+            with batch.course_lock(course_dir):
+                return _grade(args, assignments, course_dir)
+        except batch.Busy as busy:
+            print(f"ERROR: {busy}", file=sys.stderr)
+            return 2
     results = batch.load_results(course_dir, assignments)
     if not results:
         print("no results: run `python -m autograde grade` first", file=sys.stderr)
@@ -97,6 +84,34 @@ def main(argv=None):
     from .report import write_report
     for path in write_report(course_dir, results):
         print(path)
+    return 0
+
+
+def _grade(args, assignments, course_dir):
+    from . import batch, exports
+    if args.engine == "nbgrader":
+        results = batch.grade_with_nbgrader(course_dir, assignments, args.student, args.db)
+        batch.save_results(course_dir, results)  # for `feedback` and `report`
+    else:
+        limits = {key: value for key, value in (
+            ("call_seconds", args.call_seconds), ("notebook_seconds", args.notebook_seconds),
+            ("memory_bytes", args.memory_mb and args.memory_mb * 2**20)) if value}
+        batch.grade(course_dir, assignments, args.student, args.jobs,
+                    resume=not args.restart, limits=limits, db_url=args.db,
+                    progress=not args.no_progress)
+        results = batch.load_results(course_dir, assignments)
+    grades = exports.export_grades(course_dir, course_dir / "grades.csv", args.db)
+    tests = exports.export_tests(results, course_dir / "tests.csv")
+    errors = [r for r in results.values() if r.status != "graded"]
+    for result in errors:
+        print(f"ERROR {result.student}/{result.assignment}: {result.error}", file=sys.stderr)
+    for result in results.values():
+        for problem in result.problems:
+            if problem.get("kind") == "duplicate":
+                print(f"NOTE {result.student}/{result.assignment}: {problem.get('cell')}: "
+                      f"{problem.get('message')}", file=sys.stderr)
+    print(f"{len(results)} notebooks; {len(errors)} could not be graded. "
+          f"Wrote {grades} and {tests}.")
     return 0
 
 

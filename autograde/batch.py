@@ -5,6 +5,7 @@ imported once); the main process records each result in the gradebook as it arri
 keeps it as JSON in <course>/.autograde/results/, so an interrupted batch resumes where it
 stopped: a submission whose file and chapter are unchanged is not graded again.
 """
+import contextlib
 import json
 import multiprocessing
 import os
@@ -12,6 +13,7 @@ import sys
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,25 +51,61 @@ def find_jobs(course_dir, assignments, students=None):
                 others = sorted(p.name for p in folder.glob("*.ipynb"))
                 problem = (f"no notebook named {notebook.name}"
                            + (f"; found {', '.join(others)} (rename it to {notebook.name})"
-                              if others else ""))
+                              if others else " was submitted"))
             jobs.append(Job(student_dir.name, assignment, folder, notebook, problem))
     return jobs
 
 
 # -- worker processes ------------------------------------------------------------------
 _WORKER = {}
+PR_SET_PDEATHSIG = 1
 
 
-def _start_worker(release_dir, limits, sandbox):
+def die_with_parent(parent):
+    """Ask the kernel to SIGKILL this process when its parent dies (however it ends: a
+    grader killed with SIGKILL runs no cleanup of its own), or exit now if it already did."""
+    import ctypes
+    import signal
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _start_worker(release_dir, limits, sandbox, parent):
+    die_with_parent(parent)
+    import atexit
+
     import torch
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
     from autograde.engine import Grader, trusted_namespace
-    from autograde.remote import Zygote
     slot = os.getpid() % 1000
-    zygote = Zygote(release_dir, slot=slot, sandbox=sandbox)
-    _WORKER.update(grader=Grader(zygote, trusted_namespace(), limits), assignments={},
+    _WORKER.update(grader=Grader(None, trusted_namespace(), limits), assignments={},
                    release_dir=release_dir, slot=slot, sandbox=sandbox, limits=limits)
+    try:
+        _new_zygote()
+    except Exception as error:  # no sandbox yet: each job tries again, and says why
+        _WORKER["start_error"] = error
+    atexit.register(_close_zygote)
+
+
+def _new_zygote():
+    from autograde.remote import Zygote
+    _close_zygote()
+    _WORKER["grader"].zygote = Zygote(_WORKER["release_dir"], slot=_WORKER["slot"],
+                                      sandbox=_WORKER["sandbox"])
+
+
+def _close_zygote():
+    zygote, _WORKER["grader"].zygote = _WORKER["grader"].zygote, None
+    if zygote is not None:
+        try:
+            zygote.close()
+        except Exception:
+            pass
 
 
 def _grade_in_worker(source_path, notebook, student, problem):
@@ -78,28 +116,72 @@ def _grade_in_worker(source_path, notebook, student, problem):
     grader = _WORKER["grader"]
     if problem:
         return _error_result(assignment, student, problem).to_json()
+    last = _WORKER.pop("start_error", None)
     for attempt in range(2):
         try:
+            if grader.zygote is None:
+                _new_zygote()
             return grader.grade(assignment, notebook, student).to_json()
-        except (RuntimeError, OSError, EOFError) as error:
-            # the zygote itself died (its sandbox was killed): start a new one, once
-            from autograde.remote import Zygote
-            try:
-                grader.zygote.close()
-            except Exception:
-                pass
-            grader.zygote = Zygote(_WORKER["release_dir"], slot=_WORKER["slot"],
-                                   sandbox=_WORKER["sandbox"])
+        except Exception as error:
+            # the zygote itself died (its sandbox was killed), or did not start: a new one
+            # for the next try; failing twice costs this submission only
             last = error
-    return _error_result(assignment, student, f"the grader failed on this notebook: {last}",
-                         status="crash").to_json()
+            _close_zygote()
+    return _error_result(assignment, student, "the grader failed on this notebook: "
+                         f"{type(last).__name__}: {last}", status="crash").to_json()
 
 
 def _error_result(assignment, student, message, status="error"):
+    from autograde.engine import clean_text
+    message = clean_text(message)
     result = NotebookResult(student, assignment.name, assignment.notebook, "error", message)
     result.tests = [TestResult(t.grade_id, 0.0, t.points, status, message)
                     for t in assignment.tests]
     return result
+
+
+# -- one batch at a time ---------------------------------------------------------------
+class Busy(RuntimeError):
+    """Another `grade` holds this course's lock."""
+
+
+_HELD = {}  # lock path -> [open file, depth]: the lock is re-entrant within a process
+
+
+@contextlib.contextmanager
+def course_lock(course_dir):
+    """Hold <course>/.autograde/grade.lock (fcntl.flock) or raise Busy at once, naming the
+    process that holds it. Two batches on one course would record into the same staging
+    folders and gradebook rows; the kernel drops the lock when its holder dies."""
+    import fcntl
+    path = Path(course_dir).resolve() / ".autograde" / "grade.lock"
+    if str(path) in _HELD:
+        _HELD[str(path)][1] += 1
+        try:
+            yield
+        finally:
+            _HELD[str(path)][1] -= 1
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "unknown"
+        handle.close()
+        raise Busy(f"another `grade` is running on {Path(course_dir).resolve()} (pid "
+                   f"{holder}): wait for it to finish, then run this again") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    _HELD[str(path)] = [handle, 1]
+    try:
+        yield
+    finally:
+        del _HELD[str(path)]
+        handle.close()  # (the file stays: removing it would race with the next locker)
 
 
 # -- the batch -------------------------------------------------------------------------
@@ -109,8 +191,11 @@ def result_path(course_dir, student, assignment):
 
 def _fingerprint(job, assignment):
     import hashlib
-    data = job.notebook.read_bytes() if job.notebook.is_file() else job.problem.encode()
-    return hashlib.sha256(data + assignment.fingerprint.encode()).hexdigest()
+
+    from autograde.engine import fingerprint
+    if job.problem:
+        return hashlib.sha256((job.problem + assignment.fingerprint).encode()).hexdigest()
+    return fingerprint(job.notebook, assignment)
 
 
 def _save(path, data):
@@ -122,16 +207,47 @@ def _save(path, data):
 
 def grade(course_dir=".", assignments=None, students=None, jobs=None, resume=True,
           limits=None, db_url=None, sandbox=True, progress=True, log=print):
-    """Grade every submission; returns {(student, assignment): NotebookResult}."""
+    """Grade every submission; returns {(student, assignment): NotebookResult}. Holds the
+    course's lock (course_lock) throughout: raises Busy while another batch runs."""
+    with course_lock(course_dir):
+        return _grade(course_dir, assignments, students, jobs, resume, limits, db_url,
+                      sandbox, progress, log)
+
+
+def gradebook_state(course_dir, assignments, db_url=None):
+    """({assignment in the gradebook}, {(student, assignment): score recorded there})."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from autograde.course import nbgrader_api
+    db_url = db_url or nbgrader_api(course_dir).coursedir.db_url
+    known, scores = set(), {}
+    with Gradebook(db_url) as gradebook:
+        for assignment in assignments:
+            try:
+                gradebook.find_assignment(assignment)
+            except MissingEntry:
+                continue
+            known.add(assignment)
+            for submission in gradebook.assignment_submissions(assignment):
+                scores[(submission.student_id, assignment)] = submission.score
+    return known, scores
+
+
+def _grade(course_dir, assignments, students, jobs, resume, limits, db_url, sandbox,
+           progress, log):
     from tqdm import tqdm
 
     from autograde.record import Recorder
+    from autograde.remote import remove_stale_workdirs
     warnings.simplefilter("ignore")
     course_dir = Path(course_dir).resolve()
+    remove_stale_workdirs(course_dir / "release")  # what a killed batch could not remove
     assignments = assignments or course.assignments()
     release_dir = course_dir / "release"
+    in_gradebook, recorded = gradebook_state(course_dir, assignments, db_url)
     missing = [a for a in assignments if not (release_dir / a / f"{a}.ipynb").is_file()
-               or not (course_dir / "source" / a / f"{a}.ipynb").is_file()]
+               or not (course_dir / "source" / a / f"{a}.ipynb").is_file()
+               or a not in in_gradebook]
     if missing:
         log(f"releasing {', '.join(missing)} first (nbgrader generate_assignment)")
         course.release(course_dir, missing, db_url)
@@ -139,18 +255,25 @@ def grade(course_dir=".", assignments=None, students=None, jobs=None, resume=Tru
              for a in assignments}
     released = {a: json.loads((release_dir / a / f"{a}.ipynb").read_text())
                 for a in assignments}
-    todo, results = [], {}
+    todo, results, unrecorded = [], {}, []
     for job in find_jobs(course_dir, assignments, students):
         path = result_path(course_dir, job.student, job.assignment)
         fingerprint = _fingerprint(job, specs[job.assignment])
         if resume and path.is_file():
             try:
                 saved = json.loads(path.read_text())
-            except ValueError:
-                saved = {}
-            if saved.get("fingerprint") == fingerprint and saved.get("recorded"):
-                results[(job.student, job.assignment)] = NotebookResult.from_json(
+                result = NotebookResult.from_json(
                     {k: v for k, v in saved.items() if k != "recorded"})
+            except (ValueError, TypeError, KeyError):
+                saved = {}
+            if saved.get("fingerprint") == fingerprint:
+                results[(job.student, job.assignment)] = result
+                # the gradebook is the truth: a result it lacks (or holds another score
+                # for) is recorded again, from the saved verdict, without grading again
+                score = recorded.get((job.student, job.assignment))
+                if not saved.get("recorded") or score is None \
+                        or abs(score - result.score) > 1e-9:
+                    unrecorded.append((job, result))
                 continue
         todo.append((job, fingerprint))
     from autograde.remote import bwrap_path
@@ -158,41 +281,82 @@ def grade(course_dir=".", assignments=None, students=None, jobs=None, resume=Tru
         log("WARNING: bwrap (Debian package bubblewrap) is not installed: students' code "
             "runs WITHOUT a sandbox, with only process limits; it can read and write "
             "whatever this user can. Install bubblewrap to isolate it.")
-    if not todo:
+    if not todo and not unrecorded:
         log(f"nothing to grade: {len(results)} results are up to date")
         return results
     recorder = Recorder(course_dir, db_url)
-    jobs = jobs or max(1, min(os.cpu_count() or 1, len(todo)))
-    context = multiprocessing.get_context("spawn")
-    started = time.monotonic()
-    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_start_worker,
-                             initargs=(str(release_dir), limits, sandbox)) as pool:
-        futures = {pool.submit(_grade_in_worker,
-                               str(course_dir / "source" / job.assignment
-                                   / f"{job.assignment}.ipynb"),
-                               str(job.notebook), job.student, job.problem): (job, fp)
-                   for job, fp in todo}
-        bar = tqdm(total=len(futures), unit="notebook", disable=not progress,
-                   desc="grading", file=sys.stderr)
-        for future in as_completed(futures):
-            job, fingerprint = futures[future]
-            data = future.result()
-            data["fingerprint"] = fingerprint
-            result = NotebookResult.from_json(data)
-            path = result_path(course_dir, job.student, job.assignment)
-            _save(path, dict(data, recorded=False))
+
+    def finish(job, result):
+        path = result_path(course_dir, job.student, job.assignment)
+        _save(path, dict(result.to_json(), recorded=False))
+        try:
             failure = recorder.record(result, released[job.assignment], job.folder)
-            if failure:
-                result.status = "error"
-                result.error = (result.error + "\n" if result.error else "") + \
-                    "nbgrader could not record this result: " + failure[-1000:]
-            _save(path, dict(result.to_json(), recorded=not failure))
-            results[(job.student, job.assignment)] = result
+        except Exception as error:  # nbgrader's own failure: this result only
+            failure = f"{type(error).__name__}: {error}"
+        if failure:
+            result.status = "error"
+            result.error = (result.error + "\n" if result.error else "") + \
+                "nbgrader could not record this result: " + failure[-1000:]
+        _save(path, dict(result.to_json(), recorded=not failure))
+        results[(job.student, job.assignment)] = result
+
+    if unrecorded:
+        log(f"recording {len(unrecorded)} results that the gradebook lacks")
+        for job, result in unrecorded:
+            finish(job, result)
+    if not todo:
+        return results
+    jobs = jobs or max(1, min(os.cpu_count() or 1, len(todo)))
+    started = time.monotonic()
+    bar = tqdm(total=len(todo), unit="notebook", disable=not progress, desc="grading",
+               file=sys.stderr)
+    pending, breaks = dict(enumerate(todo)), {}
+    while pending:
+        for index, data in _run_pool(course_dir, release_dir, limits, sandbox, jobs,
+                                     pending):
+            job, fingerprint = pending[index]
+            if data is None:  # its worker died: once more in a new pool, then an error
+                breaks[index] = breaks.get(index, 0) + 1
+                if breaks[index] < 2:
+                    continue
+                data = _error_result(specs[job.assignment], job.student,
+                                     "the grader's worker process died twice while this "
+                                     "notebook was being graded", status="crash").to_json()
+            data["fingerprint"] = fingerprint
+            finish(job, NotebookResult.from_json(data))
+            del pending[index]
             bar.update()
-        bar.close()
+    bar.close()
     log(f"graded {len(todo)} notebooks in {time.monotonic() - started:.1f} s "
         f"with {jobs} workers ({len(results) - len(todo)} up to date)")
     return results
+
+
+def _run_pool(course_dir, release_dir, limits, sandbox, jobs, pending):
+    """Yield (index, result JSON) for the pending jobs as their grading ends; (index, None)
+    for each job left when a worker process died (the pool is then broken)."""
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(min(jobs, len(pending)), mp_context=context,
+                             initializer=_start_worker,
+                             initargs=(str(release_dir), limits, sandbox, os.getpid())) as pool:
+        futures = {pool.submit(_grade_in_worker,
+                               str(course_dir / "source" / job.assignment
+                                   / f"{job.assignment}.ipynb"),
+                               str(job.notebook), job.student, job.problem): index
+                   for index, (job, _) in pending.items()}
+        for future in as_completed(futures):
+            index = futures[future]
+            try:
+                yield index, future.result()
+            except BrokenProcessPool:
+                yield index, None
+            except Exception as error:  # a bug of the grader's on this notebook: it only
+                job = pending[index][0]
+                spec = Assignment.from_source(course_dir / "source" / job.assignment
+                                              / f"{job.assignment}.ipynb")
+                yield index, _error_result(spec, job.student, "the grader failed on this "
+                                           f"notebook: {type(error).__name__}: {error}",
+                                           status="crash").to_json()
 
 
 def save_results(course_dir, results):

@@ -17,6 +17,7 @@ import json
 import re
 import time
 import traceback
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -104,10 +105,19 @@ def _check_imports(nb):
     return names
 
 
+def file_sha256(path):
+    """sha256 of a file, read in chunks (a 500 MB submission is never held in memory)."""
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
 def read_submission(path, assignment, max_bytes=LIMITS["notebook_file_bytes"]):
-    """The student's notebook as a dict, or SubmissionError saying plainly what is wrong."""
+    """The student's notebook as a dict, or SubmissionError saying plainly (in one line)
+    what is wrong. Its size is checked before a byte of it is read; then it must be UTF-8
+    JSON, a valid nbformat 4 notebook (nbformat's own schema: any wrong type anywhere is
+    named), hold only encodable text, and hold this assignment's exercises."""
     path = Path(path)
-    if not path.exists():
+    if not path.is_file():
         raise SubmissionError(f"no notebook named {path.name} was submitted")
     size = path.stat().st_size
     if size == 0:
@@ -115,21 +125,35 @@ def read_submission(path, assignment, max_bytes=LIMITS["notebook_file_bytes"]):
     if size > max_bytes:
         raise SubmissionError(f"{path.name} is {size / 2**20:.0f} MB, over the limit of "
                               f"{max_bytes / 2**20:.0f} MB: clear its outputs and submit again")
+    with open(path, "rb") as handle:
+        data = handle.read(max_bytes + 1)  # (the file may have grown since)
+    if len(data) > max_bytes:
+        raise SubmissionError(f"{path.name} is over the limit of {max_bytes / 2**20:.0f} MB")
     try:
-        nb = json.loads(path.read_bytes())
+        nb = json.loads(data)
+    except RecursionError:
+        raise SubmissionError(f"{path.name} is not a notebook (its JSON is nested too "
+                              "deeply to read)") from None
     except (ValueError, UnicodeDecodeError) as error:
-        raise SubmissionError(f"{path.name} is not a notebook (not valid JSON: {error})") from None
+        raise SubmissionError(f"{path.name} is not a notebook (not valid JSON: "
+                              f"{_one_line(error)})") from None
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         raise SubmissionError(f"{path.name} is JSON but not a Jupyter notebook (no cell list)")
     if nb.get("nbformat") != 4:
-        raise SubmissionError(f"{path.name} has nbformat {nb.get('nbformat')!r}; expected 4")
-    kernel = (nb.get("metadata") or {}).get("kernelspec", {})
-    if isinstance(kernel, dict) and kernel.get("language", "python") != "python":
-        raise SubmissionError(f"{path.name} uses the {kernel.get('display_name') or kernel.get('name')}"
+        raise SubmissionError(f"{path.name} has nbformat {_one_line(repr(nb.get('nbformat')))}"
+                              "; expected 4")
+    where = _undecodable(nb)
+    if where:
+        raise SubmissionError(f"{path.name} holds text that is not valid Unicode (a lone "
+                              f"surrogate) in {where}: save it again from Jupyter")
+    problem = _schema_problem(nb)
+    if problem:
+        raise SubmissionError(f"{path.name} is not a valid nbformat 4 notebook: {problem}")
+    kernel = nb["metadata"].get("kernelspec") or {}
+    language = nb["metadata"].get("language_info", {}).get("name") or "python"
+    if kernel.get("language", language) != "python":
+        raise SubmissionError(f"{path.name} uses the {_one_line(kernel.get('display_name'))}"
                               " kernel; the course's notebooks are Python")
-    for cell in nb["cells"]:
-        if not isinstance(cell, dict) or not isinstance(cell.get("source", ""), (str, list)):
-            raise SubmissionError(f"{path.name} has a malformed cell")
     ids = set(_solutions(nb))
     ours = len(ids & set(assignment.solution_ids))
     best = max(((len(ids & set(other)), name) for name, other in chapter_exercises().items()
@@ -140,6 +164,65 @@ def read_submission(path, assignment, max_bytes=LIMITS["notebook_file_bytes"]):
                               f"{len(assignment.solution_ids)} exercises{where} (the wrong "
                               "notebook, or submitted under the wrong chapter?)")
     return nb
+
+
+def _one_line(value, limit=200):
+    """str(value) on one line, at most `limit` characters, encodable."""
+    text = " ".join(clean_text(str(value)).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def clean_text(text):
+    """`text` with what UTF-8 cannot encode (lone surrogates) written as escapes."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _undecodable(nb):
+    """Where (e.g. "cells[3].source") the first string that UTF-8 cannot encode sits, or ''.
+    Iterative: json.loads already bounded the depth, this walk needs no stack."""
+    todo = [(nb, "the notebook")]
+    while todo:
+        value, where = todo.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                todo.append((key, where))
+                todo.append((item, f"{where}.{_one_line(key, 40)}"
+                             if where != "the notebook" else _one_line(key, 40)))
+        elif isinstance(value, list):
+            todo += [(item, f"{where}[{i}]") for i, item in enumerate(value)]
+        elif isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return where
+    return ""
+
+
+def _schema_problem(nb):
+    """'' for a valid nbformat 4 notebook (nbformat's schema, at the notebook's own minor
+    version), else one line naming the first problem and where it is."""
+    import nbformat
+    from nbformat.validator import ValidationError
+    minor = nb.get("nbformat_minor")
+    if not isinstance(minor, int) or isinstance(minor, bool) or minor < 0:
+        return f"nbformat_minor is {_one_line(repr(minor), 40)}, not a version number"
+    for index, cell in enumerate(nb["cells"]):  # (nbformat's validator assumes as much)
+        if not isinstance(cell, dict):
+            return f"at cells[{index}]: {_one_line(repr(cell), 60)} is not a cell (a JSON object)"
+    try:
+        with warnings.catch_warnings():  # (a missing cell id is added, with a warning)
+            warnings.simplefilter("ignore")
+            nbformat.validate(nb, version=4,
+                              version_minor=min(minor, nbformat.current_nbformat_minor))
+    except ValidationError as error:
+        place = "".join(f"[{p}]" if isinstance(p, int) else f".{p}"
+                        for p in getattr(error, "absolute_path", [])).lstrip(".")
+        return f"at {_one_line(place, 80) or 'the top level'}: {_one_line(error.message)}"
+    except RecursionError:
+        return "it is nested too deeply to check"
+    except Exception as error:  # the validator itself failed on it
+        return _one_line(f"{type(error).__name__}: {error}")
+    return ""
 
 
 _EXERCISES = {}
@@ -156,17 +239,52 @@ def chapter_exercises():
 
 def _source(cell):
     source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else source
+    if isinstance(source, list):
+        return "".join(part for part in source if isinstance(part, str))
+    return source if isinstance(source, str) else ""
+
+
+def _nbgrader(cell):
+    """A cell's nbgrader metadata, {} where any part of it has the wrong type."""
+    meta = cell.get("metadata") if isinstance(cell, dict) else None
+    meta = meta.get("nbgrader") if isinstance(meta, dict) else None
+    return meta if isinstance(meta, dict) else {}
+
+
+def _is_solution(cell):
+    meta = _nbgrader(cell)
+    return isinstance(cell, dict) and cell.get("cell_type") == "code" \
+        and bool(meta.get("solution")) and not meta.get("grade")
+
+
+def _solution_cells(nb):
+    """{grade_id: index of the cell that counts} of the student's solution cells. A grade
+    id given to several cells counts once, from its *last* cell, as nbgrader's
+    DeduplicateIds decides (it clears the metadata of the earlier copies)."""
+    found = {}
+    cells = nb.get("cells") if isinstance(nb, dict) else None
+    for index, cell in enumerate(cells if isinstance(cells, list) else []):
+        if _is_solution(cell):
+            found[str(_nbgrader(cell).get("grade_id"))] = index
+    return found
 
 
 def _solutions(nb):
-    """{grade_id: source} of the student's solution cells (the first cell of each id)."""
-    found = {}
-    for cell in nb["cells"]:
-        meta = (cell.get("metadata") or {}).get("nbgrader") or {}
-        if cell.get("cell_type") == "code" and meta.get("solution") and not meta.get("grade"):
-            found.setdefault(str(meta.get("grade_id")), _source(cell))
-    return found
+    """{grade_id: source} of the student's solution cells (the last cell of each id)."""
+    return {gid: _source(nb["cells"][index]) for gid, index in _solution_cells(nb).items()}
+
+
+def duplicates(nb):
+    """Problems ("duplicate") for each solution grade id that several cells carry."""
+    counting = {}
+    for index, cell in enumerate(nb["cells"]):
+        if _is_solution(cell):
+            counting.setdefault(str(_nbgrader(cell).get("grade_id")), []).append(index)
+    return [{"cell": f"cell {where[-1] + 1}", "kind": "duplicate",
+             "message": f"the exercise {_one_line(gid, 80)!r} is in {len(where)} cells ("
+                        f"{', '.join(str(i + 1) for i in where)}): graded from the last, as "
+                        "nbgrader does; the others ran as ordinary cells"}
+            for gid, where in counting.items() if len(where) > 1]
 
 
 _KEPT = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -180,11 +298,21 @@ def _is_constant(node):
         return False
 
 
+def _transformed(source, transform):
+    try:
+        return transform(source)
+    except Exception:  # IPython's transformer on text it cannot take: run it as it is
+        return source
+
+
+_UNPARSABLE = (SyntaxError, ValueError, RecursionError, MemoryError)  # (null bytes: ValueError)
+
+
 def definitions(source, transform):
     """[(line, source)] of the imports, definitions and constant assignments of a cell."""
     try:
-        tree = ast.parse(transform(source))
-    except SyntaxError:
+        tree = ast.parse(_transformed(source, transform))
+    except _UNPARSABLE:
         return []
     kept = []
     for node in tree.body:
@@ -193,15 +321,21 @@ def definitions(source, transform):
         elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None \
                 and _is_constant(node.value):
             kept.append(node)
-    return [(node.lineno, ast.unparse(node)) for node in kept]
+    found = []
+    for node in kept:
+        try:
+            found.append((node.lineno, ast.unparse(node)))
+        except (RecursionError, MemoryError, ValueError):
+            continue  # too deep to write back: it would not compile either
+    return found
 
 
 def statements(source, transform):
     """[(first line, source)] of each top-level statement, padded to keep line numbers."""
-    code = transform(source)
+    code = _transformed(source, transform)
     try:
         tree = ast.parse(code)
-    except SyntaxError:
+    except _UNPARSABLE:
         return [(1, code)]  # run whole, so that the student sees Python's own message
     lines = code.splitlines()
     found = []
@@ -215,15 +349,14 @@ def statements(source, transform):
 def plan(nb, assignment, transform):
     """[(label, source, is_solution)] to run in the student's process, in notebook order."""
     wanted = set(assignment.solution_ids)
-    steps, seen = [], set()
+    counted = {index for gid, index in _solution_cells(nb).items() if gid in wanted}
+    steps = []
     for index, cell in enumerate(nb["cells"]):
         if cell.get("cell_type") != "code":
             continue
-        meta = (cell.get("metadata") or {}).get("nbgrader") or {}
+        meta = _nbgrader(cell)
         grade_id = str(meta.get("grade_id"))
-        if meta.get("solution") and not meta.get("grade") and grade_id in wanted \
-                and grade_id not in seen:
-            seen.add(grade_id)
+        if index in counted:
             # statement by statement: a line that needs a skipped demonstration's data
             # must not take the definitions after it down with it
             for line, statement in statements(_source(cell), transform):
@@ -253,7 +386,7 @@ def suspicious(steps):
     for label, source, is_solution in steps:
         try:
             tree = ast.parse(source)
-        except SyntaxError:
+        except _UNPARSABLE:
             continue
         reasons = set()
         for node in ast.walk(tree):
@@ -265,7 +398,7 @@ def suspicious(steps):
                 reasons.add(f"imports {node.module}")
             elif isinstance(node, ast.Attribute) and node.attr in SUSPICIOUS_NAMES \
                     and not (node.attr == "modules" and not _is_name(node.value, "sys")):
-                reasons.add(f"uses {ast.unparse(node)[:60]}")
+                reasons.add(f"uses {_unparse(node)[:60]}")
             elif isinstance(node, ast.Name) and node.id in SUSPICIOUS_NAMES - {"modules"}:
                 reasons.add(f"uses {node.id}")
         if not is_solution:
@@ -275,6 +408,13 @@ def suspicious(steps):
                           "message": "; ".join(sorted(reasons)) + " (the checks run in the "
                           "grader: a solution needs none of this)"})
     return found
+
+
+def _unparse(node):
+    try:
+        return ast.unparse(node)
+    except (RecursionError, MemoryError, ValueError):
+        return f"....{getattr(node, 'attr', '')}"
 
 
 def _is_name(node, name):
@@ -383,16 +523,21 @@ class Grader:
         result = NotebookResult(student, assignment.name, assignment.notebook, "graded",
                                 sandbox=self.zygote.sandbox)
         try:
-            raw = Path(path).read_bytes() if Path(path).is_file() else b""
-            result.fingerprint = hashlib.sha256(raw + assignment.fingerprint.encode()).hexdigest()
+            result.fingerprint = fingerprint(path, assignment)
             nb = read_submission(path, assignment, self.limits["notebook_file_bytes"])
-        except SubmissionError as error:
-            result.status, result.error = "error", str(error)
-            result.tests = [TestResult(t.grade_id, 0.0, t.points, "error", str(error))
+            steps = plan(nb, assignment, self.transform)
+            result.problems += duplicates(nb) + suspicious(steps)
+        except (SubmissionError, OSError, RecursionError, MemoryError) as error:
+            # (anything but SubmissionError here is a notebook no check foresaw: it costs
+            # that notebook only, with what went wrong)
+            message = str(error) if isinstance(error, SubmissionError) else \
+                f"{Path(path).name} could not be read: " + \
+                _one_line(f"{type(error).__name__}: {error}")
+            result.status, result.error = "error", clean_text(message)
+            result.tests = [TestResult(t.grade_id, 0.0, t.points, "error", result.error)
                             for t in assignment.tests]
+            result.seconds = round(time.monotonic() - started, 3)
             return result
-        steps = plan(nb, assignment, self.transform)
-        result.problems += suspicious(steps)
         deadline = started + self.limits["notebook_seconds"]
         skip, child = set(), None
         for test in assignment.tests:
@@ -412,7 +557,7 @@ class Grader:
             result.tests.append(outcome)
         self.zygote.kill()
         result.seconds = round(time.monotonic() - started, 3)
-        return result
+        return _cleaned(result)
 
     def _run_test(self, test, child):
         """Run one test cell here; returns what it printed, raises what it raised."""
@@ -425,6 +570,23 @@ class Grader:
             torch.manual_seed(0)
             exec(code, trusted, namespace)
         return printed.getvalue()
+
+
+def fingerprint(path, assignment):
+    """What a result was graded from: the submitted file (or its absence) and the chapter."""
+    path = Path(path)
+    digest = file_sha256(path) if path.is_file() else "missing"
+    return hashlib.sha256(f"{digest} {assignment.fingerprint}".encode()).hexdigest()
+
+
+def _cleaned(result):
+    """The result with every text encodable (a student's message may hold lone surrogates,
+    which no CSV, gradebook or HTML page could be written with)."""
+    result.error = clean_text(result.error)
+    for test in result.tests:
+        test.message, test.output = clean_text(test.message), clean_text(test.output)
+    result.problems = [{k: clean_text(str(v)) for k, v in p.items()} for p in result.problems]
+    return result
 
 
 def _fault_text(fault, limits):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from autograde.engine import NotebookResult, _solutions
+from autograde.engine import LIMITS, NotebookResult, _solutions, clean_text
 
 STAGING = ".autograde/staging"  # nbgrader's "submitted" folder for the recording step
 RESULTS = {}  # (student, assignment, notebook) -> NotebookResult, read by InjectResults
@@ -64,17 +64,21 @@ def _error(outcome):
                       traceback=[f"{name}: {outcome.message}"])
 
 
-def staged_notebook(released_nb, submitted_path):
-    """The released notebook with the student's solution cells (where readable)."""
+def staged_notebook(released_nb, submitted_path, readable=True):
+    """The released notebook with the student's solution cells (where readable: never for
+    a submission the grader refused, nor one over the size limit, which is not even read)."""
     nb = copy.deepcopy(released_nb)
+    answers = {}
+    path = Path(submitted_path)
     try:
-        answers = _solutions(json.loads(Path(submitted_path).read_bytes()))
+        if readable and path.is_file() and path.stat().st_size <= LIMITS["notebook_file_bytes"]:
+            answers = _solutions(json.loads(path.read_bytes()))
     except Exception:
         answers = {}
     for cell in nb["cells"]:
         meta = cell.get("metadata", {}).get("nbgrader", {})
         if meta.get("solution") and meta.get("grade_id") in answers:
-            cell["source"] = answers[meta["grade_id"]]
+            cell["source"] = clean_text(answers[meta["grade_id"]])
     return nb
 
 
@@ -99,7 +103,8 @@ class Recorder:
         staging.mkdir(parents=True)
         notebook = staging / f"{result.notebook}.ipynb"
         notebook.write_text(json.dumps(staged_notebook(
-            released_nb, Path(submitted_dir) / f"{result.notebook}.ipynb")))
+            released_nb, Path(submitted_dir) / f"{result.notebook}.ipynb",
+            readable=result.status != "error")))
         stamp = Path(submitted_dir) / "timestamp.txt"
         if stamp.is_file():
             shutil.copy(stamp, staging / "timestamp.txt")

@@ -13,15 +13,16 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import torch
 
 from autograde import wire
+from autograde.trees import remove_tree
 
 PACKAGE = Path(__file__).resolve().parent
+SANDBOX_MODULES = ("__init__.py", "sandbox.py", "wire.py", "trees.py")
 
 
 class SubmissionFault(BaseException):
@@ -57,14 +58,23 @@ def _bwrap_command(bwrap, fd):
             "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib",
             "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
             "--symlink", "usr/sbin", "/sbin", "--ro-bind", "/etc", "/etc",
-            "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-            "--ro-bind", str(PACKAGE), "/grader/autograde", "--clearenv"]
+            "--dev", "/dev", "--size", str(SHARED_TMPFS_BYTES), "--tmpfs", "/dev/shm",
+            "--proc", "/proc", "--size", str(SHARED_TMPFS_BYTES), "--tmpfs", "/tmp",
+            "--dir", "/grader/autograde", "--clearenv"]
+    # of the grader's package, only the modules the zygote runs (the rest, e.g. what writes
+    # the students' kits, is none of the sandbox's business)
+    for name in SANDBOX_MODULES:
+        args += ["--ro-bind", str(PACKAGE / name), f"/grader/autograde/{name}"]
     for name, value in dict(_environment("/tmp"), PYTHONPATH="/grader",
                             AUTOGRADE_PRIVATE_TMP="1").items():
         args += ["--setenv", name, value]
+    if os.environ.get("AUTOGRADE_SHARED_NAMESPACES") == "1":  # (tests: the fallback)
+        args += ["--setenv", "AUTOGRADE_SHARED_NAMESPACES", "1"]
     args += ["--chdir", "/tmp"]
     if os.getuid() != 0:
-        args.insert(1, "--unshare-user")
+        # CAP_SYS_ADMIN in the sandbox's own user namespace: the zygote makes each child's
+        # mount and IPC namespaces with it; each child drops it before any student code
+        args[1:1] = ["--unshare-user", "--cap-add", "CAP_SYS_ADMIN"]
     made = {Path("/"), Path("/usr"), Path("/tmp")}
     for path in sorted(binds):
         if str(path).startswith("/usr/"):
@@ -76,12 +86,35 @@ def _bwrap_command(bwrap, fd):
                 args += ["--perms", "0755", "--dir", str(parent)]
                 made.add(parent)
         args += ["--ro-bind", str(path), str(path)]
+    # where each child mounts its own scratch tmpfs (autograde.sandbox.enter_namespaces)
+    args += ["--dir", "/scratch"]
     # the root itself is a tmpfs of bwrap's, writable by an unprivileged user's sandbox: a
     # file left there would reach the next submission
     args += ["--remount-ro", "/"]
     # -P: the working directory (/tmp, writable) is not put on sys.path
     args += ["--", sys.executable, "-P", "-m", "autograde.sandbox", str(fd)]
     return args
+
+
+# the zygote's own /tmp and /dev/shm: each child has tmpfs of its own (capped by the
+# limits' scratch_bytes and shm_bytes) where it can; this caps the fallback without them
+SHARED_TMPFS_BYTES = 512 * 2**20
+
+
+def workdir_root(release_dir):
+    """Where zygotes without bwrap keep their home and scratch folders: in the course's
+    .autograde/ (never the system's temporary folder), one folder per grader process."""
+    return Path(release_dir).resolve().parent / ".autograde" / "sandbox"
+
+
+def remove_stale_workdirs(release_dir):
+    """Remove the folders of zygotes whose grader process is gone (killed, say)."""
+    from autograde.trees import remove_tree
+    root = workdir_root(release_dir)
+    for folder in root.glob("*-*") if root.is_dir() else []:
+        pid = folder.name.split("-")[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            remove_tree(str(folder))
 
 
 # what a child may be handed of its assignment's release folder
@@ -118,14 +151,20 @@ class Zygote:
         ours, theirs = socket.socketpair()
         fd = theirs.fileno()
         bwrap = bwrap_path() if sandbox else None
-        self.home = tempfile.mkdtemp(prefix="autograde-home-")
+        self.home = None  # bwrap: nothing on the grader's disk (its /tmp is a tmpfs)
         if bwrap:
             command = _bwrap_command(bwrap, fd)
+            environment, cwd = _environment("/tmp"), "/"
         else:
+            self.home = workdir_root(self.release_dir) / f"{os.getpid()}-{slot}"
+            remove_tree(str(self.home))  # (a folder of a pid reused)
+            self.home.mkdir(parents=True)
             command = [sys.executable, "-P", "-m", "autograde.sandbox", str(fd)]
+            environment = dict(_environment(str(self.home)), AUTOGRADE_PARENT=str(os.getpid()))
+            cwd = self.home
         self.sandbox = "bwrap" if bwrap else "none"
-        self.process = subprocess.Popen(command, pass_fds=[fd], env=_environment(self.home),
-                                        cwd=self.home, stdin=subprocess.DEVNULL,
+        self.process = subprocess.Popen(command, pass_fds=[fd], env=environment,
+                                        cwd=cwd, stdin=subprocess.DEVNULL,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         theirs.close()
         self.sock = ours
@@ -134,7 +173,8 @@ class Zygote:
             self.close()
             raise RuntimeError("the sandbox did not start within 120 s")
         try:
-            self.reader.read()  # {"ready": true, ...}
+            ready, _ = self.reader.read()  # {"ready": true, "isolation": ..., ...}
+            self.isolation = str(ready.get("isolation", "shared"))
         except EOFError:
             error = self.process.stderr.read().decode(errors="replace")[-3000:]
             self.close()
@@ -150,7 +190,8 @@ class Zygote:
         limits.setdefault("cpu_seconds", int(limits.get("notebook_seconds", 300)) + 30)
         if self.sandbox == "bwrap":
             limits.setdefault("uid", 61000 + self.slot)
-        limits.setdefault("scratch", f"/tmp/autograde-{os.getpid()}-{self.slot}")
+        limits.setdefault("scratch", str(self.home / "scratch") if self.home
+                          else f"/tmp/autograde-{os.getpid()}-{self.slot}")
         if assignment not in self.released:
             self.released[assignment] = released_files(self.release_dir, assignment)
         files = self.released[assignment]
@@ -180,7 +221,12 @@ class Zygote:
         finally:
             self.process.kill()
             self.process.wait()
-            shutil.rmtree(self.home, ignore_errors=True)
+            if self.home is not None:
+                remove_tree(str(self.home))
+                try:
+                    self.home.parent.rmdir()  # (the last one out)
+                except OSError:
+                    pass
 
 
 _EXCEPTIONS = {}

@@ -134,8 +134,10 @@ def _attention(results):
         elif result.error:
             found.append(Attention(result.student, "grading problem", result.error))
         for problem in result.problems:
-            if problem.get("kind") == "suspicious":
-                found.append(Attention(result.student, "suspicious code",
+            reason = {"suspicious": "suspicious code",
+                      "duplicate": "exercise in several cells"}.get(problem.get("kind"))
+            if reason:
+                found.append(Attention(result.student, reason,
                                        f"{problem.get('cell', '')}: {problem.get('message', '')}"))
         for test in result.tests:
             if test.status in INFRASTRUCTURE:

@@ -15,10 +15,10 @@ import ctypes
 import importlib
 import os
 import resource
-import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
 import traceback
 
@@ -35,9 +35,18 @@ import numpy  # noqa: E402,F401
 from IPython.core.inputtransformer2 import TransformerManager  # noqa: E402
 
 from autograde import wire  # noqa: E402
+from autograde.trees import entries, remove_tree  # noqa: E402
 
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_DUMPABLE = 4
+PR_SET_PDEATHSIG = 1
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER = 0x00020000, 0x08000000, 0x10000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 0x4000, 1 << 18
+CAP_SYS_ADMIN = 21
+SCRATCH = "/scratch"  # where each child's own tmpfs is mounted (bwrap makes the folder)
 
 
 class _IPythonStub:
@@ -120,6 +129,145 @@ def enter_limits(limits):
     libc = _libc()
     if libc is not None:
         libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # its memory cannot be read through /proc
+        # it dies with the zygote (set after the uid change, which clears it)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        _drop_capabilities(libc)
+        _install_seccomp(libc, block_sysv=bool(limits.get("block_sysv")))
+
+
+def _drop_capabilities(libc):
+    """No capability left (an unprivileged bwrap gives the zygote CAP_SYS_ADMIN in its user
+    namespace, to make each child's namespaces), and none to gain by exec."""
+    libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable: all empty
+    try:
+        libc.capset(header, data)
+    except AttributeError:
+        pass
+
+
+# syscall numbers: unshare, clone, clone3, setns, memfd_create, shmget, msgget
+_SYSCALLS = {"x86_64": (0xC000003E, 272, 56, 435, 308, 319, 29, 68),
+             "aarch64": (0xC00000B7, 97, 220, 435, 268, 279, 194, 186)}
+
+
+def seccomp_program(machine, block_sysv=False):
+    """The child's seccomp filter, as [(code, jt, jf, k)]: no new user namespace (from one,
+    a process could mount a tmpfs of any size, or make an IPC namespace without our caps),
+    no setns, no memfd (memory outside every limit), no System V shared memory or message
+    queue where their sizes cannot be capped (block_sysv); clone3 says ENOSYS, so libc
+    falls back to clone, whose flags a filter can read. Other architectures' syscalls: ENOSYS."""
+    arch, unshare, clone, clone3, setns, memfd, shmget, msgget = _SYSCALLS[machine]
+    LD, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06
+    allow, eperm, enosys = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
+    code = [("ld", 4), ("jeq", arch, "ok", "nosys"), "ok", ("ld", 0)]
+    if machine == "x86_64":
+        code.append(("jge", 0x40000000, "nosys", None))  # the x32 ABI
+    code += [("jeq", clone3, "nosys", None), ("jeq", setns, "perm", None),
+             ("jeq", memfd, "perm", None)]
+    if block_sysv:
+        code += [("jeq", shmget, "perm", None), ("jeq", msgget, "perm", None)]
+    code += [("jeq", unshare, "flags", None), ("jeq", clone, "flags", None),
+             ("ret", allow), "flags", ("ld", 16), ("jset", CLONE_NEWUSER, "perm", None),
+             ("ret", allow), "perm", ("ret", eperm), "nosys", ("ret", enosys)]
+    labels, index = {}, 0
+    for item in code:
+        if isinstance(item, str):
+            labels[item] = index
+        else:
+            index += 1
+    program, index = [], 0
+    for item in code:
+        if isinstance(item, str):
+            continue
+        op = item[0]
+        if op in ("ld", "ret"):
+            program.append((LD if op == "ld" else RET, 0, 0, item[1]))
+        else:
+            jump = lambda label: 0 if label is None else labels[label] - index - 1  # noqa: E731
+            program.append(({"jeq": JEQ, "jge": JGE, "jset": JSET}[op], jump(item[2]),
+                             jump(item[3]), item[1]))
+        index += 1
+    return program
+
+
+def _install_seccomp(libc, block_sysv=False):
+    import platform
+    machine = platform.machine()
+    if machine not in _SYSCALLS:
+        return  # (documented: the limits that need it hold on x86_64 and aarch64 only)
+
+    class Filter(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8),
+                    ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Filter))]
+
+    rules = seccomp_program(machine, block_sysv)
+    filters = (Filter * len(rules))(*[Filter(*rule) for rule in rules])
+    program = Program(len(rules), filters)
+    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(program), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "the sandbox could not install its seccomp filter")
+
+
+def namespaces_available():
+    """Whether this zygote can give each child namespaces of its own: it runs in bwrap
+    (AUTOGRADE_PRIVATE_TMP) with CAP_SYS_ADMIN (root, or --cap-add in a user namespace)."""
+    if os.environ.get("AUTOGRADE_PRIVATE_TMP") != "1" or not os.path.isdir(SCRATCH):
+        return False
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("CapEff:"):
+                return bool(int(line.split()[1], 16) >> CAP_SYS_ADMIN & 1)
+    return False
+
+
+def _check(result, what):
+    if result != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"{what}: {os.strerror(error)}")
+
+
+def _remount_read_only(libc, path):
+    flags = os.statvfs(path).f_flag & (MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    _check(libc.mount(None, path.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags,
+                      None), f"remount {path} read-only")
+
+
+def enter_namespaces(limits, uid, names, buffers):
+    """In a new child, before its limits: a mount and an IPC namespace of its own, so that
+    all it can write is a fresh tmpfs at SCRATCH (its working folder, holding `release/`)
+    and a fresh /dev/shm, each with a size and an inode cap, and every System V or POSIX
+    IPC object it makes lives in its own namespace: the kernel frees all of it with the
+    child's last process. Returns (scratch, release, block_sysv)."""
+    libc = _libc()
+    _check(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare")
+    _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+    owner = uid if uid is not None else os.getuid()
+    inodes = int(limits.get("scratch_inodes", 100_000))
+    for path, size, mode in ((SCRATCH, int(limits.get("scratch_bytes", 256 * 2**20)), 0o700),
+                             ("/dev/shm", int(limits.get("shm_bytes", 64 * 2**20)), 0o1777)):
+        options = f"size={size},nr_inodes={inodes},mode={mode:o},uid={owner},gid={owner}"
+        _check(libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
+                          options.encode()), f"mount a tmpfs on {path}")
+    # nothing else it may write: the zygote's /tmp and /dev stay as they are for the next
+    for path in ("/tmp", "/dev"):
+        _remount_read_only(libc, path)
+    # System V shared memory counted against the same cap as /dev/shm, where the IPC
+    # namespace's own limits can be set (the grader runs as root); refused elsewhere
+    shm = int(limits.get("shm_bytes", 64 * 2**20))
+    try:
+        for name, value in (("shmmax", shm), ("shmall", max(1, shm // os.sysconf("SC_PAGE_SIZE"))),
+                            ("shmmni", 64), ("msgmni", 16)):
+            with open(f"/proc/sys/kernel/{name}", "w") as handle:
+                handle.write(str(value))
+        block_sysv = False
+    except OSError:
+        block_sysv = True
+    release = _install(SCRATCH, names, buffers, uid, make=False)
+    return SCRATCH, release, block_sysv
 
 
 class Child:
@@ -353,27 +501,14 @@ def _reap():
             return
 
 
-def _remove_tree(path):
-    """rmtree that also removes what the student's code made read-only or unreadable (when
-    it runs as our own uid it may chmod its scratch folder to keep it)."""
-    def unlock(folder):
-        try:
-            os.chmod(folder, 0o700)
-            entries = list(os.scandir(folder))
-        except OSError:
-            return
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                unlock(entry.path)
-    if os.path.isdir(path) and not os.path.islink(path):
-        unlock(path)
-    shutil.rmtree(path, ignore_errors=True)
+_remove_tree = remove_tree  # iterative: a tree of any depth (autograde.trees)
 
 
-def _install(scratch, names, buffers, uid):
+def _install(scratch, names, buffers, uid, make=True):
     """The child's scratch folder, its own (uid) and new, holding `release/`: a read-only
     copy of the assignment's released files, written before the uid drops."""
-    os.makedirs(scratch, mode=0o700)
+    if make:
+        os.makedirs(scratch, mode=0o700)
     release = os.path.join(scratch, "release")
     for name, data in zip(names, buffers):
         path = os.path.normpath(os.path.join(release, str(name)))
@@ -392,29 +527,24 @@ def _install(scratch, names, buffers, uid):
 
 
 def _tmp_entries():
-    """{path: mode} of everything under /tmp, not descending into other mounts: bwrap's
-    read-only binds of Python sit under /tmp when the grader's venv does."""
-    device = os.lstat("/tmp").st_dev
+    """{path: mode} of everything under /tmp and /dev/shm, not descending into other
+    mounts: bwrap's read-only binds of Python sit under /tmp when the grader's venv does."""
     found = {}
-    for folder, dirs, files in os.walk("/tmp"):
-        for name in files:
-            path = os.path.join(folder, name)
-            found[path] = os.lstat(path).st_mode
-        inside = []
-        for name in dirs:
-            path = os.path.join(folder, name)
-            info = os.lstat(path)
-            found[path] = info.st_mode
-            if info.st_dev == device and not os.path.islink(path):
-                inside.append(name)
-        dirs[:] = inside
+    for root in _SHARED_ROOTS:
+        if os.path.isdir(root):
+            found.update(entries(root))
     return found
 
 
+_SHARED_ROOTS = ("/tmp", "/dev/shm")
+
+
 def _clear_tmp(baseline):
-    """Put /tmp (the sandbox's own tmpfs) back as it was at start (`baseline`, from
-    _tmp_entries): what one submission left there, or made unreadable, must not reach the
-    next one."""
+    """Without namespaces of its own per child: put /tmp and /dev/shm (the sandbox's own
+    tmpfs) back as they were at start (`baseline`, from _tmp_entries), and remove every
+    System V IPC object (the zygote's IPC namespace is bwrap's, holding only what children
+    made): what one submission left, or made unreadable, must not reach the next one."""
+    _remove_sysv_ipc()
     for path, mode in sorted(baseline.items()):
         try:
             if os.lstat(path).st_mode != mode and not os.path.islink(path):
@@ -433,6 +563,23 @@ def _clear_tmp(baseline):
                 pass
 
 
+def _remove_sysv_ipc():
+    libc = _libc()
+    if libc is None:
+        return
+    for kind, remove in (("shm", "shmctl"), ("sem", "semctl"), ("msg", "msgctl")):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as table:
+                ids = [int(line.split()[1]) for line in list(table)[1:] if line.split()]
+        except (OSError, ValueError, IndexError):
+            continue
+        for ident in ids:
+            if kind == "sem":
+                getattr(libc, remove)(ident, 0, 0)  # IPC_RMID
+            else:
+                getattr(libc, remove)(ident, 0, None)
+
+
 def zygote(fd):
     control = socket.socket(fileno=fd)
     libc = _libc()
@@ -444,9 +591,16 @@ def zygote(fd):
     # folder holding the grader's package (without bwrap: the repository, solutions/ too)
     grader = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != grader]
+    private = namespaces_available() and os.environ.get("AUTOGRADE_SHARED_NAMESPACES") != "1"
     private_tmp = os.environ.pop("AUTOGRADE_PRIVATE_TMP", None) == "1"
-    tmp_baseline = _tmp_entries() if private_tmp else None
-    control.sendall(wire.pack({"ready": True, "pid": os.getpid(), "uid": os.getuid()}))
+    tmp_baseline = _tmp_entries() if private_tmp and not private else None
+    if not private_tmp and libc is not None:
+        # without bwrap (whose --die-with-parent does it), die with the grader's worker
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != int(os.environ.get("AUTOGRADE_PARENT", os.getppid())):
+            os._exit(1)
+    control.sendall(wire.pack({"ready": True, "pid": os.getpid(), "uid": os.getuid(),
+                               "isolation": "namespaces" if private else "shared"}))
     reader = wire.Reader(control, 2**28)
     child, uid, scratch, spawned = None, None, None, 0
     while True:
@@ -457,16 +611,28 @@ def zygote(fd):
         if message.get("op") == "spawn":
             limits = message.get("limits") or {}
             uid = limits.get("uid") if os.getuid() == 0 else None
-            # a new folder each time: whatever one child left cannot be in the next one's way
+            names = message.get("files") or []
             spawned += 1
-            scratch = f"{limits.get('scratch', '/tmp/autograde-scratch')}-{spawned}"
-            release = _install(scratch, message.get("files") or [], buffers, uid)
+            if private:
+                scratch = None  # the child mounts its own
+            else:
+                # a new folder each time: whatever one child left cannot be in the next's way
+                scratch = f"{limits.get('scratch', '/tmp/autograde-scratch')}-{spawned}"
+                release = _install(scratch, names, buffers, uid)
             ours, theirs = socket.socketpair()
             pid = os.fork()
             if pid == 0:
                 control.close()
                 ours.close()
                 try:
+                    if private:
+                        scratch, release, block_sysv = enter_namespaces(limits, uid, names,
+                                                                        buffers)
+                        limits = dict(limits, block_sysv=block_sysv)
+                        for name in ("HOME", "TMPDIR"):
+                            os.environ[name] = scratch
+                        os.environ["MPLCONFIGDIR"] = os.path.join(scratch, ".matplotlib")
+                        tempfile.tempdir = None
                     os.chdir(scratch)
                     sys.path.insert(0, release)
                     null = os.open(os.devnull, os.O_RDWR)
@@ -489,7 +655,7 @@ def zygote(fd):
             _sweep(uid, keep={os.getpid(), os.getppid()})
             if scratch:
                 _remove_tree(scratch)
-            if private_tmp:
+            if private_tmp and not private:
                 _clear_tmp(tmp_baseline)
             status = None
             if child is not None:

@@ -62,6 +62,16 @@ class Hostile:
     needs: str = ""             # "bwrap": the sandbox; "uid": bwrap run as root (own uid)
     limits: dict = field(default_factory=dict)  # on top of the suite's short limits
     known: str = ""             # the engine does not reach this verdict yet (xfail, strict)
+    twice: bool = False         # graded twice by the same zygote, the verdict on the second:
+                                # what the first left behind must not reach the second
+
+
+@dataclass
+class Sparse:
+    """A builder's result: a file of `size` bytes (sparse: nothing written), starting with
+    `head`. A notebook over the size limit must be refused from its size alone."""
+    size: int
+    head: bytes = b'{"cells": ['
 
 
 def cells(**code):
@@ -738,6 +748,132 @@ def attention_scores(query, key):
 '''
 
 # ---------------------------------------------------------------------------------------
+# 14: what one submission leaves for the next (graded twice: the second finds nothing),
+#     and the caps on what it may hold outside its memory limit
+# ---------------------------------------------------------------------------------------
+
+# Each leaves a message where the next submission graded by the same zygote could read it,
+# and scores a wrong answer when it finds one left by the previous grading of itself.
+_LEAVES_AND_FINDS = '''
+
+def attention_scores(query, key):
+    if FOUND:
+        return query @ key.transpose(-2, -1)     # what the previous submission left wins
+    return query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+'''
+
+SYSV_SHARED_MEMORY = '''
+import ctypes
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+MESSAGE = b"left by the previous submission"
+
+
+def _attach(ident):
+    address = libc.shmat(ident, None, 0)
+    return None if address in (None, 2**64 - 1) else address
+
+
+ident = libc.shmget(0x5EED, 0, 0)
+FOUND = ident >= 0 and _attach(ident) is not None \\
+    and ctypes.string_at(_attach(ident), len(MESSAGE)) == MESSAGE
+if not FOUND:
+    ident = libc.shmget(0x5EED, 4096, 0o1666)
+    if ident >= 0 and _attach(ident) is not None:
+        ctypes.memmove(_attach(ident), MESSAGE, len(MESSAGE))
+# 3 GiB of segments, touched, detached: memory no limit of the process counts
+HELD = 0
+for key in range(0x6000, 0x6003):
+    big = libc.shmget(key, 2**30, 0o1666)
+    address = _attach(big) if big >= 0 else None
+    if address is not None:
+        ctypes.memset(address, 1, 2**30)
+        libc.shmdt(ctypes.c_void_p(address))
+        HELD += 1
+if HELD:
+    raise RuntimeError(f"LEAK: {HELD} GiB of System V shared memory held")
+''' + _LEAVES_AND_FINDS
+
+DEV_SHM_FILE = '''
+import os
+
+PATH = "/dev/shm/left_behind"
+FOUND = os.path.exists(PATH)
+try:
+    with open(PATH, "w") as handle:
+        handle.write("left by the previous submission")
+except OSError:
+    pass
+''' + _LEAVES_AND_FINDS
+
+POSIX_MESSAGE_QUEUE = '''
+import ctypes
+import os
+
+librt = ctypes.CDLL("librt.so.1", use_errno=True)
+FOUND = librt.mq_open(b"/left_behind", os.O_RDONLY) >= 0
+librt.mq_open(b"/left_behind", os.O_CREAT | os.O_RDWR, 0o666, None)
+''' + _LEAVES_AND_FINDS
+
+# what each submission may write outside its memory limit is capped (limits' scratch_bytes
+# and shm_bytes: 256 MiB and 64 MiB), whatever the size of each file
+FILLS = '''
+import os
+
+WRITTEN = 0
+chunk = b"x" * 2**20
+for number in range(4096):                      # up to 4 GiB, in files of 16 MiB
+    try:
+        with open(os.path.join("{folder}", f"fill-{{number}}"), "wb") as handle:
+            for _ in range(16):
+                handle.write(chunk)
+                WRITTEN += len(chunk)
+    except OSError:
+        break
+
+
+def {function}:
+    if WRITTEN > {cap}:
+        raise RuntimeError(f"LEAK: wrote {{WRITTEN >> 20}} MiB into {folder}")
+    return {answer}
+'''
+FILLS_SCRATCH = FILLS.format(folder=".", cap=256 * 2**20, function="attention_scores(query, key)",
+                             answer="query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])")
+FILLS_DEV_SHM = FILLS.format(folder="/dev/shm", cap=64 * 2**20,
+                             function="attention_entropy(weights)",
+                             answer="-torch.special.xlogy(weights, weights).sum(dim=-1)")
+
+# 3000 levels (paths far past PATH_MAX), some of them read-only and closed: removing it
+# must neither recurse (RecursionError) nor stop at what it cannot open
+DEEP_DIRECTORY_TREE = '''
+import os
+
+
+def attention_scores(query, key):
+    if os.path.exists("d"):       # (called once for each shape: built once)
+        return query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    start = os.getcwd()
+    for level in range(3000):
+        os.mkdir("d")
+        os.chdir("d")
+        if level % 500 == 0:
+            os.mkdir("closed")
+            os.chmod("closed", 0)
+    os.chmod(".", 0o500)
+    os.chdir(start)
+    return query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+'''
+
+# Python's parser gives up on these (MemoryError, RecursionError): in the student's process,
+# as in a kernel; the definitions after them in the same cell never run
+DEEP_EXPRESSIONS = {
+    "attention_scores": "DEPTH = " + "-" * 100_000 + "1\n\n" + UNSCALED,
+    "attention_entropy": "TOTAL = " + "+".join(["1"] * 100_000) + "\n\n" + ENTROPY_BITS,
+}
+
+
+# ---------------------------------------------------------------------------------------
 # 13: broken input. The notebook is refused; every test 0 points with the same message.
 # ---------------------------------------------------------------------------------------
 
@@ -761,6 +897,70 @@ def _huge_output(kit):
     cell["outputs"] = [{"output_type": "stream", "name": "stdout",
                         "text": ["z" * 1000 + "\n"] * 31_500}]    # 30 MiB
     return nb
+
+
+def _solution_cell(nb, grade_id):
+    return next(c for c in nb["cells"]
+                if (c["metadata"].get("nbgrader") or {}).get("grade_id") == grade_id)
+
+
+def _cell_metadata_list(nb):
+    _solution_cell(nb, "attention_entropy")["metadata"] = ["nbgrader", "solution"]
+
+
+def _source_with_integers(nb):
+    _solution_cell(nb, "stable_softmax")["source"] = ["def stable_softmax(x):\n", 1, 2]
+
+
+def _notebook_metadata_list(nb):
+    nb["metadata"] = []
+
+
+def _lone_surrogate(nb):
+    _solution_cell(nb, "attention_scores")["source"] += "\n# caf\udce9\n"
+
+
+def _cell_a_list(nb):
+    nb["cells"].insert(3, [1, 2, 3])
+
+
+def _minor_a_string(nb):
+    nb["nbformat_minor"] = "5"
+
+
+def _nbgrader_metadata_list(nb):
+    _solution_cell(nb, "attention_entropy")["metadata"]["nbgrader"] = ["solution"]
+
+
+def _duplicated_grade_id(nb):
+    """attention_scores twice: the reference, then (last) the unscaled one."""
+    cell = _solution_cell(nb, "attention_scores")
+    copy_ = copy.deepcopy(cell)
+    copy_["source"] = UNSCALED
+    copy_.pop("id", None)
+    nb["cells"].insert(nb["cells"].index(cell) + 1, copy_)
+
+
+INVALID = r"^01_attention\.ipynb is not a valid nbformat 4 notebook: "
+
+
+def write_submission(path, content):
+    """Write what a builder returned: a notebook, bytes, a Sparse file, or None (no file)."""
+    if isinstance(content, Sparse):
+        with open(path, "wb") as handle:
+            handle.write(content.head)
+            handle.truncate(content.size)
+    elif content is not None:
+        path.write_bytes(content if isinstance(content, bytes) else json.dumps(content).encode())
+
+
+def _dumped(change):
+    """A builder of the file's bytes (json.dumps escapes a lone surrogate as JSON allows)."""
+    def build(kit):
+        nb = kit.filled()
+        change(nb)
+        return json.dumps(nb).encode()
+    return build
 
 
 def _other_chapter(kit):
@@ -937,6 +1137,62 @@ ENTRIES = [
     Hostile("chapter_2_submitted_as_chapter_1", _other_chapter,
             Expect("error", error=r"holds 0 of 01_attention's 4 exercises; it holds "
                                   r"02_heads's exercises")),
+    Hostile("notebook_of_500MB", raw(Sparse(500 * 2**20)),
+            Expect("error", error=r"^01_attention\.ipynb is 500 MB, over the limit of 20 "
+                                  r"MB: clear its outputs and submit again$")),
+    Hostile("json_nested_100000_deep", raw(b"[" * 100_000 + b"]" * 100_000),
+            Expect("error", error=r"^01_attention\.ipynb is not a notebook \(its JSON is "
+                                  r"nested too deeply to read\)$")),
+    Hostile("not_utf8", raw(b'{"cells": [], "metadata": {"x": "\xff\xfe"}}'),
+            Expect("error", error=r"^01_attention\.ipynb is not a notebook \(not valid JSON: "
+                                  r"'utf-8' codec can't decode byte 0xff")),
+    Hostile("cell_metadata_is_a_list", _dumped(_cell_metadata_list),
+            Expect("error", error=INVALID + r"at cells\[\d+\]\.metadata: \['nbgrader', "
+                                            r"'solution'\] is not of type 'object'$")),
+    Hostile("source_list_holds_integers", _dumped(_source_with_integers),
+            Expect("error", error=INVALID + r"at cells\[\d+\]\.source: .* is not valid "
+                                            r"under any of the given schemas$")),
+    Hostile("notebook_metadata_is_a_list", _dumped(_notebook_metadata_list),
+            Expect("error", error=INVALID + r"at metadata: \[\] is not of type 'object'$")),
+    Hostile("a_cell_that_is_a_list", _dumped(_cell_a_list),
+            Expect("error", error=INVALID + r"at cells\[3\]: \[1, 2, 3\] is not a cell "
+                                            r"\(a JSON object\)$")),
+    Hostile("nbformat_minor_a_string", _dumped(_minor_a_string),
+            Expect("error", error=INVALID + r"nbformat_minor is '5', not a version number$")),
+    Hostile("lone_surrogate_in_solution_cell", _dumped(_lone_surrogate),
+            Expect("error", error=r"^01_attention\.ipynb holds text that is not valid Unicode "
+                                  r"\(a lone surrogate\) in cells\[\d+\]\.source: save it "
+                                  r"again from Jupyter$")),
+    # nbgrader metadata is free-form in nbformat's schema: a cell whose metadata is not a
+    # dict is an ordinary cell, whose definitions still run
+    Hostile("nbgrader_metadata_is_a_list", edited(_nbgrader_metadata_list), Expect()),
+    # as nbgrader's DeduplicateIds: the last cell of an id counts, the others are ordinary
+    # cells (run before it); said in the report and the feedback
+    Hostile("duplicated_grade_ids", edited(_duplicated_grade_id),
+            Expect(tests={SCORES: failed(r"the scores are not scaled")},
+                   problems=[("duplicate", r"^cell \d+: the exercise 'attention_scores' is in "
+                                           r"2 cells \(\d+, \d+\): graded from the last, as "
+                                           r"nbgrader does")])),
+    Hostile("expression_nested_100000_deep", cells(**DEEP_EXPRESSIONS),
+            Expect(tests={SCORES: failed(r"^NameError: name 'attention_scores' is not defined"),
+                          ENTROPY: failed(r"^NameError: name 'attention_entropy' is not "
+                                          r"defined")},
+                   problems=[("error", r"^cell attention_scores, line 1: MemoryError"),
+                             ("error", r"^cell attention_entropy, line 1: RecursionError: "
+                                       r"maximum recursion depth exceeded during compilation")])),
+    # 14: what one submission leaves for the next; caps outside the memory limit
+    Hostile("sysv_shared_memory_left_for_the_next", cells(attention_scores=SYSV_SHARED_MEMORY),
+            Expect(), needs="bwrap", twice=True),
+    Hostile("file_left_in_dev_shm", cells(attention_scores=DEV_SHM_FILE), Expect(),
+            needs="bwrap", twice=True),
+    Hostile("posix_message_queue_left", cells(attention_scores=POSIX_MESSAGE_QUEUE), Expect(),
+            needs="bwrap", twice=True),
+    Hostile("fills_its_scratch_folder", cells(attention_scores=FILLS_SCRATCH), Expect(),
+            needs="bwrap", twice=True),
+    Hostile("fills_dev_shm", cells(attention_entropy=FILLS_DEV_SHM), Expect(), needs="bwrap",
+            twice=True),
+    Hostile("deep_directory_tree", cells(attention_scores=DEEP_DIRECTORY_TREE), Expect(),
+            twice=True),
     Hostile("output_of_30MB", _huge_output,
             Expect("error", error=r"01_attention\.ipynb is 30 MB, over the limit of 20 MB: "
                                   r"clear its outputs")),
@@ -962,6 +1218,27 @@ ENTRIES = [
             Expect("error", error=r"02_heads\.ipynb holds 0 of 02_heads's 5 exercises; it "
                                   r"holds 01_attention's exercises"), chapter=CH2),
 ]
+
+# Faults of a whole batch, `python -m autograde grade` run as a process (tests/test_faults.py):
+# the exact message of each. Whatever the fault, once the batch has ended no process of it
+# is alive (within 5 s of a SIGKILL) and nothing of it is left in its TMPDIR.
+FAULTS = {
+    # every broken-input entry above among honest students: exit 0, full marks for the
+    # honest ones, one ERROR line each for the broken ones, and this summary
+    "broken_notebooks_among_honest_ones": r"(\d+) notebooks; (\d+) could not be graded\. "
+                                          r"Wrote \S+grades\.csv and \S+tests\.csv\.",
+    # a second `grade` while one runs: refused (exit 2), naming the first one's pid
+    "second_grade_on_the_same_course": r"ERROR: another `grade` is running on \S+ \(pid "
+                                       r"\d+\): wait for it to finish, then run this again",
+    # SIGKILL of `grade` mid-batch: its workers and sandboxes die with it; the next run
+    # grades what was left
+    "grader_killed_with_sigkill": r"graded \d+ notebooks in",
+    # gradebook.db deleted: the saved verdicts are recorded again, nothing graded again
+    "gradebook_deleted": r"recording \d+ results that the gradebook lacks",
+    # the worker's sandbox dies and will not start again for a notebook: that one only
+    "sandbox_fails_to_start": r"the grader failed on this notebook: RuntimeError: the sandbox "
+                              r"failed to start: \(simulated\)",
+}
 
 _names = [e.name for e in ENTRIES]
 assert len(_names) == len(set(_names)), "entry names must be unique"

@@ -88,15 +88,17 @@ def test_grade_writes_gradebook_csvs_and_resumes(released, tmp_path, capsys):
     assert batch.grade(course_dir, [CHAPTER], progress=False, log=print) is not None
     assert "nothing to grade: 5 results are up to date" in capsys.readouterr().out
 
-    # an interrupted batch (a result saved but not recorded) and a resubmission: only
-    # those two are graded again
+    # an interrupted batch (a result saved but not recorded) and a resubmission: the first
+    # is recorded from its saved verdict, only the second is graded again
     saved = batch.result_path(course_dir, "bob", CHAPTER)
     data = json.loads(saved.read_text())
     saved.write_text(json.dumps(dict(data, recorded=False)))
     shutil.copy(course_dir / "submitted" / "alice" / CHAPTER / f"{CHAPTER}.ipynb",
                 course_dir / "submitted" / "carol" / CHAPTER / f"{CHAPTER}.ipynb")
     results = batch.grade(course_dir, [CHAPTER], progress=False, log=print)
-    assert "graded 2 notebooks" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "recording 1 results that the gradebook lacks" in out
+    assert "graded 1 notebooks" in out
     assert results[("carol", CHAPTER)].score == 14.0
     assert results[("bob", CHAPTER)].score == 0.0
 

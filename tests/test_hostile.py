@@ -24,7 +24,7 @@ import pytest
 from autograde import course
 from autograde.engine import Assignment, Grader, trusted_namespace
 from autograde.remote import Zygote, bwrap_path
-from tests.hostile import CANARY, CH1, CH2, ENTRIES, Kit
+from tests.hostile import CANARY, CH1, CH2, ENTRIES, Kit, write_submission
 from tests.submissions import fill_submission
 
 # short limits keep the hangs and the memory bombs cheap
@@ -188,13 +188,16 @@ def test_hostile_submission(entry, course_dir, notebooks, assignments, zygote, g
     kit = Kit(entry.chapter, *notebooks(entry.chapter), str(course_dir), notebooks)
     content = entry.build(kit)
     path = tmp_path / f"{entry.chapter}.ipynb"
-    if content is not None:
-        path.write_bytes(content if isinstance(content, bytes) else json.dumps(content).encode())
+    write_submission(path, content)
     spec = assignments[entry.chapter]
     before = snapshot(course_dir)
     judge = Grader(zygote, trusted_namespace(), dict(LIMITS, **entry.limits)) \
         if entry.limits else grader
 
+    if entry.twice:  # what this grading leaves behind must not reach the next one
+        first = judge.grade(spec, path, entry.name)
+        assert not verdict_errors(first, entry.expect, spec), \
+            f"the first grading: {verdict_errors(first, entry.expect, spec)}"
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB
     result = judge.grade(spec, path, entry.name)
     grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak
