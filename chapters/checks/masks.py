@@ -14,7 +14,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .common import (CheckFailure, _isfinite, call, check, close, expect_close, expect_tensor,
-                     fail, forbid, max_error, passed, random_inputs, reference, type_name)
+                     fail, forbid, fresh_seed, generator, max_error, passed, random_inputs,
+                     reference, type_name)
 
 _softmax = torch.softmax
 _where = torch.where
@@ -53,14 +54,10 @@ def _ref_attention(query, key, value, mask, scale=True, fill_zero=True):
     return weights @ value, weights                                        # (..., Lq, d_v)
 
 
-def _generator(seed):
-    return torch.Generator().manual_seed(seed)
-
-
 @reference
 def _lengths(batch, max_len, seed, allow_zero):
     """Random lengths in [1, max_len] with max_len and a short one present; a 0 if allowed."""
-    lengths = torch.randint(1, max_len + 1, (batch,), generator=_generator(seed + 1))
+    lengths = torch.randint(1, max_len + 1, (batch,), generator=generator(seed + 1))
     lengths[0] = max_len
     if batch > 1:
         lengths[-1] = 0 if allow_zero else 1
@@ -278,7 +275,7 @@ def _softmax_inputs(seed, batch, Lq, Lk, dtype):
     fully open rows and, in the fully masked rows, scores far from 0 (as real logits are)."""
     (scores,) = random_inputs((*batch, Lq, Lk), seed=seed, dtype=torch.float64)
     scores = scores * 4
-    gen = _generator(seed + 2)
+    gen = generator(seed + 2)
     mask_batch = (*batch[:-1], 1) if batch else ()
     mask = torch.rand(*mask_batch, Lq, Lk, generator=gen) < 0.6
     flat = mask.view(-1, Lq, Lk)
@@ -446,7 +443,7 @@ def _invariance_inputs(seed, batch, num_heads, L, d_k, dtype):
     """(query, key, value), the lengths, the padding mask (B, 1, 1, L), the real tokens
     (B, L), (query, key, value) with new values at padded positions, a position t, the
     causal mask (L, L), and (query, key, value) with new tokens after position t."""
-    gen = _generator(seed + 5)
+    gen = generator(seed + 5)
     query, key, value = random_inputs(*[(batch, num_heads, L, d_k)] * 3, seed=seed, dtype=dtype)
     lengths = torch.randint(1, L, (batch,), generator=gen)             # every sequence padded
     lengths[0] = L                                                      # ... but one
@@ -521,7 +518,7 @@ def _key_padding_answers(seed, batch, Lk, d_model, num_heads, flat):
     ours = _ref_padding_mask(lengths, Lk)                                   # (B, 1, 1, Lk)
     given = ours[:, 0, 0, :].clone() if flat else ours.clone()
     with torch.random.fork_rng():
-        torch.manual_seed(seed)
+        torch.manual_seed(fresh_seed(seed))
         mha = nn.MultiheadAttention(d_model, num_heads, batch_first=True).double()
     (x,) = random_inputs((batch, Lk, d_model), seed=seed + 4, dtype=torch.float64)
     with torch.no_grad():

@@ -34,8 +34,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .common import (MALFORMED, attempt, call, call_keeping, check, differs, expect_close,
-                     expect_tensor, export, fail, forbid, passed, probe, raised, random_inputs,
-                     reference, revive, take, take_error, type_name)
+                     expect_tensor, export, fail, forbid, generator, passed, probe, raised,
+                     random_inputs, reference, revive, take, take_error, type_name)
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
@@ -141,7 +141,7 @@ def _reference(P, query, key, value, h, *, scale="head_dim", k_with="k", v_with=
 @reference
 def _random_weights(d_model, sizes, bias, seed):
     """{q_w, k_w, v_w, o_w: (D, in) float64, q_b...: (D,) or None} with non-zero biases."""
-    gen = torch.Generator().manual_seed(seed)
+    gen = generator(seed)
     P = {}
     for name, size in zip("qkvo", (*sizes, d_model)):
         P[name + "_w"] = torch.randn(d_model, size, generator=gen, dtype=torch.float64) / math.sqrt(size)
@@ -570,7 +570,7 @@ def _load_setup(seed, d_model, num_heads, key_size, value_size, bias, dtype):
     "attrs": the target's d_model, num_heads, head_dim}."""
     torch_mha = nn.MultiheadAttention(d_model, num_heads, bias=bias, kdim=key_size,
                                       vdim=value_size, batch_first=True, dtype=dtype)
-    gen = torch.Generator().manual_seed(seed)
+    gen = generator(seed)
     with torch.no_grad():
         for p in torch_mha.parameters():
             p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float64))
