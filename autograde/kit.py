@@ -8,7 +8,7 @@ is generated here:
     `KIT = True` in common.py;
   - record(): the fixtures, what those functions returned while the chapter's reference
     solution ran the visible part of each test cell, stored without pickle (.npz);
-  - write_kit() puts both beside a chapter's notebook, build_wheel() makes the package.
+  - write_checks() puts both beside a chapter's notebook, build_wheel() makes the package.
 
 `python -m autograde.kit record OUT_DIR ASSIGNMENT...` records in a fresh interpreter,
 so that nothing of the caller's state reaches the fixtures.
@@ -185,15 +185,14 @@ def write_checks(target, modules, fixtures):
     return target
 
 
-def build_wheel(out_dir, fixtures):
-    """The package mha-course-checks (every chapter's kit checks and `fixtures`, a list of
-    .npz paths) as a wheel in `out_dir`; returns its path. Built by pip with the
+def build_wheel(out_dir, modules, fixtures):
+    """The package mha-course-checks (the kit form of the checks `modules`, and `fixtures`,
+    a list of .npz paths) as a wheel in `out_dir`; returns its path. Built by pip with the
     setuptools of this environment, offline."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as staging:
         staging = Path(staging)
-        modules = sorted(p.stem for p in CHECKS.glob("*.py"))
         write_checks(staging / "checks", modules, fixtures)
         (staging / "pyproject.toml").write_text(PYPROJECT.format(
             name=DISTRIBUTION, version=VERSION, requires=json.dumps(KIT_REQUIRES)))
