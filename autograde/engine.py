@@ -15,6 +15,7 @@ import hashlib
 import io
 import json
 import re
+import secrets
 import time
 import traceback
 import warnings
@@ -482,6 +483,8 @@ class Grader:
     def __init__(self, zygote, checks_namespace, limits=None):
         self.zygote = zygote
         self.trusted = checks_namespace
+        # the checks draw fresh inputs for this grader, from a number no student sees
+        self.salt = secrets.randbits(48)
         self.limits = dict(LIMITS, **(limits or {}))
         from IPython.core.inputtransformer2 import TransformerManager
         self.transform = TransformerManager().transform_cell
@@ -566,7 +569,9 @@ class Grader:
         namespace = RemoteNamespace(child, trusted)
         printed = io.StringIO()
         code = compile(test.source, f"<test {test.grade_id}>", "exec")
-        with contextlib.redirect_stdout(printed), torch.random.fork_rng():
+        from checks import common  # the course's own (see _check_imports)
+        with contextlib.redirect_stdout(printed), torch.random.fork_rng(), \
+                common.salted(self.salt):
             torch.manual_seed(0)
             exec(code, trusted, namespace)
         return printed.getvalue()

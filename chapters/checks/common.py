@@ -532,6 +532,22 @@ def generator(seed):
     return torch.Generator().manual_seed(fresh_seed(seed))
 
 
+class salted:
+    """Context manager: SALT = `salt` inside (the grader, around each test cell), restored
+    after, so that nothing else in the same process sees it."""
+
+    def __init__(self, salt):
+        self.salt = salt
+
+    def __enter__(self):
+        global SALT
+        self.before, SALT = SALT, self.salt
+
+    def __exit__(self, *exc):
+        global SALT
+        SALT = self.before
+
+
 @reference
 def random_inputs(*shapes, seed, dtype=torch.float32, device="cpu"):
     """Reproducible standard-normal tensors of the given shapes (a @reference, so that the
