@@ -33,8 +33,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .common import (MALFORMED, CheckFailure, attempt, call_keeping, check, close, differs,
-                     expect_close, expect_tensor, export, fail, is_remote, passed, probe,
-                     raised, random_inputs, reference, revive, take, take_error, type_name)
+                     expect_close, expect_tensor, export, fail, generator, is_remote, passed,
+                     probe, raised, random_inputs, reference, revive, take, take_error,
+                     type_name)
 
 IGNORE_INDEX = -100  # F.cross_entropy's default ignore_index: positions with no target
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
@@ -46,10 +47,6 @@ NO_GRAD = ("PyTorch refuses in-place writes into parameters that require grad: p
 
 
 # ----------------------------------------------------------------------------- helpers
-def _generator(seed):
-    return torch.Generator().manual_seed(seed)
-
-
 @reference
 def _attention_maps(B, h, Lq, Lk, seed, causal):
     """Random attention weights in float64, (B, h, Lq, Lk), rows summing to 1; each head has
@@ -180,7 +177,7 @@ def _spec(cls, d_model, num_heads, query_size, key_size, value_size, bias):
 def _module_params(d_model, query_size, key_size, value_size, bias, dtype, seed):
     """P, the weights and biases that the module gets, {name: float64 (CPU)}: random (biases
     too: zeros would hide mistakes) and rounded to `dtype` as the module stores them."""
-    gen = _generator(seed)
+    gen = generator(seed)
     P = {}
     sizes = (query_size or d_model, key_size or d_model, value_size or d_model, d_model)
     for attr, fan_in in zip(PROJECTIONS, sizes):
@@ -546,7 +543,7 @@ class Batch(NamedTuple):
 @reference
 def _gated_params(vocab_size, seq_len, d_model, num_heads, seed, dtype):
     """GatedModel's parameters drawn from `seed`, {name: tensor in dtype (CPU)}."""
-    gen = _generator(seed)
+    gen = generator(seed)
 
     def param(*shape, scale):
         return (scale * torch.randn(*shape, generator=gen, dtype=torch.float64)).to(dtype)
@@ -603,7 +600,7 @@ def _ablation_inputs(seed, N, L, vocab_size, d_model, num_heads, dtype):
     """(the GatedModel's parameters (_gated_params), (tokens, prev_target, first_target): N
     sequences of length L), the same for the same arguments."""
     params = _gated_params(vocab_size, L, d_model, num_heads, seed, dtype)
-    tokens = torch.randint(vocab_size, (N, L), generator=_generator(seed + 1))  # (N, L)
+    tokens = torch.randint(vocab_size, (N, L), generator=generator(seed + 1))  # (N, L)
     prev = torch.full_like(tokens, IGNORE_INDEX)
     prev[:, 1:] = tokens[:, :-1]
     first = tokens[:, :1].expand(-1, L).clone()
