@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from autograde.remote import RemoteNamespace, SubmissionFault
+from autograde.remote import SCRATCH_BYTES, SHM_BYTES, RemoteNamespace, SubmissionFault
 
 LIMITS = {
     "call_seconds": 60,         # one test cell, or one cell of the student's code
@@ -35,6 +35,8 @@ LIMITS = {
     "file_bytes": 64 * 2**20,   # any file the student's code writes (scratch only)
     "processes": 64,            # processes and threads, where a uid of its own allows
     "notebook_file_bytes": 20 * 2**20,  # the submitted .ipynb itself
+    "scratch_bytes": SCRATCH_BYTES,  # its scratch folder (tmpfs), outside memory_bytes
+    "shm_bytes": SHM_BYTES,          # /dev/shm and System V shared memory, the same
 }
 
 

@@ -58,8 +58,8 @@ def _bwrap_command(bwrap, fd):
             "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib",
             "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
             "--symlink", "usr/sbin", "/sbin", "--ro-bind", "/etc", "/etc",
-            "--dev", "/dev", "--size", str(SHARED_TMPFS_BYTES), "--tmpfs", "/dev/shm",
-            "--proc", "/proc", "--size", str(SHARED_TMPFS_BYTES), "--tmpfs", "/tmp",
+            "--dev", "/dev", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm",
+            "--proc", "/proc", "--size", str(SCRATCH_BYTES), "--tmpfs", "/tmp",
             "--dir", "/grader/autograde", "--clearenv"]
     # of the grader's package, only the modules the zygote runs (the rest, e.g. what writes
     # the students' kits, is none of the sandbox's business)
@@ -96,9 +96,12 @@ def _bwrap_command(bwrap, fd):
     return args
 
 
-# the zygote's own /tmp and /dev/shm: each child has tmpfs of its own (capped by the
-# limits' scratch_bytes and shm_bytes) where it can; this caps the fallback without them
-SHARED_TMPFS_BYTES = 512 * 2**20
+# What a submission may write outside its memory limit: its scratch folder and /dev/shm
+# (tmpfs: memory not counted by RLIMIT_AS), each capped. Each child has tmpfs of its own,
+# of these sizes (limits "scratch_bytes", "shm_bytes"); without the namespaces for them, the
+# zygote's own /tmp and /dev/shm (shared by its children, one at a time) have these sizes.
+SCRATCH_BYTES = 256 * 2**20
+SHM_BYTES = 64 * 2**20
 
 
 def workdir_root(release_dir):

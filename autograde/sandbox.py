@@ -132,7 +132,7 @@ def enter_limits(limits):
         # it dies with the zygote (set after the uid change, which clears it)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         _drop_capabilities(libc)
-        _install_seccomp(libc, block_sysv=bool(limits.get("block_sysv")))
+        _install_seccomp(libc, deny=limits.get("deny") or ())
 
 
 def _drop_capabilities(libc):
@@ -147,18 +147,21 @@ def _drop_capabilities(libc):
         pass
 
 
-# syscall numbers: unshare, clone, clone3, setns, memfd_create, shmget, msgget
-_SYSCALLS = {"x86_64": (0xC000003E, 272, 56, 435, 308, 319, 29, 68),
-             "aarch64": (0xC00000B7, 97, 220, 435, 268, 279, 194, 186)}
+# syscall numbers: unshare, clone, clone3, setns, memfd_create; and those that may be denied
+_SYSCALLS = {"x86_64": (0xC000003E, 272, 56, 435, 308, 319),
+             "aarch64": (0xC00000B7, 97, 220, 435, 268, 279)}
+DENIABLE = {"x86_64": {"shmget": 29, "msgget": 68, "mq_open": 240},
+            "aarch64": {"shmget": 194, "msgget": 186, "mq_open": 180}}
 
 
-def seccomp_program(machine, block_sysv=False):
+def seccomp_program(machine, deny=()):
     """The child's seccomp filter, as [(code, jt, jf, k)]: no new user namespace (from one,
     a process could mount a tmpfs of any size, or make an IPC namespace without our caps),
-    no setns, no memfd (memory outside every limit), no System V shared memory or message
-    queue where their sizes cannot be capped (block_sysv); clone3 says ENOSYS, so libc
-    falls back to clone, whose flags a filter can read. Other architectures' syscalls: ENOSYS."""
-    arch, unshare, clone, clone3, setns, memfd, shmget, msgget = _SYSCALLS[machine]
+    no setns, no memfd (memory outside every limit), and the `deny` syscalls of DENIABLE
+    (System V or POSIX IPC where the child has no IPC namespace of its own, or its limits
+    cannot be set): EPERM. clone3 says ENOSYS, so libc falls back to clone, whose flags a
+    filter can read. Other architectures' syscalls: ENOSYS."""
+    arch, unshare, clone, clone3, setns, memfd = _SYSCALLS[machine]
     LD, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06
     allow, eperm, enosys = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
     code = [("ld", 4), ("jeq", arch, "ok", "nosys"), "ok", ("ld", 0)]
@@ -166,8 +169,7 @@ def seccomp_program(machine, block_sysv=False):
         code.append(("jge", 0x40000000, "nosys", None))  # the x32 ABI
     code += [("jeq", clone3, "nosys", None), ("jeq", setns, "perm", None),
              ("jeq", memfd, "perm", None)]
-    if block_sysv:
-        code += [("jeq", shmget, "perm", None), ("jeq", msgget, "perm", None)]
+    code += [("jeq", DENIABLE[machine][name], "perm", None) for name in sorted(deny)]
     code += [("jeq", unshare, "flags", None), ("jeq", clone, "flags", None),
              ("ret", allow), "flags", ("ld", 16), ("jset", CLONE_NEWUSER, "perm", None),
              ("ret", allow), "perm", ("ret", eperm), "nosys", ("ret", enosys)]
@@ -192,7 +194,7 @@ def seccomp_program(machine, block_sysv=False):
     return program
 
 
-def _install_seccomp(libc, block_sysv=False):
+def _install_seccomp(libc, deny=()):
     import platform
     machine = platform.machine()
     if machine not in _SYSCALLS:
@@ -205,7 +207,7 @@ def _install_seccomp(libc, block_sysv=False):
     class Program(ctypes.Structure):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Filter))]
 
-    rules = seccomp_program(machine, block_sysv)
+    rules = seccomp_program(machine, deny)
     filters = (Filter * len(rules))(*[Filter(*rule) for rule in rules])
     program = Program(len(rules), filters)
     if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(program), 0, 0) != 0:
@@ -241,7 +243,7 @@ def enter_namespaces(limits, uid, names, buffers):
     all it can write is a fresh tmpfs at SCRATCH (its working folder, holding `release/`)
     and a fresh /dev/shm, each with a size and an inode cap, and every System V or POSIX
     IPC object it makes lives in its own namespace: the kernel frees all of it with the
-    child's last process. Returns (scratch, release, block_sysv)."""
+    child's last process. Returns (scratch, release, syscalls to deny)."""
     libc = _libc()
     _check(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare")
     _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
@@ -263,11 +265,11 @@ def enter_namespaces(limits, uid, names, buffers):
                             ("shmmni", 64), ("msgmni", 16)):
             with open(f"/proc/sys/kernel/{name}", "w") as handle:
                 handle.write(str(value))
-        block_sysv = False
+        deny = []
     except OSError:
-        block_sysv = True
+        deny = ["shmget", "msgget"]
     release = _install(SCRATCH, names, buffers, uid, make=False)
-    return SCRATCH, release, block_sysv
+    return SCRATCH, release, deny
 
 
 class Child:
@@ -619,6 +621,9 @@ def zygote(fd):
                 # a new folder each time: whatever one child left cannot be in the next's way
                 scratch = f"{limits.get('scratch', '/tmp/autograde-scratch')}-{spawned}"
                 release = _install(scratch, names, buffers, uid)
+                # no IPC namespace of its own: no System V or POSIX IPC at all (it would
+                # outlive the child, with no size cap)
+                limits = dict(limits, deny=["shmget", "msgget", "mq_open"])
             ours, theirs = socket.socketpair()
             pid = os.fork()
             if pid == 0:
@@ -626,9 +631,8 @@ def zygote(fd):
                 ours.close()
                 try:
                     if private:
-                        scratch, release, block_sysv = enter_namespaces(limits, uid, names,
-                                                                        buffers)
-                        limits = dict(limits, block_sysv=block_sysv)
+                        scratch, release, deny = enter_namespaces(limits, uid, names, buffers)
+                        limits = dict(limits, deny=deny)
                         for name in ("HOME", "TMPDIR"):
                             os.environ[name] = scratch
                         os.environ["MPLCONFIGDIR"] = os.path.join(scratch, ".matplotlib")

@@ -40,17 +40,22 @@ def _notebooks(course_dir, chapter=CH1):
                  for kind in ("source", "release"))
 
 
+# broken but gradable: graded as nbgrader would, the rest of the notebook scored
+GRADED_BROKEN = ("duplicated_grade_ids", "expression_nested_100000_deep")
+
+
 def make_class(released, target, honest=3, broken=True):
     """A copy of the released course with `honest` students handing in the reference and,
     between them, one student for each broken-input entry of the catalogue. Returns
-    (course dir, [honest students], {broken student: expected error regex})."""
+    (course dir, [honest students], {broken student: expected error regex, or the entry
+    of a broken notebook that is graded})."""
     import shutil
     shutil.copytree(released, target)
     source, student = _notebooks(target)
     reference = fill_submission(source, student, {})
     kit = Kit(CH1, source, student, str(target), lambda chapter: _notebooks(target, chapter))
-    entries = [e for e in ENTRIES if e.chapter == CH1 and e.expect.status == "error"] \
-        if broken else []
+    entries = [e for e in ENTRIES if e.chapter == CH1 and (
+        e.expect.status == "error" or e.name in GRADED_BROKEN)] if broken else []
     honest_names, errors = [], {}
     for index in range(max(honest, len(entries) + 1)):
         if index < honest:
@@ -65,7 +70,8 @@ def make_class(released, target, honest=3, broken=True):
             folder = target / "submitted" / name / CH1
             folder.mkdir(parents=True)
             write_submission(folder / f"{CH1}.ipynb", entry.build(kit))
-            errors[name] = entry.expect.error.lstrip("^")
+            errors[name] = entry.expect.error.lstrip("^") if entry.expect.status == "error" \
+                else entry
     return target, honest_names, errors
 
 
@@ -164,15 +170,26 @@ def test_broken_notebooks_cost_themselves_only(released, tmp_path):
     seconds = time.monotonic() - started
     print(f"{len(honest) + len(errors)} notebooks in {seconds:.1f} s\n{out}{err}")
     assert code == 0, err[-3000:]
+    graded = {s: e for s, e in errors.items() if not isinstance(e, str)}
+    errors = {s: e for s, e in errors.items() if isinstance(e, str)}
     summary = re.search(FAULTS["broken_notebooks_among_honest_ones"], out)
-    assert summary and summary.groups() == (str(len(honest) + len(errors)), str(len(errors)))
+    assert summary and summary.groups() == (str(len(honest) + len(errors) + len(graded)),
+                                            str(len(errors)))
     lines = [line for line in err.splitlines() if line.startswith("ERROR ")]
     assert len(lines) == len(errors), lines
     for student, regex in errors.items():
         (line,) = [line for line in lines if line.startswith(f"ERROR {student}/{CH1}: ")]
         assert re.search(regex, line.split(": ", 1)[1]), (line, regex)
+    notes = [line for line in err.splitlines() if line.startswith("NOTE ")]
+    assert len(notes) == 1 and re.match(
+        rf"NOTE s\d+_duplicated_grade_ids/{CH1}: cell \d+: the exercise 'attention_scores' "
+        r"is in 2 cells", notes[0]), notes
+    spec = Assignment.from_source(course_dir / "source" / CH1 / f"{CH1}.ipynb")
+    points = {t.grade_id: t.points for t in spec.tests}
     grades = scores(course_dir)
-    assert grades == {**{s: FULL for s in honest}, **{s: 0.0 for s in errors}}
+    assert grades == {**{s: FULL for s in honest}, **{s: 0.0 for s in errors},
+                      **{s: FULL - sum(points[t] for t in e.expect.tests)
+                         for s, e in graded.items()}}
     tests = rows(course_dir / "tests.csv")
     for student in errors:
         mine = [r for r in tests if r["student_id"] == student]
@@ -185,7 +202,7 @@ def test_broken_notebooks_cost_themselves_only(released, tmp_path):
 def test_killed_batch_dies_whole_and_resumes(released, tmp_path):
     """FAULTS["grader_killed_with_sigkill"], ["second_grade_on_the_same_course"] and
     ["gradebook_deleted"]: one batch killed while a second is refused; then resumed."""
-    course_dir, honest, _ = make_class(released, tmp_path / "course", honest=6, broken=False)
+    course_dir, honest, _ = make_class(released, tmp_path / "course", honest=4, broken=False)
     tmpdir = tmp_path / "tmp"
     first, watch = start(course_dir, tmpdir)
     deadline = time.monotonic() + 120
