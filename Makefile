@@ -77,12 +77,9 @@ $(DOWNLOADS): $(STAMP) $(CHAPTER_FILES) autograde/kit.py autograde/course.py
 # What the launch buttons open: the student notebooks at the chapters' paths, with their
 # checks and the student requirements, for the branch `student` named in _config.yml.
 student-branch: $(DOWNLOADS)
-	rm -rf _build/student-branch && mkdir -p _build/student-branch/chapters
-	for d in _build/course/release/*/; do cp -r "$$d". _build/student-branch/chapters/; done
-	# chapter 5's lab holds the answers of chapters 1-4: only in chapter 5's own zip
-	rm -rf _build/student-branch/chapters/solutions
-	cp requirements-student.txt _build/student-branch/requirements.txt
-	@echo "_build/student-branch: commit it as the branch 'student' of the repository"
+	$(BIN)/python -c "from autograde import course; \
+	  print(course.student_branch('_build/course', '_build/student-branch'))"
+	@echo "commit that tree as the branch 'student' of the repository in _config.yml"
 
 test: $(STAMP) $(BOOK) $(CLASS_BOOK)
 	$(BIN)/python -m pytest

@@ -277,3 +277,24 @@ def write_zip(folder, zip_dir):
         out.write(REPO / "requirements-student.txt",
                   Path(folder.name) / "requirements-student.txt")
     return archive
+
+
+def student_branch(course_dir, target):
+    """The tree of the repository branch `student` that the launch buttons open (see
+    _config.yml): each released chapter's notebook at chapters/<assignment>.ipynb, as in
+    the book, with the checks beside it, and the student requirements. A chapter whose
+    release holds earlier answers (chapter 5: its lab, and checks that run a model built
+    from chapters 1-4) gives its notebook only, which asks for its zip. Returns `target`."""
+    target = Path(target)
+    if target.exists():
+        shutil.rmtree(target)
+    (target / "chapters").mkdir(parents=True)
+    for folder in sorted((Path(course_dir) / "release").iterdir()):
+        for path in sorted(folder.rglob("*")):
+            relative = path.relative_to(folder)
+            if path.is_file() and "__pycache__" not in relative.parts and \
+                    (path.suffix == ".ipynb" or not answers_shipped(folder.name)):
+                (target / "chapters" / relative).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, target / "chapters" / relative)
+    shutil.copy2(REPO / "requirements-student.txt", target / "requirements.txt")
+    return target

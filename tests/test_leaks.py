@@ -252,3 +252,28 @@ def test_downloads_of_pages_are_the_student_notebooks():
             student = (RELEASE / assignment / f"{assignment}.ipynb").read_bytes()
             assert path.read_bytes() == student
             assert b"BEGIN HIDDEN TESTS" not in student and b"BEGIN SOLUTION" not in student
+
+
+def test_launch_buttons_open_the_student_branch(found, tmp_path):
+    """Every chapter page's launch buttons (Binder, JupyterHub, Colab), in both editions,
+    open chapters/<chapter>.ipynb on the branch of _config.yml; that branch's tree
+    (`make student-branch`) holds there the student version, and no answer anywhere."""
+    import yaml
+
+    config = yaml.safe_load((REPO / "_config.yml").read_text())
+    branch = config["repository"]["branch"]
+    tree = course.student_branch(BUILD / "course", tmp_path / "student")
+    for site in SITES.values():
+        for assignment in course.assignments():
+            page = (site / "chapters" / f"{assignment}.html").read_text()
+            links = re.findall(r'href="(https://[^"]*(?:binder|/hub/|colab)[^"]*)"', page)
+            assert len(links) == 3, links
+            for link in links:
+                assert branch in link and f"chapters/{assignment}.ipynb" in html.unescape(link)
+            student = (RELEASE / assignment / f"{assignment}.ipynb").read_bytes()
+            assert (tree / "chapters" / f"{assignment}.ipynb").read_bytes() == student
+    files = []
+    for path in sorted(tree.rglob("*")):
+        if path.is_file():
+            files += artifacts(path, str(path.relative_to(tree)))
+    assert leaks(files, found) == []
