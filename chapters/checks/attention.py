@@ -16,9 +16,10 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from .common import (MALFORMED, CheckFailure, attempt, check, expect_close, expect_tensor,
-                     export, fail, generator, passed, probe, raised, random_inputs, reference, revive,
-                     take, take_error, type_name)
+from .common import (FLOAT32_SQRT, MALFORMED, CheckFailure, attempt, check, expect_close,
+                     expect_tensor, export, fail, float32_sqrt, generator, passed, probe, raised,
+                     random_inputs, reference, revive, softmax_condition, take, take_error,
+                     type_name)
 
 # Bound at import, before student code runs in the same kernel.
 _softmax = torch.softmax
@@ -162,6 +163,9 @@ def _score_bugs(qk, d_k, sizes):
         f"you multiplied by sqrt(d_k) = {math.sqrt(d_k):.4g}; divide by it instead.":
             qk * math.sqrt(d_k),
     }
+    root32 = float32_sqrt(d_k)
+    if root32 is not None:  # common.py's rule: within tolerance of the answer but in float64
+        bugs[FLOAT32_SQRT] = qk / root32
     for axis, size in sizes.items():
         if size not in (d_k, 1):
             bugs[f"you scaled by sqrt({size}), the size of {axis}; d_k is the size of the "
@@ -324,25 +328,59 @@ def stable_softmax(stable_softmax, seed=0, shape=(2, 3, 5), dims=(-1, -2),
         out = _stable_call(stable_softmax, scores, dim)
         expected, bugs = _softmax_answers(scores, dim)
         expect_close(out, expected, f"stable_softmax(scores, dim={dim})", bugs=bugs,
-                     dtype=dtype)
+                     dtype=dtype, condition=softmax_condition(scores, dim))
     passed(f"stable_softmax matches torch.softmax along dims {tuple(dims)} of a tensor "
            f"of shape {tuple(shape)} ({dtype})")
 
 
+def _exp_range(dtype):
+    """The largest x with a finite exp(x) in `dtype` (88.7 in float32, 709.8 in float64,
+    11.1 in float16)."""
+    return math.log(torch.finfo(dtype).max)
+
+
 @reference
-def _large_score_cases(shape, seed, dim, offset):
-    """[(label, scores in float64)]: rows near +offset, near -offset, and both."""
+def _large_score_cases(shape, seed, dim, offset, dtype):
+    """[(label, scores in float64)]: rows near +offset, near -offset, both, and rows that
+    span more than exp's range in `dtype` (one entry per row far below the others)."""
     (noise,) = random_inputs(shape, seed=seed, dtype=torch.float64)
     # one sign per row along `dim`, alternating +1, -1 from row to row
-    rows = noise.movedim(dim, -1).shape[:-1]
+    moved = noise.movedim(dim, -1)
+    rows = moved.shape[:-1]
     signs = 1.0 - 2.0 * (torch.arange(math.prod(rows)) % 2).double()
     signs = signs.reshape(*rows, 1).movedim(-1, dim)
+    # each row's lowest entry (at a position that moves from row to row) sent to -spread:
+    # the row's maximum keeps every exponent <= 0 (its weight underflows to 0, rightly);
+    # its minimum, or a mean, leaves exponents above the range, which overflow to inf
+    # (the mean of a row of n entries is about -spread / n: above the range too)
+    n = moved.shape[-1]
+    spread = float(max(offset, math.ceil(2 * n * _exp_range(dtype))))
+    low = torch.nn.functional.one_hot(torch.arange(math.prod(rows)) % n, n).bool()
+    wide = torch.where(low.reshape(moved.shape), -spread, 3 * moved).movedim(-1, dim)
     return [
         ("all scores near +{:g}".format(offset), offset + 3 * noise),
         ("all scores near -{:g}".format(offset), -offset + 3 * noise),
         ("rows near +{0:g} and rows near -{0:g} in one tensor".format(offset),
          signs * offset + 3 * noise),
+        ("rows that span {:g} (from -{:g} to about +6), more than exp's range in {}"
+         .format(spread + 6, spread, str(dtype)[6:]), wide),
     ]
+
+
+@reference
+def _min_subtracted(scores, dim):
+    """Where the softmax that subtracts each row's minimum is NaN or inf, computed in the
+    scores' dtype (bool, the shape of scores)."""
+    e = (scores - scores.amin(dim=dim, keepdim=True)).exp()
+    return ~torch.isfinite(e / e.sum(dim=dim, keepdim=True))
+
+
+MIN_SUBTRACTED = ("you subtracted each row's minimum (or another value below its maximum): "
+                  "softmax does not change, but the exponents are then >= 0 and, in a row "
+                  "whose scores span more than {range:.1f} (exp's range in {dtype}), the "
+                  "largest overflows to inf and inf / inf = NaN. The row's maximum, not its "
+                  "minimum, keeps every exponent <= 0: "
+                  "scores - scores.amax(dim=dim, keepdim=True).")
 
 
 @check
@@ -353,9 +391,11 @@ def stable_softmax_large_scores(stable_softmax, seed=0, shape=(2, 3, 5), dim=-1,
     Case 1: every row near +offset (a naive exp overflows: exp(1000) = inf in float32
     and float64, inf / inf = NaN). Case 2: every row near -offset (exp underflows to 0,
     0 / 0 = NaN). Case 3: rows near +offset and -offset in one tensor (subtracting one
-    maximum for the whole tensor underflows the low rows to 0 / 0).
+    maximum for the whole tensor underflows the low rows to 0 / 0). Case 4: rows whose
+    scores span more than exp's range in dtype (subtracting the row's minimum overflows).
     """
-    for i, (label, scores64) in enumerate(_large_score_cases(shape, seed, dim, offset)):
+    cases = _large_score_cases(shape, seed, dim, offset, dtype)
+    for i, (label, scores64) in enumerate(cases):
         scores = scores64.to(dtype=dtype, device=device)
         out = _stable_call(stable_softmax, scores, dim)
         expected, bugs = _softmax_answers(scores, dim, whole=False)
@@ -369,24 +409,27 @@ def stable_softmax_large_scores(stable_softmax, seed=0, shape=(2, 3, 5), dim=-1,
                 fail(f"stable_softmax: NaN or inf for {label}. exp(-{offset:g}) underflows to 0, "
                      "and 0 / 0 = NaN. Subtracting the maximum along dim first fixes this too: "
                      "the largest entry of every row becomes exp(0) = 1.")
-            fail(f"stable_softmax: NaN or inf for {label}, although it works when all rows "
-                 "are alike: you subtracted ONE maximum for the whole tensor, so the rows "
-                 f"near -{offset:g} become exp(-{2 * offset:g}) = 0 and 0 / 0 = NaN. Subtract "
-                 "each row's own maximum: scores.amax(dim=dim, keepdim=True).")
+            if i == 2:
+                fail(f"stable_softmax: NaN or inf for {label}, although it works when all "
+                     "rows are alike: you subtracted ONE maximum for the whole tensor, so the "
+                     f"rows near -{offset:g} become exp(-{2 * offset:g}) = 0 and 0 / 0 = NaN. "
+                     "Subtract each row's own maximum: scores.amax(dim=dim, keepdim=True).")
+            bad = ~torch.isfinite(out.detach()).cpu()
+            which = ("" if _equal(bad, _min_subtracted(scores, dim).cpu())
+                     else "NaN or inf where the softmax is finite: ")
+            fail(f"stable_softmax: NaN or inf for {label}: {which}"
+                 + MIN_SUBTRACTED.format(range=_exp_range(dtype), dtype=dtype))
         expect_close(out, expected, f"stable_softmax(scores, dim={dim}) for {label}",
-                     bugs=bugs, dtype=dtype)
-    passed(f"stable_softmax is finite and right for scores near +-{offset:g} ({dtype}), "
-           "where exp() alone overflows or underflows")
+                     bugs=bugs, dtype=dtype, condition=softmax_condition(scores, dim))
+    passed(f"stable_softmax is finite and right for scores near +-{offset:g} and for rows "
+           f"that span more than exp's range ({dtype}), where exp() alone overflows or "
+           "underflows")
 
 
 # ---------------------------------------------------------------------------------------
 # Scaled dot-product attention
 # ---------------------------------------------------------------------------------------
 
-FLOAT32_SQRT = ("your sqrt(d_k) is a float32 number (e.g. torch.sqrt(torch.tensor(d_k, "
-                "dtype=torch.float32)), as in seed 000): with float64 inputs the result keeps "
-                "only float32's 7 digits. Divide by math.sqrt(d_k), a Python float, which "
-                "adapts to the inputs' dtype.")
 FORBID_ATTENTION = (ATTENTION_NAME, "which computes the whole attention for you")
 FORBIDDEN = {"softmax": FORBID_SOFTMAX, "attention": FORBID_ATTENTION}  # sent by name to probes
 
@@ -405,16 +448,18 @@ def _attention_answers(query, key, value, sizes):
     weight_bugs["the softmax runs over the wrong axis (dim=-2, the queries): each query's "
                 "weights over the keys must sum to 1, so use dim=-1."] = _softmax(scores, dim=-2)
     weight_bugs["you returned the scores, before the softmax, as the weights."] = scores
-    sqrt32 = torch.tensor(float(d_k), dtype=torch.float32).sqrt().double()
     output_bugs = {
-        FLOAT32_SQRT: _softmax(qk / sqrt32, dim=-1) @ v,
+        FLOAT32_SQRT: weight_bugs.get(FLOAT32_SQRT),  # common.py's rule; None: invisible
         "the weights are right, but the output was computed from the softmax of the "
         "UNSCALED scores: use the same (scaled) weights for the output.":
             _softmax(qk, dim=-1) @ v,
         "output = scores @ value: the softmax is missing in the output.": scores @ v,
     }
+    if output_bugs[FLOAT32_SQRT] is not None:
+        output_bugs[FLOAT32_SQRT] = output_bugs[FLOAT32_SQRT] @ v
     for message, w in weight_bugs.items():
-        output_bugs["the output uses other weights than the ones returned: " + message] = w @ v
+        if message != FLOAT32_SQRT:
+            output_bugs["the output uses other weights than the ones returned: " + message] = w @ v
     return expected_out, expected_w, weight_bugs, output_bugs
 
 
@@ -453,8 +498,14 @@ def _check_attention(fn, query, key, value, label):
 
     expected_out, expected_w, weight_bugs, output_bugs = _attention_answers(
         query, key, value, _other_sizes(batch, Lq, Lk, d_v))
-    expect_close(weights, expected_w, f"weights ({label})", bugs=weight_bugs, dtype=dtype)
+    # the weights' rounding follows the scores' magnitude; the output's, the values'
+    condition = softmax_condition(query.double() @ key.double().transpose(-2, -1)
+                                  / math.sqrt(d_k))
+    expect_close(weights, expected_w, f"weights ({label})", bugs=weight_bugs, dtype=dtype,
+                 condition=condition)
     expect_close(output, expected_out, f"output ({label})", bugs=output_bugs, dtype=dtype,
+                 scale=value.detach().double().abs().max(),
+                 condition=condition.amax(dim=-1, keepdim=True),
                  hint="The weights are right: the output is weights @ value, shape (..., Lq, d_v).")
     return batch, Lq, Lk, d_k, d_v
 

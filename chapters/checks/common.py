@@ -18,6 +18,7 @@ import functools
 import hashlib
 import inspect
 import json
+import math
 from pathlib import Path
 
 import torch
@@ -26,6 +27,8 @@ import torch
 # torch.allclose or friends in a notebook does not change what the checks compute.
 _isclose = torch.isclose
 _isfinite = torch.isfinite
+_isnan = torch.isnan
+_where = torch.where
 _Tensor = torch.Tensor
 
 
@@ -39,18 +42,72 @@ class CheckFailure(AssertionError):
         return [f"\x1b[0;31m{type(self).__name__}\x1b[0m: {self}"]
 
 
-# rtol, atol per dtype: fp16/bf16 carry 3 and 2 significant decimal digits.
-TOLERANCES = {
-    torch.float64: (1e-7, 1e-9),
-    torch.float32: (1e-4, 1e-5),
-    torch.float16: (1e-2, 1e-3),
-    torch.bfloat16: (5e-2, 1e-2),
-}
+# ---------------------------------------------------------------------------------------
+# Tolerances from the arithmetic
+# ---------------------------------------------------------------------------------------
+# A check compares the student's result, computed in `dtype`, with an answer computed in
+# float64 from the very same inputs (already rounded to `dtype`), so the only difference a
+# correct formulation can make is the rounding of its own operations. Each operation
+# rounds its result to within u = eps / 2 of the value's magnitude (eps =
+# torch.finfo(dtype).eps: 2^-52, 2^-23, 2^-10, 2^-7 for float64, float32, float16,
+# bfloat16). Errors of earlier steps are carried along and added up, and which values
+# they are relative to depends on the formulation: a product summed in another order is
+# off by a few u of the *summands*, exp(s - logsumexp(s)) by a few u of |s| on every
+# weight, a gradient that cancels (w * (g - sum(w g))) by a few u of its largest terms.
+# So the error of a correct result is bounded by the magnitude of the compared values,
+# not by each entry's own size: a small entry may carry the rounding of the large ones.
+# The rule, for every comparison of the checks (close(), expect_close()):
+#
+#     |actual - expected| <= eps * (ROUNDINGS * scale + ROUNDINGS * |expected|)
+#
+# scale: the largest |expected| of the compared tensor (of each row where a check asks
+# for it); ROUNDINGS: how many roundings of eps / 2 a correct formulation may accumulate
+# along the longest chain of operations of the course's exercises, counted as Higham's
+# worst-case bound gamma_n = n u counts them: an input projection (d_model <= 24 terms), a
+# d_k-term dot product (<= 16) and its scaling, the softmax (a subtraction, exp, which
+# turns an absolute error of a score of magnitude <= 16 into a relative one of the
+# weight, a sum of Lk <= 11 terms, a division), the weighted sum of Lk values and the
+# output projection: about 100 roundings of u, i.e. 48 eps, rounded up to 64 for the
+# backward pass, which reverses that chain (tests/test_tolerances.py measures the
+# correct formulations: their largest error is well under a quarter of it). No correct
+# formulation exceeds it whatever its order of operations or internal dtype, and every
+# catalogued bug stays many tolerances away: it changes the value by a relative amount
+# that does not shrink with eps (a wrong scale, axis or mask), or, for the float32
+# sqrt(d_k) constant in a float64 test, by ~1e-8, six orders above float64's tolerance.
+ROUNDINGS = 64
 
 
 def tolerance(dtype):
-    """(rtol, atol) that a correct implementation meets in `dtype`."""
-    return TOLERANCES.get(dtype, TOLERANCES[torch.float32])
+    """(rtol, atol) that a correct implementation meets in `dtype`: both ROUNDINGS * eps.
+    atol is relative to the scale of the compared values (see close()), not absolute."""
+    dtype = dtype if isinstance(dtype, torch.dtype) and dtype.is_floating_point else torch.float32
+    eps = torch.finfo(dtype).eps
+    return ROUNDINGS * eps, ROUNDINGS * eps
+
+
+# ---------------------------------------------------------------------------------------
+# One rule for a float32 sqrt(d_k) constant, in every chapter
+# ---------------------------------------------------------------------------------------
+# torch.sqrt(torch.tensor(d_k, dtype=torch.float32)) (seed 000) divides the scores by
+# sqrt(d_k) rounded to float32. A 0-dim tensor does not promote, so float32, float16 and
+# bfloat16 inputs get the same result as with math.sqrt(d_k) once rounded: harmless there.
+# float64 inputs stay float64 but are scaled by a number off by up to 3e-8 (relative),
+# about 10^6 float64 tolerances: every check that scales scores (chapter 1's scores and
+# attention, chapter 2's multi-head core, chapter 3's forward, chapter 4's masked
+# attention) computes, in its float64 runs, the output of this mistake with
+# float32_sqrt(d_k) and names it with FLOAT32_SQRT. Where d_k is a perfect square (4, 16,
+# 64) the float32 root is exact and the mistake changes nothing, so no test can see it.
+FLOAT32_SQRT = ("your sqrt(d_k) is a float32 number (e.g. torch.sqrt(torch.tensor(d_k, "
+                "dtype=torch.float32)), as in seed 000): with float64 inputs the result keeps "
+                "only float32's 7 digits. Divide by math.sqrt(d_k), a Python float, which "
+                "adapts to the inputs' dtype.")
+
+
+def float32_sqrt(d_k):
+    """sqrt(d_k) as a float32 constant holds it (a Python float), or None where it equals
+    math.sqrt(d_k) (a perfect square: the mistake is invisible)."""
+    root = float(torch.tensor(float(d_k), dtype=torch.float32).sqrt())
+    return None if root == math.sqrt(d_k) else root
 
 
 def fail(message):
@@ -231,30 +288,71 @@ def max_error(actual, expected):
     return (actual.double() - expected.double()).abs().max().item()
 
 
-def close(actual, expected, dtype=None):
-    """True when `actual` matches `expected` within the tolerance of `dtype`."""
+def excess(actual, expected, dtype=None, scale=None, condition=1.0):
+    """max |actual - expected| / tolerance: <= 1 is within the tolerance of `dtype` (see
+    the rule above), inf where NaN or inf differ.
+
+    scale: the magnitude of the values the result is made from (a tensor that broadcasts
+    against `expected`, or a number); default: max |expected|. condition: how much the
+    computation amplifies its roundings (a tensor that broadcasts, or a number), e.g.
+    softmax_condition() for a softmax's weights.
+    """
+    rtol, atol = tolerance(dtype or expected.dtype)
+    a, e = actual.detach().double(), expected.detach().double().to(actual.device)
+    if a.numel() == 0:
+        return 0.0
+    if scale is None:
+        scale = e.abs().max()
+    scale = torch.as_tensor(scale, dtype=torch.float64).to(a.device)
+    condition = torch.as_tensor(condition, dtype=torch.float64).to(a.device)
+    bound = (atol * scale + rtol * e.abs()) * condition
+    error = (a - e).abs()
+    zero = torch.zeros((), dtype=torch.float64, device=a.device)
+    inf = torch.full((), float("inf"), dtype=torch.float64, device=a.device)
+    ratio = _where(bound > 0, error / bound.clamp_min(1e-300), _where(error > 0, inf, zero))
+    ratio = _where(a == e, zero, _where(_isnan(ratio), inf, ratio))  # equal infinities pass
+    return ratio.max().item()
+
+
+def softmax_condition(scores, dim=-1):
+    """The condition of a softmax's weights (for excess()), entry by entry:
+    1 + |s| + |max of its row| + log(row length). A correct softmax may compute
+    exp(s - logsumexp(s)): s and logsumexp(s) (between the row's maximum and the maximum +
+    log(row length)) are known to within u times their magnitude once rounded, and exp
+    turns that absolute error into the same relative error of the weight. exp(s - max) is
+    exact where s is near the maximum; logsumexp is not, and is just as correct."""
+    s = scores.detach().double()
+    top = s.amax(dim=dim, keepdim=True).abs()
+    return 1.0 + s.abs() + top + math.log(max(s.shape[dim], 1)) if s.dim() else 1.0 + s.abs()
+
+
+def close(actual, expected, dtype=None, scale=None, condition=1.0):
+    """True when `actual` matches `expected` within the tolerance of `dtype`:
+    |actual - expected| <= (atol * scale + rtol * |expected|) * condition (see ROUNDINGS
+    above and excess())."""
     if tuple(actual.shape) != tuple(expected.shape):
         return False
-    rtol, atol = tolerance(dtype or expected.dtype)
-    a, e = actual.detach().double(), expected.detach().double()
-    return bool(_isclose(a, e, rtol=rtol, atol=atol, equal_nan=False).all())
+    return excess(actual, expected, dtype, scale, condition) <= 1.0
 
 
-def expect_close(actual, expected, name, bugs=None, hint=None, dtype=None):
-    """Require `actual` == `expected` within the dtype's tolerance.
+def expect_close(actual, expected, name, bugs=None, hint=None, dtype=None, scale=None,
+                 condition=1.0):
+    """Require `actual` == `expected` within the dtype's tolerance (scale, condition: see
+    excess()).
 
     bugs: {message: tensor}, outputs that known mistakes produce on the same input; a
-    match names the mistake. hint: what to look at when no known bug matches.
+    match names the mistake (within the same tolerance). hint: what to look at when no
+    known bug matches.
     """
     expect_tensor(actual, name, shape=expected.shape)
     if not bool(_isfinite(actual.detach()).all()) and bool(_isfinite(expected).all()):
         bad = (~_isfinite(actual.detach())).sum().item()
         fail(f"{name}: {bad} entries are NaN or inf where the right answer is finite. "
              + (hint or "Look for 0/0 (a fully masked row) or an overflowing exp()."))
-    if close(actual, expected, dtype):
+    if close(actual, expected, dtype, scale, condition):
         return
     for message, candidate in (bugs or {}).items():
-        if candidate is not None and close(actual, candidate, dtype):
+        if candidate is not None and close(actual, candidate, dtype, scale, condition):
             fail(f"{name} is wrong: {message}")
     fail(f"{name} is wrong (largest error {max_error(actual, expected):.3g}). "
          + (hint or "Compare your steps with the formula above, one tensor at a time."))

@@ -162,6 +162,16 @@ def attention_scores(query, key):
 '''},
         fails=["test_attention_scores"], diagnosis=r"sqrt\(5\), the size of Lk"),
 
+    # Seed 000's float32 constant in the scores alone: the float64 hidden test (d_k = 6)
+    # notices it (common.py's rule).
+    "scores_float32_sqrt_constant": Bug(
+        cells={"attention_scores": '''
+def attention_scores(query, key):
+    d_k = query.size(-1)
+    return query @ key.transpose(-2, -1) / torch.sqrt(torch.tensor(d_k, dtype=torch.float32))
+'''},
+        fails=["test_attention_scores"], diagnosis=r"float32 number .* seed 000"),
+
     # --- attention_entropy ------------------------------------------------------------
     "entropy_nan_at_zero": Bug(
         cells={"attention_entropy": '''
@@ -197,6 +207,18 @@ def stable_softmax(scores, dim=-1):
     return e / e.sum(dim=dim, keepdim=True)
 '''},
         fails=["test_stable_softmax_large"], diagnosis=r"ONE maximum for the whole tensor"),
+    # Shift-invariance holds for any constant, but only the maximum keeps every exponent
+    # <= 0: with the minimum, a row spanning more than exp's range overflows (inf / inf).
+    # Ordinary and uniformly large rows (cases 1-3 of the large-score check) pass.
+    "softmax_subtracts_row_min": Bug(
+        cells={"stable_softmax": '''
+def stable_softmax(scores, dim=-1):
+    e = (scores - scores.amin(dim=dim, keepdim=True)).exp()
+    return e / e.sum(dim=dim, keepdim=True)
+'''},
+        fails=["test_stable_softmax_large"],
+        diagnosis=r"each row's minimum.*The row's maximum, not its minimum, keeps every "
+                  r"exponent <= 0"),
     "softmax_ignores_dim": Bug(
         cells={"stable_softmax": '''
 def stable_softmax(scores, dim=-1):
