@@ -16,8 +16,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import (CheckFailure, call_keeping, check, expect_close, expect_tensor, fail,
-                     forbid, passed, random_inputs, reference, type_name)
+from .common import (FLOAT32_SQRT, CheckFailure, call_keeping, check, expect_close,
+                     expect_tensor, fail, float32_sqrt, forbid, passed, random_inputs, reference,
+                     type_name)
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
 
 SPLIT_LAYOUT = "(B, num_heads, L, head_dim)"
@@ -345,6 +346,10 @@ def _core_answers(q, k, v, num_heads):
             _attend(_split(q, num_heads), _split(k, num_heads), _split(v, num_heads),
                     1 / math.sqrt(head_dim))[0].reshape(B, Lq, D),
     }
+    root32 = float32_sqrt(head_dim)  # common.py's rule, for the float64 runs
+    if root32 is not None:
+        bugs[FLOAT32_SQRT] = _merge(_attend(_split(q, num_heads), _split(k, num_heads),
+                                            _split(v, num_heads), 1 / root32)[0])
     scale = 1 / math.sqrt(head_dim)
     for message, split in (
         (CORE_SPLIT_MIXED, lambda t: t.reshape(t.shape[0], num_heads, t.shape[1], head_dim)),

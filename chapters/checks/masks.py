@@ -13,9 +13,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import (CheckFailure, _isfinite, call, check, close, expect_close, expect_tensor,
-                     fail, forbid, fresh_seed, generator, max_error, passed, random_inputs,
-                     reference, type_name)
+from .common import (FLOAT32_SQRT, CheckFailure, _isfinite, call, check, close, expect_close,
+                     expect_tensor, fail, float32_sqrt, forbid, fresh_seed, generator, max_error,
+                     passed, random_inputs, reference, softmax_condition, type_name)
 
 _softmax = torch.softmax
 _where = torch.where
@@ -45,11 +45,14 @@ def _ref_masked_softmax(scores, mask, fill_zero=True):
 
 @reference
 def _ref_attention(query, key, value, mask, scale=True, fill_zero=True):
-    """(output, weights) of masked scaled dot-product attention, in float64."""
+    """(output, weights) of masked scaled dot-product attention, in float64. scale: True
+    (divide by sqrt(d_k)), False (do not), or the number to divide by."""
     query, key, value = query.double(), key.double(), value.double()
     scores = query @ key.transpose(-2, -1)                                 # (..., Lq, Lk)
-    if scale:
+    if scale is True:
         scores = scores / math.sqrt(query.shape[-1])
+    elif scale is not False:
+        scores = scores / scale
     weights = _ref_masked_softmax(scores, mask, fill_zero)                 # (..., Lq, Lk)
     return weights @ value, weights                                        # (..., Lq, d_v)
 
@@ -67,6 +70,15 @@ def _lengths(batch, max_len, seed, allow_zero):
 def _fully_masked_rows(mask, shape):
     """Bool (..., Lq, 1): True where a query has no key it may attend to."""
     return ~mask.expand(shape).any(dim=-1, keepdim=True)
+
+
+def _condition(scores, mask):
+    """softmax_condition() of the scores a key may attend to (masked scores take no part:
+    the weights there are exactly 0; a fully masked row counts as a row of zeros)."""
+    s = scores.detach().double()
+    if mask is None:
+        return softmax_condition(s)
+    return softmax_condition(_where(mask, s, torch.zeros((), dtype=torch.float64)))
 
 
 def _match_bug(actual, bugs, name):
@@ -327,7 +339,8 @@ def masked_softmax(function, seed=0, batch=(2, 3), Lq=5, Lk=6, dtype=torch.float
     expect_tensor(weights, name, shape=shape, shape_names="(..., Lq, Lk)")
     expect_tensor(weights, name, dtype=dtype)
     _expect_finite_forward(weights, mask, shape, name, dtype)
-    expect_close(weights, expected, name, bugs=bugs, dtype=dtype)
+    expect_close(weights, expected, name, bugs=bugs, dtype=dtype,
+                 condition=_condition(scores, mask))
     w = weights.detach()
     if bool((w.masked_select(~mask.expand(shape)) != 0).any()):
         fail(f"{name}: the weights of masked keys must be exactly 0, got values up to "
@@ -340,7 +353,7 @@ def masked_softmax(function, seed=0, batch=(2, 3), Lq=5, Lk=6, dtype=torch.float
     plain = _call(function, scores.clone(), None, dtype=dtype, name="masked_softmax",
                   hint=NO_MASK)
     expect_close(plain, expected_plain, "masked_softmax(scores, None)",
-                 dtype=dtype, hint="With mask=None, return a plain softmax over the last axis.")
+                 dtype=dtype, condition=_condition(scores, None), hint="With mask=None, return a plain softmax over the last axis.")
     passed(f"masked_softmax ({dtype}, scores {tuple(shape)}, mask {tuple(mask.shape)}): right "
            f"weights, exact zeros on masked keys and on {int(fully.sum())} "
            "fully masked rows, no NaN in forward or backward, gradient equal to the reference's")
@@ -378,10 +391,15 @@ def _attention_answers(query, key, value, mask, upstream):
         IGNORED: _ref_attention(query, key, value, None)[0],
         UNSCALED: _ref_attention(query, key, value, mask, scale=False)[0],
     }
+    root32 = float32_sqrt(q.shape[-1])  # common.py's rule, for the float64 runs
+    if root32 is not None:
+        bugs[FLOAT32_SQRT] = _ref_attention(query, key, value, mask, scale=root32)[0]
     rq, rk, rv = (t.double().clone().requires_grad_() for t in (query, key, value))
     (_ref_attention(rq, rk, rv, mask)[0] * upstream.double()).sum().backward()
     plain = F.scaled_dot_product_attention(q, k, v)
-    return expected, ref_w, bugs, (rq.grad, rk.grad, rv.grad), plain
+    plain_bugs = {} if root32 is None else {
+        FLOAT32_SQRT: _ref_attention(query, key, value, None, scale=root32)[0]}
+    return expected, ref_w, bugs, (rq.grad, rk.grad, rv.grad), (plain, plain_bugs)
 
 
 def _unpack(result, name):
@@ -400,8 +418,8 @@ def scaled_dot_product_attention(function, seed=0, batch=(3, 2), Lq=5, Lk=7, d_k
     query, key, value, mask, lengths = _attention_inputs(seed, batch, Lq, Lk, d_k, d_v, dtype)
     scores_shape = (*batch, Lq, Lk)
     upstream = random_inputs((*batch, Lq, d_v), seed=seed + 3, dtype=dtype)[0]
-    expected, expected_w, bugs, expected_grads, expected_plain = _attention_answers(
-        query, key, value, mask, upstream)
+    expected, expected_w, bugs, expected_grads, (expected_plain, plain_bugs) = (
+        _attention_answers(query, key, value, mask, upstream))
     fully = _fully_masked_rows(mask, scores_shape)                          # (..., Lq, 1)
     q, k, v = (t.clone().requires_grad_() for t in (query, key, value))
     name = "scaled_dot_product_attention(query, key, value, mask)"
@@ -414,8 +432,12 @@ def scaled_dot_product_attention(function, seed=0, batch=(3, 2), Lq=5, Lk=7, d_k
     expect_tensor(output, "output", dtype=dtype)
     _expect_finite_forward(output, mask, scores_shape, "output", dtype, is_output=True)
     _expect_finite_forward(weights, mask, scores_shape, "weights", dtype)
-    expect_close(output, expected, "output", bugs=bugs, dtype=dtype)
-    expect_close(weights, expected_w, "weights", dtype=dtype,
+    # the weights' rounding follows the scores' magnitude; the output's, the values'
+    condition = _condition(query.double() @ key.double().transpose(-2, -1) / math.sqrt(d_k),
+                           mask)
+    expect_close(output, expected, "output", bugs=bugs, dtype=dtype,
+                 scale=value.double().abs().max(), condition=condition.amax(-1, keepdim=True))
+    expect_close(weights, expected_w, "weights", dtype=dtype, condition=condition,
                  hint="Return the softmax weights (after masking), before multiplying by value.")
     if bool((output.detach().masked_select(fully) != 0).any()):
         fail("output: queries with no key to attend to must output exactly 0.")
@@ -424,17 +446,22 @@ def scaled_dot_product_attention(function, seed=0, batch=(3, 2), Lq=5, Lk=7, d_k
     (output * upstream).sum().backward()
     for tensor, grad, what in zip((q, k, v), expected_grads, ("query", "key", "value")):
         _expect_grad(tensor, grad, what, dtype)
-    # mask=None
+    # mask=None, on the same inputs in float64: the chapter has no float64 test of its
+    # own, and a float64 run is where a float32 sqrt(d_k) constant shows (common.py's rule)
     with forbid(**{"F.scaled_dot_product_attention": F.scaled_dot_product_attention}):
-        result = _call(function, query.clone(), key.clone(), value.clone(), dtype=dtype,
-                       name="scaled_dot_product_attention", hint=NO_MASK)
+        result = _call(function, query.double(), key.double(), value.double(),
+                       dtype=torch.float64, name="scaled_dot_product_attention", hint=NO_MASK)
     plain, _ = _unpack(result, "scaled_dot_product_attention(query, key, value)")
-    expect_close(plain, expected_plain, "output without a mask", dtype=dtype,
+    expect_tensor(plain, "output without a mask (float64 inputs)", dtype=torch.float64)
+    expect_close(plain, expected_plain, "output without a mask (float64 inputs)",
+                 bugs=plain_bugs, dtype=torch.float64, scale=value.double().abs().max(),
+                 condition=_condition(query.double() @ key.double().transpose(-2, -1)
+                                      / math.sqrt(d_k), None).amax(-1, keepdim=True),
                  hint="With mask=None, nothing is masked: a plain softmax.")
     passed(f"scaled_dot_product_attention ({dtype}, padding & causal mask {tuple(mask.shape)}, "
            f"lengths {lengths.tolist()}): equals F.scaled_dot_product_attention on every query "
            f"with a key to attend to, exact zeros on {int(fully.sum())} "
-           "fully masked rows, finite gradients equal to the reference's, and mask=None works")
+           "fully masked rows, finite gradients equal to the reference's, and mask=None works (in float64 too)")
 
 
 # ----------------------------------------------------------------------------- invariances

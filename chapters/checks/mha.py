@@ -33,9 +33,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import (MALFORMED, attempt, call, call_keeping, check, differs, expect_close,
-                     expect_tensor, export, fail, forbid, generator, passed, probe, raised,
-                     random_inputs, reference, revive, take, take_error, type_name)
+from .common import (FLOAT32_SQRT, MALFORMED, attempt, call, call_keeping, check, differs,
+                     expect_close, expect_tensor, export, fail, float32_sqrt, forbid, generator,
+                     passed, probe, raised, random_inputs, reference, revive, take, take_error,
+                     type_name)
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
@@ -116,7 +117,8 @@ def _reference(P, query, key, value, h, *, scale="head_dim", k_with="k", v_with=
         q, k, v = _split(q, h), _split(k, h), _split(v, h)            # (B, h, L, hd)
     else:  # reshape straight to (B, h, L, hd)
         q, k, v = (t.reshape(B, h, t.shape[1], hd) for t in (q, k, v))
-    divisor = {"head_dim": math.sqrt(hd), "d_model": math.sqrt(D), "none": 1.0}[scale]
+    divisor = {"head_dim": math.sqrt(hd), "d_model": math.sqrt(D), "none": 1.0,
+               "float32": float32_sqrt(hd) or math.sqrt(hd)}[scale]
     weights = torch.softmax(q @ k.transpose(-2, -1) / divisor, dim=softmax_dim)  # (B, h, Lq, Lk)
     heads = weights @ v                                               # (B, h, Lq, hd)
     merged = _merge(heads) if merge == "ok" else heads.reshape(B, Lq, h * hd)
@@ -440,6 +442,8 @@ def _forward_answers(P, inputs, num_heads, key_size, value_size, bias, dtype, de
     }
     if bias:
         variants[B_O_PER_HEAD] = dict(out="bias_per_head")
+    if float32_sqrt(d_model // num_heads) is not None:  # common.py's rule (float64 runs)
+        variants[FLOAT32_SQRT] = dict(scale="float32")
     answers = []
     for q_in, k_in, v_in in inputs:
         if torch_mha is not None:

@@ -94,6 +94,20 @@ CORRECT = {
     return torch.einsum("...qk,...kv->...qv", weights, value), weights
 '''),
     },
+    # exp(s - logsumexp(s)), not torch.softmax: as correct, but s - logsumexp(s) is rounded
+    # to the dtype's u times |s| on every weight (exp(s - max) is exact near the maximum),
+    # so in float16 and bfloat16 its query gradient differs from the reference by a few
+    # units of rounding of the gradient's scale, large next to its small entries.
+    "logsumexp_attention": {
+        "scaled_dot_product_attention": _sdpa('''    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = (scores - torch.logsumexp(scores, dim=-1, keepdim=True)).exp()
+    if mask is not None:
+        weights = weights.masked_fill(~mask, 0.0)
+    return weights @ value, weights
+'''),
+    },
 }
 
 BUGS = {
@@ -213,6 +227,18 @@ BUGS = {
 ''')},
         fails=["test_scaled_dot_product_attention"],
         diagnosis=r"not scaled: divide Q K\^T by sqrt\(d_k\)",
+    ),
+    # Seed 000's float32 constant (common.py's rule): harmless in float32 and below, off
+    # by ~1e-8 in float64, where the check's float64 run without a mask notices it (d_k = 8).
+    "attention_float32_sqrt_constant": Bug(
+        cells={"scaled_dot_product_attention": _sdpa('''    d_k = query.size(-1)
+    scores = query @ key.transpose(-2, -1) / torch.sqrt(torch.tensor(d_k, dtype=torch.float32))
+    weights = masked_softmax(scores, mask)
+    return weights @ value, weights
+''')},
+        fails=["test_scaled_dot_product_attention"],
+        diagnosis=r"output without a mask \(float64 inputs\) is wrong: your sqrt\(d_k\) is a "
+                  r"float32 number",
     ),
     "attention_ignores_mask": Bug(
         cells={"scaled_dot_product_attention": _sdpa('''    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
