@@ -3,7 +3,7 @@
 Each step as the student guide says, on a laptop-like setup (a warm pip cache, as on a
 student's machine after the first chapter or with a course's cached wheels):
   1. unzip the chapter;
-  2. python -m venv, then pip install -r requirements-student.txt (from the zip);
+  2. python -m venv, then pip install --no-compile -r requirements-student.txt (from the zip);
   3. start Jupyter's kernel and run the notebook from the top to its first check cell,
      with the first exercise answered (the reference answer pasted in).
 The pip cache is warmed by one untimed install first. Writes a table (markdown).
@@ -12,6 +12,7 @@ The pip cache is warmed by one untimed install first. Writes a table (markdown).
 """
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -44,7 +45,8 @@ print(text.strip())
 def install(venv, requirements):
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
-                    "--disable-pip-version-check", "-r", str(requirements)], check=True)
+                    "--no-compile", "--disable-pip-version-check", "-r", str(requirements)],
+                   check=True)
 
 
 def main():
@@ -61,6 +63,7 @@ def main():
         scratch = Path(scratch)
         install(scratch / "warm", REPO / "requirements-student.txt")  # warms pip's cache
         steps = []
+        load = os.getloadavg()[0]
         start = time.monotonic()
         with zipfile.ZipFile(archive) as zipped:
             zipped.extractall(scratch / "student")
@@ -68,7 +71,7 @@ def main():
         steps.append(("unzip the chapter", time.monotonic() - start))
         mark = time.monotonic()
         install(scratch / "venv", folder / "requirements-student.txt")
-        steps.append(("venv + pip install -r requirements-student.txt (warm cache)",
+        steps.append(("venv + pip install --no-compile -r requirements-student.txt (warm cache)",
                       time.monotonic() - mark))
         notebook = folder / f"{args.chapter}.ipynb"
         source = json.loads((course.CHAPTERS / f"{args.chapter}.ipynb").read_text())
@@ -83,7 +86,9 @@ def main():
     lines = [f"# From the zip to the first green check ({args.chapter})", "",
              f"Measured by `bench/bench_student_kit.py` on {platform.processor() or platform.machine()}, "
              f"{platform.system()}, Python {platform.python_version()}, "
-             f"{time.strftime('%Y-%m-%d')}. Target: under 60 s with a warm pip cache.", "",
+             f"{time.strftime('%Y-%m-%d')}, load average {load:.1f} on {os.cpu_count()} cores "
+             "at the start (other jobs slow every step). Target: under 60 s with a warm pip "
+             "cache.", "",
              "| step | seconds |", "|---|---|"]
     lines += [f"| {name} | {seconds:.1f} |" for name, seconds in steps]
     lines += [f"| **total** | **{total:.1f}** |", "", "The first check printed:", "",

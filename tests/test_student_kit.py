@@ -56,7 +56,8 @@ def student_python(tmp_path_factory):
     venv = tmp_path_factory.mktemp("student") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-compile",  # as the
+                    "--disable-pip-version-check",                                 # guide says
                     "-r", str(REPO / "requirements-student.txt")], check=True)
     return python
 
