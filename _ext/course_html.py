@@ -6,7 +6,11 @@
   add (sphinx-thebe's `const THEBE_JS_URL = ...`, sphinx-togglebutton's settings) reach
   each page twice, and the second `const` throws "Identifier 'THEBE_JS_URL' has already
   been declared" on every page.
-- static/course.css: long inline code wraps at phone width instead of widening the page.
+- static/course.css: long inline code wraps at phone width instead of widening the page;
+  printed outputs wrap at the column; display maths and tables wider than the column
+  scroll inside their own box.
+- static/course.js: marks each such box that scrolls with a visible hint (a shadow, a
+  scroll bar and the words "scroll sideways"): a phone shows no scroll bar by itself.
 
 tests/test_browser.py checks all of this on every page, in a browser.
 """
@@ -37,6 +41,7 @@ def setup(app):
     app.set_html_assets_policy("always")
     app.connect("builder-inited", _add_static_path)
     app.add_css_file("course.css")
+    app.add_js_file("course.js", loading_method="defer")
     # late, after the extensions that add scripts while a page is written
     app.connect("html-page-context", _one_copy_of_each_script, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
