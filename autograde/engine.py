@@ -582,7 +582,13 @@ class Grader:
 def fingerprint(path, assignment):
     """What a result was graded from: the submitted file (or its absence) and the chapter."""
     path = Path(path)
-    digest = file_sha256(path) if path.is_file() else "missing"
+    if not path.is_file():
+        digest = "missing"
+    elif path.stat().st_size > LIMITS["notebook_file_bytes"]:  # refused unread: its size
+        info = path.stat()                                   # and time say if it changed
+        digest = f"over the limit: {info.st_size} bytes, {info.st_mtime_ns}"
+    else:
+        digest = file_sha256(path)
     return hashlib.sha256(f"{digest} {assignment.fingerprint}".encode()).hexdigest()
 
 

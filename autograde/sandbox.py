@@ -9,6 +9,11 @@ torch once, then waits on socket FD for the grader's orders:
     {"op": "kill"}                    kill that child and everything it started
 The child runs the submission's code and answers the grader's requests (`serve`); it only
 ever sends values through autograde.wire: the grader decides every verdict itself.
+
+Inside bwrap, each child first enters a mount and an IPC namespace of its own
+(enter_namespaces): its scratch folder and /dev/shm are fresh tmpfs with size caps, the
+rest read-only, and all it leaves behind dies with it. Then its limits (enter_limits):
+rlimits, its own uid where the zygote is root, no capabilities, a seccomp filter.
 """
 import builtins
 import ctypes

@@ -8,7 +8,11 @@ with one zygote and checks, after each, that the course directory is byte-identi
 that no process of the submission survived and that the reference still gets full marks.
 
 Groups: tamper (cheating must not pay), isolation (a crash, a hang or a bomb costs only
-the tests that run into it), broken input (refused with a message naming the problem).
+the tests that run into it), broken input (refused with one line naming the problem, or
+graded as nbgrader would grade it), leftovers (entries marked `twice` are graded twice by
+the same zygote: what the first grading left, in shared memory, /dev/shm, a message queue
+or its scratch folder, must not reach the second) and caps (what a submission may hold
+outside its memory limit). FAULTS, at the end, are the faults of a whole batch.
 Code cells are written as a student would write them; `{course}` in a cell is replaced
 by the course directory, the worst case of a student guessing where the grader keeps it.
 """
