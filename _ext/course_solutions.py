@@ -21,8 +21,6 @@ import sys
 from pathlib import Path
 
 EDITIONS = {"self-study": "hide-input", "class": "remove-input"}
-HIDDEN = re.compile(r"[ \t]*### BEGIN HIDDEN TESTS\n.*?[ \t]*### END HIDDEN TESTS\n?", re.S)
-MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.M)
 
 
 def edition():
@@ -57,9 +55,9 @@ def _prepare_notebook(app, docname, source):
         meta = cell.get("metadata", {}).get("nbgrader", {})
         text = _source(cell).replace(kit.WHEEL_URL_TOKEN, kit.wheel_url(app.config.html_baseurl))
         if meta.get("grade"):
-            text = HIDDEN.sub("", text)
+            text = kit.visible_part(text)
         if meta.get("solution"):
-            text = MARKER.sub("", text)
+            text = kit.solution_code(text)
             tags = cell["metadata"].setdefault("tags", [])
             if tag not in tags:
                 tags.append(tag)

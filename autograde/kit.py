@@ -40,6 +40,7 @@ def wheel_url(site):
     """Where the book at `site` (its html.baseurl) serves the kit's wheel."""
     return f"{site.rstrip('/')}/kit/{WHEEL}"
 
+
 HIDDEN = re.compile(r"[ \t]*### BEGIN HIDDEN TESTS\n.*?[ \t]*### END HIDDEN TESTS\n?", re.S)
 SOLUTION = re.compile(r"[ \t]*### BEGIN SOLUTION\n(.*?)[ \t]*### END SOLUTION\n?", re.S)
 STUB = ("raise AssertionError('computed by the grader; the kit reads its results from "

@@ -11,10 +11,9 @@ that a bug costs only the points of the tests that exercise it.
 """
 import copy
 import importlib
-import re
 from dataclasses import dataclass, field
 
-SOLUTION_BLOCK = re.compile(r"[ \t]*### BEGIN SOLUTION\n(.*?)[ \t]*### END SOLUTION\n?", re.S)
+from autograde.kit import SOLUTION as SOLUTION_BLOCK, solution_code
 
 
 @dataclass
@@ -31,7 +30,7 @@ def grade_id(cell):
 
 def reference_code(cell_source):
     """The source cell with nbgrader's markers removed (what a perfect student writes)."""
-    return SOLUTION_BLOCK.sub(lambda m: m.group(1), cell_source)
+    return solution_code(cell_source)
 
 
 def fill_submission(source_nb, student_nb, cells):
