@@ -188,7 +188,9 @@ def _expect_finite_forward(actual, mask, shape, name, dtype, is_output=False):
     fail(f"{name}: " + NAN_FULLY_MASKED.format(n=rows, fp16=fp16))
 
 
-def _expect_grad(tensor, expected, what, dtype):
+def _expect_grad(tensor, expected, what, dtype, scale=None, condition=1.0):
+    """scale, condition: see common.excess(); a gradient that cancels (w * (g - sum(w g)))
+    is off by the rounding of its terms, so its scale is theirs, not its own."""
     grad = tensor.grad
     if grad is None:
         fail(f"no gradient reached {what}: your result is not connected to it in the autograd "
@@ -196,8 +198,8 @@ def _expect_grad(tensor, expected, what, dtype):
     if not bool(_isfinite(grad).all()):
         n = int((~_isfinite(grad)).sum())
         fail(NAN_GRAD.format(what=what, n=n))
-    expect_close(grad, expected, f"the gradient of {what}", dtype=dtype,
-                 hint="The forward values are right, so look for an operation that blocks or "
+    expect_close(grad, expected, f"the gradient of {what}", dtype=dtype, scale=scale,
+                 condition=condition, hint="The forward values are right, so look for an operation that blocks or "
                       "bends the gradient (an in-place change, .detach(), a rounding).")
 
 
@@ -348,7 +350,9 @@ def masked_softmax(function, seed=0, batch=(2, 3), Lq=5, Lk=6, dtype=torch.float
     # backward: the gradient must be finite and equal to the reference's
     _expect_graph(weights, "the scores")
     (weights * upstream).sum().backward()
-    _expect_grad(s, expected_grad, "the scores", dtype)
+    # its terms w * g (w <= 1): scale max |upstream|
+    _expect_grad(s, expected_grad, "the scores", dtype, scale=upstream.double().abs().max(),
+                 condition=_condition(scores, mask).amax(-1, keepdim=True))
     # mask=None: a plain softmax
     plain = _call(function, scores.clone(), None, dtype=dtype, name="masked_softmax",
                   hint=NO_MASK)
@@ -444,8 +448,17 @@ def scaled_dot_product_attention(function, seed=0, batch=(3, 2), Lq=5, Lk=7, d_k
     # backward
     _expect_graph(output, "query, key and value")
     (output * upstream).sum().backward()
+    # the magnitude of the terms each gradient is summed from: d weights = g v^T (d_v
+    # terms), d scores = w * (d weights - sum(w d weights)), d query = d scores k / sqrt(d_k)
+    # (Lk terms), d key = d scores^T q / sqrt(d_k) (Lq terms), d value = w^T g (Lq terms)
+    top = {name: t.double().abs().max() for name, t in
+           (("q", query), ("k", key), ("v", value), ("g", upstream))}
+    d_weights = d_v * top["g"] * top["v"]
+    scales = {"query": Lk * d_weights * top["k"] / math.sqrt(d_k),
+              "key": Lq * d_weights * top["q"] / math.sqrt(d_k), "value": Lq * top["g"]}
     for tensor, grad, what in zip((q, k, v), expected_grads, ("query", "key", "value")):
-        _expect_grad(tensor, grad, what, dtype)
+        _expect_grad(tensor, grad, what, dtype, scale=scales[what],
+                     condition=condition.amax())
     # mask=None, on the same inputs in float64: the chapter has no float64 test of its
     # own, and a float64 run is where a float32 sqrt(d_k) constant shows (common.py's rule)
     with forbid(**{"F.scaled_dot_product_attention": F.scaled_dot_product_attention}):
