@@ -341,8 +341,9 @@ def _exp_range(dtype):
 
 @reference
 def _large_score_cases(shape, seed, dim, offset, dtype):
-    """[(label, scores in float64)]: rows near +offset, near -offset, both, and rows that
-    span more than exp's range in `dtype` (one entry per row far below the others)."""
+    """[(label, scores in float64, where subtracting the row's minimum gives NaN or inf)]:
+    rows near +offset, near -offset, both, and rows that span more than exp's range in
+    `dtype` (one entry per row far below the others)."""
     (noise,) = random_inputs(shape, seed=seed, dtype=torch.float64)
     # one sign per row along `dim`, alternating +1, -1 from row to row
     moved = noise.movedim(dim, -1)
@@ -357,7 +358,7 @@ def _large_score_cases(shape, seed, dim, offset, dtype):
     spread = float(max(offset, math.ceil(2 * n * _exp_range(dtype))))
     low = torch.nn.functional.one_hot(torch.arange(math.prod(rows)) % n, n).bool()
     wide = torch.where(low.reshape(moved.shape), -spread, 3 * moved).movedim(-1, dim)
-    return [
+    cases = [
         ("all scores near +{:g}".format(offset), offset + 3 * noise),
         ("all scores near -{:g}".format(offset), -offset + 3 * noise),
         ("rows near +{0:g} and rows near -{0:g} in one tensor".format(offset),
@@ -365,14 +366,14 @@ def _large_score_cases(shape, seed, dim, offset, dtype):
         ("rows that span {:g} (from -{:g} to about +6), more than exp's range in {}"
          .format(spread + 6, spread, str(dtype)[6:]), wide),
     ]
-
-
-@reference
-def _min_subtracted(scores, dim):
-    """Where the softmax that subtracts each row's minimum is NaN or inf, computed in the
-    scores' dtype (bool, the shape of scores)."""
-    e = (scores - scores.amin(dim=dim, keepdim=True)).exp()
-    return ~torch.isfinite(e / e.sum(dim=dim, keepdim=True))
+    # with each case, where the softmax that subtracts each row's minimum, computed in
+    # `dtype`, is NaN or inf (bool, the shape of the scores)
+    found = []
+    for label, scores in cases:
+        low = scores.to(dtype)
+        e = (low - low.amin(dim=dim, keepdim=True)).exp()
+        found.append((label, scores, ~torch.isfinite(e / e.sum(dim=dim, keepdim=True))))
+    return found
 
 
 MIN_SUBTRACTED = ("you subtracted each row's minimum (or another value below its maximum): "
@@ -395,7 +396,7 @@ def stable_softmax_large_scores(stable_softmax, seed=0, shape=(2, 3, 5), dim=-1,
     scores span more than exp's range in dtype (subtracting the row's minimum overflows).
     """
     cases = _large_score_cases(shape, seed, dim, offset, dtype)
-    for i, (label, scores64) in enumerate(cases):
+    for i, (label, scores64, min_bad) in enumerate(cases):
         scores = scores64.to(dtype=dtype, device=device)
         out = _stable_call(stable_softmax, scores, dim)
         expected, bugs = _softmax_answers(scores, dim, whole=False)
@@ -415,7 +416,7 @@ def stable_softmax_large_scores(stable_softmax, seed=0, shape=(2, 3, 5), dim=-1,
                      f"rows near -{offset:g} become exp(-{2 * offset:g}) = 0 and 0 / 0 = NaN. "
                      "Subtract each row's own maximum: scores.amax(dim=dim, keepdim=True).")
             bad = ~torch.isfinite(out.detach()).cpu()
-            which = ("" if _equal(bad, _min_subtracted(scores, dim).cpu())
+            which = ("" if _equal(bad, min_bad)
                      else "NaN or inf where the softmax is finite: ")
             fail(f"stable_softmax: NaN or inf for {label}: {which}"
                  + MIN_SUBTRACTED.format(range=_exp_range(dtype), dtype=dtype))
