@@ -304,6 +304,17 @@ def scaled_dot_product_attention(query, key, value, mask=None):
     return weights @ value, weights
 '''},
         fails=["test_sdpa_large"], diagnosis=r"overflows .* to inf and inf / inf = NaN"),
+    # The row's minimum inside the attention: exact for ordinary scores; the large-score
+    # test's rows span more than exp's range (float32 and float64), so it overflows there.
+    "attention_subtracts_row_min": Bug(
+        cells={"scaled_dot_product_attention": '''
+def scaled_dot_product_attention(query, key, value, mask=None):
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    e = (scores - scores.amin(dim=-1, keepdim=True)).exp()
+    weights = e / e.sum(dim=-1, keepdim=True)
+    return weights @ value, weights
+'''},
+        fails=["test_sdpa_large"], diagnosis=r"must subtract each row's maximum first"),
     "bmm_only_3d": Bug(
         cells={"scaled_dot_product_attention": '''
 def scaled_dot_product_attention(query, key, value, mask=None):
