@@ -262,4 +262,9 @@ def test_tolerance_is_eps_times_the_roundings():
     # a small entry may be off by the rounding of the large one (scale = max |expected|)
     assert common.close(e + torch.tensor([0.0, 0.9 * atol]), e, torch.float32)
     assert not common.close(e + torch.tensor([0.0, 2.1 * atol]), e, torch.float32)
-    assert not common.close(e + torch.tensor([float("nan"), 0.0]), e, torch.float32)
+    nan = e + torch.tensor([float("nan"), 0.0])
+    assert not common.close(nan, e, torch.float32)
+    assert not common.close(nan, nan.clone(), torch.float32)  # two NaN are not alike
+    inf = torch.tensor([float("-inf"), 1.0])
+    assert common.close(inf, inf.clone(), torch.float32)
+    assert not common.close(inf, torch.tensor([-1e30, 1.0]), torch.float32)

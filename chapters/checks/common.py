@@ -316,6 +316,7 @@ def excess(actual, expected, dtype=None, scale=None, condition=1.0):
     inf = torch.full((), float("inf"), dtype=torch.float64, device=a.device)
     ratio = _where(bound > 0, error / bound.clamp_min(1e-300), _where(error > 0, inf, zero))
     ratio = _where(a == e, zero, _where(_isnan(ratio), inf, ratio))  # equal infinities pass
+    ratio = _where(_isnan(a) | _isnan(e), inf, ratio)                   # NaN never does
     return ratio.max().item()
 
 

@@ -101,7 +101,11 @@ FP16_NOTE = (" In float16, -1e9 is -inf too: float16's finite range ends at -655
              "score + finfo.min also overflows to -inf when the score is below about -16.")
 NAN_ALLOWED = ("NaN or inf where keys may be attended. A common cause: a mask multiplied by "
                "-inf gives 0 * -inf = NaN at every allowed key; build the fill with masked_fill "
-               "or torch.where instead of multiplying by -inf.")
+               "or torch.where instead of multiplying by -inf. Another: a softmax of your own "
+               "that subtracts the row's minimum (or nothing) instead of its maximum: a row "
+               "with a masked key holds finfo.min, so it spans far more than exp's range and "
+               "exp overflows to inf (inf / inf = NaN). The row's maximum, not its minimum, "
+               "keeps every exponent <= 0.")
 NAN_GRAD = ("the forward pass is fine but the gradient of {what} has {n} NaN entries. Most "
             "likely a -inf reached the softmax of a fully masked row (a -inf fill, -1e9 in "
             "float16, or score + finfo.min overflowing to -inf in float16), the softmax's "

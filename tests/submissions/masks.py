@@ -165,6 +165,17 @@ BUGS = {
         notes="nan_to_num cleans the forward pass; the NaN of the softmax's backward flows "
               "through the addition into the scores' gradient.",
     ),
+    # A softmax of one's own through the row's minimum: a masked key's finfo.min makes the
+    # row span far more than exp's range, so every partly masked row overflows.
+    "softmax_subtracts_row_min": Bug(
+        cells={"masked_softmax": _softmax('''    s = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    e = (s - s.amin(dim=-1, keepdim=True)).exp()
+    return (e / e.sum(dim=-1, keepdim=True)).masked_fill(~mask, 0.0)
+''')},
+        fails=["test_masked_softmax", "test_scaled_dot_product_attention", "test_invariances"],
+        diagnosis=r"subtracts the row's minimum .* The row's maximum, not its minimum, keeps "
+                  r"every exponent <= 0",
+    ),
     "zero_after_plain_softmax": Bug(
         cells={"masked_softmax": _softmax('''    return torch.softmax(scores, dim=-1) * mask
 ''')},
