@@ -212,11 +212,101 @@ WIDTH_JS = """() => {
 }"""
 
 
+# Every figure of the page: its rendered width and, for an SVG, the size at which its
+# smallest text is drawn. The SVG is fetched and placed, hidden, in the page so that the
+# browser computes its text's font sizes (attributes, style, inheritance); a size in the
+# SVG's own units times (rendered width / viewBox width) is the size on screen.
+FIGURES_JS = """async () => {
+  const body = parseFloat(getComputedStyle(document.querySelector('.bd-article p')
+                                           || document.body).fontSize);
+  const figures = [];
+  const images = [...document.querySelectorAll('.bd-article img')]
+    .filter(img => img.closest('.cell_output, figure, .figure'));
+  for (const img of images) {
+    const src = img.getAttribute('src');
+    const width = img.getBoundingClientRect().width;
+    const figure = {src, width: Math.round(width), svg: /\\.svg(\\?|#|$)/i.test(src),
+                    smallest: null, text: null};
+    if (figure.svg) {
+      const parsed = new DOMParser().parseFromString(await (await fetch(img.src)).text(),
+                                                     'image/svg+xml');
+      const holder = document.createElement('div');
+      holder.style.cssText = 'position:absolute; left:-100000px; top:0; visibility:hidden';
+      const svg = document.importNode(parsed.documentElement, true);
+      holder.appendChild(svg);
+      document.body.appendChild(holder);
+      const box = svg.viewBox && svg.viewBox.baseVal && svg.viewBox.baseVal.width
+        ? svg.viewBox.baseVal.width : svg.width.baseVal.value;
+      for (const t of svg.querySelectorAll('text')) {
+        if (!t.textContent.trim()) continue;
+        // a text's size is that of its largest glyphs: a formula's subscripts and
+        // superscripts are smaller, as they are in the body text's own maths
+        const spans = [...t.querySelectorAll('tspan')].filter(s => s.textContent.trim());
+        const size = spans.length ? Math.max(...spans.map(s => parseFloat(getComputedStyle(s).fontSize)))
+                                  : parseFloat(getComputedStyle(t).fontSize);
+        const shown = size * width / box;
+        if (figure.smallest === null || shown < figure.smallest) {
+          figure.smallest = Math.round(shown * 10) / 10;
+          figure.text = t.textContent.trim().slice(0, 40);
+        }
+      }
+      holder.remove();
+    }
+    figures.push(figure);
+  }
+  return {body, figures};
+}"""
+
+# Printed outputs at desktop width, each measured as printed (no wrapping): the widest
+# line against the column. A check's verdict (a line that starts with ✔) is a sentence,
+# which may wrap.
+OUTPUTS_JS = """() => {
+  const wide = [];
+  for (const pre of document.querySelectorAll('.bd-article .cell_output pre')) {
+    if (pre.textContent.trim().startsWith('\u2714')) continue;
+    const before = pre.style.whiteSpace;
+    pre.style.whiteSpace = 'pre';
+    if (pre.scrollWidth > pre.clientWidth + 1)
+      wide.push(`${pre.scrollWidth} px > ${pre.clientWidth} px: `
+                + pre.textContent.split('\\n').reduce((a, l) => l.length > a.length ? l : a, '').slice(0, 90));
+    pre.style.whiteSpace = before;
+  }
+  return wide;
+}"""
+
+# At phone width: every display formula and every table that is wider than its box must
+# scroll inside it and say so (course.js: class course-scrolls and a visible hint), and no
+# formula may be cut by an ancestor that hides what overflows.
+SCROLL_JS = """() => {
+  const problems = [];
+  const label = e => e.textContent.trim().replace(/\\s+/g, ' ').slice(0, 60);
+  const boxes = document.querySelectorAll(
+    ".bd-article div.math mjx-container[display='true'], .bd-article .pst-scrollable-table-container");
+  for (const box of boxes) {
+    if (box.scrollWidth <= box.clientWidth + 1) continue;
+    const anchor = box.matches('mjx-container') ? box.closest('div.math') : box;
+    const hint = anchor.nextElementSibling;
+    const overflow = getComputedStyle(box).overflowX;
+    if (!['auto', 'scroll'].includes(overflow))
+      problems.push(`${label(anchor)}: wider than its box and overflow-x is ${overflow}`);
+    else if (!box.classList.contains('course-scrolls') || !hint
+             || !hint.classList.contains('course-scroll-hint') || !hint.offsetHeight)
+      problems.push(`${label(anchor)}: scrolls with no visible sign of it`);
+    const outer = anchor.getBoundingClientRect(), inner = box.getBoundingClientRect();
+    if (inner.right > outer.right + 1)
+      problems.push(`${label(anchor)}: cut at the right edge (${Math.round(inner.right)} > ${Math.round(outer.right)})`);
+  }
+  return problems;
+}"""
+
+
 def _unfold_solutions(page):
     """Each code cell holding a solution: folded (closed <details>, code hidden) as the page
     loads, and showing its code once its summary is clicked."""
     found = []
-    cells = page.locator(".cell").filter(has_text="### BEGIN SOLUTION")
+    # _ext/course_solutions.py tags each solution cell hide-input (and drops nbgrader's
+    # markers from the page), so the page's solution cells are the cells with that tag.
+    cells = page.locator(".cell.tag_hide-input")
     for i in range(cells.count()):
         cell = cells.nth(i)
         details = cell.locator("details.hide.above-input")
@@ -225,7 +315,7 @@ def _unfold_solutions(page):
                  "hidden": not code.is_visible()}
         if details.count() == 1:
             details.locator("summary").click()
-        state["shown"] = code.is_visible() and "BEGIN SOLUTION" in code.inner_text()
+        state["shown"] = code.is_visible() and bool(code.inner_text().strip())
         found.append(state)
     return found
 
@@ -249,6 +339,12 @@ def visit(site, browser):
                 response = page.goto(site + page_name + ".html", wait_until="load")
                 result = {"status": response.status, "mathjax": page.evaluate(SETTLE_JS)}
                 result.update(page.evaluate(WIDTH_JS if phone else INSPECT_JS))
+                page.wait_for_timeout(300)  # course.js marks the boxes once MathJax is done
+                if phone:
+                    result["scrolling"] = page.evaluate(SCROLL_JS)
+                else:
+                    result.update(page.evaluate(FIGURES_JS))
+                    result["wideOutputs"] = page.evaluate(OUTPUTS_JS)
                 shot = SHOTS / (_name(page_name) + ("-phone" if phone else "") + ".png")
                 page.screenshot(path=str(shot), full_page=not phone)
                 if not phone:
@@ -349,6 +445,38 @@ def test_fits_phone_width(visit, page_name):
     assert result["scrolled"] == 0 and result["documentWidth"] <= result["width"], (
         f"{page_name} scrolls sideways at 390 px: document {result['documentWidth']} px "
         f"wide; sticking out: {result['sticking']}")
+
+
+@_by_page()
+def test_figure_text_is_readable_at_desktop_width(visit, page_name):
+    """At 1280 px no figure draws text smaller than 70% of the body text: each figure is
+    an SVG (its text measurable, sharp at any zoom), sized for the column."""
+    result = visit(page_name)
+    floor = 0.7 * result["body"]
+    raster = [f["src"] for f in result["figures"] if not f["svg"]]
+    assert not raster, (
+        f"{page_name}: figures that are not SVG, whose text size cannot be checked (draw "
+        f"them as SVG: the notebook's figure-style cell sets InlineBackend.figure_formats):\n"
+        + "\n".join(raster))
+    small = [f"{f['src']}: {f['text']!r} drawn at {f['smallest']} px (figure {f['width']} px wide)"
+             for f in result["figures"] if f["smallest"] is not None and f["smallest"] < floor]
+    assert not small, (
+        f"{page_name}: figure text under 70% of the body text ({result['body']:g} px, so "
+        f"{floor:.1f} px) at 1280 px; make the figure narrower or its text larger:\n"
+        + "\n".join(small))
+
+
+@_by_page()
+def test_printed_outputs_fit_the_column(visit, page_name):
+    wide = visit(page_name)["wideOutputs"]
+    assert not wide, (f"{page_name}: printed outputs wider than the column at 1280 px "
+                      "(print narrower tables):\n" + "\n".join(wide))
+
+
+@_by_page()
+def test_wide_maths_and_tables_scroll_visibly_at_phone_width(visit, page_name):
+    problems = visit(page_name, phone=True)["scrolling"]
+    assert not problems, f"{page_name} at 390 px:\n" + "\n".join(problems)
 
 
 # --------------------------------------------------------------------------- chapter pages
