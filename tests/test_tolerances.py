@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "chapters"))
 from checks import attention as ch1  # noqa: E402
 from checks import common  # noqa: E402
+from checks import heads as ch2  # noqa: E402
 from checks import masks as ch4  # noqa: E402
 
 DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16]
@@ -178,6 +179,24 @@ def test_correct_softmax_passes_chapter_1(variant, dtype, seed, shape):
             for dim in dims:
                 ch1.stable_softmax_large_scores(softmax, seed=seed, shape=shape, dim=dim,
                                                 dtype=dtype)
+    assert max(seen) <= MARGIN, (variant, dtype, max(seen))
+
+
+# ------------------------------------------------------------------ chapter 2
+@given(variant=VARIANT, dtype=st.sampled_from(DTYPES), seed=st.integers(0, 10 ** 6),
+       B=st.integers(1, 3), Lq=st.integers(1, 6), Lk=st.integers(1, 6),
+       num_heads=st.integers(1, 4), head_dim=st.integers(1, 6))
+def test_correct_core_passes_chapter_2(variant, dtype, seed, B, Lq, Lk, num_heads, head_dim):
+    sdpa = attention(variant)
+
+    def multihead_attention_core(query, key, value, num_heads):
+        def split(t):
+            return t.reshape(t.shape[0], t.shape[1], num_heads, -1).transpose(1, 2)
+        heads, weights = sdpa(split(query), split(key), split(value))
+        return heads.transpose(1, 2).flatten(2), weights
+    with measured() as seen:
+        ch2.multihead_attention_core(multihead_attention_core, seed=seed, B=B, Lq=Lq, Lk=Lk,
+                                     num_heads=num_heads, head_dim=head_dim, dtype=dtype)
     assert max(seen) <= MARGIN, (variant, dtype, max(seen))
 
 

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from .common import (FLOAT32_SQRT, CheckFailure, call_keeping, check, expect_close,
                      expect_tensor, fail, float32_sqrt, forbid, passed, random_inputs, reference,
-                     type_name)
+                     softmax_condition, type_name)
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
 
 SPLIT_LAYOUT = "(B, num_heads, L, head_dim)"
@@ -397,7 +397,13 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
                        known={"(B, num_heads, Lq, head_dim)": "Merge the heads back into "
                               "(B, Lq, d_model) with merge_heads."})
     expect_tensor(out, f"{name}: output", dtype=q.dtype)
+    # common.py's rule: each head's weights round with its scores' magnitude, the output
+    # (weighted means of the values) with the values'
+    def heads(t):
+        return t.detach().double().reshape(B, t.shape[1], num_heads, head_dim).transpose(1, 2)
+    condition = softmax_condition(heads(q) @ heads(k).transpose(-2, -1) / math.sqrt(head_dim))
     expect_close(out, expected_out, f"{name}: output", bugs=bugs,
+                 scale=v.detach().double().abs().max(), condition=condition.amax(),
                  hint="Split query, key and value with split_heads, run "
                       "scaled_dot_product_attention on the (B, num_heads, L, head_dim) "
                       "tensors, and merge the output with merge_heads. If split_heads or "
@@ -412,7 +418,7 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
              "head's weights, (B, num_heads, Lq, Lk), not their average.")
     expect_tensor(weights, f"{name}: weights", shape=(B, num_heads, Lq, Lk),
                   shape_names="(B, num_heads, Lq, Lk)")
-    expect_close(weights, expected_weights, f"{name}: weights",
+    expect_close(weights, expected_weights, f"{name}: weights", condition=condition,
                  hint="Return the softmax weights of every head, before they multiply V.")
     kind = "self-attention" if Lq == Lk else "cross-attention"
     passed(f"multihead_attention_core matches nn.MultiheadAttention (identity projections) "

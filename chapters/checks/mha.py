@@ -35,8 +35,8 @@ import torch.nn.functional as F
 
 from .common import (FLOAT32_SQRT, MALFORMED, attempt, call, call_keeping, check, differs,
                      expect_close, expect_tensor, export, fail, float32_sqrt, forbid, generator,
-                     passed, probe, raised, random_inputs, reference, revive, take, take_error,
-                     type_name)
+                     passed, probe, raised, random_inputs, reference, revive, softmax_condition,
+                     take, take_error, type_name)
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
@@ -467,6 +467,19 @@ def _forward_answers(P, inputs, num_heads, key_size, value_size, bias, dtype, de
     return answers
 
 
+def _magnitudes(P, query, key, value, h):
+    """For common.py's tolerance rule: (the size of the terms the output is summed from,
+    the softmax_condition() of each head's scores). The output is W_O times weighted means
+    of the projected values plus b_O: its terms are up to max|V| |W_O[i, j]|."""
+    q, k, v = (F.linear(t.detach().double().cpu(), P[n + "_w"], P[n + "_b"])
+               for n, t in (("q", query), ("k", key), ("v", value)))
+    B, Lq, D = q.shape
+    q, k = (t.reshape(B, t.shape[1], h, D // h).transpose(1, 2) for t in (q, k))
+    bias = 0.0 if P["o_b"] is None else P["o_b"].abs().max()
+    scale = v.abs().max() * P["o_w"].abs().sum(dim=1).max() + bias
+    return scale, softmax_condition(q @ k.transpose(-2, -1) / math.sqrt(D // h))
+
+
 @check
 def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_heads=4,
                          query_size=None, key_size=None, value_size=None, bias=True,
@@ -521,7 +534,9 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
 
         context = f" ({label}, B={batch}, Lq={q_in.shape[1]}, Lk={Lk_case}, {dtype})"
         expect_tensor(output, "output" + context, dtype=dtype, device=device)
+        scale, condition = _magnitudes(P, q_in, k_in, v_in, h)
         expect_close(output, expected, "output" + context, bugs=output_bugs, dtype=dtype,
+                     scale=scale, condition=condition.amax(),
                      hint="Compare each step with the formula: project, split, attend, merge, "
                           "W_O.")
         expect_tensor(weights, "weights" + context)
@@ -537,6 +552,7 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
         expect_tensor(weights, "weights" + context, shape=shape, dtype=dtype,
                       shape_names="(B, num_heads, Lq, Lk)")
         expect_close(weights, expected_w, "weights" + context, bugs=weight_bugs, dtype=dtype,
+                     condition=condition,
                      hint="Each head's weights are softmax(q_i k_i^T / sqrt(head_dim)) over the "
                           "keys.")
     what = ("nn.MultiheadAttention with the same weights" if sizes[0] == d_model
