@@ -221,7 +221,7 @@ FIGURES_JS = """async () => {
                                            || document.body).fontSize);
   const figures = [];
   const images = [...document.querySelectorAll('.bd-article img')]
-    .filter(img => img.closest('.cell_output, figure, .figure'));
+    .filter(img => img.closest('.cell_output, figure, .figure, p'));  // p: a Markdown image
   for (const img of images) {
     const src = img.getAttribute('src');
     const width = img.getBoundingClientRect().width;
