@@ -300,6 +300,13 @@ SCROLL_JS = """() => {
 }"""
 
 
+# At desktop width every display formula fits the column (a long one is set on two lines).
+WIDE_MATHS_JS = """() => [...document.querySelectorAll(".bd-article div.math mjx-container[display='true']")]
+  .filter(box => box.scrollWidth > box.clientWidth + 1)
+  .map(box => `${box.scrollWidth} px > ${box.clientWidth} px: `
+              + box.textContent.trim().replace(/\\s+/g, ' ').slice(0, 60))"""
+
+
 def _unfold_solutions(page):
     """Each code cell holding a solution: folded (closed <details>, code hidden) as the page
     loads, and showing its code once its summary is clicked."""
@@ -345,6 +352,7 @@ def visit(site, browser):
                 else:
                     result.update(page.evaluate(FIGURES_JS))
                     result["wideOutputs"] = page.evaluate(OUTPUTS_JS)
+                    result["wideMaths"] = page.evaluate(WIDE_MATHS_JS)
                 shot = SHOTS / (_name(page_name) + ("-phone" if phone else "") + ".png")
                 page.screenshot(path=str(shot), full_page=not phone)
                 if not phone:
@@ -471,6 +479,13 @@ def test_printed_outputs_fit_the_column(visit, page_name):
     wide = visit(page_name)["wideOutputs"]
     assert not wide, (f"{page_name}: printed outputs wider than the column at 1280 px "
                       "(print narrower tables):\n" + "\n".join(wide))
+
+
+@_by_page()
+def test_display_maths_fit_the_column_at_desktop_width(visit, page_name):
+    wide = visit(page_name)["wideMaths"]
+    assert not wide, (f"{page_name}: display maths wider than the column at 1280 px (break "
+                      "it over lines with aligned or gathered):\n" + "\n".join(wide))
 
 
 @_by_page()
