@@ -1,4 +1,5 @@
-"""The hostile catalogue's isolation entries again, the grader run by an unprivileged user.
+"""The hostile catalogue's isolation entries and the batch faults again, the grader run by
+an unprivileged user.
 
 As root, bwrap keeps every capability and each submission gets a uid of its own; run by an
 ordinary user, bwrap makes a user namespace, the zygote holds CAP_SYS_ADMIN only inside it
@@ -95,15 +96,26 @@ def unprivileged():
         remove_tree(base)
 
 
-def test_isolation_entries_as_an_unprivileged_user(unprivileged):
+def _pytest_as(unprivileged, *args):
     user, python, env, work = unprivileged
-    chosen = " or ".join(SELECTED + TESTS)
     done = subprocess.run(
         [python, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs",
-         f"--basetemp={work / 'pytest'}", "tests/test_hostile.py", "-k", chosen],
+         f"--basetemp={work / 'pytest'}", *args],
         user=user.pw_uid, group=user.pw_gid, extra_groups=[], env=env, cwd=REPO,
-        capture_output=True, text=True, timeout=600)
+        capture_output=True, text=True, timeout=900)
     print(done.stdout[-5000:], done.stderr[-3000:])
     assert done.returncode == 0, done.stdout[-5000:]
-    assert f"{len(SELECTED) + len(TESTS)} passed" in done.stdout.splitlines()[-1], \
-        done.stdout.splitlines()[-1]
+    return done.stdout.splitlines()[-1]
+
+
+def test_isolation_entries_as_an_unprivileged_user(unprivileged):
+    summary = _pytest_as(unprivileged, "tests/test_hostile.py", "-k",
+                         " or ".join(SELECTED + TESTS))
+    assert f"{len(SELECTED) + len(TESTS)} passed" in summary, summary
+
+
+def test_batch_faults_as_an_unprivileged_user(unprivileged):
+    """tests/test_faults.py's batches (broken notebooks among honest ones; SIGKILL, a
+    second batch refused, resume, a deleted gradebook) graded by `nobody`."""
+    summary = _pytest_as(unprivileged, "tests/test_faults.py", "-k", "broken or killed")
+    assert "2 passed" in summary, summary
