@@ -1072,10 +1072,13 @@ ENTRIES = [
             Expect(tests={SCORES: failed(r"^attention_scores raised RuntimeError: .*"
                                          r"can't allocate memory: you tried to allocate "
                                          r"50000000000 bytes")})),
+    # (about a second each, alone; on 2 cores loaded 4-fold, over the suite's 5 s: seen)
     Hostile("grows_a_list_until_memory_runs_out", cells(attention_entropy=LIST_GROWTH),
-            Expect(tests={ENTROPY: failed(r"^attention_entropy raised MemoryError")})),
+            Expect(tests={ENTROPY: failed(r"^attention_entropy raised MemoryError")}),
+            limits={"call_seconds": 20}),
     Hostile("allocates_64MB_chunks_until_memory_runs_out", cells(stable_softmax=CHUNKS_GROWTH),
-            Expect(tests=each(SOFTMAX, failed(r"^stable_softmax raised MemoryError")))),
+            Expect(tests=each(SOFTMAX, failed(r"^stable_softmax raised MemoryError"))),
+            limits={"call_seconds": 20}),
     # 10: processes
     Hostile("fork_bomb", cells(attention_scores=FORK_BOMB),
             Expect(tests={SCORES: failed(r"^attention_scores raised BlockingIOError: "
