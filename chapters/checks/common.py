@@ -57,13 +57,14 @@ class CheckFailure(AssertionError):
 # not by each entry's own size: a small entry may carry the rounding of the large ones.
 # The rule, for every comparison of the checks (close(), expect_close()):
 #
-#     |actual - expected| <= ROUNDINGS * eps * (scale + |expected|) * condition
+#     |actual - expected| <= (ROUNDINGS + condition - 1) * eps * (scale + |expected|)
 #
 # scale: the magnitude of the values the result is computed from: by default the largest
 # |expected| of the compared tensor; a check passes the largest |value| for a weighted sum
 # of values, the size of the terms for a gradient that cancels. condition: how much the
-# computation amplifies a rounding (softmax_condition(): exp turns the rounding of a score
-# s, u |s|, into the same relative error of its weight); 1 elsewhere.
+# computation amplifies the rounding of its inputs (softmax_condition(): exp turns the
+# rounding of a score s, u |s|, into the same relative error of its weight); 1 elsewhere.
+# That amplified error adds to the roundings of the chain, hence the sum.
 # ROUNDINGS: the longest chain of operations of the course's exercises rounds about
 # n = 100 times (an input projection of d_model <= 24 terms, a dot product of d_k <= 16
 # terms and its scaling, the softmax: a subtraction, exp, a sum of Lk <= 11 terms, a
@@ -309,7 +310,8 @@ def excess(actual, expected, dtype=None, scale=None, condition=1.0):
         scale = e.abs().max()
     scale = torch.as_tensor(scale, dtype=torch.float64).to(a.device)
     condition = torch.as_tensor(condition, dtype=torch.float64).to(a.device)
-    bound = (atol * scale + rtol * e.abs()) * condition
+    # the amplified rounding of the inputs adds to the roundings of the chain
+    bound = (atol * scale + rtol * e.abs()) * (1 + (condition - 1) / ROUNDINGS)
     error = (a - e).abs()
     zero = torch.zeros((), dtype=torch.float64, device=a.device)
     inf = torch.full((), float("inf"), dtype=torch.float64, device=a.device)
@@ -333,8 +335,8 @@ def softmax_condition(scores, dim=-1):
 
 def close(actual, expected, dtype=None, scale=None, condition=1.0):
     """True when `actual` matches `expected` within the tolerance of `dtype`:
-    |actual - expected| <= (atol * scale + rtol * |expected|) * condition (see ROUNDINGS
-    above and excess())."""
+    |actual - expected| <= (atol * scale + rtol * |expected|) * (1 + (condition - 1) /
+    ROUNDINGS), i.e. (ROUNDINGS + condition - 1) eps (scale + |expected|) (see above)."""
     if tuple(actual.shape) != tuple(expected.shape):
         return False
     return excess(actual, expected, dtype, scale, condition) <= 1.0

@@ -354,8 +354,11 @@ def masked_softmax(function, seed=0, batch=(2, 3), Lq=5, Lk=6, dtype=torch.float
     # backward: the gradient must be finite and equal to the reference's
     _expect_graph(weights, "the scores")
     (weights * upstream).sum().backward()
-    # its terms w * g (w <= 1): scale max |upstream|
-    _expect_grad(s, expected_grad, "the scores", dtype, scale=upstream.double().abs().max(),
+    # its terms: w * (g - sum(w g)), of size w (|g| + sum(w |g|)), largest of each row
+    w64, g = expected.double(), upstream.double().abs()
+    terms = w64 * (g + (w64 * g).sum(dim=-1, keepdim=True))
+    _expect_grad(s, expected_grad, "the scores", dtype,
+                 scale=terms.amax(dim=-1, keepdim=True),
                  condition=_condition(scores, mask).amax(-1, keepdim=True))
     # mask=None: a plain softmax
     plain = _call(function, scores.clone(), None, dtype=dtype, name="masked_softmax",
@@ -452,16 +455,18 @@ def scaled_dot_product_attention(function, seed=0, batch=(3, 2), Lq=5, Lk=7, d_k
     # backward
     _expect_graph(output, "query, key and value")
     (output * upstream).sum().backward()
-    # the magnitude of the terms each gradient is summed from: d weights = g v^T (d_v
-    # terms), d scores = w * (d weights - sum(w d weights)), d query = d scores k / sqrt(d_k)
-    # (Lk terms), d key = d scores^T q / sqrt(d_k) (Lq terms), d value = w^T g (Lq terms)
-    top = {name: t.double().abs().max() for name, t in
-           (("q", query), ("k", key), ("v", value), ("g", upstream))}
-    d_weights = d_v * top["g"] * top["v"]
-    scales = {"query": Lk * d_weights * top["k"] / math.sqrt(d_k),
-              "key": Lq * d_weights * top["q"] / math.sqrt(d_k), "value": Lq * top["g"]}
+    # the size of the terms each gradient is summed from, largest of each row: d weights
+    # = g v^T, d scores = w * (d weights - sum(w d weights)), d query = d scores k / sqrt(d_k),
+    # d key = d scores^T q / sqrt(d_k), d value = w^T g
+    aq, ak, av, ag = (t.double().abs() for t in (query, key, value, upstream))
+    w64 = expected_w.double()
+    d_weights = ag @ av.transpose(-2, -1)
+    d_scores = w64 * (d_weights + (w64 * d_weights).sum(dim=-1, keepdim=True))
+    scales = {"query": d_scores @ ak / math.sqrt(d_k),
+              "key": d_scores.transpose(-2, -1) @ aq / math.sqrt(d_k),
+              "value": w64.transpose(-2, -1) @ ag}
     for tensor, grad, what in zip((q, k, v), expected_grads, ("query", "key", "value")):
-        _expect_grad(tensor, grad, what, dtype, scale=scales[what],
+        _expect_grad(tensor, grad, what, dtype, scale=scales[what].amax(dim=-1, keepdim=True),
                      condition=condition.amax())
     # mask=None, on the same inputs in float64: the chapter has no float64 test of its
     # own, and a float64 run is where a float32 sqrt(d_k) constant shows (common.py's rule)
