@@ -1,8 +1,10 @@
 """Writes the course's diagrams beside this file, as SVG drawn for the book's column and a
 phone's screen (380 units wide, no text under 13 units):
 
+- attention_shapes.svg (chapter 1): scaled dot-product attention, step by step;
 - mha_shapes.svg (chapter 3): multi-head attention with the shape of every tensor;
-- mask_shapes.svg (chapter 4): how a padding mask and a causal mask broadcast to the scores.
+- mask_shapes.svg (chapter 4): how a padding mask and a causal mask broadcast to the scores;
+- tiny_model.svg (chapter 5): the path of the tokens through chapter 5's model.
 
 Generated files; edit this script and run it (python chapters/figures/make_diagrams.py).
 """
@@ -100,3 +102,26 @@ d.note(["The trap: a (B, Lk) mask is read as (1, 1, B, Lk).",
         "masks query b of every sequence instead of all",
         "the queries of sequence b."])
 d.write("mask_shapes.svg")
+
+d = Diagram()
+d.box([("query Q and key K", "title"), ("Q  (..., Lq, d_k)", "shape"),
+       ("K  (..., Lk, d_k)", "shape")], "#ebf8ff")
+d.arrow(["Q Kᵀ / √d_k: one score", "for each query and each key"])
+d.box([("scores S", "title"), ("(..., Lq, Lk)", "shape")], "#fefcbf")
+d.arrow(["softmax over the keys (the last axis):", "each row now sums to 1"])
+d.box([("weights A", "title"), ("(..., Lq, Lk)", "shape")], "#fefcbf")
+d.arrow(["A V, with the values V  (..., Lk, d_v):", "each row a weighted average of value rows"])
+d.box([("output", "title"), ("(..., Lq, d_v)", "shape")], "#e6fffa")
+d.write("attention_shapes.svg")
+
+d = Diagram()
+d.box([("tokens", "title"), ("(N, L) integers < vocab_size", "shape")], "#edf2f7")
+d.arrow(["token embedding + position embedding"])
+d.box([("x", "title"), ("(N, L, d_model)", "shape")], "#ebf8ff")
+d.arrow(["causal MultiHeadAttention, h heads,", "head_mask gates each head before W_O"])
+d.box([("attention output", "title"), ("(N, L, d_model)", "shape"),
+       ("and the weights (N, h, L, L)", "title")], "#fefcbf")
+d.arrow(["two linear readouts, no residual, no MLP:", "all they know of other positions", "came through the heads"])
+d.box([("logits of both relations", "title"), ("previous  (N, L, vocab_size)", "shape"),
+       ("first     (N, L, vocab_size)", "shape")], "#e6fffa")
+d.write("tiny_model.svg")
