@@ -8,6 +8,7 @@ nbgrader's own generate_assignment on it.
 import ast
 import json
 import os
+import re
 import shutil
 import sys
 import textwrap
@@ -136,14 +137,28 @@ def _checks_modules(assignment):
     return sorted(done)
 
 
+# An image a chapter's text shows from a file beside it: ![alt](figures/name.svg)
+IMAGE = re.compile(r"!\[[^\]]*\]\((figures/[^)\s]+)\)")
+
+
+def notebook_images(assignment):
+    """The image files under chapters/ that the notebook's markdown shows, e.g.
+    ['figures/mha_shapes.svg']: they ship with it, or Jupyter shows a broken image."""
+    cells = json.loads((CHAPTERS / f"{assignment}.ipynb").read_text())["cells"]
+    found = [m for c in cells if c["cell_type"] == "markdown"
+             for m in IMAGE.findall("".join(c["source"]))]
+    return list(dict.fromkeys(found))
+
+
 def shipped_files(assignment):
     """(source path, name) of each file shipped beside the notebook: its checks modules as
-    'checks/<module>.py', then each module of EXTRA_SHIPPED as '<package>/<module>.py'.
-    The EXTRA_SHIPPED packages' __init__.py files are not among them: prepare_source writes
-    them (package_init)."""
+    'checks/<module>.py', each module of EXTRA_SHIPPED as '<package>/<module>.py', then
+    the images its text shows. The EXTRA_SHIPPED packages' __init__.py files are not among
+    them: prepare_source writes them (package_init)."""
     files = [(CHECKS / f"{m}.py", f"checks/{m}.py") for m in checks_modules(assignment)]
     for package, modules in EXTRA_SHIPPED.get(assignment, {}).items():
         files += [(REPO / package / f"{m}.py", f"{package}/{m}.py") for m in modules]
+    files += [(CHAPTERS / name, name) for name in notebook_images(assignment)]
     return files
 
 

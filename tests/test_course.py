@@ -84,6 +84,7 @@ def test_the_release_of_chapter_1_ships_its_checks_only(tmp_path):
     shipped = {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
     assert {"checks/__init__.py", "checks/attention.py", "checks/common.py"} <= shipped
     assert not shipped & {"checks/mha.py", "checks/diversity.py"}
+    assert "figures/attention_shapes.svg" in shipped  # the text's diagram, beside it
     assert {p for p in shipped if p.startswith("checks/")} == {
         "checks/__init__.py", "checks/attention.py", "checks/common.py",
         "checks/fixtures/01_attention.npz"}
@@ -92,3 +93,12 @@ def test_the_release_of_chapter_1_ships_its_checks_only(tmp_path):
     assert kit_line.search((folder / "checks" / "common.py").read_text())
     assert not kit_line.search((tmp_path / "source" / "01_attention" / "checks" /
                                 "common.py").read_text())  # nbgrader autograde's copy
+
+
+def test_every_image_a_chapter_shows_ships_with_it():
+    """Each ![...](figures/...) of a chapter's text is a file, listed among what ships."""
+    for assignment in course.assignments():
+        names = [name for _, name in course.shipped_files(assignment)]
+        for image in course.notebook_images(assignment):
+            assert (course.CHAPTERS / image).is_file(), image
+            assert image in names
