@@ -21,7 +21,7 @@ $(STAMP): requirements.txt
 	$(BIN)/python -m pip install --quiet -r requirements.txt
 	touch $@
 
-CHAPTER_FILES := $(wildcard chapters/*.ipynb chapters/checks/*.py solutions/*.py)
+CHAPTER_FILES := $(wildcard chapters/*.ipynb chapters/checks/*.py chapters/figures/*.svg solutions/*.py)
 DOWNLOADS := _build/downloads/.stamp
 BOOK_SOURCES := _config.yml _toc.yml $(wildcard chapters/*.md _ext/*.py _ext/static/*) $(CHAPTER_FILES)
 BOOK := _build/html/.stamp
