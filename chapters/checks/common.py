@@ -415,7 +415,7 @@ def forbid(**functions):
 # autograde/kit.py writes `KIT = True` into the student's copy of this module.
 KIT = False
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-KIT_URL_HINT = ("the course's checks package is out of date or incomplete: reinstall it as "
+REINSTALL_HINT = ("the course's checks package is out of date or incomplete: reinstall it as "
                 "the student guide says")
 
 
@@ -494,7 +494,7 @@ def reference(function):
         call = _CURRENT.get()
         if call is None:
             if KIT:
-                fail(f"{name} runs only inside a check: {KIT_URL_HINT}.")
+                fail(f"{name} runs only inside a check: {REINSTALL_HINT}.")
             return function(*args, **kwargs)
         slot = call.next_slot(name)
         signature = _signature((args, kwargs))
@@ -524,7 +524,7 @@ def _replay(key, slot, signature):
     stored = _STORED[key].get(slot)
     if stored is None or stored[0] != signature:
         fail(f"the stored answers of {key} do not match this call ({slot}): "
-             f"{KIT_URL_HINT}.")
+             f"{REINSTALL_HINT}.")
     return _copy(stored[1])  # a check or the student's code may change what it gets
 
 
