@@ -268,11 +268,10 @@ def _grade(course_dir, assignments, students, jobs, resume, limits, db_url, sand
                 saved = {}
             if saved.get("fingerprint") == fingerprint:
                 results[(job.student, job.assignment)] = result
-                # the gradebook is the truth: a result it lacks (or holds another score
-                # for) is recorded again, from the saved verdict, without grading again
-                score = recorded.get((job.student, job.assignment))
-                if not saved.get("recorded") or score is None \
-                        or abs(score - result.score) > 1e-9:
+                # the gradebook is the truth: a result it lacks is recorded again, from
+                # the saved verdict, without grading again (one it holds is left as it
+                # is: the instructor may have changed its score in formgrader)
+                if not saved.get("recorded") or (job.student, job.assignment) not in recorded:
                     unrecorded.append((job, result))
                 continue
         todo.append((job, fingerprint))
