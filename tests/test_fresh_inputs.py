@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from autograde import course, kit
-from tests.submissions import catalogue
+from tests.submissions import every_submission
 
 if str(course.CHAPTERS) not in sys.path:  # the grader's checks, as the notebooks import them
     sys.path.insert(0, str(course.CHAPTERS))
@@ -18,13 +18,8 @@ SALTS = [None, 20261123, 7]
 
 
 def _submissions():
-    for assignment in course.assignments():
-        entries = catalogue(assignment)
-        yield pytest.param(assignment, {}, id=f"{assignment}-reference")
-        for name, cells in (entries.CORRECT if entries else {}).items():
-            yield pytest.param(assignment, cells, id=f"{assignment}-correct-{name}")
-        for name, bug in (entries.BUGS if entries else {}).items():
-            yield pytest.param(assignment, bug.cells, id=f"{assignment}-bug-{name}")
+    for assignment, label, cells in every_submission(course.assignments()):
+        yield pytest.param(assignment, cells, id=f"{assignment}-{label}")
 
 
 @pytest.mark.parametrize("assignment, cells", list(_submissions()))

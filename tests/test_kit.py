@@ -13,7 +13,8 @@ import sys
 import pytest
 
 from autograde import course, kit
-from tests.submissions import catalogue
+from autograde.engine import _check_imports
+from tests.submissions import every_submission
 
 ASSIGNMENTS = course.assignments()
 if str(course.CHAPTERS) not in sys.path:  # the grader's checks, as the notebooks import them
@@ -31,46 +32,29 @@ def kits(tmp_path_factory):
         package = f"kit_{assignment}"
         kit.write_checks(root / package, course.checks_modules(assignment),
                          [fixtures[assignment]])
-        aliases = _check_aliases(course.CHAPTERS / f"{assignment}.ipynb")
-        found[assignment] = {alias: importlib.import_module(f"{package}.{module}")
-                             for alias, module in aliases.items()}
+        # the notebook's `from checks import X as alias`, as the grader reads them
+        graders = _check_imports(json.loads((course.CHAPTERS / f"{assignment}.ipynb")
+                                            .read_text()))
+        found[assignment] = {
+            alias: importlib.import_module(f"{package}.{module.__name__.rsplit('.', 1)[1]}")
+            for alias, module in graders.items()}
     yield found
     sys.path.remove(str(root))
 
 
-def _check_aliases(notebook):
-    """{alias: module} of the notebook's `from checks import module as alias` lines."""
-    from IPython.core.inputtransformer2 import TransformerManager
-
-    transform = TransformerManager().transform_cell
-    aliases = {}
-    for cell in json.loads(notebook.read_text())["cells"]:
-        if cell["cell_type"] != "code":
-            continue
-        for node in ast.walk(ast.parse(transform("".join(cell["source"])))):
-            if isinstance(node, ast.ImportFrom) and node.module == "checks":
-                aliases.update({a.asname or a.name: a.name for a in node.names})
-    return aliases
-
-
 def _submissions():
-    for assignment in ASSIGNMENTS:
-        entries = catalogue(assignment)
-        yield pytest.param(assignment, "reference", {}, id=f"{assignment}-reference")
-        for name, cells in (entries.CORRECT if entries else {}).items():
-            yield pytest.param(assignment, name, cells, id=f"{assignment}-correct-{name}")
-        for name, bug in (entries.BUGS if entries else {}).items():
-            yield pytest.param(assignment, name, bug.cells, id=f"{assignment}-bug-{name}")
+    for assignment, label, cells in every_submission(ASSIGNMENTS):
+        yield pytest.param(assignment, label, cells, id=f"{assignment}-{label}")
 
 
-@pytest.mark.parametrize("assignment, name, cells", list(_submissions()))
-def test_kit_gives_the_graders_verdicts(kits, assignment, name, cells, capsys):
+@pytest.mark.parametrize("assignment, label, cells", list(_submissions()))
+def test_kit_gives_the_graders_verdicts(kits, assignment, label, cells, capsys):
     notebook = course.CHAPTERS / f"{assignment}.ipynb"
     graders = kit.run_visible_tests(notebook, kit.chapter_namespace(notebook, cells))
     students = kit.run_visible_tests(notebook, kit.chapter_namespace(notebook, cells,
                                                                      kits[assignment]))
     assert students == graders
-    if name == "reference":
+    if label == "reference":
         assert set(students.values()) == {None}
 
 

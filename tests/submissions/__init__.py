@@ -76,3 +76,16 @@ def catalogue_submissions(assignment, source_nb, student_nb, max_bugs=None):
         subs[f"bug_{name}"] = (fill_submission(source_nb, student_nb, bug.cells),
                                {t: t not in bug.fails for t in tests})
     return subs
+
+
+def every_submission(assignments):
+    """(assignment, label, {grade_id: code}) of the reference ({}: every solution cell as
+    written, label "reference"), each correct variant ("correct-<name>") and each bug
+    ("bug-<name>") of every chapter's catalogue."""
+    for assignment in assignments:
+        entries = catalogue(assignment)
+        yield assignment, "reference", {}
+        for name, cells in (entries.CORRECT if entries else {}).items():
+            yield assignment, f"correct-{name}", cells
+        for name, bug in (entries.BUGS if entries else {}).items():
+            yield assignment, f"bug-{name}", bug.cells
