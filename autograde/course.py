@@ -12,7 +12,6 @@ import re
 import shutil
 import sys
 import textwrap
-import threading
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -106,16 +105,13 @@ def notebook_checks(path):
     return list(dict.fromkeys(found))
 
 
-# CPython 3.11.7's ast.parse is not thread-safe (SystemError: AST constructor recursion
-# depth mismatch, measured here): releases may run in threads (tests/test_nbgrader.py does)
-_PARSING = threading.Lock()
-
-
 def checks_modules(assignment):
     """The checks modules that ship with chapter `assignment`, sorted: ALWAYS_CHECKS, those
     its notebook imports and, transitively, the siblings those import. Raises ValueError
     if one of them is not a module of chapters/checks/."""
-    with _PARSING:
+    from autograde import kit
+
+    with kit.PARSING:  # its parses are not thread-safe (see kit.parse)
         return _checks_modules(assignment)
 
 
@@ -170,7 +166,9 @@ def package_init(package, modules):
     added to the package reaches the release; a name from a module that does not ship
     (e.g. solutions.diversity) cannot.
     """
-    tree = ast.parse((REPO / package / "__init__.py").read_text())
+    from autograde import kit
+
+    tree = kit.parse((REPO / package / "__init__.py").read_text())
     kept = [node for node in tree.body if isinstance(node, ast.ImportFrom)
             and node.level == 1 and node.module in modules]
     doc = (ast.get_docstring(tree) or f"The {package} package.").rstrip()

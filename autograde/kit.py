@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -57,6 +58,19 @@ def solution_code(source):
     return SOLUTION.sub(lambda m: m.group(1), source)
 
 
+# CPython 3.11.7's ast.parse is not thread-safe (SystemError: AST constructor recursion
+# depth mismatch, seen here when releases run in threads, as tests/test_nbgrader.py does):
+# every parse of a release goes through parse(), under one lock (reentrant: a caller may
+# hold it around several parses).
+PARSING = threading.RLock()
+
+
+def parse(text, where="<unknown>"):
+    """ast.parse(text, where), one thread at a time."""
+    with PARSING:
+        return ast.parse(text, where)
+
+
 def _is_reference(decorator):
     target = decorator.func if isinstance(decorator, ast.Call) else decorator
     return (isinstance(target, ast.Name) and target.id == "reference") or \
@@ -67,7 +81,7 @@ def kit_source(text, where="a checks module"):
     """`text` (a checks module) as the kit ships it: every function decorated @reference
     keeps its decorators and signature, its body becomes one line that never runs; in
     common.py, `KIT = False` becomes `KIT = True`."""
-    tree = ast.parse(text, where)
+    tree = parse(text, where)
     lines = text.splitlines(keepends=True)
     cuts = []  # (first line, last line, indent) of each body to replace, 1-based
     for node in ast.walk(tree):
@@ -82,7 +96,7 @@ def kit_source(text, where="a checks module"):
     if re.search(r"^KIT = False$", out, re.M):
         out = re.sub(r"^KIT = False$", "KIT = True  # the student's kit: answers from fixtures",
                      out, count=1, flags=re.M)
-    ast.parse(out, where)  # still Python
+    parse(out, where)  # still Python
     return out
 
 
