@@ -1,0 +1,51 @@
+"""Chapter 6: rotary position embedding (RoPE, Su et al. 2021), applied per head.
+
+Shape letters: B batch, h heads, L length, hd head_dim (even), P = hd // 2 feature pairs.
+
+Pairing: the "halves" layout of Llama's rotate_half, feature i is paired with feature
+i + hd/2. The paper pairs neighbours (2i, 2i + 1) instead ("interleaved"). Both rotate
+the same P two-dimensional planes by the same angles; they differ only in which features
+form a plane, i.e. by a fixed permutation of the hd features. Applied to queries and keys
+alike, a permutation of features leaves every dot product, hence every score, unchanged,
+so a model trained with one layout works with the other once its W_Q and W_K rows are
+permuted to match.
+"""
+import torch
+
+from ._checks import check_tensor
+
+
+def rotary_angles(positions, head_dim, base=10000.0):
+    """positions (L,) ints or floats -> (cos, sin), each (L, head_dim // 2), float32 (or
+    positions' float dtype): pair i at position p turns by p * base ** (-2i / head_dim)."""
+    if not isinstance(positions, torch.Tensor):
+        positions = torch.as_tensor(positions)
+    if positions.dim() != 1:
+        raise ValueError(f"positions must have shape (L,), got {tuple(positions.shape)}")
+    if isinstance(head_dim, bool) or not isinstance(head_dim, int) or head_dim <= 0 \
+            or head_dim % 2:
+        raise ValueError(f"head_dim must be a positive even int (pairs of features), "
+                         f"got {head_dim!r}")
+    dtype = positions.dtype if positions.is_floating_point() else torch.float32
+    pair = torch.arange(head_dim // 2, device=positions.device, dtype=torch.float64)
+    inv_freq = base ** (-2 * pair / head_dim)                      # (P,)
+    angles = positions.to(torch.float64)[:, None] * inv_freq       # (L, P)
+    # angles in float64: position * frequency for positions in the thousands loses
+    # digits in float32 before the cos/sin
+    return angles.cos().to(dtype), angles.sin().to(dtype)          # (L, P) x 2
+
+
+def apply_rotary(x, positions, base=10000.0):
+    """Rotate the feature pairs (i, i + hd/2) of x (..., L, hd) by the angles of their
+    positions (L,); returns the same shape and dtype. Apply it to queries and keys of
+    every head (never to values): then q_m . k_n depends on m - n only."""
+    check_tensor(x, "x", min_rank=2)
+    L, hd = x.shape[-2], x.shape[-1]
+    positions = torch.as_tensor(positions, device=x.device)
+    if positions.shape != (L,):
+        raise ValueError(f"positions must have shape (L,) = ({L},) for x of shape "
+                         f"{tuple(x.shape)}, got {tuple(positions.shape)}")
+    cos, sin = rotary_angles(positions.to(torch.float64), hd, base)  # (L, P) x 2
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)    # rounded once, to x's precision
+    x1, x2 = x[..., : hd // 2], x[..., hd // 2:]                   # (..., L, P) x 2
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)  # (..., L, hd)
