@@ -11,7 +11,9 @@ that a bug costs only the points of the tests that exercise it.
 """
 import copy
 import importlib
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from autograde.kit import SOLUTION as SOLUTION_BLOCK, solution_code
 
@@ -20,8 +22,22 @@ from autograde.kit import SOLUTION as SOLUTION_BLOCK, solution_code
 class Bug:
     cells: dict                 # solution grade_id -> code of the buggy submission
     fails: list                 # grade_ids of the test cells that must fail
-    diagnosis: str = ""         # regex the failing visible test's message must match
+    diagnosis: str = ""         # regex the first failing test cell's message must match
     notes: str = field(default="")
+
+
+# The message a check gives when no catalogued mistake matches the output (common.expect_close:
+# "<name> is wrong (largest error X). <hint>"): it says that the result is wrong, not which
+# mistake made it.
+GENERIC = re.compile(r"is wrong \(largest error")
+
+
+def names(bug, message):
+    """True when `message` (of the first test cell `bug` fails) names the mistake: it matches
+    the bug's diagnosis and is not the generic "is wrong (largest error ...)" message. The one
+    definition of a named bug (tests/test_catalogue.py counts them for README.md)."""
+    return bool(bug.diagnosis) and bool(re.search(bug.diagnosis, message, re.S)) \
+        and not GENERIC.search(message)
 
 
 def grade_id(cell):
@@ -76,6 +92,13 @@ def catalogue_submissions(assignment, source_nb, student_nb, max_bugs=None):
         subs[f"bug_{name}"] = (fill_submission(source_nb, student_nb, bug.cells),
                                {t: t not in bug.fails for t in tests})
     return subs
+
+
+# The chapters that have a catalogue, found by its files: "01_attention", ... (the NOTEBOOK
+# of each tests/submissions/<module>.py), in course order.
+CHAPTERS = sorted(importlib.import_module(f"{__name__}.{path.stem}").NOTEBOOK
+                  for path in Path(__file__).resolve().parent.glob("*.py")
+                  if path.stem != "__init__")
 
 
 def every_submission(assignments):

@@ -1,0 +1,111 @@
+"""The catalogue of every chapter (tests/submissions/<module>.py), graded as the grader runs
+the test cells: each submission is executed into the chapter's namespace (its given cells'
+definitions, its solution cells with the submission's code in place of the reference;
+autograde.kit.chapter_namespace) and then every test cell runs whole, hidden tests included.
+
+- every CORRECT (and MORE_CORRECT) submission passes every test cell;
+- every BUG fails exactly the test cells in its `fails`, and the message of the first of them
+  in the notebook's order matches its `diagnosis`: the visible part's message when the
+  visible part fails, else the hidden part's (a cell stops at its first failure), so a bug
+  only the hidden tests catch is catalogued like any other;
+- the fraction of each chapter's bugs whose message names them (tests.submissions.names)
+  is the table of README.md between its `named-bugs` markers.
+
+Chapter modules are found by their files: a new chapter's catalogue needs no edit here.
+"""
+import functools
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from autograde import course, kit
+from tests.submissions import CHAPTERS, catalogue, names
+
+REPO = Path(__file__).resolve().parent.parent
+if str(course.CHAPTERS) not in sys.path:  # the grader's checks, as the notebooks import them
+    sys.path.insert(0, str(course.CHAPTERS))
+
+
+def _notebook(assignment):
+    return course.CHAPTERS / f"{assignment}.ipynb"
+
+
+@functools.lru_cache(maxsize=None)
+def _results(assignment, kind, name):
+    """{test grade_id: None, or the message of what it raised} of one catalogue entry (kind:
+    "CORRECT", "MORE_CORRECT" or "BUGS"), every test cell run whole; computed once per
+    session (the table of named bugs reads the same results)."""
+    entry = getattr(catalogue(assignment), kind)[name]
+    cells = entry.cells if kind == "BUGS" else entry
+    notebook = _notebook(assignment)
+    return kit.run_visible_tests(notebook, kit.chapter_namespace(notebook, cells), hidden=True)
+
+
+def _entries(kind):
+    for assignment in CHAPTERS:
+        for name in getattr(catalogue(assignment), kind, {}):
+            yield pytest.param(assignment, kind, name, id=f"{assignment}-{name}")
+
+
+@pytest.mark.parametrize("assignment, kind, name",
+                         list(_entries("CORRECT")) + list(_entries("MORE_CORRECT")))
+def test_correct_submission_passes_every_test_cell(assignment, kind, name, capsys):
+    results = _results(assignment, kind, name)
+    assert results, f"{assignment} has no test cells"
+    assert results == dict.fromkeys(results), {t: m for t, m in results.items() if m}
+
+
+def _first_failure(assignment, bug, results):
+    """The first cell of `bug.fails` in the notebook's order, and its message."""
+    first = next(t for t in results if t in bug.fails)
+    return first, results[first]
+
+
+@pytest.mark.parametrize("assignment, kind, name", list(_entries("BUGS")))
+def test_bug_fails_its_cells_with_its_diagnosis(assignment, kind, name, capsys):
+    bug = catalogue(assignment).BUGS[name]
+    results = _results(assignment, kind, name)
+    unknown = set(bug.fails) - set(results)
+    assert not unknown, f"{name} names test cells the notebook lacks: {sorted(unknown)}"
+    failed = {t for t, message in results.items() if message is not None}
+    assert failed == set(bug.fails), {t: results[t] for t in failed ^ set(bug.fails)}
+    first, message = _first_failure(assignment, bug, results)
+    assert bug.diagnosis, f"{name} has no diagnosis"
+    assert re.search(bug.diagnosis, message, re.S), f"{first}: {message}"
+
+
+def test_every_chapter_with_a_catalogue_is_found():
+    """Each tests/submissions/<module>.py is the catalogue of one notebook, and found."""
+    modules = sorted(p.stem for p in (REPO / "tests" / "submissions").glob("*.py")
+                     if p.stem != "__init__")
+    assert sorted(catalogue(a).__name__.rsplit(".", 1)[1] for a in CHAPTERS) == modules
+    for assignment in CHAPTERS:
+        assert _notebook(assignment).exists(), assignment
+
+
+# ------------------------------------------------------------------ the named fraction
+README = REPO / "README.md"
+TABLE = re.compile(r"<!-- named-bugs -->\n(.*?)<!-- /named-bugs -->", re.S)
+ROW = re.compile(r"^\| *(\d\d_\w+) *\| *(\d+) *\| *(\d+) *\| *(\d+)% *\|", re.M)
+
+
+def named_table():
+    """{assignment: (named, catalogued, percent)} of the README's table."""
+    return {a: (int(n), int(total), int(percent)) for a, n, total, percent in ROW.findall(
+        TABLE.search(README.read_text()).group(1))}
+
+
+def test_readme_table_gives_each_chapters_named_bugs():
+    measured = {}
+    for assignment in CHAPTERS:
+        bugs = catalogue(assignment).BUGS
+        named = 0
+        for name, bug in bugs.items():
+            results = _results(assignment, "BUGS", name)
+            if any(m is not None for m in results.values()):
+                named += names(bug, _first_failure(assignment, bug, results)[1])
+        measured[assignment] = (named, len(bugs), round(100 * named / max(len(bugs), 1)))
+    # a new chapter's catalogue needs its row: | 06_kv | named | catalogued | percent% |
+    assert named_table() == measured
