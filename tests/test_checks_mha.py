@@ -138,14 +138,9 @@ def _ns_with(cell, code):
     return namespace({cell: code})
 
 
+# (the catalogue, tests/submissions/mha.py, holds the classic mistakes; these are the rest)
 @pytest.mark.parametrize("body, pattern", [
-    ("return merge_heads(heads) @ W_O", r"bias b_O is missing"),
-    ("return merge_heads(heads) @ W_O / heads.shape[1] + b_O", r"averaged"),
-    ("return (heads @ W_O[:heads.shape[3]]).sum(1) + b_O", r"first block"),
-    ("return merge_heads(heads) + b_O", r"W_O is missing"),
-    ("return heads.reshape(heads.shape[0], heads.shape[2], -1) @ W_O + b_O", r"positions are mixed"),
     ("heads.mul_(2); return merge_heads(heads) @ W_O + b_O", r"changed its input `heads`"),
-    ("return merge_heads(heads) @ W_O + b_O, None", r"tuple"),
     ("raise NotImplementedError()", r"not implemented"),
 ])
 def test_projection_diagnoses(body, pattern):
@@ -176,134 +171,16 @@ def _mha_class(forward_body=None, init_extra="", init=None):
     (dict(attend="heads, weights = scaled_dot_product_attention(q, k, v, mask)\n"
                  "        weights = weights.transpose(-2, -1).softmax(-1).transpose(-2, -1)"),
      r"."),  # any failure: weights changed after attention
-    (dict(attend="weights = torch.softmax(q @ k.transpose(-2, -1), dim=-1); heads = weights @ v"),
-     r"not scaled"),
-    (dict(attend="weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(self.head_dim), "
-                 "dim=-2); heads = weights @ v"), r"dim=-2"),
-    (dict(finish="return self.out_proj(merge_heads(heads)), "
-                 "weights.reshape(-1, *weights.shape[2:])"), r"B \* num_heads"),
-    (dict(finish="return self.out_proj(merge_heads(heads))"), r"tuple \(output, weights\)"),
 ])
 def test_forward_diagnoses(kwargs, pattern):
     ns = _ns_with("MultiHeadAttention", _mha_class(catalogue._mha_forward_with(**kwargs)))
     _fails(lambda: check.multi_head_attention(ns["MultiHeadAttention"]), pattern)
 
 
-def test_forward_diagnoses_values_from_k_proj_and_mixed_split():
-    forward = catalogue._mha_forward_with().replace("self.v_proj(value)", "self.k_proj(value)")
-    ns = _ns_with("MultiHeadAttention", _mha_class(forward))
-    _fails(lambda: check.multi_head_attention(ns["MultiHeadAttention"]), r"values were projected")
-    forward = '''
-    def forward(self, query, key, value, mask=None):
-        B, h, hd = query.shape[0], self.num_heads, self.head_dim
-        q = self.q_proj(query).reshape(B, h, -1, hd)
-        k = self.k_proj(key).reshape(B, h, -1, hd)
-        v = self.v_proj(value).reshape(B, h, -1, hd)
-        heads, weights = scaled_dot_product_attention(q, k, v, mask)
-        return self.out_proj(merge_heads(heads)), weights
-'''
-    ns = _ns_with("MultiHeadAttention", _mha_class(forward))
-    _fails(lambda: check.multi_head_attention(ns["MultiHeadAttention"]), r"splitting")
-
-
-def test_forward_forbids_nn_multihead_attention():
-    code = '''
-class MultiHeadAttention(nn.Module):
-    def __init__(self, d_model, num_heads, *, query_size=None, key_size=None, value_size=None,
-                 bias=True):
-        super().__init__()
-        self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model // num_heads
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(key_size or d_model, d_model, bias=bias)
-        self.v_proj = nn.Linear(value_size or d_model, d_model, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
-
-    def forward(self, query, key, value, mask=None):
-        m = nn.MultiheadAttention(self.d_model, self.num_heads, batch_first=True,
-                                  kdim=key.shape[-1], vdim=value.shape[-1])
-        load_from_torch  # (a cheat would copy our weights into m here)
-        return m(query, key, value, average_attn_weights=False)
-'''
-    ns = _ns_with("MultiHeadAttention", code)
-    _fails(lambda: check.multi_head_attention(ns["MultiHeadAttention"]), r"you called")
-
-
-@pytest.mark.parametrize("init_change, pattern", [
-    (("self.k_proj = nn.Linear(key_size or d_model, d_model, bias=bias)",
-      "self.k_proj = self.q_proj"), r"share one weight"),
-    (("self.out_proj = nn.Linear(d_model, d_model, bias=bias)",
-      "self.W_o = nn.Linear(d_model, d_model, bias=bias)"), r"no attribute `out_proj`"),
-    (("self.q_proj = nn.Linear(query_size or d_model, d_model, bias=bias)",
-      "self.q_proj = nn.Linear(d_model, query_size or d_model, bias=bias)"), r"q_proj\.weight"),
-    (("bias=bias)\n        self.out_proj", "bias=True)\n        self.out_proj"), r"bias=False"),
-    (("        if d_model % num_heads != 0:\n            raise ValueError(f\"d_model={d_model} "
-      "is not divisible by num_heads={num_heads}\")\n", ""), r"did not raise"),
-    (("raise ValueError(", "raise AssertionError("), r"raise ValueError"),
-    (("self.d_model, self.num_heads", "self.dm, self.num_heads"), r"\.d_model is None"),
-])
-def test_structure_diagnoses(init_change, pattern):
-    old, new = init_change
-    assert old in catalogue._INIT
-    ns = _ns_with("MultiHeadAttention", _mha_class(init=catalogue._INIT.replace(old, new)))
-    kwargs = {"bias": False} if "bias=False" in pattern else {}
-    if "q_proj" in pattern:
-        kwargs["query_size"] = 5
-    _fails(lambda: check.multi_head_attention_structure(ns["MultiHeadAttention"], **kwargs),
-           pattern)
-
-
-def test_structure_counts_extra_parameters():
-    ns = _ns_with("MultiHeadAttention", _mha_class(
-        init_extra="        self.head_scale = nn.Parameter(torch.ones(num_heads))\n"))
-    _fails(lambda: check.multi_head_attention_structure(ns["MultiHeadAttention"]),
-           r"1092 parameters, expected 1088")
-
-
-LOADER = SOLUTIONS["load_from_torch"]
-
-
-@pytest.mark.parametrize("old, new, pattern", [
-    ("            if b is not None:\n                proj.bias.copy_(b)\n", "",
-     r"bias was not copied.*in_proj_bias"),
-    ("(w_q, w_k, w_v, torch_mha.out_proj.weight)", "(w_q, w_k, w_v, ours.out_proj.weight)",
-     r"out_proj\.weight was not copied"),
-    ("b_q, b_k, b_v = torch_mha.in_proj_bias.chunk(3)", "b_k, b_q, b_v = torch_mha.in_proj_bias.chunk(3)",
-     r"b_q; b_k; b_v"),
-    ("    return ours\n", "    return nn.Linear(2, 2)\n", r"in place"),
-    ("            proj.weight.copy_(w)\n", "            proj.weight = nn.Parameter(w)\n",
-     r"shares memory"),
-    ("            proj.weight.copy_(w)\n", "            w.add_(1); proj.weight.copy_(w)\n",
-     r"changed torch_mha"),
-])
-def test_loader_diagnoses(old, new, pattern):
-    assert old in LOADER
-    ns = _ns_with("load_from_torch", LOADER.replace(old, new))
-    _fails(lambda: check.load_from_torch(ns["load_from_torch"]), pattern)
-
-
-def test_loader_diagnoses_separate_layout():
-    code = '''
-def load_from_torch(ours, torch_mha):
-    w_q, w_k, w_v = torch_mha.in_proj_weight.chunk(3)
-'''
-    ns = _ns_with("load_from_torch", code)
-    _fails(lambda: check.load_from_torch(ns["load_from_torch"], key_size=7, value_size=5),
-           r"raised AttributeError")
-
-
 COUNT = SOLUTIONS["count_parameters"]
 
 
 @pytest.mark.parametrize("old, new, pattern", [
-    ("    return weights + biases\n", "    return 4 * d_model * d_model + biases\n",
-     r"query_size, key_size and value_size were ignored"),
-    ("    biases = 4 * d_model if bias else 0\n", "    biases = 3 * d_model if bias else 0\n",
-     r"output projection's bias"),
-    ("    weights = sum(", "    weights = num_heads * sum(", r"full matrices per head"),
-    ("    weights = sum(size * d_model", "    weights = sum(size * (d_model // num_heads)",
-     r"only one head"),
-    ("    if d_model % num_heads != 0:\n        raise ValueError(f\"d_model={d_model} is not "
-     "divisible by num_heads={num_heads}\")\n", "", r"raise ValueError"),
     ("    return weights + biases\n", "    return float(weights + biases) + 0.5\n",
      r"returned"),
 ])

@@ -19,6 +19,8 @@ import hashlib
 import inspect
 import json
 import math
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -302,10 +304,15 @@ def excess(actual, expected, dtype=None, scale=None, condition=1.0):
     computation amplifies its roundings (a tensor that broadcasts, or a number), e.g.
     softmax_condition() for a softmax's weights.
     """
+    if actual.numel() == 0:
+        return 0.0
+    return _ratios(actual, expected, dtype, scale, condition).max().item()
+
+
+def _ratios(actual, expected, dtype=None, scale=None, condition=1.0):
+    """|actual - expected| / tolerance, entry by entry (see excess())."""
     rtol, atol = tolerance(dtype or expected.dtype)
     a, e = actual.detach().double(), expected.detach().double().to(actual.device)
-    if a.numel() == 0:
-        return 0.0
     if scale is None:
         scale = e.abs().max()
     scale = torch.as_tensor(scale, dtype=torch.float64).to(a.device)
@@ -317,8 +324,7 @@ def excess(actual, expected, dtype=None, scale=None, condition=1.0):
     inf = torch.full((), float("inf"), dtype=torch.float64, device=a.device)
     ratio = _where(bound > 0, error / bound.clamp_min(1e-300), _where(error > 0, inf, zero))
     ratio = _where(a == e, zero, _where(_isnan(ratio), inf, ratio))  # equal infinities pass
-    ratio = _where(_isnan(a) | _isnan(e), inf, ratio)                   # NaN never does
-    return ratio.max().item()
+    return _where(_isnan(a) | _isnan(e), inf, ratio)                    # NaN never does
 
 
 def softmax_condition(scores, dim=-1):
@@ -343,13 +349,14 @@ def close(actual, expected, dtype=None, scale=None, condition=1.0):
 
 
 def expect_close(actual, expected, name, bugs=None, hint=None, dtype=None, scale=None,
-                 condition=1.0):
+                 condition=1.0, axes=None):
     """Require `actual` == `expected` within the dtype's tolerance (scale, condition: see
     excess()).
 
     bugs: {message: tensor}, outputs that known mistakes produce on the same input; a
     match names the mistake (within the same tolerance). hint: what to look at when no
-    known bug matches.
+    known bug matches. axes: the axes' names, for the message that says where the numbers
+    differ when no known bug matches (where_it_differs()).
     """
     expect_tensor(actual, name, shape=expected.shape)
     if not bool(_isfinite(actual.detach()).all()) and bool(_isfinite(expected).all()):
@@ -358,11 +365,39 @@ def expect_close(actual, expected, name, bugs=None, hint=None, dtype=None, scale
              + (hint or "Look for 0/0 (a fully masked row) or an overflowing exp()."))
     if close(actual, expected, dtype, scale, condition):
         return
-    for message, candidate in (bugs or {}).items():
-        if candidate is not None and close(actual, candidate, dtype, scale, condition):
-            fail(f"{name} is wrong: {message}")
+    matches = [message for message, candidate in (bugs or {}).items()
+               if candidate is not None and close(actual, candidate, dtype, scale, condition)]
+    if len(matches) == 1:
+        fail(f"{name} is wrong: {matches[0]}")
+    if matches:  # on these inputs the mistakes give the same numbers: name them all
+        fail(f"{name} is wrong in a way that {len(matches)} mistakes share on these inputs: "
+             + " OR: ".join(matches))
     fail(f"{name} is wrong (largest error {max_error(actual, expected):.3g}). "
+         + where_it_differs(actual, expected, axes, dtype, scale, condition)
          + (hint or "Compare your steps with the formula above, one tensor at a time."))
+
+
+def where_it_differs(actual, expected, axes=None, dtype=None, scale=None, condition=1.0):
+    """A sentence saying where `actual` is off (beyond the tolerance) from `expected`: how
+    many entries, and along each axis where only some indices hold wrong entries, which
+    ones (e.g. "only head 2", "only positions 4, 5"). axes: a name per axis, e.g.
+    ("B", "num_heads", "Lq", "Lk") or the string "(B, num_heads, Lq, Lk)"."""
+    wrong = _ratios(actual, expected, dtype, scale, condition) > 1          # (same shape)
+    if isinstance(axes, str):
+        axes = [a.strip() for a in axes.strip("()").split(",")]
+    if not axes or len(axes) != wrong.dim():
+        axes = [f"axis {d}" for d in range(wrong.dim())]
+    parts = []
+    for d, axis in enumerate(axes):
+        others = [o for o in range(wrong.dim()) if o != d]
+        hit = wrong.any(dim=others) if others else wrong                    # (size of d,)
+        if 0 < int(hit.sum()) < hit.numel():
+            where = [str(i) for i in hit.nonzero().flatten().tolist()]
+            shown = ", ".join(where[:8]) + (", ..." if len(where) > 8 else "")
+            parts.append(f"{axis} {shown}")
+    dtype = dtype or actual.dtype
+    place = f"; only at {'; '.join(parts)} (0-based)" if parts else ", along every axis"
+    return (f"{int(wrong.sum())} of {wrong.numel()} entries are off in {dtype}{place}. ")
 
 
 
@@ -379,10 +414,8 @@ def call(function, *args, name=None, **kwargs):
 ACTIVE_FORBIDS = []
 
 
-class _Forbid(torch.overrides.TorchFunctionMode):
-    def __init__(self, forbidden):
-        super().__init__()
-        self.forbidden = forbidden
+class _Active(torch.overrides.TorchFunctionMode):
+    """A forbid's mode, listed in ACTIVE_FORBIDS while it is in force."""
 
     def __enter__(self):
         ACTIVE_FORBIDS.append(self)
@@ -391,6 +424,12 @@ class _Forbid(torch.overrides.TorchFunctionMode):
     def __exit__(self, *exc):
         ACTIVE_FORBIDS.remove(self)
         return super().__exit__(*exc)
+
+
+class _Forbid(_Active):
+    def __init__(self, forbidden):
+        super().__init__()
+        self.forbidden = forbidden
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if func in self.forbidden:
@@ -406,6 +445,65 @@ def forbid(**functions):
     check compares against, e.g. forbid(sdpa=F.scaled_dot_product_attention).
     """
     return _Forbid({f: name for name, f in functions.items()})
+
+
+# ---------------------------------------------------------------------------------------
+# Forbidden shortcuts as data: one spec per exercise
+# ---------------------------------------------------------------------------------------
+# Whether a shortcut was used is a fact about the student's *code*, which only their own
+# process could report at run time, and a process that runs their code can be told to lie.
+# So each checks module declares FORBIDS, a tuple of Forbidden specs, read twice:
+# - by the grader (autograde/forbids.py), which analyses the submitted source with `ast`
+#   (no student code runs there): a forbidden name in the exercise's cell, or code anywhere
+#   in the submission that could switch a run-time check off (reaching the checks, torch's
+#   dispatch internals, threads, eval, ...), costs the points of the spec's tests;
+# - by forbid_spec() around the student's call, in their own Jupyter, where it only
+#   teaches: the message arrives the moment the shortcut runs.
+
+@dataclass(frozen=True)
+class Forbidden:
+    """What one exercise must not delegate to PyTorch.
+
+    exercise: the grade_id of its solution cell; tests: the grade_ids of the test cells
+    whose points need it written by hand; pattern: a regex searched (ignoring case) in the
+    names of torch's functions, as called (a function's __name__) and as written (an
+    attribute, `torch.softmax`, `x.softmax`, or an imported name); what: the end of the
+    message ("which ... for you"); label: how the message names the function (default: the
+    name found)."""
+    exercise: str
+    tests: tuple
+    pattern: str
+    what: str
+    label: str = ""
+
+    def matches(self, name):
+        return bool(re.search(self.pattern, str(name), re.IGNORECASE))
+
+    def message(self, name):
+        return (f"you called {self.label or name}, {self.what}; build it from the operations "
+                "the chapter shows instead.")
+
+
+class _ForbidSpec(_Active):
+    """forbid_spec()'s mode: a torch function whose __name__ a spec matches fails."""
+
+    def __init__(self, specs):
+        super().__init__()
+        self.specs = tuple(specs)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", None) or str(func)
+        for spec in self.specs:
+            if spec.matches(name):
+                fail(spec.message(name))
+        return func(*args, **(kwargs or {}))
+
+
+def forbid_spec(*specs):
+    """Context manager: calling a torch function that one of `specs` (Forbidden) names
+    fails the check. The grader forwards it to the student's process too, but decides
+    from the submitted source (see FORBIDS above): there it only adds a message."""
+    return _ForbidSpec(specs)
 
 
 # ---------------------------------------------------------------------------------------

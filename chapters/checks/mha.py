@@ -33,9 +33,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import (FLOAT32_SQRT, MALFORMED, attempt, call, call_keeping, check, differs,
-                     expect_close, expect_tensor, export, fail, float32_sqrt, forbid, generator,
-                     passed, probe, raised, random_inputs, reference, revive, softmax_condition,
+from .common import (FLOAT32_SQRT, MALFORMED, Forbidden, attempt, call, call_keeping, check,
+                     differs, expect_close, expect_tensor, export, fail, float32_sqrt,
+                     forbid_spec, generator, passed, probe, raised, random_inputs, reference, revive, softmax_condition,
                      take, take_error, type_name)
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
 
@@ -53,6 +53,30 @@ KV_SWAPPED = ("keys and values are swapped: the scores compare queries with k_pr
               "and the weights average v_proj(value).")
 SOFTMAX_DIM = ("the softmax normalises over the queries (dim=-2): it must normalise over the "
                "keys (dim=-1), so that each query's weights sum to 1.")
+SOFTMAX_HEADS = ("the softmax normalises over the heads (dim=1): it must normalise over the keys "
+                 "(dim=-1), each head separately.")
+SCALE_HEAD_DIM = ("the scores are divided by head_dim instead of sqrt(head_dim): the dot product "
+                  "of head_dim terms grows like sqrt(head_dim).")
+SCORES_K_Q = ("you computed K Q^T instead of Q K^T: scores[i, j] must be q_i . k_j, query i "
+              "against key j (q @ k.transpose(-2, -1)).")
+QK_PROJ_SWAPPED = ("q_proj and k_proj are swapped: the queries are projected with q_proj, the "
+                   "keys with k_proj.")
+V_FROM_KEY = ("the values were computed as v_proj(key): project the `value` input, "
+              "v_proj(value) (self-attention hides the slip, where key is value).")
+SPLIT_INTERLEAVED = ("head i got strided features (i, i + num_heads, ...) when splitting: "
+                     "reshape to (B, L, num_heads, head_dim), so that head i owns the contiguous "
+                     "block [i*head_dim, (i+1)*head_dim), then transpose(1, 2).")
+MERGE_INTERLEAVED = ("the heads' features are interleaved when merging (permuted to (B, Lq, "
+                     "head_dim, num_heads)): transpose to (B, Lq, num_heads, head_dim) before "
+                     "reshaping, so that head i fills [i*head_dim, (i+1)*head_dim).")
+NO_B_O_FORWARD = ("the output bias b_O is missing: out_proj(x) = x @ out_proj.weight.T + "
+                  "out_proj.bias.")
+NO_IN_BIASES = ("the biases of q_proj, k_proj, v_proj are missing: call the layers (q_proj(query)) "
+                "or add their .bias.")
+RESIDUAL = ("the output has the query added to it (a residual connection): that belongs to the "
+            "Transformer block around the layer, not to MultiHeadAttention.")
+SCORES_AS_WEIGHTS = ("the weights returned are the scores before the softmax: return "
+                     "softmax(Q K^T / sqrt(head_dim)), the weights each query gives the keys.")
 SPLIT_MIXED = ("heads and positions are mixed when splitting: reshape to (B, L, num_heads, "
                "head_dim), then transpose(1, 2) (split_heads from chapter 2).")
 MERGE_MIXED = ("heads and positions are mixed when merging: transpose (B, num_heads, Lq, "
@@ -102,29 +126,44 @@ COUNT_NO_OUT_BIAS = ("the output projection's bias is missing: W_O (out_proj) ha
 
 
 @reference
-def _reference(P, query, key, value, h, *, scale="head_dim", k_with="k", v_with="v",
-               swap_kv=False, softmax_dim=-1, split="ok", merge="ok", out="ok"):
+def _reference(P, query, key, value, h, *, scale="head_dim", q_with="q", k_with="k",
+               v_with="v", v_input="value", in_bias=True, swap_kv=False, scores="qk",
+               softmax_dim=-1, split="ok", merge="ok", out="ok"):
     """Multi-head attention in float64 from the weights P (nn.Linear layout); the keyword
     arguments reproduce known mistakes. Returns (output (B, Lq, D), weights (B, h, Lq, Lk))."""
-    q = F.linear(query.double(), P["q_w"], P["q_b"])                  # (B, Lq, D)
-    k = F.linear(key.double(), P[k_with + "_w"], P[k_with + "_b"])    # (B, Lk, D)
-    v = F.linear(value.double(), P[v_with + "_w"], P[v_with + "_b"])  # (B, Lk, D)
+    bias = (lambda n: P[n + "_b"]) if in_bias else (lambda n: None)
+    v_in = value if v_input == "value" else key
+    q = F.linear(query.double(), P[q_with + "_w"], bias(q_with))      # (B, Lq, D)
+    k = F.linear(key.double(), P[k_with + "_w"], bias(k_with))        # (B, Lk, D)
+    v = F.linear(v_in.double(), P[v_with + "_w"], bias(v_with))       # (B, Lk, D)
     if swap_kv:
         k, v = v, k
     B, Lq, D = q.shape
     hd = D // h
     if split == "ok":
         q, k, v = _split(q, h), _split(k, h), _split(v, h)            # (B, h, L, hd)
+    elif split == "interleaved":  # (B, L, hd, h): head i gets features i, i + h, ...
+        q, k, v = (t.reshape(B, t.shape[1], hd, h).permute(0, 3, 1, 2) for t in (q, k, v))
     else:  # reshape straight to (B, h, L, hd)
         q, k, v = (t.reshape(B, h, t.shape[1], hd) for t in (q, k, v))
     divisor = {"head_dim": math.sqrt(hd), "d_model": math.sqrt(D), "none": 1.0,
-               "float32": float32_sqrt(hd) or math.sqrt(hd)}[scale]
-    weights = torch.softmax(q @ k.transpose(-2, -1) / divisor, dim=softmax_dim)  # (B, h, Lq, Lk)
+               "head_dim_plain": float(hd), "float32": float32_sqrt(hd) or math.sqrt(hd)}[scale]
+    products = q @ k.transpose(-2, -1) if scores == "qk" else k @ q.transpose(-2, -1)
+    weights = torch.softmax(products / divisor, dim=softmax_dim)     # (B, h, Lq, Lk)
     heads = weights @ v                                               # (B, h, Lq, hd)
-    merged = _merge(heads) if merge == "ok" else heads.reshape(B, Lq, h * hd)
+    if merge == "ok":
+        merged = _merge(heads)                                        # (B, Lq, h*hd)
+    elif merge == "interleaved":  # (B, Lq, hd, h) flattened
+        merged = heads.permute(0, 2, 3, 1).reshape(B, Lq, h * hd)
+    else:
+        merged = heads.reshape(B, Lq, h * hd)
     W, b = P["o_w"], P["o_b"]                                         # W: (D, h*hd) = W_O^T
     if out == "ok":
         output = F.linear(merged, W, b)
+    elif out == "no_bias":
+        output = F.linear(merged, W)
+    elif out == "residual":
+        output = F.linear(merged, W, b) + query.double()
     elif out == "missing":
         output = merged
     elif out == "untransposed":
@@ -380,11 +419,13 @@ def multi_head_attention_structure(cls, *, d_model=16, num_heads=4, query_size=N
            f"shapes, {count} parameters in all, and a ValueError for d_model % num_heads != 0.")
 
 
-# forward must not hand the work to PyTorch's own implementation, which the check compares with
-FORBIDDEN = {"F.multi_head_attention_forward (nn.MultiheadAttention)":
-             F.multi_head_attention_forward,
-             "torch._native_multi_head_attention (nn.MultiheadAttention)":
-             torch._native_multi_head_attention}
+# forward must not hand the work to PyTorch's own implementation, which the check compares
+# with (see common.Forbidden): decided by the grader from the submitted source, and caught
+# here, in the student's Jupyter, when it runs.
+FORBIDS = (Forbidden("MultiHeadAttention", ("test_mha_forward",),
+                     r"multi_head_attention|MultiheadAttention",
+                     "which does the whole exercise for you",
+                     label="nn.MultiheadAttention (F.multi_head_attention_forward)"),)
 
 
 def _probe_forward(cls, d_model, num_heads, kwargs, P, dtype, device, inputs):
@@ -401,7 +442,7 @@ def _probe_forward(cls, d_model, num_heads, kwargs, P, dtype, device, inputs):
     data["targets"] = _probe_load_into(module, P)
     data["results"] = []
     for query, key, value in inputs:
-        with forbid(**FORBIDDEN):
+        with forbid_spec(*FORBIDS):
             result, error = attempt(module, query, key, value)
         data["results"].append([export(result), error])
     return data
@@ -439,9 +480,15 @@ def _forward_answers(P, inputs, num_heads, key_size, value_size, bias, dtype, de
         K_FROM_Q: dict(k_with="q"), V_FROM_K: dict(v_with="k"),
         KV_SWAPPED: dict(swap_kv=True), SOFTMAX_DIM: dict(softmax_dim=-2),
         SPLIT_MIXED: dict(split="mixed"), MERGE_MIXED: dict(merge="mixed"),
+        SOFTMAX_HEADS: dict(softmax_dim=1), SCALE_HEAD_DIM: dict(scale="head_dim_plain"),
+        SCORES_K_Q: dict(scores="kq"), QK_PROJ_SWAPPED: dict(q_with="k", k_with="q"),
+        V_FROM_KEY: dict(v_input="key"), SPLIT_INTERLEAVED: dict(split="interleaved"),
+        MERGE_INTERLEAVED: dict(merge="interleaved"), RESIDUAL: dict(out="residual"),
     }
     if bias:
         variants[B_O_PER_HEAD] = dict(out="bias_per_head")
+        variants[NO_B_O_FORWARD] = dict(out="no_bias")
+        variants[NO_IN_BIASES] = dict(in_bias=False)
     if float32_sqrt(d_model // num_heads) is not None:  # common.py's rule (float64 runs)
         variants[FLOAT32_SQRT] = dict(scale="float32")
     answers = []
@@ -460,9 +507,13 @@ def _forward_answers(P, inputs, num_heads, key_size, value_size, bias, dtype, de
             except RuntimeError:  # the mistake would have raised for these sizes
                 continue
             bugs[0][message] = out[0].to(dtype)
-            if "out" not in variant and "merge" not in variant:
-                # mistakes after the softmax leave the weights right
+            if not {"out", "merge", "v_with", "v_input"} & set(variant):
+                # mistakes after the softmax, or in the values, leave the weights right
                 bugs[1][message] = out[1].to(dtype)
+        q, k = (_split(F.linear(t.double(), P[n + "_w"], P[n + "_b"]), num_heads)
+                for n, t in (("q", q_in), ("k", k_in)))
+        bugs[1][SCORES_AS_WEIGHTS] = (q @ k.transpose(-2, -1)
+                                      / math.sqrt(d_model // num_heads)).to(dtype)
         answers.append((expected, expected_w, bugs[0], bugs[1]))
     return answers
 
@@ -536,7 +587,7 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
         expect_tensor(output, "output" + context, dtype=dtype, device=device)
         scale, condition = _magnitudes(P, q_in, k_in, v_in, h)
         expect_close(output, expected, "output" + context, bugs=output_bugs, dtype=dtype,
-                     scale=scale, condition=condition.amax(),
+                     scale=scale, condition=condition.amax(), axes=("B", "Lq", "d_model"),
                      hint="Compare each step with the formula: project, split, attend, merge, "
                           "W_O.")
         expect_tensor(weights, "weights" + context)
@@ -552,7 +603,7 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
         expect_tensor(weights, "weights" + context, shape=shape, dtype=dtype,
                       shape_names="(B, num_heads, Lq, Lk)")
         expect_close(weights, expected_w, "weights" + context, bugs=weight_bugs, dtype=dtype,
-                     condition=condition,
+                     condition=condition, axes=("B", "num_heads", "Lq", "Lk"),
                      hint="Each head's weights are softmax(q_i k_i^T / sqrt(head_dim)) over the "
                           "keys.")
     what = ("nn.MultiheadAttention with the same weights" if sizes[0] == d_model

@@ -395,3 +395,331 @@ def count_parameters(d_model, num_heads, *, query_size=None, key_size=None, valu
         diagnosis=r"W_O was counted once per head",
         notes="counts W_O num_heads times"),
 }
+
+
+# ------------------------------------------------------------------ more bugs, each a whole cell
+def _edit(base, old, new):
+    """`base` with `old` replaced by `new` (once): a student's version of a cell."""
+    assert base.count(old) == 1, old
+    return base.replace(old, new)
+
+
+_PROJECTION = '''
+def output_projection_by_heads(heads, W_O, b_O=None):
+    B, h, L, hd = heads.shape
+    blocks = W_O.reshape(h, hd, W_O.shape[-1])
+    output = sum(heads[:, i] @ blocks[i] for i in range(h))
+    if b_O is not None:
+        output = output + b_O
+    return output
+'''
+_LOADER = '''
+def load_from_torch(ours, torch_mha):
+    if torch_mha.in_proj_weight is not None:
+        w_q, w_k, w_v = torch_mha.in_proj_weight.chunk(3)
+    else:
+        w_q, w_k, w_v = torch_mha.q_proj_weight, torch_mha.k_proj_weight, torch_mha.v_proj_weight
+    b_q = b_k = b_v = None
+    if torch_mha.in_proj_bias is not None:
+        b_q, b_k, b_v = torch_mha.in_proj_bias.chunk(3)
+    with torch.no_grad():
+        for proj, w, b in zip((ours.q_proj, ours.k_proj, ours.v_proj, ours.out_proj),
+                              (w_q, w_k, w_v, torch_mha.out_proj.weight),
+                              (b_q, b_k, b_v, torch_mha.out_proj.bias)):
+            proj.weight.copy_(w)
+            if b is not None:
+                proj.bias.copy_(b)
+    return ours
+'''
+_COUNT = '''
+def count_parameters(d_model, num_heads, *, query_size=None, key_size=None, value_size=None,
+                     bias=True):
+    if d_model % num_heads != 0:
+        raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+    inputs = [query_size or d_model, key_size or d_model, value_size or d_model]
+    weights = sum(size * d_model for size in inputs) + d_model * d_model
+    biases = 4 * d_model if bias else 0
+    return weights + biases
+'''
+_SCALED = '''scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        weights = torch.softmax(scores, dim=-1)
+        heads = weights @ v'''
+
+
+def _forward(old, new, **parts):
+    """A MultiHeadAttention cell whose forward computes the attention itself (_SCALED),
+    with `old` replaced by `new`."""
+    return _mha(_mha_forward_with(attend=_edit(_SCALED, old, new), **parts))
+
+
+def _init(old, new):
+    return "class MultiHeadAttention(nn.Module):\n" + _edit(_INIT, old, new) + "\n" \
+        + _mha_forward_with()
+
+
+_FORWARD = ["test_mha_forward"]
+
+BUGS.update({
+    # --- exercise 1: output_projection_by_heads
+    "projection_no_bias": Bug(
+        cells={"output_projection_by_heads": _edit(_PROJECTION, "output = output + b_O",
+                                                   "pass  # the bias comes later")},
+        fails=["test_output_projection_by_heads"], diagnosis=r"bias b_O is missing"),
+    "projection_heads_averaged": Bug(
+        cells={"output_projection_by_heads": _edit(
+            _PROJECTION, "for i in range(h))", "for i in range(h)) / h   # mean over heads")},
+        fails=["test_output_projection_by_heads"], diagnosis=r"averaged the heads"),
+    "projection_first_block_for_all": Bug(
+        cells={"output_projection_by_heads": _edit(_PROJECTION, "heads[:, i] @ blocks[i]",
+                                                   "heads[:, i] @ W_O[:hd]")},
+        fails=["test_output_projection_by_heads"], diagnosis=r"first block W_O\[:head_dim\]"),
+    "projection_forgets_W_O": Bug(
+        cells={"output_projection_by_heads": _edit(
+            _PROJECTION, "output = sum(heads[:, i] @ blocks[i] for i in range(h))",
+            "output = torch.cat([heads[:, i] for i in range(h)], dim=-1)")},
+        fails=["test_output_projection_by_heads"], diagnosis=r"W_O is missing"),
+    "projection_concat_without_transpose": Bug(
+        cells={"output_projection_by_heads": _edit(
+            _PROJECTION, "output = sum(heads[:, i] @ blocks[i] for i in range(h))",
+            "output = heads.reshape(B, L, h * hd) @ W_O")},
+        fails=["test_output_projection_by_heads"], diagnosis=r"heads and positions are mixed"),
+    "projection_transposes_heads_in_place": Bug(
+        cells={"output_projection_by_heads": _edit(
+            _PROJECTION, "output = sum(heads[:, i] @ blocks[i] for i in range(h))",
+            "heads.transpose_(1, 2)                      # (B, L, h, hd), without a copy\n"
+            "    output = heads.reshape(B, L, h * hd) @ W_O")},
+        fails=["test_output_projection_by_heads"], diagnosis=r"changed its input `heads`"),
+    "projection_returns_tuple": Bug(
+        cells={"output_projection_by_heads": _edit(_PROJECTION, "    return output\n",
+                                                   "    return output, blocks\n")},
+        fails=["test_output_projection_by_heads"], diagnosis=r"tuple"),
+    # --- exercise 2: the constructor
+    "init_k_proj_is_q_proj": Bug(
+        cells={"MultiHeadAttention": _init(
+            "self.k_proj = nn.Linear(key_size or d_model, d_model, bias=bias)",
+            "self.k_proj = self.q_proj      # keys and queries come from the same tokens")},
+        fails=["test_mha_structure", "test_mha_forward"], diagnosis=r"share one weight"),
+    "init_out_proj_named_W_o": Bug(
+        cells={"MultiHeadAttention": _edit(_init(
+            "self.out_proj = nn.Linear(d_model, d_model, bias=bias)",
+            "self.W_o = nn.Linear(d_model, d_model, bias=bias)"),
+            "self.out_proj(merge_heads(heads))", "self.W_o(merge_heads(heads))")},
+        fails=["test_mha_structure", "test_mha_forward"], diagnosis=r"no attribute `out_proj`"),
+    "init_q_proj_in_out_swapped": Bug(
+        cells={"MultiHeadAttention": _init(
+            "self.q_proj = nn.Linear(query_size or d_model, d_model, bias=bias)",
+            "self.q_proj = nn.Linear(d_model, query_size or d_model, bias=bias)")},
+        fails=["test_mha_structure", "test_mha_forward"],
+        diagnosis=r"q_proj\.weight has shape \(5, 24\), expected \(24, 5\)",
+        notes="hidden only: query_size == d_model in the visible tests"),
+    "init_out_proj_always_biased": Bug(
+        cells={"MultiHeadAttention": _init(
+            "self.out_proj = nn.Linear(d_model, d_model, bias=bias)",
+            "self.out_proj = nn.Linear(d_model, d_model)")},
+        fails=["test_mha_structure", "test_mha_forward"],
+        diagnosis=r"out_proj\.bias exists although bias=False",
+        notes="hidden only: bias=False"),
+    "init_no_divisibility_check": Bug(
+        cells={"MultiHeadAttention": _init(
+            '''        if d_model % num_heads != 0:
+            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+''', "")},
+        fails=["test_mha_structure"], diagnosis=r"did not raise"),
+    "init_assert_divisible": Bug(
+        cells={"MultiHeadAttention": _init(
+            '''        if d_model % num_heads != 0:
+            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+''', '''        assert d_model % num_heads == 0, "num_heads must divide d_model"
+''')},
+        fails=["test_mha_structure"], diagnosis=r"raised AssertionError.*raise ValueError"),
+    "init_no_d_model_attribute": Bug(
+        cells={"MultiHeadAttention": _init(
+            "self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model // num_heads",
+            "self.num_heads, self.head_dim = num_heads, d_model // num_heads")},
+        fails=["test_mha_structure"], diagnosis=r"\.d_model is None"),
+    "init_query_size_ignored": Bug(
+        cells={"MultiHeadAttention": _init(
+            "self.q_proj = nn.Linear(query_size or d_model, d_model, bias=bias)",
+            "self.q_proj = nn.Linear(d_model, d_model, bias=bias)   # queries are d_model wide")},
+        fails=["test_mha_structure", "test_mha_forward"],
+        diagnosis=r"q_proj\.weight has shape \(24, 24\), expected \(24, 5\) = \(d_model, query_size\)",
+        notes="hidden only: query_size == d_model in the visible tests"),
+    "init_per_head_scale_parameter": Bug(
+        cells={"MultiHeadAttention": _init(
+            "        self.out_proj = nn.Linear(d_model, d_model, bias=bias)\n",
+            "        self.out_proj = nn.Linear(d_model, d_model, bias=bias)\n"
+            "        self.head_scale = nn.Parameter(torch.ones(num_heads))  # for later\n")},
+        fails=["test_mha_structure"], diagnosis=r"1092 parameters, expected 1088"),
+    # --- exercise 2: forward
+    "forward_float32_sqrt_constant": Bug(
+        cells={"MultiHeadAttention": _forward(
+            "math.sqrt(self.head_dim)",
+            "torch.sqrt(torch.tensor(self.head_dim, dtype=torch.float32))")},
+        fails=_FORWARD, diagnosis=r"float32 number .* seed 000",
+        notes="hidden only: the float64 test at head_dim 6"),
+    "forward_not_scaled": Bug(
+        cells={"MultiHeadAttention": _forward(" / math.sqrt(self.head_dim)", "")},
+        fails=_FORWARD, diagnosis=r"not scaled: divide Q K\^T by sqrt\(head_dim\)"),
+    "forward_divided_by_head_dim": Bug(
+        cells={"MultiHeadAttention": _forward("math.sqrt(self.head_dim)", "self.head_dim")},
+        fails=_FORWARD, diagnosis=r"divided by head_dim .* sqrt\(head_dim\)"),
+    "forward_softmax_over_queries": Bug(
+        cells={"MultiHeadAttention": _forward("dim=-1", "dim=-2")},
+        fails=_FORWARD, diagnosis=r"over the queries \(dim=-2\)"),
+    "forward_softmax_over_heads": Bug(
+        cells={"MultiHeadAttention": _forward("dim=-1", "dim=1")},
+        fails=_FORWARD, diagnosis=r"over the heads \(dim=1\)"),
+    "forward_scores_K_Q_T": Bug(
+        cells={"MultiHeadAttention": _forward("q @ k.transpose(-2, -1)", "k @ q.transpose(-2, -1)")},
+        fails=_FORWARD, diagnosis=r"K Q\^T"),
+    "forward_q_k_projections_swapped": Bug(
+        cells={"MultiHeadAttention": _mha(_mha_forward_with(line_q="self.k_proj(query)",
+                                                            line_k="self.q_proj(key)"))},
+        fails=_FORWARD, diagnosis=r"q_proj and k_proj are swapped"),
+    "forward_values_from_k_proj": Bug(
+        cells={"MultiHeadAttention": _mha(_mha_forward_with().replace("self.v_proj(value)",
+                                                                      "self.k_proj(value)"))},
+        fails=_FORWARD, diagnosis=r"values were projected with k_proj"),
+    "forward_values_from_key_input": Bug(
+        cells={"MultiHeadAttention": _mha(_mha_forward_with().replace("self.v_proj(value)",
+                                                                      "self.v_proj(key)"))},
+        fails=_FORWARD, diagnosis=r"v_proj\(key\)"),
+    "forward_keys_and_values_swapped": Bug(
+        cells={"MultiHeadAttention": _mha(_mha_forward_with(
+            attend="heads, weights = scaled_dot_product_attention(q, v, k, mask)"))},
+        fails=_FORWARD, diagnosis=r"keys and values are swapped"),
+    "forward_split_without_transpose": Bug(
+        cells={"MultiHeadAttention": _mha('''
+    def forward(self, query, key, value, mask=None):
+        B, h, hd = query.shape[0], self.num_heads, self.head_dim
+        q = self.q_proj(query).reshape(B, h, -1, hd)
+        k = self.k_proj(key).reshape(B, h, -1, hd)
+        v = self.v_proj(value).reshape(B, h, -1, hd)
+        heads, weights = scaled_dot_product_attention(q, k, v, mask)
+        return self.out_proj(merge_heads(heads)), weights
+''')},
+        fails=_FORWARD, diagnosis=r"mixed when splitting"),
+    "forward_split_interleaved": Bug(
+        cells={"MultiHeadAttention": _mha('''
+    def forward(self, query, key, value, mask=None):
+        B, h, hd = query.shape[0], self.num_heads, self.head_dim
+        # (B, L, d_model) -> (B, L, head_dim, num_heads) -> (B, num_heads, L, head_dim)
+        q, k, v = (t.reshape(B, t.shape[1], hd, h).permute(0, 3, 1, 2)
+                   for t in (self.q_proj(query), self.k_proj(key), self.v_proj(value)))
+        heads, weights = scaled_dot_product_attention(q, k, v, mask)
+        return self.out_proj(merge_heads(heads)), weights
+''')},
+        fails=_FORWARD, diagnosis=r"strided features"),
+    "forward_merge_interleaved": Bug(
+        cells={"MultiHeadAttention": _mha(_mha_forward_with(
+            finish="B, h, L, hd = heads.shape\n"
+                   "        merged = heads.permute(0, 2, 3, 1).reshape(B, L, h * hd)\n"
+                   "        return self.out_proj(merged), weights"))},
+        fails=_FORWARD, diagnosis=r"interleaved"),
+    "forward_W_O_transposed": Bug(
+        cells={"MultiHeadAttention": _mha(_mha_forward_with(
+            finish="W_O, b_O = self.out_proj.weight, self.out_proj.bias   # Concat(heads) W_O\n"
+                   "        return merge_heads(heads) @ W_O + b_O, weights"))},
+        fails=_FORWARD, diagnosis=r"W_O was applied without the transpose"),
+    "forward_W_O_per_head_slice": Bug(
+        cells={"MultiHeadAttention": _mha(_mha_forward_with(
+            finish='''hd, W = self.head_dim, self.out_proj.weight
+        parts = [F.linear(heads[:, i], W[i * hd:(i + 1) * hd, i * hd:(i + 1) * hd])
+                 for i in range(self.num_heads)]
+        return torch.cat(parts, dim=-1) + self.out_proj.bias, weights'''))},
+        fails=_FORWARD, diagnosis=r"only into its own slice"),
+    "forward_out_bias_per_head": Bug(
+        cells={"MultiHeadAttention": _mha(_mha_forward_with(
+            finish='''hd, W = self.head_dim, self.out_proj.weight
+        output = sum(F.linear(heads[:, i], W[:, i * hd:(i + 1) * hd], self.out_proj.bias)
+                     for i in range(self.num_heads))
+        return output, weights'''))},
+        fails=_FORWARD, diagnosis=r"bias was added once per head"),
+    "forward_no_out_bias": Bug(
+        cells={"MultiHeadAttention": _mha(_mha_forward_with(
+            finish="return merge_heads(heads) @ self.out_proj.weight.T, weights"))},
+        fails=_FORWARD, diagnosis=r"output bias b_O is missing"),
+    "forward_no_input_biases": Bug(
+        cells={"MultiHeadAttention": _mha(_mha_forward_with(
+            line_q="query @ self.q_proj.weight.T", line_k="key @ self.k_proj.weight.T")
+            .replace("self.v_proj(value)", "value @ self.v_proj.weight.T"))},
+        fails=_FORWARD, diagnosis=r"biases of q_proj, k_proj, v_proj are missing"),
+    "forward_residual_added": Bug(
+        cells={"MultiHeadAttention": _mha(_mha_forward_with(
+            finish="return query + self.out_proj(merge_heads(heads)), weights  # residual"))},
+        fails=_FORWARD, diagnosis=r"residual"),
+    "forward_weights_before_softmax": Bug(
+        cells={"MultiHeadAttention": _mha(_mha_forward_with(
+            attend=_SCALED, finish="return self.out_proj(merge_heads(heads)), scores"))},
+        fails=_FORWARD, diagnosis=r"scores before the softmax"),
+    "forward_weights_flattened": Bug(
+        cells={"MultiHeadAttention": _mha(_mha_forward_with(
+            finish="return self.out_proj(merge_heads(heads)), weights.flatten(0, 1)"))},
+        fails=_FORWARD, diagnosis=r"B \* num_heads"),
+    "forward_returns_output_only": Bug(
+        cells={"MultiHeadAttention": _mha(_mha_forward_with(
+            finish="return self.out_proj(merge_heads(heads))"))},
+        fails=_FORWARD, diagnosis=r"tuple \(output, weights\)"),
+    "forward_delegates_to_torch": Bug(
+        cells={"MultiHeadAttention": _mha('''
+    def forward(self, query, key, value, mask=None):
+        m = nn.MultiheadAttention(self.d_model, self.num_heads, batch_first=True,
+                                  kdim=key.shape[-1], vdim=value.shape[-1])
+        return m(query, key, value, average_attn_weights=False)
+''')},
+        fails=_FORWARD, diagnosis=r"you called"),
+    # --- exercise 3: load_from_torch
+    "loader_forgets_biases": Bug(
+        cells={"load_from_torch": _edit(_LOADER, "            if b is not None:\n"
+                                                 "                proj.bias.copy_(b)\n", "")},
+        fails=["test_load_from_torch"], diagnosis=r"bias was not copied.*in_proj_bias"),
+    "loader_out_proj_from_ours": Bug(
+        cells={"load_from_torch": _edit(_LOADER, "(w_q, w_k, w_v, torch_mha.out_proj.weight)",
+                                        "(w_q, w_k, w_v, ours.out_proj.weight)")},
+        fails=["test_load_from_torch"], diagnosis=r"out_proj\.weight was not copied"),
+    "loader_bias_chunks_swapped": Bug(
+        cells={"load_from_torch": _edit(_LOADER, "b_q, b_k, b_v = torch_mha.in_proj_bias",
+                                        "b_k, b_q, b_v = torch_mha.in_proj_bias")},
+        fails=["test_load_from_torch"], diagnosis=r"b_q; b_k; b_v"),
+    "loader_returns_new_module": Bug(
+        cells={"load_from_torch": _edit(_LOADER, "    return ours\n",
+                                        "    return MultiHeadAttention(torch_mha.embed_dim, "
+                                        "torch_mha.num_heads)\n")},
+        fails=["test_load_from_torch"], diagnosis=r"in place and return `ours`"),
+    "loader_assigns_parameters": Bug(
+        cells={"load_from_torch": _edit(_LOADER, "proj.weight.copy_(w)",
+                                        "proj.weight = nn.Parameter(w)")},
+        fails=["test_load_from_torch"], diagnosis=r"shares memory"),
+    "loader_writes_into_torch": Bug(
+        cells={"load_from_torch": _edit(_LOADER, "proj.weight.copy_(w)", "w.copy_(proj.weight)")},
+        fails=["test_load_from_torch"], diagnosis=r"changed torch_mha"),
+    "loader_in_proj_only": Bug(
+        cells={"load_from_torch": _edit(_LOADER, '''    if torch_mha.in_proj_weight is not None:
+        w_q, w_k, w_v = torch_mha.in_proj_weight.chunk(3)
+    else:
+        w_q, w_k, w_v = torch_mha.q_proj_weight, torch_mha.k_proj_weight, torch_mha.v_proj_weight
+''', "    w_q, w_k, w_v = torch_mha.in_proj_weight.chunk(3)\n")},
+        fails=["test_load_from_torch"], diagnosis=r"raised AttributeError",
+        notes="hidden only: kdim, vdim != embed_dim"),
+    # --- exercise 4: count_parameters
+    "count_sizes_ignored": Bug(
+        cells={"count_parameters": _edit(_COUNT, "    return weights + biases\n",
+                                         "    return 4 * d_model * d_model + biases\n")},
+        fails=["test_count_parameters"], diagnosis=r"query_size, key_size and value_size were "
+                                                   r"ignored"),
+    "count_three_biases": Bug(
+        cells={"count_parameters": _edit(_COUNT, "biases = 4 * d_model", "biases = 3 * d_model")},
+        fails=["test_count_parameters"], diagnosis=r"output projection's bias"),
+    "count_qkv_per_head": Bug(
+        cells={"count_parameters": _edit(_COUNT, "weights = sum(", "weights = num_heads * sum(")},
+        fails=["test_count_parameters"], diagnosis=r"full matrices per head"),
+    "count_one_head": Bug(
+        cells={"count_parameters": _edit(_COUNT, "sum(size * d_model",
+                                         "sum(size * (d_model // num_heads)")},
+        fails=["test_count_parameters"], diagnosis=r"only one head"),
+    "count_no_divisibility_check": Bug(
+        cells={"count_parameters": _edit(_COUNT, '''    if d_model % num_heads != 0:
+        raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+''', "")},
+        fails=["test_count_parameters"], diagnosis=r"so raise ValueError"),
+})
