@@ -116,7 +116,7 @@ def prune_heads(mha, heads_to_remove):
 
     It keeps head_dim and d_model; its output equals `mha`'s output with those heads'
     gates set to 0 (head_mask), because a head contributes only through its own rows of
-    W^Q, W^K, W^V and its own block of W_O. The output bias is kept: it belongs to no head.
+    W_Q, W_K, W_V and its own block of W_O. The output bias is kept: it belongs to no head.
     """
     _check_mha(mha)
     h, hd = mha.num_heads, mha.head_dim

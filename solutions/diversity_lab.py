@@ -282,11 +282,11 @@ def gradient_importance(model, batch):
 @torch.no_grad()
 def head_circuit_similarity(mha):
     """Weight-space similarity: (qk (h, h), ov (h, h)) cosine similarities between heads'
-    QK circuits W_i^Q W_i^K^T (query_size, key_size) and OV circuits W_i^V W_i^O
+    QK circuits W_Q^i (W_K^i)^T (query_size, key_size) and OV circuits W_V^i W_O^i
     (value_size, D). Biases are ignored.
 
-    Comparing W_i^Q directly would be misleading: any rotation R of a head's subspace
-    (W_i^Q R, W_i^K R) leaves the head unchanged, while these products are invariant.
+    Comparing W_Q^i directly would be misleading: any rotation R of a head's subspace
+    (W_Q^i R, W_K^i R) leaves the head unchanged, while these products are invariant.
     """
     _check_mha(mha)
     w = mha.head_weights()

@@ -19,7 +19,7 @@ class HeadWeights(NamedTuple):
     """Per-head matrices in the papers' x @ W convention (nn.Linear stores W transposed).
 
     query (h, query_size, hd), key (h, key_size, hd), value (h, value_size, hd):
-        W_i^Q, W_i^K, W_i^V, so head i's queries are `x @ query[i] + query_bias[i]`.
+        W_Q^i, W_K^i, W_V^i, so head i's queries are `x @ query[i] + query_bias[i]`.
     output (h, hd, D): W_O's row block for head i; the module's output is
         sum_i head_i @ output[i] + output_bias.
     Biases: query_bias/key_bias/value_bias (h, hd) and output_bias (D,), or None.
@@ -187,9 +187,9 @@ class MultiHeadAttention(nn.Module):
 
     # ---------------------------------------------------------------- per-head view
     def head_weights(self):
-        """The per-head matrices W_i^Q, W_i^K, W_i^V and W_O's blocks, as HeadWeights.
+        """The per-head matrices W_Q^i, W_K^i, W_V^i and W_O's blocks W_O^i, as HeadWeights.
 
-        They are views of the fused nn.Linear weights: head i's W_i^Q is rows
+        They are views of the fused nn.Linear weights: head i's W_Q^i is rows
         [i*hd, (i+1)*hd) of q_proj.weight, transposed. One big matrix and h small ones
         are the same parameters, arranged differently.
         """

@@ -274,14 +274,16 @@ OUTPUTS_JS = """() => {
   return wide;
 }"""
 
-# At phone width: every display formula and every table that is wider than its box must
+# At phone width: every display formula, table and figure that is wider than its box must
 # scroll inside it and say so (course.js: class course-scrolls and a visible hint), and no
 # formula may be cut by an ancestor that hides what overflows.
 SCROLL_JS = """() => {
   const problems = [];
-  const label = e => e.textContent.trim().replace(/\\s+/g, ' ').slice(0, 60);
+  const label = e => (e.textContent.trim() || (e.querySelector('img') || {}).alt || '')
+    .replace(/\\s+/g, ' ').slice(0, 60);
   const boxes = document.querySelectorAll(
-    ".bd-article div.math mjx-container[display='true'], .bd-article .pst-scrollable-table-container");
+    ".bd-article div.math mjx-container[display='true'], .bd-article .pst-scrollable-table-container, "
+    + ".bd-article .course-figure-scroll");
   for (const box of boxes) {
     if (box.scrollWidth <= box.clientWidth + 1) continue;
     const anchor = box.matches('mjx-container') ? box.closest('div.math') : box;
@@ -299,6 +301,21 @@ SCROLL_JS = """() => {
   return problems;
 }"""
 
+
+# Each "Predict, then run" question: the results its folded answer quotes (its code
+# literals) and the output of the first code cell after it, as the page shows them.
+PREDICT_JS = """() => {
+  const cells = [...document.querySelectorAll('.bd-article div.cell')];
+  return [...document.querySelectorAll('.bd-article details')]
+    .filter(d => /Predict, then run\\./.test((d.previousElementSibling || {}).textContent || ''))
+    .map(d => {
+      const cell = cells.find(c => d.compareDocumentPosition(c) & Node.DOCUMENT_POSITION_FOLLOWING);
+      const output = cell && cell.querySelector('.cell_output');
+      return {question: d.previousElementSibling.textContent.trim().replace(/\\s+/g, ' ').slice(0, 90),
+              quoted: [...d.querySelectorAll('code')].map(c => c.textContent.trim().replace(/\\s+/g, ' ')),
+              printed: output ? output.textContent.replace(/\\s+/g, ' ') : ''};
+    });
+}"""
 
 # At desktop width every display formula fits the column (a long one is set on two lines).
 WIDE_MATHS_JS = """() => [...document.querySelectorAll(".bd-article div.math mjx-container[display='true']")]
@@ -347,12 +364,13 @@ def visit(site, browser):
                 result = {"status": response.status, "mathjax": page.evaluate(SETTLE_JS)}
                 result.update(page.evaluate(WIDTH_JS if phone else INSPECT_JS))
                 page.wait_for_timeout(300)  # course.js marks the boxes once MathJax is done
+                result.update(page.evaluate(FIGURES_JS))
                 if phone:
                     result["scrolling"] = page.evaluate(SCROLL_JS)
                 else:
-                    result.update(page.evaluate(FIGURES_JS))
                     result["wideOutputs"] = page.evaluate(OUTPUTS_JS)
                     result["wideMaths"] = page.evaluate(WIDE_MATHS_JS)
+                    result["predictions"] = page.evaluate(PREDICT_JS)
                 shot = SHOTS / (_name(page_name) + ("-phone" if phone else "") + ".png")
                 page.screenshot(path=str(shot), full_page=not phone)
                 if not phone:
@@ -475,6 +493,70 @@ def test_figure_text_is_readable_at_desktop_width(visit, page_name):
 
 
 @_by_page()
+def test_figure_text_is_readable_at_phone_width(visit, page_name):
+    """At 390 px no figure draws text smaller than 70% of the body text either. Measured
+    there, the diagrams (drawn 380 units wide, text of 13 units and more) keep 76% in the
+    column, but the figures of executed cells, drawn for the desktop column, would shrink
+    their text to 39-57%: so course.css shows those at full size on a phone, where their
+    text is what the desktop shows, in a box that scrolls sideways with a visible hint
+    (test_wide_boxes_scroll_visibly_at_phone_width). The same floor as on a desktop: a
+    phone is held closer, but its reader cannot lean in any further to read a smaller label."""
+    result = visit(page_name, phone=True)
+    floor = 0.7 * result["body"]
+    small = [f"{f['src']}: {f['text']!r} drawn at {f['smallest']} px (figure {f['width']} px wide)"
+             for f in result["figures"] if f["smallest"] is not None and f["smallest"] < floor]
+    assert not small, (
+        f"{page_name}: figure text under 70% of the body text ({result['body']:g} px, so "
+        f"{floor:.1f} px) at 390 px; draw it narrower, or let it keep its size and scroll "
+        "(course.css, course.js):\n" + "\n".join(small))
+
+
+# A result quoted in a predict question's answer: numbers (with , . % e+-), shapes and lists
+# of them, booleans, nan, inf and torch.Size([...]). Code and names (`view`, `(B, L, d_model)`,
+# `12 of 12`) are not printed results and are not looked for.
+RESULT = re.compile(r"(?:torch\.Size\()?[-+\[(]*(?:[\d.,%e+\-\s\[\]()]*\d[\d.,%e+\-\s\[\]()]*"
+                    r"|nan|-?inf|True|False)[\])]*\)?")
+# Issue 11 asked for at least three predict-then-run questions in each of chapters 1-5;
+# later chapters' questions, where they have any, are checked all the same.
+PREDICTIONS_AT_LEAST = {"01_attention": 3, "02_heads": 3, "03_mha": 3, "04_masks": 3,
+                        "05_diversity": 3}
+
+
+def test_results_pattern():
+    """What counts as a quoted result, and what is code."""
+    for result in ("0.84", "4,198,400", "(2, 3, 3, 5)", "[1, 3, 0, 4]", "29%", "0.0e+00",
+                   "-inf", "nan", "True", "torch.Size([4, 2, 4, 6])", "-998244352.0", "6.0e-07"):
+        assert RESULT.fullmatch(result), result
+    for code in ("view", "(B, L, d_model)", "exp(1000)", "x.view(2, 5, 3, 10 // 3)",
+                 "head_dim = 8", "nn.Dropout(p=0.25)", "10 // 3", "12 of 12"):
+        assert not RESULT.fullmatch(code), code
+
+
+@_by_page(CHAPTERS)
+def test_predict_answers_are_what_the_next_cell_prints(visit, page_name):
+    """Each "Predict, then run" question sits right before the code cell that answers it
+    (in the notebook), and every result its folded answer quotes in backticks is in that
+    cell's output on the page."""
+    cells = json.loads((REPO / (page_name + ".ipynb")).read_text())["cells"]
+    for n, cell in enumerate(cells):
+        if cell["cell_type"] == "markdown" and "**Predict, then run.**" in "".join(cell["source"]):
+            assert n + 1 < len(cells) and cells[n + 1]["cell_type"] == "code", (
+                f"{page_name}: a predict question not right before the code that answers it: "
+                + "".join(cell["source"])[:90])
+    found = visit(page_name)["predictions"]
+    wanted = PREDICTIONS_AT_LEAST.get(_name(page_name), 0)
+    assert len(found) >= wanted, f"{page_name}: {len(found)} predict questions, {wanted} wanted"
+    for question in found:
+        quoted = [q for q in question["quoted"] if RESULT.fullmatch(q)]
+        assert quoted, (f"{page_name}: the answer to {question['question']!r} quotes no printed "
+                        "result in backticks: nothing ties it to what the cell prints")
+        missing = [q for q in quoted if q not in question["printed"]]
+        assert not missing, (
+            f"{page_name}: the answer to {question['question']!r} quotes {missing}, which the "
+            f"next cell does not print; it prints:\n{question['printed'][:1500]}")
+
+
+@_by_page()
 def test_printed_outputs_fit_the_column(visit, page_name):
     wide = visit(page_name)["wideOutputs"]
     assert not wide, (f"{page_name}: printed outputs wider than the column at 1280 px "
@@ -489,7 +571,8 @@ def test_display_maths_fit_the_column_at_desktop_width(visit, page_name):
 
 
 @_by_page()
-def test_wide_maths_and_tables_scroll_visibly_at_phone_width(visit, page_name):
+def test_wide_boxes_scroll_visibly_at_phone_width(visit, page_name):
+    """Display maths, tables and full-size figures wider than the column scroll and say so."""
     problems = visit(page_name, phone=True)["scrolling"]
     assert not problems, f"{page_name} at 390 px:\n" + "\n".join(problems)
 

@@ -6,13 +6,28 @@
    scroll (class course-scrolls: a shadow on the hidden side, a visible scroll bar) and puts
    the hint "scroll sideways" under it. It runs when the page loads, again when MathJax has
    typeset the maths, and when the window changes size. tests/test_browser.py checks that
-   every box that scrolls at 390 px has both. */
+   every box that scrolls at 390 px has both.
+
+   Figures of executed cells (matplotlib, drawn for the desktop column) go in a box of their
+   own, div.course-figure-scroll: on a phone course.css shows them at full size instead of
+   shrinking their text below what can be read, and the box scrolls, marked the same way. */
 (function () {
   "use strict";
   var BOXES = ".bd-article div.math mjx-container[display='true'], " +
-              ".bd-article .pst-scrollable-table-container";
+              ".bd-article .pst-scrollable-table-container, .bd-article .course-figure-scroll";
+
+  function boxFigures() {
+    document.querySelectorAll(".bd-article .cell_output img").forEach(function (img) {
+      if (img.parentElement.classList.contains("course-figure-scroll")) return;
+      var box = document.createElement("div");
+      box.className = "course-figure-scroll";
+      img.insertAdjacentElement("beforebegin", box);
+      box.appendChild(img);
+    });
+  }
 
   function mark() {
+    boxFigures();
     document.querySelectorAll(BOXES).forEach(function (box) {
       var scrolls = box.scrollWidth > box.clientWidth + 1;
       var anchor = box.matches("mjx-container") ? box.closest("div.math") : box;

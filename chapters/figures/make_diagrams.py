@@ -2,6 +2,7 @@
 phone's screen (380 units wide, no text under 13 units):
 
 - attention_shapes.svg (chapter 1): scaled dot-product attention, step by step;
+- split_shapes.svg (chapter 2): the path of the features through split_heads and back;
 - mha_shapes.svg (chapter 3): multi-head attention with the shape of every tensor;
 - mask_shapes.svg (chapter 4): how a padding mask and a causal mask broadcast to the scores;
 - tiny_model.svg (chapter 5): the path of the tokens through chapter 5's model.
@@ -42,6 +43,17 @@ class Diagram:
             self.parts.append(f'<text x="58" y="{self.y + 20 + 18 * n}" style="{SANS}; '
                               f'font-size: 13px; fill: #2b6cb0">{escape(text)}</text>')
         self.y += height + 4
+
+    def strip(self, labels, fills):
+        """A row of equal segments across the width: how one token's features are cut."""
+        width = (W - 20) / len(labels)
+        for n, (text, fill) in enumerate(zip(labels, fills)):
+            self.parts.append(f'<rect x="{10 + n * width:.1f}" y="{self.y + 4}" width="{width:.1f}" '
+                              f'height="26" fill="{fill}" stroke="#4a5568" stroke-width="1"/>')
+            self.parts.append(f'<text x="{10 + (n + 0.5) * width:.1f}" y="{self.y + 22}" '
+                              f'text-anchor="middle" style="{MONO}; font-size: 13px; '
+                              f'fill: #1a202c">{escape(text)}</text>')
+        self.y += 34
 
     def note(self, lines):
         """A dashed box in red: a trap beside the right path."""
@@ -102,6 +114,30 @@ d.note(["The trap: a (B, Lk) mask is read as (1, 1, B, Lk).",
         "masks query b of every sequence instead of all",
         "the queries of sequence b."])
 d.write("mask_shapes.svg")
+
+HEAD_COLOURS = ["#8ecae6", "#ffb703", "#ffffff", "#b5e48c"]  # chapter 2's grid: heads 0, 1, 2
+
+d = Diagram()
+d.box([("tokens x", "title"), ("(B, L, d_model)", "shape"),
+       ("one token's d_model features:", "title")], "#edf2f7")
+d.strip(["head 0", "head 1", "…", "head h−1"], HEAD_COLOURS)
+d.arrow(["view: split the last axis in two;", "no number moves"])
+d.box([("each token's features in groups", "title"), ("(B, L, num_heads, head_dim)", "shape")],
+      "#ebf8ff")
+d.arrow(["transpose(1, 2): the head axis", "goes in front of the positions"])
+d.box([("one sequence per head", "title"), ("(B, num_heads, L, head_dim)", "shape"),
+       ("head i holds features", "title"), ("[i·head_dim, (i+1)·head_dim)", "shape")],
+      "#fefcbf")
+d.arrow(["chapter 1's attention in every head,", "(B, num_heads) as batch axes"])
+d.box([("the heads' outputs", "title"), ("(B, num_heads, L, head_dim)", "shape")], "#fefcbf")
+d.arrow(["merge_heads (exercise 2): back to tokens,", "the heads' features side by side"])
+d.box([("tokens again", "title"), ("(B, L, num_heads · head_dim)", "shape"),
+       ("= (B, L, d_model)", "shape")], "#e6fffa")
+d.note(["The trap: reshape(B, num_heads, L, head_dim)",
+        "straight from (B, L, d_model) gives the same",
+        "shape, no error, and heads made of pieces",
+        "of several tokens."])
+d.write("split_shapes.svg")
 
 d = Diagram()
 d.box([("query Q and key K", "title"), ("Q  (..., Lq, d_k)", "shape"),
