@@ -14,7 +14,6 @@ import contextlib
 import hashlib
 import io
 import json
-import re
 import secrets
 import time
 import traceback
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from autograde import forbids
 from autograde.remote import SCRATCH_BYTES, SHM_BYTES, RemoteNamespace, SubmissionFault
 
 LIMITS = {
@@ -61,6 +61,8 @@ class Assignment:
     tests: list
     kernel: str
     fingerprint: str = ""
+    forbids: list = field(default_factory=list)  # checks.common.Forbidden of its exercises
+    given: frozenset = frozenset()  # the steps (see plan) of its given cells: the course's
 
     @classmethod
     def from_source(cls, path, imports=True):
@@ -79,8 +81,17 @@ class Assignment:
         checks = _check_imports(nb) if imports else {}
         for test in tests:
             test.names = checks
+        from autograde.forbids import specs_of
+        from IPython.core.inputtransformer2 import TransformerManager
+        transform = TransformerManager().transform_cell
+        given = frozenset(step for cell in nb["cells"] if cell["cell_type"] == "code"
+                          and not _nbgrader(cell).get("solution")
+                          and not _nbgrader(cell).get("grade")
+                          for _, step in definitions(_source(cell), transform))
         return cls(path.stem, path.stem, solution_ids, tests, kernel,
-                   fingerprint=hashlib.sha256(raw).hexdigest())
+                   fingerprint=hashlib.sha256(raw).hexdigest(),
+                   forbids=specs_of(list(dict.fromkeys(checks.values())), solution_ids),
+                   given=given)
 
 
 def _check_imports(nb):
@@ -371,57 +382,12 @@ def plan(nb, assignment, transform):
     return steps
 
 
-# What a solution never needs and tampering does: the checks that judge it (patched in the
-# student's process, they could be switched off), the grader's package, and the hooks
-# under torch's function modes. Flagged for the instructor; scores do not depend on it.
-SUSPICIOUS_MODULES = {"checks", "autograde"}
-SUSPICIOUS_NAMES = {"__torch_function__", "TorchFunctionMode", "_pop_mode", "_push_mode",
-                    "_pop_mode_temporarily", "DisableTorchFunction", "_DisableTorchFunction",
-                    "DisableTorchFunctionSubclass", "_get_current_function_mode_stack",
-                    "__code__", "modules"}
-
-
-def suspicious(steps):
-    """Problems ("suspicious") for each step whose code imports the checks or the grader,
-    or reaches into torch's function modes, code objects or sys.modules. (The given cells
-    import the checks: outside the solution cells that import is no sign.)"""
-    found = []
-    for label, source, is_solution in steps:
-        try:
-            tree = ast.parse(source)
-        except _UNPARSABLE:
-            continue
-        reasons = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                reasons |= {f"imports {a.name}" for a in node.names
-                            if a.name.split(".")[0] in SUSPICIOUS_MODULES}
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
-                    and node.module.split(".")[0] in SUSPICIOUS_MODULES:
-                reasons.add(f"imports {node.module}")
-            elif isinstance(node, ast.Attribute) and node.attr in SUSPICIOUS_NAMES \
-                    and not (node.attr == "modules" and not _is_name(node.value, "sys")):
-                reasons.add(f"uses {_unparse(node)[:60]}")
-            elif isinstance(node, ast.Name) and node.id in SUSPICIOUS_NAMES - {"modules"}:
-                reasons.add(f"uses {node.id}")
-        if not is_solution:
-            reasons = {r for r in reasons if not re.match(r"imports checks\b", r)}
-        if reasons:
-            found.append({"cell": label, "kind": "suspicious",
-                          "message": "; ".join(sorted(reasons)) + " (the checks run in the "
-                          "grader: a solution needs none of this)"})
-    return found
-
-
-def _unparse(node):
-    try:
-        return ast.unparse(node)
-    except (RecursionError, MemoryError, ValueError):
-        return f"....{getattr(node, 'attr', '')}"
-
-
-def _is_name(node, name):
-    return isinstance(node, ast.Name) and node.id == name
+def suspicious(steps, given=frozenset()):
+    """Problems ("suspicious") for each step whose code reaches what a solution never needs:
+    the checks, the grader, torch's dispatch internals, threads, eval... (autograde.forbids;
+    `given`: the course's own steps, Assignment.given, never flagged). Flagged for the
+    instructor; where an exercise forbids shortcuts, forbids.verdicts() decides its points."""
+    return forbids.flags(steps, given)
 
 
 @dataclass
@@ -531,7 +497,9 @@ class Grader:
             result.fingerprint = fingerprint(path, assignment)
             nb = read_submission(path, assignment, self.limits["notebook_file_bytes"])
             steps = plan(nb, assignment, self.transform)
-            result.problems += duplicates(nb) + suspicious(steps)
+            result.problems += duplicates(nb) + suspicious(steps, assignment.given)
+            # which functions a solution calls: from its source, never from its process
+            lost = forbids.verdicts(steps, assignment.forbids, assignment.given)
         except (SubmissionError, OSError, RecursionError, MemoryError) as error:
             # (anything but SubmissionError here is a notebook no check foresaw: it costs
             # that notebook only, with what went wrong)
@@ -547,6 +515,10 @@ class Grader:
         skip, child = set(), None
         for test in assignment.tests:
             outcome = TestResult(test.grade_id, 0.0, test.points, "failed")
+            if test.grade_id in lost:
+                outcome.message = lost[test.grade_id]
+                result.tests.append(outcome)
+                continue
             try:
                 if child is None:
                     child = self._child_or_fault(assignment, steps, skip, result.problems,

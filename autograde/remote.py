@@ -405,15 +405,19 @@ class _Bridge(torch.autograd.Function):
 
 
 def _forbidden():
-    """The torch functions that the checks' active forbid() blocks, as [path, label]."""
+    """What the checks' active forbid() and forbid_spec() blocks refuse, for the student's
+    process: [path, label] for a function forbid() names, {pattern, what, label} for a
+    spec. (There it only adds a message: the grader decides from the source, forbids.py.)"""
     from checks import common
-    pairs = []
+    entries = []
     for mode in getattr(common, "ACTIVE_FORBIDS", []):
-        for function, label in mode.forbidden.items():
+        for spec in getattr(mode, "specs", ()):
+            entries.append({"pattern": spec.pattern, "what": spec.what, "label": spec.label})
+        for function, label in getattr(mode, "forbidden", {}).items():
             path = _torch_path(function)
             if path:
-                pairs.append([path, label])
-    return pairs
+                entries.append([path, label])
+    return entries
 
 
 def _torch_path(function):

@@ -437,25 +437,36 @@ def _student_traceback(error):
 
 
 class _forbidding:
-    """The checks' forbid(): calling one of the named torch functions raises."""
+    """The checks' forbid() and forbid_spec(): calling a torch function they name raises.
+    Only a message: the grader decides what was used from the submitted source."""
 
     def __init__(self, forbidden):
-        self.forbidden = {}
-        for qualname, label in forbidden:
+        self.forbidden, self.specs, self.modes = {}, [], []
+        for entry in forbidden:
+            if isinstance(entry, dict):
+                self.specs.append({k: str(entry.get(k, "")) for k in ("pattern", "what", "label")})
+                continue
+            qualname, label = entry
             obj = _resolve_torch(str(qualname))
             if obj is not None:
                 self.forbidden[obj] = str(label)
 
     def __enter__(self):
-        if self.forbidden:
-            from checks.common import forbid
-            self.mode = forbid(**{label: f for f, label in self.forbidden.items()})
-            self.mode.__enter__()
+        if self.forbidden or self.specs:
+            from checks import common
+            if self.forbidden:
+                self.modes.append(common.forbid(**{label: f for f, label
+                                                   in self.forbidden.items()}))
+            if self.specs:
+                self.modes.append(common.forbid_spec(*(common.Forbidden("", (), **spec)
+                                                       for spec in self.specs)))
+            for mode in self.modes:
+                mode.__enter__()
         return self
 
     def __exit__(self, *exc):
-        if self.forbidden:
-            self.mode.__exit__(*exc)
+        for mode in reversed(self.modes):
+            mode.__exit__(*exc)
 
 
 def _resolve_torch(qualname):

@@ -237,18 +237,134 @@ for name in ("expect_close", "expect_tensor", "fail"):
     setattr(checks.attention, name, getattr(checks.common, name))
 ''' + UNSCALED
 
-# The chapter forbids torch.softmax in stable_softmax; the forbid runs in the student's
-# process (inside the probe that calls their function), where their code can switch it off.
+# The chapter forbids torch.softmax in stable_softmax. A run-time forbid can only run in the
+# student's process, where their code can switch it off: the grader decides from the source
+# (autograde/forbids.py). Each bypass below switched the run-time forbid off once.
 FORBID_BYPASS = '''
 import torch
-import checks.attention
+import checks.common
 
-checks.attention._ForbidByName.__torch_function__ = (
+checks.common._ForbidSpec.__torch_function__ = (
     lambda self, func, types, args=(), kwargs=None: func(*args, **(kwargs or {})))
 
 
 def stable_softmax(scores, dim=-1):
     return torch.softmax(scores, dim=dim)
+'''
+
+# a TorchFunctionMode is thread-local: a call from another thread escapes it
+SOFTMAX_FROM_A_THREAD = '''
+import threading
+
+import torch
+
+
+def stable_softmax(scores, dim=-1):
+    out = []
+    worker = threading.Thread(target=lambda: out.append(torch.softmax(scores, dim=dim)))
+    worker.start()
+    worker.join()
+    return out[0]
+'''
+
+SOFTMAX_UNDER_DISABLE_TORCH_FUNCTION = '''
+import torch
+
+
+def stable_softmax(scores, dim=-1):
+    with torch._C.DisableTorchFunction():
+        return torch.softmax(scores, dim=dim)
+'''
+
+# below the dispatcher's Python layer, where no TorchFunctionMode looks
+SOFTMAX_FROM_TORCH_OPS = '''
+import torch
+
+
+def stable_softmax(scores, dim=-1):
+    return torch.ops.aten._softmax(scores, dim % scores.dim(), False)
+'''
+
+# no forbidden name anywhere in the cell: the name is computed, the call made from a thread
+SOFTMAX_COMPUTED_NAME_IN_A_THREAD = '''
+from concurrent.futures import ThreadPoolExecutor
+
+import torch
+
+
+def stable_softmax(scores, dim=-1):
+    fast = getattr(torch, "soft" + "max")
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(fast, scores, dim).result()
+'''
+
+# the real function kept under another name, torch's own replaced, in another exercise's cell
+REBINDS_SDPA = '''
+import math
+
+import torch.nn.functional as F
+
+_fast = F.scaled_dot_product_attention
+F.scaled_dot_product_attention = lambda *args, **kwargs: None
+
+
+def attention_scores(query, key):
+    return query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+'''
+
+SDPA_FROM_REBOUND = '''
+def scaled_dot_product_attention(query, key, value, mask=None):
+    scores = attention_scores(query, key)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = stable_softmax(scores, dim=-1)
+    return _fast(query, key, value, attn_mask=mask), weights
+'''
+
+# the checks module reached without an import statement, the forbid patched from a cell
+# that forbids nothing
+PATCHES_THROUGH_IMPORTLIB = '''
+import importlib
+import math
+
+common = importlib.import_module("checks.common")
+common._ForbidSpec.__torch_function__ = (
+    lambda self, func, types, args=(), kwargs=None: func(*args, **(kwargs or {})))
+
+
+def attention_scores(query, key):
+    return query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+'''
+
+SOFTMAX_COMPUTED_NAME = '''
+import torch
+
+
+def stable_softmax(scores, dim=-1):
+    return getattr(torch, "".join(["soft", "max"]))(scores, dim=dim)
+'''
+
+# chapter 2: nn.MultiheadAttention run from a thread (its forward escapes the forbid there)
+CORE_FROM_A_THREAD = '''
+import threading
+
+import torch
+import torch.nn as nn
+
+
+def multihead_attention_core(query, key, value, num_heads):
+    d_model = query.shape[-1]
+    mha = nn.MultiheadAttention(d_model, num_heads, bias=False, batch_first=True)
+    mha = mha.to(query.dtype)
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(torch.eye(d_model).repeat(3, 1))
+        mha.out_proj.weight.copy_(torch.eye(d_model))
+    out = []
+    worker = threading.Thread(target=lambda: out.append(
+        mha(query, key, value, average_attn_weights=False)))
+    worker.start()
+    worker.join()
+    return out[0]
 '''
 
 SOFTMAX_DELEGATED = '''
@@ -983,6 +1099,8 @@ CRASH = r"crashed the grader's process for it: the student's process died"
 TIMEOUT = r"^Timed out: no answer within \d+ s"
 PARTIAL = r"^Timed out: no complete answer within 2 s \(a message cut short"
 OUT_OF_TIME = r"^Timed out: the notebook's time limit ran out"
+# a forbid decided from the source: a forbidden name, or code that could hide one
+FORBIDDEN_SEEN = r"^(you called \S+, .* \(in your code: cell|\S+'s tests need it written without)"
 
 
 def each(tests, verdict):
@@ -1008,19 +1126,65 @@ ENTRIES = [
     Hostile("tensor_subclass_raises_keyboardinterrupt",
             cells(attention_scores=TENSOR_SUBCLASS_INTERRUPT),
             Expect(tests={SCORES: failed(CRASH, "crash")})),
+    # (and reaching the checks costs the points of the tests that forbid shortcuts: from
+    # such code, no process could be trusted to say what it called)
     Hostile("patches_checks_in_its_process", cells(attention_scores=PATCH_CHECKS),
-            Expect(tests={SCORES: failed(r"the scores are not scaled")})),
+            Expect(tests={SCORES: failed(r"the scores are not scaled"),
+                          **each(SOFTMAX + SDPA, failed(FORBIDDEN_SEEN))})),
     Hostile("delegates_softmax", cells(stable_softmax=SOFTMAX_DELEGATED),
             Expect(tests=each(SOFTMAX, failed(r"you called softmax")))),
+    # what a function calls is decided from the submitted source (autograde/forbids.py):
+    # a forbidden name in the exercise's cell, or code anywhere that could hide a call
     Hostile("switches_off_the_forbid_in_its_process", cells(stable_softmax=FORBID_BYPASS),
-            Expect(tests=each(SOFTMAX, failed(r"you called softmax"))),
-            known="the forbid runs in the student's process, which can switch it off"),
-    # ... but not unseen: the instructor's report names it
+            Expect(tests=each(SOFTMAX + SDPA, failed(FORBIDDEN_SEEN)))),
+    # ... and the instructor's report names it
     Hostile("switches_off_the_forbid_and_is_flagged", cells(stable_softmax=FORBID_BYPASS),
-            Expect(problems=[("suspicious", r"^cell stable_softmax, line 2: imports "
-                                            r"checks\.attention \(the checks run in the grader"),
+            Expect(tests=each(SOFTMAX + SDPA, failed(FORBIDDEN_SEEN)),
+                   problems=[("suspicious", r"^cell stable_softmax, line 2: imports "
+                                            r"checks\.common \(the checks run in the grader"),
                              ("suspicious", r"^cell stable_softmax, line 4: uses checks\."
-                                            r"attention\._ForbidByName\.__torch_function__")])),
+                                            r"common\._ForbidSpec\.__torch_function__")])),
+    Hostile("forbidden_softmax_from_a_thread", cells(stable_softmax=SOFTMAX_FROM_A_THREAD),
+            Expect(tests=each(SOFTMAX + SDPA, failed(FORBIDDEN_SEEN)),
+                   problems=[("suspicious", r"^cell stable_softmax, line 1: imports threading")])),
+    Hostile("forbidden_softmax_under_disable_torch_function",
+            cells(stable_softmax=SOFTMAX_UNDER_DISABLE_TORCH_FUNCTION),
+            Expect(tests=each(SOFTMAX + SDPA, failed(FORBIDDEN_SEEN)),
+                   problems=[("suspicious", r"uses torch\._C\.DisableTorchFunction")])),
+    Hostile("forbidden_softmax_from_torch_ops", cells(stable_softmax=SOFTMAX_FROM_TORCH_OPS),
+            Expect(tests={**each(SDPA, failed(FORBIDDEN_SEEN)),
+                          **each(SOFTMAX, failed(r"^you called _softmax, a softmax that "
+                                                 r"PyTorch computes for you"))},
+                   problems=[("suspicious", r"uses torch\.ops")])),
+    Hostile("forbidden_softmax_by_computed_name_in_a_thread",
+            cells(stable_softmax=SOFTMAX_COMPUTED_NAME_IN_A_THREAD),
+            Expect(tests=each(SOFTMAX + SDPA, failed(FORBIDDEN_SEEN)),
+                   problems=[("suspicious", r"imports concurrent\.futures"),
+                             ("suspicious", r"calls getattr with a computed name")])),
+    Hostile("forbidden_softmax_by_computed_name", cells(stable_softmax=SOFTMAX_COMPUTED_NAME),
+            Expect(tests=each(SOFTMAX, failed(r"^stable_softmax's tests need it written "
+                                              r"without PyTorch.s own version, and your code "
+                                              r"does what could hide such a call from the "
+                                              r"checks \(cell stable_softmax, line 5: calls "
+                                              r"getattr with a computed name")),
+                   problems=[("suspicious", r"calls getattr with a computed name")])),
+    Hostile("rebinds_f_scaled_dot_product_attention",
+            cells(attention_scores=REBINDS_SDPA, scaled_dot_product_attention=SDPA_FROM_REBOUND),
+            Expect(tests=each(SDPA, failed(FORBIDDEN_SEEN)),
+                   problems=[("suspicious", r"replaces F\.scaled_dot_product_attention "
+                                            r"\(patches torch\)")])),
+    Hostile("patches_the_forbid_through_importlib",
+            cells(attention_scores=PATCHES_THROUGH_IMPORTLIB,
+                  stable_softmax=SOFTMAX_COMPUTED_NAME),
+            Expect(tests=each(SOFTMAX + SDPA, failed(FORBIDDEN_SEEN)),
+                   problems=[("suspicious", r"^cell attention_scores, line 1: imports "
+                                            r"importlib")])),
+    Hostile("core_runs_nn_multiheadattention_from_a_thread",
+            cells(multihead_attention_core=CORE_FROM_A_THREAD),
+            Expect(tests={"test_multihead_attention_core": failed(
+                r"^you called nn\.MultiheadAttention \(F\.multi_head_attention_forward\), "
+                r"which does the whole exercise for you")},
+                   problems=[("suspicious", r"imports threading")]), chapter=CH2),
     # 4: tamper with the test cells
     Hostile("test_cells_replaced_by_pass", edited(_blank_tests, attention_scores=UNSCALED),
             Expect(tests={SCORES: failed(r"the scores are not scaled")})),

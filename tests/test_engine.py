@@ -94,8 +94,9 @@ def test_suspicious_flags_tampering_not_honest_code():
     assert all(p["kind"] == "suspicious" for p in flagged)
     assert re.match(r"imports checks\.attention \(the checks run in the grader",
                     flagged[0]["message"])
-    # outside the solution cells, a def that patches is flagged; importing checks is not
+    # outside the solution cells, only the course's own given steps go unflagged
     added = _steps("import checks.attention",
                    "def patch():\n    m.__torch_function__ = None", solution=False)
     assert [p["message"].split(" (")[0] for p in suspicious(added)] == \
-        ["uses m.__torch_function__"]
+        ["imports checks.attention", "uses m.__torch_function__"]
+    assert suspicious(added, given=frozenset(source for _, source, _ in added)) == []
