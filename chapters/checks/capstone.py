@@ -1,0 +1,653 @@
+"""Checks for chapter 7, the capstone: the pre-LayerNorm TransformerBlock, train_step and
+generate (with and without the KV cache).
+
+Each check builds its inputs from `seed`, runs the student's code in a probe (see
+common.probe: under the autograder the student's objects live in another process) and
+judges the plain data that comes back against answers computed here in float64 by the
+@reference functions (in the student's kit, read from its fixtures), and against what the
+classic mistakes give on the same inputs, so that a message names the mistake.
+
+transformer_block receives the chapter's TransformerBlock class and KVCache class and uses
+this interface: TransformerBlock(d_model, num_heads, d_ff, dropout) with parameters named
+ln1.*, attn.{q,k,v,out}_proj.*, ln2.*, ff.0.*, ff.2.* (nn.Module names), forward(x,
+cache=None) -> (B, L, D); KVCache() empty.
+train_step and generate receive stand-in models built here (StepModel, DecoderModel), so
+that they are judged on their own, whatever the block does.
+
+Shape letters: B batch, L sequence length, D d_model, F d_ff, V vocab_size, P prompt
+length, T tokens generated.
+"""
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .common import (MALFORMED, attempt, check, expect_close, expect_tensor, export, fail,
+                     generator, is_remote, max_error, passed, probe, raised, random_inputs,
+                     reference, revive, take, take_error, type_name)
+
+BLOCK_PARAMS = ("ln1.weight", "ln1.bias", "attn.q_proj.weight", "attn.q_proj.bias",
+                "attn.k_proj.weight", "attn.k_proj.bias", "attn.v_proj.weight",
+                "attn.v_proj.bias", "attn.out_proj.weight", "attn.out_proj.bias",
+                "ln2.weight", "ln2.bias", "ff.0.weight", "ff.0.bias", "ff.2.weight", "ff.2.bias")
+INTERFACE = ("Keep the __init__ the notebook gives: ln1, attn (MultiHeadAttention), ln2, ff "
+             "(nn.Sequential(Linear, GELU, Linear)) and drop.")
+# A block chains a LayerNorm (a mean, a variance and a division), the attention and a
+# two-layer MLP: about three times the roundings of chapter 3's forward, with the softmax's
+# amplification on top, so its comparisons allow `CONDITION` times the base tolerance.
+CONDITION = 40.0
+
+
+def _is_class(obj):
+    return isinstance(obj, type) or is_remote(obj) and obj.remote_kind == "class"
+
+
+# ============================================================ exercise 1: the block
+@reference
+def _block_inputs(seed, B, L, d_model, d_ff, dtype):
+    """(P {parameter name: float64 tensor, rounded to dtype}, x (B, L, D) float64 rounded to
+    dtype, x_future: x with positions >= L // 2 replaced)."""
+    gen = generator(seed)
+
+    def draw(*shape, scale):
+        return (scale * torch.randn(*shape, generator=gen, dtype=torch.float64)).to(dtype).double()
+
+    D = d_model
+    P = {"ln1.weight": 1.0 + draw(D, scale=0.3), "ln1.bias": draw(D, scale=0.3),
+         "ln2.weight": 1.0 + draw(D, scale=0.3), "ln2.bias": draw(D, scale=0.3),
+         "ff.0.weight": draw(d_ff, D, scale=1 / math.sqrt(D)), "ff.0.bias": draw(d_ff, scale=0.3),
+         "ff.2.weight": draw(D, d_ff, scale=1 / math.sqrt(d_ff)), "ff.2.bias": draw(D, scale=0.3)}
+    for name in ("q", "k", "v", "out"):
+        # queries and keys a little larger: sharper attention tells more mistakes apart
+        scale = (2.0 if name in "qk" else 1.0) / math.sqrt(D)
+        P[f"attn.{name}_proj.weight"] = draw(D, D, scale=scale)
+        P[f"attn.{name}_proj.bias"] = draw(D, scale=0.3)
+    (x,) = random_inputs((B, L, D), seed=seed + 1, dtype=dtype)
+    x = x.double()
+    (noise,) = random_inputs((B, L, D), seed=seed + 2, dtype=dtype)
+    x_future = x.clone()
+    x_future[:, L // 2:] += 3.0 * noise.double()[:, L // 2:]
+    return P, x, x_future
+
+
+def _probe_block(cls, cache_cls, d_model, num_heads, d_ff, P, x, x_future, dtype, device):
+    """In a probe: build cls(d_model, num_heads, d_ff, 0.3) holding P in dtype; run it in eval
+    mode on x and x_future, with a cache (the first half of the positions as a prefill,
+    then one position per call), and twice in training mode. Returns plain data."""
+    data = {}
+    block, data["error"] = attempt(cls, d_model, num_heads, d_ff, 0.3)
+    if data["error"] is not None:
+        return data
+    block, data["to_error"] = attempt(lambda: block.to(dtype=dtype, device=device).eval())
+    if data["to_error"] is not None:
+        return data
+    params = dict(block.named_parameters())
+    data["missing"] = {name: (list(params[name].shape) if name in params else None)
+                       for name in P if name not in params
+                       or list(params[name].shape) != list(P[name].shape)}
+    if data["missing"]:
+        return data
+    with torch.no_grad():
+        for name, value in P.items():
+            params[name].copy_(value)
+    x, x_future = (t.to(dtype=dtype, device=device) for t in (x, x_future))
+
+    def run(*args, **kwargs):
+        with torch.no_grad():
+            out, error = attempt(block, *args, **kwargs)
+        return [export(out), error]
+
+    data["out"], data["future"] = run(x), run(x_future)
+    data["again"] = run(x)
+    cache, data["cache_error"] = attempt(cache_cls)
+    if data["cache_error"] is None:
+        half = x.shape[1] // 2
+        steps = [run(x[:, :half], cache=cache)]
+        steps += [run(x[:, t:t + 1], cache=cache) for t in range(half, x.shape[1])]
+        data["cached"] = steps
+    # training mode with the attention's own dropout off: what remains is the block's
+    block.train()
+    if isinstance(getattr(block, "attn", None), nn.Module):
+        block.attn.eval()
+    torch.manual_seed(0)
+    data["train"] = run(x)
+    return data
+
+
+def _output(item, name, shape, dtype):
+    """The tensor of a probe's [exported result, error] pair, required of `shape`."""
+    if not (isinstance(item, (list, tuple)) and len(item) == 2):
+        fail(MALFORMED.format(what=name))
+    raised(item[1], name)
+    out = revive(item[0])
+    if isinstance(out, tuple):
+        fail(f"{name} returned a tuple of {len(out)} items; a block returns one tensor "
+             "(B, L, d_model): unpack the attention's (output, weights) inside forward.")
+    expect_tensor(out, name, shape=shape, dtype=dtype, shape_names="(B, L, d_model)")
+    return out.detach().double().cpu()
+
+
+def _layer_norm(x, P, name):
+    return F.layer_norm(x, x.shape[-1:], P[f"{name}.weight"], P[f"{name}.bias"])
+
+
+def _attention(P, h, num_heads, allowed):
+    """Self-attention of h (B, L, D) in float64 with the weights P; allowed (L, L) bool
+    (True = may attend) or None; a row with no allowed key gives zeros (the course's rule)."""
+    B, L, D = h.shape
+    hd = D // num_heads
+
+    def project(name):
+        y = F.linear(h, P[f"attn.{name}_proj.weight"], P[f"attn.{name}_proj.bias"])
+        return y.view(B, L, num_heads, hd).transpose(1, 2)                   # (B, nh, L, hd)
+
+    q, k, v = project("q"), project("k"), project("v")
+    scores = q @ k.transpose(-2, -1) / math.sqrt(hd)                          # (B, nh, L, L)
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)                   # (B, nh, L, L)
+    merged = (weights @ v).transpose(1, 2).reshape(B, L, D)                   # (B, L, D)
+    return F.linear(merged, P["attn.out_proj.weight"], P["attn.out_proj.bias"])
+
+
+def _ff(P, h):
+    return F.linear(F.gelu(F.linear(h, P["ff.0.weight"], P["ff.0.bias"])),
+                    P["ff.2.weight"], P["ff.2.bias"])
+
+
+NO_MASK = ("every position attends to every other, future ones included: pass chapter 4's "
+           "causal mask, causal_mask(L) (True on and below the diagonal), to the attention.")
+REVERSED_MASK = ("the causal mask is reversed: position i attends to the positions after it. "
+                 "True means *may attend*: keys 0..i, causal_mask(L), not ~causal_mask(L).")
+UPPER_MASK = ("the mask lets position i attend to positions i..L-1 (an upper triangle, "
+              "e.g. triu): the causal mask is the lower triangle, keys 0..i (causal_mask(L)).")
+POST_LN = ("that is a post-LayerNorm block (the 2017 Transformer's x = ln(x + sublayer(x))). "
+           "This chapter's block is pre-LayerNorm (GPT-2): x + attn(ln1(x)), then "
+           "x + ff(ln2(x)); the LayerNorm is applied to the sublayer's input only.")
+NORMED_RESIDUAL = ("the residual adds the *normalised* input: h = ln1(x); x = h + attn(h). "
+                   "The residual stream carries x itself: x = x + attn(ln1(x)).")
+NO_RESIDUAL = ("the residual connections are missing: each sublayer's output is added to its "
+               "input, x = x + attn(ln1(x)), then x = x + ff(ln2(x)).")
+NO_FF_RESIDUAL = ("the feed-forward sublayer replaces x instead of adding to it: "
+                  "x = x + ff(ln2(x)).")
+SAME_NORM = ("ln1 is used before both sublayers: the feed-forward sublayer has its own "
+             "LayerNorm, ln2: x = x + ff(ln2(x)).")
+FF_ON_INPUT = ("the feed-forward sublayer reads the block's input instead of the output of "
+               "the attention sublayer: x = x + attn(ln1(x)) first, then x = x + ff(ln2(x)) "
+               "on that new x.")
+LEAK = ("future tokens leak: changing the positions >= {cut} changed the output at positions "
+        "< {cut} (largest change {change:.3g}). Each position may read only itself and the "
+        "positions before it: apply causal_mask(L) in the attention.")
+DROPOUT_AT_EVAL = ("in eval mode two calls on the same input gave different outputs: dropout "
+                   "is still on. Use the block's nn.Dropout modules (self.drop, and the "
+                   "attention's own dropout), which model.eval() switches off; not "
+                   "F.dropout(x, p) with its default training=True.")
+NO_DROPOUT = ("in training mode the output equals the eval-mode output: dropout is never "
+              "applied. Pass each sublayer's output through self.drop before adding it to x.")
+CACHE_IGNORED = ("with a cache the block gives other outputs than without: with `cache`, "
+                 "call cached_attention(self.attn, h, cache) (chapter 6) instead of "
+                 "self-attention over the new positions only.")
+
+
+@reference
+def _block_answers(P, x, num_heads):
+    """(expected (B, L, D), {bug message: output}), float64, for the block holding P."""
+    L = x.shape[1]
+    causal = torch.ones(L, L, dtype=torch.bool).tril()
+
+    def pre_ln(x, allowed=causal):
+        x = x + _attention(P, _layer_norm(x, P, "ln1"), num_heads, allowed)
+        return x + _ff(P, _layer_norm(x, P, "ln2"))
+
+    h = _layer_norm(x, P, "ln1")
+    attended = x + _attention(P, h, num_heads, causal)
+    post = _layer_norm(x + _attention(P, x, num_heads, causal), P, "ln1")
+    bugs = {
+        NO_MASK: pre_ln(x, None),
+        REVERSED_MASK: pre_ln(x, ~causal),
+        UPPER_MASK: pre_ln(x, causal.T),
+        POST_LN: _layer_norm(post + _ff(P, post), P, "ln2"),
+        NORMED_RESIDUAL: (lambda y: y + _ff(P, _layer_norm(y, P, "ln2")))(
+            h + _attention(P, h, num_heads, causal)),
+        NO_RESIDUAL: _ff(P, _layer_norm(_attention(P, h, num_heads, causal), P, "ln2")),
+        NO_FF_RESIDUAL: _ff(P, _layer_norm(attended, P, "ln2")),
+        SAME_NORM: attended + _ff(P, _layer_norm(attended, P, "ln1")),
+        FF_ON_INPUT: attended + _ff(P, _layer_norm(x, P, "ln2")),
+    }
+    return pre_ln(x), bugs
+
+
+@check
+def transformer_block(cls, cache_cls, *, seed=0, B=2, L=6, d_model=8, num_heads=2, d_ff=16,
+                      dtype=torch.float32, device="cpu"):
+    """cls(d_model, num_heads, d_ff, dropout): forward(x (B, L, D), cache=None) -> (B, L, D),
+    a pre-LayerNorm causal block; with cache_cls() caches, prefill + one position per call
+    equals the full forward; dropout only in training mode."""
+    if not (_is_class(cls) and _is_class(cache_cls)):
+        fail("pass the two classes to the check: check.transformer_block(TransformerBlock, "
+             f"KVCache); got {type_name(cls)} and {type_name(cache_cls)}")
+    where = f"TransformerBlock({d_model}, {num_heads}, {d_ff}, 0.3)"
+    P, x, x_future = _block_inputs(seed, B, L, d_model, d_ff, dtype)
+    data = probe(_probe_block, cls, cache_cls, d_model, num_heads, d_ff, P, x, x_future,
+                 dtype, device)
+    raised(take_error(data, "error"), where)
+    error = take_error(data, "to_error")
+    if error is not None:
+        fail(f"{where}.to(dtype={dtype}, device={device}) raised {error[0]}: {error[1]}")
+    missing = take(data, "missing", dict)
+    for name in P:
+        if name in missing:
+            shape = missing[name]
+            got = f"has shape {tuple(shape)}" if isinstance(shape, list) else "is missing"
+            fail(f"{where}: parameter {name} {got}, expected {tuple(P[name].shape)}. {INTERFACE}")
+    shape = (B, L, d_model)
+    out = _output(take(data, "out", list, tuple), f"{where}(x)", shape, dtype)
+    future = _output(take(data, "future", list, tuple), f"{where}(x)", shape, dtype)
+    again = _output(take(data, "again", list, tuple), f"{where}(x)", shape, dtype)
+    expected, bugs = _block_answers(P, x, num_heads)
+    tolerance = dict(dtype=dtype, condition=CONDITION)
+    bugs = {m: c.to(dtype).double() for m, c in bugs.items()}
+    if not torch.equal(out, again):
+        fail(f"{where}: {DROPOUT_AT_EVAL}")
+    cut = L // 2
+    change = max_error(future[:, :cut], out[:, :cut])
+    if change > 0 and not expect_close_quiet(future[:, :cut], out[:, :cut], **tolerance):
+        for message in (NO_MASK, REVERSED_MASK, UPPER_MASK):
+            if expect_close_quiet(out, bugs[message], **tolerance):
+                fail(f"{where}: {message}")
+        fail(f"{where}: " + LEAK.format(cut=cut, change=change))
+    expect_close(out, expected.to(dtype).double(), f"{where}(x)", bugs=bugs,
+                 hint="Pre-LayerNorm: x = x + attn(ln1(x)) with the causal mask, then "
+                      "x = x + ff(ln2(x)).", **tolerance)
+    raised(take_error(data, "cache_error"), "KVCache()")
+    steps = take(data, "cached", list)
+    pieces = [_output(item, f"{where}(x[:, {i}], cache=cache)" if i else
+                      f"{where}(x[:, :{cut}], cache=cache)",
+                      (B, cut if i == 0 else 1, d_model), dtype) for i, item in enumerate(steps)]
+    cached = torch.cat(pieces, dim=1)
+    if not expect_close_quiet(cached, expected.to(dtype).double(), **tolerance):
+        fail(f"{where} with a cache (a prefill of {cut} positions, then one per call): "
+             f"{CACHE_IGNORED} (largest error {max_error(cached, expected):.3g})")
+    trained = _output(take(data, "train", list, tuple), f"{where}(x) in training mode", shape,
+                      dtype)
+    if torch.equal(trained, out):
+        fail(f"{where}: {NO_DROPOUT}")
+    passed(f"TransformerBlock: x (B, L, d_model) = {shape} ({dtype}) -> pre-LayerNorm causal "
+           f"block; no future leakage; prefill + {L - cut} cached steps equal the full "
+           "forward; dropout in training mode only")
+
+
+def expect_close_quiet(actual, expected, **tolerance):
+    """True when expect_close would pass."""
+    try:
+        expect_close(actual, expected, "", **tolerance)
+    except AssertionError:
+        return False
+    return True
+
+
+# ============================================================ exercise 2: train_step
+class StepModel(nn.Module):
+    """A few-line causal language model for train_step's check: embeddings, a causal running
+    mean (so each position sees its past), a tanh layer with a *fixed* dropout mask in
+    training mode (so its output is known), and a linear readout. forward(tokens (B, L))
+    -> logits (B, L, V); records in `modes` whether each call ran in training mode."""
+
+    def __init__(self, params, keep, p):
+        super().__init__()
+        for name, value in params.items():
+            setattr(self, name, nn.Parameter(value.detach().clone()))
+        self.register_buffer("keep", keep.detach().clone())
+        self.p = p
+        self.modes = []
+
+    def forward(self, tokens):
+        self.modes.append(bool(self.training))
+        L = tokens.shape[1]
+        x = self.emb[tokens] + self.pos[:L]                                  # (B, L, D)
+        counts = torch.arange(1, L + 1, dtype=x.dtype, device=x.device)[:, None]
+        past = x.cumsum(1) / counts                                          # (B, L, D)
+        h = torch.tanh(past @ self.w + self.b)                               # (B, L, D)
+        if self.training:
+            h = h * self.keep[:L] / (1 - self.p)                             # fixed mask
+        return h @ self.readout                                              # (B, L, V)
+
+
+@reference
+def _step_inputs(seed, B, L, vocab_size, d_model, p, dtype):
+    """(params {name: tensor in dtype}, keep (L, D) 0/1 in dtype, stale gradients {name:
+    tensor}, batch (B, L + 1) long)."""
+    gen = generator(seed)
+
+    def draw(*shape, scale=1.0):
+        return (scale * torch.randn(*shape, generator=gen, dtype=torch.float64)).to(dtype)
+
+    params = {"emb": draw(vocab_size, d_model), "pos": draw(L + 1, d_model, scale=0.5),
+              "w": draw(d_model, d_model, scale=1.5 / math.sqrt(d_model)),
+              "b": draw(d_model, scale=0.3),
+              "readout": draw(d_model, vocab_size, scale=2.0 / math.sqrt(d_model))}
+    keep = (torch.rand(L + 1, d_model, generator=gen) >= p).to(dtype)
+    stale = {name: draw(*value.shape) for name, value in params.items()}
+    batch = torch.randint(vocab_size, (B, L + 1), generator=gen)
+    return params, keep, stale, batch
+
+
+def _probe_step(fn, params, keep, stale, batch, p, lr, device):
+    """In a probe: a StepModel in eval mode whose parameters hold stale gradients, SGD(lr);
+    call fn(model, optimizer, batch). Returns what it returned or raised, the parameters
+    afterwards, the modes of the forward calls and whether `batch` was left unchanged."""
+    model = StepModel(params, keep, p).to(device).eval()
+    for name, parameter in model.named_parameters():
+        parameter.grad = stale[name].to(device).clone()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    batch_copy = batch.to(device, copy=True)
+    loss, error = attempt(fn, model, optimizer, batch_copy)
+    return {"error": error, "loss": export(loss if not isinstance(loss, torch.Tensor)
+                                           else loss.detach().cpu()),
+            "params": {k: v.detach().cpu().clone() for k, v in model.named_parameters()},
+            "modes": list(model.modes), "batch_same": bool(torch.equal(batch_copy.cpu(), batch))}
+
+
+NO_ZERO_GRAD = ("the gradients of an earlier step were added to this step's: call "
+                "optimizer.zero_grad() before loss.backward() (PyTorch accumulates gradients "
+                "in .grad).")
+NOT_UPDATED = ("the parameters did not change: the step needs loss.backward() and then "
+               "optimizer.step(), with optimizer.zero_grad() before the backward pass, not "
+               "between it and the step.")
+EVAL_MODE = ("the model ran in eval mode, so its dropout was off during training: call "
+             "model.train() at the start of the step (the model may come from an evaluation).")
+UNSHIFTED = ("the targets are the input tokens themselves: the model must predict the *next* "
+             "token, so inputs = batch[:, :-1] and targets = batch[:, 1:].")
+PREVIOUS = ("the targets are the previous tokens (inputs batch[:, 1:], targets batch[:, :-1]): "
+            "the model predicts the next token: inputs = batch[:, :-1], targets = batch[:, 1:].")
+SOFTMAX_FIRST = ("you applied softmax before F.cross_entropy, which applies log_softmax "
+                 "itself: pass the raw logits.")
+SUMMED = ("the loss is summed over positions: use the mean (F.cross_entropy's default "
+          "reduction), so that the step size does not grow with the batch.")
+LOSS_KIND = ("train_step must return the loss as a number (loss.item()), got {got}.")
+
+
+@reference
+def _step_answers(params, keep, stale, batch, p, lr):
+    """(expected loss, expected parameters after the step, {bug message: (loss, params)}),
+    float64, SGD without momentum."""
+    def run(inputs, targets, training=True, loss_fn=None, accumulate=False, step=True):
+        model = StepModel({k: v.double() for k, v in params.items()}, keep.double(), p)
+        model.train(training)
+        logits = model(inputs)                                               # (B, L, V)
+        flat = logits.flatten(0, 1)
+        loss = (loss_fn or F.cross_entropy)(flat, targets.flatten())
+        loss.backward()
+        new = {}
+        for name, parameter in model.named_parameters():
+            grad = parameter.grad + (stale[name].double() if accumulate else 0.0)
+            new[name] = (parameter - lr * grad).detach() if step else parameter.detach()
+        return loss.detach(), new
+
+    inputs, targets = batch[:, :-1], batch[:, 1:]
+    expected = run(inputs, targets)
+    bugs = {
+        NO_ZERO_GRAD: run(inputs, targets, accumulate=True),
+        NOT_UPDATED: run(inputs, targets, step=False),
+        EVAL_MODE: run(inputs, targets, training=False),
+        UNSHIFTED: run(inputs, inputs),
+        PREVIOUS: run(batch[:, 1:], batch[:, :-1]),
+        SOFTMAX_FIRST: run(inputs, targets,
+                           loss_fn=lambda z, t: F.cross_entropy(torch.softmax(z, -1), t)),
+        SUMMED: run(inputs, targets,
+                    loss_fn=lambda z, t: F.cross_entropy(z, t, reduction="sum")),
+    }
+    return expected[0], expected[1], {m: (loss, new) for m, (loss, new) in bugs.items()}
+
+
+def _close_quiet(actual, expected, dtype):
+    return expect_close_quiet(actual, expected.to(dtype).double(), dtype=dtype,
+                              condition=CONDITION)
+
+
+@check
+def train_step(fn, *, seed=0, B=3, L=6, vocab_size=7, d_model=8, p=0.5, lr=0.5,
+               dtype=torch.float32, device="cpu"):
+    """fn(model, optimizer, batch (B, L + 1)) -> loss (a number): model.train(), logits of
+    batch[:, :-1], mean cross-entropy against batch[:, 1:], zero_grad, backward, step."""
+    name = "train_step(model, optimizer, batch)"
+    params, keep, stale, batch = _step_inputs(seed, B, L, vocab_size, d_model, p, dtype)
+    data = probe(_probe_step, fn, params, keep, stale, batch, p, lr, device)
+    raised(take_error(data, "error"), name)
+    modes = take(data, "modes", list)
+    if not modes:
+        fail(f"{name} never called the model: logits = model(batch[:, :-1]).")
+    if not take(data, "batch_same", bool):
+        fail(f"{name} changed the batch in place; slice it instead (batch[:, :-1], "
+             "batch[:, 1:]).")
+    loss = revive(take(data, "loss", object))
+    if isinstance(loss, torch.Tensor) and loss.dim() == 0:
+        loss = loss.item()
+    if isinstance(loss, bool) or not isinstance(loss, (int, float)):
+        fail(f"{name}: " + LOSS_KIND.format(got=type_name(loss) if not isinstance(
+            loss, torch.Tensor) else f"a tensor of shape {tuple(loss.shape)}"))
+    after = take(data, "params", dict)
+    got = {k: take(after, k, torch.Tensor).double() for k in params}
+    expected_loss, expected_params, bugs = _step_answers(params, keep, stale, batch, p, lr)
+    loss_t = torch.tensor([float(loss)], dtype=torch.float64)
+
+    def matches(candidate):
+        c_loss, c_params = candidate
+        return (_close_quiet(loss_t, c_loss.reshape(1), dtype)
+                and all(_close_quiet(got[k], c_params[k], dtype) for k in params))
+
+    if matches((expected_loss, expected_params)):
+        passed(f"train_step: batch (B, L + 1) = {tuple(batch.shape)} ({dtype}) -> one SGD step "
+               "in training mode on the mean next-token cross-entropy; loss returned as a "
+               "number")
+        return
+    for message, candidate in bugs.items():
+        if matches(candidate):
+            fail(f"{name}: {message}")
+    if False in modes:
+        fail(f"{name}: {EVAL_MODE}")
+    if not _close_quiet(loss_t, expected_loss.reshape(1), dtype):
+        fail(f"{name} returned the loss {float(loss):.6g}, expected {expected_loss.item():.6g} "
+             "(the mean cross-entropy of the logits of batch[:, :-1] against batch[:, 1:], "
+             "before the step).")
+    wrong = [k for k in params if not _close_quiet(got[k], expected_params[k], dtype)]
+    fail(f"{name}: the loss is right but the parameters {', '.join(wrong)} are not those of one "
+         "step of the optimizer: optimizer.zero_grad(), loss.backward(), optimizer.step(), "
+         "each once.")
+
+
+# ============================================================ exercise 3: generate
+class _Cache:
+    """The stand-in model's cache: keys and values (B, T, D) or None while empty."""
+
+    def __init__(self):
+        self.keys = self.values = None
+
+    def __len__(self):
+        return 0 if self.keys is None else self.keys.shape[1]
+
+
+class DecoderModel(nn.Module):
+    """A one-layer, one-head causal decoder with the interface of the chapter's CharLM:
+    forward(tokens (B, L), caches=None, start=0) -> logits (B, L, V), new_caches(). A fixed
+    dropout mask acts in training mode. Each call is logged in `calls` as [L, start, cached
+    positions before the call or None, training mode, gradients enabled]."""
+
+    def __init__(self, params, keep):
+        super().__init__()
+        for name, value in params.items():
+            setattr(self, name, nn.Parameter(value.detach().clone()))
+        self.register_buffer("keep", keep.detach().clone())
+        self.calls = []
+
+    def new_caches(self):
+        return [_Cache()]
+
+    def forward(self, tokens, caches=None, start=0):
+        B, L = tokens.shape
+        cache = caches[0] if caches is not None else None
+        self.calls.append([L, int(start), None if cache is None else len(cache),
+                           bool(self.training), bool(torch.is_grad_enabled())])
+        if not 0 <= start <= self.pos.shape[0] - L:
+            raise IndexError(f"positions {start}..{start + L - 1} are beyond the model's "
+                             f"{self.pos.shape[0]} positions")
+        x = self.emb[tokens] + self.pos[start:start + L]                     # (B, L, D)
+        q, k, v = x @ self.wq, x @ self.wk, x @ self.wv                       # (B, L, D)
+        if cache is not None:
+            if cache.keys is not None:
+                k = torch.cat([cache.keys, k], 1)                            # (B, T, D)
+                v = torch.cat([cache.values, v], 1)
+            cache.keys, cache.values = k, v
+        T = k.shape[1]
+        allowed = torch.ones(L, T, dtype=torch.bool, device=x.device).tril(T - L)
+        scores = (q @ k.transpose(1, 2) / math.sqrt(q.shape[-1])).masked_fill(
+            ~allowed, float("-inf"))                                          # (B, L, T)
+        h = x + torch.softmax(scores, -1) @ v                                # (B, L, D)
+        if self.training:
+            h = h * self.keep[:L] * 2.0
+        return h @ self.readout                                              # (B, L, V)
+
+
+@reference
+def _decoder_inputs(seed, B, P, T, vocab_size, d_model, dtype):
+    """(params {name: tensor in dtype}, keep (P + T, D), prompt (B, P) long)."""
+    gen = generator(seed)
+
+    def draw(*shape, scale=1.0):
+        return (scale * torch.randn(*shape, generator=gen, dtype=torch.float64)).to(dtype)
+
+    params = {"emb": draw(vocab_size, d_model), "pos": draw(P + T, d_model),
+              "wq": draw(d_model, d_model, scale=2 / math.sqrt(d_model)),
+              "wk": draw(d_model, d_model, scale=2 / math.sqrt(d_model)),
+              "wv": draw(d_model, d_model, scale=1 / math.sqrt(d_model)),
+              "readout": draw(d_model, vocab_size, scale=3 / math.sqrt(d_model))}
+    keep = (torch.rand(P + T, d_model, generator=gen) >= 0.5).to(dtype)
+    prompt = torch.randint(vocab_size, (B, P), generator=gen)
+    return params, keep, prompt
+
+
+@reference
+def _greedy(params, keep, prompt, T, first_position=0):
+    """(tokens (B, P + T), logits (B, T, V)) of greedy decoding by the whole sequence each
+    step, float64, eval mode; the first `first_position` steps read the logits of position
+    0 instead of the last one (a catalogued mistake)."""
+    model = DecoderModel({k: v.double() for k, v in params.items()}, keep.double()).eval()
+    tokens, chosen = prompt, []
+    with torch.no_grad():
+        for step in range(T):
+            last = model(tokens)[:, 0 if step < first_position else -1]      # (B, V)
+            chosen.append(last)
+            tokens = torch.cat([tokens, last.argmax(-1, keepdim=True)], 1)
+    return tokens, torch.stack(chosen, 1)
+
+
+def _probe_generate(fn, params, keep, prompt, T, device):
+    """In a probe: call fn(model, prompt, T, use_cache=...) for True and False on a
+    DecoderModel left in training mode. Returns, for each, what it returned or raised, the
+    model's call log and its mode afterwards."""
+    runs = {}
+    for use_cache in (True, False):
+        model = DecoderModel(params, keep).to(device).train()
+        out, error = attempt(fn, model, prompt.to(device, copy=True), T, use_cache=use_cache)
+        runs[str(use_cache)] = {"error": error, "out": export(out), "calls": model.calls,
+                                "training_after": bool(model.training)}
+    return runs
+
+
+GEN_EVAL = ("the model ran in training mode, so dropout changed its predictions: call "
+            "model.eval() before generating (and restore the mode after).")
+GEN_GRAD = ("the model ran with gradients enabled: generation needs none; decorate generate "
+            "with @torch.no_grad() (or use `with torch.no_grad():`), which saves the memory of "
+            "the whole graph.")
+GEN_NO_CACHE = ("use_cache=True but the model was never given the caches: create them with "
+                "model.new_caches() and pass caches=caches at every call.")
+GEN_REFEED = ("with the cache, step {step} fed {L} positions: after the prefill, feed only "
+              "the newest token, tokens[:, -1:]; the cache holds the keys and values of the "
+              "others, and feeding them again appends them twice.")
+GEN_START = ("the position of the newest token is off: a call with {cached} cached positions "
+             "passed start={start}. The tokens fed sit right after the cached ones, "
+             "start = len(cache) = tokens.shape[1] - 1 after the prefill (positions count "
+             "from 0).")
+GEN_UNCACHED_CALLS = ("use_cache=False but the model was given caches: without the cache, "
+                      "call model(tokens) on the whole sequence at every step.")
+GEN_MODE_RESTORE = ("generate left the model in eval mode: restore the mode it had "
+                    "(model.train(was_training)), so that training can continue after sampling.")
+GEN_FIRST = ("the logits of the *first* position were used: the next token is predicted by the "
+             "last position, logits[:, -1].")
+
+
+def _judge_run(run, name, B, P, T, V, dtype):
+    """(tokens (B, P + T), logits (B, T, V)) of one probe run, after the call-log checks."""
+    raised(take_error(run, "error"), name)
+    out = revive(take(run, "out", object))
+    if not (isinstance(out, tuple) and len(out) == 2):
+        fail(f"{name} must return a pair (tokens, logits), got {type_name(out)}"
+             + (" (did you forget to return it?)" if out is None else "") + ".")
+    tokens, logits = out
+    expect_tensor(tokens, f"{name}: tokens", shape=(B, P + T), shape_names="(B, P + num_tokens)")
+    if tokens.dtype != torch.long:
+        fail(f"{name}: tokens must be token ids (torch.long), got {tokens.dtype}")
+    expect_tensor(logits, f"{name}: logits", shape=(B, T, V), dtype=dtype,
+                  shape_names="(B, num_tokens, vocab_size)")
+    return tokens.cpu(), logits.detach().double().cpu()
+
+
+@check
+def generate(fn, *, seed=0, B=2, P=3, num_tokens=5, vocab_size=9, d_model=8,
+             dtype=torch.float64, device="cpu"):
+    """fn(model, prompt (B, P), num_tokens, use_cache) -> (tokens (B, P + T), logits (B, T, V)):
+    greedy decoding in eval mode without gradients; with use_cache, a prefill of the prompt
+    then one token per call at start = len(cache); the same tokens either way."""
+    T = num_tokens
+    params, keep, prompt = _decoder_inputs(seed, B, P, T, vocab_size, d_model, dtype)
+    runs = probe(_probe_generate, fn, params, keep, prompt, T, device)
+    if not isinstance(runs, dict):
+        fail(MALFORMED.format(what="runs"))
+    expected_tokens, expected_logits = _greedy(params, keep, prompt, T)
+    # logits[:, 0]: every step without the cache, the prefill's step with it (the later
+    # steps feed one position, where first and last coincide)
+    first_logits = {False: _greedy(params, keep, prompt, T, first_position=T)[1],
+                    True: _greedy(params, keep, prompt, T, first_position=1)[1]}
+    for use_cache in (False, True):
+        name = f"generate(model, prompt, {T}, use_cache={use_cache})"
+        run = take(runs, str(use_cache), dict)
+        calls = take(run, "calls", list)  # judged first: a wrong call may raise later
+        for i, call in enumerate(calls):
+            if not (isinstance(call, list) and len(call) == 5):
+                fail(MALFORMED.format(what="calls"))
+            L, start, cached, training, grad = call
+            if training:
+                fail(f"{name}: {GEN_EVAL}")
+            if grad:
+                fail(f"{name}: {GEN_GRAD}")
+            if use_cache and cached is None:
+                fail(f"{name}: {GEN_NO_CACHE}")
+            if not use_cache and cached is not None:
+                fail(f"{name}: {GEN_UNCACHED_CALLS}")
+            if use_cache and i > 0 and L != 1:
+                fail(f"{name}: " + GEN_REFEED.format(step=i, L=L))
+            if use_cache and start != cached:
+                fail(f"{name}: " + GEN_START.format(cached=cached, start=start))
+        raised(take_error(run, "error"), name)
+        if not calls:
+            fail(f"{name} never called the model.")
+        if not take(run, "training_after", bool):
+            fail(f"{name}: {GEN_MODE_RESTORE}")
+        tokens, logits = _judge_run(run, name, B, P, T, vocab_size, dtype)
+        if not torch.equal(tokens[:, :P], prompt):
+            fail(f"{name}: tokens[:, :P] must be the prompt itself, followed by the new "
+                 "tokens.")
+        expect_close(logits, expected_logits.to(dtype).double(), f"{name}: logits",
+                     dtype=dtype, condition=CONDITION,
+                     bugs={GEN_FIRST: first_logits[use_cache].to(dtype).double()},
+                     hint="Each step: the logits of the last position, logits[:, -1], then "
+                          "the argmax over the vocabulary appended to the tokens.")
+        if not torch.equal(tokens, expected_tokens):
+            wrong = (tokens != expected_tokens).nonzero()[0].tolist()
+            fail(f"{name}: token {wrong[1]} of sequence {wrong[0]} is {int(tokens[tuple(wrong)])}"
+                 f", but the largest logit of that step is at {int(expected_tokens[tuple(wrong)])}"
+                 ": greedy decoding appends logits[:, -1].argmax(-1).")
+    passed(f"generate: prompt (B, P) = {(B, P)} -> {T} greedy tokens, the same with and without "
+           "the KV cache (prefill, then one token per step at start = len(cache)); eval mode, "
+           "no gradients")
