@@ -27,7 +27,18 @@ ALWAYS_CHECKS = ["__init__", "common"]
 # model, training loop), so its release reveals chapters 1-4; never solutions/diversity.py,
 # which holds the answers to chapter 5's own exercises.
 EXTRA_SHIPPED = {"05_diversity": {"solutions": ["_checks", "attention", "heads", "masks", "mha",
-                                                "diversity_lab"]}}
+                                                "diversity_lab"]},
+                 # chapter 6 compares with chapter 3's layer and attends with chapter 4's
+                 # function; never solutions/kv.py or rotary.py, its own answers
+                 "06_kv": {"solutions": ["_checks", "attention", "heads", "masks", "mha"]},
+                 # the capstone builds on chapters 1-6 (chapter 3's layer, chapter 4's mask,
+                 # chapter 5's tools, chapter 6's cache) and its lab; never
+                 # solutions/capstone.py, its own answers
+                 "07_capstone": {"solutions": ["_checks", "attention", "heads", "masks", "mha",
+                                               "diversity_lab", "diversity", "rotary", "kv",
+                                               "capstone_lab"]}}
+# Data files (paths under chapters/) that a chapter's notebook reads: they ship beside it.
+EXTRA_FILES = {"07_capstone": ["data/genesis_kjv.txt", "data/README.md"]}
 
 
 def site_url():
@@ -148,13 +159,14 @@ def notebook_images(assignment):
 
 def shipped_files(assignment):
     """(source path, name) of each file shipped beside the notebook: its checks modules as
-    'checks/<module>.py', each module of EXTRA_SHIPPED as '<package>/<module>.py', then
-    the images its text shows. The EXTRA_SHIPPED packages' __init__.py files are not among
-    them: prepare_source writes them (package_init)."""
+    'checks/<module>.py', each module of EXTRA_SHIPPED as '<package>/<module>.py', the
+    images its text shows, then its EXTRA_FILES. The EXTRA_SHIPPED packages' __init__.py
+    files are not among them: prepare_source writes them (package_init)."""
     files = [(CHECKS / f"{m}.py", f"checks/{m}.py") for m in checks_modules(assignment)]
     for package, modules in EXTRA_SHIPPED.get(assignment, {}).items():
         files += [(REPO / package / f"{m}.py", f"{package}/{m}.py") for m in modules]
     files += [(CHAPTERS / name, name) for name in notebook_images(assignment)]
+    files += [(CHAPTERS / name, name) for name in EXTRA_FILES.get(assignment, [])]
     return files
 
 

@@ -16,7 +16,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .masks import causal_mask
 
 # The corpus shipped beside the chapter (chapters/data/README.md: source and licence).
 CORPUS = Path(__file__).resolve().parent.parent / "chapters" / "data" / "genesis_kjv.txt"
