@@ -338,6 +338,12 @@ def _step_with(old, new):
 
 
 BUGS = {
+    # one mistake per exercise first: tests/test_nbgrader.py grades the first three
+    "no_zero_grad": _step_bug(_step_with("    optimizer.zero_grad()\n", ""),
+                              r"gradients of an earlier step.*zero_grad"),
+    "start_off_by_one": _generate_bug(
+        _generate_with("start=tokens.shape[1] - 1)", "start=tokens.shape[1])"),
+        r"position of the newest token is off"),
     # ---------------------------------------------------------------- the block
     "post_layernorm": _block_bug('''
     def forward(self, x, cache=None):
@@ -423,8 +429,6 @@ BUGS = {
         return x + self.drop(self.ff(self.ln2(x)))
 ''', r"with a cache.*cached_attention"),
     # ---------------------------------------------------------------- the training step
-    "no_zero_grad": _step_bug(_step_with("    optimizer.zero_grad()\n", ""),
-                              r"gradients of an earlier step.*zero_grad"),
     "zero_grad_after_backward": _step_bug(
         _step_with("    optimizer.zero_grad()\n    loss.backward()\n",
                    "    loss.backward()\n    optimizer.zero_grad()\n"),
@@ -453,9 +457,6 @@ BUGS = {
     "start_always_zero": _generate_bug(
         _generate_with("caches=caches, start=tokens.shape[1] - 1)", "caches=caches)"),
         r"position of the newest token is off.*start=0"),
-    "start_off_by_one": _generate_bug(
-        _generate_with("start=tokens.shape[1] - 1)", "start=tokens.shape[1])"),
-        r"position of the newest token is off"),
     "whole_sequence_with_cache": _generate_bug(
         _generate_with("model(tokens[:, -1:], caches=caches,", "model(tokens, caches=caches,"),
         r"fed \d+ positions.*newest token"),

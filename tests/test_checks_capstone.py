@@ -1,0 +1,138 @@
+"""Chapter 7's checks (chapters/checks/capstone.py) beyond the catalogue (tests/
+test_catalogue.py runs that): tolerances over shapes, seeds and dtypes, the properties that
+need no answer (leakage, determinism in eval mode), answers that cannot be hard-coded, and
+mistakes outside the catalogue that still get a message saying where to look."""
+import sys
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from autograde import course, kit
+
+if str(course.CHAPTERS) not in sys.path:  # the grader's checks, as the notebooks import them
+    sys.path.insert(0, str(course.CHAPTERS))
+from checks import capstone as check  # noqa: E402
+from checks.common import CheckFailure  # noqa: E402
+from tests.submissions import capstone as capstone_catalogue  # noqa: E402
+
+NOTEBOOK = course.CHAPTERS / "07_capstone.ipynb"
+REF = kit.chapter_namespace(NOTEBOOK)
+INIT = capstone_catalogue.INIT  # the notebook's class line and __init__
+
+
+def with_cells(**cells):
+    return kit.chapter_namespace(NOTEBOOK, cells)
+
+
+def failure(function, *args, **kwargs):
+    with pytest.raises(CheckFailure) as raised:
+        function(*args, **kwargs)
+    return str(raised.value)
+
+
+@given(seed=st.integers(0, 10**6), L=st.integers(1, 9), heads=st.sampled_from([1, 2, 4]),
+       dtype=st.sampled_from([torch.float32, torch.float64]))
+def test_the_reference_block_passes_at_any_shape_seed_and_dtype(seed, L, heads, dtype):
+    check.transformer_block(REF["TransformerBlock"], REF["KVCache"], seed=seed, L=L,
+                            d_model=4 * heads, num_heads=heads, dtype=dtype)
+
+
+@given(seed=st.integers(0, 10**6), L=st.integers(1, 8), p=st.sampled_from([0.1, 0.5, 0.9]),
+       dtype=st.sampled_from([torch.float32, torch.float64]))
+def test_the_reference_step_passes_at_any_shape_seed_and_dtype(seed, L, p, dtype):
+    check.train_step(REF["train_step"], seed=seed, L=L, p=p, dtype=dtype)
+
+
+@given(seed=st.integers(0, 10**6), P=st.integers(1, 5), T=st.integers(1, 6))
+def test_the_reference_generation_passes_at_any_length(seed, P, T):
+    check.generate(REF["generate"], seed=seed, P=P, num_tokens=T)
+
+
+def test_a_small_leak_is_caught_by_perturbing_the_future():
+    """Not a catalogued mistake: a trace of the last position mixed into every position."""
+    ns = with_cells(transformer_block=INIT + '''
+    def forward(self, x, cache=None):
+        h = self.ln1(x)
+        a, _ = self.attn(h, h, h, mask=causal_mask(x.shape[1], device=x.device))
+        x = x + self.drop(a) + 1e-3 * x[:, -1:]
+        return x + self.drop(self.ff(self.ln2(x)))
+''')
+    message = failure(check.transformer_block, ns["TransformerBlock"], ns["KVCache"])
+    assert "future tokens leak" in message and "positions < 3" in message
+
+
+def test_a_block_with_other_names_is_told_the_interface():
+    ns = with_cells(transformer_block='''
+class TransformerBlock(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(d_model)
+        self.attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.ff = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x, cache=None):
+        return x
+''')
+    message = failure(check.transformer_block, ns["TransformerBlock"], ns["KVCache"])
+    assert "ln1.weight is missing" in message and "Keep the __init__" in message
+
+
+def test_the_block_check_wants_the_classes():
+    block = REF["TransformerBlock"](8, 2, 16)
+    assert "pass the two classes" in failure(check.transformer_block, block, REF["KVCache"])
+
+
+def test_hard_coded_answers_fail_the_hidden_calls():
+    """A submission that replays the visible test's answers passes it and fails the others."""
+    visible = {}
+
+    def recording_generate(model, prompt, num_tokens, use_cache=True):
+        out = REF["generate"](model, prompt, num_tokens, use_cache)
+        visible.setdefault("out", out)
+        return out
+
+    check.generate(recording_generate)
+    tokens, logits = visible["out"]
+    replay = lambda model, prompt, num_tokens, use_cache=True: (tokens, logits)  # noqa: E731
+    assert "never called the model" in failure(check.generate, replay)
+    losses = []
+
+    def recording_step(model, optimizer, batch):
+        losses.append(REF["train_step"](model, optimizer, batch))
+        return losses[-1]
+
+    check.train_step(recording_step)
+
+    def replayed_step(model, optimizer, batch):
+        REF["train_step"](model, optimizer, batch)
+        return losses[0]
+
+    message = failure(check.train_step, replayed_step, seed=1234, B=2, L=9, vocab_size=5)
+    assert "returned the loss" in message
+
+
+def test_a_step_taken_twice_is_told_the_parameters_are_wrong():
+    ns = with_cells(train_step='''
+def train_step(model, optimizer, batch):
+    model.train()
+    loss = F.cross_entropy(model(batch[:, :-1]).flatten(0, 1), batch[:, 1:].flatten())
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    optimizer.step()
+    return loss.item()
+''')
+    message = failure(check.train_step, ns["train_step"])
+    assert "the loss is right but the parameters" in message
+
+
+def test_generated_tokens_must_be_integers():
+    def float_tokens(model, prompt, num_tokens, use_cache=True):
+        tokens, logits = REF["generate"](model, prompt, num_tokens, use_cache)
+        return tokens.float(), logits
+
+    assert "torch.long" in failure(check.generate, float_tokens)
