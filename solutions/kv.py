@@ -11,6 +11,7 @@ from ._checks import (check_heads, check_mask, check_positive_int, check_same_de
                       check_tensor)
 from .attention import scaled_dot_product_attention
 from .heads import merge_heads
+from .rotary import apply_rotary
 
 
 def check_kv_heads(num_heads, num_kv_heads):
@@ -160,7 +161,7 @@ class GroupedQueryAttention(nn.Module):
         return attend_heads(self, q, k, v, mask)  # (B, L, D)
 
 
-def cached_attention(attn, x_new, cache):
+def cached_attention(attn, x_new, cache, *, rotary=False, base=10000.0):
     """Causal self-attention of the new positions x_new (B, L_new, D) over the cached ones
     and themselves; appends their keys and values to `cache` (a KVCache).
 
@@ -169,11 +170,23 @@ def cached_attention(attn, x_new, cache):
     bottom-right corner (decoding_causal_mask). Returns (B, L_new, D): with an empty cache
     it is full causal self-attention; one position per step gives, at every step, the
     row of full causal attention for that position.
+    rotary: rotate queries and new keys by their positions len(cache) .. T - 1 first
+    (apply_rotary with `base`); the cache then holds rotated keys, each rotated once.
     """
     q, k, v = project_heads(attn, x_new)     # (B, h, L_new, hd), (B, g, L_new, hd) x 2
+    if rotary:
+        start = len(cache)
+        positions = torch.arange(start, start + q.shape[-2], device=x_new.device)  # (L_new,)
+        q, k = apply_rotary(q, positions, base), apply_rotary(k, positions, base)
     k, v = cache.append(k, v)                # (B, g, T, hd)
     mask = decoding_causal_mask(q.shape[-2], k.shape[-2], device=x_new.device)  # (L_new, T)
     return attend_heads(attn, q, k, v, mask)  # (B, L_new, D)
+
+
+def rotary_cached_attention(attn, x_new, cache, base=10000.0):
+    """cached_attention with rotary positions on queries and keys: x_new (B, L_new, D) ->
+    (B, L_new, D); every step equals full causal rotary attention's rows."""
+    return cached_attention(attn, x_new, cache, rotary=True, base=base)
 
 
 def count_gqa_parameters(d_model, num_heads, num_kv_heads, *, bias=True):

@@ -49,3 +49,13 @@ def apply_rotary(x, positions, base=10000.0):
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)    # rounded once, to x's precision
     x1, x2 = x[..., : hd // 2], x[..., hd // 2:]                   # (..., L, P) x 2
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)  # (..., L, hd)
+
+
+def equivariance_gap(layer, x, perm):
+    """max |layer(x[:, perm]) - layer(x)[:, perm]| for a layer (B, L, D) -> (B, L, D), x
+    (B, L, D) and a permutation perm (L,) of the positions, as a float. About 0 (rounding)
+    when the layer is permutation-equivariant, as attention without positions is."""
+    with torch.no_grad():
+        permuted_first = layer(x[:, perm])          # (B, L, D)
+        permuted_after = layer(x)[:, perm]          # (B, L, D)
+    return (permuted_first - permuted_after).abs().max().item()

@@ -274,3 +274,27 @@ def test_attention_without_positions_is_permutation_equivariant_and_rotary_break
 
     permuted = rope_attention(q[:, :, perm], k[:, :, perm], v[:, :, perm])
     assert not torch.allclose(permuted, rope_attention(q, k, v)[:, :, perm])
+
+
+def test_rotary_decoding_equals_full_causal_rotary_attention():
+    from solutions.kv import attend_heads, project_heads, rotary_cached_attention
+
+    attn = gqa(16, 4, 2)
+    x = torch.randn(2, 7, 16, dtype=torch.float64)
+    positions = torch.arange(7)
+    q, k, v = project_heads(attn, x)
+    expected = attend_heads(attn, apply_rotary(q, positions), apply_rotary(k, positions), v,
+                            causal_mask(7))
+    cache = KVCache()
+    steps = [rotary_cached_attention(attn, x[:, :3], cache)]
+    steps += [rotary_cached_attention(attn, x[:, t:t + 1], cache) for t in range(3, 7)]
+    torch.testing.assert_close(torch.cat(steps, 1), expected, **TOL[torch.float64])
+
+
+def test_equivariance_gap_is_rounding_without_positions_only():
+    from solutions.rotary import equivariance_gap
+
+    attn = gqa(16, 4, 2)
+    x, perm = torch.randn(1, 6, 16, dtype=torch.float64), torch.tensor([3, 0, 5, 1, 4, 2])
+    assert equivariance_gap(attn, x, perm) < 1e-12
+    assert equivariance_gap(lambda t: attn(t, causal_mask(6)), x, perm) > 1e-3

@@ -1,0 +1,930 @@
+"""Checks of chapter 6: heads that share keys and values, and decoding with a cache.
+
+repeat_kv, GroupedQueryAttention (structure and forward), count_gqa_parameters,
+count_kv_cache_bytes, KVCache, cached_attention, apply_rotary, rotary_cached_attention
+and equivariance_gap.
+
+The expected outputs come from float64 references in this module (checked against
+F.scaled_dot_product_attention(enable_gqa=True) where it applies); the outputs of the
+catalogued mistakes on the same inputs name a wrong answer. Decoding checks run the
+student's code one chunk at a time (a prompt, then one position per step) and compare
+every step with the rows of full causal attention over the whole sequence.
+
+Interfaces the checks use:
+    GroupedQueryAttention(d_model, num_heads, num_kv_heads, *, bias=True), attributes
+    d_model, num_heads, num_kv_heads, head_dim and the nn.Linear q_proj, k_proj, v_proj,
+    out_proj (overwritten in place by the checks); forward(x, mask=None) -> (B, L, d_model).
+    KVCache(): len(cache), cache.keys / cache.values, append(keys, values) -> (keys, values).
+    cached_attention(attn, x_new, cache) and rotary_cached_attention(attn, x_new, cache),
+    where attn has q_proj, k_proj, v_proj, out_proj, num_heads, head_dim and, for grouped
+    heads, num_kv_heads (chapter 3's layer has none: then num_kv_heads = num_heads).
+
+Whatever touches the student's objects runs in a probe (see common.probe).
+
+Shape letters: B batch, L length, T total length (cached + new), h num_heads,
+g num_kv_heads, G = h // g, hd head_dim, D d_model = h * hd.
+"""
+import math
+import random
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .common import (MALFORMED, attempt, call, check, close, differs, expect_close,
+                     expect_tensor, export, fail, fresh_seed, generator, passed, probe, raised,
+                     random_inputs, reference, revive, softmax_condition, take, take_error,
+                     type_name)
+
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
+
+# ----------------------------------------------------------------------------- messages
+TILED = ("the key/value heads are tiled (heads 0, 1, 0, 1, ...), as kv.repeat(1, G, 1, 1) "
+         "does: query head i must use key/value head i // G, so each head is repeated G times "
+         "in place (0, 0, 1, 1, ...): repeat_interleave(G, dim=1), or expand on a new axis "
+         "after the head axis.")
+WRONG_GROUP = ("each key/value head was repeated num_kv_heads times instead of "
+               "G = num_heads // num_kv_heads times.")
+KV_FULL_SIZE = ("k_proj and v_proj map d_model to d_model, as in chapter 3: with shared "
+                "heads they map d_model to num_kv_heads * head_dim, the only place where "
+                "grouped-query attention saves parameters.")
+HEAD_DIM_FROM_KV = ("head_dim must be d_model // num_heads (the query heads), not "
+                    "d_model // num_kv_heads.")
+SCALE_D_MODEL = "the scores are divided by sqrt(d_model): divide by sqrt(head_dim)."
+MASK_IGNORED = "the mask is ignored: apply it to the scores (True = may attend)."
+TOP_LEFT = ("off by one: the causal mask is aligned at the top-left corner (chapter 4's "
+            "causal_mask(L_new, T), which is right only when L_new == T). The new queries "
+            "are the last L_new of T positions, so query i sits at position T - L_new + i "
+            "and may attend to keys 0 .. T - L_new + i: align the mask at the bottom-right "
+            "corner, torch.ones(L_new, T).tril(T - L_new).")
+NO_CAUSAL = ("the prompt's queries attend to later positions of the prompt: with several new "
+             "positions at once (the prefill) the causal mask is needed, aligned at the "
+             "bottom-right corner.")
+OFFSET_FORGOTTEN = ("the rotary positions restart at 0 in every call: the new positions are "
+                    "len(cache) .. len(cache) + L_new - 1 (read len(cache) before appending).")
+NEW_ONLY = ("the new queries attended to the new keys only: attend to everything the cache "
+            "holds, the (keys, values) that cache.append returns.")
+ROTARY_VALUES = ("rotary was applied to the values too: it rotates queries and keys only, so "
+                 "that the scores depend on relative positions; the values are averaged as "
+                 "they are.")
+ROTARY_TWICE = ("the cached keys are rotated again at every step: rotate each key once, with "
+                "its own position, before it goes into the cache.")
+NO_ROTARY = "no rotary positions: rotate the queries and the new keys with apply_rotary."
+KEYS_ONLY = "only the keys were rotated: rotate the queries too, with the same positions."
+INTERLEAVED = ("you paired neighbouring features (2i, 2i + 1), the paper's layout: this course, "
+               "like Llama's rotate_half, pairs feature i with feature i + head_dim // 2 (the "
+               "two layouts differ by a permutation of the features).")
+WRONG_WAY = ("each pair is rotated the wrong way (by -angle): the rotation is "
+             "(x1 cos - x2 sin, x1 sin + x2 cos).")
+FREQ_NO_2 = ("the frequencies are base ** (-i / head_dim): pair i turns at "
+             "base ** (-2 i / head_dim), i = 0 .. head_dim // 2 - 1.")
+POSITIONS_IGNORED = ("the positions argument is ignored (you used 0 .. L - 1): rotate by the "
+                     "positions given.")
+NOT_PERMUTED = ("you compared layer(x[:, perm]) with layer(x) itself: equivariance says the "
+                "output of the permuted tokens is the permuted output, layer(x)[:, perm].")
+INVERSE_PERM = ("you permuted the output with the inverse permutation (argsort(perm)): "
+                "layer(x[:, perm]) is to be compared with layer(x)[:, perm].")
+MEAN_GAP = "you returned the mean absolute difference: return the largest one (max)."
+BYTES_NO_2 = ("only the keys were counted: the cache holds a key and a value per head, "
+              "so multiply by 2.")
+BYTES_NO_LAYERS = "the layers are missing: every layer has its own cache."
+BYTES_IGNORED = ("bytes_per_value is ignored (2 bytes are assumed): multiply by the "
+                 "bytes_per_value given.")
+BYTES_BITS = "the result is in bits (8 per byte): return bytes."
+
+COUNT_KV_AS_MHA = ("k_proj and v_proj were counted as d_model x d_model (num_heads key/value "
+                   "heads): they have num_kv_heads * head_dim outputs.")
+COUNT_KV_BIASES_FULL = ("the biases of k_proj and v_proj were counted as d_model each: they "
+                        "have num_kv_heads * head_dim.")
+COUNT_ONE_KV = ("only one of k_proj and v_proj was counted with num_kv_heads heads: both "
+                "shrink.")
+COUNT_NO_BIASES = "the biases are missing (bias=True adds one per output feature of each layer)."
+COUNT_NO_HEAD_DIM = ("k_proj and v_proj were counted with num_kv_heads outputs: each key/value "
+                     "head has head_dim of them, num_kv_heads * head_dim in all.")
+INTERFACE = ("The checks use: attributes d_model, num_heads, num_kv_heads, head_dim and "
+             "q_proj, k_proj, v_proj, out_proj, each an nn.Linear.")
+
+
+# ----------------------------------------------------------------------------- references
+@reference
+def _weights(d_model, num_heads, num_kv_heads, bias, seed, dtype):
+    """{"q_proj.weight": (D, D), "k_proj.weight": (g * hd, D), ..., "*.bias"}: random weights
+    with non-zero biases, rounded to `dtype` (the student's module holds them in dtype)."""
+    gen = generator(seed)
+    kv = num_kv_heads * (d_model // num_heads)
+    state = {}
+    for attr, out in zip(PROJECTIONS, (d_model, kv, kv, d_model)):
+        state[f"{attr}.weight"] = (torch.randn(out, d_model, generator=gen, dtype=torch.float64)
+                                   / math.sqrt(d_model)).to(dtype)
+        if bias:
+            state[f"{attr}.bias"] = (0.5 * torch.randn(out, generator=gen,
+                                                       dtype=torch.float64)).to(dtype)
+    return state
+
+
+@reference
+def _ref_rotate(x, positions, variant=None):
+    """Rotary position embedding in float64, halves layout: pair (i, i + hd/2) of the row at
+    position p turns by p * 10000 ** (-2i / hd). variant: a catalogued mistake."""
+    x = x.double()
+    hd = x.shape[-1]
+    P = hd // 2
+    positions = torch.arange(x.shape[-2]) if variant == "positions_ignored" else positions
+    exponent = torch.arange(P, dtype=torch.float64) / hd * (1 if variant == "freq_no_2" else 2)
+    angles = positions.double()[:, None] * 10000.0 ** (-exponent)            # (L, P)
+    cos, sin = angles.cos(), angles.sin()
+    if variant == "wrong_way":
+        sin = -sin
+    if variant == "interleaved":
+        a, b = x[..., 0::2], x[..., 1::2]                                    # (..., L, P)
+        return torch.stack([a * cos - b * sin, a * sin + b * cos], -1).flatten(-2)
+    a, b = x[..., :P], x[..., P:]
+    return torch.cat([a * cos - b * sin, a * sin + b * cos], -1)           # (..., L, hd)
+
+
+@reference
+def _ref_run(state, x, h, g, chunks, mask="causal", variant=None, rotary=False):
+    """Attention of x (B, L, D) under the weights `state`, in float64, computed chunk by chunk
+    as a KV cache does (chunks: the lengths of the successive calls). mask: "causal"
+    (bottom-right aligned in each call), None or an explicit boolean mask for a single chunk.
+    Returns (output (B, L, D), the softmax_condition of the scores, largest per row, (B, L),
+    the largest |value| per row of outputs, (B, L))."""
+    W = {name: t.double() for name, t in state.items()}
+
+    def project(name, t, heads):
+        y = F.linear(t, W[f"{name}.weight"], W.get(f"{name}.bias"))
+        return y.view(t.shape[0], t.shape[1], heads, -1).transpose(1, 2)   # (B, heads, n, hd)
+
+    x = x.double()
+    B, L, D = x.shape
+    hd, G = D // h, h // g
+    keys = values = None
+    outs, conditions, sizes, start = [], [], [], 0
+    for n in chunks:
+        xc = x[:, start:start + n]
+        q, k, v = project("q_proj", xc, h), project("k_proj", xc, g), project("v_proj", xc, g)
+        if rotary:
+            pos = torch.arange(n) if variant == "offset_forgotten" else torch.arange(start,
+                                                                                     start + n)
+            if variant != "no_rotary":
+                k = _ref_rotate(k, pos)
+                if variant != "keys_only":
+                    q = _ref_rotate(q, pos)
+                if variant == "rotary_values":
+                    v = _ref_rotate(v, pos)
+        keys = k if keys is None else torch.cat([keys, k], 2)                 # (B, g, T, hd)
+        values = v if values is None else torch.cat([values, v], 2)
+        if variant == "new_only":
+            keys, values = k, v
+        T = keys.shape[2]
+        kk = _ref_rotate(keys, torch.arange(T)) if variant == "rotary_twice" else keys
+        if variant == "tiled":
+            kk, vv = kk.repeat(1, G, 1, 1), values.repeat(1, G, 1, 1)          # (B, h, T, hd)
+        else:
+            kk, vv = kk.repeat_interleave(G, 1), values.repeat_interleave(G, 1)
+        scores = q @ kk.transpose(-2, -1) / math.sqrt(D if variant == "scale_d_model" else hd)
+        if isinstance(mask, str):
+            allowed = torch.ones(n, T, dtype=torch.bool)
+            if variant == "top_left":
+                allowed = allowed.tril()
+            elif variant != "no_causal":
+                allowed = allowed.tril(T - n)
+        else:
+            allowed = mask if variant != "mask_ignored" else None
+        if allowed is not None:
+            scores = scores.masked_fill(~allowed, float("-inf"))
+        weights = torch.softmax(scores, dim=-1)                               # (B, h, n, T)
+        heads = weights @ vv                                                  # (B, h, n, hd)
+        merged = heads.transpose(1, 2).reshape(B, n, D)
+        outs.append(F.linear(merged, W["out_proj.weight"], W.get("out_proj.bias")))
+        finite = scores if allowed is None else torch.where(allowed, scores, 0.0)
+        conditions.append(softmax_condition(finite).amax(dim=(1, 3)))        # (B, n)
+        bias = W["out_proj.bias"].abs().max() if "out_proj.bias" in W else 0.0
+        sizes.append((vv.abs().amax(dim=(1, 2, 3))[:, None] * W["out_proj.weight"].abs()
+                      .sum(1).max() + bias).expand(B, n))
+        start += n
+    return torch.cat(outs, 1), torch.cat(conditions, 1), torch.cat(sizes, 1)
+
+
+def _compare(actual, answers, name, dtype, hint):
+    """expect_close against answers = (expected, condition, size, {bug: output})."""
+    expected, condition, size, bugs = answers
+    expect_close(actual, expected.to(dtype), name, bugs={m: b.to(dtype) for m, b in bugs.items()},
+                 dtype=dtype, scale=size[..., None], condition=condition[..., None], hint=hint)
+
+
+# ----------------------------------------------------------------------------- repeat_kv
+@reference
+def _repeat_answers(kv, num_heads):
+    G = num_heads // kv.shape[1]
+    return kv.repeat_interleave(G, dim=1), {TILED: kv.repeat(1, G, 1, 1)}
+
+
+@check
+def repeat_kv(function, seed=0, batch=2, num_kv_heads=2, num_heads=6, L=4, head_dim=3,
+              dtype=torch.float32):
+    """The student's repeat_kv(kv, num_heads): (B, g, L, hd) -> (B, num_heads, L, hd),
+    key/value head j serving query heads j*G .. j*G + G - 1."""
+    (kv,) = random_inputs((batch, num_kv_heads, L, head_dim), seed=seed, dtype=dtype)
+    expected, bugs = _repeat_answers(kv, num_heads)
+    actual = call(function, kv.clone(), num_heads, name="repeat_kv")
+    name = f"repeat_kv(kv of shape {tuple(kv.shape)}, num_heads={num_heads})"
+    expect_tensor(actual, name)
+    wrong = (batch, num_kv_heads * num_kv_heads, L, head_dim)
+    if tuple(actual.shape) == wrong and wrong != tuple(expected.shape):
+        fail(f"{name}: got shape {wrong}: {WRONG_GROUP}")
+    expect_tensor(actual, name, shape=expected.shape, dtype=dtype,
+                  shape_names="(B, num_heads, L, head_dim)")
+    expect_close(actual, expected, name, bugs=bugs, dtype=dtype,
+                 hint="Query head i uses key/value head i // (num_heads // num_kv_heads).")
+    passed(f"repeat_kv: {tuple(kv.shape)} -> {tuple(expected.shape)}, query head i reads "
+           f"key/value head i // {num_heads // num_kv_heads} ({dtype})")
+
+
+# ----------------------------------------------------------------------------- GQA structure
+def _probe_construct(cls, args, kwargs):
+    with torch.random.fork_rng():  # the initial weights, replaced by the checks, draw from it
+        module, error = attempt(cls, *args, **kwargs)
+    is_module = isinstance(module, nn.Module)
+    return (module if is_module else None), {"error": error, "module": is_module}
+
+
+def _judge_construct(data, shown):
+    raised(take_error(data, "error"), f"GroupedQueryAttention({shown})")
+    if not take(data, "module", bool):
+        fail(f"GroupedQueryAttention({shown}) is not an nn.Module: subclass nn.Module and call "
+             "super().__init__() first.")
+
+
+def _probe_structure(cls, args, kwargs, bad):
+    module, data = _probe_construct(cls, args, kwargs)
+    if module is None:
+        return data
+    data["attrs"] = {a: export(getattr(module, a, None))
+                     for a in ("d_model", "num_heads", "num_kv_heads", "head_dim")}
+    data["projections"] = {}
+    for attr in PROJECTIONS:
+        proj = getattr(module, attr, None)
+        data["projections"][attr] = None if proj is None else {
+            part: export(getattr(proj, part, None)) for part in ("weight", "bias")}
+    data["count"] = sum(p.numel() for p in module.parameters())
+    _, data["bad"] = attempt(cls, *bad)
+    return data
+
+
+@reference
+def _structure_answers(d_model, num_heads, num_kv_heads, bias):
+    """{"head_dim", "shapes": {attr: (out, in)}, "count"}."""
+    hd = d_model // num_heads
+    kv = num_kv_heads * hd
+    shapes = {"q_proj": (d_model, d_model), "k_proj": (kv, d_model), "v_proj": (kv, d_model),
+              "out_proj": (d_model, d_model)}
+    count = sum(o * i + (o if bias else 0) for o, i in shapes.values())
+    return {"head_dim": hd, "shapes": shapes, "count": count}
+
+
+def _shown(args, kwargs):
+    return ", ".join([str(a) for a in args] + [f"{k}={v}" for k, v in kwargs.items()])
+
+
+@check
+def gqa_structure(cls, d_model=16, num_heads=4, num_kv_heads=2, bias=True):
+    """GroupedQueryAttention(d_model, num_heads, num_kv_heads, bias=bias): attributes, the
+    shapes of the four nn.Linear, the parameter count, and a ValueError when num_kv_heads
+    does not divide num_heads."""
+    args, kwargs = (d_model, num_heads, num_kv_heads), ({} if bias else {"bias": False})
+    shown = _shown(args, kwargs)
+    answers = _structure_answers(d_model, num_heads, num_kv_heads, bias)
+    bad = (4 * 6, 4, 3)
+    data = probe(_probe_structure, cls, args, kwargs, bad)
+    _judge_construct(data, shown)
+    attrs = take(data, "attrs", dict)
+    for attr, value in (("d_model", d_model), ("num_heads", num_heads),
+                        ("num_kv_heads", num_kv_heads), ("head_dim", answers["head_dim"])):
+        got = revive(attrs.get(attr))
+        if differs(got, value):
+            extra = (f" {HEAD_DIM_FROM_KV}" if attr == "head_dim"
+                     and not differs(got, d_model // num_kv_heads) else "")
+            fail(f"GroupedQueryAttention({shown}).{attr} is {got!r}, expected {value}.{extra}")
+    projections = take(data, "projections", dict)
+    for attr in PROJECTIONS:
+        proj = projections.get(attr)
+        if proj is None:
+            fail(f"GroupedQueryAttention({shown}) has no attribute `{attr}`. {INTERFACE}")
+        weight, b = revive(take(proj, "weight", object)), revive(take(proj, "bias", object))
+        expect_tensor(weight, f"{attr}.weight")
+        shape = answers["shapes"][attr]
+        if tuple(weight.shape) != shape:
+            if attr in ("k_proj", "v_proj") and tuple(weight.shape) == (d_model, d_model):
+                fail(f"{attr}.weight has shape {tuple(weight.shape)}, expected {shape}: "
+                     + KV_FULL_SIZE)
+            fail(f"{attr}.weight has shape {tuple(weight.shape)}, expected {shape} = "
+                 "(out_features, in_features).")
+        if bias and (not isinstance(b, torch.Tensor) or tuple(b.shape) != (shape[0],)):
+            fail(f"{attr}.bias should be a tensor of shape ({shape[0]},) when bias=True.")
+        if not bias and b is not None:
+            fail(f"{attr}.bias exists although bias=False: pass bias=bias to every nn.Linear.")
+    count = take(data, "count", int)
+    if count != answers["count"]:
+        fail(f"GroupedQueryAttention({shown}) has {count} parameters, expected "
+             f"{answers['count']}: the four nn.Linear layers and nothing else.")
+    error = take_error(data, "bad")
+    if error is None or error[0] != "ValueError":
+        what = "did not raise" if error is None else f"raised {error[0]}: {error[1]}"
+        if error is not None and error[0] == "NotImplementedError":
+            fail("GroupedQueryAttention is not implemented yet: replace `raise "
+                 "NotImplementedError()` with your code.")
+        fail(f"GroupedQueryAttention{bad} {what}: num_kv_heads=3 does not divide "
+             "num_heads=4, so the query heads cannot be split into equal groups; raise "
+             "ValueError.")
+    passed(f"GroupedQueryAttention({shown}): q_proj {answers['shapes']['q_proj']}, k_proj and "
+           f"v_proj {answers['shapes']['k_proj']}, out_proj {answers['shapes']['out_proj']}, "
+           f"{count} parameters, and a ValueError when num_kv_heads does not divide num_heads")
+
+
+# ----------------------------------------------------------------------------- GQA forward
+def _load_state(module, state):
+    """In a probe: copy `state` into the module's projections in place; returns the shapes
+    found ({attr.part: list or None}) for the judge."""
+    shapes = {}
+    with torch.no_grad():
+        for name, value in state.items():
+            attr, part = name.split(".")
+            target = getattr(getattr(module, attr, None), part, None)
+            if not isinstance(target, torch.Tensor):
+                shapes[name] = None
+                continue
+            shapes[name] = list(target.shape)
+            if tuple(target.shape) == tuple(value.shape):
+                target.copy_(value.to(dtype=target.dtype))
+    return shapes
+
+
+def _probe_forward(cls, args, kwargs, state, dtype, inputs):
+    module, data = _probe_construct(cls, args, kwargs)
+    if module is None:
+        return data
+    module, data["to_error"] = attempt(lambda: module.to(dtype=dtype).eval())
+    if data["to_error"] is not None:
+        return data
+    data["shapes"] = _load_state(module, state)
+    data["results"] = []
+    for x, mask in inputs:
+        result, error = attempt(module, x.clone(), None if mask is None else mask.clone())
+        data["results"].append([export(result), error])
+    return data
+
+
+@reference
+def _forward_inputs(seed, batch, L, d_model, dtype):
+    """x (B, L, D) and three masks: None, causal (L, L), padding & causal (B, 1, L, L)."""
+    (x,) = random_inputs((batch, L, d_model), seed=seed + 1, dtype=dtype)
+    lengths = torch.randint(1, L + 1, (batch,), generator=generator(seed + 2))
+    lengths[0] = L
+    causal = torch.ones(L, L, dtype=torch.bool).tril()
+    pad = (torch.arange(L) < lengths[:, None])[:, None, None, :]
+    return x, [None, causal, pad & causal]
+
+
+@reference
+def _forward_answers(state, x, masks, h, g):
+    """For each mask: (expected, condition, size, {bug: output}); the expected output is
+    checked against F.scaled_dot_product_attention(enable_gqa=True)."""
+    answers = []
+    L = x.shape[1]
+    for mask in masks:
+        expected, condition, size = _ref_run(state, x, h, g, [L], mask=mask)
+        W = {n: t.double() for n, t in state.items()}
+        B, D = x.shape[0], x.shape[2]
+        q, k, v = (F.linear(x.double(), W[f"{n}.weight"], W.get(f"{n}.bias"))
+                   .view(B, L, heads, -1).transpose(1, 2)
+                   for n, heads in (("q_proj", h), ("k_proj", g), ("v_proj", g)))
+        sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+        trusted = F.linear(sdpa.transpose(1, 2).reshape(B, L, D), W["out_proj.weight"],
+                           W.get("out_proj.bias"))
+        assert close(expected, trusted, torch.float64), "internal: reference disagrees with SDPA"
+        bugs = {TILED: _ref_run(state, x, h, g, [L], mask=mask, variant="tiled")[0],
+                SCALE_D_MODEL: _ref_run(state, x, h, g, [L], mask=mask,
+                                        variant="scale_d_model")[0]}
+        if mask is not None:
+            bugs[MASK_IGNORED] = _ref_run(state, x, h, g, [L], mask=mask,
+                                          variant="mask_ignored")[0]
+        answers.append((expected, condition, size, bugs))
+    return answers
+
+
+@check
+def gqa_forward(cls, seed=0, batch=2, L=6, d_model=16, num_heads=4, num_kv_heads=2,
+                bias=True, dtype=torch.float32):
+    """forward(x, mask) of GroupedQueryAttention holding random weights (loaded by the
+    check), without a mask, with a causal mask and with padding & causal masks."""
+    args, kwargs = (d_model, num_heads, num_kv_heads), ({} if bias else {"bias": False})
+    shown = _shown(args, kwargs)
+    state = _weights(d_model, num_heads, num_kv_heads, bias, seed, dtype)
+    x, masks = _forward_inputs(seed, batch, L, d_model, dtype)
+    answers = _forward_answers(state, x, masks, num_heads, num_kv_heads)
+    data = probe(_probe_forward, cls, args, kwargs, state, dtype, [(x, m) for m in masks])
+    _judge_construct(data, shown)
+    error = take_error(data, "to_error")
+    if error is not None:
+        fail(f"GroupedQueryAttention({shown}).to(dtype={dtype}) raised {error[0]}: {error[1]}")
+    shapes = take(data, "shapes", dict)
+    for name, value in state.items():
+        got = shapes.get(name)
+        if got != list(value.shape):
+            fail(f"{name} has shape {None if got is None else tuple(got)}, expected "
+                 f"{tuple(value.shape)}. {INTERFACE}"
+                 + (f" {KV_FULL_SIZE}" if got == [d_model, d_model] else ""))
+    results = take(data, "results", list)
+    if len(results) != len(masks):
+        fail(MALFORMED.format(what="results"))
+    labels = ["no mask", "causal mask (L, L)", "padding & causal mask (B, 1, L, L)"]
+    for label, item, answer in zip(labels, results, answers):
+        if not (isinstance(item, (list, tuple)) and len(item) == 2):
+            fail(MALFORMED.format(what="results"))
+        raised(item[1], f"forward ({label})")
+        output = revive(item[0])
+        name = f"output ({label}, {shown}, {dtype})"
+        expect_tensor(output, name, shape=(batch, L, d_model), dtype=dtype,
+                      shape_names="(B, L, d_model)")
+        _compare(output, answer, name, dtype,
+                 hint="Project, split into num_heads query heads and num_kv_heads key/value "
+                      "heads, repeat_kv, attend per head, merge, out_proj.")
+    kind = ("chapter 3's layer" if num_kv_heads == num_heads else
+            "multi-query attention" if num_kv_heads == 1 else "grouped-query attention")
+    passed(f"GroupedQueryAttention({shown}) ({kind}): forward equals "
+           f"F.scaled_dot_product_attention(enable_gqa=True) with the same weights, without a "
+           f"mask, causal, and padding & causal ({dtype})")
+
+
+# ----------------------------------------------------------------------------- counts
+def _number(got, shown):
+    if isinstance(got, torch.Tensor) and got.numel() == 1:
+        got = got.item()
+    if isinstance(got, bool) or not isinstance(got, (int, float)):
+        fail(f"{shown} returned {got!r}: return a number (an int).")
+    return got
+
+
+def _judge_counts(rows, formula):
+    """rows: [(shown, got, expected, {bug: value})]. Fail naming the bug that explains every
+    wrong row, else with the formula."""
+    wrong = [r for r in rows if r[1] != r[2]]
+    if not wrong:
+        return
+    shown, got, expected, bugs = wrong[0]
+    for message in bugs:
+        if all(r[1] == r[3][message] for r in rows):
+            fail(f"{shown} returned {got}, expected {expected}: {message}")
+    fail(f"{shown} returned {got}, expected {expected}. {formula}")
+
+
+@reference
+def _count_configs(seed):
+    """[(d_model, num_heads, num_kv_heads, bias)] for count_gqa_parameters."""
+    if seed == 0:
+        return [(4096, 32, 8, False), (4096, 32, 32, False), (4096, 32, 1, False),
+                (16, 4, 2, True), (24, 6, 3, True)]
+    rng = random.Random(fresh_seed(seed))
+    configs = []
+    for _ in range(6):
+        g = rng.choice([1, 2, 4])
+        h = g * rng.choice([1, 2, 3, 4])
+        configs.append((h * rng.randint(2, 40), h, g, rng.random() < 0.5))
+    return configs
+
+
+@reference
+def _count_answers(configs):
+    answers = []
+    for d, h, g, bias in configs:
+        kv = g * (d // h)
+        b = (lambda n: n if bias else 0)
+        answers.append((2 * d * d + 2 * d * kv + b(2 * d + 2 * kv), {
+            COUNT_KV_AS_MHA: 4 * d * d + b(4 * d),
+            COUNT_KV_BIASES_FULL: 2 * d * d + 2 * d * kv + b(4 * d),
+            COUNT_ONE_KV: 3 * d * d + d * kv + b(3 * d + kv),
+            COUNT_NO_BIASES: 2 * d * d + 2 * d * kv,
+            COUNT_NO_HEAD_DIM: 2 * d * d + 2 * d * g + b(2 * d + 2 * g),
+        }))
+    return answers
+
+
+@check
+def count_gqa_parameters(fn, seed=0):
+    """fn(d_model, num_heads, num_kv_heads, bias=True) -> the exact parameter count of
+    GroupedQueryAttention; ValueError when num_kv_heads does not divide num_heads."""
+    configs = _count_configs(seed)
+    rows = []
+    for (d, h, g, bias), (expected, bugs) in zip(configs, _count_answers(configs)):
+        shown = f"count_gqa_parameters({d}, {h}, {g}, bias={bias})"
+        rows.append((shown, _number(call(fn, d, h, g, bias=bias, name=shown), shown), expected,
+                     bugs))
+    _judge_counts(rows, "W_Q and W_O are d_model x d_model, W_K and W_V d_model x "
+                        "(num_kv_heads * head_dim), plus one bias per output feature.")
+    _, error = attempt(fn, 32, 8, 3)
+    if error is None or error[0] != "ValueError":
+        if error is not None and error[0] == "NotImplementedError":
+            fail("count_gqa_parameters is not implemented yet.")
+        fail("count_gqa_parameters(32, 8, 3) must raise ValueError: num_kv_heads=3 does not "
+             "divide num_heads=8.")
+    passed(f"count_gqa_parameters is exact on {len(rows)} configurations and refuses "
+           "num_heads % num_kv_heads != 0")
+
+
+@reference
+def _bytes_configs(seed):
+    """[(num_layers, num_kv_heads, head_dim, bytes_per_value or None = the default)]."""
+    if seed == 0:
+        return [(32, 8, 128, None), (80, 8, 128, 2), (2, 3, 16, 4), (32, 32, 128, 1)]
+    rng = random.Random(fresh_seed(seed))
+    return [(rng.randint(1, 96), rng.choice([1, 2, 4, 8, 16]), rng.choice([32, 64, 96, 128]),
+             rng.choice([None, 1, 2, 4])) for _ in range(5)]
+
+
+@reference
+def _bytes_answers(configs):
+    answers = []
+    for layers, g, hd, nbytes in configs:
+        b = 2 if nbytes is None else nbytes
+        answers.append((2 * layers * g * hd * b, {
+            BYTES_NO_2: layers * g * hd * b,
+            BYTES_NO_LAYERS: 2 * g * hd * b,
+            BYTES_IGNORED: 2 * layers * g * hd * 2,
+            BYTES_BITS: 2 * layers * g * hd * b * 8,
+        }))
+    return answers
+
+
+@check
+def count_kv_cache_bytes(fn, seed=0):
+    """fn(num_layers, num_kv_heads, head_dim, bytes_per_value=2) -> bytes of KV cache per
+    token."""
+    configs = _bytes_configs(seed)
+    rows = []
+    for (layers, g, hd, nbytes), (expected, bugs) in zip(configs, _bytes_answers(configs)):
+        extra = {} if nbytes is None else {"bytes_per_value": nbytes}
+        shown = "count_kv_cache_bytes(" + _shown((layers, g, hd), extra) + ")"
+        rows.append((shown, _number(call(fn, layers, g, hd, name=shown, **extra), shown),
+                     expected, bugs))
+    _judge_counts(rows, "Per token: a key and a value (2) of head_dim numbers, for each "
+                        "key/value head of each layer, bytes_per_value bytes each.")
+    passed(f"count_kv_cache_bytes is exact on {len(rows)} configurations")
+
+
+# ----------------------------------------------------------------------------- KVCache
+def _probe_cache(cls, chunks):
+    """Create cls(), record its length and keys, append each (keys, values) of `chunks` and
+    record what append returned and the cache afterwards."""
+    cache, error = attempt(cls)
+    if error is not None:
+        return {"error": error}
+    data = {"error": None, "empty": [export(attempt(len, cache)), export(getattr(cache, "keys",
+                                                                                 "missing"))]}
+    data["steps"] = []
+    for keys, values in chunks:
+        result, error = attempt(cache.append, keys.clone(), values.clone())
+        length, _ = attempt(len, cache)
+        data["steps"].append([export(result), error, export(length),
+                              export(getattr(cache, "keys", None)),
+                              export(getattr(cache, "values", None))])
+        if error is not None:
+            break
+    return data
+
+
+@reference
+def _cache_inputs(seed, batch, num_kv_heads, head_dim, lengths, dtype):
+    """[(keys, values)] with values of head_dim + 1 features (so that they cannot be
+    mistaken for keys), and the concatenations after each append."""
+    shapes = [s for n in lengths for s in ((batch, num_kv_heads, n, head_dim),
+                                           (batch, num_kv_heads, n, head_dim + 1))]
+    tensors = random_inputs(*shapes, seed=seed, dtype=dtype)
+    chunks = list(zip(tensors[0::2], tensors[1::2]))
+    totals = [(torch.cat(tensors[0:2 * i + 2:2], 2), torch.cat(tensors[1:2 * i + 2:2], 2))
+              for i in range(len(lengths))]
+    return chunks, totals
+
+
+@check
+def kv_cache(cls, seed=0, batch=2, num_kv_heads=2, head_dim=3, lengths=(3, 1, 2)):
+    """KVCache(): empty (len 0, keys None), then append(keys, values) concatenates along the
+    sequence axis (-2) and returns the full (keys, values)."""
+    lengths = tuple(lengths)
+    chunks, totals = _cache_inputs(seed, batch, num_kv_heads, head_dim, lengths, torch.float32)
+    data = probe(_probe_cache, cls, chunks)
+    raised(take_error(data, "error"), "KVCache()")
+    empty = take(data, "empty", list)
+    (length, error), keys = revive(empty[0]), revive(empty[1])
+    raised(error, "len(KVCache())")
+    if differs(length, 0):
+        fail(f"len(KVCache()) is {length!r}: an empty cache has 0 positions.")
+    if keys is not None:
+        fail("a new KVCache must have keys = None (nothing cached yet), got "
+             f"{'no attribute keys' if keys == 'missing' else type_name(keys)}.")
+    steps = take(data, "steps", list)
+    total = 0
+    for i, (step, (k, v), (all_k, all_v)) in enumerate(zip(steps, chunks, totals)):
+        result, error, length, keys, values = (revive(s) for s in step)
+        shown = f"append #{i + 1} (keys {tuple(k.shape)})"
+        if error is not None and "Sizes of tensors must match" in str(error[1]):
+            fail(f"{shown} raised {error[0]}: {error[1]}\nThe cached and the new keys differ "
+                 "in length only, along the sequence axis: concatenate along the sequence "
+                 "axis, dim=-2.")
+        raised(error, shown)
+        total += k.shape[2]
+        if not (isinstance(result, tuple) and len(result) == 2):
+            fail(f"{shown} must return the tuple (keys, values) of everything cached, got "
+                 f"{type_name(result)}.")
+        for what, got, expected in (("keys", result[0], all_k), ("values", result[1], all_v),
+                                    ("cache.keys", keys, all_k), ("cache.values", values, all_v)):
+            if got is None and what.startswith("cache."):
+                fail(f"{what} is None after {shown}: append must keep what it returns in the "
+                     f"cache (self.{what[6:]} = ...), or the next call starts from nothing.")
+            expect_tensor(got, f"{what} after {shown}")
+            if tuple(got.shape) == tuple(k.shape if what.endswith("keys") else v.shape) and i:
+                fail(f"{what} after {shown} holds only the new positions: concatenate them to "
+                     "the cached ones (torch.cat along the sequence axis, dim=-2) and return "
+                     "everything cached.")
+            if tuple(got.shape) != tuple(expected.shape):
+                fail(f"{what} after {shown} has shape {tuple(got.shape)}, expected "
+                     f"{tuple(expected.shape)} = (B, num_kv_heads, T, head_dim): concatenate "
+                     "along the sequence axis, dim=-2.")
+            if not torch.equal(got, expected):
+                fail(f"{what} after {shown} does not hold the cached positions in order: "
+                     "old ones first, then the new ones.")
+        if differs(length, total):
+            fail(f"len(cache) after {shown} is {length!r}, expected {total}: the number of "
+                 "cached positions (keys.shape[-2]).")
+    passed(f"KVCache: empty at first, append concatenates along the sequence axis "
+           f"(lengths {list(lengths)} -> {total} positions) and returns everything cached")
+
+
+# ----------------------------------------------------------------------------- decoding
+def _stand_in(attrs, state):
+    """attn for the decoding checks: an nn.Module with the attributes `attrs` and the four
+    nn.Linear of the interface holding `state` (a state_dict)."""
+    layer = nn.Module()
+    for name, value in attrs.items():
+        setattr(layer, name, value)
+    for attr in PROJECTIONS:
+        out_features, in_features = state[f"{attr}.weight"].shape
+        setattr(layer, attr, nn.Linear(in_features, out_features, bias=f"{attr}.bias" in state,
+                                       dtype=state[f"{attr}.weight"].dtype))
+    layer.load_state_dict(state)
+    return layer
+
+
+def _probe_decode(fn, cache_cls, attrs, state, x, chunks):
+    """Build a stand-in layer holding `state`, a cache cache_cls(), and call fn(attn,
+    x[:, chunk], cache) for each chunk; returns [output, error, len(cache)] per call."""
+    with torch.random.fork_rng():  # nn.Linear's initial weights, replaced at once
+        attn = _stand_in(attrs, state)
+    cache, error = attempt(cache_cls)
+    if error is not None:
+        return {"error": error, "steps": []}
+    steps, start = [], 0
+    for n in chunks:
+        result, error = attempt(fn, attn, x[:, start:start + n].clone(), cache)
+        length, _ = attempt(len, cache)
+        steps.append([export(result), error, export(length)])
+        if error is not None:
+            break
+        start += n
+    return {"error": None, "steps": steps}
+
+
+@reference
+def _decode_answers(state, x, h, g, chunks, rotary):
+    """(expected (B, L, D): full causal attention in one chunk, condition, size,
+    {bug: output of the whole run in `chunks`})."""
+    L = x.shape[1]
+    expected, condition, size = _ref_run(state, x, h, g, [L], rotary=rotary)
+    variants = {TOP_LEFT: "top_left", NO_CAUSAL: "no_causal", NEW_ONLY: "new_only"}
+    if h != g:
+        variants[TILED] = "tiled"
+    if rotary:
+        variants.update({OFFSET_FORGOTTEN: "offset_forgotten", ROTARY_VALUES: "rotary_values",
+                         ROTARY_TWICE: "rotary_twice", NO_ROTARY: "no_rotary",
+                         KEYS_ONLY: "keys_only"})
+    bugs = {m: _ref_run(state, x, h, g, chunks, variant=v, rotary=rotary)[0]
+            for m, v in variants.items()}
+    return expected, condition, size, bugs
+
+
+def _decoding(fn, cache_cls, name, seed, batch, d_model, num_heads, num_kv_heads, chunks,
+              dtype, rotary):
+    chunks = list(chunks)
+    h, g = num_heads, num_kv_heads or num_heads
+    state = _weights(d_model, h, g, True, seed, dtype)
+    (x,) = random_inputs((batch, sum(chunks), d_model), seed=seed + 1, dtype=dtype)
+    expected, condition, size, bugs = _decode_answers(state, x, h, g, chunks, rotary)
+    attrs = {"d_model": d_model, "num_heads": h, "head_dim": d_model // h}
+    if num_kv_heads is not None:
+        attrs["num_kv_heads"] = g
+    layer = ("chapter 3's MultiHeadAttention (no num_kv_heads attribute)"
+             if num_kv_heads is None else f"num_heads={h}, num_kv_heads={g}")
+    data = probe(_probe_decode, fn, cache_cls, attrs, state, x, chunks)
+    raised(take_error(data, "error"), "KVCache()")
+    steps = take(data, "steps", list)
+    start, outputs = 0, []
+    for i, n in enumerate(chunks):
+        if i >= len(steps) or not (isinstance(steps[i], (list, tuple)) and len(steps[i]) == 3):
+            fail(MALFORMED.format(what="steps"))
+        result, error, length = (revive(s) for s in steps[i])
+        what = "the prompt" if i == 0 else f"step {i} (position {start})" if n == 1 else \
+            f"call {i + 1} (positions {start}..{start + n - 1})"
+        shown = f"{name}(attn, x_new of {n} position{'s' * (n > 1)}, cache), {what}"
+        raised(error, shown)
+        expect_tensor(result, shown, shape=(batch, n, d_model), dtype=dtype,
+                      shape_names="(B, L_new, d_model)")
+        if differs(length, start + n):
+            hint = (" The new keys and values were appended twice." if length == 2 * (start + n)
+                    else " The new keys and values were not appended to the cache."
+                    if length == start else "")
+            fail(f"len(cache) after {shown} is {length!r}, expected {start + n}.{hint}")
+        outputs.append(result)
+        sl = slice(start, start + n)
+        step_bugs = {m: b[:, sl] for m, b in bugs.items()}
+        _compare(result, (expected[:, sl], condition[:, sl], size[:, sl], step_bugs),
+                 f"the output of {shown}", dtype,
+                 hint="It must equal the row of full causal attention over the whole sequence "
+                      "at the same positions.")
+        start += n
+    passed(f"{name} ({layer}, {dtype}): a prompt of {chunks[0]}, then "
+           f"{len(chunks) - 1} more calls ({chunks[1:]} positions), every output equals full "
+           f"causal {'rotary ' if rotary else ''}attention over the {start} positions, and the "
+           "cache grows by the new positions")
+
+
+@check
+def cached_attention(fn, cache_cls, seed=0, batch=2, d_model=16, num_heads=4, num_kv_heads=2,
+                     chunks=(3, 1, 1, 1), dtype=torch.float32):
+    """fn(attn, x_new, cache) run on a prompt, then one position per step, equals full causal
+    attention at every step. num_kv_heads=None: attn has no num_kv_heads (chapter 3's layer)."""
+    _decoding(fn, cache_cls, "cached_attention", seed, batch, d_model, num_heads, num_kv_heads,
+              chunks, dtype, rotary=False)
+
+
+@check
+def rotary_cached_attention(fn, cache_cls, seed=0, batch=2, d_model=16, num_heads=4,
+                            num_kv_heads=2, chunks=(3, 1, 1, 1), dtype=torch.float32):
+    """fn(attn, x_new, cache) with rotary positions on queries and keys: every step equals
+    full causal rotary attention over the whole sequence."""
+    _decoding(fn, cache_cls, "rotary_cached_attention", seed, batch, d_model, num_heads,
+              num_kv_heads, chunks, dtype, rotary=True)
+
+
+# ----------------------------------------------------------------------------- apply_rotary
+@reference
+def _rotary_inputs(seed, batch, num_heads, L, head_dim, start, dtype):
+    """x (B, h, L, hd), positions start .. start + L - 1, and for the offset property two
+    rows q, k (hd,) with positions (m, n) and a shift."""
+    x, q, k = random_inputs((batch, num_heads, L, head_dim), (head_dim,), (head_dim,),
+                            seed=seed, dtype=dtype)
+    gen = generator(seed + 3)
+    m, n, shift = (int(v) for v in torch.randint(0, 20, (3,), generator=gen))
+    return x, torch.arange(start, start + L), q, k, (m, n, shift + 1)
+
+
+@reference
+def _rotary_answers(x, positions):
+    variants = {INTERLEAVED: "interleaved", WRONG_WAY: "wrong_way", FREQ_NO_2: "freq_no_2"}
+    if not torch.equal(positions, torch.arange(x.shape[-2])):
+        variants[POSITIONS_IGNORED] = "positions_ignored"
+    return _ref_rotate(x, positions), {m: _ref_rotate(x, positions, v)
+                                       for m, v in variants.items()}
+
+
+@check
+def apply_rotary(fn, seed=0, batch=2, num_heads=2, L=5, head_dim=8, start=3,
+                 dtype=torch.float32):
+    """fn(x, positions) rotates feature pairs (i, i + hd/2): equal to the reference, norms
+    kept, and scores q . k that depend only on the offset of the two positions."""
+    x, positions, q, k, (m, n, shift) = _rotary_inputs(seed, batch, num_heads, L, head_dim,
+                                                       start, dtype)
+    expected, bugs = _rotary_answers(x, positions)
+    name = f"apply_rotary(x of shape {tuple(x.shape)}, positions {positions.tolist()})"
+    actual = call(fn, x.clone(), positions.clone(), name="apply_rotary")
+    expect_tensor(actual, name, shape=x.shape, dtype=dtype, shape_names="(B, h, L, head_dim)")
+    # properties first: they need no answer, and say what kind of mistake it is
+    norms = actual.double().norm(dim=-1)
+    expect_close(norms, x.double().norm(dim=-1), f"the norms of the rows of {name}",
+                 dtype=dtype, hint="A rotation keeps the length of every row: each pair "
+                 "(x1, x2) must become (x1 cos - x2 sin, x1 sin + x2 cos).")
+
+    def score(i, j):
+        qi = call(fn, q.view(1, head_dim).clone(), torch.tensor([i]), name="apply_rotary")
+        kj = call(fn, k.view(1, head_dim).clone(), torch.tensor([j]), name="apply_rotary")
+        return (qi.double() * kj.double()).sum()
+
+    before, after = score(m, n), score(m + shift, n + shift)
+    size = q.double().norm() * k.double().norm()
+    # an angle p * frequency is rounded to about eps * p: the rotated rows carry that error
+    if not close(after.view(1), before.view(1), dtype, scale=size,
+                 condition=2 * (1 + max(m, n) + shift)):
+        fail(f"the score of q at position {m} and k at position {n} is {before.item():.6g}, "
+             f"but at positions {m + shift} and {n + shift} (the same offset) it is "
+             f"{after.item():.6g}: with rotary positions, q . k depends only on the offset. "
+             "Rotate each pair by position * frequency, the same frequencies for q and k.")
+    expect_close(actual, expected, name, bugs=bugs, dtype=dtype,
+                 scale=x.double().abs().amax(-1, keepdim=True),
+                 condition=1 + int(positions.abs().max()),
+                 hint="Pair feature i with i + head_dim // 2, angle position * "
+                      "base ** (-2 i / head_dim).")
+    passed(f"apply_rotary ({dtype}): equals the reference for positions {positions.tolist()}, "
+           "keeps every row's norm, and q . k depends only on the offset "
+           f"(positions {m}, {n} and {m + shift}, {n + shift})")
+
+
+# ----------------------------------------------------------------------------- equivariance
+def _torch_layer(state, d_model, num_heads, positions):
+    """An nn.MultiheadAttention self-attention layer holding `state`, as a callable
+    (B, L, D) -> (B, L, D); with `positions` (L_max, D), added to the tokens first."""
+    with torch.random.fork_rng():
+        mha = nn.MultiheadAttention(d_model, num_heads, batch_first=True,
+                                    dtype=state["out_proj.weight"].dtype)
+    mha.load_state_dict(state)
+    mha.eval()
+
+    def layer(x):
+        if positions is not None:
+            x = x + positions[: x.shape[1]]
+        return mha(x, x, x, need_weights=False)[0]
+    return layer
+
+
+def _probe_equivariance(fn, state, d_model, num_heads, positions, x, perm):
+    results = []
+    for pos in (None, positions):
+        result, error = attempt(fn, _torch_layer(state, d_model, num_heads, pos), x.clone(),
+                                perm.clone())
+        results.append([export(result), error])
+    return results
+
+
+@reference
+def _equivariance_setup(seed, batch, L, d_model, num_heads, dtype):
+    """nn.MultiheadAttention's state, position vectors (L, D), x (B, L, D) and a permutation
+    that moves every token."""
+    gen = generator(seed)
+    state = {"in_proj_weight": torch.randn(3 * d_model, d_model, generator=gen,
+                                           dtype=torch.float64) / math.sqrt(d_model),
+             "in_proj_bias": 0.5 * torch.randn(3 * d_model, generator=gen, dtype=torch.float64),
+             "out_proj.weight": torch.randn(d_model, d_model, generator=gen,
+                                            dtype=torch.float64) / math.sqrt(d_model),
+             "out_proj.bias": 0.5 * torch.randn(d_model, generator=gen, dtype=torch.float64)}
+    state = {n: t.to(dtype) for n, t in state.items()}
+    positions, x = random_inputs((L, d_model), (batch, L, d_model), seed=seed + 1, dtype=dtype)
+    perm = torch.randperm(L, generator=gen)
+    while torch.equal(perm[perm], torch.arange(L)):  # not its own inverse (L >= 3)
+        perm = torch.randperm(L, generator=gen)
+    return state, positions, x, perm
+
+
+@reference
+def _equivariance_answers(state, d_model, num_heads, positions, x, perm):
+    """For the plain layer and the one with positions: (expected gap, size of the outputs,
+    {bug: gap})."""
+    state64 = {n: t.double() for n, t in state.items()}
+    answers = []
+    for pos in (None, positions.double()):
+        layer = _torch_layer(state64, d_model, num_heads, pos)
+        with torch.no_grad():
+            out, permuted = layer(x.double()), layer(x.double()[:, perm])
+        diff = (permuted - out[:, perm]).abs()
+        answers.append((diff.max().item(), out.abs().max().item(), {
+            NOT_PERMUTED: (permuted - out).abs().max().item(),
+            INVERSE_PERM: (permuted - out[:, perm.argsort()]).abs().max().item(),
+            MEAN_GAP: diff.mean().item(),
+        }))
+    return answers
+
+
+@check
+def equivariance_gap(fn, seed=0, batch=2, L=6, d_model=8, num_heads=2, dtype=torch.float32):
+    """fn(layer, x, perm) = max |layer(x[:, perm]) - layer(x)[:, perm]|: about 0 (rounding)
+    for attention without positions, clearly not for the same layer with position vectors
+    added to its tokens."""
+    state, positions, x, perm = _equivariance_setup(seed, batch, L, d_model, num_heads, dtype)
+    answers = _equivariance_answers(state, d_model, num_heads, positions, x, perm)
+    results = probe(_probe_equivariance, fn, state, d_model, num_heads, positions, x, perm)
+    if not (isinstance(results, list) and len(results) == 2):
+        fail(MALFORMED.format(what="results"))
+    labels = ("attention without positions", "attention with position vectors added")
+    for label, item, (expected, size, bugs) in zip(labels, results, answers):
+        if not (isinstance(item, (list, tuple)) and len(item) == 2):
+            fail(MALFORMED.format(what="results"))
+        raised(item[1], f"equivariance_gap ({label})")
+        got = _number(revive(item[0]), f"equivariance_gap({label})")
+        got_t, exp_t = torch.tensor([float(got)]), torch.tensor([expected])
+        if close(got_t, exp_t, dtype, scale=size):
+            continue
+        for message, value in bugs.items():
+            if close(got_t, torch.tensor([value]), dtype, scale=size):
+                fail(f"equivariance_gap ({label}) returned {got:.6g}, expected {expected:.6g}: "
+                     f"{message}")
+        fail(f"equivariance_gap ({label}) returned {got:.6g}, expected {expected:.6g} "
+             "(rounding aside): max |layer(x[:, perm]) - layer(x)[:, perm]| over all entries.")
+    passed(f"equivariance_gap ({dtype}, perm {perm.tolist()}): {answers[0][0]:.2g} (rounding) "
+           f"for attention without positions, {answers[1][0]:.3g} with position vectors")

@@ -1,0 +1,389 @@
+"""Catalogue of chapter 6 (shared keys and values, the KV cache, rotary positions).
+
+Solution cells: repeat_kv, GroupedQueryAttention (project_heads, attend_heads and the
+class), counts (count_gqa_parameters, count_kv_cache_bytes), decoding (KVCache,
+decoding_causal_mask, cached_attention), equivariance_gap, rotary (apply_rotary,
+rotary_cached_attention). Test cells: test_repeat_kv, test_gqa_structure, test_gqa_forward,
+test_count_gqa_parameters, test_count_kv_cache_bytes, test_kv_cache, test_cached_attention,
+test_equivariance_gap, test_apply_rotary, test_rotary_decoding.
+
+The notebook's later cells call its earlier functions (attend_heads calls repeat_kv, the
+decoding functions call project_heads, attend_heads, decoding_causal_mask, apply_rotary
+and the notebook's KVCache), so a mistake in an early function also fails the tests of the
+functions built on it. Most bugs are one edit of the reference cell, written with _edit,
+which refuses an edit that does not apply.
+"""
+import ast
+import json
+from pathlib import Path
+
+from tests.submissions import Bug, grade_id, reference_code
+
+NOTEBOOK = "06_kv"
+
+_CELLS = {grade_id(c): reference_code("".join(c["source"]))
+          for c in json.loads((Path(__file__).resolve().parents[2] / "chapters"
+                               / f"{NOTEBOOK}.ipynb").read_text())["cells"]
+          if c.get("metadata", {}).get("nbgrader", {}).get("solution")}
+
+
+def _edit(cell, *pairs):
+    """{cell: the reference code of `cell` with each (old, new) of `pairs` replaced once}."""
+    code = _CELLS[cell]
+    for old, new in pairs:
+        assert code.count(old) == 1, f"{cell}: {old!r} occurs {code.count(old)} times"
+        code = code.replace(old, new)
+    return {cell: code}
+
+
+def _replaced(cell, old, new):
+    """The reference code of `cell` with `old` (which must occur once) replaced by `new`."""
+    return _edit(cell, (old, new))[cell]
+
+
+def _replace_def(cell, name, code):
+    """The reference code of `cell` with its top-level definition `name` (a function or a
+    class) replaced by `code`."""
+    source = _CELLS[cell]
+    node = next(n for n in ast.parse(source).body if getattr(n, "name", None) == name)
+    lines = source.splitlines(keepends=True)
+    return "".join(lines[:node.lineno - 1]) + code + "".join(lines[node.end_lineno:])
+
+
+DECODING = ["test_cached_attention", "test_rotary_decoding"]
+
+CORRECT = {
+    # repeat_kv by a loop and torch.cat; attention per group with einsum, the query heads of
+    # a group stacked on their own axis, so no key or value is ever copied
+    "grouped_einsum": {
+        "repeat_kv": '''def repeat_kv(kv, num_heads):
+    G = num_heads // kv.shape[1]
+    return torch.cat([kv[:, j:j + 1] for j in range(kv.shape[1]) for _ in range(G)], dim=1)
+''',
+        "GroupedQueryAttention": _replaced("GroupedQueryAttention", 
+            '''    k, v = repeat_kv(k, attn.num_heads), repeat_kv(v, attn.num_heads)  # (B, h, T, hd)
+    heads, _ = scaled_dot_product_attention(q, k, v, mask)             # (B, h, L, hd)
+''', '''    B, h, L, hd = q.shape
+    g, T = k.shape[1], k.shape[2]
+    qg = q.reshape(B, g, h // g, L, hd)                                   # (B, g, G, L, hd)
+    scores = torch.einsum("bgqld,bgtd->bgqlt", qg, k) / math.sqrt(hd)
+    scores = scores.reshape(B, h, L, T)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = torch.softmax(scores, dim=-1).reshape(B, g, h // g, L, T)
+    heads = torch.einsum("bgqlt,bgtd->bgqld", weights, v).reshape(B, h, L, hd)
+'''),
+    },
+    # repeat_interleave, F.scaled_dot_product_attention with enable_gqa, masks from aranges
+    "repeat_interleave_and_sdpa": {
+        "repeat_kv": '''def repeat_kv(kv, num_heads):
+    return kv.repeat_interleave(num_heads // kv.shape[1], dim=1)
+''',
+        "GroupedQueryAttention": _replaced("GroupedQueryAttention", 
+            '''    k, v = repeat_kv(k, attn.num_heads), repeat_kv(v, attn.num_heads)  # (B, h, T, hd)
+    heads, _ = scaled_dot_product_attention(q, k, v, mask)             # (B, h, L, hd)
+''', '''    heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+'''),
+        "decoding": _replaced("decoding", 
+            "    return torch.ones(L_new, T, dtype=torch.bool, device=device).tril(T - L_new)",
+            '''    new_positions = torch.arange(T - L_new, T, device=device)[:, None]  # (L_new, 1)
+    return torch.arange(T, device=device)[None, :] <= new_positions'''),
+    },
+    # float64 inside: attention computed in float64 and rounded back; counts built on the
+    # meta device (no memory) and from the dtype's element size
+    "float64_inside_and_meta_counts": {
+        "GroupedQueryAttention": _replaced("GroupedQueryAttention", 
+            '''    heads, _ = scaled_dot_product_attention(q, k, v, mask)             # (B, h, L, hd)
+''', '''    heads, _ = scaled_dot_product_attention(q.double(), k.double(), v.double(), mask)
+    heads = heads.to(q.dtype)
+'''),
+        "counts": '''def count_gqa_parameters(d_model, num_heads, num_kv_heads, bias=True):
+    with torch.device("meta"):
+        layer = GroupedQueryAttention(d_model, num_heads, num_kv_heads, bias=bias)
+    return sum(p.numel() for p in layer.parameters())
+
+
+def count_kv_cache_bytes(num_layers, num_kv_heads, head_dim, bytes_per_value=2):
+    dtype = {1: torch.int8, 2: torch.bfloat16, 4: torch.float32, 8: torch.float64}[bytes_per_value]
+    per_token = torch.empty(2, num_layers, num_kv_heads, head_dim, dtype=dtype, device="meta")
+    return per_token.numel() * per_token.element_size()
+''',
+    },
+    # a loop over the query heads, each reading key/value head i // G
+    "loop_over_heads": {
+        "GroupedQueryAttention": _replaced("GroupedQueryAttention", 
+            '''    k, v = repeat_kv(k, attn.num_heads), repeat_kv(v, attn.num_heads)  # (B, h, T, hd)
+    heads, _ = scaled_dot_product_attention(q, k, v, mask)             # (B, h, L, hd)
+''', '''    G = q.shape[1] // k.shape[1]
+    if mask is not None:
+        mask = mask.expand(q.shape[0], q.shape[1], q.shape[2], k.shape[2])
+    heads = torch.stack([
+        scaled_dot_product_attention(q[:, i], k[:, i // G], v[:, i // G],
+                                     None if mask is None else mask[:, i])[0]
+        for i in range(q.shape[1])], dim=1)
+'''),
+    },
+    # a cache that keeps lists of chunks and concatenates on demand; len from a counter
+    "list_cache": {
+        "decoding": _replace_def("decoding", "KVCache", '''class KVCache:
+    def __init__(self):
+        self._keys, self._values, self._length = [], [], 0
+
+    @property
+    def keys(self):
+        return torch.cat(self._keys, dim=2) if self._keys else None
+
+    @property
+    def values(self):
+        return torch.cat(self._values, dim=2) if self._values else None
+
+    def __len__(self):
+        return self._length
+
+    def append(self, keys, values):
+        self._keys.append(keys)
+        self._values.append(values)
+        self._length += keys.shape[2]
+        return self.keys, self.values
+'''),
+    },
+    # rotary with complex numbers (x1 + i x2) times e^{i angle}; the equivariance gap with
+    # the inverse permutation applied to the other side
+    "complex_rotary": {
+        "rotary": _replace_def("rotary", "apply_rotary", '''def apply_rotary(x, positions, base=10000.0):
+    half = x.shape[-1] // 2
+    cos, sin = rotary_angles(positions, x.shape[-1], base)
+    z = torch.complex(x[..., :half].double(), x[..., half:].double())
+    turned = z * torch.complex(cos, sin)
+    return torch.cat([turned.real, turned.imag], dim=-1).to(x.dtype)
+'''),
+        "equivariance_gap": '''def equivariance_gap(layer, x, perm):
+    inverse = torch.argsort(perm)
+    with torch.no_grad():
+        return float(torch.max(torch.abs(layer(x[:, perm])[:, inverse] - layer(x))))
+''',
+    },
+    # Llama's rotate_half with (L, head_dim) tables; positions read through the cache's keys
+    "rotate_half": {
+        "rotary": _replace_def("rotary", "apply_rotary", '''def apply_rotary(x, positions, base=10000.0):
+    cos, sin = rotary_angles(positions, x.shape[-1], base)
+    cos, sin = torch.cat([cos, cos], -1).to(x.dtype), torch.cat([sin, sin], -1).to(x.dtype)
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos + rotated * sin
+''').replace(
+            "    start = len(cache)                                 # positions of the new tokens start here",
+            "    start = 0 if cache.keys is None else cache.keys.shape[2]"),
+    },
+}
+
+_SCALED_BY_D_MODEL = '''    k, v = repeat_kv(k, attn.num_heads), repeat_kv(v, attn.num_heads)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(attn.d_model)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    heads = torch.softmax(scores, dim=-1) @ v
+'''
+
+_ATTEND = ('''    k, v = repeat_kv(k, attn.num_heads), repeat_kv(v, attn.num_heads)  # (B, h, T, hd)
+    heads, _ = scaled_dot_product_attention(q, k, v, mask)             # (B, h, L, hd)
+''')
+
+BUGS = {
+    "repeat_tiled": Bug(
+        cells=_edit("repeat_kv", ("    groups = kv[:, :, None].expand(B, num_kv_heads, G, L, head_dim)  # (B, g, G, L, hd): a view\n"
+                                  "    return groups.reshape(B, num_heads, L, head_dim)                  # (B, h, L, hd)",
+                                  "    return kv.repeat(1, G, 1, 1)")),
+        fails=["test_repeat_kv", "test_gqa_forward"] + DECODING,
+        diagnosis=r"tiled \(heads 0, 1, 0, 1"),
+    "repeat_wrong_group": Bug(
+        cells=_edit("repeat_kv", ("    groups = kv[:, :, None].expand(B, num_kv_heads, G, L, head_dim)  # (B, g, G, L, hd): a view\n"
+                                  "    return groups.reshape(B, num_heads, L, head_dim)                  # (B, h, L, hd)",
+                                  "    return kv.repeat_interleave(num_kv_heads, dim=1)")),
+        fails=["test_repeat_kv", "test_gqa_forward"] + DECODING,
+        diagnosis=r"repeated num_kv_heads times instead of\s+G"),
+    "kv_projections_full_size": Bug(
+        cells=_edit("GroupedQueryAttention",
+                    ("self.k_proj = nn.Linear(d_model, kv_size", "self.k_proj = nn.Linear(d_model, d_model"),
+                    ("self.v_proj = nn.Linear(d_model, kv_size", "self.v_proj = nn.Linear(d_model, d_model")),
+        fails=["test_gqa_structure", "test_gqa_forward"],
+        diagnosis=r"k_proj.weight has shape \(16, 16\), expected \(8, 16\): k_proj and v_proj map "
+                  r"d_model to d_model"),
+    "head_dim_from_kv_heads": Bug(
+        cells=_edit("GroupedQueryAttention", ("self.head_dim = d_model // num_heads",
+                                              "self.head_dim = d_model // num_kv_heads")),
+        fails=["test_gqa_structure", "test_gqa_forward"],
+        diagnosis=r"head_dim is 8, expected 4\. head_dim must be d_model // num_heads"),
+    "gqa_no_value_error": Bug(
+        cells=_edit("GroupedQueryAttention", ("        if d_model % num_heads or num_heads % num_kv_heads:\n"
+                                              "            raise ValueError(f\"num_heads={num_heads} must divide d_model={d_model}, and \"\n"
+                                              "                             f\"num_kv_heads={num_kv_heads} must divide num_heads\")\n", "")),
+        fails=["test_gqa_structure"],
+        diagnosis=r"GroupedQueryAttention\(24, 4, 3\) did not raise"),
+    "scores_scaled_by_d_model": Bug(
+        cells=_edit("GroupedQueryAttention", (_ATTEND, _SCALED_BY_D_MODEL)),
+        fails=["test_gqa_forward"] + DECODING,
+        diagnosis=r"divided by sqrt\(d_model\)"),
+    "mask_ignored": Bug(
+        cells=_edit("GroupedQueryAttention", ("scaled_dot_product_attention(q, k, v, mask)",
+                                              "scaled_dot_product_attention(q, k, v)")),
+        fails=["test_gqa_forward"] + DECODING,
+        diagnosis=r"causal mask \(L, L\).*the mask is ignored"),
+    "decoding_mask_top_left": Bug(
+        cells=_edit("decoding", (".tril(T - L_new)", ".tril()")),
+        fails=DECODING,
+        diagnosis=r"step 1 \(position 3\).*off by one: the causal mask is aligned at the top-left"),
+    "decoding_attends_new_keys_only": Bug(
+        cells=_edit("decoding", ("    k, v = cache.append(k, v)              # (B, g, T, hd)\n",
+                                         "    cache.append(k, v)\n")),
+        fails=["test_cached_attention"],
+        diagnosis=r"attended to the new keys only"),
+    "decoding_appends_twice": Bug(
+        cells=_edit("decoding", ("    return attend_heads(attn, q, k, v, mask)",
+                                         "    cache.append(k[..., -q.shape[-2]:, :], v[..., -q.shape[-2]:, :])\n"
+                                         "    return attend_heads(attn, q, k, v, mask)")),
+        fails=["test_cached_attention"],
+        diagnosis=r"len\(cache\) after .* is 6, expected 3\. The new keys and values were "
+                  r"appended twice"),
+    "cache_along_heads": Bug(
+        cells=_edit("decoding", ("torch.cat([self.keys, keys], dim=-2)", "torch.cat([self.keys, keys], dim=1)"),
+                    ("torch.cat([self.values, values], dim=-2)",
+                     "torch.cat([self.values, values], dim=1)")),
+        fails=["test_kv_cache"] + DECODING,
+        diagnosis=r"concatenate\s+along the sequence axis, dim=-2"),
+    "cache_not_stored": Bug(
+        cells=_edit("decoding", ("""        if self.keys is None:
+            self.keys, self.values = keys, values
+        else:
+            self.keys = torch.cat([self.keys, keys], dim=-2)        # (B, g, T, hd)
+            self.values = torch.cat([self.values, values], dim=-2)  # (B, g, T, hd)
+        return self.keys, self.values""", """        if self.keys is None:
+            return keys, values
+        return torch.cat([self.keys, keys], dim=-2), torch.cat([self.values, values], dim=-2)""")),
+        fails=["test_kv_cache"] + DECODING,
+        diagnosis=r"cache.keys is None after append #1 .* append must keep what it returns"),
+    "cache_len_counts_calls": Bug(
+        cells={"decoding": _replace_def("decoding", "KVCache", '''class KVCache:
+    def __init__(self):
+        self.keys = None
+        self.values = None
+        self.calls = 0
+
+    def __len__(self):
+        return self.calls
+
+    def append(self, keys, values):
+        self.calls += 1
+        if self.keys is None:
+            self.keys, self.values = keys, values
+        else:
+            self.keys = torch.cat([self.keys, keys], dim=-2)
+            self.values = torch.cat([self.values, values], dim=-2)
+        return self.keys, self.values
+''')},
+        fails=["test_kv_cache"] + DECODING,
+        diagnosis=r"len\(cache\) after append #1 .* is 1, expected 3: the number of cached "
+                  r"positions"),
+    "count_kv_as_mha": Bug(
+        cells=_edit("counts", ("kv_size = num_kv_heads * (d_model // num_heads)",
+                                             "kv_size = d_model")),
+        fails=["test_count_gqa_parameters"],
+        diagnosis=r"k_proj and v_proj were counted as d_model x d_model"),
+    "count_kv_without_head_dim": Bug(
+        cells=_edit("counts", ("kv_size = num_kv_heads * (d_model // num_heads)",
+                                             "kv_size = num_kv_heads")),
+        fails=["test_count_gqa_parameters"],
+        diagnosis=r"counted with num_kv_heads outputs"),
+    "count_kv_biases_full": Bug(
+        cells=_edit("counts", ("biases = 2 * d_model + 2 * kv_size if bias else 0",
+                                             "biases = 4 * d_model if bias else 0")),
+        fails=["test_count_gqa_parameters"],
+        diagnosis=r"biases of k_proj and v_proj were counted as d_model each"),
+    "count_no_value_error": Bug(
+        cells=_edit("counts", ("    if d_model % num_heads or num_heads % num_kv_heads:\n"
+                                             "        raise ValueError(f\"num_heads={num_heads} must divide d_model={d_model}, and \"\n"
+                                             "                         f\"num_kv_heads={num_kv_heads} must divide num_heads\")\n", "")),
+        fails=["test_count_gqa_parameters"],
+        diagnosis=r"count_gqa_parameters\(32, 8, 3\) must raise ValueError"),
+    "bytes_keys_only": Bug(
+        cells=_edit("counts", ("values_per_token = 2 * num_layers",
+                                             "values_per_token = num_layers")),
+        fails=["test_count_kv_cache_bytes"],
+        diagnosis=r"only the keys were counted"),
+    "bytes_per_value_ignored": Bug(
+        cells=_edit("counts", ("return values_per_token * bytes_per_value",
+                                             "return values_per_token * 2")),
+        fails=["test_count_kv_cache_bytes"],
+        diagnosis=r"bytes_per_value is ignored"),
+    "bytes_in_bits": Bug(
+        cells=_edit("counts", ("return values_per_token * bytes_per_value",
+                                             "return values_per_token * bytes_per_value * 8")),
+        fails=["test_count_kv_cache_bytes"],
+        diagnosis=r"in bits"),
+    "equivariance_not_permuted": Bug(
+        cells=_edit("equivariance_gap", ("permuted_after = layer(x)[:, perm]",
+                                                "permuted_after = layer(x)")),
+        fails=["test_equivariance_gap"],
+        diagnosis=r"compared layer\(x\[:, perm\]\) with layer\(x\) itself"),
+    "equivariance_inverse_permutation": Bug(
+        cells=_edit("equivariance_gap", ("permuted_after = layer(x)[:, perm]",
+                                                "permuted_after = layer(x)[:, perm.argsort()]")),
+        fails=["test_equivariance_gap"],
+        diagnosis=r"inverse permutation"),
+    "equivariance_mean": Bug(
+        cells=_edit("equivariance_gap", (".abs().max().item()", ".abs().mean().item()")),
+        fails=["test_equivariance_gap"],
+        diagnosis=r"mean absolute difference"),
+    "rotary_interleaved_pairs": Bug(
+        cells={"rotary": _replace_def("rotary", "apply_rotary", '''def apply_rotary(x, positions, base=10000.0):
+    cos, sin = (t.to(x.dtype) for t in rotary_angles(positions, x.shape[-1], base))
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)
+''')},
+        fails=["test_apply_rotary", "test_rotary_decoding"],
+        diagnosis=r"paired neighbouring features \(2i, 2i \+ 1\)"),
+    "rotary_wrong_way": Bug(
+        cells=_edit("rotary", ("[x1 * cos - x2 * sin, x1 * sin + x2 * cos]",
+                                     "[x1 * cos + x2 * sin, x2 * cos - x1 * sin]")),
+        fails=["test_apply_rotary", "test_rotary_decoding"],
+        diagnosis=r"rotated the wrong way"),
+    "rotary_frequencies_without_2": Bug(
+        cells={"rotary": _replace_def("rotary", "apply_rotary", '''def apply_rotary(x, positions, base=10000.0):
+    half = x.shape[-1] // 2
+    frequencies = base ** (-torch.arange(half, dtype=torch.float64) / x.shape[-1])
+    angles = positions.double()[:, None] * frequencies
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+''')},
+        fails=["test_apply_rotary", "test_rotary_decoding"],
+        diagnosis=r"frequencies are base \*\* \(-i / head_dim\)"),
+    "rotary_positions_ignored": Bug(
+        cells=_edit("rotary", ("rotary_angles(positions, x.shape[-1], base)",
+                                     "rotary_angles(torch.arange(x.shape[-2]), x.shape[-1], base)")),
+        fails=["test_apply_rotary", "test_rotary_decoding"],
+        diagnosis=r"positions argument is ignored"),
+    "rotary_offset_forgotten": Bug(
+        cells=_edit("rotary", ("torch.arange(start, start + x_new.shape[1]",
+                                                "torch.arange(0, x_new.shape[1]")),
+        fails=["test_rotary_decoding"],
+        diagnosis=r"rotary positions restart at 0"),
+    "rotary_on_values": Bug(
+        cells=_edit("rotary", (
+            "q, k = apply_rotary(q, positions, base), apply_rotary(k, positions, base)",
+            "q, k, v = (apply_rotary(t, positions, base) for t in (q, k, v))")),
+        fails=["test_rotary_decoding"],
+        diagnosis=r"applied to the values too"),
+    "rotary_cached_keys_twice": Bug(
+        cells=_edit("rotary", (
+            "    k, v = cache.append(k, v)                          # (B, g, T, hd), keys rotated once\n",
+            "    k, v = cache.append(k, v)\n"
+            "    k = apply_rotary(k, torch.arange(k.shape[-2]), base)\n")),
+        fails=["test_rotary_decoding"],
+        diagnosis=r"cached keys are rotated again"),
+    "rotary_keys_only": Bug(
+        cells=_edit("rotary", (
+            "q, k = apply_rotary(q, positions, base), apply_rotary(k, positions, base)",
+            "k = apply_rotary(k, positions, base)")),
+        fails=["test_rotary_decoding"],
+        diagnosis=r"only the keys were rotated"),
+}

@@ -1,0 +1,140 @@
+"""Chapter 6's checks (chapters/checks/kv.py), tested without nbgrader.
+
+The notebook's reference code and the `solutions` package must pass every test cell, the
+notebook's functions must equal the package's, and the checks must refuse what a single
+numeric comparison could let through (a hard-coded output, a layer that is right on one
+configuration only). tests/test_catalogue.py grades the catalogue (tests/submissions/kv.py)
+with every chapter's.
+"""
+import sys
+
+import pytest
+import torch
+
+import solutions.kv as kv
+import solutions.rotary as rotary
+from autograde import course, kit
+from tests.submissions import kv as catalogue
+
+NOTEBOOK = course.CHAPTERS / f"{catalogue.NOTEBOOK}.ipynb"
+if str(course.CHAPTERS) not in sys.path:  # the grader's checks, as the notebook imports them
+    sys.path.insert(0, str(course.CHAPTERS))
+
+TESTS = ["test_repeat_kv", "test_gqa_structure", "test_gqa_forward",
+         "test_count_gqa_parameters", "test_count_kv_cache_bytes", "test_kv_cache",
+         "test_cached_attention", "test_equivariance_gap", "test_apply_rotary",
+         "test_rotary_decoding"]
+PACKAGE = {"repeat_kv": kv.repeat_kv, "GroupedQueryAttention": kv.GroupedQueryAttention,
+           "project_heads": kv.project_heads, "attend_heads": kv.attend_heads,
+           "count_gqa_parameters": kv.count_gqa_parameters,
+           "count_kv_cache_bytes": kv.count_kv_cache_bytes, "KVCache": kv.KVCache,
+           "decoding_causal_mask": kv.decoding_causal_mask,
+           "cached_attention": kv.cached_attention, "equivariance_gap": rotary.equivariance_gap,
+           "apply_rotary": rotary.apply_rotary,
+           "rotary_cached_attention": kv.rotary_cached_attention}
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return kit.chapter_namespace(NOTEBOOK)
+
+
+def _run(namespace, **replaced):
+    return kit.run_visible_tests(NOTEBOOK, {**namespace, **replaced}, hidden=True)
+
+
+def test_notebook_has_the_expected_cells():
+    assert list(catalogue._CELLS) == ["repeat_kv", "GroupedQueryAttention", "counts",
+                                      "decoding", "equivariance_gap", "rotary"]
+    assert list(_run({}, check=None)) == TESTS
+
+
+def test_reference_passes_every_test_cell(reference):
+    assert _run(reference) == dict.fromkeys(TESTS)
+
+
+def test_solutions_package_passes_every_test_cell(reference):
+    """The package's functions in place of the notebook's, everywhere (the notebook's
+    functions call each other by name, so each one is replaced)."""
+    assert _run(reference, **PACKAGE) == dict.fromkeys(TESTS)
+
+
+def test_notebook_functions_equal_the_package(reference):
+    torch.manual_seed(0)
+    x = torch.randn(2, 7, 24, dtype=torch.float64)
+    ours = reference["GroupedQueryAttention"](24, 6, 2).double()
+    theirs = kv.GroupedQueryAttention(24, 6, 2).double()
+    theirs.load_state_dict(ours.state_dict())
+    mask = reference["causal_mask"](7)
+    torch.testing.assert_close(ours(x, mask), theirs(x, mask), rtol=1e-12, atol=1e-12)
+    caches = reference["KVCache"](), kv.KVCache()
+    for start, stop in ((0, 3), (3, 4), (4, 7)):       # a prompt, then one step, then three
+        a = reference["rotary_cached_attention"](ours, x[:, start:stop], caches[0])
+        b = kv.rotary_cached_attention(theirs, x[:, start:stop], caches[1])
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    positions = torch.arange(5, 12)
+    torch.testing.assert_close(reference["apply_rotary"](x.view(2, 7, 6, 4).transpose(1, 2),
+                                                         positions),
+                               rotary.apply_rotary(x.view(2, 7, 6, 4).transpose(1, 2), positions))
+    for args in ((4096, 32, 8), (24, 6, 3)):
+        assert reference["count_gqa_parameters"](*args) == kv.count_gqa_parameters(*args)
+    assert reference["count_kv_cache_bytes"](80, 8, 128) == kv.count_kv_cache_bytes(80, 8, 128)
+    for q_len, k_len in ((1, 5), (3, 3), (2, 6)):
+        assert torch.equal(reference["decoding_causal_mask"](q_len, k_len),
+                           kv.decoding_causal_mask(q_len, k_len))
+
+
+def test_hard_coded_outputs_fail_the_hidden_tests(reference):
+    """A submission that returns the visible tests' answers, whatever it is given, passes
+    the visible calls and fails the hidden ones (other seeds and shapes)."""
+    from checks import kv as check
+
+    answers = {}
+    check.repeat_kv(lambda kv_, num_heads: answers.setdefault(
+        "repeat_kv", reference["repeat_kv"](kv_, num_heads)))
+    check.count_kv_cache_bytes(lambda *args, **kwargs: answers.setdefault(
+        (args, tuple(kwargs.items())), reference["count_kv_cache_bytes"](*args, **kwargs)))
+    hard_coded = {
+        "repeat_kv": lambda kv_, num_heads: answers["repeat_kv"].clone(),
+        "count_kv_cache_bytes": lambda *args, **kwargs: answers.get(
+            (args, tuple(kwargs.items())), 0),
+    }
+    visible = kit.run_visible_tests(NOTEBOOK, {**reference, **hard_coded})
+    hidden = _run(reference, **hard_coded)
+    for name in ("test_repeat_kv", "test_count_kv_cache_bytes"):
+        assert visible[name] is None, visible[name]
+        assert hidden[name] is not None
+
+
+def _with(cell, old, new):
+    """The chapter's namespace with one edit of one solution cell."""
+    code = catalogue._CELLS[cell]
+    assert old in code
+    return kit.chapter_namespace(NOTEBOOK, {cell: code.replace(old, new)})
+
+
+def test_forward_without_repeat_fails_although_mqa_broadcasts():
+    """Without repeat_kv, multi-query attention (num_kv_heads = 1) still runs and is right,
+    by broadcasting; the visible call with num_kv_heads = 2 must catch it."""
+    namespace = _with("GroupedQueryAttention",
+                      "k, v = repeat_kv(k, attn.num_heads), repeat_kv(v, attn.num_heads)",
+                      "pass")
+    from checks import kv as check
+    check.gqa_forward(namespace["GroupedQueryAttention"], num_kv_heads=1)
+    message = kit.run_visible_tests(NOTEBOOK, namespace)["test_gqa_forward"]
+    assert "forward (no mask) raised ValueError: the batch dimensions" in message, message
+
+
+def test_a_top_left_mask_is_named_at_the_first_step_after_the_prefill():
+    """With chapter 4's top-left mask the prefill (L_new == T) is right: the check must
+    name the first decoding step, not the prompt."""
+    namespace = _with("decoding", ".tril(T - L_new)", ".tril()")
+    message = kit.run_visible_tests(NOTEBOOK, namespace)["test_cached_attention"]
+    assert "step 1 (position 3)" in message and "off by one" in message, message
+
+
+def test_checks_do_not_touch_the_global_rng(reference):
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    _run(reference)
+    assert torch.equal(torch.get_rng_state(), before)
