@@ -538,14 +538,18 @@ def test_predict_answers_are_what_the_next_cell_prints(visit, page_name):
     (in the notebook), and every result its folded answer quotes in backticks is in that
     cell's output on the page."""
     cells = json.loads((REPO / (page_name + ".ipynb")).read_text())["cells"]
-    for n, cell in enumerate(cells):
-        if cell["cell_type"] == "markdown" and "**Predict, then run.**" in "".join(cell["source"]):
-            assert n + 1 < len(cells) and cells[n + 1]["cell_type"] == "code", (
-                f"{page_name}: a predict question not right before the code that answers it: "
-                + "".join(cell["source"])[:90])
+    asked = [n for n, cell in enumerate(cells) if cell["cell_type"] == "markdown"
+             and "**Predict, then run.**" in "".join(cell["source"])]
+    for n in asked:
+        assert n + 1 < len(cells) and cells[n + 1]["cell_type"] == "code", (
+            f"{page_name}: a predict question not right before the code that answers it: "
+            + "".join(cells[n]["source"])[:90])
     found = visit(page_name)["predictions"]
     wanted = PREDICTIONS_AT_LEAST.get(_name(page_name), 0)
-    assert len(found) >= wanted, f"{page_name}: {len(found)} predict questions, {wanted} wanted"
+    assert len(asked) >= wanted, f"{page_name}: {len(asked)} predict questions, {wanted} wanted"
+    assert len(found) == len(asked), (
+        f"{page_name}: {len(asked)} predict questions in the notebook, {len(found)} on the page "
+        "with a folded answer (<details> right after the question's paragraph)")
     for question in found:
         quoted = [q for q in question["quoted"] if RESULT.fullmatch(q)]
         assert quoted, (f"{page_name}: the answer to {question['question']!r} quotes no printed "
