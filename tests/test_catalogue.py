@@ -43,10 +43,24 @@ def _results(assignment, kind, name):
     return kit.run_visible_tests(notebook, kit.chapter_namespace(notebook, cells), hidden=True)
 
 
+def _importable(assignment):
+    try:
+        catalogue(assignment)
+    except Exception:  # noqa: BLE001 - test_catalogue_imports reports it
+        return False
+    return True
+
+
 def _entries(kind):
-    for assignment in CHAPTERS:
+    for assignment in filter(_importable, CHAPTERS):
         for name in getattr(catalogue(assignment), kind, {}):
             yield pytest.param(assignment, kind, name, id=f"{assignment}-{name}")
+
+
+@pytest.mark.parametrize("assignment", CHAPTERS)
+def test_catalogue_imports(assignment):
+    """Each catalogue imports and names its notebook (a broken one fails here, alone)."""
+    assert catalogue(assignment).NOTEBOOK == assignment
 
 
 @pytest.mark.parametrize("assignment, kind, name",
@@ -99,7 +113,7 @@ def named_table():
 
 def test_readme_table_gives_each_chapters_named_bugs():
     measured = {}
-    for assignment in CHAPTERS:
+    for assignment in CHAPTERS:  # (a catalogue that does not import fails here too)
         bugs = catalogue(assignment).BUGS
         named = 0
         for name, bug in bugs.items():

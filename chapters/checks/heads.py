@@ -53,6 +53,12 @@ CORE_SCALE_D_MODEL = ("scores scaled by sqrt(d_model); each head's scores must b
 CORE_UNSCALED = "scores not scaled: divide Q K^T by sqrt(head_dim)."
 CORE_NOT_MERGED_BACK = ("the heads were merged without transposing back: heads and positions are "
                         "mixed in the output. merge_heads must transpose(1, 2) before flattening.")
+CORE_SOFTMAX_QUERIES = ("the softmax normalises over the queries (dim=-2): it must normalise over "
+                        "the keys (dim=-1), so that each query's weights sum to 1.")
+CORE_K_Q = ("you computed K Q^T instead of Q K^T: scores[i, j] must be q_i . k_j, query i "
+            "against key j (q @ k.transpose(-2, -1)).")
+CORE_KEYS_FROM_QUERY = ("the keys were taken from `query`: split `key` for the keys (in "
+                        "self-attention the three inputs coincide; here they differ).")
 CORE_SPLIT_MIXED = ("split_heads mixes heads and positions (it reshapes straight to (B, num_heads, "
                     "L, head_dim)): fix it first, its own check says how.")
 CORE_SPLIT_STRIDED = ("split_heads gives head i the strided features i, i + num_heads, ...: fix it "
@@ -74,6 +80,9 @@ PROJ_NO_BIAS = ("the bias is missing: add head i's part of it, "
                 "bias[i*head_dim:(i+1)*head_dim].")
 PROJ_BIAS_BLOCK = ("the bias block is wrong: head i's bias is bias[i*head_dim:(i+1)*head_dim], "
                    "the same rows as the weight.")
+PROJ_BIAS_HEAD0 = ("the bias block is wrong: you added head 0's bias, bias[:head_dim], to head "
+                   "{i}: head i's bias is bias[i*head_dim:(i+1)*head_dim], the same rows as the "
+                   "weight.")
 PROJ_COLUMNS = ("you took columns of the weight: nn.Linear stores W transposed, as "
                 "(out_features, in_features), so head i's W_i^Q is rows [i*head_dim, "
                 "(i+1)*head_dim) of weight (transposed), i.e. columns of the x @ W matrix.")
@@ -358,6 +367,12 @@ def _core_answers(q, k, v, num_heads):
         bugs[FLOAT32_SQRT] = _merge(_attend(_split(q, num_heads), _split(k, num_heads),
                                             _split(v, num_heads), 1 / root32)[0])
     scale = 1 / math.sqrt(head_dim)
+    hq, hk, hv = _split(q, num_heads), _split(k, num_heads), _split(v, num_heads)
+    bugs[CORE_SOFTMAX_QUERIES] = _merge(torch.softmax(hq @ hk.transpose(-2, -1) * scale,
+                                                      dim=-2) @ hv)
+    if Lq == Lk:
+        bugs[CORE_K_Q] = _merge(torch.softmax(hk @ hq.transpose(-2, -1) * scale, dim=-1) @ hv)
+        bugs[CORE_KEYS_FROM_QUERY] = _merge(_attend(hq, hq, hv, scale)[0])
     for message, split in (
         (CORE_SPLIT_MIXED, lambda t: t.reshape(t.shape[0], num_heads, t.shape[1], head_dim)),
         (CORE_SPLIT_STRIDED,
@@ -448,6 +463,8 @@ def _projection_answers(x, weight, b, i, num_heads):
     if b is not None:
         bugs[PROJ_NO_BIAS] = F.linear(x, weight[rows])
         bugs[PROJ_BIAS_BLOCK] = F.linear(x, weight[rows]) + b[i::num_heads]
+        if i != 0:
+            bugs[PROJ_BIAS_HEAD0.format(i=i)] = F.linear(x, weight[rows]) + b[:head_dim]
     if in_features == D:
         bugs[PROJ_COLUMNS] = x @ weight[:, rows] + (0 if b is None else b[rows])
     for j, word in ((i + 1, "next"), (i - 1, "previous")):

@@ -94,11 +94,12 @@ def catalogue_submissions(assignment, source_nb, student_nb, max_bugs=None):
     return subs
 
 
-# The chapters that have a catalogue, found by its files: "01_attention", ... (the NOTEBOOK
-# of each tests/submissions/<module>.py), in course order.
-CHAPTERS = sorted(importlib.import_module(f"{__name__}.{path.stem}").NOTEBOOK
-                  for path in Path(__file__).resolve().parent.glob("*.py")
-                  if path.stem != "__init__")
+# The chapters that have a catalogue, found by its file (chapters/<NN_name>.ipynb and
+# tests/submissions/<name>.py), in course order; found without importing them, so that one
+# chapter's broken catalogue does not stop the others' tests.
+_HERE = Path(__file__).resolve().parent
+CHAPTERS = sorted(path.stem for path in (_HERE.parent.parent / "chapters").glob("[0-9][0-9]_*.ipynb")
+                  if (_HERE / f"{path.stem.split('_', 1)[1]}.py").exists())
 
 
 def every_submission(assignments):

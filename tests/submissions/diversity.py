@@ -297,3 +297,244 @@ def make_heads_identical(mha):
         diagnosis=r"q_proj\.bias was not copied",
         notes="copies the weights but forgets the per-head biases"),
 }
+
+
+# ------------------------------------------------------------------ more bugs, each a whole cell
+def _edit(base, old, new):
+    """`base` with `old` replaced by `new` (once): a student's version of a cell."""
+    assert base.count(old) == 1, old
+    return base.replace(old, new)
+
+
+_SCORES = '''
+def relation_scores(weights):
+    L = weights.shape[-1]
+    i = torch.arange(2, L, device=weights.device)
+    on_prev = weights[:, :, i, i - 1]                 # (B, h, L-2)
+    on_first = weights[:, :, i, 0]                    # (B, h, L-2)
+    return RelationScores(on_prev.mean((0, 2)), on_first.mean((0, 2)))
+'''
+_SIMILARITY = '''
+def head_similarity(weights):
+    maps = F.normalize(weights.flatten(2), dim=-1)    # (B, h, Lq*Lk)
+    return (maps @ maps.transpose(1, 2)).mean(0)      # (h, h)
+'''
+_IDENTICAL = '''
+@torch.no_grad()
+def make_heads_identical(mha):
+    h, hd = mha.num_heads, mha.head_dim
+    for proj in (mha.q_proj, mha.k_proj, mha.v_proj):
+        rows = proj.weight.view(h, hd, -1)          # (h, hd, in)
+        rows[1:] = rows[:1]
+        if proj.bias is not None:
+            bias = proj.bias.view(h, hd)
+            bias[1:] = bias[:1]
+    columns = mha.out_proj.weight.view(-1, h, hd)   # (d_model, h, hd)
+    columns[:, 1:] = columns[:, :1]
+    return mha
+'''
+_ABLATION = '''
+@torch.no_grad()
+def ablation_importance(model, batch):
+    param = next(model.parameters())
+    tokens, prev_target, first_target = (t.to(param.device) for t in batch)
+
+    def loss(head_mask=None):
+        logits_prev, logits_first, _ = model(tokens, head_mask=head_mask)
+        return sum(relation_losses(logits_prev, logits_first, prev_target, first_target))
+
+    h = model.num_heads
+    base = loss()
+    importance = torch.empty(h, dtype=param.dtype, device=param.device)
+    for k in range(h):
+        gates = torch.ones(h, dtype=param.dtype, device=param.device)
+        gates[k] = 0.0
+        importance[k] = loss(gates) - base
+    return importance
+'''
+_PRUNE = '''
+@torch.no_grad()
+def prune_heads(mha, heads_to_remove):
+    h, hd = mha.num_heads, mha.head_dim
+    keep = [k for k in range(h) if k not in heads_to_remove]
+    ref = mha.out_proj.weight
+    new = MultiHeadAttention(mha.d_model, len(keep), query_size=mha.query_size,
+                             key_size=mha.key_size, value_size=mha.value_size, bias=mha.bias,
+                             dropout=mha.dropout, head_dim=hd, device=ref.device,
+                             dtype=ref.dtype)
+    rows = torch.cat([torch.arange(k * hd, (k + 1) * hd) for k in keep]).to(ref.device)
+    for old, small in zip((mha.q_proj, mha.k_proj, mha.v_proj),
+                          (new.q_proj, new.k_proj, new.v_proj)):
+        small.weight.copy_(old.weight[rows])
+        if mha.bias:
+            small.bias.copy_(old.bias[rows])
+    new.out_proj.weight.copy_(mha.out_proj.weight[:, rows])
+    if mha.bias:
+        new.out_proj.bias.copy_(mha.out_proj.bias)
+    return new.train(mha.training)
+'''
+
+
+def _bug(cell, base, old, new, diagnosis, notes=""):
+    """A bug of one exercise: its cell is `base` edited; it fails that exercise's test."""
+    return Bug(cells={cell: _edit(base, old, new)}, fails=[f"test_{cell}"], diagnosis=diagnosis,
+               notes=notes)
+
+
+def _scores(old, new, diagnosis):
+    return _bug("relation_scores", _SCORES, old, new, diagnosis)
+
+
+def _similarity(old, new, diagnosis):
+    return _bug("head_similarity", _SIMILARITY, old, new, diagnosis)
+
+
+def _identical(old, new, diagnosis):
+    return _bug("make_heads_identical", _IDENTICAL, old, new, diagnosis)
+
+
+def _ablation(old, new, diagnosis):
+    return _bug("ablation_importance", _ABLATION, old, new, diagnosis)
+
+
+def _prune(old, new, diagnosis):
+    return _bug("prune_heads", _PRUNE, old, new, diagnosis)
+
+
+_PREV = "on_prev = weights[:, :, i, i - 1]"
+_FIRST = "on_first = weights[:, :, i, 0]"
+_MEANS = "return RelationScores(on_prev.mean((0, 2)), on_first.mean((0, 2)))"
+_LOSS = "        return sum(relation_losses(logits_prev, logits_first, prev_target, first_target))\n"
+
+BUGS.update({
+    # --- relation_scores: axes and averaging
+    "scores_above_diagonal": _scores(
+        _PREV, "on_prev = torch.diagonal(weights, offset=1, dim1=-2, dim2=-1)[..., 1:]",
+        r"prev is 0 for every head.*above the diagonal"),
+    "scores_query_key_swapped": _scores(_PREV, "on_prev = weights[:, :, i - 1, i]",
+                                        r"prev is 0 for every head.*query and key swapped"),
+    "scores_first_row_not_column": _scores(_FIRST, "on_first = weights[:, :, 0, i]",
+                                           r"first is 0 for every head.*weights\[\.\.\., i, 0\]"),
+    "scores_fields_swapped": _scores(
+        _MEANS, "return RelationScores(on_first.mean((0, 2)), on_prev.mean((0, 2)))", r"swapped"),
+    "scores_summed_over_queries": _scores(
+        _MEANS, "return RelationScores(on_prev.sum(2).mean(0), on_first.mean((0, 2)))",
+        r"summed over the query positions"),
+    "scores_averaged_over_heads": _scores(
+        _MEANS, "return RelationScores(on_prev.mean((1, 2)), on_first.mean((1, 2)))",
+        r"averaged over the heads"),
+    "scores_per_query_position": _scores(
+        _MEANS, "return RelationScores(on_prev.mean(0), on_first.mean(0))",
+        r"keeping one number per head"),
+    "scores_stacked_tensor": _scores(
+        _MEANS, "return torch.stack([on_prev.mean((0, 2)), on_first.mean((0, 2))])",
+        r"returned one tensor"),
+    "scores_zeroes_input_in_place": _scores(
+        _PREV, "weights[:, :, 0] = 0      # the first query has no previous token\n"
+               "    on_prev = weights[:, :, i, i - 1]", r"changed its input in place"),
+    "scores_float64_result": _scores(
+        _MEANS, "return RelationScores(on_prev.double().mean((0, 2)), on_first.mean((0, 2)))",
+        r"dtype"),
+    # --- head_similarity: normalisation and averaging
+    "similarity_per_query_row": Bug(
+        cells={"head_similarity": '''
+def head_similarity(weights):
+    # cosine of each query's row, then the mean over batch and queries
+    return F.cosine_similarity(weights[:, :, None], weights[:, None], dim=-1).mean((0, 3))
+'''}, fails=["test_head_similarity"], diagnosis=r"one query row at a time"),
+    "similarity_not_averaged_over_batch": _similarity(
+        "return (maps @ maps.transpose(1, 2)).mean(0)", "return maps @ maps.transpose(1, 2)",
+        r"average the per-example matrices over the batch"),
+    "similarity_maps_averaged_first": _similarity(
+        "maps = F.normalize(weights.flatten(2), dim=-1)    # (B, h, Lq*Lk)\n"
+        "    return (maps @ maps.transpose(1, 2)).mean(0)",
+        "maps = F.normalize(weights.mean(0).flatten(1), dim=-1)   # (h, Lq*Lk)\n"
+        "    return maps @ maps.T", r"averaged the maps over the batch before"),
+    "similarity_batch_flattened": _similarity(
+        "maps = F.normalize(weights.flatten(2), dim=-1)    # (B, h, Lq*Lk)\n"
+        "    return (maps @ maps.transpose(1, 2)).mean(0)",
+        "maps = F.normalize(weights.transpose(0, 1).flatten(1), dim=-1)  # (h, B*Lq*Lk)\n"
+        "    return maps @ maps.T", r"flattened the batch"),
+    "similarity_pearson": _similarity(
+        "maps = F.normalize(weights.flatten(2), dim=-1)",
+        "maps = weights.flatten(2)\n"
+        "    maps = F.normalize(maps - maps.mean(-1, keepdim=True), dim=-1)", r"Pearson"),
+    "similarity_normalised_over_heads": _similarity(
+        "F.normalize(weights.flatten(2), dim=-1)", "F.normalize(weights.flatten(2), dim=1)",
+        r"wrong axis"),
+    "similarity_summed_over_batch": _similarity(
+        "return (maps @ maps.transpose(1, 2)).mean(0)", "return (maps @ maps.transpose(1, 2)).sum(0)",
+        r"summed over the batch"),
+    # --- make_heads_identical: parameter writes
+    "identical_without_no_grad": _identical("@torch.no_grad()\n", "",
+                                            r"leaf Variable.*torch\.no_grad\(\)"),
+    "identical_returns_none": _identical("    return mha\n", "", r"returned None"),
+    "identical_returns_copy": _identical("    return mha\n", "    return copy.deepcopy(mha)\n",
+                                         r"returned another object"),
+    "identical_forgets_out_proj": _identical("    columns[:, 1:] = columns[:, :1]\n", "",
+                                             r"out_proj\.weight was not changed"),
+    "identical_zeroes_out_bias": _identical(
+        "    columns[:, 1:] = columns[:, :1]\n",
+        "    columns[:, 1:] = columns[:, :1]\n    mha.out_proj.bias.zero_()   # no head owns it\n",
+        r"out_proj\.bias changed"),
+    "identical_strided_rows": _identical(
+        "        rows = proj.weight.view(h, hd, -1)          # (h, hd, in)\n"
+        "        rows[1:] = rows[:1]\n",
+        "        rows = proj.weight.view(hd, h, -1)          # (hd, h, in)\n"
+        "        rows[:, 1:] = rows[:, :1]\n", r"strided rows of q_proj\.weight"),
+    "identical_columns_of_inputs": _identical(
+        "        rows = proj.weight.view(h, hd, -1)          # (h, hd, in)\n"
+        "        rows[1:] = rows[:1]\n",
+        "        cols = proj.weight.view(-1, h, hd)          # like out_proj\n"
+        "        cols[:, 1:] = cols[:, :1]\n", r"copied columns of q_proj\.weight"),
+    "identical_forgets_v_proj": _identical("    for proj in (mha.q_proj, mha.k_proj, mha.v_proj):\n",
+                                           "    for proj in (mha.q_proj, mha.k_proj):\n",
+                                           r"v_proj\.weight was not changed"),
+    "identical_replaces_parameter": _identical(
+        "    return mha\n",
+        "    mha.q_proj.weight = torch.nn.Parameter(mha.q_proj.weight.clone())  # fresh leaf\n"
+        "    return mha\n", r"replaced the parameter q_proj\.weight"),
+    # --- ablation_importance: evaluation
+    "ablation_loss_not_increase": _ablation("importance[k] = loss(gates) - base",
+                                            "importance[k] = loss(gates)",
+                                            r"return the increase"),
+    "ablation_sign_reversed": _ablation("importance[k] = loss(gates) - base",
+                                        "importance[k] = base - loss(gates)", r"sign is reversed"),
+    "ablation_only_first_loss": _ablation(
+        _LOSS, "        return relation_losses(logits_prev, logits_first, prev_target, "
+               "first_target)[1]\n", r"only the first loss"),
+    "ablation_summed_cross_entropy": _ablation(
+        _LOSS, "        V = logits_prev.shape[-1]\n"
+               "        return (F.cross_entropy(logits_prev.reshape(-1, V), prev_target.reshape(-1),"
+               " reduction='sum')\n"
+               "                + F.cross_entropy(logits_first.reshape(-1, V), "
+               "first_target.reshape(-1), reduction='sum'))\n", r"summed the cross-entropy"),
+    "ablation_changes_the_model": _ablation(
+        "        importance[k] = loss(gates) - base\n",
+        "        importance[k] = loss(gates) - base\n"
+        "        model.w_out[0, 0] += 1.0   # (a leftover of a debugging session)\n",
+        r"changed the model's parameter w_out"),
+    "ablation_returns_list": _ablation("    return importance\n", "    return importance.tolist()\n",
+                                       r"expected a torch\.Tensor"),
+    # --- prune_heads: parameter loading
+    "prune_forgets_input_biases": _prune("        if mha.bias:\n            small.bias.copy_(old.bias[rows])\n",
+                                         "", r"q_proj\.bias was not copied"),
+    "prune_forgets_out_bias": _prune("    if mha.bias:\n        new.out_proj.bias.copy_(mha.out_proj.bias)\n",
+                                     "", r"out_proj\.bias was not copied"),
+    "prune_default_head_dim": _prune("dropout=mha.dropout, head_dim=hd,", "dropout=mha.dropout,",
+                                     r"build it with head_dim=mha\.head_dim"),
+    "prune_keeps_first_heads": _prune("    keep = [k for k in range(h) if k not in heads_to_remove]\n",
+                                      "    keep = list(range(h - len(heads_to_remove)))\n",
+                                      r"holds the heads \[0, 1, 2\]"),
+    "prune_returns_original": _prune("    return new.train(mha.training)\n", "    return mha\n",
+                                     r"returned mha itself"),
+    "prune_zeroes_original": _prune(
+        "    for old, small in zip(",
+        "    for k in heads_to_remove:   # switch the removed heads off first\n"
+        "        mha.q_proj.weight[k * hd:(k + 1) * hd] = 0\n    for old, small in zip(",
+        r"changed the original module's q_proj\.weight"),
+    "prune_default_dtype": Bug(
+        cells={"prune_heads": _edit(_PRUNE, "device=ref.device,\n                             dtype=ref.dtype)", ")")},
+        fails=["test_prune_heads"], diagnosis=r"dtype", notes="hidden only: float64"),
+    "prune_returns_none": _prune("    return new.train(mha.training)\n", "", r"returned None"),
+})

@@ -320,3 +320,148 @@ def fuse_head_weights(w):
         diagnosis=r"rows are interleaved",
         notes="rows ordered (head_dim, num_heads)"),
 }
+
+
+# ------------------------------------------------------------------ more bugs, each a whole cell
+def _edit(base, old, new):
+    """`base` with `old` replaced by `new` (once): a student's version of a cell."""
+    assert base.count(old) == 1, old
+    return base.replace(old, new)
+
+
+_SPLIT = '''
+def split_heads(x, num_heads):
+    B, L, d_model = x.shape
+    if d_model % num_heads != 0:
+        raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+    head_dim = d_model // num_heads
+    x = x.view(B, L, num_heads, head_dim)  # (B, L, h, hd)
+    return x.transpose(1, 2)               # (B, h, L, hd)
+'''
+_MERGE = '''
+def merge_heads(x):
+    B, num_heads, L, head_dim = x.shape
+    x = x.transpose(1, 2)                          # (B, L, h, hd)
+    return x.reshape(B, L, num_heads * head_dim)   # (B, L, d_model)
+'''
+_CORE = '''
+def multihead_attention_core(query, key, value, num_heads):
+    q = split_heads(query, num_heads)                       # (B, h, Lq, hd)
+    k = split_heads(key, num_heads)                         # (B, h, Lk, hd)
+    v = split_heads(value, num_heads)                       # (B, h, Lk, hd)
+    heads, weights = scaled_dot_product_attention(q, k, v)
+    return merge_heads(heads), weights
+'''
+# the core with the attention written out (as students often do once they have the heads)
+_CORE_OWN = _edit(_CORE, "    heads, weights = scaled_dot_product_attention(q, k, v)\n",
+                  "    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])\n"
+                  "    weights = torch.softmax(scores, dim=-1)                # (B, h, Lq, Lk)\n"
+                  "    heads = weights @ v                                    # (B, h, Lq, hd)\n")
+_PROJECTION = '''
+def head_projection(x, weight, bias, i, num_heads):
+    head_dim = weight.shape[0] // num_heads
+    rows = slice(i * head_dim, (i + 1) * head_dim)
+    out = x @ weight[rows].T             # (B, L, hd)
+    if bias is not None:
+        out = out + bias[rows]
+    return out
+'''
+
+
+def _bug(cell, base, old, new, fails, diagnosis, notes=""):
+    return Bug(cells={cell: _edit(base, old, new)}, fails=fails, diagnosis=diagnosis, notes=notes)
+
+
+_SPLIT_FAILS = ["test_split_heads", "test_multihead_attention_core"]
+_CORE_FAILS = ["test_multihead_attention_core"]
+
+BUGS.update({
+    # --- split_heads: layouts
+    "split_forgets_transpose": _bug(
+        "split_heads", _SPLIT, "    return x.transpose(1, 2)               # (B, h, L, hd)\n",
+        "    return x\n", _SPLIT_FAILS, r"\(B, L, num_heads, head_dim\).*add \.transpose\(1, 2\)"),
+    "split_transposes_last_axes": _bug(
+        "split_heads", _SPLIT, "x.transpose(1, 2)               # (B, h, L, hd)",
+        "x.transpose(2, 3)", _SPLIT_FAILS, r"transposed the last two axes"),
+    "split_permutes_batch_away": _bug(
+        "split_heads", _SPLIT, "x.transpose(1, 2)               # (B, h, L, hd)",
+        "x.permute(2, 1, 0, 3)", _SPLIT_FAILS, r"batch axis B stays first"),
+    "split_transposes_first": _bug(
+        "split_heads", _SPLIT, "    x = x.view(B, L, num_heads, head_dim)  # (B, L, h, hd)\n"
+                               "    return x.transpose(1, 2)               # (B, h, L, hd)\n",
+        "    x = x.transpose(1, 2)                  # (B, d_model, L)\n"
+        "    return x.reshape(B, num_heads, L, head_dim)\n", _SPLIT_FAILS,
+        r"transposed before splitting"),
+    "split_message_without_numbers": _bug(
+        "split_heads", _SPLIT, 'raise ValueError(f"d_model={d_model} is not divisible by '
+                               'num_heads={num_heads}")',
+        'raise ValueError("bad number of heads")', ["test_split_heads_divisibility"],
+        r"does not name d_model, num_heads"),
+    # --- merge_heads
+    "merge_forgets_flatten": _bug(
+        "merge_heads", _MERGE, "    return x.reshape(B, L, num_heads * head_dim)   # (B, L, d_model)\n",
+        "    return x\n", ["test_merge_heads", "test_multihead_attention_core"],
+        r"must be flattened into d_model"),
+    "merge_returns_heads": _bug(
+        "merge_heads", _MERGE, "    x = x.transpose(1, 2)                          # (B, L, h, hd)\n"
+                               "    return x.reshape(B, L, num_heads * head_dim)   # (B, L, d_model)\n",
+        "    return x\n", ["test_merge_heads", "test_multihead_attention_core"],
+        r"returned the heads unchanged"),
+    "merge_transposes_in_place": _bug(
+        "merge_heads", _MERGE, "    x = x.transpose(1, 2)                          # (B, L, h, hd)\n",
+        "    x.transpose_(1, 2)                             # (B, L, h, hd), no copy\n",
+        ["test_merge_heads"], r"changed its input in place"),
+    # --- the core: scaling, softmax axis, merging, delegation
+    "core_float32_sqrt_constant": _bug(
+        "multihead_attention_core", _CORE_OWN, "math.sqrt(q.shape[-1])",
+        "torch.sqrt(torch.tensor(q.shape[-1], dtype=torch.float32))", _CORE_FAILS,
+        r"float32 number .* seed 000", notes="hidden only: the float64 test at head_dim 8"),
+    "core_not_scaled": _bug("multihead_attention_core", _CORE_OWN, " / math.sqrt(q.shape[-1])",
+                            "", _CORE_FAILS, r"scores not scaled: divide Q K\^T by sqrt\(head_dim\)"),
+    "core_scaled_by_d_model": _bug("multihead_attention_core", _CORE_OWN, "math.sqrt(q.shape[-1])",
+                                   "math.sqrt(query.shape[-1])", _CORE_FAILS,
+                                   r"scaled by sqrt\(d_model\)"),
+    "core_softmax_over_queries": _bug("multihead_attention_core", _CORE_OWN, "dim=-1)", "dim=-2)",
+                                      _CORE_FAILS, r"over the queries \(dim=-2\)"),
+    "core_scores_K_Q_T": _bug("multihead_attention_core", _CORE_OWN, "q @ k.transpose(-2, -1)",
+                              "k @ q.transpose(-2, -1)", _CORE_FAILS, r"K Q\^T"),
+    "core_keys_split_from_query": _bug("multihead_attention_core", _CORE,
+                                       "k = split_heads(key, num_heads)",
+                                       "k = split_heads(query, num_heads)", _CORE_FAILS,
+                                       r"keys were taken from `query`"),
+    "core_reshape_instead_of_merge": _bug(
+        "multihead_attention_core", _CORE, "return merge_heads(heads), weights",
+        "return heads.reshape(query.shape), weights", _CORE_FAILS,
+        r"merged without transposing back"),
+    "core_forgets_merge": _bug("multihead_attention_core", _CORE, "return merge_heads(heads), weights",
+                               "return heads, weights", _CORE_FAILS, r"Merge the heads back"),
+    "core_returns_output_only": _bug("multihead_attention_core", _CORE,
+                                     "return merge_heads(heads), weights",
+                                     "return merge_heads(heads)", _CORE_FAILS,
+                                     r"must return a tuple \(output, weights\)"),
+    "core_delegates_to_torch": Bug(
+        cells={"multihead_attention_core": '''
+def multihead_attention_core(query, key, value, num_heads):
+    D = query.shape[-1]
+    m = torch.nn.MultiheadAttention(D, num_heads, batch_first=True, bias=False)
+    with torch.no_grad():
+        m.in_proj_weight.copy_(torch.cat([torch.eye(D)] * 3))
+        m.out_proj.weight.copy_(torch.eye(D))
+    return m(query, key, value, average_attn_weights=False)
+'''}, fails=_CORE_FAILS, diagnosis=r"does the whole exercise for you"),
+    # --- head_projection: blocks of an nn.Linear
+    "projection_bias_first_block": _bug("head_projection", _PROJECTION, "bias[rows]",
+                                        "bias[:head_dim]", ["test_head_projection"],
+                                        r"the bias block is wrong"),
+    "projection_heads_from_one": _bug("head_projection", _PROJECTION,
+                                      "rows = slice(i * head_dim, (i + 1) * head_dim)",
+                                      "rows = slice((i - 1) * head_dim, i * head_dim)  # head 1 "
+                                      "is the first", ["test_head_projection"],
+                                      r"heads are numbered from 0"),
+    # --- fuse_head_weights
+    "fuse_concatenated_columns": Bug(
+        cells={"fuse_head_weights": '''
+def fuse_head_weights(w):
+    return torch.cat(list(w), dim=1)      # [W_0 | W_1 | ...], (in_features, h * head_dim)
+'''}, fails=["test_fuse_head_weights"], diagnosis=r"x @ W matrix"),
+})
