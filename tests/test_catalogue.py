@@ -123,3 +123,22 @@ def test_readme_table_gives_each_chapters_named_bugs():
         measured[assignment] = (named, len(bugs), round(100 * named / max(len(bugs), 1)))
     # a new chapter's catalogue needs its row: | 06_kv | named | catalogued | percent% |
     assert named_table() == measured
+
+
+# ------------------------------------------------------------------ the float32 sqrt(d_k) rule
+# common.py's one rule: every chapter whose checks compute a scaled score names a float32
+# sqrt(d_k) constant in its float64 tests (at a d_k whose root float32 cannot hold). Chapter 5's
+# exercises compute no scores (its model is given), nor do chapters 6 and 7's catalogues count
+# here: their owners list them when their checks compute a scaled score of the student's.
+SCALED_SCORE_CHAPTERS = ["01_attention", "02_heads", "03_mha", "04_masks"]
+
+
+@pytest.mark.parametrize("assignment", SCALED_SCORE_CHAPTERS)
+def test_float32_sqrt_constant_is_catalogued_and_named(assignment, capsys):
+    from checks.common import FLOAT32_SQRT
+
+    bugs = catalogue(assignment).BUGS
+    named = [name for name, bug in bugs.items() if "dtype=torch.float32))" in str(bug.cells)
+             and FLOAT32_SQRT in _first_failure(assignment, bug,
+                                                _results(assignment, "BUGS", name))[1]]
+    assert named, f"{assignment}: no catalogued float32 sqrt(d_k) constant named by the checks"

@@ -386,7 +386,7 @@ def where_it_differs(actual, expected, axes=None, dtype=None, scale=None, condit
     if isinstance(axes, str):
         axes = [a.strip() for a in axes.strip("()").split(",")]
     if not axes or len(axes) != wrong.dim():
-        axes = [f"axis {d}" for d in range(wrong.dim())]
+        axes = [None] * wrong.dim()
     parts = []
     for d, axis in enumerate(axes):
         others = [o for o in range(wrong.dim()) if o != d]
@@ -394,7 +394,7 @@ def where_it_differs(actual, expected, axes=None, dtype=None, scale=None, condit
         if 0 < int(hit.sum()) < hit.numel():
             where = [str(i) for i in hit.nonzero().flatten().tolist()]
             shown = ", ".join(where[:8]) + (", ..." if len(where) > 8 else "")
-            parts.append(f"{axis} {shown}")
+            parts.append(f"index {shown} of {axis or f'axis {d}'}")
     dtype = dtype or actual.dtype
     place = f"; only at {'; '.join(parts)} (0-based)" if parts else ", along every axis"
     return (f"{int(wrong.sum())} of {wrong.numel()} entries are off in {dtype}{place}. ")

@@ -132,6 +132,14 @@ ZERO_AFTER = ("you applied a plain softmax and zeroed the masked weights afterwa
               "rows no longer sum to 1: mask the scores before the softmax (and zero the "
               "masked weights after it).")
 IGNORED = "the mask is ignored: the weights equal a plain softmax of the scores."
+FILL_ZERO = ("the masked scores were set to 0, not to a very negative number: exp(0) = 1, so "
+             "masked keys still get weight{after}. Fill with torch.finfo(scores.dtype).min.")
+MASK_ADDED = ("the boolean mask was added to the scores (True counts as 1, False as 0): a mask "
+              "that says may / may not attend is not an additive bias. Fill the scores where the "
+              "mask is False with torch.finfo(scores.dtype).min (masked_fill(~mask, ...)).")
+SCALED_BY_D_V = ("the scores are divided by sqrt(d_v), the size of the values: divide by "
+                 "sqrt(d_k), d_k = query.shape[-1], the length of the vectors in each dot "
+                 "product.")
 PAD_OFF_BY_ONE = ("off by one: position p is a real token when p < length; with <= you also "
                   "let the first padding position through.")
 PAD_INVERTED = ("True means may attend: real tokens (positions < length) must be True and "
@@ -331,6 +339,11 @@ def _masked_softmax_answers(scores, mask, upstream):
         IGNORED: plain,
         WRONG_AXIS: _softmax(scores.double().masked_fill(
             ~mask, torch.finfo(torch.float64).min), -2).masked_fill(~mask, 0.0),
+        FILL_ZERO.format(after=""): _softmax(scores.double().masked_fill(~mask, 0.0), -1),
+        FILL_ZERO.format(after=" (and zeroing them afterwards leaves rows that do not sum to "
+                         "1)"): _softmax(scores.double().masked_fill(~mask, 0.0),
+                                         -1).masked_fill(~mask, 0.0),
+        MASK_ADDED: _softmax(scores.double() + mask, -1),
     }
     ref_s = scores.double().clone().requires_grad_()
     (_ref_masked_softmax(ref_s, mask) * upstream.double()).sum().backward()
@@ -410,6 +423,9 @@ def _attention_answers(query, key, value, mask, upstream):
         IGNORED: _ref_attention(query, key, value, None)[0],
         UNSCALED: _ref_attention(query, key, value, mask, scale=False)[0],
     }
+    if value.shape[-1] != q.shape[-1]:
+        bugs[SCALED_BY_D_V] = _ref_attention(query, key, value, mask,
+                                             scale=math.sqrt(value.shape[-1]))[0]
     root32 = float32_sqrt(q.shape[-1])  # common.py's rule, for the float64 runs
     if root32 is not None:
         bugs[FLOAT32_SQRT] = _ref_attention(query, key, value, mask, scale=root32)[0]

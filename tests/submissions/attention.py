@@ -351,3 +351,73 @@ def scaled_dot_product_attention(query, key, value, mask=None):
 '''},
         fails=SDPA_TESTS, diagnosis=r"you called scaled_dot_product_attention"),
 }
+
+
+# ------------------------------------------------------------------ more bugs, each a whole cell
+def _edit(base, old, new):
+    """`base` with `old` replaced by `new` (once): a student's version of a cell."""
+    assert base.count(old) == 1, old
+    return base.replace(old, new)
+
+
+_ENTROPY = '''
+def attention_entropy(weights):
+    return -torch.special.xlogy(weights, weights).sum(dim=-1)  # (..., Lq)
+'''
+_SOFTMAX = '''
+def stable_softmax(scores, dim=-1):
+    shifted = scores - scores.amax(dim=dim, keepdim=True)  # every entry <= 0
+    exp = shifted.exp()
+    return exp / exp.sum(dim=dim, keepdim=True)
+'''
+_SDPA = '''
+def scaled_dot_product_attention(query, key, value, mask=None):
+    if mask is not None:
+        raise NotImplementedError("masks come in chapter 4")
+    d_k = query.shape[-1]
+    scores = (query / math.sqrt(d_k)) @ key.transpose(-2, -1)  # (..., Lq, Lk)
+    weights = torch.softmax(scores, dim=-1)                     # (..., Lq, Lk)
+    output = weights @ value                                    # (..., Lq, d_v)
+    return output, weights
+'''
+_SDPA_ALL = ["test_sdpa", "test_sdpa_large", "test_sdpa_cross"]
+
+BUGS.update({
+    "scores_returns_softmax": Bug(
+        cells={"attention_scores": '''
+def attention_scores(query, key):
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    return torch.softmax(scores, dim=-1)      # the attention scores, normalised
+'''}, fails=["test_attention_scores"], diagnosis=r"you returned the softmax weights"),
+    "entropy_sign_missing": Bug(
+        cells={"attention_entropy": _edit(_ENTROPY, "return -torch", "return torch")},
+        fails=["test_attention_entropy"], diagnosis=r"the entropy is negative"),
+    "entropy_mean_over_keys": Bug(
+        cells={"attention_entropy": _edit(_ENTROPY, ".sum(dim=-1)", ".mean(dim=-1)")},
+        fails=["test_attention_entropy"], diagnosis=r"mean over the keys instead of the sum"),
+    "softmax_not_normalised": Bug(
+        cells={"stable_softmax": _edit(_SOFTMAX, "    return exp / exp.sum(dim=dim, keepdim=True)\n",
+                                       "    return exp\n")},
+        fails=["test_stable_softmax", "test_stable_softmax_large"],
+        diagnosis=r"without dividing by its sum along dim"),
+    "softmax_sum_of_whole_tensor": Bug(
+        cells={"stable_softmax": _edit(_SOFTMAX, "exp / exp.sum(dim=dim, keepdim=True)",
+                                       "exp / exp.sum()")},
+        fails=["test_stable_softmax", "test_stable_softmax_large"],
+        diagnosis=r"\.sum\(dim=dim, keepdim=True\)"),
+    "sdpa_returns_scores_as_weights": Bug(
+        cells={"scaled_dot_product_attention": _edit(_SDPA, "return output, weights",
+                                                     "return output, scores")},
+        fails=_SDPA_ALL, diagnosis=r"returned the scores, before the softmax, as the weights"),
+    "sdpa_output_from_scores": Bug(
+        cells={"scaled_dot_product_attention": _edit(_SDPA, "output = weights @ value",
+                                                     "output = scores @ value")},
+        fails=_SDPA_ALL, diagnosis=r"the softmax is missing in the output"),
+    "sdpa_softmax_in_float32": Bug(
+        cells={"scaled_dot_product_attention": _edit(
+            _SDPA, "weights = torch.softmax(scores, dim=-1)",
+            "weights = torch.softmax(scores.float(), dim=-1)   # softmax is safer in float32")},
+        fails=["test_sdpa", "test_sdpa_large", "test_sdpa_cross"],
+        diagnosis=r"raised RuntimeError: expected scalar type Double but found Float",
+        notes="float32 weights times float64 values: the float64 tests stop it"),
+})

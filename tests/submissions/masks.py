@@ -269,3 +269,94 @@ BUGS = {
         diagnosis=r"you called F.scaled_dot_product_attention",
     ),
 }
+
+
+# ------------------------------------------------------------------ more bugs, each a whole cell
+def _edit(base, old, new):
+    """`base` with `old` replaced by `new` (once): a student's version of a cell."""
+    assert base.count(old) == 1, old
+    return base.replace(old, new)
+
+
+_PADDING = '''
+def padding_mask(lengths, max_len):
+    positions = torch.arange(max_len, device=lengths.device)  # (max_len,)
+    real = positions < lengths[:, None]                         # (B, max_len)
+    return real[:, None, None, :]                               # (B, 1, 1, max_len)
+'''
+_CAUSAL = '''
+def causal_mask(q_len, k_len=None, device=None):
+    k_len = q_len if k_len is None else k_len
+    return torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril()
+'''
+_SOFTMAX = '''
+def masked_softmax(scores, mask=None):
+    if mask is None:
+        return torch.softmax(scores, dim=-1)
+    scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = torch.softmax(scores, dim=-1)
+    return weights.masked_fill(~mask, 0.0)
+'''
+_ATTENTION = '''
+def scaled_dot_product_attention(query, key, value, mask=None):
+    d_k = query.shape[-1]
+    scores = (query / math.sqrt(d_k)) @ key.transpose(-2, -1)  # (..., Lq, Lk)
+    weights = masked_softmax(scores, mask)
+    return weights @ value, weights
+'''
+_ALL = ["test_masked_softmax", "test_scaled_dot_product_attention", "test_invariances"]
+
+BUGS.update({
+    # --- masking conventions
+    "padding_mask_inverted": Bug(
+        cells={"padding_mask": _edit(_PADDING, "positions < lengths[:, None]",
+                                     "positions >= lengths[:, None]   # True = padding")},
+        fails=["test_padding_mask"], diagnosis=r"real tokens \(positions < length\) must be True"),
+    "padding_mask_inverted_off_by_one": Bug(
+        cells={"padding_mask": _edit(_PADDING, "positions < lengths[:, None]",
+                                     "positions > lengths[:, None]")},
+        fails=["test_padding_mask"], diagnosis=r"inverted and off by one"),
+    "causal_mask_torch_convention": Bug(
+        cells={"causal_mask": _edit(_CAUSAL, ".tril()", ".triu(diagonal=1)   # as in "
+                                                        "nn.Transformer")},
+        fails=["test_causal_mask"], diagnosis=r"nn\.MultiheadAttention's convention"),
+    "causal_mask_bottom_right": Bug(
+        cells={"causal_mask": _edit(_CAUSAL, ".tril()", ".tril(diagonal=k_len - q_len)")},
+        fails=["test_causal_mask"], diagnosis=r"aligned at the bottom-right corner",
+        notes="hidden only: q_len == k_len in the visible test"),
+    "key_padding_mask_keeps_4d": Bug(
+        cells={"to_torch_key_padding_mask": '''
+def to_torch_key_padding_mask(mask):
+    return ~mask              # True = ignore
+'''},
+        fails=["test_to_torch_key_padding_mask"], diagnosis=r"drop the two singleton axes"),
+    "mask_added_to_scores": Bug(
+        cells={"masked_softmax": _edit(_SOFTMAX, '''    scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = torch.softmax(scores, dim=-1)
+    return weights.masked_fill(~mask, 0.0)
+''', '''    return torch.softmax(scores + mask, dim=-1)     # the mask as a bias
+''')},
+        fails=_ALL, diagnosis=r"boolean mask was added to the scores"),
+    # --- fill values
+    "fill_zero_no_cleanup": Bug(
+        cells={"masked_softmax": _edit(_SOFTMAX, '''    scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = torch.softmax(scores, dim=-1)
+    return weights.masked_fill(~mask, 0.0)
+''', '''    return torch.softmax(scores.masked_fill(~mask, 0), dim=-1)
+''')},
+        fails=_ALL, diagnosis=r"set to 0, not to a very negative number.*still get weight\."),
+    "fill_zero_then_zeroed": Bug(
+        cells={"masked_softmax": _edit(_SOFTMAX, "torch.finfo(scores.dtype).min", "0.0")},
+        fails=["test_masked_softmax", "test_scaled_dot_product_attention"],
+        diagnosis=r"set to 0, not to a very negative number.*do not sum to 1"),
+    "masked_softmax_over_queries": Bug(
+        cells={"masked_softmax": _edit(_SOFTMAX, "weights = torch.softmax(scores, dim=-1)",
+                                       "weights = torch.softmax(scores, dim=-2)")},
+        fails=_ALL, diagnosis=r"wrong axis"),
+    # --- scaling
+    "attention_scaled_by_d_v": Bug(
+        cells={"scaled_dot_product_attention": _edit(_ATTENTION, "d_k = query.shape[-1]",
+                                                     "d_k = value.shape[-1]")},
+        fails=["test_scaled_dot_product_attention"], diagnosis=r"sqrt\(d_v\)",
+        notes="hidden only: d_v == d_k in the visible test"),
+})
