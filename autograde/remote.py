@@ -18,11 +18,11 @@ from pathlib import Path
 
 import torch
 
-from autograde import wire
+from autograde import nested, wire
 from autograde.trees import remove_tree
 
 PACKAGE = Path(__file__).resolve().parent
-SANDBOX_MODULES = ("__init__.py", "sandbox.py", "wire.py", "trees.py")
+SANDBOX_MODULES = ("__init__.py", "sandbox.py", "wire.py", "trees.py", "nested.py")
 
 
 class SubmissionFault(BaseException):
@@ -359,25 +359,8 @@ def _local_ref(obj):
 
 
 def _tensors(value):
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif isinstance(value, (tuple, list)):
-        for v in value:
-            yield from _tensors(v)
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _tensors(v)
-
-
-def _replace(value, new):
-    """`value` with its tensors replaced, in order, by those of iterator `new`."""
-    if isinstance(value, torch.Tensor):
-        return next(new)
-    if isinstance(value, (tuple, list)):
-        return type(value)(_replace(v, new) for v in value)
-    if isinstance(value, dict):
-        return {k: _replace(v, new) for k, v in value.items()}
-    return value
+    """The tensors of a value, in the order the wire and the student's process list them."""
+    return [t for t in nested.flatten(value, objects=False) if isinstance(t, torch.Tensor)]
 
 
 class _Bridge(torch.autograd.Function):
@@ -469,6 +452,22 @@ class RemoteRef:
         except Exception:
             return f"<{self.remote_type} in the student's process>"
 
+    def observe(self, args, kwargs):
+        """checks.common.observe() of this function: the student's process calls it (the
+        sandbox's own code, no checks code) and sends back by value what it returned or
+        raised, its arguments afterwards and its warnings' messages, as a dict."""
+        message, buffers = self._child.send_value(
+            {"op": "call", "target": {"ref": self._header["ref"]}, "observe": True,
+             "forbid": _forbidden()}, args=list(args), kwargs=kwargs)
+        return self._child.request(message, buffers)[1]
+
+    def load_weights(self, weights):
+        """checks.common.load_weights() into this module: the student's process copies the
+        tensors in (the sandbox's own code) and describes what it found, as data."""
+        message, buffers = self._child.send_value(
+            {"op": "load", "target": {"ref": self._header["ref"]}}, weights=weights)
+        return self._child.request(message, buffers)[1]
+
     def __call__(self, *args, **kwargs):
         grad_inputs = [t for t in _tensors((list(args), kwargs)) if t.requires_grad]
         grad = bool(grad_inputs) and torch.is_grad_enabled()
@@ -486,8 +485,8 @@ class RemoteRef:
                 "inputs": grad_inputs, "count": len(grad_inputs)}
         attached = iter(_Bridge.apply(link, *grad_inputs))
         flags = iter(header_flags)
-        return _replace(value, (next(attached) if next(flags) else t
-                                for t in _tensors(value)))
+        return nested.map_leaves(value, lambda leaf: next(attached) if isinstance(
+            leaf, torch.Tensor) and next(flags) else leaf, objects=False)
 
 
 def _header_tensors(header):

@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ["OMP_NUM_THREADS"] = "1"
@@ -39,7 +40,7 @@ import matplotlib.pyplot  # noqa: E402,F401  (so that a notebook's import costs 
 import numpy  # noqa: E402,F401
 from IPython.core.inputtransformer2 import TransformerManager  # noqa: E402
 
-from autograde import wire  # noqa: E402
+from autograde import nested, wire  # noqa: E402
 from autograde.trees import entries, remove_tree  # noqa: E402
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -381,6 +382,9 @@ class Child:
         grad_inputs = []
         if message.get("grad"):
             args, kwargs = self._leaves((args, kwargs), grad_inputs)
+        if message.get("observe"):
+            with _forbidding(message.get("forbid") or []):
+                return {"_value": _observe(target, args, kwargs), "_has_value": True}
         with _forbidding(message.get("forbid") or []):
             result = target(*args, **kwargs)
         reply = {"_value": result, "_has_value": True}
@@ -390,6 +394,24 @@ class Child:
             self.calls[key] = (grad_inputs, outputs)
             reply["call"] = key
         return reply
+
+    def op_load(self, message, decode):
+        """checks.common.load_weights(), done here: {attribute: {part: tensor or None}}
+        copied into target.<attribute>.<part> where shapes agree; what was found, as data."""
+        target, found = self._deref(message["target"]), {}
+        with torch.no_grad():
+            for attr, parts in dict(decode(message["weights"])).items():
+                owner = getattr(target, str(attr), None)
+                found[attr] = None if owner is None else {}
+                for part, value in dict(parts).items() if owner is not None else ():
+                    slot = getattr(owner, str(part), None)
+                    if isinstance(slot, torch.Tensor):
+                        found[attr][part] = list(slot.shape)
+                        if isinstance(value, torch.Tensor) and slot.shape == value.shape:
+                            slot.copy_(value.to(dtype=slot.dtype, device=slot.device))
+                    else:
+                        found[attr][part] = None if slot is None else type(slot).__name__
+        return {"_value": found, "_has_value": True}
 
     def op_backward(self, message, decode):
         inputs, outputs = self.calls[int(message["call"])]
@@ -409,23 +431,47 @@ class Child:
         return {"_value": result, "_has_value": True}
 
     def _leaves(self, value, leaves):
-        if isinstance(value, torch.Tensor) and value.requires_grad:
-            leaf = value.detach().requires_grad_()
-            leaves.append(leaf)
-            return leaf
-        if isinstance(value, (tuple, list)):
-            return type(value)(self._leaves(v, leaves) for v in value)
-        if isinstance(value, dict):
-            return {k: self._leaves(v, leaves) for k, v in value.items()}
-        return value
+        """`value` with each tensor that requires grad replaced by a new leaf of the graph,
+        appended to `leaves` (the inputs whose gradients op_backward computes)."""
+        def leaf(item):
+            if isinstance(item, torch.Tensor) and item.requires_grad:
+                leaves.append(item.detach().requires_grad_())
+                return leaves[-1]
+            return item
+        return nested.map_leaves(value, leaf, objects=False)
+
+
+def _observe(target, args, kwargs):
+    """target(*args, **kwargs) observed, for checks.common.observe(): {"result", "error"
+    ([class name, message, shapes of the tensor arguments] or None), "args" (as the call
+    left them), "warnings" (messages)}. Warned always: torch warns once per process."""
+    error, result = None, None
+    was_always = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                result = target(*args, **kwargs)
+            except Exception as failure:
+                shapes = [str(tuple(a.shape)) for a in args if isinstance(a, torch.Tensor)]
+                error = [type(failure).__name__, str(failure), ", ".join(shapes)]
+    finally:
+        torch.set_warn_always(was_always)
+    # copied here, where what a tensor subclass raises on copying is the call's own error
+    return {"result": _copied(result), "error": error, "args": _copied(list(args)),
+            "warnings": [str(w.message) for w in caught]}
+
+
+def _copied(value):
+    """`value` with its tensors detached copies (plain tensors)."""
+    return nested.map_leaves(value, lambda item: item.detach().clone().as_subclass(torch.Tensor)
+                             if isinstance(item, torch.Tensor) else item, objects=False)
 
 
 def _tensors(value):
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif isinstance(value, (tuple, list)):
-        for v in value:
-            yield from _tensors(v)
+    """The tensors of a value, in the order the wire and the grader list them."""
+    return [t for t in nested.flatten(value, objects=False) if isinstance(t, torch.Tensor)]
 
 
 def _student_traceback(error):

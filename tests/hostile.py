@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from tests.submissions import fill_submission
 
-CH1, CH2 = "01_attention", "02_heads"
+CH1, CH2, CH3 = "01_attention", "02_heads", "03_mha"
 
 # ---------------------------------------------------------------------------------------
 # The data
@@ -568,6 +568,124 @@ def split_heads(x, num_heads):
     return heads
 '''
 
+# the same write, hidden by replacing what used to call the student's function in its
+# process and report the arguments afterwards (the report now comes from the grader's own
+# runtime there, by value: nothing of the checks runs in the student's process)
+SPLIT_HEADS_HIDES_ITS_WRITE = '''
+import checks.common
+
+
+def _report(function, args, kwargs):
+    before = [a.clone() for a in args]
+    result = function(*args, **kwargs)
+    return {"result": result, "error": None, "args": before, "warnings": []}
+
+
+checks.common._probe_call = _report
+checks.common.observe = lambda function, *args, **kwargs: checks.common.observed(
+    _report(function, args, kwargs), len(args))
+''' + SPLIT_HEADS_ZEROES_ITS_INPUT
+
+# chapter 1's calls were reported by checks.attention._probe_run: a forged report hid an
+# in-place division of the query
+SCORES_HIDES_ITS_WRITE = '''
+import math
+
+import checks.attention
+
+
+def _report(function, args, kwargs, forbidden=None):
+    before = [a.clone() for a in args]
+    return {"result": function(*args, **kwargs), "error": None, "args": before,
+            "warnings": []}
+
+
+checks.attention._probe_run = _report
+
+
+def attention_scores(query, key):
+    query /= math.sqrt(query.shape[-1])
+    return query @ key.transpose(-2, -1)
+'''
+
+# chapter 3: a stub whose structure a replaced _probe_structure described as right (the
+# structure is now read by the grader from the module's own values: a stub builds nothing)
+MHA_STUB_FORGES_ITS_STRUCTURE = '''
+import checks.mha
+import torch
+import torch.nn as nn
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, num_heads, *, query_size=None, key_size=None,
+                 value_size=None, bias=True):
+        raise NotImplementedError()
+
+
+def _described(cls, d_model, num_heads, kwargs, bad):
+    sizes = [kwargs.get(k) or d_model for k in ("query_size", "key_size", "value_size")]
+    bias = kwargs.get("bias", True)
+    projections = {attr: {"weight": torch.zeros(d_model, size),
+                          "bias": torch.zeros(d_model) if bias else None}
+                   for attr, size in zip(("q_proj", "k_proj", "v_proj", "out_proj"),
+                                         sizes + [d_model])}
+    count = sum(d_model * size + (d_model if bias else 0) for size in sizes + [d_model])
+    return {"error": None, "module": True, "shared": False, "count": count,
+            "attrs": {"d_model": d_model, "num_heads": num_heads,
+                      "head_dim": d_model // num_heads},
+            "projections": projections, "bad": ["ValueError", "", ""]}
+
+
+checks.mha._probe_structure = _described
+'''
+
+# chapter 3: the right layers, no forward, and a replaced _probe_forward that answers with
+# the reference (the released checks hold none: the kit replays stored answers only)
+MHA_FORGES_ITS_FORWARD = '''
+import checks.mha
+import torch.nn as nn
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, num_heads, *, query_size=None, key_size=None,
+                 value_size=None, bias=True):
+        super().__init__()
+        if d_model % num_heads:
+            raise ValueError("num_heads must divide d_model")
+        self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model // num_heads
+        self.q_proj = nn.Linear(query_size or d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(key_size or d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(value_size or d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, query, key, value, mask=None):
+        raise NotImplementedError()
+
+
+def _answered(cls, d_model, num_heads, kwargs, P, dtype, device, inputs):
+    answers = checks.mha._forward_answers(P, inputs, num_heads, kwargs.get("key_size"),
+                                          kwargs.get("value_size"), P["q_b"] is not None,
+                                          dtype, device)
+    return {"error": None, "module": True, "to_error": None,
+            "targets": {attr: {"weight": list(P[n + "_w"].shape),
+                               "bias": None if P[n + "_b"] is None else list(P[n + "_b"].shape)}
+                        for attr, n in zip(("q_proj", "k_proj", "v_proj", "out_proj"), "qkvo")},
+            "results": [[(answer[0], answer[1]), None] for answer in answers]}
+
+
+checks.mha._probe_forward = _answered
+'''
+
+# a constant is trivially invariant and has every shape right: it earns nothing
+ZERO_ATTENTION = '''
+import torch
+
+
+def scaled_dot_product_attention(query, key, value, mask=None):
+    weights = torch.zeros(*query.shape[:-1], key.shape[-2], dtype=query.dtype)
+    return torch.zeros(*query.shape[:-1], value.shape[-1], dtype=query.dtype), weights
+'''
+
 # `except ValueError` in the checks catches the student's own subclass of it
 SPLIT_HEADS_OWN_VALUEERROR = '''
 class HeadsError(ValueError):
@@ -974,10 +1092,10 @@ def attention_scores(query, key):
     if os.path.exists("d"):       # (called once for each shape: built once)
         return query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
     start = os.getcwd()
-    for level in range(3000):
+    for level in range(10_000):
         os.mkdir("d")
         os.chdir("d")
-        if level % 500 == 0:
+        if level % 2000 == 0:
             os.mkdir("closed")
             os.chmod("closed", 0)
     os.chmod(".", 0o500)
@@ -1100,7 +1218,7 @@ TIMEOUT = r"^Timed out: no answer within \d+ s"
 PARTIAL = r"^Timed out: no complete answer within 2 s \(a message cut short"
 OUT_OF_TIME = r"^Timed out: the notebook's time limit ran out"
 # a forbid decided from the source: a forbidden name, or code that could hide one
-FORBIDDEN_SEEN = r"^(you called \S+, .* \(in your code: cell|\S+'s tests need it written without)"
+FORBIDDEN_SEEN = r"^(you called \S+, |\S+'s tests need it written without)"
 
 
 def each(tests, verdict):
@@ -1144,8 +1262,10 @@ ENTRIES = [
                                             r"checks\.common \(the checks run in the grader"),
                              ("suspicious", r"^cell stable_softmax, line 4: uses checks\."
                                             r"common\._ForbidSpec\.__torch_function__")])),
+    # (the reference attention calls torch.softmax, not the student's stable_softmax: what
+    # stable_softmax does costs chapter 1's attention nothing)
     Hostile("forbidden_softmax_from_a_thread", cells(stable_softmax=SOFTMAX_FROM_A_THREAD),
-            Expect(tests=each(SOFTMAX + SDPA, failed(FORBIDDEN_SEEN)),
+            Expect(tests=each(SOFTMAX, failed(FORBIDDEN_SEEN)),
                    problems=[("suspicious", r"^cell stable_softmax, line 1: imports threading")])),
     Hostile("forbidden_softmax_under_disable_torch_function",
             cells(stable_softmax=SOFTMAX_UNDER_DISABLE_TORCH_FUNCTION),
@@ -1158,15 +1278,13 @@ ENTRIES = [
                    problems=[("suspicious", r"uses torch\.ops")])),
     Hostile("forbidden_softmax_by_computed_name_in_a_thread",
             cells(stable_softmax=SOFTMAX_COMPUTED_NAME_IN_A_THREAD),
-            Expect(tests=each(SOFTMAX + SDPA, failed(FORBIDDEN_SEEN)),
+            Expect(tests=each(SOFTMAX, failed(FORBIDDEN_SEEN)),
                    problems=[("suspicious", r"imports concurrent\.futures"),
                              ("suspicious", r"calls getattr with a computed name")])),
     Hostile("forbidden_softmax_by_computed_name", cells(stable_softmax=SOFTMAX_COMPUTED_NAME),
-            Expect(tests=each(SOFTMAX, failed(r"^stable_softmax's tests need it written "
-                                              r"without PyTorch.s own version, and your code "
-                                              r"does what could hide such a call from the "
-                                              r"checks \(cell stable_softmax, line 5: calls "
-                                              r"getattr with a computed name")),
+            # (the teaching forbid, by name, catches this one as it runs)
+            Expect(tests=each(SOFTMAX, failed(r"^you called softmax, a softmax that PyTorch "
+                                              r"computes for you")),
                    problems=[("suspicious", r"calls getattr with a computed name")])),
     Hostile("rebinds_f_scaled_dot_product_attention",
             cells(attention_scores=REBINDS_SDPA, scaled_dot_product_attention=SDPA_FROM_REBOUND),
@@ -1383,6 +1501,27 @@ ENTRIES = [
     Hostile("heads_split_zeroes_its_input", cells(split_heads=SPLIT_HEADS_ZEROES_ITS_INPUT),
             Expect(tests={"test_split_heads": failed(r"changed its input x in place")}),
             chapter=CH2),
+    Hostile("heads_split_hides_its_write_by_replacing_the_report",
+            cells(split_heads=SPLIT_HEADS_HIDES_ITS_WRITE),
+            Expect(tests={"test_split_heads": failed(r"changed its input x in place"),
+                          "test_multihead_attention_core": failed(FORBIDDEN_SEEN)},
+                   problems=[("suspicious", r"^cell split_heads, line 1: imports checks\.common")]),
+            chapter=CH2),
+    Hostile("scores_hide_an_in_place_write_by_replacing_the_report",
+            cells(attention_scores=SCORES_HIDES_ITS_WRITE),
+            Expect(tests={SCORES: failed(r"^attention_scores changed its input tensor in place"),
+                          **each(SOFTMAX + SDPA, failed(FORBIDDEN_SEEN))})),
+    Hostile("mha_stub_forges_its_structure", cells(MultiHeadAttention=MHA_STUB_FORGES_ITS_STRUCTURE),
+            Expect(tests={"test_mha_structure": failed(r"MultiHeadAttention is not implemented "
+                                                       r"yet|not implemented yet"),
+                          "test_mha_forward": failed(r"not implemented yet")},
+                   problems=[("suspicious", r"imports checks\.mha")]), chapter=CH3),
+    Hostile("mha_forges_its_forward_from_the_reference",
+            cells(MultiHeadAttention=MHA_FORGES_ITS_FORWARD),
+            Expect(tests={"test_mha_forward": failed(r"forward \(.*\) is not implemented yet")},
+                   problems=[("suspicious", r"imports checks\.mha")]), chapter=CH3),
+    Hostile("constant_zero_attention", cells(scaled_dot_product_attention=ZERO_ATTENTION),
+            Expect(tests=each(SDPA, failed(r"is wrong")))),
     Hostile("heads_raises_its_own_valueerror", cells(split_heads=SPLIT_HEADS_OWN_VALUEERROR),
             Expect(), chapter=CH2),
     Hostile("heads_chapter_1_submitted_as_chapter_2", _other_chapter,

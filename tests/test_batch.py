@@ -172,3 +172,61 @@ def test_grade_into_a_postgresql_gradebook(released, tmp_path, postgres_url, cap
     assert recorded["alice"] == 14.0 and recorded["bob"] == 0.0
     assert recorded["carol"] < 14.0
     assert {k: float(v) for k, v in grades.items()} == recorded
+
+
+def test_a_failed_zygote_restart_costs_that_submission_only(monkeypatch):
+    """A zygote that cannot be restarted (twice, for one submission) gives that submission
+    an error; the next one starts a new zygote and is graded: the batch goes on."""
+    from autograde import remote
+    from autograde.engine import NotebookResult
+
+    class Grader:
+        zygote = None
+
+        def grade(self, assignment, notebook, student):
+            return NotebookResult(student, assignment.name, assignment.notebook, "graded")
+
+    starts = []
+
+    class Zygote:
+        def __init__(self, release_dir, slot=0, sandbox=True):
+            starts.append(release_dir)
+            if len(starts) <= 2:  # both tries of the first submission
+                raise RuntimeError("the sandbox failed to start: no bwrap today")
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(remote, "Zygote", Zygote)
+    monkeypatch.setattr(batch, "_WORKER", {"grader": Grader(), "assignments": {},
+                                           "release_dir": "release", "slot": 0,
+                                           "sandbox": True})
+    source = str(course.CHAPTERS / "01_attention.ipynb")
+    first = batch._grade_in_worker(source, "alice.ipynb", "alice", "")
+    second = batch._grade_in_worker(source, "bob.ipynb", "bob", "")
+    assert first["status"] == "error" and len(starts) == 3
+    assert "the grader failed on this notebook: RuntimeError: the sandbox failed to start" \
+        in first["error"] and {t["status"] for t in first["tests"]} == {"crash"}
+    assert second["status"] == "graded" and second["student"] == "bob"
+
+
+def test_a_changed_check_regrades_on_resume(released, tmp_path, capsys):
+    """The resume fingerprint covers the checks that judge a chapter (and their released
+    copy), not only the notebooks: a check changed since a batch regrades its submissions."""
+    from autograde.engine import Assignment
+    course_dir, _ = make_class(released, tmp_path / "course")
+    source = course_dir / "source" / CHAPTER / f"{CHAPTER}.ipynb"
+    before = Assignment.from_source(source).fingerprint
+    assert main(["grade", CHAPTER, "--course-dir", str(course_dir), "--no-progress",
+                 "--student", "alice"]) == 0
+    capsys.readouterr()
+    assert main(["grade", CHAPTER, "--course-dir", str(course_dir), "--no-progress",
+                 "--student", "alice"]) == 0
+    assert "nothing to grade: 1 results are up to date" in capsys.readouterr().out
+    released_common = course_dir / "release" / CHAPTER / "checks" / "common.py"
+    released_common.chmod(0o644)
+    released_common.write_text(released_common.read_text() + "\n# changed\n")
+    assert Assignment.from_source(source).fingerprint != before
+    assert main(["grade", CHAPTER, "--course-dir", str(course_dir), "--no-progress",
+                 "--student", "alice"]) == 0
+    assert "graded 1 notebooks in" in capsys.readouterr().out

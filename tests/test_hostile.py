@@ -24,7 +24,7 @@ import pytest
 from autograde import course
 from autograde.engine import Assignment, Grader, trusted_namespace
 from autograde.remote import Zygote, bwrap_path
-from tests.hostile import CANARY, CH1, CH2, ENTRIES, Kit, write_submission
+from tests.hostile import CANARY, CH1, CH2, CH3, ENTRIES, Kit, write_submission
 from tests.submissions import fill_submission
 
 # short limits keep the hangs and the memory bombs cheap
@@ -44,7 +44,7 @@ SKIPS = {
 @pytest.fixture(scope="module")
 def course_dir(tmp_path_factory):
     directory = tmp_path_factory.mktemp("hostile_course")
-    course.release(directory, [CH1, CH2])
+    course.release(directory, [CH1, CH2, CH3])
     # and what releasing chapter 5 would put beside its notebook: part of the reference
     # package (a full release of chapter 5 costs seconds more)
     shutil.copytree(course.prepare_source(directory, "05_diversity"),
@@ -64,7 +64,7 @@ def notebooks(course_dir):
 @pytest.fixture(scope="module")
 def assignments(course_dir):
     return {ch: Assignment.from_source(course_dir / "source" / ch / f"{ch}.ipynb")
-            for ch in (CH1, CH2)}
+            for ch in (CH1, CH2, CH3)}
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +87,7 @@ def grader(zygote):
 def references(notebooks, tmp_path_factory):
     folder = tmp_path_factory.mktemp("reference")
     paths = {}
-    for chapter in (CH1, CH2):
+    for chapter in (CH1, CH2, CH3):
         paths[chapter] = folder / chapter / f"{chapter}.ipynb"
         paths[chapter].parent.mkdir()
         paths[chapter].write_text(json.dumps(fill_submission(*notebooks(chapter), {})))

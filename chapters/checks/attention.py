@@ -11,16 +11,13 @@ d_v value features, `...` any number of leading batch dimensions.
 """
 import math
 import re
-import warnings
 
 import torch
 import torch.nn.functional as F
 
-from .common import (FLOAT32_SQRT, MALFORMED, CheckFailure, Forbidden, attempt, check,
-                     expect_close, expect_tensor, export, fail, float32_sqrt, forbid_spec,
-                     generator, passed, probe, raised,
-                     random_inputs, reference, revive, softmax_condition, take, take_error,
-                     type_name)
+from .common import (FLOAT32_SQRT, CheckFailure, Forbidden, check, expect_close, expect_tensor,
+                     fail, float32_sqrt, forbid_spec, generator, observe, passed, raised,
+                     random_inputs, reference, revive, softmax_condition, type_name)
 
 # Bound at import, before student code runs in the same kernel.
 _softmax = torch.softmax
@@ -88,52 +85,27 @@ FORBIDS = (
 FORBIDDEN = {"softmax": FORBIDS[0], "attention": FORBIDS[1]}  # sent by name to probes
 
 
-def _probe_run(function, args, kwargs, forbidden):
-    """Call function(*args, **kwargs), the torch functions of FORBIDDEN[forbidden] refused;
-    returns what it returned ("result") or raised ("error"), its arguments afterwards
-    ("args") and the warnings it emitted ("warnings", their messages)."""
-    # torch warns once per process unless told otherwise: the hint must not depend on
-    # what ran before (the student's own cells, or another check)
-    warn_always = torch.is_warn_always_enabled()
-    torch.set_warn_always(True)
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            if forbidden is not None:
-                with forbid_spec(FORBIDDEN[forbidden]):
-                    result, error = attempt(function, *args, **kwargs)
-            else:
-                result, error = attempt(function, *args, **kwargs)
-    finally:
-        torch.set_warn_always(warn_always)
-    return {"result": export(result), "error": error, "args": [export(a) for a in args],
-            "warnings": [str(w.message) for w in caught]}
-
-
 def _run(function, *args, name, hints=(), forbidden=None, **kwargs):
-    """Call the student's function (in a probe; forbidden: a key of FORBIDDEN): errors
+    """Call the student's function (common.observe; forbidden: a key of FORBIDDEN): errors
     become messages with a hint, inputs modified in place are reported, and warnings are
     printed as notes (a correct answer that warns keeps its points)."""
     before = [a.clone() if isinstance(a, torch.Tensor) else None for a in args]
-    data = probe(_probe_run, function, list(args), kwargs, forbidden)
-    caught = [str(w) for w in take(data, "warnings", list)]
+    with forbid_spec(*([FORBIDDEN[forbidden]] if forbidden else [])):
+        seen = observe(function, *args, **kwargs)
     try:
-        raised(take_error(data, "error"), name)
+        raised(seen.error, name)
     except CheckFailure as error:
         message = str(error)
-        warned = " ".join(caught)
+        warned = " ".join(seen.warnings)
         raise CheckFailure("\n".join([message] + (_hint(warned, hints)
                                                    or _hint(message, hints)))) from None
-    after = take(data, "args", list)
-    if len(after) != len(args):
-        fail(MALFORMED.format(what="args"))
-    for old, new in zip(before, after):
+    for old, new in zip(before, seen.args):
         if old is not None and not (isinstance(new, torch.Tensor) and _equal(old, new)):
             fail(f"{name} changed its input tensor in place (e.g. `scores -= ...` or "
                  "`.sub_()`); compute a new tensor instead and leave the inputs as they were.")
-    for text in caught[:3]:  # they cost nothing, but often name a mistake
+    for text in seen.warnings[:3]:  # they cost nothing, but often name a mistake
         print("\n".join([f"Note: {name} emitted a warning: {text}"] + _hint(text, hints)))
-    return revive(take(data, "result", object))
+    return revive(seen.result)
 
 
 def _batch_text(batch):

@@ -20,6 +20,7 @@ import inspect
 import json
 import math
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -272,23 +273,96 @@ def raised(error, name):
     fail(f"{name} raised {kind}: {message}\n(called with tensors of shapes {shapes})")
 
 
-def _probe_call(function, args, kwargs):
-    """Call function(*args, **kwargs); returns what it returned ("result") or raised
-    ("error"), and its arguments afterwards ("args"), to see whether it changed them."""
-    result, error = attempt(function, *args, **kwargs)
-    return {"result": export(result), "error": error, "args": [export(a) for a in args]}
+@dataclass
+class Observed:
+    """One call of the student's function, as observe() reports it: what it returned
+    (export()ed), what it raised (attempt()'s [class name, message, shapes], or None), its
+    arguments afterwards (export()ed: to see what it changed in place) and the messages of
+    the warnings it emitted. Validated once, when made (see observed())."""
+    result: object
+    error: object
+    args: list
+    warnings: list
+
+
+def observed(data, count):
+    """Observed from the dict a call reported, each field checked (`count` arguments): the
+    report of a process that runs the student's code is data, never trusted as it comes."""
+    if not isinstance(data, dict) or "result" not in data:
+        fail(MALFORMED.format(what="a call's report"))
+    error = take_error(data, "error")
+    after = take(data, "args", list, tuple)
+    messages = take(data, "warnings", list, tuple)
+    if len(after) != count or not all(isinstance(m, str) for m in messages):
+        fail(MALFORMED.format(what="args"))
+    return Observed(data["result"], error, list(after), list(messages))
+
+
+def observe(function, *args, **kwargs):
+    """Call the student's function: an Observed (what it returned or raised, its arguments
+    afterwards, its warnings). In a notebook the call happens here; under the autograder the
+    function is remote and the grader's own runtime in the student's process calls it and
+    sends all four back by value (its `observe`): no code of the checks runs there, so the
+    student's code has nothing of them to replace. A forbid_spec() block around it reaches
+    the call in both cases."""
+    if is_remote(function):
+        return observed(function.observe(list(args), kwargs), len(args))
+    # torch warns once per process unless told otherwise: what a call reports must not
+    # depend on what ran before (the student's own cells, or another check)
+    warn_always = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result, error = attempt(function, *args, **kwargs)
+    finally:
+        torch.set_warn_always(warn_always)
+    return observed({"result": export(result), "error": error,
+                     "args": [export(a) for a in args],
+                     "warnings": [str(w.message) for w in caught]}, len(args))
+
+
+def is_module(obj):
+    """True for an nn.Module, also one that lives in the student's process."""
+    return obj.remote_kind == "module" if is_remote(obj) else isinstance(obj, torch.nn.Module)
+
+
+def load_weights(module, weights):
+    """Copy weights into the student's module, in place: `weights` {attribute: {part: tensor
+    or None}} (e.g. {"q_proj": {"weight": W, "bias": b}}); each tensor goes to
+    module.<attribute>.<part> where that is a tensor of its shape (in its dtype and device).
+    Returns {attribute: None (no such attribute) | {part: None (none) | its shape (a list) |
+    the class name of what is there instead}}. Under the autograder the grader's own runtime
+    in the student's process does the copying (the module's `load_weights`): facts about a
+    module come from values the grader sent, then from its outputs on the grader's inputs."""
+    if is_remote(module):
+        return module.load_weights(weights)
+    targets = {}
+    with torch.no_grad():
+        for attr, parts in weights.items():
+            owner = getattr(module, attr, None)
+            if owner is None:
+                targets[attr] = None
+                continue
+            targets[attr] = {}
+            for part, value in parts.items():
+                target = getattr(owner, part, None)
+                if not isinstance(target, _Tensor):
+                    targets[attr][part] = None if target is None else type(target).__name__
+                    continue
+                targets[attr][part] = list(target.shape)
+                if value is not None and tuple(target.shape) == tuple(value.shape):
+                    target.copy_(value.to(dtype=target.dtype, device=target.device))
+    return targets
 
 
 def call_keeping(function, *args, name=None, **kwargs):
-    """call() through a probe: (result, the arguments as the student's code left them).
-    A forbid() block around it reaches the probe, under the autograder too."""
+    """call() observed: (result, the arguments as the student's code left them). A
+    forbid_spec() block around it reaches the call, under the autograder too."""
     name = name or getattr(function, "__name__", "your function")
-    data = probe(_probe_call, function, list(args), kwargs)
-    raised(take_error(data, "error"), name)
-    after = take(data, "args", list)
-    if len(after) != len(args):
-        fail(MALFORMED.format(what="args"))
-    return revive(take(data, "result", object)), [revive(a) for a in after]
+    seen = observe(function, *args, **kwargs)
+    raised(seen.error, name)
+    return revive(seen.result), [revive(a) for a in seen.args]
 
 
 def max_error(actual, expected):

@@ -548,9 +548,21 @@ def invariances(function, seed=0, batch=3, num_heads=2, L=6, d_k=8, dtype=torch.
         out, _ = _unpack(result, "scaled_dot_product_attention")
         return out.detach()
 
-    # 1. padding: new random keys, values (and queries) at padded positions
-    before, after = run(*inputs, pad), run(*padded_inputs, pad)
+    # 0. a constant (zero) output, or an input echoed back, is trivially invariant: the
+    # points are for an attention, whose outputs follow the values of the keys it attends to
+    before = run(*inputs, pad)
     rows = real[:, None, :, None].expand_as(before)                     # real queries
+    query, key, value = inputs
+    for echoed, what in ((query, "query"), (value, "value")):
+        if before.shape == echoed.shape and close(before, echoed, dtype):
+            fail(f"the output is the {what} itself, which no mask can change: the invariances "
+                 "count only for an attention (weights @ value).")
+    moved = run(query, key, 2 * value + 1, pad)                 # every output moves: 2 out + 1
+    if close(moved.masked_select(rows), before.masked_select(rows), dtype):
+        fail("the output does not change when the values change (a constant, or zeros?): the "
+             "invariances count only for an attention (weights @ value).")
+    # 1. padding: new random keys, values (and queries) at padded positions
+    after = run(*padded_inputs, pad)
     if not close(after.masked_select(rows), before.masked_select(rows), dtype):
         err = max_error(after.masked_select(rows), before.masked_select(rows))
         fail("changing the values at padded positions changed the outputs of real tokens "

@@ -18,10 +18,11 @@ The MultiHeadAttention checks use only this documented interface of the student'
     .parameters(), .to(dtype=...), .eval(), and
     forward(query, key, value) -> (output (B, Lq, d_model), weights (B, num_heads, Lq, Lk)).
 
-Whatever touches the student's objects runs in a probe (`_probe_...`, see common.probe): under
-the autograder those objects live in another process, so a probe builds the module there,
-calls the student's code and returns plain data (tensors, numbers, class names, the errors
-raised), which the check then judges here.
+Under the autograder the student's objects live in another process. The module checks judge
+only values the grader can verify: it builds the module there, reads its attributes and
+parameters (sent by value), loads its own weights into it (common.load_weights) and compares
+its outputs on its own inputs (common.observe); no code of the checks runs there. (The
+loading exercise still runs in a probe, see common.probe.)
 
 Shape letters: B batch, Lq/Lk query/key length, h num_heads, hd head_dim,
 D d_model = num_heads * head_dim.
@@ -35,8 +36,9 @@ import torch.nn.functional as F
 
 from .common import (FLOAT32_SQRT, MALFORMED, Forbidden, attempt, call, call_keeping, check,
                      differs, expect_close, expect_tensor, export, fail, float32_sqrt,
-                     forbid_spec, generator, passed, probe, raised, random_inputs, reference, revive, softmax_condition,
-                     take, take_error, type_name)
+                     forbid_spec, generator, is_module, load_weights, observe, passed, probe,
+                     raised, random_inputs, reference, revive, softmax_condition, take,
+                     take_error, type_name)
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
@@ -191,31 +193,15 @@ def _random_weights(d_model, sizes, bias, seed):
     return P
 
 
-def _probe_load_into(module, P):
-    """In a probe: copy P into module.q_proj ... out_proj in place where the target is a tensor
-    of the right shape; returns {attr: None (no such attribute) | {part: None | shape (list)
-    | class name (str)}} of the targets, for _judge_load_into."""
-    targets = {}
-    with torch.no_grad():
-        for attr, name in zip(PROJECTIONS, "qkvo"):
-            proj = getattr(module, attr, None)
-            if proj is None:
-                targets[attr] = None
-                continue
-            targets[attr] = {}
-            for part, value in (("weight", P[name + "_w"]), ("bias", P[name + "_b"])):
-                target = getattr(proj, part, None)
-                if not isinstance(target, torch.Tensor):
-                    targets[attr][part] = None if target is None else type(target).__name__
-                    continue
-                targets[attr][part] = list(target.shape)
-                if value is not None and tuple(target.shape) == tuple(value.shape):
-                    target.copy_(value.to(dtype=target.dtype, device=target.device))
-    return targets
+def _load_into(module, P):
+    """Copy P into module.q_proj ... out_proj in place where the target is a tensor of the
+    right shape (common.load_weights); returns what it found there, for _judge_load_into."""
+    return load_weights(module, {attr: {"weight": P[name + "_w"], "bias": P[name + "_b"]}
+                                 for attr, name in zip(PROJECTIONS, "qkvo")})
 
 
 def _judge_load_into(targets, P):
-    """Fail unless _probe_load_into could copy every weight of P (the documented interface)."""
+    """Fail unless _load_into could copy every weight of P (the documented interface)."""
     if not isinstance(targets, dict):
         fail(MALFORMED.format(what="the projections"))
     for attr, name in zip(PROJECTIONS, "qkvo"):
@@ -241,16 +227,15 @@ def _shown(d_model, num_heads, kwargs):
     return ", ".join([str(d_model), str(num_heads)] + [f"{k}={v}" for k, v in kwargs.items()])
 
 
-def _probe_construct(cls, d_model, num_heads, kwargs):
-    """In a probe: (module or None, {"error": what cls(...) raised, "module": is it an
-    nn.Module})."""
+def _construct(cls, d_model, num_heads, kwargs):
+    """(module or None, {"error": what cls(...) raised, "module": is it an nn.Module})."""
     module, error = attempt(cls, d_model, num_heads, **kwargs)
-    is_module = isinstance(module, nn.Module)
-    return (module if is_module else None), {"error": error, "module": is_module}
+    built = is_module(module)
+    return (module if built else None), {"error": error, "module": built}
 
 
 def _judge_construct(data, shown):
-    """Fail unless _probe_construct's data says cls(...) built an nn.Module."""
+    """Fail unless _construct's data says cls(...) built an nn.Module."""
     raised(take_error(data, "error"), f"MultiHeadAttention({shown})")
     if not take(data, "module", bool):
         fail(f"MultiHeadAttention({shown}) is not an nn.Module: subclass nn.Module and call "
@@ -311,24 +296,27 @@ def output_projection_by_heads(fn, *, seed=0, batch=2, num_heads=4, L=5, head_di
 
 
 # ------------------------------------------------------------------ exercise 2
-def _probe_structure(cls, d_model, num_heads, kwargs, bad):
-    """Build cls(d_model, num_heads, **kwargs) and describe it: attributes d_model, num_heads,
+def _structure(cls, d_model, num_heads, kwargs, bad):
+    """Build cls(d_model, num_heads, **kwargs) and describe it from what the grader can read
+    of it (values, never a report of the student's process): attributes d_model, num_heads,
     head_dim; each projection's weight and bias (None when there is no such attribute);
-    whether two weights share memory; the parameter count; and what cls(*bad) raised."""
-    module, data = _probe_construct(cls, d_model, num_heads, kwargs)
+    whether two weights are one tensor (equal values: random initial weights never are);
+    the parameter count; and what cls(*bad) raised."""
+    module, data = _construct(cls, d_model, num_heads, kwargs)
     if module is None:
         return data
     data["attrs"] = {a: export(getattr(module, a, None)) for a in ("d_model", "num_heads",
                                                                    "head_dim")}
-    data["projections"], pointers = {}, []
+    data["projections"], weights = {}, []
     for attr in PROJECTIONS:
         proj = getattr(module, attr, None)
         data["projections"][attr] = None if proj is None else {
             part: export(getattr(proj, part, None)) for part in ("weight", "bias")}
-        weight = getattr(proj, "weight", None)
+        weight = (data["projections"][attr] or {}).get("weight")
         if isinstance(weight, torch.Tensor):
-            pointers.append(weight.data_ptr())
-    data["shared"] = len(set(pointers)) < len(pointers)
+            weights.append(weight)
+    data["shared"] = any(a.shape == b.shape and bool((a == b).all())
+                         for i, a in enumerate(weights) for b in weights[i + 1:])
     data["count"] = sum(p.numel() for p in module.parameters())
     try:
         cls(*bad)
@@ -364,7 +352,7 @@ def multi_head_attention_structure(cls, *, d_model=16, num_heads=4, query_size=N
     bad_h = max(num_heads, 2)
     bad_d = 3 * bad_h + 1  # never divisible by bad_h
     answers = _structure_answers(d_model, num_heads, query_size, key_size, value_size, bias)
-    data = probe(_probe_structure, cls, d_model, num_heads, kwargs, (bad_d, bad_h))
+    data = _structure(cls, d_model, num_heads, kwargs, (bad_d, bad_h))
     _judge_construct(data, shown)
     head_dim = answers["head_dim"]
     attrs = take(data, "attrs", dict)
@@ -428,23 +416,24 @@ FORBIDS = (Forbidden("MultiHeadAttention", ("test_mha_forward",),
                      label="nn.MultiheadAttention (F.multi_head_attention_forward)"),)
 
 
-def _probe_forward(cls, d_model, num_heads, kwargs, P, dtype, device, inputs):
+def _forward(cls, d_model, num_heads, kwargs, P, dtype, device, inputs):
     """Build cls(d_model, num_heads, **kwargs), move it to dtype and device, load the weights
     P and call it on each (query (B, Lq, query_size), key (B, Lk, key_size), value (B, Lk,
     value_size)) of `inputs`, PyTorch's attention forbidden. Returns the construction's data,
-    "to_error", "targets" (_probe_load_into) and "results": [[result, error]] per input."""
-    module, data = _probe_construct(cls, d_model, num_heads, kwargs)
+    "to_error", "targets" (_load_into) and "results": [[result, error]] per input: outputs
+    on the grader's inputs of the grader's weights, sent back by value."""
+    module, data = _construct(cls, d_model, num_heads, kwargs)
     if module is None:
         return data
     module, data["to_error"] = attempt(lambda: module.to(dtype=dtype, device=device).eval())
     if data["to_error"] is not None:
         return data
-    data["targets"] = _probe_load_into(module, P)
+    data["targets"] = _load_into(module, P)
     data["results"] = []
     for query, key, value in inputs:
         with forbid_spec(*FORBIDS):
-            result, error = attempt(module, query, key, value)
-        data["results"].append([export(result), error])
+            seen = observe(module, query, key, value)
+        data["results"].append([seen.result, seen.error])
     return data
 
 
@@ -558,8 +547,8 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
     answers = _forward_answers(P, [case[1:] for case in cases], num_heads, key_size, value_size,
                                bias, dtype, device)
 
-    data = probe(_probe_forward, cls, d_model, num_heads, kwargs, P, dtype, device,
-                 [case[1:] for case in cases])
+    data = _forward(cls, d_model, num_heads, kwargs, P, dtype, device,
+                    [case[1:] for case in cases])
     _judge_construct(data, shown)
     error = take_error(data, "to_error")
     if error is not None:
