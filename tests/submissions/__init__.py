@@ -26,6 +26,13 @@ class Bug:
     notes: str = field(default="")
 
 
+def edit(base, old, new):
+    """`base` with `old` replaced by `new`, which must occur exactly once: a student's version
+    of a cell, written as a change to a correct one."""
+    assert base.count(old) == 1, f"{old!r} occurs {base.count(old)} times"
+    return base.replace(old, new)
+
+
 # The message a check gives when no catalogued mistake matches the output (common.expect_close:
 # "<name> is wrong (largest error X). <hint>"): it says that the result is wrong, not which
 # mistake made it.

@@ -4,7 +4,7 @@ Solution cells: attention_scores, attention_entropy, stable_softmax,
 scaled_dot_product_attention. Test cells: test_attention_scores, test_attention_entropy,
 test_stable_softmax, test_stable_softmax_large, test_sdpa, test_sdpa_large, test_sdpa_cross.
 """
-from . import Bug
+from . import Bug, edit as _edit
 
 NOTEBOOK = "01_attention"
 
@@ -354,12 +354,6 @@ def scaled_dot_product_attention(query, key, value, mask=None):
 
 
 # ------------------------------------------------------------------ more bugs, each a whole cell
-def _edit(base, old, new):
-    """`base` with `old` replaced by `new` (once): a student's version of a cell."""
-    assert base.count(old) == 1, old
-    return base.replace(old, new)
-
-
 _ENTROPY = '''
 def attention_entropy(weights):
     return -torch.special.xlogy(weights, weights).sum(dim=-1)  # (..., Lq)

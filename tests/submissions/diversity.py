@@ -9,7 +9,7 @@ RelationScores, relation_losses, IGNORE_INDEX and the other names of the first c
 More mistakes, each with its diagnosis, are checked without nbgrader in
 tests/test_checks_diversity.py.
 """
-from . import Bug
+from . import Bug, edit as _edit
 
 NOTEBOOK = "05_diversity"
 
@@ -300,12 +300,6 @@ def make_heads_identical(mha):
 
 
 # ------------------------------------------------------------------ more bugs, each a whole cell
-def _edit(base, old, new):
-    """`base` with `old` replaced by `new` (once): a student's version of a cell."""
-    assert base.count(old) == 1, old
-    return base.replace(old, new)
-
-
 _SCORES = '''
 def relation_scores(weights):
     L = weights.shape[-1]

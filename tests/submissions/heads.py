@@ -6,7 +6,7 @@ test_merge_heads, test_multihead_attention_core, test_head_projection,
 test_fuse_head_weights. multihead_attention_core calls the notebook's split_heads and
 merge_heads, so a bug in those also fails test_multihead_attention_core.
 """
-from . import Bug
+from . import Bug, edit as _edit
 
 NOTEBOOK = "02_heads"
 
@@ -323,12 +323,6 @@ def fuse_head_weights(w):
 
 
 # ------------------------------------------------------------------ more bugs, each a whole cell
-def _edit(base, old, new):
-    """`base` with `old` replaced by `new` (once): a student's version of a cell."""
-    assert base.count(old) == 1, old
-    return base.replace(old, new)
-
-
 _SPLIT = '''
 def split_heads(x, num_heads):
     B, L, d_model = x.shape

@@ -6,7 +6,7 @@ test_masked_softmax, test_scaled_dot_product_attention, test_invariances,
 test_to_torch_key_padding_mask. The notebook's scaled_dot_product_attention calls the
 notebook's masked_softmax, so a masked_softmax bug also fails the attention tests.
 """
-from tests.submissions import Bug
+from tests.submissions import Bug, edit as _edit
 
 NOTEBOOK = "04_masks"
 
@@ -272,12 +272,6 @@ BUGS = {
 
 
 # ------------------------------------------------------------------ more bugs, each a whole cell
-def _edit(base, old, new):
-    """`base` with `old` replaced by `new` (once): a student's version of a cell."""
-    assert base.count(old) == 1, old
-    return base.replace(old, new)
-
-
 _PADDING = '''
 def padding_mask(lengths, max_len):
     positions = torch.arange(max_len, device=lengths.device)  # (max_len,)

@@ -8,7 +8,7 @@ The code runs in the notebook's namespace: math, torch, nn, F, scaled_dot_produc
 by the cells above the exercises. Masks come in chapter 4: a forward that computes the
 softmax itself refuses a mask, as the given scaled_dot_product_attention does.
 """
-from . import Bug
+from . import Bug, edit as _edit
 
 NOTEBOOK = "03_mha"
 
@@ -398,12 +398,6 @@ def count_parameters(d_model, num_heads, *, query_size=None, key_size=None, valu
 
 
 # ------------------------------------------------------------------ more bugs, each a whole cell
-def _edit(base, old, new):
-    """`base` with `old` replaced by `new` (once): a student's version of a cell."""
-    assert base.count(old) == 1, old
-    return base.replace(old, new)
-
-
 _PROJECTION = '''
 def output_projection_by_heads(heads, W_O, b_O=None):
     B, h, L, hd = heads.shape
