@@ -152,9 +152,9 @@ def relation_scores(fn, *, seed=0, B=3, num_heads=2, L=6, dtype=torch.float32, d
     hint = ("For each query position i >= 2, take the weight on key i-1 (prev) and on key 0 "
             "(first), then average over the batch and over i.")
     expect_close(prev, exp_prev.to(dtype), f"{name}: prev", dtype=dtype, hint=hint,
-                 bugs={m: c.to(dtype) for m, c in prev_bugs.items()})
+                 axes=["head"], bugs={m: c.to(dtype) for m, c in prev_bugs.items()})
     expect_close(first, exp_first.to(dtype), f"{name}: first", dtype=dtype, hint=hint,
-                 bugs={m: c.to(dtype) for m, c in first_bugs.items()})
+                 axes=["head"], bugs={m: c.to(dtype) for m, c in first_bugs.items()})
     passed(f"relation_scores: weights (B, num_heads, L, L) = {tuple(weights.shape)} ({dtype}) -> "
            f"prev and first of shape ({h},), the mean weight on keys i-1 and 0 over query "
            "positions i >= 2")
@@ -524,8 +524,9 @@ def head_similarity(fn, *, seed=0, B=4, num_heads=3, Lq=5, Lk=None, dtype=torch.
 
     expected, bugs = _similarity_answers(w64)
     expect_close(out, expected.to(dtype), name, bugs={m: c.to(dtype) for m, c in bugs.items()},
-                 dtype=dtype, hint="Flatten each head's map, normalise it to length 1, take the "
-                                   "dot products between heads, average over the batch.")
+                 dtype=dtype, axes=["head", "head"],
+                 hint="Flatten each head's map, normalise it to length 1, take the dot products "
+                      "between heads, average over the batch.")
     passed(f"head_similarity: weights (B, num_heads, Lq, Lk) = {tuple(weights.shape)} ({dtype}) "
            f"-> ({h}, {h}) cosine similarities of the heads' maps, averaged over the batch")
 
@@ -716,7 +717,7 @@ def ablation_importance(fn, *, seed=0, N=16, L=6, vocab_size=11, d_model=12, num
 
     expected, bugs = _ablation_answers(params, batch, N, L, vocab_size, d_model, num_heads,
                                        dtype, device)
-    expect_close(out, expected, name, bugs=bugs, dtype=torch.float32,
+    expect_close(out, expected, name, bugs=bugs, dtype=torch.float32, axes=["head"],
                  hint="For each head k: gates = torch.ones(num_heads), gates[k] = 0, loss of "
                       "model(tokens, head_mask=gates) minus the loss with no mask.")
     passed(f"ablation_importance: for each of {h} heads, the loss increase when that head alone "

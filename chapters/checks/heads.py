@@ -220,7 +220,7 @@ def split_heads(split_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
     }, wrong_order="You transposed the wrong axes: reshape to (B, L, num_heads, head_dim), "
                    "then transpose(1, 2) swaps L and num_heads.")
     expect_tensor(out, name, dtype=x.dtype)
-    expect_close(out, expected, name, bugs=bugs,
+    expect_close(out, expected, name, bugs=bugs, axes=SPLIT_LAYOUT,
                  hint="Reshape to (B, L, num_heads, head_dim), then transpose(1, 2).")
     if not _unchanged(x_after, original):
         fail(f"{name} changed its input x in place; return a new view instead.")
@@ -317,7 +317,7 @@ def merge_heads(merge_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
         "(B, L, num_heads, head_dim) before flattening the last two axes.",
     })
     expect_tensor(out, name, dtype=heads.dtype)
-    expect_close(out, expected, name, bugs=bugs,
+    expect_close(out, expected, name, bugs=bugs, axes="(B, L, d_model)",
                  hint="Transpose(1, 2) to (B, L, num_heads, head_dim), then reshape(B, L, d_model).")
     if not _unchanged(heads_after, original):
         fail(f"{name} changed its input in place; return a new tensor instead.")
@@ -425,7 +425,7 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
     condition = softmax_condition(heads(q) @ heads(k).transpose(-2, -1) / math.sqrt(head_dim))
     expect_close(out, expected_out, f"{name}: output", bugs=bugs,
                  scale=v.detach().double().abs().max(), condition=condition.amax(),
-                 hint="Split query, key and value with split_heads, run "
+                 axes="(B, Lq, d_model)", hint="Split query, key and value with split_heads, run "
                       "scaled_dot_product_attention on the (B, num_heads, L, head_dim) "
                       "tensors, and merge the output with merge_heads. If split_heads or "
                       "merge_heads fails its own check, fix that first.")
@@ -440,6 +440,7 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
     expect_tensor(weights, f"{name}: weights", shape=(B, num_heads, Lq, Lk),
                   shape_names="(B, num_heads, Lq, Lk)")
     expect_close(weights, expected_weights, f"{name}: weights", condition=condition,
+                 axes="(B, num_heads, Lq, Lk)",
                  hint="Return the softmax weights of every head, before they multiply V.")
     kind = "self-attention" if Lq == Lk else "cross-attention"
     passed(f"multihead_attention_core matches nn.MultiheadAttention (identity projections) "
