@@ -1,14 +1,15 @@
 """The grader draws fresh inputs for every grading run (checks.common.SALT, a number the
 student never sees, mixed into every seed of the checks): the verdicts must not depend on
-it. Every submission of the catalogue, the reference, every correct variant and every
-bug, gets the same pass/fail on every test cell, hidden tests included, with the seeds as
-written and with two other salts."""
+it. Every submission of the catalogue, the reference, every correct variant and the bugs of
+tests.submissions.sample_bugs (COURSE_ALL_SUBMISSIONS=1: every bug), gets the same pass/fail
+on every test cell, hidden tests included, with the seeds as written and with two other
+salts."""
 import sys
 
 import pytest
 
 from autograde import course, kit
-from tests.submissions import every_submission
+from tests.submissions import PER_CELL, every_submission
 
 if str(course.CHAPTERS) not in sys.path:  # the grader's checks, as the notebooks import them
     sys.path.insert(0, str(course.CHAPTERS))
@@ -18,7 +19,7 @@ SALTS = [None, 20261123, 7]
 
 
 def _submissions():
-    for assignment, label, cells in every_submission(course.assignments()):
+    for assignment, label, cells in every_submission(course.assignments(), PER_CELL):
         yield pytest.param(assignment, cells, id=f"{assignment}-{label}")
 
 

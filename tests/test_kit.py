@@ -2,8 +2,9 @@
 
 Every chapter's kit (autograde/kit.py: the checks with their @reference bodies removed,
 plus the fixtures recorded from the reference solution) is imported beside the course's
-own checks, and each submission of the catalogue (the reference, every correct variant,
-every bug) runs the visible tests both ways: the verdicts and messages must be the same.
+own checks, and each submission of the catalogue (the reference, every correct variant, the
+bugs of tests.submissions.sample_bugs; COURSE_ALL_SUBMISSIONS=1: every bug) runs the visible
+tests both ways: the verdicts and messages must be the same.
 """
 import ast
 import importlib
@@ -14,7 +15,7 @@ import pytest
 
 from autograde import course, kit
 from autograde.engine import _check_imports
-from tests.submissions import every_submission
+from tests.submissions import PER_CELL, every_submission
 
 ASSIGNMENTS = course.assignments()
 if str(course.CHAPTERS) not in sys.path:  # the grader's checks, as the notebooks import them
@@ -43,7 +44,7 @@ def kits(tmp_path_factory):
 
 
 def _submissions():
-    for assignment, label, cells in every_submission(ASSIGNMENTS):
+    for assignment, label, cells in every_submission(ASSIGNMENTS, PER_CELL):
         yield pytest.param(assignment, label, cells, id=f"{assignment}-{label}")
 
 
