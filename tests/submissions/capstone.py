@@ -9,7 +9,7 @@ causal_mask, KVCache, cached_attention and the other names of the first cell.
 import json
 from pathlib import Path
 
-from . import Bug
+from . import Bug, edit
 
 NOTEBOOK = "07_capstone"
 
@@ -315,8 +315,7 @@ def generate(model, prompt, num_tokens, use_cache=True):
 
 
 def _generate_with(old, new):
-    assert old in GENERATE, old
-    return GENERATE.replace(old, new)
+    return edit(GENERATE, old, new)
 
 
 TRAIN_STEP = '''
@@ -333,8 +332,7 @@ def train_step(model, optimizer, batch):
 
 
 def _step_with(old, new):
-    assert old in TRAIN_STEP, old
-    return TRAIN_STEP.replace(old, new)
+    return edit(TRAIN_STEP, old, new)
 
 
 BUGS = {
