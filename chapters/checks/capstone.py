@@ -43,15 +43,25 @@ def _is_class(obj):
     return isinstance(obj, type) or is_remote(obj) and obj.remote_kind == "class"
 
 
+def _drawer(seed, dtype):
+    """draw(*shape, scale=1.0): standard-normal tensors times `scale`, drawn in float64 from
+    generator(seed) and rounded to dtype (each call continues the same stream)."""
+    gen = generator(seed)
+
+    def draw(*shape, scale=1.0):
+        return (scale * torch.randn(*shape, generator=gen, dtype=torch.float64)).to(dtype)
+    return draw, gen
+
+
 # ============================================================ exercise 1: the block
 @reference
 def _block_inputs(seed, B, L, d_model, d_ff, dtype):
     """(P {parameter name: float64 tensor, rounded to dtype}, x (B, L, D) float64 rounded to
     dtype, x_future: x with positions >= L // 2 replaced)."""
-    gen = generator(seed)
+    rounded, _ = _drawer(seed, dtype)
 
     def draw(*shape, scale):
-        return (scale * torch.randn(*shape, generator=gen, dtype=torch.float64)).to(dtype).double()
+        return rounded(*shape, scale=scale).double()
 
     D = d_model
     P = {"ln1.weight": 1.0 + draw(D, scale=0.3), "ln1.bias": draw(D, scale=0.3),
@@ -318,11 +328,7 @@ class StepModel(nn.Module):
 def _step_inputs(seed, B, L, vocab_size, d_model, p, dtype):
     """(params {name: tensor in dtype}, keep (L, D) 0/1 in dtype, stale gradients {name:
     tensor}, batch (B, L + 1) long)."""
-    gen = generator(seed)
-
-    def draw(*shape, scale=1.0):
-        return (scale * torch.randn(*shape, generator=gen, dtype=torch.float64)).to(dtype)
-
+    draw, gen = _drawer(seed, dtype)
     params = {"emb": draw(vocab_size, d_model), "pos": draw(L + 1, d_model, scale=0.5),
               "w": draw(d_model, d_model, scale=1.5 / math.sqrt(d_model)),
               "b": draw(d_model, scale=0.3),
@@ -512,11 +518,7 @@ class DecoderModel(nn.Module):
 @reference
 def _decoder_inputs(seed, B, P, T, vocab_size, d_model, dtype):
     """(params {name: tensor in dtype}, keep (P + T, D), prompt (B, P) long)."""
-    gen = generator(seed)
-
-    def draw(*shape, scale=1.0):
-        return (scale * torch.randn(*shape, generator=gen, dtype=torch.float64)).to(dtype)
-
+    draw, gen = _drawer(seed, dtype)
     params = {"emb": draw(vocab_size, d_model), "pos": draw(P + T, d_model),
               "wq": draw(d_model, d_model, scale=2 / math.sqrt(d_model)),
               "wk": draw(d_model, d_model, scale=2 / math.sqrt(d_model)),
