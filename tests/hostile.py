@@ -676,6 +676,40 @@ def _answered(cls, d_model, num_heads, kwargs, P, dtype, device, inputs):
 checks.mha._probe_forward = _answered
 '''
 
+# chapter 3: the forward handed to nn.MultiheadAttention's functional form, under
+# DisableTorchFunction (which switched the run-time forbid off)
+MHA_FORWARD_UNDER_DISABLE_TORCH_FUNCTION = '''
+import torch
+import torch.nn.functional as F
+import torch.nn as nn
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, num_heads, *, query_size=None, key_size=None,
+                 value_size=None, bias=True):
+        super().__init__()
+        if d_model % num_heads:
+            raise ValueError("num_heads must divide d_model")
+        self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model // num_heads
+        self.q_proj = nn.Linear(query_size or d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(key_size or d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(value_size or d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, query, key, value, mask=None):
+        d, h = self.d_model, self.num_heads
+        q, k, v = (proj(t).transpose(0, 1) for proj, t in (
+            (self.q_proj, query), (self.k_proj, key), (self.v_proj, value)))
+        eye = torch.eye(d, dtype=q.dtype)
+        with torch._C.DisableTorchFunction():
+            out, weights = F.multi_head_attention_forward(
+                q, k, v, d, h, None, None, None, None, False, 0.0, self.out_proj.weight,
+                self.out_proj.bias, use_separate_proj_weight=True, q_proj_weight=eye,
+                k_proj_weight=eye, v_proj_weight=eye, average_attn_weights=False)
+        return out.transpose(0, 1), weights
+
+'''
+
 # a constant is trivially invariant and has every shape right: it earns nothing
 ZERO_ATTENTION = '''
 import torch
@@ -1520,6 +1554,14 @@ ENTRIES = [
             cells(MultiHeadAttention=MHA_FORGES_ITS_FORWARD),
             Expect(tests={"test_mha_forward": failed(r"forward \(.*\) is not implemented yet")},
                    problems=[("suspicious", r"imports checks\.mha")]), chapter=CH3),
+    Hostile("mha_forward_delegated_under_disable_torch_function",
+            cells(MultiHeadAttention=MHA_FORWARD_UNDER_DISABLE_TORCH_FUNCTION),
+            Expect(tests={"test_mha_forward": failed(
+                r"^you called nn\.MultiheadAttention \(F\.multi_head_attention_forward\), "
+                r"which does the whole exercise for you; .*\(in your code: cell "
+                r"MultiHeadAttention, line \d+: F\.multi_head_attention_forward\)")},
+                   problems=[("suspicious", r"uses torch\._C\.DisableTorchFunction")]),
+            chapter=CH3),
     Hostile("constant_zero_attention", cells(scaled_dot_product_attention=ZERO_ATTENTION),
             Expect(tests=each(SDPA, failed(r"is wrong")))),
     Hostile("heads_raises_its_own_valueerror", cells(split_heads=SPLIT_HEADS_OWN_VALUEERROR),
