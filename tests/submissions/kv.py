@@ -17,7 +17,7 @@ import ast
 import json
 from pathlib import Path
 
-from tests.submissions import Bug, grade_id, reference_code
+from tests.submissions import Bug, edit, grade_id, reference_code
 
 NOTEBOOK = "06_kv"
 
@@ -31,8 +31,7 @@ def _edit(cell, *pairs):
     """{cell: the reference code of `cell` with each (old, new) of `pairs` replaced once}."""
     code = _CELLS[cell]
     for old, new in pairs:
-        assert code.count(old) == 1, f"{cell}: {old!r} occurs {code.count(old)} times"
-        code = code.replace(old, new)
+        code = edit(code, old, new)
     return {cell: code}
 
 
