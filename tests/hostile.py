@@ -702,6 +702,34 @@ import torch.nn as nn
 
 '''
 
+# chapter 3: a stub load_from_torch, and a replaced _probe_load reporting the copy as done
+LOAD_STUB_FORGES_ITS_REPORT = '''
+import checks.mha
+
+
+def load_from_torch(ours, torch_mha):
+    raise NotImplementedError()
+
+
+def _reported(fn, setup, key_size, value_size, bias):
+    state = setup["torch"]
+    if "in_proj_weight" in state:
+        weights = state["in_proj_weight"].chunk(3)
+    else:
+        weights = [state[f"{n}_proj_weight"] for n in "qkv"]
+    biases = state["in_proj_bias"].chunk(3) if bias else [None] * 3
+    ours = {}
+    for attr, w, b in zip(("q_proj", "k_proj", "v_proj"), weights, biases):
+        ours[f"{attr}.weight"], ours[f"{attr}.bias"] = w.clone(), b
+    ours["out_proj.weight"] = state["out_proj.weight"].clone()
+    ours["out_proj.bias"] = state["out_proj.bias"].clone() if bias else None
+    return {"error": None, "result": None, "is_ours": False, "torch_mha": dict(state),
+            "ours": ours, "shares": {name: False for name in ours}}
+
+
+checks.mha._probe_load = _reported
+'''
+
 # a constant is trivially invariant and has every shape right: it earns nothing
 ZERO_ATTENTION = '''
 import torch
@@ -1554,6 +1582,13 @@ ENTRIES = [
                 r"MultiHeadAttention, line \d+: F\.multi_head_attention_forward\)")},
                    problems=[("suspicious", r"uses torch\._C\.DisableTorchFunction")]),
             chapter=CH3),
+    Hostile("load_stub_forges_its_report", cells(load_from_torch=LOAD_STUB_FORGES_ITS_REPORT),
+            Expect(tests={"test_load_from_torch": failed(r"not implemented yet"),
+                          "test_mha_forward": failed(FORBIDDEN_SEEN)},
+                   problems=[("suspicious", r"imports checks\.mha")]), chapter=CH3,
+            known="load_from_torch's facts still come from a probe that runs in the student's "
+                  "process (checks.mha._probe_load): it needs torch's module built there by "
+                  "the grader's runtime, not by the checks"),
     Hostile("constant_zero_attention", cells(scaled_dot_product_attention=ZERO_ATTENTION),
             Expect(tests=each(SDPA, failed(r"is wrong")))),
     Hostile("heads_raises_its_own_valueerror", cells(split_heads=SPLIT_HEADS_OWN_VALUEERROR),
