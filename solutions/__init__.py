@@ -16,6 +16,10 @@ from .heads import merge_heads, split_heads
 from .masks import (causal_mask, from_torch_attn_mask, from_torch_key_padding_mask,
                     padding_mask, to_torch_attn_mask, to_torch_key_padding_mask)
 from .mha import HeadWeights, MultiHeadAttention
+from .kv import (GroupedQueryAttention, KVCache, cached_attention, count_gqa_parameters,
+                 count_kv_cache_bytes, decoding_causal_mask, repeat_kv)
+from .rotary import apply_rotary, rotary_angles
+from .capstone import TransformerBlock, generate, train_step
 
 __all__ = [
     "attention_scores", "attention_entropy", "scaled_dot_product_attention", "masked_softmax",
@@ -30,4 +34,7 @@ __all__ = [
     "head_circuit_similarity",
     "make_heads_identical", "relation_scores", "ablation_importance", "head_importance",
     "HeadImportance", "prune_heads", "head_similarity",
+    "repeat_kv", "GroupedQueryAttention", "KVCache", "decoding_causal_mask", "cached_attention",
+    "count_gqa_parameters", "count_kv_cache_bytes", "rotary_angles", "apply_rotary",
+    "TransformerBlock", "train_step", "generate",
 ]
