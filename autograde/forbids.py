@@ -22,6 +22,11 @@ Each verdict is a plain message that names what was found and where.
 import ast
 from dataclasses import dataclass
 
+# what may call a forbidden function out of a check's sight, but only from code the exercise
+# runs (its own cell, and the functions, classes and names of other cells it uses): weak
+WEAK_MODULES = {"threading", "_thread", "concurrent", "multiprocessing", "ctypes", "gc",
+                "inspect", "torch.multiprocessing"}
+WEAK_ATTRIBUTES = {"__torch_function__", "__torch_dispatch__", "fork"}
 # modules a solution never imports, and what importing one could do
 REACHING_MODULES = {
     "checks": "the checks that judge it", "autograde": "the grader's runtime",
@@ -100,6 +105,10 @@ def _module_reach(name):
     return None
 
 
+def _weak_module(name):
+    return any(name == m or name.startswith(m + ".") for m in WEAK_MODULES)
+
+
 def torch_aliases(steps):
     """The names the submission binds to torch or its submodules (import torch as t, ...)."""
     names = set(TORCH_ROOTS)
@@ -133,7 +142,8 @@ def reaching(label, source, is_solution, aliases):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if _module_reach(alias.name):
-                    found.append(Finding(where, f"imports {alias.name}", True))
+                    found.append(Finding(where, f"imports {alias.name}",
+                                         not _weak_module(alias.name)))
         elif isinstance(node, ast.ImportFrom):
             module = "." * node.level + (node.module or "")
             names = [f"{module}.{a.name}" for a in node.names]
@@ -142,12 +152,13 @@ def reaching(label, source, is_solution, aliases):
             elif _module_reach(module) or any(_module_reach(n) for n in names):
                 given = not is_solution and module == "checks"
                 if not given:
-                    found.append(Finding(where, f"imports {module}", True))
+                    found.append(Finding(where, f"imports {module}", not _weak_module(module)))
         elif isinstance(node, ast.Attribute):
             base = node.value.id if isinstance(node.value, ast.Name) else None
             if node.attr in REACHING_ATTRIBUTES or (base, node.attr) in REACHING_ON \
                     or (base in aliases and node.attr in ("ops", "library")):
-                found.append(Finding(where, f"uses {_unparse(node)}", True))
+                found.append(Finding(where, f"uses {_unparse(node)}",
+                                     node.attr not in WEAK_ATTRIBUTES))
             if isinstance(node.ctx, (ast.Store, ast.Del)) and _root(node) in aliases:
                 found.append(Finding(where, f"replaces {_unparse(node)} (patches torch)",
                                      False, node.attr))
@@ -164,8 +175,8 @@ def reaching(label, source, is_solution, aliases):
     return found
 
 
-def forbidden_names(label, source, spec):
-    """[Finding] for one step of an exercise's cell: the names of torch `spec` forbids,
+def forbidden_names(label, source, is_solution, spec):
+    """[(where, name, text)] for one step an exercise runs: the names of torch `spec` forbids,
     as attributes (torch.softmax, x.softmax), imports (from torch... import softmax) or
     constant getattr names (getattr(F, "softmax"))."""
     tree = _parse(source)
@@ -184,7 +195,7 @@ def forbidden_names(label, source, spec):
                 and isinstance(node.args[1].value, str) and spec.matches(node.args[1].value):
             name, text = node.args[1].value, _unparse(node)
         if name:
-            found.append((_line(label, node), name, text))
+            found.append((_line(label, node, is_solution), name, text))
     return found
 
 
@@ -194,29 +205,72 @@ def _cell_of(label):
     return head[len("cell "):] if head.startswith("cell ") else head
 
 
-def _found(steps, given):
-    """[(label, is_solution, Finding)] of every step but the course's own (`given`: the
-    steps of the source notebook's given cells, as autograde.engine.plan writes them)."""
+def _findings(steps, given):
+    """[[Finding] of each step], the course's own steps (`given`: the steps of the source
+    notebook's given cells, as autograde.engine.plan writes them) finding nothing."""
     aliases = torch_aliases(steps)
-    return [(label, is_solution, finding) for label, source, is_solution in steps
-            if is_solution or source not in given
-            for finding in reaching(label, source, is_solution, aliases)]
+    return [reaching(label, source, is_solution, aliases)
+            if is_solution or source not in given else [] for label, source, is_solution in steps]
+
+
+def _bound(tree):
+    """Names a step binds at its top level (def, class, import, assignment)."""
+    names = set()
+    for node in tree.body if tree else ():
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            todo = list(node.targets if isinstance(node, ast.Assign) else [node.target])
+            while todo:  # x = ..., a, (b, *c) = ...; not the base of torch.x = ...
+                target = todo.pop()
+                if isinstance(target, ast.Name):
+                    names.add(target.id)
+                elif isinstance(target, (ast.Tuple, ast.List)):
+                    todo += target.elts
+                elif isinstance(target, ast.Starred):
+                    todo.append(target.value)
+    return names
+
+
+def used_by(steps, exercise):
+    """Indices of the steps an exercise runs: its own cell's, and, transitively, those that
+    bind a name they use (a helper of another cell, `_fast = F.scaled_...` above it)."""
+    trees = [_parse(source) for _, source, _ in steps]
+    binds = {}
+    for index, tree in enumerate(trees):
+        for name in _bound(tree):
+            binds.setdefault(name, []).append(index)
+    todo = [i for i, (label, _, is_solution) in enumerate(steps)
+            if is_solution and _cell_of(label) == exercise]
+    seen = set(todo)
+    while todo:
+        tree = trees[todo.pop()]
+        for node in _walk(tree) if tree else ():
+            if isinstance(node, ast.Name):
+                for index in binds.get(node.id, ()):
+                    if index not in seen:
+                        seen.add(index)
+                        todo.append(index)
+    return sorted(seen)
 
 
 def verdicts(steps, specs, given=frozenset()):
     """{test grade_id: message} of the tests that lose their points, from the submitted
-    source: steps as autograde.engine.plan gives them, specs the chapter's Forbidden."""
+    source: steps as autograde.engine.plan gives them, specs the chapter's Forbidden. What
+    counts: a name the spec forbids in code the exercise runs (used_by), something that
+    could hide a call in that code, or anywhere something strong (see reaching())."""
     if not specs:
         return {}
-    every = _found(steps, given)
+    found = _findings(steps, given)
     lost = {}
     for spec in specs:
-        own = [(label, source) for label, source, is_solution in steps
-               if is_solution and _cell_of(label) == spec.exercise]
-        named = [hit for label, source in own for hit in forbidden_names(label, source, spec)]
-        reasons = [f for label, is_solution, f in every
-                   if f.strong or (is_solution and _cell_of(label) == spec.exercise)
-                   or (f.patched and spec.matches(f.patched))]
+        runs = used_by(steps, spec.exercise)
+        named = [hit for i in runs if steps[i][2] or steps[i][1] not in given
+                 for hit in forbidden_names(*steps[i], spec)]
+        reasons = [f for i, step in enumerate(found) for f in step
+                   if f.strong or i in runs or (f.patched and spec.matches(f.patched))]
         if named:
             where, name, text = named[0]
             message = f"{spec.message(name)} (in your code: {where}: {text})"
@@ -238,11 +292,11 @@ def flags(steps, given=frozenset()):
     """Problems ("suspicious") for the instructor: each step with something that reaches
     what a solution never needs (see reaching()), the course's own given code left out."""
     found = {}
-    for label, _, finding in _found(steps, given):
-        found.setdefault(label, set()).add(finding.what)
+    for (label, _, _), step in zip(steps, _findings(steps, given)):
+        found.setdefault(label, set()).update(f.what for f in step)
     return [{"cell": label, "kind": "suspicious", "message": "; ".join(sorted(reasons))
              + " (the checks run in the grader: a solution needs none of this)"}
-            for label, reasons in found.items()]
+            for label, reasons in found.items() if reasons]
 
 
 def specs_of(modules, exercises):
