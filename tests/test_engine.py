@@ -1,5 +1,7 @@
 """The default grading engine on the whole catalogue: every correct alternative gets full
-marks, every bug loses exactly its tests, with the diagnosis the catalogue names.
+marks, every bug (a fixed sample of up to 4 per test cell, tests.submissions.sample_bugs;
+COURSE_ALL_SUBMISSIONS=1: every bug) loses exactly its tests, with the diagnosis the
+catalogue names.
 
 The student's code runs in the sandbox (bwrap when installed), the checks here; this is
 the same verdict as the notebook's own test cells (tests/test_checks_*) and as nbgrader
@@ -13,7 +15,7 @@ import pytest
 from autograde import course
 from autograde.engine import Assignment, Grader, suspicious, trusted_namespace
 from autograde.remote import Zygote
-from tests.submissions import catalogue, catalogue_submissions
+from tests.submissions import PER_CELL, catalogue, catalogue_submissions
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +38,8 @@ def graded_catalogue(released, grader, assignment, tmp_path):
     student_nb = json.loads((released / "release" / assignment / notebook).read_text())
     spec = Assignment.from_source(released / "source" / assignment / notebook)
     results = {}
-    for student, (nb, expected) in catalogue_submissions(assignment, source_nb,
-                                                         student_nb).items():
+    for student, (nb, expected) in catalogue_submissions(assignment, source_nb, student_nb,
+                                                         per_cell=PER_CELL).items():
         path = tmp_path / f"{student}.ipynb"
         path.write_text(json.dumps(nb))
         results[student] = (grader.grade(spec, path, student), expected)

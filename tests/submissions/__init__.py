@@ -81,9 +81,10 @@ def catalogue(assignment):
         return None
 
 
-def catalogue_submissions(assignment, source_nb, student_nb, max_bugs=None):
+def catalogue_submissions(assignment, source_nb, student_nb, max_bugs=None, per_cell=None):
     """{student_id: (notebook, {test grade_id: expected to pass})}: the reference, the blank
-    student version, every correct alternative and the first `max_bugs` bugs (all: None)."""
+    student version, every correct alternative and the first `max_bugs` bugs (all: None) of
+    sample_bugs(bugs, per_cell) (per_cell None: every bug)."""
     tests = [grade_id(c) for c in source_nb["cells"]
              if c.get("metadata", {}).get("nbgrader", {}).get("grade")]
     subs = {
@@ -94,7 +95,7 @@ def catalogue_submissions(assignment, source_nb, student_nb, max_bugs=None):
     for name, cells in getattr(cat, "CORRECT", {}).items():
         subs[f"correct_{name}"] = (fill_submission(source_nb, student_nb, cells),
                                    dict.fromkeys(tests, True))
-    for name, bug in list(getattr(cat, "BUGS", {}).items())[:max_bugs]:
+    for name, bug in list(sample_bugs(getattr(cat, "BUGS", {}), per_cell).items())[:max_bugs]:
         unknown = set(bug.fails) - set(tests)
         assert not unknown, f"{assignment} bug {name} names unknown tests {unknown}"
         subs[f"bug_{name}"] = (fill_submission(source_nb, student_nb, bug.cells),
