@@ -100,6 +100,8 @@ def notebook_checks(path):
     source of truth for what ships with a chapter. Magics are read as Jupyter reads them."""
     from IPython.core.inputtransformer2 import TransformerManager
 
+    from autograde import kit
+
     path = Path(path)
     transform = TransformerManager().transform_cell
     found = []
@@ -108,7 +110,7 @@ def notebook_checks(path):
             source = "".join(cell["source"])
             where = f"{path.name} cell {number}"
             try:
-                tree = ast.parse(transform(source), where)
+                tree = kit.parse(transform(source), where)
             except SyntaxError as error:
                 raise ValueError(f"{where} is not Python, so what it imports is unknown: "
                                  f"{error}") from error
@@ -127,6 +129,8 @@ def checks_modules(assignment):
 
 
 def _checks_modules(assignment):
+    from autograde import kit
+
     notebook = CHAPTERS / f"{assignment}.ipynb"
     todo = [(m, notebook.name) for m in ALWAYS_CHECKS + notebook_checks(notebook)]
     done = set()
@@ -140,7 +144,7 @@ def _checks_modules(assignment):
                              f"{path.relative_to(REPO)}")
         done.add(module)
         where = str(path.relative_to(REPO))
-        todo += [(m, where) for m in imported_checks(ast.parse(path.read_text(), where), where)]
+        todo += [(m, where) for m in imported_checks(kit.parse(path.read_text(), where), where)]
     return sorted(done)
 
 
