@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from autograde import forbids
+from autograde import forbids, kit
 from autograde.remote import SCRATCH_BYTES, SHM_BYTES, RemoteNamespace, SubmissionFault
 
 LIMITS = {
@@ -117,7 +117,7 @@ def _judged_by(raw, path, checks):
 
 def _relative_imports(filename):
     """Names of the sibling modules a checks module imports (`from .common import ...`)."""
-    tree = ast.parse(Path(filename).read_text(), filename)
+    tree = kit.parse(Path(filename).read_text(), filename)
     return {node.module.split(".")[0] for node in ast.walk(tree)
             if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module}
 
@@ -136,7 +136,7 @@ def _check_imports(nb):
             continue
         for line in "".join(cell["source"]).splitlines():
             try:
-                tree = ast.parse(line.strip())
+                tree = kit.parse(line.strip())
             except SyntaxError:
                 continue
             for node in tree.body:
@@ -353,7 +353,7 @@ _UNPARSABLE = (SyntaxError, ValueError, RecursionError, MemoryError)  # (null by
 def definitions(source, transform):
     """[(line, source)] of the imports, definitions and constant assignments of a cell."""
     try:
-        tree = ast.parse(_transformed(source, transform))
+        tree = kit.parse(_transformed(source, transform))
     except _UNPARSABLE:
         return []
     kept = []
@@ -376,7 +376,7 @@ def statements(source, transform):
     """[(first line, source)] of each top-level statement, padded to keep line numbers."""
     code = _transformed(source, transform)
     try:
-        tree = ast.parse(code)
+        tree = kit.parse(code)
     except _UNPARSABLE:
         return [(1, code)]  # run whole, so that the student sees Python's own message
     lines = code.splitlines()

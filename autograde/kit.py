@@ -60,8 +60,8 @@ def solution_code(source):
 
 # CPython 3.11.7's ast.parse is not thread-safe (SystemError: AST constructor recursion
 # depth mismatch, seen here when releases run in threads, as tests/test_nbgrader.py does):
-# every parse of a release goes through parse(), under one lock (reentrant: a caller may
-# hold it around several parses).
+# every parse in the grader's process (releases, the engine, the forbid analysis) goes
+# through parse(), under one lock (reentrant: a caller may hold it around several parses).
 PARSING = threading.RLock()
 
 

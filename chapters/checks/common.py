@@ -422,6 +422,17 @@ def close(actual, expected, dtype=None, scale=None, condition=1.0):
     return excess(actual, expected, dtype, scale, condition) <= 1.0
 
 
+def differs(actual, expected, dtype=None, scale=None, condition=1.0):
+    """not close(...): for a check that requires two results to differ. It reads the ratios
+    without excess(), which measures only the comparisons that must hold (the margins of
+    tests/test_tolerances.py)."""
+    if tuple(actual.shape) != tuple(expected.shape):
+        return True
+    if actual.numel() == 0:
+        return False
+    return _ratios(actual, expected, dtype, scale, condition).max().item() > 1.0
+
+
 def expect_close(actual, expected, name, bugs=None, hint=None, dtype=None, scale=None,
                  condition=1.0, axes=None):
     """Require `actual` == `expected` within the dtype's tolerance (scale, condition: see

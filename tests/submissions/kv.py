@@ -13,10 +13,10 @@ and the notebook's KVCache), so a mistake in an early function also fails the te
 functions built on it. Most bugs are one edit of the reference cell, written with _edit,
 which refuses an edit that does not apply.
 """
-import ast
 import json
 from pathlib import Path
 
+from autograde import kit  # kit.parse: parses share one lock (tests grade in threads)
 from tests.submissions import Bug, edit, grade_id, reference_code
 
 NOTEBOOK = "06_kv"
@@ -44,7 +44,7 @@ def _replace_def(cell, name, code):
     """The reference code of `cell` with its top-level definition `name` (a function or a
     class) replaced by `code`."""
     source = _CELLS[cell]
-    node = next(n for n in ast.parse(source).body if getattr(n, "name", None) == name)
+    node = next(n for n in kit.parse(source).body if getattr(n, "name", None) == name)
     lines = source.splitlines(keepends=True)
     return "".join(lines[:node.lineno - 1]) + code + "".join(lines[node.end_lineno:])
 
