@@ -422,10 +422,10 @@ def close(actual, expected, dtype=None, scale=None, condition=1.0):
     return excess(actual, expected, dtype, scale, condition) <= 1.0
 
 
-def differs(actual, expected, dtype=None, scale=None, condition=1.0):
-    """not close(...): for a check that requires two results to differ. It reads the ratios
-    without excess(), which measures only the comparisons that must hold (the margins of
-    tests/test_tolerances.py)."""
+def beyond_tolerance(actual, expected, dtype=None, scale=None, condition=1.0):
+    """not close(...), for a check that requires two results to differ (differs() compares
+    plain values). It reads the ratios without excess(), which measures only the
+    comparisons that must hold (the margins of tests/test_tolerances.py)."""
     if tuple(actual.shape) != tuple(expected.shape):
         return True
     if actual.numel() == 0:

@@ -13,10 +13,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import (FLOAT32_SQRT, CheckFailure, Forbidden, _isfinite, call, check, close,
-                     differs, expect_close, expect_tensor, fail, float32_sqrt, forbid_spec, fresh_seed,
-                     generator, max_error, passed, random_inputs, reference, softmax_condition,
-                     type_name)
+from .common import (FLOAT32_SQRT, CheckFailure, Forbidden, _isfinite, beyond_tolerance, call,
+                     check, close, expect_close, expect_tensor, fail, float32_sqrt, forbid_spec,
+                     fresh_seed, generator, max_error, passed, random_inputs, reference,
+                     softmax_condition, type_name)
 
 _softmax = torch.softmax
 _where = torch.where
@@ -554,11 +554,11 @@ def invariances(function, seed=0, batch=3, num_heads=2, L=6, d_k=8, dtype=torch.
     rows = real[:, None, :, None].expand_as(before)                     # real queries
     query, key, value = inputs
     for echoed, what in ((query, "query"), (value, "value")):
-        if not differs(before, echoed, dtype):
+        if not beyond_tolerance(before, echoed, dtype):
             fail(f"the output is the {what} itself, which no mask can change: the invariances "
                  "count only for an attention (weights @ value).")
     moved = run(query, key, 2 * value + 1, pad)                 # every output moves: 2 out + 1
-    if not differs(moved.masked_select(rows), before.masked_select(rows), dtype):
+    if not beyond_tolerance(moved.masked_select(rows), before.masked_select(rows), dtype):
         fail("the output does not change when the values change (a constant, or zeros?): the "
              "invariances count only for an attention (weights @ value).")
     # 1. padding: new random keys, values (and queries) at padded positions
