@@ -24,7 +24,8 @@ from pathlib import Path
 import torch
 
 from autograde import forbids, kit
-from autograde.remote import SCRATCH_BYTES, SHM_BYTES, RemoteNamespace, SubmissionFault
+from autograde.remote import (SCRATCH_BYTES, SHM_BYTES, RemoteNamespace, RemoteRuntime,
+                              SubmissionFault)
 
 LIMITS = {
     "call_seconds": 60,         # one test cell, or one cell of the student's code
@@ -571,8 +572,9 @@ class Grader:
         printed = io.StringIO()
         code = compile(test.source, f"<test {test.grade_id}>", "exec")
         from checks import common  # the course's own (see _check_imports)
+        runtime = RemoteRuntime(child, common.LOCAL)
         with contextlib.redirect_stdout(printed), torch.random.fork_rng(), \
-                common.salted(self.salt):
+                common.salted(self.salt), common.use_runtime(runtime):
             torch.manual_seed(0)
             exec(code, trusted, namespace)
         return printed.getvalue()

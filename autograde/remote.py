@@ -508,6 +508,39 @@ def _header_tensors(header):
             yield from _header_tensors(v)
 
 
+class RemoteRuntime:
+    """checks.common's runtime while the grader runs a test cell (common.use_runtime): the
+    student's objects are RemoteRefs, served by the sandbox's own code in their process,
+    which sends back values; anything else is the grader's own, served by `local`
+    (common.LocalRuntime)."""
+
+    def __init__(self, child, local):
+        self.child, self.local = child, local
+
+    def observe(self, function, args, kwargs):
+        if isinstance(function, RemoteRef):
+            return function.observe(args, kwargs)
+        return self.local.observe(function, args, kwargs)
+
+    def load_weights(self, module, weights):
+        if isinstance(module, RemoteRef):
+            return module.load_weights(weights)
+        return self.local.load_weights(module, weights)
+
+    def kind(self, obj):
+        return obj.remote_kind if isinstance(obj, RemoteRef) else self.local.kind(obj)
+
+    def type_name(self, obj):
+        return obj.remote_type if isinstance(obj, RemoteRef) else self.local.type_name(obj)
+
+    def given(self, path, args, kwargs):
+        """The course's own function or class `path` called in the student's process (the
+        sandbox imports it there: torch, or the release's solutions/checks)."""
+        message, buffers = self.child.send_value({"op": "given", "path": str(path)},
+                                                 args=list(args), kwargs=kwargs)
+        return self.child.request(message, buffers)[1]
+
+
 class RemoteNamespace(dict):
     """Locals for running a test cell in the grader: the student's names come from the child."""
 

@@ -24,7 +24,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .common import (MALFORMED, attempt, check, expect_close, expect_tensor, export, fail,
-                     generator, is_remote, max_error, passed, probe, raised, random_inputs,
+                     generator, is_class, max_error, passed, probe, raised, random_inputs,
                      reference, revive, take, take_error, type_name)
 
 BLOCK_PARAMS = ("ln1.weight", "ln1.bias", "attn.q_proj.weight", "attn.q_proj.bias",
@@ -37,10 +37,6 @@ INTERFACE = ("Keep the __init__ the notebook gives: ln1, attn (MultiHeadAttentio
 # two-layer MLP: about three times the roundings of chapter 3's forward, with the softmax's
 # amplification on top, so its comparisons allow `CONDITION` times the base tolerance.
 CONDITION = 40.0
-
-
-def _is_class(obj):
-    return isinstance(obj, type) or is_remote(obj) and obj.remote_kind == "class"
 
 
 def _drawer(seed, dtype):
@@ -234,7 +230,7 @@ def transformer_block(cls, cache_cls, *, seed=0, B=2, L=6, d_model=8, num_heads=
     """cls(d_model, num_heads, d_ff, dropout): forward(x (B, L, D), cache=None) -> (B, L, D),
     a pre-LayerNorm causal block; with cache_cls() caches, prefill + one position per call
     equals the full forward; dropout only in training mode."""
-    if not (_is_class(cls) and _is_class(cache_cls)):
+    if not (is_class(cls) and is_class(cache_cls)):
         fail("pass the two classes to the check: check.transformer_block(TransformerBlock, "
              f"KVCache); got {type_name(cls)} and {type_name(cache_cls)}")
     where = f"TransformerBlock({d_model}, {num_heads}, {d_ff}, 0.3)"

@@ -155,8 +155,132 @@ def expect_tensor(actual, name, shape=None, dtype=None, device=None, shape_names
     return actual
 
 
+# ---------------------------------------------------------------------------------------
+# The runtime: the checks' one way to the student's code
+# ---------------------------------------------------------------------------------------
+# A check never touches the student's objects except through these calls (observe(),
+# load_weights(), is_module(), is_class(), type_name(), given()), each served by the runtime
+# in force: LocalRuntime when the student's code runs in this process (their Jupyter, the
+# kit, the tests), or the one the grader installs with use_runtime() while it runs a test
+# cell (autograde.remote.RemoteRuntime: the student's objects live in another process, and
+# what comes back is values). No check knows which one it talks to.
+
+# what given() may call: the course's own code, never the student's
+GIVEN_ROOTS = ("torch", "solutions", "checks")
+
+
+def resolve_given(path):
+    """The function or class named by `path` ("module:qualified.name", e.g.
+    "torch.nn:MultiheadAttention"), imported here; only under GIVEN_ROOTS."""
+    import importlib
+    module, _, qualname = str(path).partition(":")
+    if module.split(".")[0] not in GIVEN_ROOTS or not qualname or any(
+            part.startswith("__") for part in qualname.split(".")):
+        raise PermissionError(f"given(): {path!r} is not the course's code")
+    target = importlib.import_module(module)
+    for part in qualname.split("."):
+        target = getattr(target, part)
+    return target
+
+
+class LocalRuntime:
+    """The runtime where the student's objects live in this process."""
+
+    def observe(self, function, args, kwargs):
+        """{"result", "error", "args", "warnings"} of function(*args, **kwargs), plain data."""
+        # torch warns once per process unless told otherwise: what a call reports must not
+        # depend on what ran before (the student's own cells, or another check)
+        warn_always = torch.is_warn_always_enabled()
+        torch.set_warn_always(True)
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                result, error = attempt(function, *args, **kwargs)
+        finally:
+            torch.set_warn_always(warn_always)
+        return {"result": export(result), "error": error, "args": [export(a) for a in args],
+                "warnings": [str(w.message) for w in caught]}
+
+    def load_weights(self, module, weights):
+        """See load_weights()."""
+        targets = {}
+        with torch.no_grad():
+            for attr, parts in weights.items():
+                owner = getattr(module, attr, None)
+                if owner is None:
+                    targets[attr] = None
+                    continue
+                targets[attr] = {}
+                for part, value in parts.items():
+                    target = getattr(owner, part, None)
+                    if not isinstance(target, _Tensor):
+                        targets[attr][part] = None if target is None else type(target).__name__
+                        continue
+                    targets[attr][part] = list(target.shape)
+                    if value is not None and tuple(target.shape) == tuple(value.shape):
+                        target.copy_(value.to(dtype=target.dtype, device=target.device))
+        return targets
+
+    def kind(self, obj):
+        """"module" (an nn.Module), "class", "callable" (any other) or "object"."""
+        if isinstance(obj, type):
+            return "class"
+        if isinstance(obj, torch.nn.Module):
+            return "module"
+        return "callable" if callable(obj) else "object"
+
+    def type_name(self, obj):
+        return type(obj).__name__
+
+    def given(self, path, args, kwargs):
+        return resolve_given(path)(*args, **kwargs)
+
+
+LOCAL = LocalRuntime()
+_RUNTIME = contextvars.ContextVar("checks_runtime", default=LOCAL)
+
+
+def runtime():
+    """The runtime in force (LocalRuntime unless the grader installed its own)."""
+    return _RUNTIME.get()
+
+
+class use_runtime:
+    """Context manager: the checks reach the student's code through `runtime` inside it."""
+
+    def __init__(self, runtime):
+        self.runtime, self.token = runtime, None
+
+    def __enter__(self):
+        self.token = _RUNTIME.set(self.runtime)
+        return self.runtime
+
+    def __exit__(self, *exc):
+        _RUNTIME.reset(self.token)
+
+
+def given(path, *args, **kwargs):
+    """Call the course's own function or class `path` ("module:name", under GIVEN_ROOTS:
+    torch, solutions, checks) where the student's code runs, e.g. to build the
+    nn.MultiheadAttention or model that the student's function is handed. Returns what it
+    returned: under the autograder, a stand-in for an object of the student's process (which
+    the student's code could have changed: a check trusts only values it reads back)."""
+    return runtime().given(path, list(args), kwargs)
+
+
+def is_module(obj):
+    """True for an nn.Module, also one that lives in the student's process."""
+    return runtime().kind(obj) == "module"
+
+
+def is_class(obj):
+    """True for a class, also one that lives in the student's process."""
+    return runtime().kind(obj) == "class"
+
+
 def is_remote(obj):
-    """True for the autograder's stand-in for an object that lives in the student's process."""
+    """True for the autograder's stand-in for an object of the student's process (only
+    probe() asks, until the last probe is gone)."""
     return getattr(type(obj), "_is_remote", False)
 
 
@@ -174,7 +298,7 @@ def type_name(obj):
     """The class name of `obj`, also when it lives in the student's process."""
     if isinstance(obj, Foreign):
         return obj.name
-    return obj.remote_type if is_remote(obj) else type(obj).__name__
+    return runtime().type_name(obj)
 
 
 def probe(function, *args, **kwargs):
@@ -305,26 +429,7 @@ def observe(function, *args, **kwargs):
     sends all four back by value (its `observe`): no code of the checks runs there, so the
     student's code has nothing of them to replace. A forbid_spec() block around it reaches
     the call in both cases."""
-    if is_remote(function):
-        return observed(function.observe(list(args), kwargs), len(args))
-    # torch warns once per process unless told otherwise: what a call reports must not
-    # depend on what ran before (the student's own cells, or another check)
-    warn_always = torch.is_warn_always_enabled()
-    torch.set_warn_always(True)
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            result, error = attempt(function, *args, **kwargs)
-    finally:
-        torch.set_warn_always(warn_always)
-    return observed({"result": export(result), "error": error,
-                     "args": [export(a) for a in args],
-                     "warnings": [str(w.message) for w in caught]}, len(args))
-
-
-def is_module(obj):
-    """True for an nn.Module, also one that lives in the student's process."""
-    return obj.remote_kind == "module" if is_remote(obj) else isinstance(obj, torch.nn.Module)
+    return observed(runtime().observe(function, list(args), kwargs), len(args))
 
 
 def load_weights(module, weights):
@@ -335,25 +440,7 @@ def load_weights(module, weights):
     the class name of what is there instead}}. Under the autograder the grader's own runtime
     in the student's process does the copying (the module's `load_weights`): facts about a
     module come from values the grader sent, then from its outputs on the grader's inputs."""
-    if is_remote(module):
-        return module.load_weights(weights)
-    targets = {}
-    with torch.no_grad():
-        for attr, parts in weights.items():
-            owner = getattr(module, attr, None)
-            if owner is None:
-                targets[attr] = None
-                continue
-            targets[attr] = {}
-            for part, value in parts.items():
-                target = getattr(owner, part, None)
-                if not isinstance(target, _Tensor):
-                    targets[attr][part] = None if target is None else type(target).__name__
-                    continue
-                targets[attr][part] = list(target.shape)
-                if value is not None and tuple(target.shape) == tuple(value.shape):
-                    target.copy_(value.to(dtype=target.dtype, device=target.device))
-    return targets
+    return runtime().load_weights(module, weights)
 
 
 def call_keeping(function, *args, name=None, **kwargs):

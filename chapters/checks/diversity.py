@@ -33,7 +33,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .common import (MALFORMED, CheckFailure, attempt, call_keeping, check, close, differs,
-                     expect_close, expect_tensor, export, fail, generator, is_remote, passed,
+                     expect_close, expect_tensor, export, fail, generator, is_class, passed,
                      probe, raised, random_inputs, reference, revive, take, take_error,
                      type_name)
 
@@ -163,7 +163,7 @@ def relation_scores(fn, *, seed=0, B=3, num_heads=2, L=6, dtype=torch.float32, d
 # ----------------------------------------------------------------------------- modules
 def _spec(cls, d_model, num_heads, query_size, key_size, value_size, bias):
     """(kwargs for cls, "MultiHeadAttention(...)")."""
-    if not (isinstance(cls, type) or is_remote(cls) and cls.remote_kind == "class"):
+    if not is_class(cls):
         fail(f"pass the MultiHeadAttention class to the check, got {type_name(cls)}")
     kwargs = {k: v for k, v in dict(query_size=query_size, key_size=key_size,
                                     value_size=value_size).items() if v is not None}

@@ -1,0 +1,125 @@
+"""The checks' runtime (checks.common: observe, load_weights, is_module, is_class, type_name,
+given): the same calls give the same answers whether the student's objects live here
+(LocalRuntime: the student's Jupyter, the kit) or in a sandboxed process (the grader's
+RemoteRuntime), so no check needs to know which one it talks to."""
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from autograde.remote import RemoteRef, RemoteRuntime, Zygote
+
+CHECKS = Path(__file__).resolve().parent.parent / "chapters" / "checks"
+sys.path.insert(0, str(CHECKS.parent))  # as the grader imports them (engine._check_imports)
+from checks import common  # noqa: E402
+
+STUDENT = '''
+import torch
+from torch import nn
+
+class Doubler(nn.Module):
+    def __init__(self, size):
+        super().__init__()
+        self.proj = nn.Linear(size, size)
+
+    def forward(self, x):
+        return 2 * self.proj(x)
+
+def scale_in_place(x):
+    x.mul_(3)
+    return x.sum()
+
+def swap_weights(target, source):
+    with torch.no_grad():
+        target.weight.copy_(source.weight)
+    return target
+'''
+
+
+@pytest.fixture(scope="module")
+def child(tmp_path_factory):
+    release = tmp_path_factory.mktemp("release")
+    (release / "runtime" / "checks").mkdir(parents=True)
+    for name in ("__init__.py", "common.py"):  # what every release ships (given() needs it)
+        shutil.copy(CHECKS / name, release / "runtime" / "checks" / name)
+    zygote = Zygote(release, slot=6)
+    child = zygote.spawn("runtime", {"call_seconds": 30})
+    child.run(STUDENT, "cell")
+    yield child
+    zygote.kill()
+    zygote.close()
+
+
+@pytest.fixture(params=["local", "remote"])
+def side(request, child):
+    """(runtime, {name: the student's object}) of one side."""
+    if request.param == "local":
+        namespace = {}
+        exec(STUDENT, namespace)
+        return common.LOCAL, namespace
+    names = ("Doubler", "scale_in_place", "swap_weights")
+    return RemoteRuntime(child, common.LOCAL), {n: child.lookup(n) for n in names}
+
+
+def test_kinds_and_names(side):
+    runtime, student = side
+    with common.use_runtime(runtime):
+        module = student["Doubler"](3)
+        assert common.is_class(student["Doubler"]) and not common.is_module(student["Doubler"])
+        assert common.is_module(module) and not common.is_class(module)
+        assert not common.is_module(student["scale_in_place"])
+        assert common.type_name(module) == "Doubler"
+        assert not common.is_module(torch.zeros(1)) and common.type_name(1.5) == "float"
+
+
+def test_observe_reports_values_and_in_place_changes(side):
+    runtime, student = side
+    x = torch.ones(2, 2, dtype=torch.float64)
+    with common.use_runtime(runtime):
+        seen = common.observe(student["scale_in_place"], x)
+    assert seen.error is None and float(seen.result) == 12.0
+    assert torch.equal(seen.args[0], torch.full((2, 2), 3.0, dtype=torch.float64))
+    if runtime is not common.LOCAL:  # what the grader sent went by value: its copy stays
+        assert torch.equal(x, torch.ones(2, 2, dtype=torch.float64))
+    with common.use_runtime(runtime):
+        failed = common.observe(student["scale_in_place"], "not a tensor")
+    assert failed.result is None and failed.error[0] == "AttributeError"
+
+
+def test_load_weights_then_outputs_on_our_inputs(side):
+    runtime, student = side
+    weight, bias = torch.randn(3, 3), torch.randn(3)
+    with common.use_runtime(runtime):
+        module = student["Doubler"](3)
+        found = common.load_weights(module, {"proj": {"weight": weight, "bias": bias},
+                                             "missing": {"weight": weight}})
+        x = torch.randn(4, 3)
+        seen = common.observe(module, x)
+    assert found == {"proj": {"weight": [3, 3], "bias": [3]}, "missing": None}
+    assert torch.allclose(seen.result, 2 * (x @ weight.T + bias))
+
+
+def test_given_builds_the_courses_objects_where_the_student_code_runs(side):
+    runtime, student = side
+    with common.use_runtime(runtime):
+        source = common.given("torch.nn:Linear", 3, 3, bias=False)
+        target = common.given("torch.nn:Linear", 3, 3, bias=False)
+        assert common.is_module(source) and common.type_name(source) == "Linear"
+        common.load_weights(source, {"": {}})  # an attribute "" does not exist: nothing to do
+        seen = common.observe(student["swap_weights"], target, source)
+        assert seen.error is None
+        weights = {"weight": source.weight}  # read back by value
+    if runtime is not common.LOCAL:
+        assert isinstance(source, RemoteRef) and isinstance(weights["weight"], torch.Tensor)
+        assert not isinstance(weights["weight"], RemoteRef)
+    assert torch.equal(target.weight.detach(), weights["weight"].detach())
+
+
+@pytest.mark.parametrize("path", ["builtins:open", "os:system", "torch.nn:Linear.__init__",
+                                  "torch", "__main__:Doubler"])
+def test_given_calls_only_the_courses_code(side, path):
+    runtime, _ = side
+    with common.use_runtime(runtime), pytest.raises(PermissionError):
+        common.given(path)
