@@ -401,7 +401,11 @@ class Child:
         target, found = self._deref(message["target"]), {}
         with torch.no_grad():
             for attr, parts in dict(decode(message["weights"])).items():
-                owner = getattr(target, str(attr), None)
+                # the rule of checks.common.LocalRuntime.load_weights: a dotted path of
+                # submodules, "" the module itself
+                owner = target
+                for name in str(attr).split(".") if attr else ():
+                    owner = getattr(owner, name, None)
                 found[attr] = None if owner is None else {}
                 for part, value in dict(parts).items() if owner is not None else ():
                     slot = getattr(owner, str(part), None)

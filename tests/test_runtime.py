@@ -101,6 +101,24 @@ def test_load_weights_then_outputs_on_our_inputs(side):
     assert torch.allclose(seen.result, 2 * (x @ weight.T + bias))
 
 
+def test_load_weights_through_nested_submodules_and_into_the_module_itself(side):
+    runtime, _ = side
+    weight, bias = torch.randn(12, 4), torch.randn(4, 4)
+    with common.use_runtime(runtime):
+        mha = common.given("torch.nn:MultiheadAttention", 4, 2, batch_first=True)
+        stack = common.given("torch.nn:Sequential", mha)
+        found = common.load_weights(stack, {"0": {"in_proj_weight": weight},
+                                            "0.out_proj": {"weight": bias},
+                                            "0.nothing": {"weight": bias}})
+        found_here = common.load_weights(mha, {"": {"in_proj_weight": weight + 1}})
+        state = dict(mha.state_dict())  # an OrderedDict of tensors: by value
+    assert found == {"0": {"in_proj_weight": [12, 4]}, "0.out_proj": {"weight": [4, 4]},
+                     "0.nothing": None}
+    assert found_here == {"": {"in_proj_weight": [12, 4]}}
+    assert torch.equal(state["in_proj_weight"], weight + 1)
+    assert torch.equal(state["out_proj.weight"], bias)
+
+
 def test_given_builds_the_courses_objects_where_the_student_code_runs(side):
     runtime, student = side
     with common.use_runtime(runtime):

@@ -206,7 +206,10 @@ class LocalRuntime:
         targets = {}
         with torch.no_grad():
             for attr, parts in weights.items():
-                owner = getattr(module, attr, None)
+                # a dotted path of submodules ("attn.q_proj", "ff.0"); "" is the module itself
+                owner = module
+                for name in attr.split(".") if attr else ():
+                    owner = getattr(owner, name, None)
                 if owner is None:
                     targets[attr] = None
                     continue
@@ -436,6 +439,8 @@ def load_weights(module, weights):
     """Copy weights into the student's module, in place: `weights` {attribute: {part: tensor
     or None}} (e.g. {"q_proj": {"weight": W, "bias": b}}); each tensor goes to
     module.<attribute>.<part> where that is a tensor of its shape (in its dtype and device).
+    An attribute may be a dotted path of submodules ("attn.q_proj", "ff.0"); "" names the
+    module itself (nn.MultiheadAttention's {"": {"in_proj_weight": W}}).
     Returns {attribute: None (no such attribute) | {part: None (none) | its shape (a list) |
     the class name of what is there instead}}. Under the autograder the grader's own runtime
     in the student's process does the copying (the module's `load_weights`): facts about a
