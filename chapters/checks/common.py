@@ -400,6 +400,25 @@ def raised(error, name):
     fail(f"{name} raised {kind}: {message}\n(called with tensors of shapes {shapes})")
 
 
+def construct(cls, *args, **kwargs):
+    """Build the student's module cls(*args, **kwargs): (the module or None, {"error": what
+    the call raised (attempt()'s list) or None, "module": whether it built an nn.Module}),
+    from what the grader sees (the runtime's is_module), never a report of the student's
+    process. judge_construct() fails on the data."""
+    module, error = attempt(cls, *args, **kwargs)
+    built = is_module(module)
+    return (module if built else None), {"error": error, "module": built}
+
+
+def judge_construct(data, shown):
+    """Fail unless construct()'s data says the call `shown` (e.g. "MultiHeadAttention(16, 4)")
+    built an nn.Module."""
+    raised(take_error(data, "error"), shown)
+    if not take(data, "module", bool):
+        fail(f"{shown} is not an nn.Module: subclass nn.Module and call super().__init__() "
+             "first.")
+
+
 @dataclass
 class Observed:
     """One call of the student's function, as observe() reports it: what it returned

@@ -35,10 +35,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .common import (FLOAT32_SQRT, MALFORMED, Forbidden, attempt, call, call_keeping, check,
-                     differs, expect_close, expect_tensor, export, fail, float32_sqrt,
-                     forbid_spec, generator, is_module, load_weights, observe, passed, probe,
-                     raised, random_inputs, reference, revive, softmax_condition, take,
-                     take_error, type_name)
+                     construct, differs, expect_close, expect_tensor, export, fail,
+                     float32_sqrt, forbid_spec, generator, judge_construct, load_weights,
+                     observe, passed, probe, raised, random_inputs, reference, revive,
+                     softmax_condition, take, take_error, type_name)
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
@@ -227,21 +227,6 @@ def _shown(d_model, num_heads, kwargs):
     return ", ".join([str(d_model), str(num_heads)] + [f"{k}={v}" for k, v in kwargs.items()])
 
 
-def _construct(cls, d_model, num_heads, kwargs):
-    """(module or None, {"error": what cls(...) raised, "module": is it an nn.Module})."""
-    module, error = attempt(cls, d_model, num_heads, **kwargs)
-    built = is_module(module)
-    return (module if built else None), {"error": error, "module": built}
-
-
-def _judge_construct(data, shown):
-    """Fail unless _construct's data says cls(...) built an nn.Module."""
-    raised(take_error(data, "error"), f"MultiHeadAttention({shown})")
-    if not take(data, "module", bool):
-        fail(f"MultiHeadAttention({shown}) is not an nn.Module: subclass nn.Module and call "
-             "super().__init__() first.")
-
-
 # ------------------------------------------------------------------ exercise 1
 @reference
 def _projection_answers(heads, W_O, b_O):
@@ -302,7 +287,7 @@ def _structure(cls, d_model, num_heads, kwargs, bad):
     head_dim; each projection's weight and bias (None when there is no such attribute);
     whether two weights are one tensor (equal values: random initial weights never are);
     the parameter count; and what cls(*bad) raised."""
-    module, data = _construct(cls, d_model, num_heads, kwargs)
+    module, data = construct(cls, d_model, num_heads, **kwargs)
     if module is None:
         return data
     data["attrs"] = {a: export(getattr(module, a, None)) for a in ("d_model", "num_heads",
@@ -353,7 +338,7 @@ def multi_head_attention_structure(cls, *, d_model=16, num_heads=4, query_size=N
     bad_d = 3 * bad_h + 1  # never divisible by bad_h
     answers = _structure_answers(d_model, num_heads, query_size, key_size, value_size, bias)
     data = _structure(cls, d_model, num_heads, kwargs, (bad_d, bad_h))
-    _judge_construct(data, shown)
+    judge_construct(data, f"MultiHeadAttention({shown})")
     head_dim = answers["head_dim"]
     attrs = take(data, "attrs", dict)
     for attr, value in (("d_model", d_model), ("num_heads", num_heads), ("head_dim", head_dim)):
@@ -422,7 +407,7 @@ def _forward(cls, d_model, num_heads, kwargs, P, dtype, device, inputs):
     value_size)) of `inputs`, PyTorch's attention forbidden. Returns the construction's data,
     "to_error", "targets" (_load_into) and "results": [[result, error]] per input: outputs
     on the grader's inputs of the grader's weights, sent back by value."""
-    module, data = _construct(cls, d_model, num_heads, kwargs)
+    module, data = construct(cls, d_model, num_heads, **kwargs)
     if module is None:
         return data
     module, data["to_error"] = attempt(lambda: module.to(dtype=dtype, device=device).eval())
@@ -549,7 +534,7 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
 
     data = _forward(cls, d_model, num_heads, kwargs, P, dtype, device,
                     [case[1:] for case in cases])
-    _judge_construct(data, shown)
+    judge_construct(data, f"MultiHeadAttention({shown})")
     error = take_error(data, "to_error")
     if error is not None:
         fail(f"MultiHeadAttention({shown}).to(dtype={dtype}) raised {error[0]}: {error[1]}")
@@ -664,33 +649,67 @@ def _load_answers(torch_state):
     return {"weight": weights, "bias": biases}
 
 
-def _probe_load(fn, setup, key_size, value_size, bias):
-    """Build the modules of _load_setup's data `setup` (an nn.MultiheadAttention and a
-    _Target) and call fn(ours, torch_mha); returns what it raised or returned (and whether
-    that was `ours`), torch_mha's parameters after the call, and ours' projections' weights
-    and biases with whether each shares memory with torch_mha."""
-    torch_state = setup["torch"]
+def _by_owner(state):
+    """{"attn.q_proj.weight": t, "in_proj_weight": u} -> {"attn.q_proj": {"weight": t}, "":
+    {"in_proj_weight": u}}: a state's names as common.load_weights takes them."""
+    weights = {}
+    for name, value in state.items():
+        owner, _, part = name.rpartition(".")
+        weights.setdefault(owner, {})[part] = value
+    return weights
+
+
+def _read_back(module, names):
+    """{dotted name: module.<name> read back by value (a copy; None where there is none)}."""
+    values = {}
+    for name in names:
+        value = module
+        for part in name.split("."):
+            value = getattr(value, part, None)
+        values[name] = export(value)
+    return values
+
+
+def _load_run(fn, setup, key_size, value_size, bias):
+    """Build, where the student's code runs (given()), an nn.MultiheadAttention and a _Target
+    holding _load_setup's values `setup` (load_weights), call fn(ours, torch_mha) and read
+    both modules back by value. Then two cross-checks of behaviour, each a write of the
+    grader's into one module read back from the other: "shares" {name: ours' tensor changed
+    when torch_mha's parameters were overwritten}, and "is_ours": writing into what fn
+    returned reached ours (None when it returned None or no module)."""
+    torch_state, attrs = setup["torch"], setup["attrs"]
     dtype = torch_state["out_proj.weight"].dtype
-    attrs = setup["attrs"]
-    torch_mha = nn.MultiheadAttention(attrs["d_model"], attrs["num_heads"], bias=bias,
-                                      kdim=key_size, vdim=value_size, batch_first=True,
-                                      dtype=dtype)
-    with torch.no_grad():
-        for name, p in torch_mha.named_parameters():
-            p.copy_(torch_state[name])
-    ours = _Target(attrs, setup["ours"])
+    torch_mha = given("torch.nn:MultiheadAttention", attrs["d_model"], attrs["num_heads"],
+                      bias=bias, kdim=key_size, vdim=value_size, batch_first=True, dtype=dtype)
+    load_weights(torch_mha, _by_owner(torch_state))
+    ours = given("checks.mha:_Target", attrs, setup["ours"])
+    # a plain call: what fn returns must stay itself (a module of the student's process) for
+    # the "is_ours" cross-check; the in-place effects are read back from the two modules
     result, error = attempt(fn, ours, torch_mha)
-    data = {"error": error, "result": export(result), "is_ours": result is ours}
-    data["torch_mha"] = {n: p.detach().clone() for n, p in torch_mha.named_parameters()}
-    torch_storage = {p.untyped_storage().data_ptr() for p in torch_mha.parameters()}
-    data["ours"], data["shares"] = {}, {}
-    for attr in PROJECTIONS:
-        for part in ("weight", "bias"):
-            value = getattr(getattr(ours, attr, None), part, None)
-            data["ours"][f"{attr}.{part}"] = export(value)
-            data["shares"][f"{attr}.{part}"] = isinstance(value, torch.Tensor) and \
-                value.untyped_storage().data_ptr() in torch_storage
+    names = [f"{attr}.{part}" for attr in PROJECTIONS for part in ("weight", "bias")]
+    data = {"error": error, "result": export(result),
+            "torch_mha": _read_back(torch_mha, torch_state), "ours": _read_back(ours, names)}
+    # (a) shared memory, by behaviour: new values into torch_mha, ours read again
+    load_weights(torch_mha, _by_owner({n: p + 1.0 for n, p in torch_state.items()}))
+    again = _read_back(ours, names)
+    data["shares"] = {name: differs_tensor(again[name], data["ours"][name]) for name in names}
+    # (a) "returned ours", by behaviour: a marker written into the result, read from ours
+    data["is_ours"] = None
+    if result is not None and is_module(result):
+        marker = {name: torch.full(tuple(value.shape), 7.0, dtype=value.dtype)
+                  for name, value in again.items() if isinstance(value, torch.Tensor)}
+        load_weights(result, _by_owner(marker))
+        seen = _read_back(ours, marker)
+        data["is_ours"] = bool(marker) and all(
+            isinstance(seen[n], torch.Tensor) and torch.equal(seen[n], m)
+            for n, m in marker.items())
     return data
+
+
+def differs_tensor(a, b):
+    """Two values read back differ: not both tensors of one shape with equal entries."""
+    return not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+                and a.shape == b.shape and torch.equal(a, b))
 
 
 @check
@@ -701,10 +720,10 @@ def load_from_torch(fn, *, seed=0, d_model=16, num_heads=4, key_size=None, value
     setup = _load_setup(seed, d_model, num_heads, key_size, value_size, bias, dtype)
     torch_state, stale = setup["torch"], setup["ours"]  # what the student's copies start from
     answers = _load_answers(torch_state)
-    data = probe(_probe_load, fn, setup, key_size, value_size, bias)
+    data = _load_run(fn, setup, key_size, value_size, bias)
     raised(take_error(data, "error"), "load_from_torch")
     result = revive(data.get("result"))
-    if result is not None and not take(data, "is_ours", bool):
+    if result is not None and not data["is_ours"]:
         fail("load_from_torch must copy the weights into `ours` in place and return `ours`; "
              f"it returned a different object ({type_name(result)}).")
     after = take(data, "torch_mha", dict)
