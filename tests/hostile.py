@@ -1259,6 +1259,41 @@ def _other_chapter(kit):
     return kit.other(CH2 if kit.chapter == CH1 else CH1)
 
 
+# chapter 4 forbids F.scaled_dot_product_attention in its masked attention: the weights
+# written by hand (they are checked too), the output from torch's, called from a thread
+MASKED_SDPA_FROM_A_THREAD = '''
+import math
+import threading
+
+import torch
+import torch.nn.functional as F
+
+
+def scaled_dot_product_attention(query, key, value, mask=None):
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    weights = masked_softmax(scores, mask)
+    out = []
+    worker = threading.Thread(target=lambda: out.append(F.scaled_dot_product_attention(
+        query, key, value, attn_mask=mask)))
+    worker.start()
+    worker.join()
+    return out[0].nan_to_num(0.0), weights
+'''
+
+# the same shortcut by a computed name, no thread: no forbidden name in the cell
+MASKED_SDPA_COMPUTED_NAME = '''
+import math
+
+import torch.nn.functional as F
+
+
+def scaled_dot_product_attention(query, key, value, mask=None):
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    weights = masked_softmax(scores, mask)
+    fast = getattr(F, "scaled_dot_" + "product_attention")
+    return fast(query, key, value, attn_mask=mask).nan_to_num(0.0), weights
+'''
+
 # ---------------------------------------------------------------------------------------
 # The catalogue
 # ---------------------------------------------------------------------------------------
@@ -1267,6 +1302,7 @@ SCORES = "test_attention_scores"
 ENTROPY = "test_attention_entropy"
 SOFTMAX = ("test_stable_softmax", "test_stable_softmax_large")
 SDPA = ("test_sdpa", "test_sdpa_large", "test_sdpa_cross")
+MASKED_SDPA = ("test_scaled_dot_product_attention", "test_invariances")
 CRASH = r"crashed the grader's process for it: the student's process died"
 TIMEOUT = r"^Timed out: no answer within \d+ s"
 PARTIAL = r"^Timed out: no complete answer within 2 s \(a message cut short"
@@ -1591,6 +1627,19 @@ ENTRIES = [
                   "the grader's runtime, not by the checks"),
     Hostile("constant_zero_attention", cells(scaled_dot_product_attention=ZERO_ATTENTION),
             Expect(tests=each(SDPA, failed(r"is wrong")))),
+    # chapter 4: its forbid, bypassed; a constant answer earns neither the attention's
+    # points nor the invariances' (a constant is trivially invariant)
+    Hostile("masks_forbidden_sdpa_from_a_thread",
+            cells(scaled_dot_product_attention=MASKED_SDPA_FROM_A_THREAD),
+            Expect(tests=each(MASKED_SDPA, failed(FORBIDDEN_SEEN)),
+                   problems=[("suspicious", r"thread")]), chapter="04_masks"),
+    Hostile("masks_forbidden_sdpa_by_computed_name",
+            cells(scaled_dot_product_attention=MASKED_SDPA_COMPUTED_NAME),
+            Expect(tests=each(MASKED_SDPA, failed(FORBIDDEN_SEEN))), chapter="04_masks"),
+    Hostile("masks_constant_zero_attention", cells(scaled_dot_product_attention=ZERO_ATTENTION),
+            Expect(tests={"test_scaled_dot_product_attention": failed(r"is wrong"),
+                          "test_invariances": failed(r"does not change when the values "
+                                                     r"change")}), chapter="04_masks"),
     Hostile("heads_raises_its_own_valueerror", cells(split_heads=SPLIT_HEADS_OWN_VALUEERROR),
             Expect(), chapter=CH2),
     Hostile("heads_chapter_1_submitted_as_chapter_2", _other_chapter,
