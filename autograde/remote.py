@@ -445,6 +445,16 @@ class RemoteRef:
         message = {"op": "list", "target": {"ref": self._header["ref"]}}
         return iter(self._child.request(message)[1])
 
+    def __len__(self):
+        """len() of the object, taken in the student's process (the sandbox's op len)."""
+        length = self._child.request({"op": "len", "target": {"ref": self._header["ref"]}})[1]
+        if isinstance(length, bool) or not isinstance(length, int) or length < 0:
+            raise TypeError("the student's process sent a malformed length")
+        return length
+
+    def __bool__(self):  # an object, true as before __len__ existed, whatever its length
+        return True
+
     def __repr__(self):
         message = {"op": "repr", "target": {"ref": self._header["ref"]}}
         try:

@@ -372,6 +372,9 @@ class Child:
     def op_list(self, message, decode):
         return {"_value": list(self._deref(message["target"])), "_has_value": True}
 
+    def op_len(self, message, decode):
+        return {"_value": len(self._deref(message["target"])), "_has_value": True}
+
     def op_repr(self, message, decode):
         return {"_value": repr(self._deref(message["target"]))[:2000], "_has_value": True}
 

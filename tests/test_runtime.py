@@ -119,6 +119,19 @@ def test_load_weights_through_nested_submodules_and_into_the_module_itself(side)
     assert torch.equal(state["out_proj.weight"], bias)
 
 
+def test_len_is_taken_where_the_object_lives(side):
+    runtime, student = side
+    with common.use_runtime(runtime):
+        stack = common.given("torch.nn:Sequential", common.given("torch.nn:Identity"),
+                             common.given("torch.nn:Identity"))
+        empty = common.given("torch.nn:Sequential")
+        module = student["Doubler"](3)
+        assert len(stack) == 2 and len(empty) == 0
+        assert module and stack  # an object stays true, sized or not
+        with pytest.raises(TypeError):
+            len(module)
+
+
 def test_given_builds_the_courses_objects_where_the_student_code_runs(side):
     runtime, student = side
     with common.use_runtime(runtime):
