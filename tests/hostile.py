@@ -730,6 +730,49 @@ def _reported(fn, setup, key_size, value_size, bias):
 checks.mha._probe_load = _reported
 '''
 
+# chapter 3: a load_from_torch that copies nothing, and the grader's target (checks.mha._Target,
+# built by given() after torch's module) replaced by one that holds torch's values already
+LOAD_TARGET_PREFILLED = '''
+import checks.mha
+import torch
+from torch import nn
+
+_built = []
+_init = nn.MultiheadAttention.__init__
+
+
+def _recorded(self, *args, **kwargs):
+    _init(self, *args, **kwargs)
+    _built.append(self)
+
+
+nn.MultiheadAttention.__init__ = _recorded
+
+
+class _Prefilled(checks.mha._Target):
+    def __init__(self, attrs, state):
+        super().__init__(attrs, state)
+        source = _built[-1]
+        if source.in_proj_weight is not None:
+            weights = source.in_proj_weight.chunk(3)
+        else:
+            weights = (source.q_proj_weight, source.k_proj_weight, source.v_proj_weight)
+        biases = source.in_proj_bias.chunk(3) if source.in_proj_bias is not None else [None] * 3
+        with torch.no_grad():
+            for proj, w, b in zip((self.q_proj, self.k_proj, self.v_proj), weights, biases):
+                proj.weight.copy_(w)
+                if b is not None:
+                    proj.bias.copy_(b)
+            self.out_proj.load_state_dict(source.out_proj.state_dict())
+
+
+checks.mha._Target = _Prefilled
+
+
+def load_from_torch(ours, torch_mha):
+    return ours
+'''
+
 # a constant is trivially invariant and has every shape right: it earns nothing
 ZERO_ATTENTION = '''
 import torch
@@ -1621,10 +1664,7 @@ ENTRIES = [
     Hostile("load_stub_forges_its_report", cells(load_from_torch=LOAD_STUB_FORGES_ITS_REPORT),
             Expect(tests={"test_load_from_torch": failed(r"not implemented yet"),
                           "test_mha_forward": failed(FORBIDDEN_SEEN)},
-                   problems=[("suspicious", r"imports checks\.mha")]), chapter=CH3,
-            known="load_from_torch's facts still come from a probe that runs in the student's "
-                  "process (checks.mha._probe_load): it needs torch's module built there by "
-                  "the grader's runtime, not by the checks"),
+                   problems=[("suspicious", r"imports checks\.mha")]), chapter=CH3),
     Hostile("constant_zero_attention", cells(scaled_dot_product_attention=ZERO_ATTENTION),
             Expect(tests=each(SDPA, failed(r"is wrong")))),
     # chapter 4: its forbid, bypassed; a constant answer earns neither the attention's
@@ -1640,6 +1680,12 @@ ENTRIES = [
             Expect(tests={"test_scaled_dot_product_attention": failed(r"is wrong"),
                           "test_invariances": failed(r"does not change when the values "
                                                      r"change")}), chapter="04_masks"),
+    # chapter 3: forgeries of what a probe used to report
+    Hostile("load_target_prefilled", cells(load_from_torch=LOAD_TARGET_PREFILLED),
+            Expect(tests={"test_load_from_torch": failed(r"malformed data \(`ours` before "
+                                                         r"load_from_torch ran\)"),
+                          "test_mha_forward": failed(FORBIDDEN_SEEN)},
+                   problems=[("suspicious", r"imports checks\.mha")]), chapter=CH3),
     Hostile("heads_raises_its_own_valueerror", cells(split_heads=SPLIT_HEADS_OWN_VALUEERROR),
             Expect(), chapter=CH2),
     Hostile("heads_chapter_1_submitted_as_chapter_2", _other_chapter,

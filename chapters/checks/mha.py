@@ -21,8 +21,9 @@ The MultiHeadAttention checks use only this documented interface of the student'
 Under the autograder the student's objects live in another process. The module checks judge
 only values the grader can verify: it builds the module there, reads its attributes and
 parameters (sent by value), loads its own weights into it (common.load_weights) and compares
-its outputs on its own inputs (common.observe); no code of the checks runs there. (The
-loading exercise still runs in a probe, see common.probe.)
+its outputs on its own inputs (common.observe); no code of the checks runs there. The
+loading exercise builds torch's module and the target there with common.given, and decides
+"shares memory" and "returned ours" by writing into one module and reading the other back.
 
 Shape letters: B batch, Lq/Lk query/key length, h num_heads, hd head_dim,
 D d_model = num_heads * head_dim.
@@ -34,10 +35,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import (FLOAT32_SQRT, MALFORMED, Forbidden, attempt, call, call_keeping, check,
-                     construct, differs, expect_close, expect_tensor, export, fail,
-                     float32_sqrt, forbid_spec, generator, judge_construct, load_weights,
-                     observe, passed, probe, raised, random_inputs, reference, revive,
+from .common import (FLOAT32_SQRT, MALFORMED, Forbidden, Foreign, attempt, call, call_keeping,
+                     check, construct, differs, expect_close, expect_tensor, export, fail,
+                     float32_sqrt, forbid_spec, generator, given, is_module, judge_construct,
+                     load_weights, observe, passed, raised, random_inputs, reference, revive,
                      softmax_condition, take, take_error, type_name)
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
 
@@ -666,14 +667,16 @@ def _read_back(module, names):
         value = module
         for part in name.split("."):
             value = getattr(value, part, None)
-        values[name] = export(value)
+        values[name] = (export(value) if value is None or isinstance(value, torch.Tensor)
+                        else Foreign(type_name(value)))
     return values
 
 
 def _load_run(fn, setup, key_size, value_size, bias):
     """Build, where the student's code runs (given()), an nn.MultiheadAttention and a _Target
     holding _load_setup's values `setup` (load_weights), call fn(ours, torch_mha) and read
-    both modules back by value. Then two cross-checks of behaviour, each a write of the
+    both modules back by value ("built": ours held its given values before the call, so a
+    replaced _Target cannot hand in torch's values itself). Then two cross-checks of behaviour, each a write of the
     grader's into one module read back from the other: "shares" {name: ours' tensor changed
     when torch_mha's parameters were overwritten}, and "is_ours": writing into what fn
     returned reached ours (None when it returned None or no module)."""
@@ -683,30 +686,33 @@ def _load_run(fn, setup, key_size, value_size, bias):
                       bias=bias, kdim=key_size, vdim=value_size, batch_first=True, dtype=dtype)
     load_weights(torch_mha, _by_owner(torch_state))
     ours = given("checks.mha:_Target", attrs, setup["ours"])
+    names = [f"{attr}.{part}" for attr in PROJECTIONS for part in ("weight", "bias")]
+    # ours must hold what it was given before fn runs (not, say, torch_mha's values already)
+    before = _read_back(ours, names)
+    data = {"built": all(not _differs_tensor(before[n], v) for n, v in setup["ours"].items())}
     # a plain call: what fn returns must stay itself (a module of the student's process) for
     # the "is_ours" cross-check; the in-place effects are read back from the two modules
     result, error = attempt(fn, ours, torch_mha)
-    names = [f"{attr}.{part}" for attr in PROJECTIONS for part in ("weight", "bias")]
-    data = {"error": error, "result": export(result),
-            "torch_mha": _read_back(torch_mha, torch_state), "ours": _read_back(ours, names)}
+    data.update(error=error, result=None if result is None else type_name(result),
+                torch_mha=_read_back(torch_mha, torch_state), ours=_read_back(ours, names))
     # (a) shared memory, by behaviour: new values into torch_mha, ours read again
     load_weights(torch_mha, _by_owner({n: p + 1.0 for n, p in torch_state.items()}))
     again = _read_back(ours, names)
-    data["shares"] = {name: differs_tensor(again[name], data["ours"][name]) for name in names}
+    data["shares"] = {name: _differs_tensor(again[name], data["ours"][name]) for name in names}
     # (a) "returned ours", by behaviour: a marker written into the result, read from ours
-    data["is_ours"] = None
+    data["is_ours"] = None if result is None else False
     if result is not None and is_module(result):
         marker = {name: torch.full(tuple(value.shape), 7.0, dtype=value.dtype)
                   for name, value in again.items() if isinstance(value, torch.Tensor)}
         load_weights(result, _by_owner(marker))
         seen = _read_back(ours, marker)
-        data["is_ours"] = bool(marker) and all(
+        data["is_ours"] = None if not marker else all(
             isinstance(seen[n], torch.Tensor) and torch.equal(seen[n], m)
             for n, m in marker.items())
     return data
 
 
-def differs_tensor(a, b):
+def _differs_tensor(a, b):
     """Two values read back differ: not both tensors of one shape with equal entries."""
     return not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
                 and a.shape == b.shape and torch.equal(a, b))
@@ -721,17 +727,18 @@ def load_from_torch(fn, *, seed=0, d_model=16, num_heads=4, key_size=None, value
     torch_state, stale = setup["torch"], setup["ours"]  # what the student's copies start from
     answers = _load_answers(torch_state)
     data = _load_run(fn, setup, key_size, value_size, bias)
-    raised(take_error(data, "error"), "load_from_torch")
-    result = revive(data.get("result"))
-    if result is not None and not data["is_ours"]:
+    if not data["built"]:
+        fail(MALFORMED.format(what="`ours` before load_from_torch ran"))
+    raised(data["error"], "load_from_torch")
+    if data["result"] is not None and data["is_ours"] is False:
         fail("load_from_torch must copy the weights into `ours` in place and return `ours`; "
-             f"it returned a different object ({type_name(result)}).")
-    after = take(data, "torch_mha", dict)
+             f"it returned a different object ({data['result']}).")
+    after = data["torch_mha"]
     for name, p in torch_state.items():
-        if not torch.equal(take(after, name, torch.Tensor), p):
+        if _differs_tensor(after[name], p):
             fail(f"load_from_torch changed torch_mha.{name}: copy from it, never into it.")
     separate = "in_proj_weight" not in torch_state
-    copied, shares = take(data, "ours", dict), take(data, "shares", dict)
+    copied, shares = data["ours"], data["shares"]
     if separate:
         where = "q_proj_weight, k_proj_weight, v_proj_weight"
     else:
@@ -743,7 +750,7 @@ def load_from_torch(fn, *, seed=0, d_model=16, num_heads=4, key_size=None, value
         for part, table in (("weight", w), ("bias", b)):
             if part == "bias" and not bias:
                 continue
-            actual = revive(take(copied, f"{attr}.{part}", object))
+            actual = revive(copied[f"{attr}.{part}"])
             expected = table[n].detach()
             label = f"ours.{attr}.{part}"
             if actual is None:
@@ -752,7 +759,7 @@ def load_from_torch(fn, *, seed=0, d_model=16, num_heads=4, key_size=None, value
             expect_tensor(actual, label, shape=expected.shape, dtype=dtype,
                           shape_names="(out_features, in_features)" if part == "weight" else None)
             if torch.equal(actual.detach(), expected):
-                if take(shares, f"{attr}.{part}", bool):
+                if shares[f"{attr}.{part}"]:
                     fail(f"{label} shares memory with torch_mha's parameters: copy the values "
                          "(ours.q_proj.weight.copy_(w_q) under torch.no_grad()) so that the two "
                          "modules stay independent.")
