@@ -26,6 +26,8 @@ from pathlib import Path
 
 import torch
 
+from . import nested
+
 # Bound now, before any student code runs in the same kernel, so that rebinding
 # torch.allclose or friends in a notebook does not change what the checks compute.
 _isfinite = torch.isfinite
@@ -351,29 +353,37 @@ def differs(got, value):
         return True
 
 
-def export(value, depth=2):
-    """For a probe: `value` (produced by the student's code) as plain data. Tensors become
-    detached copies; None, numbers, strings and tuples or lists of them stay; any other
-    object becomes {"object": its class name} (see revive)."""
+def _unwalked(value):
+    """What export() and revive() do not walk into: dicts, dataclasses (only tuples and
+    lists, `depth` levels down, are walked; nested.map_leaves does the walking)."""
+    return isinstance(value, dict) or nested.is_dataclass_instance(value)
+
+
+def _exported(value):
     if isinstance(value, _Tensor):
         return value.detach().clone()
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
-    if isinstance(value, (tuple, list)) and depth > 0:
-        items = [export(v, depth - 1) for v in value]
-        return tuple(items) if isinstance(value, tuple) else items
     return {"object": type(value).__name__}
 
 
-def revive(value, depth=3):
-    """For the judge: what export() produced, with each {"object": name} as a Foreign."""
-    if isinstance(value, (tuple, list)) and depth > 0:
-        items = [revive(v, depth - 1) for v in value]
-        return tuple(items) if isinstance(value, tuple) else items
+def export(value, depth=2):
+    """For a probe: `value` (produced by the student's code) as plain data. Tensors become
+    detached copies; None, numbers, strings and tuples or lists of them stay; any other
+    object becomes {"object": its class name} (see revive)."""
+    return nested.map_leaves(value, _exported, depth=depth, is_leaf=_unwalked)
+
+
+def _revived(value):
     if value is None or isinstance(value, (bool, int, float, str, _Tensor)):
         return value
     name = value.get("object") if isinstance(value, dict) else None
     return Foreign(name if isinstance(name, str) else type_name(value))
+
+
+def revive(value, depth=3):
+    """For the judge: what export() produced, with each {"object": name} as a Foreign."""
+    return nested.map_leaves(value, _revived, depth=depth, is_leaf=_unwalked)
 
 
 def attempt(function, *args, **kwargs):
@@ -407,7 +417,8 @@ def construct(cls, *args, **kwargs):
     the call raised (attempt()'s list) or None, "module": whether it built an nn.Module}),
     from what the grader sees (the runtime's is_module), never a report of the student's
     process. judge_construct() fails on the data."""
-    module, error = attempt(cls, *args, **kwargs)
+    with torch.random.fork_rng():  # the initial weights, which checks replace, draw from it
+        module, error = attempt(cls, *args, **kwargs)
     built = is_module(module)
     return (module if built else None), {"error": error, "module": built}
 
@@ -467,6 +478,29 @@ def load_weights(module, weights):
     in the student's process does the copying (the module's `load_weights`): facts about a
     module come from values the grader sent, then from its outputs on the grader's inputs."""
     return runtime().load_weights(module, weights)
+
+
+def by_owner(state):
+    """{"attn.q_proj.weight": t, "in_proj_weight": u} -> {"attn.q_proj": {"weight": t}, "":
+    {"in_proj_weight": u}}: a state dict's names as load_weights() takes them."""
+    weights = {}
+    for name, value in state.items():
+        owner, _, part = name.rpartition(".")
+        weights.setdefault(owner, {})[part] = value
+    return weights
+
+
+def read_back(module, names):
+    """{dotted name: module.<name> read back by value: a copy of the tensor, None where there
+    is none, a Foreign naming anything else}, e.g. the parameters after the student's call."""
+    values = {}
+    for name in names:
+        value = module
+        for part in name.split("."):
+            value = getattr(value, part, None)
+        values[name] = (export(value) if value is None or isinstance(value, _Tensor)
+                        else Foreign(type_name(value)))
+    return values
 
 
 def call_keeping(function, *args, name=None, **kwargs):
@@ -764,19 +798,26 @@ def check(function):
     return run
 
 
-def _signature(value, depth=3):
-    """What a reference's arguments look like (shapes and dtypes, not values): replaying a
-    stored answer for arguments of another shape is a bug of the checks, caught here."""
+def _signature_of_leaf(value):
     if isinstance(value, torch.Tensor):
         return f"{str(value.dtype)[6:]}{list(value.shape)}"
     if value is None or isinstance(value, (bool, int, float, str, torch.dtype, torch.device)):
         return repr(value)[:80]
-    if isinstance(value, (tuple, list)) and depth:
-        return "(" + ",".join(_signature(v, depth - 1) for v in value) + ")"
-    if isinstance(value, dict) and depth:
-        return "{" + ",".join(f"{_signature(k, 0)}:{_signature(v, depth - 1)}"
-                              for k, v in value.items()) + "}"
     return type(value).__name__
+
+
+def _signature_of(container, items):
+    if isinstance(container, dict):
+        return "{" + ",".join(f"{_signature_of_leaf(k)}:{item}"
+                              for k, item in zip(container, items)) + "}"
+    return "(" + ",".join(items) + ")"
+
+
+def _signature(value, depth=3):
+    """What a reference's arguments look like (shapes and dtypes, not values): replaying a
+    stored answer for arguments of another shape is a bug of the checks, caught here."""
+    return nested.fold(value, _signature_of_leaf, _signature_of, depth=depth,
+                       is_leaf=nested.is_dataclass_instance)
 
 
 def reference(function):
@@ -824,58 +865,55 @@ def _replay(key, slot, signature):
     return _copy(stored[1])  # a check or the student's code may change what it gets
 
 
-def _copy(value):
+def _copied(value):
     if isinstance(value, torch.Tensor):
         copied = value.detach().clone()
         return copied.requires_grad_() if value.requires_grad else copied
-    if isinstance(value, (tuple, list)):
-        return type(value)(_copy(v) for v in value)
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
     return value
+
+
+def _copy(value):
+    """`value` with its tensors copied (a stored answer, given out again)."""
+    return nested.map_leaves(value, _copied)
 
 
 # Fixtures: one .npz per chapter, read with allow_pickle=False. "index" holds JSON bytes
 # {call key: {slot: [signature, encoded result]}}; tensors are arrays "t0", "t1", ...
 # (bfloat16, which numpy lacks, stored as its int16 bits).
 
+# The containers are nested.encode()'s, as on the grader's wire; these write the leaves.
+
 def _encode(value, arrays):
-    if isinstance(value, torch.Tensor):
-        tensor = value.detach().cpu().contiguous()
-        kept = tensor.view(torch.int16) if tensor.dtype == torch.bfloat16 else tensor
-        arrays.append(kept.numpy())
-        return {"tensor": len(arrays) - 1, "dtype": str(tensor.dtype)[6:],
-                "grad": bool(value.requires_grad)}
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, torch.dtype):
-        return {"dtype": str(value)[6:]}
-    if isinstance(value, (tuple, list)):
-        return {type(value).__name__ if type(value) in (tuple, list) else "tuple":
-                [_encode(v, arrays) for v in value]}
-    if isinstance(value, dict):
-        return {"dict": [[_encode(k, arrays), _encode(v, arrays)] for k, v in value.items()]}
-    raise TypeError(f"a @reference function returned {type(value).__name__}, which fixtures "
-                    "cannot store: return tensors, numbers, strings, tuples, lists or dicts")
+    def leaf(item):
+        if isinstance(item, torch.Tensor):
+            tensor = item.detach().cpu().contiguous()
+            kept = tensor.view(torch.int16) if tensor.dtype == torch.bfloat16 else tensor
+            arrays.append(kept.numpy())
+            return {"tensor": len(arrays) - 1, "dtype": str(tensor.dtype)[6:],
+                    "grad": bool(item.requires_grad)}
+        if item is None or isinstance(item, (bool, int, float, str)):
+            return item
+        if isinstance(item, torch.dtype):
+            return {"dtype": str(item)[6:]}
+        raise TypeError(f"a @reference function returned {type(item).__name__}, which "
+                        "fixtures cannot store: return tensors, numbers, strings, tuples, "
+                        "lists or dicts")
+    return nested.encode(value, leaf, pairs=True)
 
 
 def _decode(data, arrays):
-    if not isinstance(data, dict):
-        return data
-    if "tensor" in data:
-        tensor = torch.from_numpy(arrays[f"t{data['tensor']}"].copy())
-        dtype = getattr(torch, data["dtype"])
-        tensor = tensor.view(dtype) if dtype == torch.bfloat16 else tensor.to(dtype)
-        return tensor.requires_grad_() if data["grad"] else tensor
-    if "dtype" in data:
-        return getattr(torch, data["dtype"])
-    if "tuple" in data:
-        return tuple(_decode(v, arrays) for v in data["tuple"])
-    if "list" in data:
-        return [_decode(v, arrays) for v in data["list"]]
-    if "dict" in data:
-        return {_decode(k, arrays): _decode(v, arrays) for k, v in data["dict"]}
-    raise ValueError(f"unknown fixture entry {sorted(data)}")
+    def leaf(item):
+        if not isinstance(item, dict):
+            return item
+        if "tensor" in item:
+            tensor = torch.from_numpy(arrays[f"t{item['tensor']}"].copy())
+            dtype = getattr(torch, item["dtype"])
+            tensor = tensor.view(dtype) if dtype == torch.bfloat16 else tensor.to(dtype)
+            return tensor.requires_grad_() if item["grad"] else tensor
+        if "dtype" in item:
+            return getattr(torch, item["dtype"])
+        raise ValueError(f"unknown fixture entry {sorted(item)}")
+    return nested.decode(data, leaf)
 
 
 def save_fixtures(path, recording):

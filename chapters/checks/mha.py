@@ -35,11 +35,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import (FLOAT32_SQRT, MALFORMED, Forbidden, Foreign, attempt, call, call_keeping,
-                     check, construct, differs, expect_close, expect_tensor, export, fail,
-                     float32_sqrt, forbid_spec, generator, given, is_module, judge_construct,
-                     load_weights, observe, passed, raised, random_inputs, reference, revive,
-                     softmax_condition, take, take_error, type_name)
+from .common import (FLOAT32_SQRT, MALFORMED, Forbidden, attempt, by_owner, call,
+                     call_keeping, check, construct, differs, expect_close, expect_tensor,
+                     export, fail, float32_sqrt, forbid_spec, generator, given, is_module,
+                     judge_construct, load_weights, observe, passed, raised, random_inputs,
+                     read_back, reference, revive, softmax_condition, take, take_error,
+                     type_name)
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
@@ -650,28 +651,6 @@ def _load_answers(torch_state):
     return {"weight": weights, "bias": biases}
 
 
-def _by_owner(state):
-    """{"attn.q_proj.weight": t, "in_proj_weight": u} -> {"attn.q_proj": {"weight": t}, "":
-    {"in_proj_weight": u}}: a state's names as common.load_weights takes them."""
-    weights = {}
-    for name, value in state.items():
-        owner, _, part = name.rpartition(".")
-        weights.setdefault(owner, {})[part] = value
-    return weights
-
-
-def _read_back(module, names):
-    """{dotted name: module.<name> read back by value (a copy; None where there is none)}."""
-    values = {}
-    for name in names:
-        value = module
-        for part in name.split("."):
-            value = getattr(value, part, None)
-        values[name] = (export(value) if value is None or isinstance(value, torch.Tensor)
-                        else Foreign(type_name(value)))
-    return values
-
-
 def _load_run(fn, setup, key_size, value_size, bias):
     """Build, where the student's code runs (given()), an nn.MultiheadAttention and a _Target
     holding _load_setup's values `setup` (load_weights), call fn(ours, torch_mha) and read
@@ -684,28 +663,28 @@ def _load_run(fn, setup, key_size, value_size, bias):
     dtype = torch_state["out_proj.weight"].dtype
     torch_mha = given("torch.nn:MultiheadAttention", attrs["d_model"], attrs["num_heads"],
                       bias=bias, kdim=key_size, vdim=value_size, batch_first=True, dtype=dtype)
-    load_weights(torch_mha, _by_owner(torch_state))
+    load_weights(torch_mha, by_owner(torch_state))
     ours = given("checks.mha:_Target", attrs, setup["ours"])
     names = [f"{attr}.{part}" for attr in PROJECTIONS for part in ("weight", "bias")]
     # ours must hold what it was given before fn runs (not, say, torch_mha's values already)
-    before = _read_back(ours, names)
+    before = read_back(ours, names)
     data = {"built": all(not _differs_tensor(before[n], v) for n, v in setup["ours"].items())}
     # a plain call: what fn returns must stay itself (a module of the student's process) for
     # the "is_ours" cross-check; the in-place effects are read back from the two modules
     result, error = attempt(fn, ours, torch_mha)
     data.update(error=error, result=None if result is None else type_name(result),
-                torch_mha=_read_back(torch_mha, torch_state), ours=_read_back(ours, names))
+                torch_mha=read_back(torch_mha, torch_state), ours=read_back(ours, names))
     # (a) shared memory, by behaviour: new values into torch_mha, ours read again
-    load_weights(torch_mha, _by_owner({n: p + 1.0 for n, p in torch_state.items()}))
-    again = _read_back(ours, names)
+    load_weights(torch_mha, by_owner({n: p + 1.0 for n, p in torch_state.items()}))
+    again = read_back(ours, names)
     data["shares"] = {name: _differs_tensor(again[name], data["ours"][name]) for name in names}
     # (a) "returned ours", by behaviour: a marker written into the result, read from ours
     data["is_ours"] = None if result is None else False
     if result is not None and is_module(result):
         marker = {name: torch.full(tuple(value.shape), 7.0, dtype=value.dtype)
                   for name, value in again.items() if isinstance(value, torch.Tensor)}
-        load_weights(result, _by_owner(marker))
-        seen = _read_back(ours, marker)
+        load_weights(result, by_owner(marker))
+        seen = read_back(ours, marker)
         data["is_ours"] = None if not marker else all(
             isinstance(seen[n], torch.Tensor) and torch.equal(seen[n], m)
             for n, m in marker.items())
