@@ -17,24 +17,23 @@ ablation_importance receives a model built here with the interface of the chapte
 TinyAttentionModel: `num_heads`, and forward(tokens, head_mask=None) -> (logits_prev,
 logits_first, weights).
 
-Whatever touches the student's objects runs in a probe (`_probe_...`, see common.probe): under
-the autograder those objects live in another process, so a probe builds the modules there,
-calls the student's code and returns plain data (tensors, numbers, class names, the errors
-raised), which the check then judges here.
+Under the autograder the student's objects live in another process. The checks judge only
+values the grader can verify (common.py, "The runtime"): they build the modules and the lab
+model there (the class the student passes; common.given() for the model), load their own
+weights into them (common.load_weights), read their parameters back by value and compare
+their outputs on the checks' own inputs (common.observe); no code of the checks runs there.
 
 Shape letters: B batch, L (Lq, Lk) sequence length, h num_heads, hd head_dim, D d_model,
 V vocab_size.
 """
 import math
-from typing import NamedTuple
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from .common import (MALFORMED, CheckFailure, attempt, call_keeping, check, close, differs,
-                     expect_close, expect_tensor, export, fail, generator, is_class, passed,
-                     probe, raised, random_inputs, reference, revive, take, take_error,
+                     expect_close, expect_tensor, fail, generator, given, is_class, is_module,
+                     load_weights, observe, passed, raised, random_inputs, reference, revive,
                      type_name)
 
 IGNORE_INDEX = -100  # F.cross_entropy's default ignore_index: positions with no target
@@ -189,101 +188,108 @@ def _module_params(d_model, query_size, key_size, value_size, bias, dtype, seed)
     return P
 
 
-def _probe_params(module):
-    """In a probe: {attr: None (no such attribute) | {"weight": ..., "bias": ...}} of the
-    projections of `module`, each value exported (see _params)."""
-    return {attr: None if getattr(module, attr, None) is None else {
-        part: export(getattr(getattr(module, attr), part, None)) for part in ("weight", "bias")}
-        for attr in PROJECTIONS}
+NO_ATTRIBUTE = object()  # what _read() finds where the module has no such projection
 
 
-def _params(described, where):
-    """{name: tensor} of the projections' weights and biases that _probe_params described."""
-    if not isinstance(described, dict):
-        fail(MALFORMED.format(what="the projections"))
-    out = {}
-    for attr in PROJECTIONS:
-        proj = described.get(attr)
-        if proj is None:
-            fail(f"{where} has no attribute `{attr}`. {INTERFACE}")
-        for part in ("weight", "bias"):
-            value = revive(take(proj, part, object))
-            if value is not None:
-                if not isinstance(value, torch.Tensor):
-                    fail(f"{where}: {attr}.{part} is a {type_name(value)}, not a tensor. "
-                         f"{INTERFACE}")
-                out[f"{attr}.{part}"] = value
-    return out
-
-
-def _tensors(module):
-    """{name: the tensor object} of the projections' weights and biases (in a probe)."""
+def _read(module):
+    """{name: what module.<projection>.<part> holds now} for the projections' weights and
+    biases, read back by value: a tensor (a copy), None, a class name, or NO_ATTRIBUTE."""
     found = {}
     for attr in PROJECTIONS:
+        proj = getattr(module, attr, None)
         for part in ("weight", "bias"):
-            value = getattr(getattr(module, attr, None), part, None)
-            if value is not None:
-                found[f"{attr}.{part}"] = value
+            value = NO_ATTRIBUTE if proj is None else getattr(proj, part, None)
+            if isinstance(value, torch.Tensor):
+                value = value.detach().clone()  # (here: a snapshot of the live tensor)
+            elif value is not None and value is not NO_ATTRIBUTE:
+                value = type_name(value)
+            found[f"{attr}.{part}"] = value
     return found
 
 
-def _probe_build(cls, d_model, num_heads, kwargs, P, dtype, device):
-    """In a probe: (module or None, data). The module is cls(d_model, num_heads, **kwargs) in
-    dtype on device, holding P; data: "error" and "to_error" (what construction and .to
-    raised), "heads" ([num_heads, head_dim]), "before" (_probe_params), "mismatched"
-    ({name: shape or None} of the tensors that could not take P's values)."""
+def _params(found, where):
+    """{name: tensor} of the projections' weights and biases that _read() found; fails on a
+    missing projection or one whose weight or bias is not a tensor."""
+    out = {}
+    for name, value in found.items():
+        if value is NO_ATTRIBUTE:
+            fail(f"{where} has no attribute `{name.split('.')[0]}`. {INTERFACE}")
+        if isinstance(value, str):
+            fail(f"{where}: {name} is a {value}, not a tensor. {INTERFACE}")
+        if value is not None:
+            out[name] = value
+    return out
+
+
+def _nested(tensors):
+    """{"q_proj.weight": W, ...} in load_weights()'s form, {"q_proj": {"weight": W}, ...}."""
+    nested = {}
+    for name, value in tensors.items():
+        attr, part = name.split(".")
+        nested.setdefault(attr, {})[part] = value
+    return nested
+
+
+def _build(cls, d_model, num_heads, kwargs, P, dtype, device, where):
+    """cls(d_model, num_heads, **kwargs), built where the student's code runs, moved to dtype
+    and device, in eval mode, holding P (copied in by load_weights); fails unless it has the
+    documented interface. Returns (module, h, hd)."""
     module, error = attempt(cls, d_model, num_heads, **kwargs)
-    data = {"error": error}
-    if error is not None:
-        return None, data
-    module, data["to_error"] = attempt(lambda: module.to(dtype=dtype, device=device).eval())
-    if data["to_error"] is not None:
-        return None, data
-    data["heads"] = [export(getattr(module, "num_heads", None)),
-                     export(getattr(module, "head_dim", None))]
-    data["before"] = _probe_params(module)
-    data["mismatched"] = {}
-    tensors = _tensors(module)
-    with torch.no_grad():
-        for name, value in P.items():
-            target = tensors.get(name)
-            shape = list(target.shape) if isinstance(target, torch.Tensor) else None
-            if shape == list(value.shape):
-                target.copy_(value)
-            else:
-                data["mismatched"][name] = shape
-    return module, data
-
-
-def _judge_build(data, where, P, d_model, num_heads, dtype, device):
-    """Fail unless _probe_build made the module and loaded P; returns (h, hd)."""
-    raised(take_error(data, "error"), where)
-    error = take_error(data, "to_error")
+    raised(error, where)
+    if not is_module(module):
+        fail(f"{where} is not an nn.Module: subclass nn.Module and call super().__init__() "
+             "first.")
+    module, error = attempt(lambda: module.to(dtype=dtype, device=device).eval())
     if error is not None:
         fail(f"{where}.to(dtype={dtype}, device={device}) raised {error[0]}: {error[1]}")
-    _params(take(data, "before", dict), where)
+    _params(_read(module), where)
     h, hd = num_heads, d_model // num_heads
-    heads = take(data, "heads", list, tuple)
-    if len(heads) != 2 or differs(revive(heads[0]), h) or differs(revive(heads[1]), hd):
+    heads = [getattr(module, "num_heads", None), getattr(module, "head_dim", None)]
+    if differs(heads[0], h) or differs(heads[1], hd):
         fail(f"{where}: num_heads and head_dim are {heads}, expected [{h}, {hd}]. {INTERFACE}")
-    mismatched = take(data, "mismatched", dict)
-    for name in P:
-        if name in mismatched:
-            shape = mismatched[name]
+    found = load_weights(module, _nested(P))
+    if not isinstance(found, dict):
+        fail(MALFORMED.format(what="the projections"))
+    for name, value in P.items():
+        attr, part = name.split(".")
+        shape = found[attr].get(part) if isinstance(found.get(attr), dict) else None
+        if shape != list(value.shape):
             got = f"has shape {tuple(shape)}" if isinstance(shape, list) else "is missing"
-            fail(f"{where}: {name} {got}, expected shape {tuple(P[name].shape)}. {INTERFACE}")
-    return h, hd
+            fail(f"{where}: {name} {got}, expected shape {tuple(value.shape)}. {INTERFACE}")
+    return module, h, hd
 
 
-def _judge_forward(item, where):
-    """(output, weights) from a probe's [exported forward result, error]."""
-    if not (isinstance(item, (list, tuple)) and len(item) == 2):
-        fail(MALFORMED.format(what="the forward result"))
-    raised(item[1], f"forward of {where}")
-    result = revive(item[0])
+def _forward_result(seen, where):
+    """(output, weights) from the Observed forward call of a module."""
+    raised(seen.error, f"forward of {where}")
+    result = revive(seen.result)
     if not (isinstance(result, tuple) and len(result) == 2):
         fail(f"{where} must return (output, weights) from forward. {INTERFACE}")
     return result
+
+
+def _same_tensor(value, marker):
+    return (isinstance(value, torch.Tensor) and value.shape == marker.shape
+            and torch.equal(value.detach().cpu(), marker))
+
+
+def _markers(found):
+    """{name: values the grader writes to recognise a tensor when it reads it back} for each
+    tensor _read() found: 2 + i + k/4, exact in every float dtype and far from any weight."""
+    return {name: (2 + i + torch.arange(value.numel(), dtype=torch.float64) % 4 / 4)
+            .to(value.dtype).view(value.shape)
+            for i, (name, value) in enumerate(found.items()) if isinstance(value, torch.Tensor)}
+
+
+def _written_back(target, source):
+    """A cross-check by behaviour, in place of "is the same object": the grader writes
+    markers into target's projections (load_weights) and reads source's back. Returns
+    (markers, the names whose markers source now holds: all, when target is source)."""
+    markers = _markers(_read(target)) if is_module(target) else {}
+    if markers:
+        load_weights(target, _nested(markers))
+    back = _read(source)
+    return markers, {name for name, m in markers.items() if _same_tensor(back.get(name), m)}
 
 
 @reference
@@ -369,25 +375,6 @@ def _identical_answers(P, h, hd):
     return answers
 
 
-def _probe_identical(fn, cls, d_model, num_heads, kwargs, P, dtype, device, inputs):
-    """Build the module (_probe_build), call fn(module), then run its forward on `inputs`
-    (query, key, value). Returns _probe_build's data and "call_error", "result", "is_mha"
-    (fn returned the module itself), "replaced" (parameters now other objects), "after"
-    (_probe_params) and "forward" ([result, error])."""
-    module, data = _probe_build(cls, d_model, num_heads, kwargs, P, dtype, device)
-    if module is None:
-        return data
-    before = _tensors(module)
-    result, data["call_error"] = attempt(fn, module)
-    data["result"], data["is_mha"] = export(result), result is module
-    data["replaced"] = [k for k, v in _tensors(module).items() if v is not before.get(k)]
-    data["after"] = _probe_params(module)
-    with torch.no_grad():
-        output, error = attempt(module, *inputs)
-    data["forward"] = [export(output), error]
-    return data
-
-
 @check
 def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size=None,
                          key_size=None, value_size=None, bias=True, dtype=torch.float32,
@@ -399,28 +386,38 @@ def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size
     sizes = (query_size or d_model, key_size or d_model, value_size or d_model)
     inputs = random_inputs((2, 4, sizes[0]), (2, 5, sizes[1]), (2, 5, sizes[2]), seed=seed + 1,
                            dtype=dtype, device=device)
-    data = probe(_probe_identical, fn, cls, d_model, num_heads, kwargs, P, dtype, device,
-                 [x.clone() for x in inputs])  # copies: the student's forward gets these
-    h, hd = _judge_build(data, where, P, d_model, num_heads, dtype, device)
+    module, h, hd = _build(cls, d_model, num_heads, kwargs, P, dtype, device, where)
+    # (a) "replaced a parameter by a new object", by behaviour: an optimizer built before the
+    # call holds the module's parameters; after it, the grader writes its own values into the
+    # module and reads back which of them the optimizer's parameters hold
+    optimizer, error = attempt(lambda: given("torch.optim:SGD", module.parameters(), lr=0.0))
+    if error is not None:
+        fail(f"torch.optim.SGD({where}.parameters()) raised {error[0]}: {error[1]}")
     name = "make_heads_identical(mha)"
+    result, error = attempt(fn, module)
     try:
-        raised(take_error(data, "call_error"), name)
+        raised(error, name)
     except CheckFailure as failure:
         if "leaf Variable that requires grad" in str(failure):
             fail(f"{name} raised RuntimeError: a leaf Variable that requires grad is being used "
                  f"in an in-place operation. {NO_GRAD}")
         raise
-    result = revive(take(data, "result", object))
     if result is None:
         fail(f"{name} returned None: return the module you changed (mha), so that calls can "
              "be chained.")
-    if not take(data, "is_mha", bool):
+    found = _read(module)
+    # copies: the student's forward gets these
+    forward = observe(module, *(x.clone() for x in inputs))
+    # (a) "returned mha itself", by behaviour: the grader's markers written into the result
+    # are read back from mha (this leaves them in mha: `found` and `forward` came first)
+    markers, shared = _written_back(result, module)
+    if not markers or shared != set(markers) or set(markers) != set(_params(found, where)):
         fail(f"{name} returned another object ({type_name(result)}): change mha in place "
              "and return mha itself.")
-    replaced = take(data, "replaced", list)
-    after = _params(take(data, "after", dict), where)
+    after = _params(found, where)
+    held = [p for group in optimizer.param_groups for p in group["params"]]
     for pname in after:
-        if pname in replaced:
+        if not any(_same_tensor(p, markers[pname]) for p in held):
             fail(f"{name} replaced the parameter {pname} by a new object: copy into the existing "
                  "parameters (`param[...] = ...` or `param.copy_(...)` under torch.no_grad()), "
                  "so that an optimizer built earlier still sees them.")
@@ -434,16 +431,16 @@ def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size
             if key not in after:
                 fail(f"{name}: {key} is gone after the call. {INTERFACE}")
             if key == "out_proj.bias":
-                if not torch.equal(after[key].detach().double().cpu(), W):
+                if not torch.equal(after[key].double().cpu(), W):
                     fail(f"{name}: {OUT_BIAS_CHANGED}")
                 continue
             expected, bugs = answers[key]
-            expect_close(after[key].detach().cpu(), expected.to(dtype), f"{name}: {key}",
+            expect_close(after[key].cpu(), expected.to(dtype), f"{name}: {key}",
                          bugs={m: c.to(dtype) for m, c in bugs.items()}, dtype=dtype,
                          hint="Every head's rows (q_proj, k_proj, v_proj, and their biases) and "
                               "columns (out_proj) must equal head 0's.")
     # the heads now compute the same thing: equal attention weights for every head
-    _, weights = _judge_forward(take(data, "forward", list, tuple), where)
+    _, weights = _forward_result(forward, where)
     expect_tensor(weights, f"forward of {where}: weights", shape=(2, h, 4, 5),
                   shape_names="(B, num_heads, Lq, Lk)")
     weights = weights.detach().cpu()
@@ -532,13 +529,28 @@ def head_similarity(fn, *, seed=0, B=4, num_heads=3, Lq=5, Lk=None, dtype=torch.
 
 
 # ----------------------------------------------------------------------------- exercise 4
-class Batch(NamedTuple):
-    """tokens, prev_target, first_target: (N, L) long each, like the chapter's
-    TwoRelationBatch."""
+class Batch:
+    """tokens, prev_target, first_target: (N, L) long each, read by name, by index or
+    unpacked, like the chapter's TwoRelationBatch. Not a tuple: under the autograder a tuple
+    crosses to the student's process by value, as a plain tuple without the names, while
+    this stays an object there (built with common.given, see _ablation_setup)."""
 
-    tokens: torch.Tensor
-    prev_target: torch.Tensor
-    first_target: torch.Tensor
+    __slots__ = ("tokens", "prev_target", "first_target")
+
+    def __init__(self, tokens, prev_target, first_target):
+        self.tokens, self.prev_target, self.first_target = tokens, prev_target, first_target
+
+    def __iter__(self):
+        return iter((self.tokens, self.prev_target, self.first_target))
+
+    def __getitem__(self, index):
+        return tuple(self)[index]
+
+    def __len__(self):
+        return 3
+
+    def __repr__(self):
+        return f"Batch(tokens, prev_target, first_target: {tuple(self.tokens.shape)} each)"
 
 
 @reference
@@ -624,18 +636,10 @@ GRADIENT = ("that is the gradient score |dL/d gate_k| (Michel et al.), not the a
 
 
 def _ablation_setup(params, batch, L, vocab_size, d_model, num_heads, device):
-    """(GatedModel holding `params`, Batch of `batch`'s tensors), on device."""
+    """(GatedModel holding `params`, Batch of `batch`'s tensors), on device: the lab that
+    ablation_importance builds where the student's code runs (common.given)."""
     model = GatedModel(vocab_size, L, d_model, num_heads, params=params).to(device)
     return model, Batch(*(t.to(device, copy=True) for t in batch))  # copies: `batch` stays
-
-
-def _probe_ablation(fn, params, batch, L, vocab_size, d_model, num_heads, device):
-    """Call fn(model, batch) on _ablation_setup's model and batch; returns what it raised or
-    returned ("error", "out") and the model's state_dict afterwards ("state")."""
-    model, batch = _ablation_setup(params, batch, L, vocab_size, d_model, num_heads, device)
-    out, error = attempt(fn, model, batch)
-    return {"error": error, "out": export(out),
-            "state": {k: v.detach().clone() for k, v in model.state_dict().items()}}
 
 
 @reference
@@ -702,15 +706,17 @@ def ablation_importance(fn, *, seed=0, N=16, L=6, vocab_size=11, d_model=12, num
     at 1, for each head k; loss = mean cross-entropy of prev + that of first."""
     params, batch = _ablation_inputs(seed, N, L, vocab_size, d_model, num_heads, dtype)
     name = "ablation_importance(model, batch)"
-    data = probe(_probe_ablation, fn, params, batch, L, vocab_size, d_model, num_heads, device)
-    raised(take_error(data, "error"), name)
-    state = take(data, "state", dict)
+    model, lab_batch = given("checks.diversity:_ablation_setup", params, batch, L, vocab_size,
+                             d_model, num_heads, device)
+    out, _ = call_keeping(fn, model, lab_batch, name=name)
+    # the model's parameters after the call, read back by value
+    state = dict(model.state_dict())
     for key, value in params.items():
-        if not torch.equal(take(state, key, torch.Tensor), value.to(device)):
+        after = state.get(key)
+        if not (isinstance(after, torch.Tensor) and torch.equal(after.detach().cpu(), value)):
             fail(f"{name} changed the model's parameter {key}: switch heads off with the "
                  "head_mask argument of the model, not by editing its weights.")
     h = num_heads
-    out = revive(take(data, "out", object))
     expect_tensor(out, name)
     expect_tensor(out, name, shape=(h,), shape_names="(num_heads,)")
     out = out.detach().cpu()
@@ -741,30 +747,6 @@ PRUNE_BIAS = ("{p} was not copied from the original module: keep the biases of t
               "({p} of the kept heads' rows{extra}).")
 PRUNE_OUT_BIAS = ("out_proj.bias was not copied: it belongs to no head, so the pruned module "
                   "keeps it unchanged.")
-
-
-def _probe_prune(fn, cls, d_model, num_heads, kwargs, P, dtype, device, remove, inputs):
-    """Build the module (_probe_build), call fn(module, remove) and run the result's forward
-    on `inputs` (query, key, value). Returns _probe_build's data and "call_error", "result",
-    "is_mha" (fn returned the module itself), "original" (_probe_params of the module after
-    the call), "is_module" (the result is an nn.Module), "new_heads" ([num_heads, head_dim]
-    of the result), "new" (_probe_params of the result) and "forward" ([result, error])."""
-    module, data = _probe_build(cls, d_model, num_heads, kwargs, P, dtype, device)
-    if module is None:
-        return data
-    new, data["call_error"] = attempt(fn, module, list(remove))
-    data["result"], data["is_mha"] = export(new), new is module
-    data["original"] = _probe_params(module)
-    data["is_module"] = isinstance(new, nn.Module)
-    if not data["is_module"]:
-        return data
-    data["new_heads"] = [export(getattr(new, "num_heads", None)),
-                         export(getattr(new, "head_dim", None))]
-    data["new"] = _probe_params(new)
-    with torch.no_grad():
-        output, error = attempt(new, *inputs)
-    data["forward"] = [export(output), error]
-    return data
 
 
 @reference
@@ -812,39 +794,43 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
     inputs = random_inputs((2, 4, sizes[0]), (2, 6, sizes[1]), (2, 6, sizes[2]), seed=seed + 1,
                            dtype=dtype, device=device)
     remove = list(remove)
-    data = probe(_probe_prune, fn, cls, d_model, num_heads, kwargs, P, dtype, device, remove,
-                 [x.clone() for x in inputs])  # copies: the student's forward gets these
-    h, hd = _judge_build(data, where, P, d_model, num_heads, dtype, device)
+    module, h, hd = _build(cls, d_model, num_heads, kwargs, P, dtype, device, where)
     keep = sorted(set(range(h)) - set(remove))  # the heads the pruned module holds
     name = f"prune_heads(mha, {remove})"
+    new, error = attempt(fn, module, list(remove))
     try:
-        raised(take_error(data, "call_error"), name)
+        raised(error, name)
     except CheckFailure as failure:
         if any(s in str(failure) for s in ("must match the size", "size mismatch", "divisible",
                                           "shape")):
             fail(f"{failure}\n{PRUNE_SHAPES.format(kept=len(keep), hd=hd)}")
         raise
-    new = revive(take(data, "result", object))
     if new is None:
         fail(f"{name} returned None: return the new, smaller module.")
-    if take(data, "is_mha", bool):
-        fail(f"{name} returned mha itself: build and return a new module and leave mha as it is.")
-    for key, value in _params(take(data, "original", dict), where).items():
-        if key not in P or not torch.equal(value.detach().double().cpu(), P[key]):
+    original = _read(module)  # mha after the call
+    if is_module(new):
+        got_h, got_hd = getattr(new, "num_heads", None), getattr(new, "head_dim", None)
+        found = _read(new)
+        # copies: the student's forward gets these
+        forward = observe(new, *(x.clone() for x in inputs))
+        # (a) "returned mha itself", by behaviour: the grader's markers written into the
+        # result are read back from mha (after `original`, `found` and `forward` were taken)
+        markers, shared = _written_back(new, module)
+        if markers and shared == set(markers) == set(_params(original, where)):
+            fail(f"{name} returned mha itself: build and return a new module and leave mha as "
+                 "it is.")
+    for key, value in _params(original, where).items():
+        if key not in P or not torch.equal(value.double().cpu(), P[key]):
             fail(f"{name} changed the original module's {key}: leave mha as it is and build a "
                  "new module.")
-    if not take(data, "is_module", bool):
+    if not is_module(new):
         fail(f"{name} returned {type_name(new)}, expected a MultiHeadAttention module.")
-    heads = take(data, "new_heads", list, tuple)
-    if len(heads) != 2:
-        fail(MALFORMED.format(what="new_heads"))
-    got_h, got_hd = revive(heads[0]), revive(heads[1])
     if differs(got_hd, hd):
         fail(f"{name}: " + HEAD_DIM_CHANGED.format(got=got_hd, hd=hd))
     if differs(got_h, len(keep)):
         fail(f"{name}: the pruned module has num_heads = {got_h}, expected {len(keep)} "
              f"({h} heads minus the {len(remove)} removed).")
-    after = _params(take(data, "new", dict), "the pruned module")
+    after = _params(found, "the pruned module")
     inner = len(keep) * hd
     answers, expected_out = _prune_answers(P, inputs, num_heads, d_model, remove, dtype)
     for key in P:
@@ -868,7 +854,7 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
                      hint="Keep the rows [k*head_dim, (k+1)*head_dim) of q_proj, k_proj, v_proj "
                           "(weights and biases) and the same columns of out_proj.weight, for "
                           "each kept head k; keep out_proj.bias.")
-    output, _ = _judge_forward(take(data, "forward", list, tuple), "the pruned module")
+    output, _ = _forward_result(forward, "the pruned module")
     expect_tensor(output, f"{name}: output of the pruned module", device=device)
     expect_close(output.detach().cpu(), expected_out, f"{name}: output of the pruned module",
                  dtype=dtype, hint="Its output must equal mha's output with the removed heads' gates at 0.")
