@@ -423,6 +423,21 @@ def construct(cls, *args, **kwargs):
     return (module if built else None), {"error": error, "module": built}
 
 
+def refusal(function, *args, **kwargs):
+    """What function(*args, **kwargs) raised, for a check that requires a ValueError: None
+    when it raised nothing, ["ValueError", "", ""] for ValueError and its subclasses (the
+    student's own too, also raised in the student's process), else [class name, message,
+    ""]."""
+    with torch.random.fork_rng():  # a call that does not refuse may build a module
+        try:
+            function(*args, **kwargs)
+        except ValueError:
+            return ["ValueError", "", ""]
+        except Exception as error:
+            return [type(error).__name__, str(error), ""]
+    return None
+
+
 def judge_construct(data, shown):
     """Fail unless construct()'s data says the call `shown` (e.g. "MultiHeadAttention(16, 4)")
     built an nn.Module."""

@@ -39,8 +39,8 @@ from .common import (FLOAT32_SQRT, MALFORMED, Forbidden, attempt, by_owner, call
                      call_keeping, check, construct, differs, expect_close, expect_tensor,
                      export, fail, float32_sqrt, forbid_spec, generator, given, is_module,
                      judge_construct, load_weights, observe, passed, raised, random_inputs,
-                     read_back, reference, revive, softmax_condition, take, take_error,
-                     type_name)
+                     read_back, reference, refusal, revive, softmax_condition, take,
+                     take_error, type_name)
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
@@ -305,13 +305,7 @@ def _structure(cls, d_model, num_heads, kwargs, bad):
     data["shared"] = any(a.shape == b.shape and bool((a == b).all())
                          for i, a in enumerate(weights) for b in weights[i + 1:])
     data["count"] = sum(p.numel() for p in module.parameters())
-    try:
-        cls(*bad)
-        data["bad"] = None
-    except ValueError:  # subclasses too
-        data["bad"] = ["ValueError", "", ""]
-    except Exception as error:
-        data["bad"] = [type(error).__name__, str(error), ""]
+    data["bad"] = refusal(cls, *bad)
     return data
 
 
