@@ -783,6 +783,207 @@ def scaled_dot_product_attention(query, key, value, mask=None):
     return torch.zeros(*query.shape[:-1], value.shape[-1], dtype=query.dtype), weights
 '''
 
+# chapter 5: forgeries of what a probe used to report. The checks now build the module (the
+# class the test passes) and the lab model (common.given) in the student's process, load the
+# grader's weights and read back values: the replaced functions are never called.
+# What each forged report builds: the chapter's module holding the check's weights P
+DIVERSITY_LOADED = '''
+import torch
+
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
+
+
+def _loaded(cls, d_model, num_heads, kwargs, P, dtype, device, **more):
+    mha = cls(d_model, num_heads, **kwargs, **more).to(dtype=dtype, device=device).eval()
+    with torch.no_grad():
+        for name, value in P.items():
+            attr, part = name.split(".")
+            getattr(getattr(mha, attr), part)[...] = value
+    return mha
+
+
+def _described(mha):
+    return {attr: {part: getattr(getattr(mha, attr), part) for part in ("weight", "bias")}
+            for attr in PROJECTIONS}
+
+
+def _copied_head_0(mha):
+    h, hd = mha.num_heads, mha.head_dim
+    with torch.no_grad():
+        for proj in (mha.q_proj, mha.k_proj, mha.v_proj):
+            proj.weight.view(h, hd, -1)[1:] = proj.weight.view(h, hd, -1)[:1]
+            if proj.bias is not None:
+                proj.bias.view(h, hd)[1:] = proj.bias.view(h, hd)[:1]
+        mha.out_proj.weight.view(-1, h, hd)[:, 1:] = mha.out_proj.weight.view(-1, h, hd)[:, :1]
+    return mha
+
+
+def _built_report(mha):
+    return {"error": None, "to_error": None, "heads": [mha.num_heads, mha.head_dim],
+            "before": _described(mha), "mismatched": {}}
+'''
+
+# _probe_build: a stub class of the student's own, reported built and loaded by a replaced
+# _probe_build that builds the lab's module instead
+DIVERSITY_STUB_CLASS_FORGES_ITS_BUILD = DIVERSITY_LOADED + '''
+import checks.diversity
+import solutions
+import torch.nn as nn
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, num_heads, *, query_size=None, key_size=None,
+                 value_size=None, bias=True):
+        raise NotImplementedError()
+
+
+def _built(cls, d_model, num_heads, kwargs, P, dtype, device):
+    mha = _loaded(solutions.MultiHeadAttention, d_model, num_heads, kwargs, P, dtype, device)
+    return mha, _built_report(mha)
+
+
+checks.diversity._probe_build = _built
+
+
+@torch.no_grad()
+def make_heads_identical(mha):
+    return _copied_head_0(mha)
+'''
+
+# _probe_params: a make_heads_identical that changes nothing, described by a replaced
+# _probe_params as holding head 0 in every head
+DIVERSITY_IDENTICAL_FORGES_ITS_PARAMS = DIVERSITY_LOADED + '''
+import copy
+import importlib
+
+diversity = importlib.import_module("checks.diversity")
+
+
+def _as_if_copied(module):
+    return _described(_copied_head_0(copy.deepcopy(module)))
+
+
+diversity._probe_params = _as_if_copied
+
+
+def make_heads_identical(mha):
+    return mha
+'''
+
+# _probe_identical: a stub, and a replaced _probe_identical reporting the copy as done
+DIVERSITY_IDENTICAL_STUB_FORGES_ITS_REPORT = DIVERSITY_LOADED + '''
+import checks.diversity
+
+
+def make_heads_identical(mha):
+    raise NotImplementedError()
+
+
+def _reported(fn, cls, d_model, num_heads, kwargs, P, dtype, device, inputs):
+    mha = _loaded(cls, d_model, num_heads, kwargs, P, dtype, device)
+    data = _built_report(mha)
+    with torch.no_grad():
+        output = _copied_head_0(mha)(*inputs)
+    data.update(call_error=None, result={"object": type(mha).__name__}, is_mha=True,
+                replaced=[], after=_described(mha), forward=[output, None])
+    return data
+
+
+checks.diversity._probe_identical = _reported
+'''
+
+# _probe_ablation: a stub, and a replaced _probe_ablation that answers on the checks' model
+DIVERSITY_ABLATION_STUB_FORGES_ITS_REPORT = '''
+import checks.diversity
+import torch
+from solutions.diversity_lab import relation_losses
+
+
+def ablation_importance(model, batch):
+    raise NotImplementedError()
+
+
+@torch.no_grad()
+def _reported(fn, params, batch, L, vocab_size, d_model, num_heads, device):
+    model, batch = checks.diversity._ablation_setup(params, batch, L, vocab_size, d_model,
+                                                    num_heads, device)
+
+    def loss(gates=None):
+        logits_prev, logits_first, _ = model(batch.tokens, head_mask=gates)
+        return sum(relation_losses(logits_prev, logits_first, batch.prev_target,
+                                   batch.first_target))
+
+    base, out = loss(), []
+    for k in range(num_heads):
+        gates = torch.ones(num_heads)
+        gates[k] = 0.0
+        out.append(loss(gates) - base)
+    return {"error": None, "out": torch.stack(out),
+            "state": {k: v.clone() for k, v in model.state_dict().items()}}
+
+
+checks.diversity._probe_ablation = _reported
+'''
+
+# the model the ablation check builds with given(), replaced by one whose head_mask does
+# nothing, so that an importance of zeros is right on it
+DIVERSITY_ABLATION_ZEROS_ON_AN_INERT_MODEL = '''
+import importlib
+
+import torch
+
+lab = importlib.import_module("checks.diversity")
+
+
+class _Inert(lab.GatedModel):
+    def forward(self, tokens, head_mask=None):
+        return super().forward(tokens)
+
+
+lab.GatedModel = _Inert
+
+
+def ablation_importance(model, batch):
+    return torch.zeros(model.num_heads)
+'''
+
+# _probe_prune: a stub, and a replaced _probe_prune reporting the pruned module
+DIVERSITY_PRUNE_STUB_FORGES_ITS_REPORT = DIVERSITY_LOADED + '''
+import checks.diversity
+
+
+def prune_heads(mha, heads_to_remove):
+    raise NotImplementedError()
+
+
+@torch.no_grad()
+def _reported(fn, cls, d_model, num_heads, kwargs, P, dtype, device, remove, inputs):
+    mha = _loaded(cls, d_model, num_heads, kwargs, P, dtype, device)
+    data = _built_report(mha)
+    hd, keep = mha.head_dim, [k for k in range(num_heads) if k not in remove]
+    rows = torch.cat([torch.arange(k * hd, (k + 1) * hd) for k in keep])
+    kept = {name: value[:, rows] if name == "out_proj.weight" else value
+            if name == "out_proj.bias" else value[rows] for name, value in P.items()}
+    new = _loaded(cls, d_model, len(keep), kwargs, kept, dtype, device, head_dim=hd)
+    data.update(call_error=None, result={"object": type(new).__name__}, is_mha=False,
+                original=_described(mha), is_module=True, new_heads=[len(keep), hd],
+                new=_described(new), forward=[new(*inputs), None])
+    return data
+
+
+checks.diversity._probe_prune = _reported
+'''
+
+
+
+def _forged_ch5(name, cell, code, tests, regex, found=r"imports checks\.diversity"):
+    """A chapter 5 entry: `code` in the solution cell `cell`; each of `tests` fails with a
+    message matching `regex`, and the instructor is told what the code reaches."""
+    return Hostile(name, cells(**{cell: code}),
+                   Expect(tests=each(tests, failed(regex)), problems=[("suspicious", found)]),
+                   chapter="05_diversity")
+
+
 # `except ValueError` in the checks catches the student's own subclass of it
 SPLIT_HEADS_OWN_VALUEERROR = '''
 class HeadsError(ValueError):
@@ -1686,6 +1887,26 @@ ENTRIES = [
                                                          r"load_from_torch ran\)"),
                           "test_mha_forward": failed(FORBIDDEN_SEEN)},
                    problems=[("suspicious", r"imports checks\.mha")]), chapter=CH3),
+    # chapter 5: forgeries of what a probe used to report
+    _forged_ch5("diversity_stub_class_forges_its_build", "make_heads_identical",
+                DIVERSITY_STUB_CLASS_FORGES_ITS_BUILD,
+                ("test_make_heads_identical", "test_prune_heads"),
+                r"^MultiHeadAttention\(.*\) is not implemented yet"),
+    _forged_ch5("diversity_identical_forges_its_params", "make_heads_identical",
+                DIVERSITY_IDENTICAL_FORGES_ITS_PARAMS, ("test_make_heads_identical",),
+                r"q_proj\.weight was not changed", r"importlib"),
+    _forged_ch5("diversity_identical_stub_forges_its_report", "make_heads_identical",
+                DIVERSITY_IDENTICAL_STUB_FORGES_ITS_REPORT, ("test_make_heads_identical",),
+                r"not implemented yet"),
+    _forged_ch5("diversity_ablation_stub_forges_its_report", "ablation_importance",
+                DIVERSITY_ABLATION_STUB_FORGES_ITS_REPORT, ("test_ablation_importance",),
+                r"not implemented yet"),
+    _forged_ch5("diversity_ablation_zeros_on_an_inert_model", "ablation_importance",
+                DIVERSITY_ABLATION_ZEROS_ON_AN_INERT_MODEL, ("test_ablation_importance",),
+                r"is wrong", r"importlib"),
+    _forged_ch5("diversity_prune_stub_forges_its_report", "prune_heads",
+                DIVERSITY_PRUNE_STUB_FORGES_ITS_REPORT, ("test_prune_heads",),
+                r"not implemented yet"),
     Hostile("heads_raises_its_own_valueerror", cells(split_heads=SPLIT_HEADS_OWN_VALUEERROR),
             Expect(), chapter=CH2),
     Hostile("heads_chapter_1_submitted_as_chapter_2", _other_chapter,
