@@ -1,11 +1,15 @@
 """Checks for chapter 7, the capstone: the pre-LayerNorm TransformerBlock, train_step and
 generate (with and without the KV cache).
 
-Each check builds its inputs from `seed`, runs the student's code in a probe (see
-common.probe: under the autograder the student's objects live in another process) and
-judges the plain data that comes back against answers computed here in float64 by the
-@reference functions (in the student's kit, read from its fixtures), and against what the
-classic mistakes give on the same inputs, so that a message names the mistake.
+Each check builds its inputs from `seed` and reaches the student's code only through the
+runtime (common.py): it builds the objects the student's code is handed with common.given
+(under the autograder they live in the student's process), loads its own parameters into
+them (common.load_weights), calls the student's code on its own inputs (common.observe) and
+reads the state back by value. It judges those values against answers computed here in
+float64 by the @reference functions (in the student's kit, read from its fixtures), and
+against what the classic mistakes give on the same inputs, so that a message names the
+mistake. What only the student's process could report (the stand-in models' records of
+their calls) only names a mistake that the values already fail.
 
 transformer_block receives the chapter's TransformerBlock class and KVCache class and uses
 this interface: TransformerBlock(d_model, num_heads, d_ff, dropout) with parameters named
@@ -23,9 +27,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import (MALFORMED, attempt, check, expect_close, expect_tensor, export, fail,
-                     generator, is_class, max_error, passed, probe, raised, random_inputs,
-                     reference, revive, take, take_error, type_name)
+from .common import (MALFORMED, CheckFailure, attempt, by_owner, check, construct, expect_close,
+                     expect_tensor, fail, generator, given, is_class, is_module,
+                     judge_construct, load_weights, max_error, observe, passed, raised,
+                     random_inputs, read_back, reference, revive, take, type_name)
 
 BLOCK_PARAMS = ("ln1.weight", "ln1.bias", "attn.q_proj.weight", "attn.q_proj.bias",
                 "attn.k_proj.weight", "attn.k_proj.bias", "attn.v_proj.weight",
@@ -77,32 +82,28 @@ def _block_inputs(seed, B, L, d_model, d_ff, dtype):
     return P, x, x_future
 
 
-def _probe_block(cls, cache_cls, d_model, num_heads, d_ff, P, x, x_future, dtype, device):
-    """In a probe: build cls(d_model, num_heads, d_ff, 0.3) holding P in dtype; run it in eval
-    mode on x and x_future, with a cache (the first half of the positions as a prefill,
-    then one position per call), and twice in training mode. Returns plain data."""
-    data = {}
-    block, data["error"] = attempt(cls, d_model, num_heads, d_ff, 0.3)
-    if data["error"] is not None:
+def _block_run(cls, cache_cls, d_model, num_heads, d_ff, P, x, x_future, dtype, device):
+    """Build cls(d_model, num_heads, d_ff, 0.3) where the student's code runs, move it to
+    dtype and device in eval mode and load the grader's parameters P ("found": what
+    load_weights found there). Then call it on the grader's inputs, each output sent back by
+    value ([result, error] pairs): on x, x_future and x again; with a cache_cls() cache, the
+    first half of the positions as a prefill, then one position per call ("cached"); and in
+    training mode with the attention's own dropout off, after torch.manual_seed(0)
+    ("train")."""
+    block, data = construct(cls, d_model, num_heads, d_ff, 0.3)
+    if block is None:
         return data
     block, data["to_error"] = attempt(lambda: block.to(dtype=dtype, device=device).eval())
     if data["to_error"] is not None:
         return data
-    params = dict(block.named_parameters())
-    data["missing"] = {name: (list(params[name].shape) if name in params else None)
-                       for name in P if name not in params
-                       or list(params[name].shape) != list(P[name].shape)}
-    if data["missing"]:
+    data["found"] = load_weights(block, by_owner(P))
+    if _missing(data["found"], P):
         return data
-    with torch.no_grad():
-        for name, value in P.items():
-            params[name].copy_(value)
     x, x_future = (t.to(dtype=dtype, device=device) for t in (x, x_future))
 
     def run(*args, **kwargs):
-        with torch.no_grad():
-            out, error = attempt(block, *args, **kwargs)
-        return [export(out), error]
+        seen = observe(block, *args, **kwargs)
+        return [seen.result, seen.error]
 
     data["out"], data["future"] = run(x), run(x_future)
     data["again"] = run(x)
@@ -113,16 +114,32 @@ def _probe_block(cls, cache_cls, d_model, num_heads, d_ff, P, x, x_future, dtype
         steps += [run(x[:, t:t + 1], cache=cache) for t in range(half, x.shape[1])]
         data["cached"] = steps
     # training mode with the attention's own dropout off: what remains is the block's
-    block.train()
-    if isinstance(getattr(block, "attn", None), nn.Module):
-        block.attn.eval()
-    torch.manual_seed(0)
+    _, data["train_error"] = attempt(lambda: block.train())
+    attn = getattr(block, "attn", None)
+    if is_module(attn):
+        attempt(lambda: attn.eval())
+    given("torch:manual_seed", 0)
     data["train"] = run(x)
     return data
 
 
+def _missing(found, P):
+    """{name: its shape (a list) or None} of the parameters of P that load_weights' report
+    `found` says the block lacks or holds in another shape."""
+    if not isinstance(found, dict):
+        fail(MALFORMED.format(what="the parameters"))
+    missing = {}
+    for name, value in P.items():
+        owner, _, part = name.rpartition(".")
+        slot = found.get(owner)
+        slot = slot.get(part) if isinstance(slot, dict) else None
+        if slot != list(value.shape):
+            missing[name] = slot if isinstance(slot, list) else None
+    return missing
+
+
 def _output(item, name, shape, dtype):
-    """The tensor of a probe's [exported result, error] pair, required of `shape`."""
+    """The tensor of an observed [result, error] pair, required of `shape`."""
     if not (isinstance(item, (list, tuple)) and len(item) == 2):
         fail(MALFORMED.format(what=name))
     raised(item[1], name)
@@ -235,22 +252,21 @@ def transformer_block(cls, cache_cls, *, seed=0, B=2, L=6, d_model=8, num_heads=
              f"KVCache); got {type_name(cls)} and {type_name(cache_cls)}")
     where = f"TransformerBlock({d_model}, {num_heads}, {d_ff}, 0.3)"
     P, x, x_future = _block_inputs(seed, B, L, d_model, d_ff, dtype)
-    data = probe(_probe_block, cls, cache_cls, d_model, num_heads, d_ff, P, x, x_future,
-                 dtype, device)
-    raised(take_error(data, "error"), where)
-    error = take_error(data, "to_error")
+    data = _block_run(cls, cache_cls, d_model, num_heads, d_ff, P, x, x_future, dtype, device)
+    judge_construct(data, where)
+    error = data["to_error"]
     if error is not None:
         fail(f"{where}.to(dtype={dtype}, device={device}) raised {error[0]}: {error[1]}")
-    missing = take(data, "missing", dict)
+    missing = _missing(data["found"], P)
     for name in P:
         if name in missing:
             shape = missing[name]
             got = f"has shape {tuple(shape)}" if isinstance(shape, list) else "is missing"
             fail(f"{where}: parameter {name} {got}, expected {tuple(P[name].shape)}. {INTERFACE}")
     shape = (B, L, d_model)
-    out = _output(take(data, "out", list, tuple), f"{where}(x)", shape, dtype)
-    future = _output(take(data, "future", list, tuple), f"{where}(x)", shape, dtype)
-    again = _output(take(data, "again", list, tuple), f"{where}(x)", shape, dtype)
+    out = _output(data["out"], f"{where}(x)", shape, dtype)
+    future = _output(data["future"], f"{where}(x)", shape, dtype)
+    again = _output(data["again"], f"{where}(x)", shape, dtype)
     expected, bugs = _block_answers(P, x, num_heads)
     tolerance = dict(dtype=dtype, condition=CONDITION)
     bugs = {m: c.to(dtype).double() for m, c in bugs.items()}
@@ -266,8 +282,8 @@ def transformer_block(cls, cache_cls, *, seed=0, B=2, L=6, d_model=8, num_heads=
     expect_close(out, expected.to(dtype).double(), f"{where}(x)", bugs=bugs,
                  hint="Pre-LayerNorm: x = x + attn(ln1(x)) with the causal mask, then "
                       "x = x + ff(ln2(x)).", **tolerance)
-    raised(take_error(data, "cache_error"), "KVCache()")
-    steps = take(data, "cached", list)
+    raised(data["cache_error"], "KVCache()")
+    steps = data["cached"]
     pieces = [_output(item, f"{where}(x[:, {i}], cache=cache)" if i else
                       f"{where}(x[:, :{cut}], cache=cache)",
                       (B, cut if i == 0 else 1, d_model), dtype) for i, item in enumerate(steps)]
@@ -275,8 +291,8 @@ def transformer_block(cls, cache_cls, *, seed=0, B=2, L=6, d_model=8, num_heads=
     if not expect_close_quiet(cached, expected.to(dtype).double(), **tolerance):
         fail(f"{where} with a cache (a prefill of {cut} positions, then one per call): "
              f"{CACHE_IGNORED} (largest error {max_error(cached, expected):.3g})")
-    trained = _output(take(data, "train", list, tuple), f"{where}(x) in training mode", shape,
-                      dtype)
+    raised(data["train_error"], f"{where}.train()")
+    trained = _output(data["train"], f"{where}(x) in training mode", shape, dtype)
     if torch.equal(trained, out):
         fail(f"{where}: {NO_DROPOUT}")
     passed(f"TransformerBlock: x (B, L, d_model) = {shape} ({dtype}) -> pre-LayerNorm causal "
@@ -298,7 +314,8 @@ class StepModel(nn.Module):
     """A few-line causal language model for train_step's check: embeddings, a causal running
     mean (so each position sees its past), a tanh layer with a *fixed* dropout mask in
     training mode (so its output is known), and a linear readout. forward(tokens (B, L))
-    -> logits (B, L, V); records in `modes` whether each call ran in training mode."""
+    -> logits (B, L, V). Records in `modes` whether each call ran in training mode: only to
+    name a mistake that the parameters after the step already show."""
 
     def __init__(self, params, keep, p):
         super().__init__()
@@ -335,20 +352,26 @@ def _step_inputs(seed, B, L, vocab_size, d_model, p, dtype):
     return params, keep, stale, batch
 
 
-def _probe_step(fn, params, keep, stale, batch, p, lr, device):
-    """In a probe: a StepModel in eval mode whose parameters hold stale gradients, SGD(lr);
-    call fn(model, optimizer, batch). Returns what it returned or raised, the parameters
-    afterwards, the modes of the forward calls and whether `batch` was left unchanged."""
+def _step_setup(params, keep, p, stale, lr, device):
+    """(model, optimizer) that train_step's check hands the student's function, built where
+    the student's code runs (common.given): a StepModel in eval mode (as after an evaluation)
+    whose parameters hold the stale gradients `stale` {name: tensor}, and SGD(lr) over them."""
     model = StepModel(params, keep, p).to(device).eval()
     for name, parameter in model.named_parameters():
         parameter.grad = stale[name].to(device).clone()
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-    batch_copy = batch.to(device, copy=True)
-    loss, error = attempt(fn, model, optimizer, batch_copy)
-    return {"error": error, "loss": export(loss if not isinstance(loss, torch.Tensor)
-                                           else loss.detach().cpu()),
-            "params": {k: v.detach().cpu().clone() for k, v in model.named_parameters()},
-            "modes": list(model.modes), "batch_same": bool(torch.equal(batch_copy.cpu(), batch))}
+    return model, torch.optim.SGD(model.parameters(), lr=lr)
+
+
+def _step_run(fn, params, keep, stale, batch, p, lr, device):
+    """Build _step_setup's model and optimizer, call fn(model, optimizer, batch) and read
+    back by value: what it returned or raised ("loss", "error"), the batch as the call left
+    it, the model's parameters before ("built") and after ("params"), and its `modes`."""
+    model, optimizer = given("checks.capstone:_step_setup", params, keep, p, stale, lr, device)
+    data = {"built": read_back(model, params)}
+    seen = observe(fn, model, optimizer, batch.to(device, copy=True))
+    data.update(error=seen.error, loss=seen.result, batch=revive(seen.args[2]),
+                params=read_back(model, params), modes=getattr(model, "modes", None))
+    return data
 
 
 NO_ZERO_GRAD = ("the gradients of an earlier step were added to this step's: call "
@@ -403,6 +426,16 @@ def _step_answers(params, keep, stale, batch, p, lr):
     return expected[0], expected[1], {m: (loss, new) for m, (loss, new) in bugs.items()}
 
 
+def _same(actual, expected):
+    """Values read back equal the grader's: tensors of one shape and dtype with equal
+    entries, or dicts of such tensors with the same keys."""
+    if isinstance(expected, dict):
+        return (isinstance(actual, dict) and set(actual) == set(expected)
+                and all(_same(actual[k], v) for k, v in expected.items()))
+    return (isinstance(actual, torch.Tensor) and actual.shape == expected.shape
+            and actual.dtype == expected.dtype and torch.equal(actual.cpu(), expected))
+
+
 def _close_quiet(actual, expected, dtype):
     return expect_close_quiet(actual, expected.to(dtype).double(), dtype=dtype,
                               condition=CONDITION)
@@ -415,22 +448,28 @@ def train_step(fn, *, seed=0, B=3, L=6, vocab_size=7, d_model=8, p=0.5, lr=0.5,
     batch[:, :-1], mean cross-entropy against batch[:, 1:], zero_grad, backward, step."""
     name = "train_step(model, optimizer, batch)"
     params, keep, stale, batch = _step_inputs(seed, B, L, vocab_size, d_model, p, dtype)
-    data = probe(_probe_step, fn, params, keep, stale, batch, p, lr, device)
-    raised(take_error(data, "error"), name)
-    modes = take(data, "modes", list)
-    if not modes:
+    data = _step_run(fn, params, keep, stale, batch, p, lr, device)
+    if not all(_same(data["built"][k], v) for k, v in params.items()):
+        fail(MALFORMED.format(what="the model before train_step ran"))
+    # (b) the model's record of its calls: it only names a mistake the values fail
+    modes = data["modes"] if isinstance(data["modes"], list) else []
+    if data["error"] is None and not modes and _same(data["params"], params):
         fail(f"{name} never called the model: logits = model(batch[:, :-1]).")
-    if not take(data, "batch_same", bool):
+    raised(data["error"], name)
+    # (a) an in-place change: the batch as the call left it, by value
+    if not _same(data["batch"], batch):
         fail(f"{name} changed the batch in place; slice it instead (batch[:, :-1], "
              "batch[:, 1:]).")
-    loss = revive(take(data, "loss", object))
+    loss = revive(data["loss"])
     if isinstance(loss, torch.Tensor) and loss.dim() == 0:
         loss = loss.item()
     if isinstance(loss, bool) or not isinstance(loss, (int, float)):
         fail(f"{name}: " + LOSS_KIND.format(got=type_name(loss) if not isinstance(
             loss, torch.Tensor) else f"a tensor of shape {tuple(loss.shape)}"))
-    after = take(data, "params", dict)
-    got = {k: take(after, k, torch.Tensor).double() for k in params}
+    after = data["params"]
+    for k in params:
+        expect_tensor(after[k], f"model.{k} after {name}", shape=params[k].shape)
+    got = {k: after[k].double() for k in params}
     expected_loss, expected_params, bugs = _step_answers(params, keep, stale, batch, p, lr)
     loss_t = torch.tensor([float(loss)], dtype=torch.float64)
 
@@ -447,6 +486,9 @@ def train_step(fn, *, seed=0, B=3, L=6, vocab_size=7, d_model=8, p=0.5, lr=0.5,
     for message, candidate in bugs.items():
         if matches(candidate):
             fail(f"{name}: {message}")
+    # (b) the values failed: the model's record of its calls may say why
+    if not modes:
+        fail(f"{name} never called the model: logits = model(batch[:, :-1]).")
     if False in modes:
         fail(f"{name}: {EVAL_MODE}")
     if not _close_quiet(loss_t, expected_loss.reshape(1), dtype):
@@ -472,25 +514,31 @@ class _Cache:
 
 class DecoderModel(nn.Module):
     """A one-layer, one-head causal decoder with the interface of the chapter's CharLM:
-    forward(tokens (B, L), caches=None, start=0) -> logits (B, L, V), new_caches(). A fixed
-    dropout mask acts in training mode. Each call is logged in `calls` as [L, start, cached
-    positions before the call or None, training mode, gradients enabled]."""
+    forward(tokens (B, L), caches=None, start=0) -> logits (B, L, V), new_caches(). Built so
+    that generate's mistakes show in what it returns: a fixed dropout mask acts in training
+    mode, positions beyond the model's raise, a call with gradients enabled raises (GEN_GRAD),
+    and the caches it made (`made`) can be read back. Each call is logged in `calls` as [L,
+    start, cached positions before the call or None, training mode, gradients enabled]: only
+    to name a mistake that the values already fail."""
 
     def __init__(self, params, keep):
         super().__init__()
         for name, value in params.items():
             setattr(self, name, nn.Parameter(value.detach().clone()))
         self.register_buffer("keep", keep.detach().clone())
-        self.calls = []
+        self.calls, self.made = [], []
 
     def new_caches(self):
-        return [_Cache()]
+        self.made.append(_Cache())
+        return [self.made[-1]]
 
     def forward(self, tokens, caches=None, start=0):
         B, L = tokens.shape
         cache = caches[0] if caches is not None else None
         self.calls.append([L, int(start), None if cache is None else len(cache),
                            bool(self.training), bool(torch.is_grad_enabled())])
+        if torch.is_grad_enabled() and self.emb.requires_grad:
+            raise RuntimeError(f"DecoderModel: called with {GEN_GRAD}")
         if not 0 <= start <= self.pos.shape[0] - L:
             raise IndexError(f"positions {start}..{start + L - 1} are beyond the model's "
                              f"{self.pos.shape[0]} positions")
@@ -540,24 +588,29 @@ def _greedy(params, keep, prompt, T, first_position=0):
     return tokens, torch.stack(chosen, 1)
 
 
-def _probe_generate(fn, params, keep, prompt, T, device):
-    """In a probe: call fn(model, prompt, T, use_cache=...) for True and False on a
-    DecoderModel left in training mode. Returns, for each, what it returned or raised, the
-    model's call log and its mode afterwards."""
+def _generate_run(fn, params, keep, prompt, T, device):
+    """For use_cache True and False: a DecoderModel built where the student's code runs
+    (common.given), left in training mode; fn(model, prompt, T, use_cache=...) observed, and
+    read back by value: what it returned or raised, the model's mode afterwards, the keys of
+    the caches it made, and its call log."""
     runs = {}
     for use_cache in (True, False):
-        model = DecoderModel(params, keep).to(device).train()
-        out, error = attempt(fn, model, prompt.to(device, copy=True), T, use_cache=use_cache)
-        runs[str(use_cache)] = {"error": error, "out": export(out), "calls": model.calls,
-                                "training_after": bool(model.training)}
+        model = given("checks.capstone:DecoderModel", params, keep).to(device).train()
+        seen = observe(fn, model, prompt.to(device, copy=True), T, use_cache=use_cache)
+        made = getattr(model, "made", None)
+        runs[use_cache] = {"error": seen.error, "out": seen.result,
+                           "training_after": getattr(model, "training", None),
+                           "keys": [getattr(c, "keys", None) for c in made]
+                           if isinstance(made, list) else None,
+                           "calls": getattr(model, "calls", None)}
     return runs
 
 
 GEN_EVAL = ("the model ran in training mode, so dropout changed its predictions: call "
             "model.eval() before generating (and restore the mode after).")
-GEN_GRAD = ("the model ran with gradients enabled: generation needs none; decorate generate "
-            "with @torch.no_grad() (or use `with torch.no_grad():`), which saves the memory of "
-            "the whole graph.")
+GEN_GRAD = ("gradients enabled: generation needs none; decorate generate with "
+            "@torch.no_grad() (or use `with torch.no_grad():`), which saves the memory of the "
+            "whole graph.")
 GEN_NO_CACHE = ("use_cache=True but the model was never given the caches: create them with "
                 "model.new_caches() and pass caches=caches at every call.")
 GEN_REFEED = ("with the cache, step {step} fed {L} positions: after the prefill, feed only "
@@ -576,9 +629,9 @@ GEN_FIRST = ("the logits of the *first* position were used: the next token is pr
 
 
 def _judge_run(run, name, B, P, T, V, dtype):
-    """(tokens (B, P + T), logits (B, T, V)) of one probe run, after the call-log checks."""
-    raised(take_error(run, "error"), name)
-    out = revive(take(run, "out", object))
+    """(tokens (B, P + T), logits (B, T, V)) of one observed run."""
+    raised(run["error"], name)
+    out = revive(run["out"])
     if not (isinstance(out, tuple) and len(out) == 2):
         fail(f"{name} must return a pair (tokens, logits), got {type_name(out)}"
              + (" (did you forget to return it?)" if out is None else "") + ".")
@@ -591,6 +644,41 @@ def _judge_run(run, name, B, P, T, V, dtype):
     return tokens.cpu(), logits.detach().double().cpu()
 
 
+def _name_from_log(calls, use_cache, name):
+    """(b) Called only once a run's values have failed: fail with the mistake that the
+    stand-in model's log of its calls shows, if any (a forged log changes only the wording
+    of a failure)."""
+    if not isinstance(calls, list):
+        return
+    if not calls:
+        fail(f"{name} never called the model.")
+    for i, call in enumerate(calls):
+        if not (isinstance(call, list) and len(call) == 5):
+            return
+        L, start, cached, training, grad = call
+        if training:
+            fail(f"{name}: {GEN_EVAL}")
+        if grad:
+            fail(f"{name}: the model ran with {GEN_GRAD}")
+        if use_cache and cached is None:
+            fail(f"{name}: {GEN_NO_CACHE}")
+        if not use_cache and cached is not None:
+            fail(f"{name}: {GEN_UNCACHED_CALLS}")
+        if use_cache and i > 0 and L != 1:
+            fail(f"{name}: " + GEN_REFEED.format(step=i, L=L))
+        if use_cache and start != cached:
+            fail(f"{name}: " + GEN_START.format(cached=cached, start=start))
+
+
+@reference
+def _cached_keys(params, tokens):
+    """The keys (B, n, D), float64, that DecoderModel caches for `tokens` (B, n) fed from
+    position 0: what a cached generation leaves in its cache (every token but the last)."""
+    n = tokens.shape[1]
+    x = params["emb"].double()[tokens] + params["pos"].double()[:n]          # (B, n, D)
+    return x @ params["wk"].double()                                         # (B, n, D)
+
+
 @check
 def generate(fn, *, seed=0, B=2, P=3, num_tokens=5, vocab_size=9, d_model=8,
              dtype=torch.float64, device="cpu"):
@@ -599,9 +687,7 @@ def generate(fn, *, seed=0, B=2, P=3, num_tokens=5, vocab_size=9, d_model=8,
     then one token per call at start = len(cache); the same tokens either way."""
     T = num_tokens
     params, keep, prompt = _decoder_inputs(seed, B, P, T, vocab_size, d_model, dtype)
-    runs = probe(_probe_generate, fn, params, keep, prompt, T, device)
-    if not isinstance(runs, dict):
-        fail(MALFORMED.format(what="runs"))
+    runs = _generate_run(fn, params, keep, prompt, T, device)
     expected_tokens, expected_logits = _greedy(params, keep, prompt, T)
     # logits[:, 0]: every step without the cache, the prefill's step with it (the later
     # steps feed one position, where first and last coincide)
@@ -609,43 +695,43 @@ def generate(fn, *, seed=0, B=2, P=3, num_tokens=5, vocab_size=9, d_model=8,
                     True: _greedy(params, keep, prompt, T, first_position=1)[1]}
     for use_cache in (False, True):
         name = f"generate(model, prompt, {T}, use_cache={use_cache})"
-        run = take(runs, str(use_cache), dict)
-        calls = take(run, "calls", list)  # judged first: a wrong call may raise later
-        for i, call in enumerate(calls):
-            if not (isinstance(call, list) and len(call) == 5):
-                fail(MALFORMED.format(what="calls"))
-            L, start, cached, training, grad = call
-            if training:
-                fail(f"{name}: {GEN_EVAL}")
-            if grad:
-                fail(f"{name}: {GEN_GRAD}")
-            if use_cache and cached is None:
+        run = runs[use_cache]
+        try:  # the values: what generate returned, on the grader's model and prompt
+            tokens, logits = _judge_run(run, name, B, P, T, vocab_size, dtype)
+            if not torch.equal(tokens[:, :P], prompt):
+                fail(f"{name}: tokens[:, :P] must be the prompt itself, followed by the new "
+                     "tokens.")
+            expect_close(logits, expected_logits.to(dtype).double(), f"{name}: logits",
+                         dtype=dtype, condition=CONDITION,
+                         bugs={GEN_FIRST: first_logits[use_cache].to(dtype).double()},
+                         hint="Each step: the logits of the last position, logits[:, -1], "
+                              "then the argmax over the vocabulary appended to the tokens.")
+            if not torch.equal(tokens, expected_tokens):
+                wrong = (tokens != expected_tokens).nonzero()[0].tolist()
+                fail(f"{name}: token {wrong[1]} of sequence {wrong[0]} is "
+                     f"{int(tokens[tuple(wrong)])}, but the largest logit of that step is at "
+                     f"{int(expected_tokens[tuple(wrong)])}: greedy decoding appends "
+                     "logits[:, -1].argmax(-1).")
+        except CheckFailure:
+            _name_from_log(run["calls"], use_cache, name)
+            raise
+        # (a) the caches' contents, read back by value: the keys of every token but the last
+        # with the cache, none without it
+        keys = run["keys"] if isinstance(run["keys"], list) else []
+        filled = [k for k in keys if k is not None]
+        if use_cache:
+            expected_keys = _cached_keys(params, expected_tokens[:, :-1])
+            if not any(isinstance(k, torch.Tensor) and k.shape == expected_keys.shape
+                       and expect_close_quiet(k.double(), expected_keys.to(dtype).double(),
+                                              dtype=dtype, condition=CONDITION)
+                       for k in filled):
+                _name_from_log(run["calls"], use_cache, name)  # (b) failed on values already
                 fail(f"{name}: {GEN_NO_CACHE}")
-            if not use_cache and cached is not None:
-                fail(f"{name}: {GEN_UNCACHED_CALLS}")
-            if use_cache and i > 0 and L != 1:
-                fail(f"{name}: " + GEN_REFEED.format(step=i, L=L))
-            if use_cache and start != cached:
-                fail(f"{name}: " + GEN_START.format(cached=cached, start=start))
-        raised(take_error(run, "error"), name)
-        if not calls:
-            fail(f"{name} never called the model.")
-        if not take(run, "training_after", bool):
+        elif filled:
+            fail(f"{name}: {GEN_UNCACHED_CALLS}")
+        # (a) the model's mode after the call, read back by value
+        if run["training_after"] is not True:
             fail(f"{name}: {GEN_MODE_RESTORE}")
-        tokens, logits = _judge_run(run, name, B, P, T, vocab_size, dtype)
-        if not torch.equal(tokens[:, :P], prompt):
-            fail(f"{name}: tokens[:, :P] must be the prompt itself, followed by the new "
-                 "tokens.")
-        expect_close(logits, expected_logits.to(dtype).double(), f"{name}: logits",
-                     dtype=dtype, condition=CONDITION,
-                     bugs={GEN_FIRST: first_logits[use_cache].to(dtype).double()},
-                     hint="Each step: the logits of the last position, logits[:, -1], then "
-                          "the argmax over the vocabulary appended to the tokens.")
-        if not torch.equal(tokens, expected_tokens):
-            wrong = (tokens != expected_tokens).nonzero()[0].tolist()
-            fail(f"{name}: token {wrong[1]} of sequence {wrong[0]} is {int(tokens[tuple(wrong)])}"
-                 f", but the largest logit of that step is at {int(expected_tokens[tuple(wrong)])}"
-                 ": greedy decoding appends logits[:, -1].argmax(-1).")
     passed(f"generate: prompt (B, P) = {(B, P)} -> {T} greedy tokens, the same with and without "
            "the KV cache (prefill, then one token per step at start = len(cache)); eval mode, "
            "no gradients")
