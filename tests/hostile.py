@@ -21,6 +21,7 @@ import json
 from dataclasses import dataclass, field
 
 from tests.submissions import fill_submission
+from tests.submissions import kv as kv_catalogue
 
 CH1, CH2, CH3 = "01_attention", "02_heads", "03_mha"
 
@@ -771,6 +772,324 @@ checks.mha._Target = _Prefilled
 
 def load_from_torch(ours, torch_mha):
     return ours
+'''
+
+# chapter 6 (06_kv): the forgery entries below edit the reference's cells
+# (tests/submissions/kv.py: _replaced, _replace_def) and append the forgery
+CH6 = "06_kv"
+
+# chapter 6: a stub whose construction and structure replaced probes described as right
+# (now read by the grader from the module's own values: a stub builds nothing)
+KV_GQA_STUB_FORGES_ITS_STRUCTURE = kv_catalogue._replace_def(
+    "GroupedQueryAttention", "GroupedQueryAttention", '''class GroupedQueryAttention(nn.Module):
+    def __init__(self, d_model, num_heads, num_kv_heads, *, bias=True):
+        raise NotImplementedError()
+''') + '''
+
+import importlib
+
+kv_checks = importlib.import_module("checks.kv")
+
+
+def _built(cls, args, kwargs):
+    return nn.Module(), {"error": None, "module": True}
+
+
+def _described(cls, args, kwargs, bad):
+    d_model, num_heads, num_kv_heads = args
+    bias = kwargs.get("bias", True)
+    outs = (d_model, num_kv_heads * (d_model // num_heads)) * 2
+    outs = (outs[0], outs[1], outs[1], outs[0])
+    projections = {attr: {"weight": torch.zeros(out, d_model),
+                          "bias": torch.zeros(out) if bias else None}
+                   for attr, out in zip(("q_proj", "k_proj", "v_proj", "out_proj"), outs)}
+    return {"error": None, "module": True, "projections": projections,
+            "attrs": {"d_model": d_model, "num_heads": num_heads,
+                      "num_kv_heads": num_kv_heads, "head_dim": d_model // num_heads},
+            "count": sum(out * d_model + (out if bias else 0) for out in outs),
+            "bad": ["ValueError", "", ""]}
+
+
+kv_checks._probe_construct = _built
+kv_checks._probe_structure = _described
+'''
+
+# chapter 6: the layers right, a stub forward, and a replaced _probe_forward that answers
+# with PyTorch's grouped-query attention on the weights the check sent
+KV_GQA_FORGES_ITS_FORWARD = kv_catalogue._replaced(
+    "GroupedQueryAttention", "        q, k, v = project_heads(self, x)  ",
+    "        raise NotImplementedError()\n        q, k, v = project_heads(self, x)  ") + '''
+
+import importlib
+
+import torch.nn.functional as F
+
+kv_checks = importlib.import_module("checks.kv")
+
+
+def _grouped(state, x, mask, num_heads, num_kv_heads):
+    B, L, D = x.shape
+    q, k, v = (F.linear(x, state[f"{n}_proj.weight"], state.get(f"{n}_proj.bias"))
+               .view(B, L, heads, -1).transpose(1, 2)
+               for n, heads in (("q", num_heads), ("k", num_kv_heads), ("v", num_kv_heads)))
+    heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+    return F.linear(heads.transpose(1, 2).reshape(B, L, D), state["out_proj.weight"],
+                    state.get("out_proj.bias"))
+
+
+def _answered(cls, args, kwargs, state, dtype, inputs):
+    return {"error": None, "module": True, "to_error": None,
+            "shapes": {name: list(value.shape) for name, value in state.items()},
+            "results": [[_grouped(state, x, mask, *args[1:]), None] for x, mask in inputs]}
+
+
+kv_checks._probe_forward = _answered
+'''
+
+# chapter 6: a KVCache whose append is a stub, and a replaced _probe_cache reporting every
+# append as right (the grader now calls append itself and reads the cache back by value)
+KV_CACHE_STUB_FORGES_ITS_REPORT = kv_catalogue._replaced(
+    "decoding", "        if self.keys is None:\n            self.keys, self.values = keys, values",
+    "        raise NotImplementedError()\n        if self.keys is None:\n"
+    "            self.keys, self.values = keys, values") + '''
+
+import importlib
+
+kv_checks = importlib.import_module("checks.kv")
+
+
+def _reported(cls, chunks):
+    steps, keys, values = [], [], []
+    for k, v in chunks:
+        keys.append(k)
+        values.append(v)
+        everything = (torch.cat(keys, -2), torch.cat(values, -2))
+        steps.append([everything, None, everything[0].shape[-2], *everything])
+    return {"error": None, "empty": [(0, None), None], "steps": steps}
+
+
+kv_checks._probe_cache = _reported
+'''
+
+# chapter 6: a stub cached_attention, and a replaced _probe_decode that answers every step
+# with PyTorch's causal attention over the whole sequence (the grader now drives the loop)
+KV_DECODING_STUB_FORGES_ITS_STEPS = kv_catalogue._replace_def(
+    "decoding", "cached_attention", '''def cached_attention(attn, x_new, cache):
+    raise NotImplementedError()
+''') + '''
+
+import importlib
+
+import torch.nn.functional as F
+
+kv_checks = importlib.import_module("checks.kv")
+
+
+def _decoded(fn, cache_cls, attrs, state, x, chunks):
+    B, L, D = x.shape
+    h = attrs["num_heads"]
+    g = attrs.get("num_kv_heads", h)
+    q, k, v = (F.linear(x, state[f"{n}_proj.weight"], state[f"{n}_proj.bias"])
+               .view(B, L, heads, -1).transpose(1, 2)
+               for n, heads in (("q", h), ("k", g), ("v", g)))
+    heads = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    out = F.linear(heads.transpose(1, 2).reshape(B, L, D), state["out_proj.weight"],
+                   state["out_proj.bias"])
+    steps, end = [], 0
+    for n in chunks:
+        end += n
+        steps.append([out[:, end - n:end], None, end])
+    return {"error": None, "steps": steps}
+
+
+kv_checks._probe_decode = _decoded
+'''
+
+# chapter 6: a stub equivariance_gap, a replaced _probe_equivariance reporting the gaps of
+# the check's own layer, and that layer (built by the course's _torch_layer, through
+# given()) replaced by one that answers zeros
+KV_EQUIVARIANCE_STUB_FORGES_ITS_GAPS = '''
+import importlib
+
+import torch
+
+kv_checks = importlib.import_module("checks.kv")
+_layer = kv_checks._torch_layer
+
+
+def equivariance_gap(layer, x, perm):
+    raise NotImplementedError()
+
+
+def _reported(fn, state, d_model, num_heads, positions, x, perm):
+    gaps = []
+    for pos in (None, positions):
+        layer = _layer(state, d_model, num_heads, pos)
+        with torch.no_grad():
+            gaps.append([(layer(x[:, perm]) - layer(x)[:, perm]).abs().max().item(), None])
+    return gaps
+
+
+kv_checks._probe_equivariance = _reported
+kv_checks._torch_layer = lambda *args: (lambda x: torch.zeros_like(x))
+'''
+
+# chapter 6: a constant gap (right for attention without positions, rounding aside) on the
+# check's layer replaced by one that answers zeros, so that any honest gap is 0 too
+KV_EQUIVARIANCE_ZERO_ON_A_ZERO_LAYER = '''
+import importlib
+
+import torch
+
+importlib.import_module("checks.kv")._torch_layer = (
+    lambda *args: (lambda x: torch.zeros_like(x)))
+
+
+def equivariance_gap(layer, x, perm):
+    with torch.no_grad():
+        return (layer(x[:, perm]) - layer(x)[:, perm]).abs().max().item()
+'''
+
+# chapter 7 (07_capstone): stubs, with the probes that used to report their facts (or the
+# stand-in models that the checks build with given()) replaced so as to report a right answer
+CH7 = "07_capstone"
+
+CAPSTONE_BLOCK_STUB_FORGES_ITS_REPORT = '''
+import checks.capstone
+
+
+class TransformerBlock(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d_model)
+        self.attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.ff = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x, cache=None):
+        raise NotImplementedError()
+
+
+def _pre_ln(block, x):
+    h = block.ln1(x)
+    attended, _ = block.attn(h, h, h, mask=causal_mask(x.shape[1]))
+    x = x + attended
+    return x + block.ff(block.ln2(x))
+
+
+def _reported(cls, cache_cls, d_model, num_heads, d_ff, P, x, x_future, dtype, device):
+    block = cls(d_model, num_heads, d_ff, 0.3).to(dtype).eval()
+    params = dict(block.named_parameters())
+    with torch.no_grad():
+        for name, value in P.items():
+            params[name].copy_(value)
+        x, x_future = x.to(dtype), x_future.to(dtype)
+        out = _pre_ln(block, x)
+        half = max(x.shape[1] // 2, 1)
+        cached = [[out[:, :half], None]] + [[out[:, t:t + 1], None]
+                                            for t in range(half, x.shape[1])]
+        return {"error": None, "to_error": None, "missing": {}, "out": [out, None],
+                "future": [_pre_ln(block, x_future), None], "again": [out, None],
+                "cache_error": None, "cached": cached, "train": [out + 1.0, None]}
+
+
+checks.capstone._probe_block = _reported
+'''
+
+CAPSTONE_STEP_STUB_FORGES_ITS_REPORT = '''
+import checks.capstone
+
+
+def train_step(model, optimizer, batch):
+    raise NotImplementedError()
+
+
+def _reported(fn, params, keep, stale, batch, p, lr, device):
+    model = checks.capstone.StepModel(params, keep, p).train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    logits = model(batch[:, :-1])
+    loss = F.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten())
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return {"error": None, "loss": loss.item(), "modes": [True], "batch_same": True,
+            "params": {k: v.detach().clone() for k, v in model.named_parameters()}}
+
+
+checks.capstone._probe_step = _reported
+'''
+
+# the model handed to train_step (built by given()) records training-mode calls it never had
+CAPSTONE_STEP_MODEL_REPORTS_TRAINING = '''
+import checks.capstone
+
+
+class _Recorded(checks.capstone.StepModel):
+    @property
+    def modes(self):
+        return [True]
+
+    @modes.setter
+    def modes(self, value):
+        pass
+
+
+checks.capstone.StepModel = _Recorded
+
+
+def train_step(model, optimizer, batch):
+    return 1.0
+'''
+
+CAPSTONE_GENERATE_STUB_FORGES_ITS_REPORT = '''
+import checks.capstone
+
+
+def generate(model, prompt, num_tokens, use_cache=True):
+    raise NotImplementedError()
+
+
+def _reported(fn, params, keep, prompt, T, device):
+    model = checks.capstone.DecoderModel(params, keep).eval()
+    tokens, chosen = prompt, []
+    with torch.no_grad():
+        for _ in range(T):
+            last = model(tokens)[:, -1]
+            chosen.append(last)
+            tokens = torch.cat([tokens, last.argmax(-1, keepdim=True)], 1)
+    P = prompt.shape[1]
+    calls = [[P, 0, 0, False, False]] + [[1, P + i, P + i, False, False] for i in range(T - 1)]
+    run = {"error": None, "out": (tokens, torch.stack(chosen, 1)), "training_after": True}
+    return {"True": dict(run, calls=calls),
+            "False": dict(run, calls=[[P + i, 0, None, False, False] for i in range(T)])}
+
+
+checks.capstone._probe_generate = _reported
+'''
+
+# the model handed to generate (built by given()) logs a right generation; the answer is zeros
+CAPSTONE_DECODER_MODEL_LOGS_A_RIGHT_RUN = '''
+import checks.capstone
+
+
+class _Logged(checks.capstone.DecoderModel):
+    @property
+    def calls(self):
+        return [[3, 0, 0, False, False], [1, 3, 3, False, False]]
+
+    @calls.setter
+    def calls(self, value):
+        pass
+
+
+checks.capstone.DecoderModel = _Logged
+
+
+def generate(model, prompt, num_tokens, use_cache=True):
+    B, P = prompt.shape
+    tokens = torch.cat([prompt, torch.zeros(B, num_tokens, dtype=torch.long)], 1)
+    return tokens, torch.zeros(B, num_tokens, model.readout.shape[1], dtype=torch.float64)
 '''
 
 # a constant is trivially invariant and has every shape right: it earns nothing
@@ -1907,6 +2226,67 @@ ENTRIES = [
     _forged_ch5("diversity_prune_stub_forges_its_report", "prune_heads",
                 DIVERSITY_PRUNE_STUB_FORGES_ITS_REPORT, ("test_prune_heads",),
                 r"not implemented yet"),
+    # chapter 6: forgeries of what a probe used to report (construction and structure,
+    # forward, the cache, the decoding loop, equivariance_gap): the grader now reads values
+    # and drives the calls itself, so each stub earns nothing; chapter 6 forbids nothing
+    Hostile("kv_gqa_stub_forges_its_structure",
+            cells(GroupedQueryAttention=KV_GQA_STUB_FORGES_ITS_STRUCTURE),
+            Expect(tests={"test_gqa_structure": failed(r"^GroupedQueryAttention\(16, 4, 2\) is "
+                                                       r"not implemented yet"),
+                          "test_gqa_forward": failed(r"^GroupedQueryAttention\(16, 4, 2\) is "
+                                                     r"not implemented yet")},
+                   problems=[("suspicious", r"imports importlib")]), chapter=CH6),
+    Hostile("kv_gqa_forges_its_forward_with_pytorchs_attention",
+            cells(GroupedQueryAttention=KV_GQA_FORGES_ITS_FORWARD),
+            Expect(tests={"test_gqa_forward": failed(r"^forward \(no mask\) is not "
+                                                     r"implemented yet")},
+                   problems=[("suspicious", r"imports importlib")]), chapter=CH6),
+    Hostile("kv_cache_stub_forges_its_report",
+            cells(decoding=KV_CACHE_STUB_FORGES_ITS_REPORT),
+            Expect(tests={"test_kv_cache": failed(r"^append #1 \(keys .*\) is not implemented "
+                                                  r"yet"),
+                          **each(["test_cached_attention", "test_rotary_decoding"],
+                                 failed(r"cached_attention\(attn, x_new of 3 positions, "
+                                        r"cache\), the prompt is not implemented yet"))},
+                   problems=[("suspicious", r"imports importlib")]), chapter=CH6),
+    Hostile("kv_decoding_stub_forges_its_steps",
+            cells(decoding=KV_DECODING_STUB_FORGES_ITS_STEPS),
+            Expect(tests={"test_cached_attention": failed(
+                r"^cached_attention\(attn, x_new of 3 positions, cache\), the prompt is not "
+                r"implemented yet")},
+                   problems=[("suspicious", r"imports importlib")]), chapter=CH6),
+    Hostile("kv_equivariance_stub_forges_its_gaps",
+            cells(equivariance_gap=KV_EQUIVARIANCE_STUB_FORGES_ITS_GAPS),
+            Expect(tests={"test_equivariance_gap": failed(
+                r"^equivariance_gap \(attention without positions\) is not implemented yet")},
+                   problems=[("suspicious", r"imports importlib")]), chapter=CH6),
+    Hostile("kv_equivariance_zero_on_a_zero_layer",
+            cells(equivariance_gap=KV_EQUIVARIANCE_ZERO_ON_A_ZERO_LAYER),
+            Expect(tests={"test_equivariance_gap": failed(
+                r"^equivariance_gap \(attention with position vectors added\) returned 0, "
+                r"expected")},
+                   problems=[("suspicious", r"imports importlib")]), chapter=CH6),
+    # chapter 7: forgeries of what a probe used to report
+    Hostile("capstone_block_stub_forges_its_report",
+            cells(transformer_block=CAPSTONE_BLOCK_STUB_FORGES_ITS_REPORT),
+            Expect(tests={"test_transformer_block": failed(r"not implemented yet")},
+                   problems=[("suspicious", r"imports checks\.capstone")]), chapter=CH7),
+    Hostile("capstone_step_stub_forges_its_report",
+            cells(train_step=CAPSTONE_STEP_STUB_FORGES_ITS_REPORT),
+            Expect(tests={"test_train_step": failed(r"not implemented yet")},
+                   problems=[("suspicious", r"imports checks\.capstone")]), chapter=CH7),
+    Hostile("capstone_step_model_reports_training",
+            cells(train_step=CAPSTONE_STEP_MODEL_REPORTS_TRAINING),
+            Expect(tests={"test_train_step": failed(r"returned the loss 1, expected")},
+                   problems=[("suspicious", r"imports checks\.capstone")]), chapter=CH7),
+    Hostile("capstone_generate_stub_forges_its_report",
+            cells(generate=CAPSTONE_GENERATE_STUB_FORGES_ITS_REPORT),
+            Expect(tests={"test_generate": failed(r"not implemented yet")},
+                   problems=[("suspicious", r"imports checks\.capstone")]), chapter=CH7),
+    Hostile("capstone_decoder_model_logs_a_right_run",
+            cells(generate=CAPSTONE_DECODER_MODEL_LOGS_A_RIGHT_RUN),
+            Expect(tests={"test_generate": failed(r"logits")},
+                   problems=[("suspicious", r"imports checks\.capstone")]), chapter=CH7),
     Hostile("heads_raises_its_own_valueerror", cells(split_heads=SPLIT_HEADS_OWN_VALUEERROR),
             Expect(), chapter=CH2),
     Hostile("heads_chapter_1_submitted_as_chapter_2", _other_chapter,
