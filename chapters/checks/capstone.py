@@ -644,13 +644,14 @@ def _judge_run(run, name, B, P, T, V, dtype):
     return tokens.cpu(), logits.detach().double().cpu()
 
 
-def _name_from_log(calls, use_cache, name):
+def _name_from_log(run, use_cache, name):
     """(b) Called only once a run's values have failed: fail with the mistake that the
     stand-in model's log of its calls shows, if any (a forged log changes only the wording
     of a failure)."""
+    calls = run["calls"]
     if not isinstance(calls, list):
         return
-    if not calls:
+    if not calls and run["error"] is None:  # (what raised says more)
         fail(f"{name} never called the model.")
     for i, call in enumerate(calls):
         if not (isinstance(call, list) and len(call) == 5):
@@ -713,7 +714,7 @@ def generate(fn, *, seed=0, B=2, P=3, num_tokens=5, vocab_size=9, d_model=8,
                      f"{int(expected_tokens[tuple(wrong)])}: greedy decoding appends "
                      "logits[:, -1].argmax(-1).")
         except CheckFailure:
-            _name_from_log(run["calls"], use_cache, name)
+            _name_from_log(run, use_cache, name)
             raise
         # (a) the caches' contents, read back by value: the keys of every token but the last
         # with the cache, none without it
@@ -725,7 +726,7 @@ def generate(fn, *, seed=0, B=2, P=3, num_tokens=5, vocab_size=9, d_model=8,
                        and expect_close_quiet(k.double(), expected_keys.to(dtype).double(),
                                               dtype=dtype, condition=CONDITION)
                        for k in filled):
-                _name_from_log(run["calls"], use_cache, name)  # (b) failed on values already
+                _name_from_log(run, use_cache, name)  # (b): failed on values already
                 fail(f"{name}: {GEN_NO_CACHE}")
         elif filled:
             fail(f"{name}: {GEN_UNCACHED_CALLS}")
