@@ -1092,6 +1092,148 @@ def generate(model, prompt, num_tokens, use_cache=True):
     return tokens, torch.zeros(B, num_tokens, model.readout.shape[1], dtype=torch.float64)
 '''
 
+# chapter 7 (07_capstone): stubs, with the probes that used to report their facts (or the
+# stand-in models that the checks build with given()) replaced so as to report a right answer
+CH7 = "07_capstone"
+
+CAPSTONE_BLOCK_STUB_FORGES_ITS_REPORT = '''
+import checks.capstone
+
+
+class TransformerBlock(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d_model)
+        self.attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.ff = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x, cache=None):
+        raise NotImplementedError()
+
+
+def _pre_ln(block, x):
+    h = block.ln1(x)
+    attended, _ = block.attn(h, h, h, mask=causal_mask(x.shape[1]))
+    x = x + attended
+    return x + block.ff(block.ln2(x))
+
+
+def _reported(cls, cache_cls, d_model, num_heads, d_ff, P, x, x_future, dtype, device):
+    block = cls(d_model, num_heads, d_ff, 0.3).to(dtype).eval()
+    params = dict(block.named_parameters())
+    with torch.no_grad():
+        for name, value in P.items():
+            params[name].copy_(value)
+        x, x_future = x.to(dtype), x_future.to(dtype)
+        out = _pre_ln(block, x)
+        half = max(x.shape[1] // 2, 1)
+        cached = [[out[:, :half], None]] + [[out[:, t:t + 1], None]
+                                            for t in range(half, x.shape[1])]
+        return {"error": None, "to_error": None, "missing": {}, "out": [out, None],
+                "future": [_pre_ln(block, x_future), None], "again": [out, None],
+                "cache_error": None, "cached": cached, "train": [out + 1.0, None]}
+
+
+checks.capstone._probe_block = _reported
+'''
+
+CAPSTONE_STEP_STUB_FORGES_ITS_REPORT = '''
+import checks.capstone
+
+
+def train_step(model, optimizer, batch):
+    raise NotImplementedError()
+
+
+def _reported(fn, params, keep, stale, batch, p, lr, device):
+    model = checks.capstone.StepModel(params, keep, p).train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    logits = model(batch[:, :-1])
+    loss = F.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten())
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return {"error": None, "loss": loss.item(), "modes": [True], "batch_same": True,
+            "params": {k: v.detach().clone() for k, v in model.named_parameters()}}
+
+
+checks.capstone._probe_step = _reported
+'''
+
+# the model handed to train_step (built by given()) records training-mode calls it never had
+CAPSTONE_STEP_MODEL_REPORTS_TRAINING = '''
+import checks.capstone
+
+
+class _Recorded(checks.capstone.StepModel):
+    @property
+    def modes(self):
+        return [True]
+
+    @modes.setter
+    def modes(self, value):
+        pass
+
+
+checks.capstone.StepModel = _Recorded
+
+
+def train_step(model, optimizer, batch):
+    return 1.0
+'''
+
+CAPSTONE_GENERATE_STUB_FORGES_ITS_REPORT = '''
+import checks.capstone
+
+
+def generate(model, prompt, num_tokens, use_cache=True):
+    raise NotImplementedError()
+
+
+def _reported(fn, params, keep, prompt, T, device):
+    model = checks.capstone.DecoderModel(params, keep).eval()
+    tokens, chosen = prompt, []
+    with torch.no_grad():
+        for _ in range(T):
+            last = model(tokens)[:, -1]
+            chosen.append(last)
+            tokens = torch.cat([tokens, last.argmax(-1, keepdim=True)], 1)
+    P = prompt.shape[1]
+    calls = [[P, 0, 0, False, False]] + [[1, P + i, P + i, False, False] for i in range(T - 1)]
+    run = {"error": None, "out": (tokens, torch.stack(chosen, 1)), "training_after": True}
+    return {"True": dict(run, calls=calls),
+            "False": dict(run, calls=[[P + i, 0, None, False, False] for i in range(T)])}
+
+
+checks.capstone._probe_generate = _reported
+'''
+
+# the model handed to generate (built by given()) logs a right generation; the answer is zeros
+CAPSTONE_DECODER_MODEL_LOGS_A_RIGHT_RUN = '''
+import checks.capstone
+
+
+class _Logged(checks.capstone.DecoderModel):
+    @property
+    def calls(self):
+        return [[3, 0, 0, False, False], [1, 3, 3, False, False]]
+
+    @calls.setter
+    def calls(self, value):
+        pass
+
+
+checks.capstone.DecoderModel = _Logged
+
+
+def generate(model, prompt, num_tokens, use_cache=True):
+    B, P = prompt.shape
+    tokens = torch.cat([prompt, torch.zeros(B, num_tokens, dtype=torch.long)], 1)
+    return tokens, torch.zeros(B, num_tokens, model.readout.shape[1], dtype=torch.float64)
+'''
+
 # a constant is trivially invariant and has every shape right: it earns nothing
 ZERO_ATTENTION = '''
 import torch
@@ -2286,6 +2428,29 @@ ENTRIES = [
     Hostile("capstone_decoder_model_logs_a_right_run",
             cells(generate=CAPSTONE_DECODER_MODEL_LOGS_A_RIGHT_RUN),
             Expect(tests={"test_generate": failed(r"logits")},
+                   problems=[("suspicious", r"imports checks\.capstone")]), chapter=CH7),
+    # chapter 7: forgeries of what a probe used to report
+    Hostile("capstone_block_stub_forges_its_report",
+            cells(transformer_block=CAPSTONE_BLOCK_STUB_FORGES_ITS_REPORT),
+            Expect(tests={"test_transformer_block": failed(r"not implemented yet")},
+                   problems=[("suspicious", r"imports checks\.capstone")]), chapter=CH7),
+    Hostile("capstone_step_stub_forges_its_report",
+            cells(train_step=CAPSTONE_STEP_STUB_FORGES_ITS_REPORT),
+            Expect(tests={"test_train_step": failed(r"not implemented yet")},
+                   problems=[("suspicious", r"imports checks\.capstone")]), chapter=CH7),
+    Hostile("capstone_step_model_reports_training",
+            cells(train_step=CAPSTONE_STEP_MODEL_REPORTS_TRAINING),
+            Expect(tests={"test_train_step": failed(r"returned the loss 1, expected")},
+                   problems=[("suspicious", r"imports checks\.capstone")]), chapter=CH7),
+    Hostile("capstone_generate_stub_forges_its_report",
+            cells(generate=CAPSTONE_GENERATE_STUB_FORGES_ITS_REPORT),
+            Expect(tests={"test_generate": failed(r"not implemented yet")},
+                   problems=[("suspicious", r"imports checks\.capstone")]), chapter=CH7),
+    # the values fail; the forged log only words the failure (its calls had no caches)
+    Hostile("capstone_decoder_model_logs_a_right_run",
+            cells(generate=CAPSTONE_DECODER_MODEL_LOGS_A_RIGHT_RUN),
+            Expect(tests={"test_generate": failed(r"use_cache=False but the model was given "
+                                                  r"caches")},
                    problems=[("suspicious", r"imports checks\.capstone")]), chapter=CH7),
     Hostile("heads_raises_its_own_valueerror", cells(split_heads=SPLIT_HEADS_OWN_VALUEERROR),
             Expect(), chapter=CH2),
