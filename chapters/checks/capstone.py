@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from .common import (MALFORMED, CheckFailure, attempt, by_owner, check, construct, expect_close,
                      expect_tensor, fail, generator, given, is_class, is_module,
                      judge_construct, load_weights, max_error, observe, passed, raised,
-                     random_inputs, read_back, reference, revive, take, type_name)
+                     random_inputs, read_back, reference, revive, type_name)
 
 BLOCK_PARAMS = ("ln1.weight", "ln1.bias", "attn.q_proj.weight", "attn.q_proj.bias",
                 "attn.k_proj.weight", "attn.k_proj.bias", "attn.v_proj.weight",

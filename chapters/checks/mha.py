@@ -649,10 +649,11 @@ def _load_run(fn, setup, key_size, value_size, bias):
     """Build, where the student's code runs (given()), an nn.MultiheadAttention and a _Target
     holding _load_setup's values `setup` (load_weights), call fn(ours, torch_mha) and read
     both modules back by value ("built": ours held its given values before the call, so a
-    replaced _Target cannot hand in torch's values itself). Then two cross-checks of behaviour, each a write of the
-    grader's into one module read back from the other: "shares" {name: ours' tensor changed
-    when torch_mha's parameters were overwritten}, and "is_ours": writing into what fn
-    returned reached ours (None when it returned None or no module)."""
+    replaced _Target cannot hand in torch's values itself). Then two cross-checks of
+    behaviour, each a write of the grader's into one module read back from the other:
+    "shares" {name: ours' tensor changed when torch_mha's parameters were overwritten}, and
+    "is_ours": writing into what fn returned reached ours (None when it returned None, False
+    when it returned no module)."""
     torch_state, attrs = setup["torch"], setup["attrs"]
     dtype = torch_state["out_proj.weight"].dtype
     torch_mha = given("torch.nn:MultiheadAttention", attrs["d_model"], attrs["num_heads"],
