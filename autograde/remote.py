@@ -18,11 +18,14 @@ from pathlib import Path
 
 import torch
 
-from autograde import nested, wire
+from autograde import NESTED, nested, wire
 from autograde.trees import remove_tree
 
 PACKAGE = Path(__file__).resolve().parent
-SANDBOX_MODULES = ("__init__.py", "sandbox.py", "wire.py", "trees.py", "nested.py")
+SANDBOX_MODULES = ("__init__.py", "sandbox.py", "wire.py", "trees.py")
+# bound where autograde/__init__.py finds it, as in the repository
+SANDBOX_FILES = {PACKAGE / name: f"/grader/autograde/{name}" for name in SANDBOX_MODULES} | {
+    NESTED: "/grader/chapters/checks/nested.py"}
 
 
 class SubmissionFault(BaseException):
@@ -60,11 +63,11 @@ def _bwrap_command(bwrap, fd):
             "--symlink", "usr/sbin", "/sbin", "--ro-bind", "/etc", "/etc",
             "--dev", "/dev", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm",
             "--proc", "/proc", "--size", str(SCRATCH_BYTES), "--tmpfs", "/tmp",
-            "--dir", "/grader/autograde", "--clearenv"]
+            "--dir", "/grader/autograde", "--dir", "/grader/chapters/checks", "--clearenv"]
     # of the grader's package, only the modules the zygote runs (the rest, e.g. what writes
     # the students' kits, is none of the sandbox's business)
-    for name in SANDBOX_MODULES:
-        args += ["--ro-bind", str(PACKAGE / name), f"/grader/autograde/{name}"]
+    for source, target in SANDBOX_FILES.items():
+        args += ["--ro-bind", str(source), target]
     for name, value in dict(_environment("/tmp"), PYTHONPATH="/grader",
                             AUTOGRADE_PRIVATE_TMP="1").items():
         args += ["--setenv", name, value]
@@ -487,7 +490,7 @@ class RemoteRef:
         reply, value = self._child.request(message, buffers)
         if not grad or "call" not in reply:
             return value
-        header_flags = [t for t in _header_tensors(reply.get("value"))]
+        header_flags = _header_tensors(reply.get("value"))
         outputs = [t for t, flag in zip(_tensors(value), header_flags) if flag]
         if not outputs:
             return value
@@ -500,22 +503,10 @@ class RemoteRef:
 
 
 def _header_tensors(header):
-    """requires_grad flags of the tensors in an encoded value, in order."""
-    if isinstance(header, dict):
-        if "tensor" in header:
-            yield bool(header.get("requires_grad"))
-            return
-        for key in ("tuple", "list"):
-            if key in header:
-                for v in header[key]:
-                    yield from _header_tensors(v)
-                return
-        if "dict" in header:
-            for v in header["dict"].values():
-                yield from _header_tensors(v)
-    elif isinstance(header, list):
-        for v in header:
-            yield from _header_tensors(v)
+    """requires_grad flags of the tensors in an encoded value, in order (that of _tensors()
+    on the value it decodes to: the same walk, autograde.nested)."""
+    return [bool(leaf.get("requires_grad")) for leaf in nested.encoded_leaves(header)
+            if isinstance(leaf, dict) and "tensor" in leaf]
 
 
 class RemoteRuntime:

@@ -10,6 +10,7 @@ length and the bytes. Values inside the header:
     null, bools, ints, strings, lists     themselves
     float                                 {"float": "nan" | "inf" | "-inf" | repr}
     tuple / list / dict (str keys)        {"tuple": [...]} / {"list": [...]} / {"dict": {...}}
+                                          (autograde.nested's encode(): at most 200 deep)
     torch.Tensor                          {"tensor": i, "dtype": "float32", "shape": [...],
                                            "requires_grad": bool, "storage": int}
     torch.dtype / torch.device            {"dtype": "float64"} / {"device": "cpu"}
@@ -21,6 +22,8 @@ import math
 import struct
 
 import torch
+
+from autograde import nested
 
 DTYPES = {name: getattr(torch, name) for name in (
     "float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8",
@@ -43,13 +46,17 @@ def _float(x):
 
 
 class Encoder:
-    """Turns a value into (header, buffers); `ref` decides what to do with other objects."""
+    """Turns a value into (header, buffers); `ref` decides what to do with other objects.
+    The containers are autograde.nested's walk (its encode()); this writes the leaves."""
 
     def __init__(self, ref):
         self.ref = ref
         self.buffers = []
 
     def __call__(self, value):
+        return nested.encode(value, self.leaf)
+
+    def leaf(self, value):
         if value is None or isinstance(value, (bool, str)):
             return value
         if isinstance(value, int):
@@ -62,14 +69,6 @@ class Encoder:
             return {"dtype": DTYPE_NAMES.get(value, str(value))}
         if isinstance(value, torch.device):
             return {"device": str(value)}
-        if isinstance(value, torch.Size):
-            return {"tuple": [int(n) for n in value]}
-        if isinstance(value, tuple):  # named tuples arrive as plain tuples
-            return {"tuple": [self(v) for v in value]}
-        if type(value) is list:
-            return {"list": [self(v) for v in value]}
-        if isinstance(value, dict) and all(type(k) is str for k in value):
-            return {"dict": {k: self(v) for k, v in value.items()}}
         if isinstance(value, BaseException):
             return error_value(value)
         return self.ref(value)
@@ -102,7 +101,8 @@ def error_value(error):
 
 
 class Decoder:
-    """Turns a header back into values; `ref(header)` makes the stand-in for a remote object."""
+    """Turns a header back into values; `ref(header)` makes the stand-in for a remote object.
+    The containers are autograde.nested's walk (its decode()); this reads the leaves."""
 
     def __init__(self, buffers, ref, grad=False):
         self.buffers = buffers
@@ -110,12 +110,13 @@ class Decoder:
         self.grad = grad  # honour "requires_grad" (the student's side, for autograd calls)
 
     def __call__(self, value):
+        return nested.decode(value, self.leaf, ProtocolError)
+
+    def leaf(self, value):
         if value is None or isinstance(value, (bool, str)):
             return value
         if isinstance(value, int):
             return value
-        if isinstance(value, list):
-            return [self(v) for v in value]
         if not isinstance(value, dict) or len(value) == 0:
             raise ProtocolError(f"unexpected value {str(value)[:80]!r}")
         if "float" in value or "bigint" in value:
@@ -123,15 +124,6 @@ class Decoder:
                 return float(value["float"]) if "float" in value else int(value["bigint"])
             except (TypeError, ValueError):
                 raise ProtocolError(f"bad number {str(value)[:80]}") from None
-        if "tuple" in value:
-            return tuple(self(v) for v in _list(value["tuple"]))
-        if "list" in value:
-            return [self(v) for v in _list(value["list"])]
-        if "dict" in value:
-            items = value["dict"]
-            if not isinstance(items, dict):
-                raise ProtocolError("dict payload is not an object")
-            return {str(k): self(v) for k, v in items.items()}
         if "tensor" in value:
             return self.tensor(value)
         if "dtype" in value:
@@ -165,12 +157,6 @@ class Decoder:
         if self.grad and value.get("requires_grad") is True and tensor.is_floating_point():
             tensor.requires_grad_()
         return tensor
-
-
-def _list(value):
-    if not isinstance(value, list):
-        raise ProtocolError("expected a list")
-    return value
 
 
 def pack(message, buffers=()):

@@ -42,7 +42,7 @@ def swap_weights(target, source):
 def child(tmp_path_factory):
     release = tmp_path_factory.mktemp("release")
     (release / "runtime" / "checks").mkdir(parents=True)
-    for name in ("__init__.py", "common.py"):  # what every release ships (given() needs it)
+    for name in ("__init__.py", "common.py", "nested.py"):  # what every release ships
         shutil.copy(CHECKS / name, release / "runtime" / "checks" / name)
     zygote = Zygote(release, slot=6)
     child = zygote.spawn("runtime", {"call_seconds": 30})
