@@ -17,7 +17,6 @@ rlimits, its own uid where the zygote is root, no capabilities, a seccomp filter
 """
 import builtins
 import ctypes
-import importlib
 import os
 import resource
 import signal
@@ -435,15 +434,6 @@ class Child:
         result = torch.autograd.grad([o for o, _ in pairs], inputs, [g for _, g in pairs],
                                      allow_unused=True) if pairs else [None] * len(inputs)
         return {"_value": list(result), "_has_value": True}
-
-    def op_probe(self, message, decode):
-        module, _, name = str(message["function"]).partition(":")
-        if not module.startswith("checks.") or name.startswith("__"):
-            raise PermissionError(f"not a probe: {module}:{name}")
-        function = getattr(importlib.import_module(module), name)
-        with _forbidding(message.get("forbid") or []):  # the forbid() around the probe
-            result = function(*decode(message["args"]), **decode(message["kwargs"]))
-        return {"_value": result, "_has_value": True}
 
     def _leaves(self, value, leaves):
         """`value` with each tensor that requires grad replaced by a new leaf of the graph,

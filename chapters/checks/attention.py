@@ -82,7 +82,7 @@ FORBIDS = (
               r"scaled_dot_product|multi_head_attention",
               "which computes the whole attention for you"),
 )
-FORBIDDEN = {"softmax": FORBIDS[0], "attention": FORBIDS[1]}  # sent by name to probes
+FORBIDDEN = {"softmax": FORBIDS[0], "attention": FORBIDS[1]}  # by name, for _run
 
 
 def _run(function, *args, name, hints=(), forbidden=None, **kwargs):

@@ -285,14 +285,8 @@ def is_class(obj):
     return runtime().kind(obj) == "class"
 
 
-def is_remote(obj):
-    """True for the autograder's stand-in for an object of the student's process (only
-    probe() asks, until the last probe is gone)."""
-    return getattr(type(obj), "_is_remote", False)
-
-
 class Foreign:
-    """What a probe reports for an object of the student's that is not plain data."""
+    """What export() makes of an object of the student's that is not plain data."""
 
     def __init__(self, name):
         self.name = str(name)[:100]
@@ -308,36 +302,22 @@ def type_name(obj):
     return runtime().type_name(obj)
 
 
-def probe(function, *args, **kwargs):
-    """Run `function` (a probe of this package) where the student's objects live.
-
-    A probe builds inputs, calls the student's code and returns plain data: tensors,
-    numbers, strings, and lists, tuples and dicts of them; the check then judges that data.
-    In a notebook everything is local, so this is just function(*args, **kwargs); under the
-    autograder the student's objects are remote and the probe runs in their process, while
-    the judging stays in the grader.
-    """
-    for value in list(args) + list(kwargs.values()):
-        if is_remote(value):
-            return value._child.probe(function, *args, **kwargs)
-    return function(*args, **kwargs)
-
-
-# A probe's result comes from the student's process, where the student's code could have
-# changed anything: the judge takes nothing from it without checking its type.
+# What a call reports comes from the student's process, where the student's code could
+# have changed anything: the judge takes nothing from it without checking its type.
 MALFORMED = ("the grader received malformed data ({what}) from the process that runs your "
              "code: does your code change the checks module or the grader's messages?")
 
 
 def take(data, key, *kinds):
-    """data[key] of a probe's result, required to be an instance of one of `kinds`."""
+    """data[key] of a report (a call's, a load's), required to be an instance of one of
+    `kinds`."""
     if not isinstance(data, dict) or key not in data or not isinstance(data[key], kinds):
         fail(MALFORMED.format(what=key))
     return data[key]
 
 
 def take_error(data, key):
-    """data[key] of a probe's result: None, or what attempt() caught: [class name, message,
+    """data[key] of a report: None, or what attempt() caught: [class name, message,
     shapes]."""
     error = take(data, key, type(None), list, tuple)
     if error is not None and not (len(error) == 3 and all(isinstance(e, str) for e in error)):
@@ -368,9 +348,9 @@ def _exported(value):
 
 
 def export(value, depth=2):
-    """For a probe: `value` (produced by the student's code) as plain data. Tensors become
-    detached copies; None, numbers, strings and tuples or lists of them stay; any other
-    object becomes {"object": its class name} (see revive)."""
+    """`value` (produced by the student's code) as plain data, as a call reports it.
+    Tensors become detached copies; None, numbers, strings and tuples or lists of them
+    stay; any other object becomes {"object": its class name} (see revive)."""
     return nested.map_leaves(value, _exported, depth=depth, is_leaf=_unwalked)
 
 
@@ -387,8 +367,8 @@ def revive(value, depth=3):
 
 
 def attempt(function, *args, **kwargs):
-    """For a probe: (function(*args, **kwargs), None), or (None, [class name, message,
-    shapes of the tensor arguments]) when it raised. The judge passes the error to raised()."""
+    """(function(*args, **kwargs), None), or (None, [class name, message, shapes of the
+    tensor arguments]) when it raised. The judge passes the error to raised()."""
     try:
         return function(*args, **kwargs), None
     except Exception as error:
@@ -397,7 +377,7 @@ def attempt(function, *args, **kwargs):
 
 
 def raised(error, name):
-    """For the judge: fail, as call() does, when a probe's attempt() caught an error."""
+    """For the judge: fail, as call() does, when attempt() caught an error."""
     if error is None:
         return
     if not (isinstance(error, (list, tuple)) and len(error) == 3
