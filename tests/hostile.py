@@ -1169,17 +1169,16 @@ def make_heads_identical(mha):
     return _copied_head_0(mha)
 '''
 
-# _probe_params: a make_heads_identical that changes nothing, described by a replaced
-# _probe_params as holding head 0 in every head
+# _probe_params: a make_heads_identical that changes nothing, and a replaced _probe_params
+# that does the copy where the check read the module (before its forward)
 DIVERSITY_IDENTICAL_FORGES_ITS_PARAMS = DIVERSITY_LOADED + '''
-import copy
 import importlib
 
 diversity = importlib.import_module("checks.diversity")
 
 
 def _as_if_copied(module):
-    return _described(_copied_head_0(copy.deepcopy(module)))
+    return _described(_copied_head_0(module))
 
 
 diversity._probe_params = _as_if_copied
