@@ -574,7 +574,8 @@ def kv_cache(cls, seed=0, batch=2, num_kv_heads=2, head_dim=3, lengths=(3, 1, 2)
     lengths = tuple(lengths)
     chunks, totals = _cache_inputs(seed, batch, num_kv_heads, head_dim, lengths, torch.float32)
     # the cache lives where the student's code runs: the grader calls its methods and reads
-    # its length and its state back by value after each call
+    # its length and its state back by value after each call ((a) of issue 13's rule: what
+    # append did is judged from those values, never from a report of that process)
     cache, error = attempt(cls)
     raised(error, "KVCache()")
     length, error = attempt(len, cache)
@@ -681,9 +682,9 @@ def _decoding(fn, cache_cls, name, seed, batch, d_model, num_heads, num_kv_heads
     # attn and the cache live where the student's code runs: attn is the course's own
     # stand-in (given: built there from the grader's weights), the cache the student's class;
     # the grader drives the loop one call at a time and judges what each call returns and
-    # len(cache) afterwards, by value, against its own full causal attention. A stand-in
-    # replaced in that process changes what the student's function sees, never the answer
-    # it must match.
+    # len(cache) afterwards, by value, against its own full causal attention ((a): cached
+    # decoding judged by its outputs). A stand-in replaced in that process changes what the
+    # student's function sees, never the answer it must match.
     attn = given("checks.kv:_stand_in", attrs, state)
     cache, error = attempt(cache_cls)
     raised(error, "KVCache()")
