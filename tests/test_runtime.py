@@ -114,6 +114,8 @@ def test_load_weights_through_nested_submodules_and_into_the_module_itself(side)
         state = dict(mha.state_dict())  # an OrderedDict of tensors: by value
     assert found == {"0": {"in_proj_weight": [12, 4]}, "0.out_proj": {"weight": [4, 4]},
                      "0.nothing": None}
+    assert isinstance(found, common.Loaded) and found.slot("0", "in_proj_weight") == (12, 4)
+    assert not found.has("0.nothing") and found.slot("0.nothing", "weight") is None
     assert found_here == {"": {"in_proj_weight": [12, 4]}}
     assert torch.equal(state["in_proj_weight"], weight + 1)
     assert torch.equal(state["out_proj.weight"], bias)
@@ -154,3 +156,24 @@ def test_given_calls_only_the_courses_code(side, path):
     runtime, _ = side
     with common.use_runtime(runtime), pytest.raises(PermissionError):
         common.given(path)
+
+
+@pytest.mark.parametrize("report", [
+    [],                                                    # not a dict
+    {"proj": {"weight": [3, 3]}},                          # an attribute left out
+    {"proj": {"weight": [3, 3], "bias": [3]}, "missing": None, "extra": None},
+    {"proj": {"weight": [3, 3]}, "missing": None},         # a part left out
+    {"proj": {"weight": [3, 3.0], "bias": [3]}, "missing": None},  # not a shape
+    {"proj": {"weight": [3, True], "bias": [3]}, "missing": None},
+    {"proj": {"weight": [3, 3], "bias": 3}, "missing": None},
+    {"proj": "Linear", "missing": None},
+])
+def test_what_load_weights_found_is_validated_once(report):
+    """Loaded.of: a report that is not of load_weights' form (a process that runs the
+    student's code sent it) fails as malformed data, on either runtime."""
+    weights = {"proj": {"weight": torch.zeros(3, 3), "bias": torch.zeros(3)},
+               "missing": {"weight": torch.zeros(3, 3)}}
+    good = {"proj": {"weight": [3, 3], "bias": "Parameter"}, "missing": None}
+    assert common.Loaded.of(good, weights).slot("proj", "bias") == "Parameter"
+    with pytest.raises(common.CheckFailure, match="malformed data"):
+        common.Loaded.of(report, weights)

@@ -471,8 +471,40 @@ def load_weights(module, weights):
     Returns {attribute: None (no such attribute) | {part: None (none) | its shape (a list) |
     the class name of what is there instead}}. Under the autograder the grader's own runtime
     in the student's process does the copying (the module's `load_weights`): facts about a
-    module come from values the grader sent, then from its outputs on the grader's inputs."""
-    return runtime().load_weights(module, weights)
+    module come from values the grader sent, then from its outputs on the grader's inputs.
+    The report is a Loaded, validated once here whichever runtime made it."""
+    return Loaded.of(runtime().load_weights(module, weights), weights)
+
+
+class Loaded(dict):
+    """What load_weights() found: {attribute: None (no such attribute) | {part: None (no
+    such part) | its shape (a list of ints) | the class name of what is there instead}},
+    for exactly the attributes and parts that were sent. Made by Loaded.of(), which checks
+    every entry of the runtime's report (under the autograder, data from the student's
+    process), so that a check reads it with slot() and no check parses it by hand."""
+
+    @classmethod
+    def of(cls, report, weights):
+        if not isinstance(report, dict) or list(report) != list(weights):
+            fail(MALFORMED.format(what="what load_weights found"))
+        for attr, parts in report.items():
+            if parts is None:
+                continue
+            if not isinstance(parts, dict) or list(parts) != list(weights[attr]) or not all(
+                    slot is None or isinstance(slot, str) or (isinstance(slot, list) and all(
+                        type(n) is int and n >= 0 for n in slot)) for slot in parts.values()):
+                fail(MALFORMED.format(what=f"what load_weights found at {attr!r}"))
+        return cls(report)
+
+    def has(self, attr):
+        """Whether the module has the attribute (submodule) `attr`."""
+        return self[attr] is not None
+
+    def slot(self, attr, part):
+        """What is at module.<attr>.<part>: its shape (a tuple) where it is a tensor, None
+        where nothing (or no attribute `attr`) is there, else the class name found."""
+        found = self[attr][part] if self.has(attr) else None
+        return tuple(found) if isinstance(found, list) else found
 
 
 def by_owner(state):

@@ -203,24 +203,22 @@ def _load_into(module, P):
 
 
 def _judge_load_into(targets, P):
-    """Fail unless _load_into could copy every weight of P (the documented interface)."""
-    if not isinstance(targets, dict):
-        fail(MALFORMED.format(what="the projections"))
+    """Fail unless _load_into could copy every weight of P (the documented interface);
+    `targets` is what it found (a common.Loaded, validated when made)."""
     for attr, name in zip(PROJECTIONS, "qkvo"):
-        proj = targets.get(attr)
-        if proj is None:
+        if not targets.has(attr):
             fail(f"MultiHeadAttention has no attribute `{attr}`. {INTERFACE}")
         for part, value in (("weight", P[name + "_w"]), ("bias", P[name + "_b"])):
-            target = take(proj, part, type(None), str, list)
+            target = targets.slot(attr, part)
             if value is None:
                 if target is not None:
                     fail(f"{attr}.{part} exists although bias=False: pass bias=bias to "
                          "every nn.Linear.")
                 continue
-            if not isinstance(target, list):
+            if not isinstance(target, tuple):
                 fail(f"{attr}.{part} is missing although bias=True. {INTERFACE}")
-            if target != list(value.shape):
-                fail(f"{attr}.{part} has shape {tuple(target)}, expected "
+            if target != tuple(value.shape):
+                fail(f"{attr}.{part} has shape {target}, expected "
                      f"{tuple(value.shape)}: nn.Linear(in_features, out_features) stores its "
                      "weight as (out_features, in_features).")
 
