@@ -9,20 +9,65 @@
    every box that scrolls at 390 px has both.
 
    Figures of executed cells (matplotlib, drawn for the desktop column) go in a box of their
-   own, div.course-figure-scroll: on a phone course.css shows them at full size instead of
-   shrinking their text below what can be read, and the box scrolls, marked the same way. */
+   own, div.course-figure-scroll. Each shrinks with the column only as far as its smallest
+   text stays at 70% of the body text (the floor tests/test_browser.py checks at every
+   width): its SVG is read for the sizes of its texts, which set the image's min-width.
+   Narrower than that, the figure keeps that width and its box scrolls, marked the same way. */
 (function () {
   "use strict";
   var BOXES = ".bd-article div.math mjx-container[display='true'], " +
               ".bd-article .pst-scrollable-table-container, .bd-article .course-figure-scroll";
 
+  var FLOOR = 0.7;  // the smallest figure text, as a fraction of the body text's size
+
+  // The size of an SVG text as drawn: that of its largest glyphs (a formula's subscripts
+  // are smaller, as in the body text's own maths), in the SVG's units.
+  function textSize(text) {
+    var spans = [].filter.call(text.querySelectorAll("tspan"),
+                               function (s) { return s.textContent.trim(); });
+    var sized = spans.length ? spans : [text];
+    return Math.max.apply(null, sized.map(function (e) {
+      return parseFloat(getComputedStyle(e).fontSize);
+    }));
+  }
+
+  // The least width at which the figure's smallest text is FLOOR times the body text (never
+  // more than the width it was drawn at), set as its min-width; data-course-floor="done".
+  function keepReadable(img) {
+    if (img.dataset.courseFloor) return;
+    img.dataset.courseFloor = "pending";
+    var done = function () { img.dataset.courseFloor = "done"; mark(); };
+    if (!/\.svg(\?|#|$)/i.test(img.getAttribute("src") || "")) { done(); return; }
+    fetch(img.src).then(function (response) { return response.text(); }).then(function (source) {
+      var parsed = new DOMParser().parseFromString(source, "image/svg+xml").documentElement;
+      var holder = document.createElement("div");  // placed, hidden, so that styles apply
+      holder.style.cssText = "position:absolute; left:-100000px; top:0; visibility:hidden";
+      var svg = document.importNode(parsed, true);
+      holder.appendChild(svg);
+      document.body.appendChild(holder);
+      var units = svg.viewBox && svg.viewBox.baseVal && svg.viewBox.baseVal.width
+        ? svg.viewBox.baseVal.width : svg.width.baseVal.value;
+      var drawn = svg.width.baseVal.value;  // px: the image's natural width
+      var sizes = [].filter.call(svg.querySelectorAll("text"),
+                                 function (t) { return t.textContent.trim(); }).map(textSize);
+      holder.remove();
+      var body = parseFloat(getComputedStyle(
+        document.querySelector(".bd-article p") || document.body).fontSize);
+      var smallest = Math.min.apply(null, sizes);
+      if (sizes.length && smallest > 0 && units > 0 && drawn > 0)
+        img.style.minWidth = Math.min(Math.ceil(FLOOR * body * units / smallest), drawn) + "px";
+    }).catch(function () {}).then(done);
+  }
+
   function boxFigures() {
     document.querySelectorAll(".bd-article .cell_output img").forEach(function (img) {
-      if (img.parentElement.classList.contains("course-figure-scroll")) return;
-      var box = document.createElement("div");
-      box.className = "course-figure-scroll";
-      img.insertAdjacentElement("beforebegin", box);
-      box.appendChild(img);
+      if (!img.parentElement.classList.contains("course-figure-scroll")) {
+        var box = document.createElement("div");
+        box.className = "course-figure-scroll";
+        img.insertAdjacentElement("beforebegin", box);
+        box.appendChild(img);
+      }
+      keepReadable(img);
     });
   }
 
