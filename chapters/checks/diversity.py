@@ -31,10 +31,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import (MALFORMED, CheckFailure, attempt, call_keeping, check, close, differs,
-                     expect_close, expect_tensor, fail, generator, given, is_class, is_module,
-                     load_weights, observe, passed, raised, random_inputs, reference, revive,
-                     type_name)
+from .common import (MALFORMED, CheckFailure, attempt, call_keeping, check, close,
+                     construct, differs, expect_close, expect_tensor, fail, generator, given,
+                     is_class, is_module, judge_construct, load_weights, observe, passed,
+                     raised, random_inputs, reference, revive, type_name)
 
 IGNORE_INDEX = -100  # F.cross_entropy's default ignore_index: positions with no target
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
@@ -234,11 +234,8 @@ def _build(cls, d_model, num_heads, kwargs, P, dtype, device, where):
     """cls(d_model, num_heads, **kwargs), built where the student's code runs, moved to dtype
     and device, in eval mode, holding P (copied in by load_weights); fails unless it has the
     documented interface. Returns (module, h, hd)."""
-    module, error = attempt(cls, d_model, num_heads, **kwargs)
-    raised(error, where)
-    if not is_module(module):
-        fail(f"{where} is not an nn.Module: subclass nn.Module and call super().__init__() "
-             "first.")
+    module, data = construct(cls, d_model, num_heads, **kwargs)
+    judge_construct(data, where)
     module, error = attempt(lambda: module.to(dtype=dtype, device=device).eval())
     if error is not None:
         fail(f"{where}.to(dtype={dtype}, device={device}) raised {error[0]}: {error[1]}")
