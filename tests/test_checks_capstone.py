@@ -136,3 +136,31 @@ def test_generated_tokens_must_be_integers():
         return tokens.float(), logits
 
     assert "torch.long" in failure(check.generate, float_tokens)
+
+
+def test_a_replaced_stand_in_that_steps_before_the_call_is_refused(monkeypatch):
+    """The model handed to train_step is built by given(): a replaced factory whose model
+    has already taken the step (so that a stub would find the right parameters) is refused
+    from the values read back before the call."""
+    setup = check._step_setup
+
+    def stepped(params, keep, p, stale, lr, device):
+        model, optimizer = setup(params, keep, p, stale, lr, device)
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.sub_(lr * parameter.grad)
+        return model, optimizer
+
+    monkeypatch.setattr(check, "_step_setup", stepped)
+    message = failure(check.train_step, lambda model, optimizer, batch: 0.0)
+    assert "malformed data (the model before train_step ran)" in message
+
+
+def test_a_generation_that_keeps_no_cache_is_told_by_the_caches_contents():
+    """use_cache=True with the right tokens but caches the model never filled: the keys read
+    back from the caches the model made show it (the values alone cannot)."""
+    def no_cache(model, prompt, num_tokens, use_cache=True):
+        model.new_caches()  # made, never passed
+        return REF["generate"](model, prompt, num_tokens, use_cache=False)
+
+    assert "never given the caches" in failure(check.generate, no_cache)
