@@ -37,9 +37,13 @@ def test_the_lab_ships_and_the_answers_do_not(released):
     files = shipped_python(released)
     assert "solutions/diversity_lab.py" in files and "solutions/__init__.py" in files
     assert "solutions/diversity.py" not in files
-    # its own checks only: the other chapters' checks (and their diagnoses) stay home
-    assert {name for name in files if name.startswith("checks/")} == {
-        "checks/__init__.py", "checks/common.py", "checks/diversity.py"}
+    # its own checks and the runtime they import; the other chapters' checks (and their
+    # diagnoses) stay home
+    shipped = {name for name in files if name.startswith("checks/")}
+    assert {"checks/__init__.py", "checks/common.py", "checks/diversity.py"} <= shipped
+    others = {f"checks/{module}.py" for notebook in course.CHAPTERS.glob("0*.ipynb")
+              if notebook.stem != ASSIGNMENT for module in course.notebook_checks(notebook)}
+    assert others and not shipped & others, sorted(shipped & others)
 
 
 def test_no_shipped_file_defines_an_answer(released):
