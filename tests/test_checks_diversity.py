@@ -20,7 +20,7 @@ sys.path.insert(0, str(REPO / "chapters"))
 
 import solutions  # noqa: E402
 from checks import diversity as check  # noqa: E402
-from checks.common import CheckFailure  # noqa: E402
+from checks.common import CheckFailure, LocalRuntime, use_runtime  # noqa: E402
 from tests.submissions import SOLUTION_BLOCK, grade_id, reference_code  # noqa: E402
 from tests.submissions import diversity as catalogue  # noqa: E402
 
@@ -220,3 +220,62 @@ def test_gated_model_matches_the_chapter_interface():
     assert torch.allclose(off, torch.zeros_like(off))        # no head: no signal (no biases)
     with pytest.raises(ValueError, match="head_mask"):
         model(tokens, head_mask=torch.ones(2))
+
+
+# ------------------------------------------------------------------ what the checks build
+class _GivenSpy(LocalRuntime):
+    """The local runtime, recording what the checks build with given()."""
+
+    def __init__(self):
+        self.paths = []
+
+    def given(self, path, args, kwargs):
+        self.paths.append(path)
+        return super().given(path, args, kwargs)
+
+
+def _quietly(check_call):
+    with contextlib.redirect_stdout(io.StringIO()):
+        check_call()
+
+
+def test_the_ablation_lab_is_built_with_given():
+    """fn gets the model and batch that given() built (under the autograder: in the student's
+    process), and the batch reads by name, by index and unpacked, like TwoRelationBatch."""
+    handed = []
+
+    def importance(model, batch):
+        handed.append((model, batch))
+        tokens, prev_target, first_target = batch
+        assert tokens is batch.tokens is batch[0] and first_target is batch[-1]
+        assert len(batch) == 3 and prev_target is batch.prev_target
+        return solutions.head_importance(model, batch).ablation
+
+    spy = _GivenSpy()
+    with use_runtime(spy):
+        _quietly(lambda: check.ablation_importance(importance))
+    assert spy.paths == ["checks.diversity:_ablation_setup"]
+    model, batch = handed[0]
+    assert isinstance(model, check.GatedModel) and isinstance(batch, check.Batch)
+    assert not isinstance(batch, tuple)  # a tuple would reach the student's process by value
+
+
+def test_make_heads_identical_builds_the_optimizer_with_given():
+    spy = _GivenSpy()
+    with use_runtime(spy):
+        _quietly(lambda: check.make_heads_identical(REF["make_heads_identical"],
+                                                    solutions.MultiHeadAttention))
+    assert spy.paths == ["torch.optim:SGD"]
+
+
+def test_a_pruned_module_may_share_a_tensor_with_mha():
+    """'returned mha itself' needs every tensor shared: a new module that holds mha's very
+    out_proj.bias (a tensor no head owns) is still a new module."""
+    def shares_out_bias(mha, heads_to_remove):
+        new = solutions.prune_heads(mha, heads_to_remove)
+        new.out_proj.bias = mha.out_proj.bias
+        return new
+
+    _quietly(lambda: check.prune_heads(shares_out_bias, solutions.MultiHeadAttention))
+    _fails(lambda: check.prune_heads(lambda mha, heads_to_remove: mha,
+                                     solutions.MultiHeadAttention), r"returned mha itself")
