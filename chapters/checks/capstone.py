@@ -124,17 +124,14 @@ def _block_run(cls, cache_cls, d_model, num_heads, d_ff, P, x, x_future, dtype, 
 
 
 def _missing(found, P):
-    """{name: its shape (a list) or None} of the parameters of P that load_weights' report
-    `found` says the block lacks or holds in another shape."""
-    if not isinstance(found, dict):
-        fail(MALFORMED.format(what="the parameters"))
+    """{name: its shape (a tuple) or None} of the parameters of P that load_weights' report
+    `found` (a common.Loaded) says the block lacks or holds in another shape."""
     missing = {}
     for name, value in P.items():
         owner, _, part = name.rpartition(".")
-        slot = found.get(owner)
-        slot = slot.get(part) if isinstance(slot, dict) else None
-        if slot != list(value.shape):
-            missing[name] = slot if isinstance(slot, list) else None
+        slot = found.slot(owner, part)
+        if slot != tuple(value.shape):
+            missing[name] = slot if isinstance(slot, tuple) else None
     return missing
 
 
@@ -261,7 +258,7 @@ def transformer_block(cls, cache_cls, *, seed=0, B=2, L=6, d_model=8, num_heads=
     for name in P:
         if name in missing:
             shape = missing[name]
-            got = f"has shape {tuple(shape)}" if isinstance(shape, list) else "is missing"
+            got = f"has shape {shape}" if isinstance(shape, tuple) else "is missing"
             fail(f"{where}: parameter {name} {got}, expected {tuple(P[name].shape)}. {INTERFACE}")
     shape = (B, L, d_model)
     out = _output(data["out"], f"{where}(x)", shape, dtype)
