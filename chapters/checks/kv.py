@@ -355,14 +355,6 @@ def _forward(cls, args, kwargs, state, dtype, inputs):
     return data
 
 
-def _found(targets, name):
-    """The shape (a tuple) load_weights found at `name` ("attr.part"), or what was there."""
-    attr, part = name.split(".")
-    found = targets.get(attr) if isinstance(targets, dict) else None
-    found = found.get(part) if isinstance(found, dict) else None
-    return tuple(found) if isinstance(found, list) else found
-
-
 @reference
 def _forward_inputs(seed, batch, L, d_model, dtype):
     """x (B, L, D) and three masks: None, causal (L, L), padding & causal (B, 1, L, L)."""
@@ -417,7 +409,7 @@ def gqa_forward(cls, seed=0, batch=2, L=6, d_model=16, num_heads=4, num_kv_heads
     if error is not None:
         fail(f"GroupedQueryAttention({shown}).to(dtype={dtype}) raised {error[0]}: {error[1]}")
     for name, value in state.items():
-        got = _found(data["targets"], name)
+        got = data["targets"].slot(*name.split("."))
         if got != tuple(value.shape):
             fail(f"{name} has shape {got}, expected {tuple(value.shape)}. {INTERFACE}"
                  + (f" {KV_FULL_SIZE}" if got == (d_model, d_model) else ""))
