@@ -12,21 +12,26 @@ and use only this interface of it:
     cls(d_model, num_heads, *, query_size=None, key_size=None, value_size=None, bias=True)
     attributes num_heads, head_dim, and q_proj, k_proj, v_proj, out_proj, each with
     `.weight` (out_features, in_features) and `.bias` (out_features,) or None, as nn.Linear
-    stores them; forward(query, key, value) -> (output (B, Lq, D), weights (B, h, Lq, Lk)).
-ablation_importance receives a model built here with the interface of the chapter's
-TinyAttentionModel: `num_heads`, and forward(tokens, head_mask=None) -> (logits_prev,
-logits_first, weights).
+    stores them (the checks overwrite them in place with their own values); .parameters(),
+    .to(dtype=..., device=...), .eval(), and
+    forward(query, key, value) -> (output (B, Lq, D), weights (B, h, Lq, Lk)).
+ablation_importance receives a model built by the checks (GatedModel) with the interface of
+the chapter's TinyAttentionModel: `num_heads`, and forward(tokens, head_mask=None) ->
+(logits_prev, logits_first, weights).
 
 Under the autograder the student's objects live in another process. The checks judge only
 values the grader can verify (common.py, "The runtime"): they build the modules and the lab
 model there (the class the student passes; common.given() for the model), load their own
 weights into them (common.load_weights), read their parameters back by value and compare
 their outputs on the checks' own inputs (common.observe); no code of the checks runs there.
+What is an object's identity there ("returned mha itself", "replaced a parameter") is
+decided by behaviour: values the grader writes into one object and reads back from another.
 
 Shape letters: B batch, L (Lq, Lk) sequence length, h num_heads, hd head_dim, D d_model,
 V vocab_size.
 """
 import math
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -816,7 +821,7 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
         if markers and shared == set(markers) == set(_params(original, where)):
             fail(f"{name} returned mha itself: build and return a new module and leave mha as "
                  "it is.")
-    for key, value in _params(original, where).items():
+    for key, value in _params(original, where).items():  # mha's values, read back
         if key not in P or not torch.equal(value.double().cpu(), P[key]):
             fail(f"{name} changed the original module's {key}: leave mha as it is and build a "
                  "new module.")
