@@ -69,8 +69,8 @@ def main(argv=None):
         try:
             with batch.course_lock(course_dir):
                 return _grade(args, assignments, course_dir)
-        except batch.Busy as busy:
-            print(f"ERROR: {busy}", file=sys.stderr)
+        except (batch.Busy, batch.StaleRelease) as refused:
+            print(f"ERROR: {refused}", file=sys.stderr)
             return 2
     results = batch.load_results(course_dir, assignments)
     if not results:

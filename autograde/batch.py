@@ -148,6 +148,21 @@ class Busy(RuntimeError):
 _HELD = {}  # lock path -> [open file, depth]: the lock is re-entrant within a process
 
 
+class StaleRelease(Exception):
+    """The repository's checks (or the solutions a chapter ships) changed since the chapter
+    was released: the grader would judge with the new ones and the student's process run
+    the released ones. `python -m autograde grade` refuses until it is released again."""
+
+    def __init__(self, stale, course_dir):
+        chapters = [a for a, names in stale.items() if names]
+        changed = "; ".join(f"{a}: {', '.join(names)}" for a, names in stale.items() if names)
+        super().__init__(
+            f"the course's checks changed since these chapters were released ({changed}): "
+            "grading now would judge with the new checks while the students' code runs "
+            "beside the released ones. Release them again first: python -m autograde "
+            f"release {' '.join(chapters)} --course-dir {course_dir}")
+
+
 @contextlib.contextmanager
 def course_lock(course_dir):
     """Hold <course>/.autograde/grade.lock (fcntl.flock) or raise Busy at once, naming the
@@ -251,6 +266,9 @@ def _grade(course_dir, assignments, students, jobs, resume, limits, db_url, sand
     if missing:
         log(f"releasing {', '.join(missing)} first (nbgrader generate_assignment)")
         course.release(course_dir, missing, db_url)
+    stale = {a: course.stale_files(course_dir, a) for a in assignments}
+    if any(stale.values()):
+        raise StaleRelease(stale, course_dir)
     specs = {a: Assignment.from_source(course_dir / "source" / a / f"{a}.ipynb")
              for a in assignments}
     released = {a: json.loads((release_dir / a / f"{a}.ipynb").read_text())

@@ -221,6 +221,24 @@ def prepare_source(course_dir, assignment):
     return target
 
 
+def stale_files(course_dir, assignment):
+    """The files of chapter `assignment`'s source folder (prepare_source) that run in the
+    student's process (its checks and solutions modules, as release copied or wrote them)
+    and differ from what the repository would ship now: [name], empty when the release is
+    up to date. The grader judges with the repository's checks (engine._check_imports),
+    the student's process runs the released ones (given(), the in-process forbid): grading
+    a release older than the checks would mix two versions."""
+    source = Path(course_dir) / "source" / assignment
+    wanted = {name: path.read_bytes() for path, name in shipped_files(assignment)
+              if name.endswith(".py")}
+    wanted |= {f"{package}/__init__.py": package_init(package, modules).encode()
+               for package, modules in EXTRA_SHIPPED.get(assignment, {}).items()}
+    there = {p.relative_to(source).as_posix() for p in source.rglob("*.py")
+             if "__pycache__" not in p.parts}
+    return sorted(name for name in set(wanted) | there if name not in wanted
+                  or not (source / name).is_file() or (source / name).read_bytes() != wanted[name])
+
+
 def db_settings(db_url):
     """nbgrader's CourseDirectory settings for the gradebook at `db_url` (None: its sqlite
     gradebook.db). nbgrader's default course id, "", has no row in its `course` table: sqlite

@@ -15,6 +15,7 @@ import hashlib
 import io
 import json
 import secrets
+import sys
 import time
 import traceback
 import warnings
@@ -98,18 +99,21 @@ class Assignment:
 def _judged_by(raw, path, checks):
     """sha256 of what a verdict depends on besides the submission: the source notebook
     (`raw`), the checks modules that judge it (each file of the trusted `checks` modules'
-    package that they use, common.py included) and the released copy of the checks that
-    the student's process gets (release/<assignment>/checks/ beside source/, when there is
-    one): a check changed, or released again, regrades on resume."""
+    package that they use, transitively: common.py, nested.py) and the released code that
+    the student's process gets (release/<assignment>/'s modules beside source/, when there
+    is one: checks/, solutions/): a check changed, or released again, regrades on resume.
+    (A check changed without releasing again is refused before: batch.StaleRelease.)"""
     digest = hashlib.sha256(raw)
-    files = set()
-    for module in checks.values():
-        folder = Path(module.__file__).parent
-        files.add(Path(module.__file__))
-        files |= {folder / f"{name}.py" for name in _relative_imports(module.__file__)}
-    released = path.parent.parent.parent / "release" / path.stem / "checks"
-    if path.parent.parent.name == "source" and released.is_dir():
-        files |= {f for f in released.rglob("*") if f.is_file() and "__pycache__" not in f.parts}
+    files, todo = set(), [Path(module.__file__) for module in checks.values()]
+    while todo:  # the modules and, transitively, the sibling modules they import
+        file = todo.pop()
+        if file not in files and file.is_file():
+            files.add(file)
+            todo += [file.parent / f"{name}.py" for name in _relative_imports(file)]
+    released = path.parent.parent.parent / "release" / path.stem
+    if path.parent.parent.name == "source" and released.is_dir():  # checks/, solutions/
+        files |= {f for f in released.rglob("*.py") if "__pycache__" not in f.parts}
+        files |= set((released / "checks" / "fixtures").glob("*.npz"))
     for file in sorted(files):
         if file.is_file():
             digest.update(f"\0{file.name}\0".encode() + file.read_bytes())
@@ -117,20 +121,29 @@ def _judged_by(raw, path, checks):
 
 
 def _relative_imports(filename):
-    """Names of the sibling modules a checks module imports (`from .common import ...`)."""
-    tree = kit.parse(Path(filename).read_text(), filename)
-    return {node.module.split(".")[0] for node in ast.walk(tree)
-            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module}
+    """Names of the sibling modules a checks module imports (`from .common import ...`,
+    `from . import nested`)."""
+    tree = kit.parse(Path(filename).read_text(), str(filename))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            found |= {node.module.split(".")[0]} if node.module else \
+                {alias.name for alias in node.names}
+    return found
+
+
+def _checks_on_path():
+    """The course's own checks (chapters/checks), never a submitted copy, for `import checks`."""
+    from autograde.course import CHAPTERS
+    if str(CHAPTERS) not in sys.path:
+        sys.path.insert(0, str(CHAPTERS))
 
 
 def _check_imports(nb):
     """{alias: module} for the source notebook's `from checks import X as alias` lines."""
     import importlib
-    import sys
 
-    from autograde.course import CHAPTERS
-    if str(CHAPTERS) not in sys.path:  # the course's own checks, never a submitted copy
-        sys.path.insert(0, str(CHAPTERS))
+    _checks_on_path()
     names = {}
     for cell in nb["cells"]:
         if cell["cell_type"] != "code":
@@ -466,8 +479,17 @@ class NotebookResult:
         return sum(t.max_points for t in self.tests)
 
 
+def _course_checks():
+    """checks.common as the grader imports it: the course's own (see _check_imports)."""
+    _checks_on_path()
+    from checks import common
+    return common
+
+
 def _failure_text(error):
-    if isinstance(error, AssertionError) and type(error).__name__ == "CheckFailure":
+    """A check's verdict as it is; anything else (what the student's code raised, also a
+    class of theirs named CheckFailure) with its class name and where in their code."""
+    if isinstance(error, _course_checks().CheckFailure):
         return str(error)
     text = f"{type(error).__name__}: {error}"
     student = getattr(error, "student_traceback", "")
@@ -571,7 +593,7 @@ class Grader:
         namespace = RemoteNamespace(child, trusted)
         printed = io.StringIO()
         code = compile(test.source, f"<test {test.grade_id}>", "exec")
-        from checks import common  # the course's own (see _check_imports)
+        common = _course_checks()
         runtime = RemoteRuntime(child, common.LOCAL)
         with contextlib.redirect_stdout(printed), torch.random.fork_rng(), \
                 common.salted(self.salt), common.use_runtime(runtime):

@@ -245,10 +245,10 @@ def _builtin_exception(name):
 
 def _exception(name, message, base=None):
     """An exception of the named class: the builtin one, or a look-alike for the student's,
-    subclassing its nearest builtin class `base` (so that `except ValueError` catches it)."""
-    from checks.common import CheckFailure
-    if name == "CheckFailure":
-        return CheckFailure(message)
+    subclassing its nearest builtin class `base` (so that `except ValueError` catches it).
+    A "CheckFailure" is a look-alike too: the student's code raised it (or the in-process
+    forbid, a teaching message), never a check of the grader's, which the engine tells
+    apart by identity (engine._failure_text)."""
     cls = _builtin_exception(name)
     if cls is None:
         parent = _builtin_exception(base) or Exception

@@ -230,3 +230,29 @@ def test_a_changed_check_regrades_on_resume(released, tmp_path, capsys):
     assert main(["grade", CHAPTER, "--course-dir", str(course_dir), "--no-progress",
                  "--student", "alice"]) == 0
     assert "graded 1 notebooks in" in capsys.readouterr().out
+
+
+def test_grading_refuses_a_release_older_than_the_checks(released, tmp_path, capsys):
+    """The grader judges with the repository's checks and the student's process runs the
+    released copy: a check edited without releasing again (here: the release's copy of it
+    made different) stops `grade` with what to do, before any verdict."""
+    course_dir, _ = make_class(released, tmp_path / "course")
+    assert course.stale_files(course_dir, CHAPTER) == []
+    copied = course_dir / "source" / CHAPTER / "checks" / "nested.py"
+    original = copied.read_bytes()
+    copied.chmod(0o644)
+    copied.write_bytes(original + b"\n# an older release\n")
+    extra = course_dir / "source" / CHAPTER / "checks" / "gone.py"  # no longer shipped
+    extra.write_text("")
+    assert course.stale_files(course_dir, CHAPTER) == ["checks/gone.py", "checks/nested.py"]
+    assert main(["grade", CHAPTER, "--course-dir", str(course_dir), "--no-progress",
+                 "--student", "alice"]) == 2
+    error = capsys.readouterr().err
+    assert f"checks changed since these chapters were released ({CHAPTER}: checks/gone.py, " \
+           "checks/nested.py)" in error
+    assert f"python -m autograde release {CHAPTER} --course-dir {course_dir}" in error
+    assert not batch.result_path(course_dir, "alice", CHAPTER).exists()
+    copied.write_bytes(original)
+    extra.unlink()
+    assert main(["grade", CHAPTER, "--course-dir", str(course_dir), "--no-progress",
+                 "--student", "alice"]) == 0

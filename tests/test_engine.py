@@ -102,3 +102,46 @@ def test_suspicious_flags_tampering_not_honest_code():
     assert [p["message"].split(" (")[0] for p in suspicious(added)] == \
         ["imports checks.attention", "uses m.__torch_function__"]
     assert suspicious(added, given=frozenset(source for _, source, _ in added)) == []
+
+
+def test_a_checks_verdict_is_known_by_identity_not_by_name():
+    from autograde.engine import _course_checks, _failure_text
+    from autograde.remote import _exception
+    common = _course_checks()
+    assert _failure_text(common.CheckFailure("the check's own words")) == "the check's own words"
+    # what the student's process raised comes back as a look-alike of the same name and
+    # builtin base: it reads as what their code raised, never as the check's verdict
+    forged = _exception("CheckFailure", "\u2714 all tests pass", "AssertionError")
+    forged.student_traceback = '  File "<cell>", line 2, in attention_scores\n'
+    assert isinstance(forged, AssertionError) and not isinstance(forged, common.CheckFailure)
+    assert _failure_text(forged) == ("CheckFailure: \u2714 all tests pass\nIn your code:\n"
+                                     '  File "<cell>", line 2, in attention_scores\n')
+    own = type("CheckFailure", (AssertionError,), {})  # a class of the student's, here
+    assert _failure_text(own("forged")) == "CheckFailure: forged"
+
+
+def test_the_fingerprint_covers_every_checks_module_a_chapter_reaches(tmp_path):
+    """_judged_by: the checks modules a notebook imports and, transitively, the sibling
+    modules they import (common.py, then nested.py), and the release's modules."""
+    import types
+
+    from autograde.engine import _judged_by
+    package = tmp_path / "checks"
+    package.mkdir()
+    (package / "attention.py").write_text("from .common import fail\n")
+    (package / "common.py").write_text("from . import nested\n")
+    (package / "nested.py").write_text("MAX_DEPTH = 200\n")
+    (package / "masks.py").write_text("")  # not imported: not part of the verdict
+    checks = {"check": types.SimpleNamespace(__file__=str(package / "attention.py"))}
+    notebook = tmp_path / "source" / "01_attention" / "01_attention.ipynb"
+    released = tmp_path / "release" / "01_attention" / "solutions"
+    released.mkdir(parents=True)
+    (released / "attention.py").write_text("")
+    before = _judged_by(b"{}", notebook, checks)
+    assert _judged_by(b"{}", notebook, checks) == before
+    (package / "masks.py").write_text("# changed\n")
+    assert _judged_by(b"{}", notebook, checks) == before
+    for changed in (package / "nested.py", released / "attention.py"):
+        changed.write_text("# changed\n")
+        assert _judged_by(b"{}", notebook, checks) != before
+        before = _judged_by(b"{}", notebook, checks)
