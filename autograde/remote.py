@@ -353,11 +353,6 @@ def _local_ref(obj):
     raise TypeError(f"cannot send a {type(obj).__name__} to the student's process")
 
 
-def _tensors(value):
-    """The tensors of a value, in the order the wire and the student's process list them."""
-    return [t for t in nested.flatten(value, objects=False) if isinstance(t, torch.Tensor)]
-
-
 class _Bridge(torch.autograd.Function):
     """Joins a remote call's outputs to the grader's autograd graph; backward is remote."""
 
@@ -472,7 +467,7 @@ class RemoteRef:
         return self._child.request(message, buffers)[1]
 
     def __call__(self, *args, **kwargs):
-        grad_inputs = [t for t in _tensors((list(args), kwargs)) if t.requires_grad]
+        grad_inputs = [t for t in wire.tensors((list(args), kwargs)) if t.requires_grad]
         grad = bool(grad_inputs) and torch.is_grad_enabled()
         message, buffers = self._child.send_value(
             {"op": "call", "target": {"ref": self._header["ref"]}, "grad": grad,
@@ -480,8 +475,8 @@ class RemoteRef:
         reply, value = self._child.request(message, buffers)
         if not grad or "call" not in reply:
             return value
-        header_flags = _header_tensors(reply.get("value"))
-        outputs = [t for t, flag in zip(_tensors(value), header_flags) if flag]
+        header_flags = wire.grad_flags(reply.get("value"))
+        outputs = [t for t, flag in zip(wire.tensors(value), header_flags) if flag]
         if not outputs:
             return value
         link = {"child": self._child, "call": reply["call"], "outputs": outputs,
@@ -490,13 +485,6 @@ class RemoteRef:
         flags = iter(header_flags)
         return nested.map_leaves(value, lambda leaf: next(attached) if isinstance(
             leaf, torch.Tensor) and next(flags) else leaf, objects=False)
-
-
-def _header_tensors(header):
-    """requires_grad flags of the tensors in an encoded value, in order (that of _tensors()
-    on the value it decodes to: the same walk, autograde.nested)."""
-    return [bool(leaf.get("requires_grad")) for leaf in nested.encoded_leaves(header)
-            if isinstance(leaf, dict) and "tensor" in leaf]
 
 
 class RemoteRuntime:

@@ -391,7 +391,7 @@ class Child:
             result = target(*args, **kwargs)
         reply = {"_value": result, "_has_value": True}
         if grad_inputs:
-            outputs = [t for t in _tensors(result) if t.requires_grad]
+            outputs = [t for t in wire.tensors(result) if t.requires_grad]
             key = len(self.calls)
             self.calls[key] = (grad_inputs, outputs)
             reply["call"] = key
@@ -472,11 +472,6 @@ def _copied(value):
     """`value` with its tensors detached copies (plain tensors)."""
     return nested.map_leaves(value, lambda item: item.detach().clone().as_subclass(torch.Tensor)
                              if isinstance(item, torch.Tensor) else item, objects=False)
-
-
-def _tensors(value):
-    """The tensors of a value, in the order the wire and the grader list them."""
-    return [t for t in nested.flatten(value, objects=False) if isinstance(t, torch.Tensor)]
 
 
 def _student_traceback(error):

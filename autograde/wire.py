@@ -92,6 +92,18 @@ class Encoder:
                 "storage": storage}
 
 
+def tensors(value):
+    """The tensors of a value, in the order the wire sends them (on either side)."""
+    return [t for t in nested.flatten(value, objects=False) if isinstance(t, torch.Tensor)]
+
+
+def grad_flags(header):
+    """The "requires_grad" flags of the tensors in an encoded value, in the order tensors()
+    lists those of the value it decodes to (the same walk: autograde.nested)."""
+    return [bool(leaf.get("requires_grad")) for leaf in nested.encoded_leaves(header)
+            if isinstance(leaf, dict) and "tensor" in leaf]
+
+
 def error_value(error):
     """An exception as data: its class name, message, and its nearest builtin class (a
     student's `class ShapeError(ValueError)` is still caught by `except ValueError`)."""
