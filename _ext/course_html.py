@@ -10,7 +10,11 @@
   printed outputs wrap at the column; display maths and tables wider than the column
   scroll inside their own box.
 - static/course.js: marks each such box that scrolls with a visible hint (a shadow, a
-  scroll bar and the words "scroll sideways"): a phone shows no scroll bar by itself.
+  scroll bar and the words "scroll sideways"): a phone shows no scroll bar by itself. It
+  also lets each figure of an executed cell shrink with the column only as far as its
+  smallest text stays at 70% of the body text; narrower, the figure's box scrolls.
+- the sidebar (static/course.css): the book theme's 20% from 960 px instead of 992 px, so that
+  the tablet widths in between keep a column as wide as a desktop's.
 
 tests/test_browser.py checks all of this on every page, in a browser.
 """
