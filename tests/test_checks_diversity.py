@@ -260,12 +260,12 @@ def test_the_ablation_lab_is_built_with_given():
     assert not isinstance(batch, tuple)  # a tuple would reach the student's process by value
 
 
-def test_make_heads_identical_builds_the_optimizer_with_given():
+def test_make_heads_identical_holds_the_parameters_with_given():
     spy = _GivenSpy()
     with use_runtime(spy):
         _quietly(lambda: check.make_heads_identical(REF["make_heads_identical"],
                                                     solutions.MultiHeadAttention))
-    assert spy.paths == ["torch.optim:SGD"]
+    assert spy.paths == ["torch.nn:ParameterList"]
 
 
 def test_a_pruned_module_may_share_a_tensor_with_mha():

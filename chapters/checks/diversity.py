@@ -199,11 +199,19 @@ NO_ATTRIBUTE = object()  # what _read() finds where the module has no such proje
 def _read(module):
     """{name: what module.<projection>.<part> holds now} for the projections' weights and
     biases, read back by value: a tensor (a copy), None, a class name, or NO_ATTRIBUTE."""
-    found = {}
+    # one call reads every registered tensor (under the autograder each read is a round trip
+    # to the student's process); the attributes only for what the state_dict lacks
+    state = module.state_dict()
+    state = state if isinstance(state, dict) else {}
+    found, projections = {}, {}
     for attr in PROJECTIONS:
-        proj = getattr(module, attr, None)
         for part in ("weight", "bias"):
-            value = NO_ATTRIBUTE if proj is None else getattr(proj, part, None)
+            value = state.get(f"{attr}.{part}")
+            if not isinstance(value, torch.Tensor):
+                if attr not in projections:
+                    projections[attr] = getattr(module, attr, None)
+                proj = projections[attr]
+                value = NO_ATTRIBUTE if proj is None else getattr(proj, part, None)
             if isinstance(value, torch.Tensor):
                 value = value.detach().clone()  # (here: a snapshot of the live tensor)
             elif value is not None and value is not NO_ATTRIBUTE:
@@ -283,11 +291,13 @@ def _markers(found):
             for i, (name, value) in enumerate(found.items()) if isinstance(value, torch.Tensor)}
 
 
-def _written_back(target, source):
+def _written_back(target, source, found):
     """A cross-check by behaviour, in place of "is the same object": the grader writes
-    markers into target's projections (load_weights) and reads source's back. Returns
-    (markers, the names whose markers source now holds: all, when target is source)."""
-    markers = _markers(_read(target)) if is_module(target) else {}
+    markers into target's projections (load_weights) and reads source's back. `found`: a
+    _read() whose tensors' shapes and dtypes the markers take (target's, or source's, which
+    target must match to be it). Returns (markers, the names whose markers source now
+    holds: all, when target is source)."""
+    markers = _markers(found) if is_module(target) else {}
     if markers:
         load_weights(target, _nested(markers))
     back = _read(source)
@@ -389,12 +399,13 @@ def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size
     inputs = random_inputs((2, 4, sizes[0]), (2, 5, sizes[1]), (2, 5, sizes[2]), seed=seed + 1,
                            dtype=dtype, device=device)
     module, h, hd = _build(cls, d_model, num_heads, kwargs, P, dtype, device, where)
-    # (a) "replaced a parameter by a new object", by behaviour: an optimizer built before the
-    # call holds the module's parameters; after it, the grader writes its own values into the
-    # module and reads back which of them the optimizer's parameters hold
-    optimizer, error = attempt(lambda: given("torch.optim:SGD", module.parameters(), lr=0.0))
+    # (a) "replaced a parameter by a new object", by behaviour: a ParameterList built before
+    # the call holds the module's parameters, as an optimizer built earlier would (an optimizer
+    # itself would cost the student's process torch._dynamo's import, 2 s); after the call the
+    # grader writes its own values into the module and reads back which of them it holds
+    originals, error = attempt(lambda: given("torch.nn:ParameterList", module.parameters()))
     if error is not None:
-        fail(f"torch.optim.SGD({where}.parameters()) raised {error[0]}: {error[1]}")
+        fail(f"nn.ParameterList({where}.parameters()) raised {error[0]}: {error[1]}")
     name = "make_heads_identical(mha)"
     result, error = attempt(fn, module)
     try:
@@ -412,12 +423,12 @@ def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size
     forward = observe(module, *(x.clone() for x in inputs))
     # (a) "returned mha itself", by behaviour: the grader's markers written into the result
     # are read back from mha (this leaves them in mha: `found` and `forward` came first)
-    markers, shared = _written_back(result, module)
+    markers, shared = _written_back(result, module, found)
     if not markers or shared != set(markers) or set(markers) != set(_params(found, where)):
         fail(f"{name} returned another object ({type_name(result)}): change mha in place "
              "and return mha itself.")
     after = _params(found, where)
-    held = [p for group in optimizer.param_groups for p in group["params"]]
+    held = list(originals)  # their values, read back
     for pname in after:
         if not any(_same_tensor(p, markers[pname]) for p in held):
             fail(f"{name} replaced the parameter {pname} by a new object: copy into the existing "
@@ -817,7 +828,7 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
         forward = observe(new, *(x.clone() for x in inputs))
         # (a) "returned mha itself", by behaviour: the grader's markers written into the
         # result are read back from mha (after `original`, `found` and `forward` were taken)
-        markers, shared = _written_back(new, module)
+        markers, shared = _written_back(new, module, found)
         if markers and shared == set(markers) == set(_params(original, where)):
             fail(f"{name} returned mha itself: build and return a new module and leave mha as "
                  "it is.")
