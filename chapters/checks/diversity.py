@@ -719,6 +719,8 @@ def ablation_importance(fn, *, seed=0, N=16, L=6, vocab_size=11, d_model=12, num
     at 1, for each head k; loss = mean cross-entropy of prev + that of first."""
     params, batch = _ablation_inputs(seed, N, L, vocab_size, d_model, num_heads, dtype)
     name = "ablation_importance(model, batch)"
+    # the lab, built where the student's code runs: what the code there does to it (a
+    # replaced GatedModel, say) changes only what fn sees; the answer is the grader's own
     model, lab_batch = given("checks.diversity:_ablation_setup", params, batch, L, vocab_size,
                              d_model, num_heads, device)
     out, _ = call_keeping(fn, model, lab_batch, name=name)
