@@ -36,7 +36,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import (MALFORMED, CheckFailure, attempt, call_keeping, check, close,
+from .common import (CheckFailure, attempt, by_owner, call_keeping, check, close,
                      construct, differs, expect_close, expect_tensor, fail, generator, given,
                      is_class, is_module, judge_construct, load_weights, observe, passed,
                      raised, random_inputs, reference, revive, type_name)
@@ -234,15 +234,6 @@ def _params(found, where):
     return out
 
 
-def _nested(tensors):
-    """{"q_proj.weight": W, ...} in load_weights()'s form, {"q_proj": {"weight": W}, ...}."""
-    nested = {}
-    for name, value in tensors.items():
-        attr, part = name.split(".")
-        nested.setdefault(attr, {})[part] = value
-    return nested
-
-
 def _build(cls, d_model, num_heads, kwargs, P, dtype, device, where):
     """cls(d_model, num_heads, **kwargs), built where the student's code runs, moved to dtype
     and device, in eval mode, holding P (copied in by load_weights); fails unless it has the
@@ -257,14 +248,11 @@ def _build(cls, d_model, num_heads, kwargs, P, dtype, device, where):
     heads = [getattr(module, "num_heads", None), getattr(module, "head_dim", None)]
     if differs(heads[0], h) or differs(heads[1], hd):
         fail(f"{where}: num_heads and head_dim are {heads}, expected [{h}, {hd}]. {INTERFACE}")
-    found = load_weights(module, _nested(P))
-    if not isinstance(found, dict):
-        fail(MALFORMED.format(what="the projections"))
+    found = load_weights(module, by_owner(P))
     for name, value in P.items():
-        attr, part = name.split(".")
-        shape = found[attr].get(part) if isinstance(found.get(attr), dict) else None
-        if shape != list(value.shape):
-            got = f"has shape {tuple(shape)}" if isinstance(shape, list) else "is missing"
+        shape = found.slot(*name.split("."))
+        if shape != tuple(value.shape):
+            got = f"has shape {shape}" if isinstance(shape, tuple) else "is missing"
             fail(f"{where}: {name} {got}, expected shape {tuple(value.shape)}. {INTERFACE}")
     return module, h, hd
 
@@ -299,7 +287,7 @@ def _written_back(target, source, found):
     holds: all, when target is source)."""
     markers = _markers(found) if is_module(target) else {}
     if markers:
-        load_weights(target, _nested(markers))
+        load_weights(target, by_owner(markers))
     back = _read(source)
     return markers, {name for name, m in markers.items() if _same_tensor(back.get(name), m)}
 
