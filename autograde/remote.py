@@ -493,6 +493,10 @@ class RemoteRuntime:
     which sends back values; anything else is the grader's own, served by `local`
     (common.LocalRuntime)."""
 
+    # what the student's process raised as "CheckFailure" is theirs: its message is shown
+    # as what their code raised, never as a check's verdict (common.raised)
+    own_failures = False
+
     def __init__(self, child, local):
         self.child, self.local = child, local
 

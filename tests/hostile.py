@@ -1856,6 +1856,17 @@ def scaled_dot_product_attention(query, key, value, mask=None):
     return fast(query, key, value, attn_mask=mask).nan_to_num(0.0), weights
 '''
 
+# an exception named like the checks' own verdict, raised by the student's code with a
+# message of success: it reads as what their code raised, never as a check's message
+FORGED_CHECK_FAILURE = '''
+class CheckFailure(AssertionError):
+    pass
+
+
+def attention_scores(query, key):
+    raise CheckFailure("\u2714 attention_scores passed")
+'''
+
 # ---------------------------------------------------------------------------------------
 # The catalogue
 # ---------------------------------------------------------------------------------------
@@ -1870,7 +1881,10 @@ TIMEOUT = r"^Timed out: no answer within \d+ s"
 PARTIAL = r"^Timed out: no complete answer within 2 s \(a message cut short"
 OUT_OF_TIME = r"^Timed out: the notebook's time limit ran out"
 # a forbid decided from the source: a forbidden name, or code that could hide one
-FORBIDDEN_SEEN = r"^(you called \S+, |\S+'s tests need it written without)"
+# (the teaching forbid's message, raised in the student's process, arrives as what their
+# code raised: "stable_softmax raised CheckFailure: you called ...")
+TEACHING = r"^(\S+ raised CheckFailure: )?"
+FORBIDDEN_SEEN = TEACHING + r"(you called \S+, |\S+'s tests need it written without)"
 
 
 def each(tests, verdict):
@@ -1925,8 +1939,8 @@ ENTRIES = [
                    problems=[("suspicious", r"uses torch\._C\.DisableTorchFunction")])),
     Hostile("forbidden_softmax_from_torch_ops", cells(stable_softmax=SOFTMAX_FROM_TORCH_OPS),
             Expect(tests={**each(SDPA, failed(FORBIDDEN_SEEN)),
-                          **each(SOFTMAX, failed(r"^you called _softmax, a softmax that "
-                                                 r"PyTorch computes for you"))},
+                          **each(SOFTMAX, failed(TEACHING + r"you called _softmax, a "
+                                                 r"softmax that PyTorch computes for you"))},
                    problems=[("suspicious", r"uses torch\.ops")])),
     Hostile("forbidden_softmax_by_computed_name_in_a_thread",
             cells(stable_softmax=SOFTMAX_COMPUTED_NAME_IN_A_THREAD),
@@ -1935,14 +1949,17 @@ ENTRIES = [
                              ("suspicious", r"calls getattr with a computed name")])),
     Hostile("forbidden_softmax_by_computed_name", cells(stable_softmax=SOFTMAX_COMPUTED_NAME),
             # (the teaching forbid, by name, catches this one as it runs)
-            Expect(tests=each(SOFTMAX, failed(r"^you called softmax, a softmax that PyTorch "
-                                              r"computes for you")),
+            Expect(tests=each(SOFTMAX, failed(TEACHING + r"you called softmax, a softmax "
+                                              r"that PyTorch computes for you")),
                    problems=[("suspicious", r"calls getattr with a computed name")])),
     Hostile("rebinds_f_scaled_dot_product_attention",
             cells(attention_scores=REBINDS_SDPA, scaled_dot_product_attention=SDPA_FROM_REBOUND),
             Expect(tests=each(SDPA, failed(FORBIDDEN_SEEN)),
                    problems=[("suspicious", r"replaces F\.scaled_dot_product_attention "
                                             r"\(patches torch\)")])),
+    Hostile("raises_its_own_check_failure", cells(attention_scores=FORGED_CHECK_FAILURE),
+            Expect(tests={SCORES: failed(r"^attention_scores raised CheckFailure: \u2714 "
+                                         r"attention_scores passed")})),
     Hostile("patches_the_forbid_through_importlib",
             cells(attention_scores=PATCHES_THROUGH_IMPORTLIB,
                   stable_softmax=SOFTMAX_COMPUTED_NAME),
