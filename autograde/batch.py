@@ -150,16 +150,17 @@ _HELD = {}  # lock path -> [open file, depth]: the lock is re-entrant within a p
 
 class StaleRelease(Exception):
     """The repository's checks (or the solutions a chapter ships) changed since the chapter
-    was released: the grader would judge with the new ones and the student's process run
-    the released ones. `python -m autograde grade` refuses until it is released again."""
+    was released: our grader would judge with the new ones while the student's process ran
+    the released ones, and plain nbgrader would grade with the released (old) ones.
+    `python -m autograde grade` refuses, with either engine, until it is released again."""
 
     def __init__(self, stale, course_dir):
         chapters = [a for a, names in stale.items() if names]
         changed = "; ".join(f"{a}: {', '.join(names)}" for a, names in stale.items() if names)
         super().__init__(
             f"the course's checks changed since these chapters were released ({changed}): "
-            "grading now would judge with the new checks while the students' code runs "
-            "beside the released ones. Release them again first: python -m autograde "
+            "grading now would not judge by the course's checks alone (the students' code "
+            "runs beside the released ones). Release them again first: python -m autograde "
             f"release {' '.join(chapters)} --course-dir {course_dir}")
 
 
@@ -409,6 +410,9 @@ def grade_with_nbgrader(course_dir=".", assignments=None, students=None, db_url=
     missing = [a for a in assignments if not (course_dir / "release" / a).is_dir()]
     if missing:
         course.release(course_dir, missing, db_url)
+    stale = {a: course.stale_files(course_dir, a) for a in assignments}
+    if any(stale.values()):  # nbgrader would grade with the source folder's old checks
+        raise StaleRelease(stale, course_dir)
     env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep
                + os.environ.get("PATH", ""))
     started = time.monotonic()

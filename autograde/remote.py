@@ -7,6 +7,7 @@ messages) raise SubmissionFault, a BaseException, so that no check's `except Exc
 can mistake them for an answer.
 """
 import builtins
+import fcntl
 import os
 import select
 import shutil
@@ -147,6 +148,33 @@ def released_files(release_dir, assignment):
     return files
 
 
+# Where bwrap runs as root, each zygote's submissions run as a uid of their own, and after
+# each one the zygote kills every process of that uid. Two graders on one machine (two
+# courses, a test run beside a batch) must never share a uid, or each kills the other's
+# submissions: a uid is claimed with an exclusive lock held for the zygote's life, which the
+# kernel lets go when the grader dies, however it dies.
+SANDBOX_UIDS = range(61000, 62000)
+UID_LOCKS = Path("/run/lock") if os.path.isdir("/run/lock") else Path("/tmp")
+
+
+def claim_uid(hint=0):
+    """(uid, the open lock file that holds it): the first free uid of SANDBOX_UIDS from
+    `hint` on. Raises RuntimeError when every one is held."""
+    for offset in range(len(SANDBOX_UIDS)):
+        uid = SANDBOX_UIDS[(hint + offset) % len(SANDBOX_UIDS)]
+        # O_NOFOLLOW: the folder may be world-writable, and we are root
+        fd = os.open(UID_LOCKS / f"autograde-uid-{uid}.lock",
+                     os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        return uid, fd
+    raise RuntimeError(f"every sandbox uid ({SANDBOX_UIDS.start}-{SANDBOX_UIDS.stop - 1}) "
+                       "is held by a running grader")
+
+
 class Zygote:
     """A warm process that has imported torch, forking one child per submission."""
 
@@ -158,6 +186,7 @@ class Zygote:
         fd = theirs.fileno()
         bwrap = bwrap_path() if sandbox else None
         self.home = None  # bwrap: nothing on the grader's disk (its /tmp is a tmpfs)
+        self.uid = self._uid_lock = None  # claimed once the sandbox runs (below)
         if bwrap:
             command = _bwrap_command(bwrap, fd)
             environment, cwd = _environment("/tmp"), "/"
@@ -186,6 +215,12 @@ class Zygote:
             self.close()
             raise RuntimeError(f"the sandbox failed to start:\n{error}") from None
         self.child = None
+        if bwrap and os.geteuid() == 0:
+            try:
+                self.uid, self._uid_lock = claim_uid(slot)
+            except RuntimeError:
+                self.close()
+                raise
 
     def spawn(self, assignment, limits):
         """A fresh child for one submission of `assignment` (a Child), in a scratch folder
@@ -194,8 +229,8 @@ class Zygote:
         limits = dict(limits)
         # CPU time backs up the wall-clock limits the grader enforces
         limits.setdefault("cpu_seconds", int(limits.get("notebook_seconds", 300)) + 30)
-        if self.sandbox == "bwrap":
-            limits.setdefault("uid", 61000 + self.slot)
+        if self.uid is not None:
+            limits.setdefault("uid", self.uid)
         limits.setdefault("scratch", str(self.home / "scratch") if self.home
                           else f"/tmp/autograde-{os.getpid()}-{self.slot}")
         if assignment not in self.released:
@@ -227,6 +262,9 @@ class Zygote:
         finally:
             self.process.kill()
             self.process.wait()
+            if self._uid_lock is not None:  # (its processes died with the zygote)
+                os.close(self._uid_lock)
+                self._uid_lock = None
             if self.home is not None:
                 remove_tree(str(self.home))
                 try:

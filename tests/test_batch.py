@@ -252,6 +252,11 @@ def test_grading_refuses_a_release_older_than_the_checks(released, tmp_path, cap
            "checks/nested.py)" in error
     assert f"python -m autograde release {CHAPTER} --course-dir {course_dir}" in error
     assert not batch.result_path(course_dir, "alice", CHAPTER).exists()
+    # plain nbgrader would grade with the source folder's old copy: refused the same way
+    assert main(["grade", CHAPTER, "--course-dir", str(course_dir), "--no-progress",
+                 "--student", "alice", "--engine", "nbgrader"]) == 2
+    assert "checks changed since these chapters were released" in capsys.readouterr().err
+    assert not batch.result_path(course_dir, "alice", CHAPTER).exists()
     copied.write_bytes(original)
     extra.unlink()
     assert main(["grade", CHAPTER, "--course-dir", str(course_dir), "--no-progress",

@@ -280,3 +280,31 @@ def test_lock_is_reentrant_and_refuses_another_process(tmp_path):
                         probe.stdout.strip()), probe
     with batch.course_lock(tmp_path):  # released: free again
         pass
+
+
+def test_two_graders_never_share_a_sandbox_uid(tmp_path, monkeypatch):
+    """Each zygote kills every process of its submissions' uid after each submission, so
+    a uid held by one grader (here: another process) is skipped by the next, and free again
+    once its holder is gone."""
+    from autograde import remote
+    monkeypatch.setattr(remote, "UID_LOCKS", tmp_path)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from autograde import remote\n"
+         "remote.UID_LOCKS = __import__('pathlib').Path(sys.argv[1])\n"
+         "print(remote.claim_uid(7)[0], flush=True); sys.stdin.read()", str(tmp_path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO)))
+    try:
+        assert holder.stdout.readline().strip() == "61007"
+        uid, lock = remote.claim_uid(7)
+        assert uid == 61008  # 61007 is the other grader's
+        other, other_lock = remote.claim_uid(7)
+        assert other == 61009  # ours, held until closed
+        os.close(other_lock)
+    finally:
+        holder.kill()
+        holder.wait()
+    freed, freed_lock = remote.claim_uid(7)
+    assert freed == 61007  # its holder died: the kernel let its lock go
+    os.close(freed_lock)
+    os.close(lock)
