@@ -148,11 +148,13 @@ def released_files(release_dir, assignment):
     return files
 
 
-# Where bwrap runs as root, each zygote's submissions run as a uid of their own, and after
-# each one the zygote kills every process of that uid. Two graders on one machine (two
-# courses, a test run beside a batch) must never share a uid, or each kills the other's
-# submissions: a uid is claimed with an exclusive lock held for the zygote's life, which the
-# kernel lets go when the grader dies, however it dies.
+# Where bwrap runs as root, each zygote's submissions run as a uid of their own, whose
+# process limit (RLIMIT_NPROC, counted per uid across the whole machine) stops a fork bomb.
+# Two graders on one machine (two courses, a test run beside a batch) must never share a
+# uid, or one submission's fork bomb uses up the other grader's process limit too (and a
+# test that looks for processes of the uid finds the other's): a uid is claimed with an
+# exclusive lock held for the zygote's life, which the kernel lets go when the grader dies,
+# however it dies.
 SANDBOX_UIDS = range(61000, 62000)
 UID_LOCKS = Path("/run/lock") if os.path.isdir("/run/lock") else Path("/tmp")
 

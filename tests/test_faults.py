@@ -283,9 +283,8 @@ def test_lock_is_reentrant_and_refuses_another_process(tmp_path):
 
 
 def test_two_graders_never_share_a_sandbox_uid(tmp_path, monkeypatch):
-    """Each zygote kills every process of its submissions' uid after each submission, so
-    a uid held by one grader (here: another process) is skipped by the next, and free again
-    once its holder is gone."""
+    """A uid's process limit binds across the machine, so a uid held by one grader (here:
+    another process) is skipped by the next, and free again once its holder is gone."""
     from autograde import remote
     monkeypatch.setattr(remote, "UID_LOCKS", tmp_path)
     holder = subprocess.Popen(
