@@ -96,8 +96,18 @@ def _bwrap_command(bwrap, fd):
     # file left there would reach the next submission
     args += ["--remount-ro", "/"]
     # -P: the working directory (/tmp, writable) is not put on sys.path
-    args += ["--", sys.executable, "-P", "-m", "autograde.sandbox", str(fd)]
+    args += ["--", str(_sandbox_python()), "-P", "-m", "autograde.sandbox", str(fd)]
     return args
+
+
+def _sandbox_python():
+    """This Python as the sandbox sees it: under the environment's resolved folder, the one
+    bound, so that a virtualenv reached through a symlink (.venv -> elsewhere) still starts
+    there as a virtualenv (its pyvenv.cfg found beside the executable)."""
+    executable, prefix = Path(sys.executable), Path(sys.prefix)
+    if executable.is_relative_to(prefix):
+        return prefix.resolve() / executable.relative_to(prefix)
+    return executable
 
 
 # What a submission may write outside its memory limit: its scratch folder and /dev/shm

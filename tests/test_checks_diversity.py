@@ -279,3 +279,19 @@ def test_a_pruned_module_may_share_a_tensor_with_mha():
     _quietly(lambda: check.prune_heads(shares_out_bias, solutions.MultiHeadAttention))
     _fails(lambda: check.prune_heads(lambda mha, heads_to_remove: mha,
                                      solutions.MultiHeadAttention), r"returned mha itself")
+
+
+def test_a_generic_message_names_the_heads_not_rows():
+    """Where no catalogued mistake matches, a parameter's message names the heads whose rows
+    (q_proj, k_proj, v_proj) or columns (out_proj) differ, not indices of axis 0."""
+    def rows_not_scaled(mha, heads_to_remove):  # rows k..k+hd of head k, not k*hd..(k+1)*hd
+        new = solutions.prune_heads(mha, heads_to_remove)
+        keep = [k for k in range(mha.num_heads) if k not in heads_to_remove]
+        rows = torch.cat([torch.arange(k, k + mha.head_dim) for k in keep])
+        with torch.no_grad():
+            new.q_proj.weight.copy_(mha.q_proj.weight[rows])
+        return new
+
+    _fails(lambda: check.prune_heads(rows_not_scaled, solutions.MultiHeadAttention),
+           r"q_proj\.weight is wrong \(largest error .*only at head 1, 2 of the pruned module "
+           r"\(0-based\)")

@@ -2,14 +2,16 @@
 given): the same calls give the same answers whether the student's objects live here
 (LocalRuntime: the student's Jupyter, the kit) or in a sandboxed process (the grader's
 RemoteRuntime), so no check needs to know which one it talks to."""
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from autograde.remote import RemoteRef, RemoteRuntime, Zygote
+from autograde.remote import RemoteRef, RemoteRuntime, Zygote, bwrap_path
 
 CHECKS = Path(__file__).resolve().parent.parent / "chapters" / "checks"
 sys.path.insert(0, str(CHECKS.parent))  # as the grader imports them (engine._check_imports)
@@ -177,3 +179,24 @@ def test_what_load_weights_found_is_validated_once(report):
     assert common.Loaded.of(good, weights).slot("proj", "bias") == "Parameter"
     with pytest.raises(common.CheckFailure, match="malformed data"):
         common.Loaded.of(report, weights)
+
+
+@pytest.mark.skipif(bwrap_path() is None, reason="needs the bwrap sandbox")
+def test_the_sandbox_starts_from_a_virtualenv_reached_through_a_symlink(tmp_path):
+    """.venv -> elsewhere (a common set-up): the sandbox binds the environment's resolved
+    folder, so it must start Python there, not by the symlinked path it cannot see."""
+    link = tmp_path / "venv"
+    link.symlink_to(Path(sys.prefix).resolve())
+    release = tmp_path / "release"
+    (release / "runtime" / "checks").mkdir(parents=True)
+    script = ("from autograde.remote import Zygote\n"
+              f"zygote = Zygote({str(release)!r}, slot=11)\n"
+              "child = zygote.spawn('runtime', {'call_seconds': 30})\n"
+              "child.run('import torch; x = torch.ones(2)', 'cell')\n"
+              "print(zygote.sandbox, float(child.lookup('x').sum()))\n"
+              "zygote.close()\n")
+    done = subprocess.run([str(link / "bin" / Path(sys.executable).name), "-c", script],
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(CHECKS.parent.parent)))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["bwrap", "2.0"]

@@ -130,6 +130,14 @@ def _score_bugs(qk, d_k, sizes):
         f"you multiplied by sqrt(d_k) = {math.sqrt(d_k):.4g}; divide by it instead.":
             qk * math.sqrt(d_k),
     }
+    # d_k ** 1/2 is (d_k ** 1) / 2, because ** binds tighter than /
+    bugs[f"you divided by 2 * d_k = {2 * d_k}: in Python, x / d_k ** 1/2 means "
+         "(x / d_k) / 2, because ** binds tighter than /; write d_k ** 0.5 or "
+         "math.sqrt(d_k)."] = qk / (2 * d_k)
+    if d_k != 4:  # d_k / 2 equals sqrt(d_k) only at d_k = 4
+        bugs[f"you divided by d_k / 2 = {d_k / 2:g}: in Python d_k ** 1/2 means "
+             "(d_k ** 1) / 2, because ** binds tighter than /; write d_k ** 0.5 or "
+             "math.sqrt(d_k)."] = qk / (d_k / 2)
     root32 = float32_sqrt(d_k)
     if root32 is not None:  # common.py's rule: within tolerance of the answer but in float64
         bugs[FLOAT32_SQRT] = qk / root32
@@ -217,6 +225,10 @@ def _entropy_answers(weights):
         "log (torch.log): the uniform row over Lk keys has entropy log(Lk).":
             expected / math.log(2),
         "you took the mean over the keys instead of the sum.": expected / w.shape[-1],
+        "you used log base 10; the chapter measures entropy in nats, with the natural log "
+        "(torch.log).": expected / math.log(10),
+        "you took the largest term -w log w of each row instead of their sum over the keys.":
+            -_xlogy(w, w).amax(dim=-1),
     }
 
 
@@ -422,6 +434,13 @@ def _attention_answers(query, key, value, sizes):
     for message, w in weight_bugs.items():
         if message != FLOAT32_SQRT:
             output_bugs["the output uses other weights than the ones returned: " + message] = w @ v
+    output_bugs[f"the values were divided by sqrt(d_k) = {math.sqrt(d_k):.4g} too: only the "
+                "scores Q K^T are scaled; the output is weights @ value."] = \
+        expected_out / math.sqrt(d_k)
+    if q.shape[-2] == k.shape[-2]:  # with Lq != Lk the shape check names it
+        weight_bugs["you returned the weights transposed, one column per query (K Q^T, or "
+                    ".transpose(-2, -1)): each row belongs to one query and sums to 1."] = \
+            expected_w.transpose(-2, -1)
     return expected_out, expected_w, weight_bugs, output_bugs
 
 

@@ -171,8 +171,8 @@ def _attention(P, h, num_heads, allowed):
     return F.linear(merged, P["attn.out_proj.weight"], P["attn.out_proj.bias"])
 
 
-def _ff(P, h):
-    return F.linear(F.gelu(F.linear(h, P["ff.0.weight"], P["ff.0.bias"])),
+def _ff(P, h, activation=F.gelu):
+    return F.linear(activation(F.linear(h, P["ff.0.weight"], P["ff.0.bias"])),
                     P["ff.2.weight"], P["ff.2.bias"])
 
 
@@ -196,6 +196,12 @@ SAME_NORM = ("ln1 is used before both sublayers: the feed-forward sublayer has i
 FF_ON_INPUT = ("the feed-forward sublayer reads the block's input instead of the output of "
                "the attention sublayer: x = x + attn(ln1(x)) first, then x = x + ff(ln2(x)) "
                "on that new x.")
+RELU = ("the feed-forward sublayer uses ReLU: this block (GPT-2's) uses GELU between its two "
+        "linear layers, nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), "
+        "nn.Linear(d_ff, d_model)), as the notebook's __init__ gives it.")
+ATTN_ON_X = ("the attention reads x instead of ln1(x): pre-LayerNorm normalises each "
+             "sublayer's input, h = ln1(x), attn(h, h, h), while the residual adds x itself: "
+             "x = x + attn(ln1(x)).")
 LEAK = ("future tokens leak: changing the positions >= {cut} changed the output at positions "
         "< {cut} (largest change {change:.3g}). Each position may read only itself and the "
         "positions before it: apply causal_mask(L) in the attention.")
@@ -234,6 +240,9 @@ def _block_answers(P, x, num_heads):
         NO_FF_RESIDUAL: _ff(P, _layer_norm(attended, P, "ln2")),
         SAME_NORM: attended + _ff(P, _layer_norm(attended, P, "ln1")),
         FF_ON_INPUT: attended + _ff(P, _layer_norm(x, P, "ln2")),
+        RELU: attended + _ff(P, _layer_norm(attended, P, "ln2"), F.relu),
+        ATTN_ON_X: (lambda y: y + _ff(P, _layer_norm(y, P, "ln2")))(
+            x + _attention(P, x, num_heads, causal)),
     }
     return pre_ln(x), bugs
 
@@ -621,6 +630,9 @@ GEN_UNCACHED_CALLS = ("use_cache=False but the model was given caches: without t
                       "call model(tokens) on the whole sequence at every step.")
 GEN_MODE_RESTORE = ("generate left the model in eval mode: restore the mode it had "
                     "(model.train(was_training)), so that training can continue after sampling.")
+GEN_PROBABILITIES = ("you returned probabilities (the softmax of the logits): return the logits "
+                     "themselves, logits[:, -1] of each step; the argmax picks the same token "
+                     "from either.")
 GEN_FIRST = ("the logits of the *first* position were used: the next token is predicted by the "
              "last position, logits[:, -1].")
 
@@ -701,7 +713,9 @@ def generate(fn, *, seed=0, B=2, P=3, num_tokens=5, vocab_size=9, d_model=8,
                      "tokens.")
             expect_close(logits, expected_logits.to(dtype).double(), f"{name}: logits",
                          dtype=dtype, condition=CONDITION,
-                         bugs={GEN_FIRST: first_logits[use_cache].to(dtype).double()},
+                         bugs={GEN_FIRST: first_logits[use_cache].to(dtype).double(),
+                               GEN_PROBABILITIES: expected_logits.softmax(-1).to(dtype)
+                               .double()},
                          hint="Each step: the logits of the last position, logits[:, -1], "
                               "then the argmax over the vocabulary appended to the tokens.")
             if not torch.equal(tokens, expected_tokens):

@@ -645,7 +645,8 @@ def where_it_differs(actual, expected, axes=None, dtype=None, scale=None, condit
     """A sentence saying where `actual` is off (beyond the tolerance) from `expected`: how
     many entries, and along each axis where only some indices hold wrong entries, which
     ones (e.g. "only head 2", "only positions 4, 5"). axes: a name per axis, e.g.
-    ("B", "num_heads", "Lq", "Lk") or the string "(B, num_heads, Lq, Lk)"."""
+    ("B", "num_heads", "Lq", "Lk") or the string "(B, num_heads, Lq, Lk)"; a name holding
+    "{}" gets the indices in its place (("B", "head {}"): "only at head 2")."""
     wrong = _ratios(actual, expected, dtype, scale, condition) > 1          # (same shape)
     if isinstance(axes, str):
         axes = [a.strip() for a in axes.strip("()").split(",")]
@@ -658,7 +659,9 @@ def where_it_differs(actual, expected, axes=None, dtype=None, scale=None, condit
         if 0 < int(hit.sum()) < hit.numel():
             where = [str(i) for i in hit.nonzero().flatten().tolist()]
             shown = ", ".join(where[:8]) + (", ..." if len(where) > 8 else "")
-            parts.append(f"index {shown} of {axis or f'axis {d}'}")
+            # a name with "{}" reads with the indices in it ("head {}": "head 1, 2")
+            parts.append(axis.format(shown) if axis and "{}" in axis
+                         else f"index {shown} of {axis or f'axis {d}'}")
     dtype = dtype or actual.dtype
     place = f"; only at {'; '.join(parts)} (0-based)" if parts else ", along every axis"
     return (f"{int(wrong.sum())} of {wrong.numel()} entries are off in {dtype}{place}. ")

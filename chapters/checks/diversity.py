@@ -9,11 +9,12 @@ from its fixtures instead, see common.py); the judging code outside them compute
 
 make_heads_identical and prune_heads receive the chapter's MultiHeadAttention class (`cls`)
 and use only this interface of it:
-    cls(d_model, num_heads, *, query_size=None, key_size=None, value_size=None, bias=True)
+    cls(d_model, num_heads, *, query_size=None, key_size=None, value_size=None, bias=True,
+        dropout=0.0)
     attributes num_heads, head_dim, and q_proj, k_proj, v_proj, out_proj, each with
     `.weight` (out_features, in_features) and `.bias` (out_features,) or None, as nn.Linear
     stores them (the checks overwrite them in place with their own values); .parameters(),
-    .to(dtype=..., device=...), .eval(), and
+    .to(dtype=..., device=...), .eval(), .training, and
     forward(query, key, value) -> (output (B, Lq, D), weights (B, h, Lq, Lk)).
 ablation_importance receives a model built by the checks (GatedModel) with the interface of
 the chapter's TinyAttentionModel: `num_heads`, and forward(tokens, head_mask=None) ->
@@ -156,16 +157,16 @@ def relation_scores(fn, *, seed=0, B=3, num_heads=2, L=6, dtype=torch.float32, d
     hint = ("For each query position i >= 2, take the weight on key i-1 (prev) and on key 0 "
             "(first), then average over the batch and over i.")
     expect_close(prev, exp_prev.to(dtype), f"{name}: prev", dtype=dtype, hint=hint,
-                 axes=["head"], bugs={m: c.to(dtype) for m, c in prev_bugs.items()})
+                 axes=["head {}"], bugs={m: c.to(dtype) for m, c in prev_bugs.items()})
     expect_close(first, exp_first.to(dtype), f"{name}: first", dtype=dtype, hint=hint,
-                 axes=["head"], bugs={m: c.to(dtype) for m, c in first_bugs.items()})
+                 axes=["head {}"], bugs={m: c.to(dtype) for m, c in first_bugs.items()})
     passed(f"relation_scores: weights (B, num_heads, L, L) = {tuple(weights.shape)} ({dtype}) -> "
            f"prev and first of shape ({h},), the mean weight on keys i-1 and 0 over query "
            "positions i >= 2")
 
 
 # ----------------------------------------------------------------------------- modules
-def _spec(cls, d_model, num_heads, query_size, key_size, value_size, bias):
+def _spec(cls, d_model, num_heads, query_size, key_size, value_size, bias, dropout=0.0):
     """(kwargs for cls, "MultiHeadAttention(...)")."""
     if not is_class(cls):
         fail(f"pass the MultiHeadAttention class to the check, got {type_name(cls)}")
@@ -173,6 +174,8 @@ def _spec(cls, d_model, num_heads, query_size, key_size, value_size, bias):
                                     value_size=value_size).items() if v is not None}
     if not bias:
         kwargs["bias"] = False
+    if dropout:
+        kwargs["dropout"] = dropout
     shown = ", ".join([str(d_model), str(num_heads)] + [f"{k}={v}" for k, v in kwargs.items()])
     return kwargs, f"MultiHeadAttention({shown})"
 
@@ -309,6 +312,25 @@ def _ref_mha(P, query, key, value, h, hd, gates=None):
     return F.linear(merged, P["out_proj.weight"], P.get("out_proj.bias"))     # (B, Lq, D)
 
 
+def _expect_param(actual, expected, name, key, hd, bugs, dtype, hint, head="head {}"):
+    """expect_close for the parameter `key` of a projection (nn.Linear's layout), with its
+    heads on an axis of their own: q_proj, k_proj, v_proj's rows (h*hd, ...) as (h, hd, ...),
+    out_proj.weight's columns (D, h*hd) as (D, h, hd); so that the message names the heads
+    that differ ("head 2"), not rows. head: that axis's name ("{}": the heads' indices)."""
+    axis = 1 if key == "out_proj.weight" else 0
+    if key == "out_proj.bias" or tuple(actual.shape) != tuple(expected.shape) \
+            or actual.dim() <= axis or actual.shape[axis] % hd:
+        return expect_close(actual, expected, name, bugs=bugs, dtype=dtype, hint=hint)
+    names = ([head, "row {} of each head"] + ["input feature"] * (actual.dim() - 1) if axis == 0
+             else ["output feature", head, "column {} of each head"])
+
+    def by_head(t):
+        return t.unflatten(axis, (-1, hd))
+
+    expect_close(by_head(actual), by_head(expected), name, dtype=dtype, hint=hint, axes=names,
+                 bugs={m: by_head(c) for m, c in bugs.items()})
+
+
 # ----------------------------------------------------------------------------- exercise 2
 QKV_NOT_COPIED = ("{p} was not changed: copy head 0's rows [0, head_dim) into the rows "
                   "[i*head_dim, (i+1)*head_dim) of every head i.")
@@ -326,6 +348,9 @@ OUT_NOT_COPIED = ("out_proj.weight was not changed: the heads now attend alike b
 OUT_ROWS = ("you copied rows of out_proj.weight: nn.Linear stores W_O transposed, (d_model, "
             "num_heads * head_dim), so head i's block W_O^i is the columns "
             "out_proj.weight[:, i*head_dim:(i+1)*head_dim].")
+LAST_HEAD_MISSED = ("head {last}, the last head, was not changed: copy head 0 into every "
+                    "head i = 1, ..., num_heads - 1 (range(1, num_heads) stops before "
+                    "num_heads, so range(1, num_heads - 1) misses the last one).")
 OUT_BIAS_CHANGED = ("out_proj.bias changed: it is added once to the sum over heads and belongs "
                     "to no head; leave it as it is.")
 
@@ -334,6 +359,12 @@ OUT_BIAS_CHANGED = ("out_proj.bias changed: it is added once to the sum over hea
 def _identical_candidates(name, W, h, hd):
     """{message: tensor} of the classic mistakes for parameter `name` (float64 original W)."""
     out = {}
+    if h > 2:  # every head but the last copied (with h = 2: nothing copied, named below)
+        axis = int(name == "out_proj.weight")        # the heads' rows, or out_proj's columns
+        blocks = W.unflatten(axis, (h, hd)).clone()  # (h, hd, in), (h, hd) or (D, h, hd)
+        heads = blocks.movedim(axis, 0)              # (h, ...), a view of blocks
+        heads[1:h - 1] = heads[:1]
+        out[LAST_HEAD_MISSED.format(last=h - 1)] = blocks.flatten(axis, axis + 1)
     if name == "out_proj.weight":
         out[OUT_NOT_COPIED] = W
         if W.shape[0] >= h * hd:
@@ -436,9 +467,9 @@ def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size
                     fail(f"{name}: {OUT_BIAS_CHANGED}")
                 continue
             expected, bugs = answers[key]
-            expect_close(after[key].cpu(), expected.to(dtype), f"{name}: {key}",
-                         bugs={m: c.to(dtype) for m, c in bugs.items()}, dtype=dtype,
-                         hint="Every head's rows (q_proj, k_proj, v_proj, and their biases) and "
+            _expect_param(after[key].cpu(), expected.to(dtype), f"{name}: {key}", key, hd,
+                          bugs={m: c.to(dtype) for m, c in bugs.items()}, dtype=dtype,
+                          hint="Every head's rows (q_proj, k_proj, v_proj, and their biases) and "
                               "columns (out_proj) must equal head 0's.")
     # the heads now compute the same thing: equal attention weights for every head
     _, weights = _forward_result(forward, where)
@@ -471,6 +502,9 @@ CENTERED = ("you subtracted each map's mean (a Pearson correlation): the cosine 
 WRONG_AXIS = ("you normalised along the wrong axis: each head's flattened map (B, num_heads, "
               "Lq * Lk) must have norm 1 along its last axis, not along the heads.")
 SUMMED_BATCH = "you summed over the batch: average the per-example matrices instead."
+DIVIDED_BY_SIZE = ("you divided the dot products by the number of entries Lq * Lk: the cosine "
+                   "divides each dot product by the two maps' norms, |a| |b| (or normalise each "
+                   "flattened map first), so that every head has similarity 1 with itself.")
 
 
 @reference
@@ -494,6 +528,7 @@ def _similarity_answers(w64):
         CENTERED: (centered @ centered.transpose(1, 2)).mean(0),
         WRONG_AXIS: (wrong_axis @ wrong_axis.transpose(1, 2)).mean(0),
         SUMMED_BATCH: (unit @ unit.transpose(1, 2)).sum(0),
+        DIVIDED_BY_SIZE: (flat @ flat.transpose(1, 2)).mean(0) / flat.shape[-1],
     }
     return expected, bugs
 
@@ -522,7 +557,7 @@ def head_similarity(fn, *, seed=0, B=4, num_heads=3, Lq=5, Lk=None, dtype=torch.
 
     expected, bugs = _similarity_answers(w64)
     expect_close(out, expected.to(dtype), name, bugs={m: c.to(dtype) for m, c in bugs.items()},
-                 dtype=dtype, axes=["head", "head"],
+                 dtype=dtype, axes=["head {} (rows)", "head {} (columns)"],
                  hint="Flatten each head's map, normalise it to length 1, take the dot products "
                       "between heads, average over the batch.")
     passed(f"head_similarity: weights (B, num_heads, Lq, Lk) = {tuple(weights.shape)} ({dtype}) "
@@ -632,6 +667,8 @@ ONE_RELATION = ("only the {rel} loss was used: the model's loss is loss_prev + l
                 "(relation_losses), as in train().")
 SUMMED_LOSS = ("you summed the cross-entropy over positions: use its mean (F.cross_entropy's "
                "default reduction), as train() does.")
+MEAN_OF_LOSSES = ("you averaged the two losses, (loss_prev + loss_first) / 2: the model's loss "
+                  "is their sum, loss_prev + loss_first (relation_losses), as in train().")
 GRADIENT = ("that is the gradient score |dL/d gate_k| (Michel et al.), not the ablation: set "
             "head k's gate to 0 and measure how much the loss grows.")
 
@@ -688,6 +725,7 @@ def _ablation_answers(params, batch, N, L, vocab_size, d_model, num_heads, dtype
             ONE_RELATION.format(rel="prev"): torch.stack([p - base_prev for p, _ in masked]),
             ONE_RELATION.format(rel="first"): torch.stack([f - base_first for _, f in masked]),
             SUMMED_LOSS: torch.stack([summed(gates(off=[k])) - summed_base for k in range(h)]),
+            MEAN_OF_LOSSES: expected / 2,
         }
     g = torch.ones(N, h, dtype=dtype, device=device, requires_grad=True)
     lp, lf, _ = model(batch.tokens, head_mask=g)
@@ -726,7 +764,7 @@ def ablation_importance(fn, *, seed=0, N=16, L=6, vocab_size=11, d_model=12, num
 
     expected, bugs = _ablation_answers(params, batch, N, L, vocab_size, d_model, num_heads,
                                        dtype, device)
-    expect_close(out, expected, name, bugs=bugs, dtype=torch.float32, axes=["head"],
+    expect_close(out, expected, name, bugs=bugs, dtype=torch.float32, axes=["head {}"],
                  hint="For each head k: gates = torch.ones(num_heads), gates[k] = 0, loss of "
                       "model(tokens, head_mask=gates) minus the loss with no mask.")
     passed(f"ablation_importance: for each of {h} heads, the loss increase when that head alone "
@@ -750,6 +788,14 @@ PRUNE_BIAS = ("{p} was not copied from the original module: keep the biases of t
               "({p} of the kept heads' rows{extra}).")
 PRUNE_OUT_BIAS = ("out_proj.bias was not copied: it belongs to no head, so the pruned module "
                   "keeps it unchanged.")
+PRUNE_TRAINING = ("your pruned module is in training mode while mha is in eval mode, so its "
+                  "dropout is on and its output changes from call to call: a new module starts "
+                  "in training mode; copy the original's mode with .train(mha.training) "
+                  "(return new.train(mha.training)).")
+PRUNE_RANDOM = ("the pruned module gave two different outputs for the same inputs: mha is in "
+                "eval mode, where dropout is off and the output is the same on every call; the "
+                "pruned copy must be in mha's mode (.train(mha.training)) and compute what mha "
+                "computes.")
 
 
 @reference
@@ -787,11 +833,15 @@ def _prune_answers(P, inputs, num_heads, d_model, remove, dtype):
 
 @check
 def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_size=None,
-                key_size=None, value_size=None, bias=True, dtype=torch.float32, device="cpu"):
+                key_size=None, value_size=None, bias=True, dropout=0.5, dtype=torch.float32,
+                device="cpu"):
     """fn(mha, heads_to_remove) -> a new, smaller module: same d_model and head_dim, the kept
-    heads' rows of q_proj, k_proj, v_proj, their columns of out_proj, out_proj.bias; its
-    output equals mha's with the removed heads' gates at 0."""
-    kwargs, where = _spec(cls, d_model, num_heads, query_size, key_size, value_size, bias)
+    heads' rows of q_proj, k_proj, v_proj, their columns of out_proj, out_proj.bias, and mha's
+    mode; its output equals mha's with the removed heads' gates at 0. mha has dropout > 0
+    and is in eval mode, so that a copy left in training mode (where a new module starts)
+    gives random outputs."""
+    kwargs, where = _spec(cls, d_model, num_heads, query_size, key_size, value_size, bias,
+                          dropout)
     P = _module_params(d_model, query_size, key_size, value_size, bias, dtype, seed)
     sizes = (query_size or d_model, key_size or d_model, value_size or d_model)
     inputs = random_inputs((2, 4, sizes[0]), (2, 6, sizes[1]), (2, 6, sizes[2]), seed=seed + 1,
@@ -813,9 +863,10 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
     original = _read(module)  # mha after the call
     if is_module(new):
         got_h, got_hd = getattr(new, "num_heads", None), getattr(new, "head_dim", None)
+        training = getattr(new, "training", None)
         found = _read(new)
-        # copies: the student's forward gets these
-        forward = observe(new, *(x.clone() for x in inputs))
+        # copies: the student's forward gets these; twice, as eval mode is deterministic
+        forward, again = (observe(new, *(x.clone() for x in inputs)) for _ in range(2))
         # (a) "returned mha itself", by behaviour: the grader's markers written into the
         # result are read back from mha (after `original`, `found` and `forward` were taken)
         markers, shared = _written_back(new, module, found)
@@ -852,14 +903,23 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
                           shape_names="(d_model, kept heads * head_dim)")
         expect_tensor(value, f"{name}: {key}", shape=expected.shape, dtype=dtype, device=device)
         value = value.detach().cpu()
-        expect_close(value, expected.to(dtype), f"{name}: {key}",
-                     bugs={m: c.to(dtype) for m, c in bugs.items()}, dtype=dtype,
-                     hint="Keep the rows [k*head_dim, (k+1)*head_dim) of q_proj, k_proj, v_proj "
+        _expect_param(value, expected.to(dtype), f"{name}: {key}", key, hd,
+                      bugs={m: c.to(dtype) for m, c in bugs.items()}, dtype=dtype,
+                      head="head {} of the pruned module",
+                      hint="Keep the rows [k*head_dim, (k+1)*head_dim) of q_proj, k_proj, v_proj "
                           "(weights and biases) and the same columns of out_proj.weight, for "
                           "each kept head k; keep out_proj.bias.")
+    if differs(training, False):  # mha's mode: _build put it in eval mode
+        fail(f"{name}: {PRUNE_TRAINING}")
     output, _ = _forward_result(forward, "the pruned module")
     expect_tensor(output, f"{name}: output of the pruned module", device=device)
-    expect_close(output.detach().cpu(), expected_out, f"{name}: output of the pruned module",
+    repeated, _ = _forward_result(again, "the pruned module")
+    output = output.detach().cpu()
+    # the same inputs twice (an output with NaN is not close to itself: judged below)
+    if close(output, output, dtype) and not (isinstance(repeated, torch.Tensor)
+                                             and close(repeated.detach().cpu(), output, dtype)):
+        fail(f"{name}: {PRUNE_RANDOM}")
+    expect_close(output, expected_out, f"{name}: output of the pruned module",
                  dtype=dtype, hint="Its output must equal mha's output with the removed heads' gates at 0.")
     passed(f"prune_heads: {where} ({dtype}) without heads {remove} -> {len(keep)} heads of "
            f"head_dim {hd}; its output equals the original's with those heads masked")

@@ -16,9 +16,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import (FLOAT32_SQRT, CheckFailure, Forbidden, call_keeping, check, expect_close,
-                     expect_tensor, fail, float32_sqrt, forbid_spec, passed, random_inputs,
-                     reference, softmax_condition, type_name)
+from .common import (FLOAT32_SQRT, CheckFailure, Forbidden, attempt, call_keeping, check,
+                     expect_close, expect_tensor, fail, float32_sqrt, forbid_spec, passed,
+                     random_inputs, reference, softmax_condition, type_name)
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
 
 # The shortcut the core exercise forbids (see common.Forbidden): decided by the grader from
@@ -58,6 +58,8 @@ CORE_SOFTMAX_QUERIES = ("the softmax normalises over the queries (dim=-2): it mu
 CORE_K_Q = ("you computed K Q^T instead of Q K^T: scores[i, j] must be q_i . k_j, query i "
             "against key j (q @ k.transpose(-2, -1)).")
 CORE_KEYS_FROM_QUERY = ("the keys were taken from `query`: split `key` for the keys (in "
+                        "self-attention the three inputs coincide; here they differ).")
+CORE_VALUES_FROM_KEY = ("the values were taken from `key`: split `value` for the values (in "
                         "self-attention the three inputs coincide; here they differ).")
 CORE_SPLIT_MIXED = ("split_heads mixes heads and positions (it reshapes straight to (B, num_heads, "
                     "L, head_dim)): fix it first, its own check says how.")
@@ -229,6 +231,20 @@ def split_heads(split_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
            "input), head i holds features [i*head_dim, (i+1)*head_dim)")
 
 
+def _accepts_what_divides(split_heads, x, num_heads):
+    """Fail unless split_heads splits x (B, L, d_model), cut or padded to a d_model that
+    num_heads divides, without an error: a refusal earns its point only from a function that
+    refuses no more than it should (one that refuses every input computes nothing)."""
+    d_model = num_heads * max(x.shape[-1] // num_heads, 1)
+    fits = x[..., :d_model].contiguous() if d_model <= x.shape[-1] else \
+        torch.cat([x, x.new_zeros(*x.shape[:-1], d_model - x.shape[-1])], dim=-1)
+    _, error = attempt(split_heads, fits, num_heads)
+    if error is not None:
+        fail(f"split_heads(x, num_heads={num_heads}) with d_model={d_model} raised "
+             f"{error[0]}: {error[1]}. But {num_heads} divides {d_model}: your function "
+             "refuses every input. Raise ValueError only when d_model % num_heads != 0.")
+
+
 @check
 def split_heads_divisibility(split_heads, *, seed=0, B=2, L=5, d_model=10, num_heads=3):
     """split_heads must raise ValueError naming d_model and num_heads when they don't divide."""
@@ -249,6 +265,7 @@ def split_heads_divisibility(split_heads, *, seed=0, B=2, L=5, d_model=10, num_h
             fail(f"{name} raised ValueError, good, but its message {message!r} does not name "
                  f"{', '.join(missing)}. Say which numbers do not divide, e.g. "
                  f"'d_model={d_model} is not divisible by num_heads={num_heads}'.")
+        _accepts_what_divides(split_heads, x, num_heads)
         passed(f"split_heads refuses d_model={d_model}, num_heads={num_heads} with "
                f"ValueError: {message}")
         return
@@ -373,6 +390,7 @@ def _core_answers(q, k, v, num_heads):
     if Lq == Lk:
         bugs[CORE_K_Q] = _merge(torch.softmax(hk @ hq.transpose(-2, -1) * scale, dim=-1) @ hv)
         bugs[CORE_KEYS_FROM_QUERY] = _merge(_attend(hq, hq, hv, scale)[0])
+    bugs[CORE_VALUES_FROM_KEY] = _merge(_attend(hq, hk, hk, scale)[0])
     for message, split in (
         (CORE_SPLIT_MIXED, lambda t: t.reshape(t.shape[0], num_heads, t.shape[1], head_dim)),
         (CORE_SPLIT_STRIDED,
@@ -436,7 +454,8 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
              "shown in this chapter).")
     if tuple(weights.shape) == (B, Lq, Lk):
         fail(f"{name}: weights have shape {tuple(weights.shape)} = (B, Lq, Lk): return every "
-             "head's weights, (B, num_heads, Lq, Lk), not their average.")
+             "head's weights, (B, num_heads, Lq, Lk), not their average (nor their sum, "
+             "nor one head's).")
     expect_tensor(weights, f"{name}: weights", shape=(B, num_heads, Lq, Lk),
                   shape_names="(B, num_heads, Lq, Lk)")
     expect_close(weights, expected_weights, f"{name}: weights", condition=condition,

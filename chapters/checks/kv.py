@@ -61,6 +61,10 @@ TOP_LEFT = ("off by one: the causal mask is aligned at the top-left corner (chap
             "are the last L_new of T positions, so query i sits at position T - L_new + i "
             "and may attend to keys 0 .. T - L_new + i: align the mask at the bottom-right "
             "corner, torch.ones(L_new, T).tril(T - L_new).")
+OFFSET_SIGN = ("the causal mask's diagonal offset has the wrong sign: tril(L_new - T) lets the "
+               "new queries attend to no key at all once the cache holds earlier positions "
+               "(L_new < T). Query i sits at position T - L_new + i: the offset is T - L_new, "
+               "torch.ones(L_new, T).tril(T - L_new).")
 NO_CAUSAL = ("the prompt's queries attend to later positions of the prompt: with several new "
              "positions at once (the prefill) the causal mask is needed, aligned at the "
              "bottom-right corner.")
@@ -191,6 +195,8 @@ def _ref_run(state, x, h, g, chunks, mask="causal", variant=None, rotary=False):
             allowed = torch.ones(n, T, dtype=torch.bool)
             if variant == "top_left":
                 allowed = allowed.tril()
+            elif variant == "offset_sign":
+                allowed = allowed.tril(n - T)
             elif variant != "no_causal":
                 allowed = allowed.tril(T - n)
         else:
@@ -198,6 +204,8 @@ def _ref_run(state, x, h, g, chunks, mask="causal", variant=None, rotary=False):
         if allowed is not None:
             scores = scores.masked_fill(~allowed, float("-inf"))
         weights = torch.softmax(scores, dim=-1)                               # (B, h, n, T)
+        if allowed is not None:  # a query with no key allowed: zero weights, as in chapter 4
+            weights = weights.masked_fill(~allowed, 0.0)
         heads = weights @ vv                                                  # (B, h, n, hd)
         merged = heads.transpose(1, 2).reshape(B, n, D)
         outs.append(F.linear(merged, W["out_proj.weight"], W.get("out_proj.bias")))
@@ -647,7 +655,8 @@ def _decode_answers(state, x, h, g, chunks, rotary):
     {bug: output of the whole run in `chunks`})."""
     L = x.shape[1]
     expected, condition, size = _ref_run(state, x, h, g, [L], rotary=rotary)
-    variants = {TOP_LEFT: "top_left", NO_CAUSAL: "no_causal", NEW_ONLY: "new_only"}
+    variants = {TOP_LEFT: "top_left", OFFSET_SIGN: "offset_sign", NO_CAUSAL: "no_causal",
+                NEW_ONLY: "new_only"}
     if h != g:
         variants[TILED] = "tiled"
     if rotary:
@@ -809,7 +818,10 @@ def _torch_layer(state, d_model, num_heads, positions):
 @reference
 def _equivariance_setup(seed, batch, L, d_model, num_heads, dtype):
     """nn.MultiheadAttention's state, position vectors (L, D), x (B, L, D) and a permutation
-    that moves every token."""
+    that moves every token: one cycle through all L positions in a random order. (With
+    shorter cycles the catalogued mistakes give the same number: over a 3-cycle, comparing
+    with the output unpermuted or permuted by the inverse takes the same differences, so
+    whenever the largest one lay there the inverse permutation was named as the other.)"""
     gen = generator(seed)
     state = {"in_proj_weight": torch.randn(3 * d_model, d_model, generator=gen,
                                            dtype=torch.float64) / math.sqrt(d_model),
@@ -819,9 +831,11 @@ def _equivariance_setup(seed, batch, L, d_model, num_heads, dtype):
              "out_proj.bias": 0.5 * torch.randn(d_model, generator=gen, dtype=torch.float64)}
     state = {n: t.to(dtype) for n, t in state.items()}
     positions, x = random_inputs((L, d_model), (batch, L, d_model), seed=seed + 1, dtype=dtype)
-    perm = torch.randperm(L, generator=gen)
-    while torch.equal(perm[perm], torch.arange(L)):  # not its own inverse (L >= 3)
-        perm = torch.randperm(L, generator=gen)
+    if L < 4:
+        raise ValueError(f"L = {L}: the mistakes are told apart from L = 4 on")
+    order = torch.randperm(L, generator=gen)
+    perm = torch.empty(L, dtype=torch.long)
+    perm[order] = order.roll(-1)  # order[0] -> order[1] -> ... -> order[-1] -> order[0]
     return state, positions, x, perm
 
 
@@ -863,10 +877,11 @@ def equivariance_gap(fn, seed=0, batch=2, L=6, d_model=8, num_heads=2, dtype=tor
         got_t, exp_t = torch.tensor([float(got)]), torch.tensor([expected])
         if close(got_t, exp_t, dtype, scale=size):
             continue
-        for message, value in bugs.items():
-            if close(got_t, torch.tensor([value]), dtype, scale=size):
-                fail(f"equivariance_gap ({label}) returned {got:.6g}, expected {expected:.6g}: "
-                     f"{message}")
+        named = [message for message, value in bugs.items()
+                 if close(got_t, torch.tensor([value]), dtype, scale=size)]
+        if named:  # (more than one: the number cannot tell them apart, so both are named)
+            fail(f"equivariance_gap ({label}) returned {got:.6g}, expected {expected:.6g}: "
+                 + " Or: ".join(named))
         fail(f"equivariance_gap ({label}) returned {got:.6g}, expected {expected:.6g} "
              "(rounding aside): max |layer(x[:, perm]) - layer(x)[:, perm]| over all entries.")
     passed(f"equivariance_gap ({dtype}, perm {perm.tolist()}): {answers[0][0]:.2g} (rounding) "

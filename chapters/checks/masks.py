@@ -163,6 +163,13 @@ WRONG_AXIS = ("the softmax runs over the wrong axis: each query's weights over t
 OUTPUT_UNIFORM = ("queries with no key to attend to must output zeros, but yours output the "
                   "mean of all values (uniform weights): after the softmax, zero the weights "
                   "of masked keys.")
+MULTIPLIED = ("the scores were multiplied by the mask: a masked score becomes 0, not a very "
+              "negative number, and exp(0) still gives that key weight. Fill the scores where "
+              "the mask is False with torch.finfo(scores.dtype).min (masked_fill(~mask, ...)).")
+FILL_ABOVE = ("your fill value is not below every score: here the scores of the keys that may "
+              "be attended are near -16384, so masked keys filled with a fixed number such as "
+              "-1e4 took the weight{after}. Fill with torch.finfo(scores.dtype).min, the most "
+              "negative finite value of the scores' dtype.")
 UNSCALED = "the scores are not scaled: divide Q K^T by sqrt(d_k), d_k = query.shape[-1]."
 NOT_INVERTED = ("nn.MultiheadAttention's key_padding_mask means the opposite of ours: "
                 "True = ignore this key (padding). Invert the mask with ~.")
@@ -344,10 +351,28 @@ def _masked_softmax_answers(scores, mask, upstream):
                          "1)"): _softmax(scores.double().masked_fill(~mask, 0.0),
                                          -1).masked_fill(~mask, 0.0),
         MASK_ADDED: _softmax(scores.double() + mask, -1),
+        MULTIPLIED: _softmax(scores.double() * mask, -1),
     }
     ref_s = scores.double().clone().requires_grad_()
     (_ref_masked_softmax(ref_s, mask) * upstream.double()).sum().backward()
     return _ref_masked_softmax(scores, mask), bugs, ref_s.grad, plain
+
+
+@reference
+def _low_scores_case(dtype):
+    """Scores (2, 4) near -16384 (exact in every float dtype) at the keys that may be attended and 0
+    at masked ones, the mask, the expected weights and {bug message: weights} of a fill value
+    above the real scores (float64)."""
+    step = max(1.0, 16384 * torch.finfo(dtype).eps)  # the spacing at 16384: 16 in float16
+    mask = torch.tensor([[True, True, False, False], [False, True, True, False]])
+    offsets = torch.tensor([[0.0, 1.0, 2.0, 3.0], [3.0, 0.0, 2.0, 1.0]], dtype=torch.float64)
+    scores = (-16384.0 - step * offsets).masked_fill(~mask, 0.0)   # (2, 4)
+    expected = _ref_masked_softmax(scores, mask)
+    on_masked = _ref_masked_softmax(scores, ~mask, fill_zero=False)  # the masked keys win
+    bugs = {FILL_ABOVE.format(after=" (and zeroing them afterwards left rows of zeros)"):
+                torch.zeros_like(expected),
+            FILL_ABOVE.format(after=""): on_masked}
+    return scores.to(dtype), mask, expected, bugs
 
 
 @check
@@ -386,6 +411,12 @@ def masked_softmax(function, seed=0, batch=(2, 3), Lq=5, Lk=6, dtype=torch.float
                   hint=NO_MASK)
     expect_close(plain, expected_plain, "masked_softmax(scores, None)",
                  dtype=dtype, condition=_condition(scores, None), hint="With mask=None, return a plain softmax over the last axis.")
+    # real scores far below 0: a fixed fill value (-1e4) is no longer below them
+    low, low_mask, low_expected, low_bugs = _low_scores_case(dtype)
+    low_weights = _call(function, low.clone(), low_mask.clone(), dtype=dtype,
+                        name="masked_softmax")
+    expect_close(low_weights, low_expected, "masked_softmax(scores near -16384, mask)",
+                 bugs=low_bugs, dtype=dtype, condition=_condition(low, low_mask))
     passed(f"masked_softmax ({dtype}, scores {tuple(shape)}, mask {tuple(mask.shape)}): right "
            f"weights, exact zeros on masked keys and on {int(fully.sum())} "
            "fully masked rows, no NaN in forward or backward, gradient equal to the reference's")
@@ -422,6 +453,7 @@ def _attention_answers(query, key, value, mask, upstream):
         OUTPUT_UNIFORM: _ref_attention(query, key, value, mask, fill_zero=False)[0],
         IGNORED: _ref_attention(query, key, value, None)[0],
         UNSCALED: _ref_attention(query, key, value, mask, scale=False)[0],
+        MULTIPLIED: _softmax((q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1]) * mask, -1) @ v,
     }
     if value.shape[-1] != q.shape[-1]:
         bugs[SCALED_BY_D_V] = _ref_attention(query, key, value, mask,
@@ -633,6 +665,18 @@ def to_torch_key_padding_mask(function, seed=0, batch=3, Lk=6, d_model=8, num_he
         _match_bug(actual, bugs, name)
         fail(f"{name} is wrong for lengths {lengths.tolist()}: expected "
              f"{expected.int().tolist()}, got {actual.int().tolist()} (1 = True).")
+    # a batch of one sequence: a bare .squeeze() drops the batch axis too
+    one = call(function, given[:1].clone())
+    expect_tensor(one, f"to_torch_key_padding_mask(mask of shape {tuple(given[:1].shape)})")
+    if tuple(one.shape) != (1, Lk):
+        fail(f"to_torch_key_padding_mask(mask of shape {tuple(given[:1].shape)}), a batch of one "
+             f"sequence: expected shape (1, {Lk}) = (B, Lk), got {tuple(one.shape)}. A bare "
+             ".squeeze() removes every axis of size 1, the batch axis too when B = 1: remove "
+             "only the two singleton axes (mask[:, 0, 0, :], or squeeze(2).squeeze(1)).")
+    if not bool((one == expected[:1]).all()):
+        fail(f"to_torch_key_padding_mask is wrong for a batch of one sequence (lengths "
+             f"{lengths[:1].tolist()}): expected {expected[:1].int().tolist()}, got "
+             f"{one.int().tolist()} (1 = True).")
     with torch.random.fork_rng():  # its initial weights, replaced at once, draw from the RNG
         mha = nn.MultiheadAttention(d_model, num_heads, batch_first=True).double()
     mha.load_state_dict(state)

@@ -340,6 +340,10 @@ def multi_head_attention_structure(cls, *, d_model=16, num_heads=4, query_size=N
         if differs(got, value):
             fail(f"MultiHeadAttention({shown}).{attr} is {got!r}, expected {value}. "
                  "Store d_model, num_heads and head_dim = d_model // num_heads as attributes.")
+        if isinstance(got, float):  # equal in value, but view() and range() refuse a float
+            fail(f"MultiHeadAttention({shown}).{attr} is {got!r}, a float: store an int "
+                 "(head_dim = d_model // num_heads, with //, not /). Reshapes such as "
+                 "view(B, L, num_heads, head_dim) refuse a float size.")
     sizes = {"q_proj": query_size or d_model, "k_proj": key_size or d_model,
              "v_proj": value_size or d_model, "out_proj": d_model}
     inputs = {"q_proj": "query_size", "k_proj": "key_size", "v_proj": "value_size",

@@ -415,3 +415,42 @@ def attention_scores(query, key):
         diagnosis=r"raised RuntimeError: expected scalar type Double but found Float",
         notes="float32 weights times float64 values: the float64 tests stop it"),
 })
+
+
+# ------------------------------------------------------------------ from the held-out set
+# Mistakes first met outside the catalogue (an outside tester's held-out set); each check
+# now names them.
+BUGS.update({
+    # x / d_k ** 1/2 parses as (x / d_k) / 2: ** binds tighter than /.
+    "scores_sqrt_precedence": Bug(
+        cells={"attention_scores": '''
+def attention_scores(query, key):
+    d_k = query.shape[-1]
+    return query @ key.transpose(-2, -1) / d_k ** 1/2
+'''}, fails=["test_attention_scores"], diagnosis=r"you divided by 2 \* d_k = 8.*\*\* binds"),
+    # (d_k ** 1/2) is d_k / 2, which equals sqrt(d_k) at the visible test's d_k = 4: only the
+    # hidden tests (d_k = 6, 5) see it.
+    "scores_sqrt_precedence_parenthesised": Bug(
+        cells={"attention_scores": '''
+def attention_scores(query, key):
+    d_k = query.shape[-1]
+    return (query @ key.transpose(-2, -1)) / (d_k ** 1/2)
+'''}, fails=["test_attention_scores"], diagnosis=r"you divided by d_k / 2 = \d.*\*\* binds",
+        notes="hidden only: d_k / 2 == sqrt(d_k) at d_k = 4"),
+    "entropy_log10": Bug(
+        cells={"attention_entropy": _edit(_ENTROPY, ".sum(dim=-1)",
+                                          ".sum(dim=-1) / math.log(10)")},
+        fails=["test_attention_entropy"], diagnosis=r"log base 10"),
+    "entropy_largest_term": Bug(
+        cells={"attention_entropy": _edit(_ENTROPY, ".sum(dim=-1)", ".amax(dim=-1)")},
+        fails=["test_attention_entropy"], diagnosis=r"largest term .* instead of their sum"),
+    # Square weights (Lq == Lk, the self-attention test) have the right shape transposed.
+    "sdpa_weights_transposed": Bug(
+        cells={"scaled_dot_product_attention": _edit(
+            _SDPA, "return output, weights", "return output, weights.transpose(-2, -1)")},
+        fails=_SDPA_ALL, diagnosis=r"returned the weights transposed, one column per query"),
+    "sdpa_values_scaled_too": Bug(
+        cells={"scaled_dot_product_attention": _edit(
+            _SDPA, "output = weights @ value", "output = weights @ (value / math.sqrt(d_k))")},
+        fails=_SDPA_ALL, diagnosis=r"the values were divided by sqrt\(d_k\) = 2 too"),
+})

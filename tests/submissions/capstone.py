@@ -469,4 +469,24 @@ BUGS = {
         r"never given the caches"),
     "mode_not_restored": _generate_bug(
         _generate_with("    model.train(was_training)\n", ""), r"left the model in eval mode"),
+    # held-out mistakes (the outside tester's set), each a generic message before
+    "ff_relu": Bug(
+        cells={"transformer_block": edit(INIT, "nn.GELU()", "nn.ReLU()") + '''
+    def forward(self, x, cache=None):
+        h = self.ln1(x)''' + ATTEND + '''        x = x + self.drop(a)
+        return x + self.drop(self.ff(self.ln2(x)))
+'''}, fails=["test_transformer_block"], diagnosis=r"uses ReLU.*nn\.GELU\(\)"),
+    "attention_reads_x": _block_bug('''
+    def forward(self, x, cache=None):
+        h = self.ln1(x)
+        if cache is None:
+            a, _ = self.attn(x, x, x, mask=causal_mask(x.shape[1], device=x.device))
+        else:
+            a = cached_attention(self.attn, h, cache)
+        x = x + self.drop(a)
+        return x + self.drop(self.ff(self.ln2(x)))
+''', r"attention reads x instead of ln1\(x\)"),
+    "returns_probabilities": _generate_bug(
+        _generate_with("chosen.append(last)", "chosen.append(last.softmax(-1))"),
+        r"returned probabilities.*return the logits"),
 }

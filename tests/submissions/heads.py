@@ -423,6 +423,10 @@ BUGS.update({
                                        "k = split_heads(key, num_heads)",
                                        "k = split_heads(query, num_heads)", _CORE_FAILS,
                                        r"keys were taken from `query`"),
+    "core_values_split_from_key": _bug("multihead_attention_core", _CORE,
+                                       "v = split_heads(value, num_heads)",
+                                       "v = split_heads(key, num_heads)", _CORE_FAILS,
+                                       r"values were taken from `key`"),
     "core_reshape_instead_of_merge": _bug(
         "multihead_attention_core", _CORE, "return merge_heads(heads), weights",
         "return heads.reshape(query.shape), weights", _CORE_FAILS,

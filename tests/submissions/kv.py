@@ -231,6 +231,10 @@ BUGS = {
         cells=_edit("decoding", (".tril(T - L_new)", ".tril()")),
         fails=DECODING,
         diagnosis=r"step 1 \(position 3\).*off by one: the causal mask is aligned at the top-left"),
+    "decoding_mask_offset_sign_flipped": Bug(
+        cells=_edit("decoding", (".tril(T - L_new)", ".tril(L_new - T)")),
+        fails=DECODING,
+        diagnosis=r"step 1 \(position 3\).*diagonal offset has the wrong sign"),
     "decoding_attends_new_keys_only": Bug(
         cells=_edit("decoding", ("    k, v = cache.append(k, v)              # (B, g, T, hd)\n",
                                          "    cache.append(k, v)\n")),

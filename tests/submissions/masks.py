@@ -354,3 +354,29 @@ def to_torch_key_padding_mask(mask):
         fails=["test_scaled_dot_product_attention"], diagnosis=r"sqrt\(d_v\)",
         notes="hidden only: d_v == d_k in the visible test"),
 })
+
+
+# ------------------------------------------------------------------ from the held-out set
+BUGS.update({
+    # -1e4 (a common fill, float16-safe) hides nothing when the real scores lie below it;
+    # masked_softmax's check has a row of scores near -16384.
+    "fill_minus_1e4": Bug(
+        cells={"masked_softmax": _edit(_SOFTMAX, "torch.finfo(scores.dtype).min", "-1e4")},
+        fails=["test_masked_softmax"], diagnosis=r"fill value is not below every score"),
+    "scores_multiplied_by_mask": Bug(
+        cells={"scaled_dot_product_attention": '''
+def scaled_dot_product_attention(query, key, value, mask=None):
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
+    if mask is not None:
+        scores = scores * mask          # masked scores become 0
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ value, weights
+'''}, fails=["test_scaled_dot_product_attention", "test_invariances"],
+        diagnosis=r"scores were multiplied by the mask"),
+    # A bare squeeze() also drops the batch axis of a batch of one sequence.
+    "key_padding_mask_bare_squeeze": Bug(
+        cells={"to_torch_key_padding_mask": '''
+def to_torch_key_padding_mask(mask):
+    return ~mask.squeeze()
+'''}, fails=["test_to_torch_key_padding_mask"], diagnosis=r"a batch of one sequence.*bare"),
+})

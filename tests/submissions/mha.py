@@ -717,3 +717,15 @@ BUGS.update({
 ''', "")},
         fails=["test_count_parameters"], diagnosis=r"so raise ValueError"),
 })
+
+
+# ------------------------------------------------------------------ from the held-out set
+BUGS.update({
+    # d_model / num_heads is a float equal to the int: chapter 3's forward never uses it, but
+    # later chapters' view(B, L, num_heads, head_dim) refuse it.
+    "init_float_head_dim": Bug(
+        cells={"MultiHeadAttention": _init(
+            "self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model // num_heads",
+            "self.d_model, self.num_heads, self.head_dim = d_model, num_heads, d_model / num_heads")},
+        fails=["test_mha_structure"], diagnosis=r"head_dim is 4\.0, a float: store an int"),
+})
