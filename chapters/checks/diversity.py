@@ -792,6 +792,9 @@ PRUNE_TRAINING = ("your pruned module is in training mode while mha is in eval m
                   "dropout is on and its output changes from call to call: a new module starts "
                   "in training mode; copy the original's mode with .train(mha.training) "
                   "(return new.train(mha.training)).")
+PRUNE_ALWAYS_EVAL = ("mha is in training mode here but your pruned module is in eval mode: "
+                     "copy the original's mode, .train(mha.training), rather than always "
+                     "calling .eval() (a model pruned mid-training goes on training).")
 PRUNE_RANDOM = ("the pruned module gave two different outputs for the same inputs: mha is in "
                 "eval mode, where dropout is off and the output is the same on every call; the "
                 "pruned copy must be in mha's mode (.train(mha.training)) and compute what mha "
@@ -921,5 +924,12 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
         fail(f"{name}: {PRUNE_RANDOM}")
     expect_close(output, expected_out, f"{name}: output of the pruned module",
                  dtype=dtype, hint="Its output must equal mha's output with the removed heads' gates at 0.")
+    # the other mode: a copy put in eval mode whatever mha's mode is as wrong as one left in
+    # training mode, which eval mode alone cannot tell from a copied mode
+    module.train()
+    in_training, error = attempt(fn, module, list(remove))
+    raised(error, f"{name} with mha in training mode")
+    if is_module(in_training) and differs(getattr(in_training, "training", None), True):
+        fail(f"{name}: {PRUNE_ALWAYS_EVAL}")
     passed(f"prune_heads: {where} ({dtype}) without heads {remove} -> {len(keep)} heads of "
            f"head_dim {hd}; its output equals the original's with those heads masked")

@@ -540,6 +540,9 @@ BUGS.update({
     "prune_new_module_in_train_mode": _prune(
         "    return new.train(mha.training)\n", "    return new\n",
         r"your pruned module is in training mode.*\.train\(mha\.training\)"),
+    "prune_always_eval": _prune(
+        "    return new.train(mha.training)\n", "    return new.eval()\n",
+        r"mha is in training mode here but your pruned module is in eval mode"),
     "similarity_divided_by_size": Bug(
         cells={"head_similarity": '''
 def head_similarity(weights):
