@@ -37,3 +37,13 @@ def _seed_torch():
     """Every test starts from the same torch RNG state, whatever ran before it."""
     torch.manual_seed(0)
     yield
+
+
+@pytest.fixture(scope="session")
+def released_course(tmp_path_factory):
+    """A course directory with every chapter released (about 30 s), shared by the tests
+    that grade across all chapters; don't modify it."""
+    from autograde import course
+    course_dir = tmp_path_factory.mktemp("course")
+    course.release(course_dir)
+    return course_dir

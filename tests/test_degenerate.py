@@ -357,29 +357,22 @@ def _naming(tests, name):
 
 
 @pytest.fixture(scope="module")
-def released(tmp_path_factory):
-    course_dir = tmp_path_factory.mktemp("course")
-    course.release(course_dir)
-    return course_dir
-
-
-@pytest.fixture(scope="module")
-def grader(released):
+def grader(released_course):
     # Without bwrap (process limits only): the verdicts are the checks', computed here in
     # the grader from what the student's process returns, the same with or without it
     # (tests/test_engine.py and tests/test_hostile.py grade under bwrap).
-    zygote = Zygote(released / "release", slot=11, sandbox=False)
+    zygote = Zygote(released_course / "release", slot=11, sandbox=False)
     yield Grader(zygote, trusted_namespace())
     zygote.close()
 
 
-def graded_degenerates(released, grader, chapter, tmp_path):
+def graded_degenerates(released_course, grader, chapter, tmp_path):
     """{(answer name, kind): {test grade_id: TestResult}} of every degenerate answer of a
     chapter, each graded on the test cells that name it."""
     notebook = f"{chapter}.ipynb"
-    source_nb = json.loads((released / "source" / chapter / notebook).read_text())
-    student_nb = json.loads((released / "release" / chapter / notebook).read_text())
-    spec = Assignment.from_source(released / "source" / chapter / notebook)
+    source_nb = json.loads((released_course / "source" / chapter / notebook).read_text())
+    student_nb = json.loads((released_course / "release" / chapter / notebook).read_text())
+    spec = Assignment.from_source(released_course / "source" / chapter / notebook)
     results = {}
     for answer, kind, cells in degenerate_submissions(chapter, source_nb):
         tests = _naming(spec.tests, answer.name)
@@ -396,10 +389,10 @@ def graded_degenerates(released, grader, chapter, tmp_path):
 
 
 @pytest.mark.parametrize("chapter", list(DEGENERATE))
-def test_no_test_cell_awards_points_to_a_degenerate_answer(released, grader, chapter,
+def test_no_test_cell_awards_points_to_a_degenerate_answer(released_course, grader, chapter,
                                                            tmp_path):
     awarded, refused = {}, []
-    for (name, kind), tests in graded_degenerates(released, grader, chapter,
+    for (name, kind), tests in graded_degenerates(released_course, grader, chapter,
                                                   tmp_path).items():
         for gid, outcome in tests.items():
             if outcome.points > 0 and not allowed(chapter, name, gid, kind):

@@ -19,24 +19,17 @@ from tests.submissions import PER_CELL, catalogue, catalogue_submissions
 
 
 @pytest.fixture(scope="module")
-def released(tmp_path_factory):
-    course_dir = tmp_path_factory.mktemp("course")
-    course.release(course_dir)
-    return course_dir
-
-
-@pytest.fixture(scope="module")
-def grader(released):
-    zygote = Zygote(released / "release", slot=0)
+def grader(released_course):
+    zygote = Zygote(released_course / "release", slot=0)
     yield Grader(zygote, trusted_namespace())
     zygote.close()
 
 
-def graded_catalogue(released, grader, assignment, tmp_path):
+def graded_catalogue(released_course, grader, assignment, tmp_path):
     notebook = f"{assignment}.ipynb"
-    source_nb = json.loads((released / "source" / assignment / notebook).read_text())
-    student_nb = json.loads((released / "release" / assignment / notebook).read_text())
-    spec = Assignment.from_source(released / "source" / assignment / notebook)
+    source_nb = json.loads((released_course / "source" / assignment / notebook).read_text())
+    student_nb = json.loads((released_course / "release" / assignment / notebook).read_text())
+    spec = Assignment.from_source(released_course / "source" / assignment / notebook)
     results = {}
     for student, (nb, expected) in catalogue_submissions(assignment, source_nb, student_nb,
                                                          per_cell=PER_CELL).items():
@@ -47,10 +40,10 @@ def graded_catalogue(released, grader, assignment, tmp_path):
 
 
 @pytest.mark.parametrize("assignment", course.assignments())
-def test_catalogue_verdicts(released, grader, assignment, tmp_path):
+def test_catalogue_verdicts(released_course, grader, assignment, tmp_path):
     bugs = getattr(catalogue(assignment), "BUGS", {})
     wrong = []
-    for student, (result, expected) in graded_catalogue(released, grader, assignment,
+    for student, (result, expected) in graded_catalogue(released_course, grader, assignment,
                                                         tmp_path).items():
         assert result.status == "graded", f"{student}: {result.error}"
         flags = [p for p in result.problems if p["kind"] == "suspicious"]
