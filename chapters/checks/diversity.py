@@ -790,8 +790,7 @@ PRUNE_OUT_BIAS = ("out_proj.bias was not copied: it belongs to no head, so the p
                   "keeps it unchanged.")
 PRUNE_TRAINING = ("your pruned module is in training mode while mha is in eval mode, so its "
                   "dropout is on and its output changes from call to call: a new module starts "
-                  "in training mode; copy the original's mode with .train(mha.training) "
-                  "(return new.train(mha.training)).")
+                  "in training mode; copy the original's mode with .train(mha.training).")
 PRUNE_ALWAYS_EVAL = ("mha is in training mode here but your pruned module is in eval mode: "
                      "copy the original's mode, .train(mha.training), rather than always "
                      "calling .eval() (a model pruned mid-training goes on training).")
