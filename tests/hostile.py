@@ -1152,7 +1152,7 @@ import torch.nn as nn
 
 class MultiHeadAttention(nn.Module):
     def __init__(self, d_model, num_heads, *, query_size=None, key_size=None,
-                 value_size=None, bias=True):
+                 value_size=None, bias=True, dropout=0.0, head_dim=None):
         raise NotImplementedError()
 
 
