@@ -15,10 +15,10 @@ from dataclasses import dataclass, replace
 import pytest
 import torch
 
-from autograde import course
+from autograde import course, kit
 from autograde.engine import Assignment, Grader, trusted_namespace
 from autograde.remote import Zygote
-from tests.submissions import fill_submission, grade_id, reference_code
+from tests.submissions import fill_submission, reference_cells
 
 if str(course.CHAPTERS) not in sys.path:
     sys.path.insert(0, str(course.CHAPTERS))
@@ -288,18 +288,11 @@ def allowed(chapter, name, test, kind):
     return kind != "bare" and (kinds is None or kind in kinds)
 
 
-def _solution_cells(source_nb):
-    """{grade_id: reference code} of a chapter's solution cells."""
-    return {grade_id(cell): reference_code("".join(cell["source"]))
-            for cell in source_nb["cells"]
-            if cell.get("metadata", {}).get("nbgrader", {}).get("solution")}
-
-
 def _definition(cells, answer):
     """(grade_id of the cell that defines `answer`, its ast.FunctionDef: the function, or
     the class's method)."""
     for gid, code in cells.items():
-        for node in ast.parse(code).body:
+        for node in kit.parse(code, gid).body:  # (the grader's parses, one at a time)
             if getattr(node, "name", None) != answer.name:
                 continue
             if not answer.method:
@@ -340,7 +333,7 @@ def _rebinding(answer, kind):
 
 def degenerate_submissions(chapter, source_nb):
     """[(answer, kind, {grade_id: code})] of every degenerate answer of a chapter."""
-    cells = _solution_cells(source_nb)
+    cells = reference_cells(source_nb)
     found = []
     for answer in DEGENERATE[chapter]:
         gid, function = _definition(cells, answer)
@@ -412,7 +405,7 @@ def test_the_chapters_and_their_answers_are_all_covered():
     for chapter, answers in DEGENERATE.items():
         path = course.CHAPTERS / f"{chapter}.ipynb"
         spec = Assignment.from_source(path, imports=False)
-        cells = _solution_cells(json.loads(path.read_text()))
+        cells = reference_cells(json.loads(path.read_text()))
         covered = {_definition(cells, answer)[0] for answer in answers}
         assert covered == set(spec.solution_ids), (chapter, set(spec.solution_ids) - covered)
         for answer in answers:

@@ -57,11 +57,16 @@ def reference_code(cell_source):
     return solution_code(cell_source)
 
 
+def reference_cells(source_nb):
+    """{grade_id: reference code} of the solution cells of `source_nb`."""
+    return {grade_id(c): reference_code("".join(c["source"]) if isinstance(c["source"], list)
+                                        else c["source"])
+            for c in source_nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("solution")}
+
+
 def fill_submission(source_nb, student_nb, cells):
     """A copy of `student_nb` whose solution cells hold `cells[grade_id]` or the reference."""
-    reference = {grade_id(c): reference_code("".join(c["source"]) if isinstance(c["source"], list)
-                                             else c["source"])
-                 for c in source_nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("solution")}
+    reference = reference_cells(source_nb)
     unknown = set(cells) - set(reference)
     if unknown:
         raise KeyError(f"no solution cells named {sorted(unknown)}; have {sorted(reference)}")
