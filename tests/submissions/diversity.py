@@ -555,20 +555,10 @@ def head_similarity(weights):
         _LOSS, _LOSS.replace("first_target))\n", "first_target)) / 2\n"),
         r"averaged the two losses"),
     "identical_last_head_missed": Bug(
-        cells={"make_heads_identical": '''
-@torch.no_grad()
-def make_heads_identical(mha):
-    h, hd = mha.num_heads, mha.head_dim
-    for i in range(1, h - 1):
-        rows = slice(i * hd, (i + 1) * hd)
-        for proj in (mha.q_proj, mha.k_proj, mha.v_proj):
-            proj.weight[rows] = proj.weight[:hd]
-            if proj.bias is not None:
-                proj.bias[rows] = proj.bias[:hd]
-        mha.out_proj.weight[:, rows] = mha.out_proj.weight[:, :hd]
-    return mha
-'''},
+        cells={"make_heads_identical": _edit(
+            CORRECT["diagonal_loops_state_dict"]["make_heads_identical"],
+            "range(1, mha.num_heads)", "range(1, mha.num_heads - 1)")},
         fails=["test_make_heads_identical"], diagnosis=r"q_proj\.weight is wrong: head 2, the last head, was not "
                                                 r"changed",
-        notes="range(1, h - 1) misses the last head"),
+        notes="range(1, num_heads - 1) misses the last head"),
 })
