@@ -1,4 +1,25 @@
-"""Autograding for instructors: `python -m autograde <command>` from the repository root."""
+"""Autograding for instructors: `python -m autograde <command>` from the repository root.
+
+The path of `python -m autograde grade` from a notebook file to a gradebook row, in the
+order the modules run (one line per module, its name first):
+
+    __main__   the command line: `grade` takes the course's lock and calls batch
+    batch      the class: the jobs (submitted/<student>/<assignment>/), which are up to date
+    course     the release, made again where it is missing (nbgrader generate_assignment)
+    engine     each chapter's Assignment, read from its source notebook; the Grader
+    notebook   the submission read, validated and planned into steps (in a worker)
+    forbids    the steps' source read for forbidden shortcuts (no student code runs)
+    remote     the student's process started, each step sent to it, each call relayed
+    wire       the messages between them: JSON and raw tensor bytes, never pickle
+    sandbox    in the student's process (bubblewrap): their code run, values sent back
+    results    the verdicts: a TestResult per test cell in a NotebookResult
+    record     the NotebookResult written into nbgrader's gradebook (its Autograde)
+    exports    grades.csv from the gradebook, tests.csv from the results
+
+Around it: paths (every folder's place), kit (the student's copy of the checks), trees
+(removing what a submission left), feedback and report (the commands of the same names,
+from the saved results). The checks themselves are the package chapters/checks.
+"""
 import importlib.util
 import sys
 from pathlib import Path

@@ -10,7 +10,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import course
+from autograde import course
+from autograde.feedback import write_feedback
+from autograde.report import write_report
 
 
 def _common(parser):
@@ -64,7 +66,8 @@ def main(argv=None):
         print(f"kit: {course_dir.resolve() / 'kit'} (the package of the checks, no answers)")
         return 0
 
-    from . import batch
+    # (imported here: torch and the grader, which `release` does not need, cost seconds)
+    from autograde import batch, exports
     if args.command == "grade":
         try:
             with batch.course_lock(course_dir):
@@ -77,18 +80,16 @@ def main(argv=None):
         print("no results: run `python -m autograde grade` first", file=sys.stderr)
         return 1
     if args.command == "feedback":
-        from .feedback import write_feedback
         for path in write_feedback(course_dir, results):
             print(path)
         return 0
-    from .report import write_report
     for path in write_report(course_dir, results):
         print(path)
     return 0
 
 
 def _grade(args, assignments, course_dir):
-    from . import batch, exports
+    from autograde import batch, exports
     if args.engine == "nbgrader":
         results = batch.grade_with_nbgrader(course_dir, assignments, args.student, args.db)
         batch.save_results(course_dir, results)  # for `feedback` and `report`

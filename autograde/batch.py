@@ -5,10 +5,16 @@ imported once); the main process records each result in the gradebook as it arri
 keeps it as JSON in <course>/.autograde/results/, so an interrupted batch resumes where it
 stopped: a submission whose file and chapter are unchanged is not graded again.
 """
+import atexit
 import contextlib
+import ctypes
+import fcntl
+import hashlib
 import json
 import multiprocessing
 import os
+import signal
+import subprocess
 import sys
 import time
 import warnings
@@ -17,10 +23,19 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograde import course
-from autograde.engine import Assignment, NotebookResult, TestResult
+import torch
+from nbgrader.api import Gradebook, MissingEntry
+from tqdm import tqdm
 
-RESULTS_DIR = ".autograde/results"
+from autograde import course, remote
+from autograde.course import nbgrader_api
+from autograde.engine import Assignment, Grader, fingerprint, trusted_namespace
+from autograde.exports import results_from_gradebook
+from autograde.notebook import clean_text
+from autograde.paths import (LOCK, RELEASE, RESULTS, SUBMITTED, released_notebook, result_path,
+                             source_notebook)
+from autograde.record import Recorder
+from autograde.results import NotebookResult, TestResult
 
 
 @dataclass
@@ -34,7 +49,7 @@ class Job:
 
 def find_jobs(course_dir, assignments, students=None):
     """A Job for each student folder of each assignment, in a stable order."""
-    submitted = Path(course_dir) / "submitted"
+    submitted = Path(course_dir) / SUBMITTED
     jobs = []
     if not submitted.is_dir():
         return jobs
@@ -64,8 +79,6 @@ PR_SET_PDEATHSIG = 1
 def die_with_parent(parent):
     """Ask the kernel to SIGKILL this process when its parent dies (however it ends: a
     grader killed with SIGKILL runs no cleanup of its own), or exit now if it already did."""
-    import ctypes
-    import signal
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):
@@ -76,12 +89,8 @@ def die_with_parent(parent):
 
 def _start_worker(release_dir, limits, sandbox, parent):
     die_with_parent(parent)
-    import atexit
-
-    import torch
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
-    from autograde.engine import Grader, trusted_namespace
     slot = os.getpid() % 1000
     _WORKER.update(grader=Grader(None, trusted_namespace(), limits), assignments={},
                    release_dir=release_dir, slot=slot, sandbox=sandbox, limits=limits)
@@ -93,9 +102,8 @@ def _start_worker(release_dir, limits, sandbox, parent):
 
 
 def _new_zygote():
-    from autograde.remote import Zygote
     _close_zygote()
-    _WORKER["grader"].zygote = Zygote(_WORKER["release_dir"], slot=_WORKER["slot"],
+    _WORKER["grader"].zygote = remote.Zygote(_WORKER["release_dir"], slot=_WORKER["slot"],
                                       sandbox=_WORKER["sandbox"])
 
 
@@ -132,7 +140,6 @@ def _grade_in_worker(source_path, notebook, student, problem):
 
 
 def _error_result(assignment, student, message, status="error"):
-    from autograde.engine import clean_text
     message = clean_text(message)
     result = NotebookResult(student, assignment.name, assignment.notebook, "error", message)
     result.tests = [TestResult(t.grade_id, 0.0, t.points, status, message)
@@ -169,8 +176,7 @@ def course_lock(course_dir):
     """Hold <course>/.autograde/grade.lock (fcntl.flock) or raise Busy at once, naming the
     process that holds it. Two batches on one course would record into the same staging
     folders and gradebook rows; the kernel drops the lock when its holder dies."""
-    import fcntl
-    path = Path(course_dir).resolve() / ".autograde" / "grade.lock"
+    path = Path(course_dir).resolve() / LOCK
     if str(path) in _HELD:
         _HELD[str(path)][1] += 1
         try:
@@ -201,14 +207,7 @@ def course_lock(course_dir):
 
 
 # -- the batch -------------------------------------------------------------------------
-def result_path(course_dir, student, assignment):
-    return Path(course_dir) / RESULTS_DIR / assignment / f"{student}.json"
-
-
 def _fingerprint(job, assignment):
-    import hashlib
-
-    from autograde.engine import fingerprint
     if job.problem:
         return hashlib.sha256((job.problem + assignment.fingerprint).encode()).hexdigest()
     return fingerprint(job.notebook, assignment)
@@ -232,9 +231,6 @@ def grade(course_dir=".", assignments=None, students=None, jobs=None, resume=Tru
 
 def gradebook_state(course_dir, assignments, db_url=None):
     """({assignment in the gradebook}, {(student, assignment): score recorded there})."""
-    from nbgrader.api import Gradebook, MissingEntry
-
-    from autograde.course import nbgrader_api
     db_url = db_url or nbgrader_api(course_dir).coursedir.db_url
     known, scores = set(), {}
     with Gradebook(db_url) as gradebook:
@@ -251,18 +247,14 @@ def gradebook_state(course_dir, assignments, db_url=None):
 
 def _grade(course_dir, assignments, students, jobs, resume, limits, db_url, sandbox,
            progress, log):
-    from tqdm import tqdm
-
-    from autograde.record import Recorder
-    from autograde.remote import remove_stale_workdirs
     warnings.simplefilter("ignore")
     course_dir = Path(course_dir).resolve()
-    remove_stale_workdirs(course_dir / "release")  # what a killed batch could not remove
+    remote.remove_stale_workdirs(course_dir / RELEASE)  # what a killed batch could not remove
     assignments = assignments or course.assignments()
-    release_dir = course_dir / "release"
+    release_dir = course_dir / RELEASE
     in_gradebook, recorded = gradebook_state(course_dir, assignments, db_url)
-    missing = [a for a in assignments if not (release_dir / a / f"{a}.ipynb").is_file()
-               or not (course_dir / "source" / a / f"{a}.ipynb").is_file()
+    missing = [a for a in assignments if not released_notebook(course_dir, a).is_file()
+               or not source_notebook(course_dir, a).is_file()
                or a not in in_gradebook]
     if missing:
         log(f"releasing {', '.join(missing)} first (nbgrader generate_assignment)")
@@ -270,9 +262,8 @@ def _grade(course_dir, assignments, students, jobs, resume, limits, db_url, sand
     stale = {a: course.stale_files(course_dir, a) for a in assignments}
     if any(stale.values()):
         raise StaleRelease(stale, course_dir)
-    specs = {a: Assignment.from_source(course_dir / "source" / a / f"{a}.ipynb")
-             for a in assignments}
-    released = {a: json.loads((release_dir / a / f"{a}.ipynb").read_text())
+    specs = {a: Assignment.from_source(source_notebook(course_dir, a)) for a in assignments}
+    released = {a: json.loads(released_notebook(course_dir, a).read_text())
                 for a in assignments}
     todo, results, unrecorded = [], {}, []
     for job in find_jobs(course_dir, assignments, students):
@@ -294,8 +285,7 @@ def _grade(course_dir, assignments, students, jobs, resume, limits, db_url, sand
                     unrecorded.append((job, result))
                 continue
         todo.append((job, fingerprint))
-    from autograde.remote import bwrap_path
-    if sandbox and not bwrap_path():
+    if sandbox and not remote.bwrap_path():
         log("WARNING: bwrap (Debian package bubblewrap) is not installed: students' code "
             "runs WITHOUT a sandbox, with only process limits; it can read and write "
             "whatever this user can. Install bubblewrap to isolate it.")
@@ -358,8 +348,7 @@ def _run_pool(course_dir, release_dir, limits, sandbox, jobs, pending):
                              initializer=_start_worker,
                              initargs=(str(release_dir), limits, sandbox, os.getpid())) as pool:
         futures = {pool.submit(_grade_in_worker,
-                               str(course_dir / "source" / job.assignment
-                                   / f"{job.assignment}.ipynb"),
+                               str(source_notebook(course_dir, job.assignment)),
                                str(job.notebook), job.student, job.problem): index
                    for index, (job, _) in pending.items()}
         for future in as_completed(futures):
@@ -370,8 +359,7 @@ def _run_pool(course_dir, release_dir, limits, sandbox, jobs, pending):
                 yield index, None
             except Exception as error:  # a bug of the grader's on this notebook: it only
                 job = pending[index][0]
-                spec = Assignment.from_source(course_dir / "source" / job.assignment
-                                              / f"{job.assignment}.ipynb")
+                spec = Assignment.from_source(source_notebook(course_dir, job.assignment))
                 yield index, _error_result(spec, job.student, "the grader failed on this "
                                            f"notebook: {type(error).__name__}: {error}",
                                            status="crash").to_json()
@@ -388,7 +376,7 @@ def save_results(course_dir, results):
 
 def load_results(course_dir, assignments=None):
     """Every saved result: {(student, assignment): NotebookResult}."""
-    root = Path(course_dir) / RESULTS_DIR
+    root = Path(course_dir) / RESULTS
     results = {}
     for path in sorted(root.glob("*/*.json")):
         if assignments and path.parent.name not in assignments:
@@ -402,12 +390,9 @@ def load_results(course_dir, assignments=None):
 def grade_with_nbgrader(course_dir=".", assignments=None, students=None, db_url=None,
                         log=print):
     """The same job by plain `nbgrader autograde` (one notebook at a time, as it does)."""
-    import subprocess
-
-    from autograde.exports import results_from_gradebook
     course_dir = Path(course_dir).resolve()
     assignments = assignments or course.assignments()
-    missing = [a for a in assignments if not (course_dir / "release" / a).is_dir()]
+    missing = [a for a in assignments if not (course_dir / RELEASE / a).is_dir()]
     if missing:
         course.release(course_dir, missing, db_url)
     stale = {a: course.stale_files(course_dir, a) for a in assignments}

@@ -12,14 +12,19 @@ import re
 import shutil
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-CHAPTERS = REPO / "chapters"
+import yaml
+from IPython.core.inputtransformer2 import TransformerManager
+
+from autograde import kit
+from autograde.notebook import PARSING, parse
+from autograde.paths import CHAPTERS, CHECKS, REPO, RELEASE, SOURCE
+
 # The checks package beside every notebook ships in part: its __init__.py, common.py and
 # the modules the chapter's notebook imports (checks_modules), so that a chapter's
 # download does not hand out the checks, hence the expected behaviour, of the others.
-CHECKS = CHAPTERS / "checks"
 ALWAYS_CHECKS = ["__init__", "common"]
 # The chapters that need part of a package from the repository root too:
 # {assignment: {package: [module, ...]}}.
@@ -43,16 +48,12 @@ EXTRA_FILES = {"07_capstone": ["data/genesis_kjv.txt", "data/README.md"]}
 
 def site_url():
     """The published book's address: html.baseurl of _config.yml, the one place it is set."""
-    import yaml
-
     config = yaml.safe_load((REPO / "_config.yml").read_text())
     return config["html"]["baseurl"]
 
 
 def student_notebook_text(text):
     """A chapter notebook's text with the kit's address filled in (see autograde.kit)."""
-    from autograde import kit
-
     return text.replace(kit.WHEEL_URL_TOKEN, kit.wheel_url(site_url()))
 
 
@@ -98,10 +99,6 @@ def imported_checks(tree, where):
 def notebook_checks(path):
     """Names of the checks modules that the code cells of notebook `path` import: the one
     source of truth for what ships with a chapter. Magics are read as Jupyter reads them."""
-    from IPython.core.inputtransformer2 import TransformerManager
-
-    from autograde import kit
-
     path = Path(path)
     transform = TransformerManager().transform_cell
     found = []
@@ -110,7 +107,7 @@ def notebook_checks(path):
             source = "".join(cell["source"])
             where = f"{path.name} cell {number}"
             try:
-                tree = kit.parse(transform(source), where)
+                tree = parse(transform(source), where)
             except SyntaxError as error:
                 raise ValueError(f"{where} is not Python, so what it imports is unknown: "
                                  f"{error}") from error
@@ -122,15 +119,11 @@ def checks_modules(assignment):
     """The checks modules that ship with chapter `assignment`, sorted: ALWAYS_CHECKS, those
     its notebook imports and, transitively, the siblings those import. Raises ValueError
     if one of them is not a module of chapters/checks/."""
-    from autograde import kit
-
-    with kit.PARSING:  # its parses are not thread-safe (see kit.parse)
+    with PARSING:  # its parses are not thread-safe (see notebook.parse)
         return _checks_modules(assignment)
 
 
 def _checks_modules(assignment):
-    from autograde import kit
-
     notebook = CHAPTERS / f"{assignment}.ipynb"
     todo = [(m, notebook.name) for m in ALWAYS_CHECKS + notebook_checks(notebook)]
     done = set()
@@ -144,7 +137,7 @@ def _checks_modules(assignment):
                              f"{path.relative_to(REPO)}")
         done.add(module)
         where = str(path.relative_to(REPO))
-        todo += [(m, where) for m in imported_checks(kit.parse(path.read_text(), where), where)]
+        todo += [(m, where) for m in imported_checks(parse(path.read_text(), where), where)]
     return sorted(done)
 
 
@@ -182,9 +175,7 @@ def package_init(package, modules):
     added to the package reaches the release; a name from a module that does not ship
     (e.g. solutions.diversity) cannot.
     """
-    from autograde import kit
-
-    tree = kit.parse((REPO / package / "__init__.py").read_text())
+    tree = parse((REPO / package / "__init__.py").read_text())
     kept = [node for node in tree.body if isinstance(node, ast.ImportFrom)
             and node.level == 1 and node.module in modules]
     doc = (ast.get_docstring(tree) or f"The {package} package.").rstrip()
@@ -207,7 +198,7 @@ def package_init(package, modules):
 def prepare_source(course_dir, assignment):
     """Copy chapter `assignment` and its shipped files to <course_dir>/source/<assignment>/
     (nbgrader releases that folder, and autograde copies its files over each submission's)."""
-    target = Path(course_dir) / "source" / assignment
+    target = Path(course_dir) / SOURCE / assignment
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)
@@ -228,7 +219,7 @@ def stale_files(course_dir, assignment):
     up to date. The grader judges with the repository's checks (engine._check_imports),
     the student's process runs the released ones (given(), the in-process forbid): grading
     a release older than the checks would mix two versions."""
-    source = Path(course_dir) / "source" / assignment
+    source = Path(course_dir) / SOURCE / assignment
     wanted = {name: path.read_bytes() for path, name in shipped_files(assignment)
               if name.endswith(".py")}
     wanted |= {f"{package}/__init__.py": package_init(package, modules).encode()
@@ -274,8 +265,6 @@ def release(course_dir=".", only=None, db_url=None):
     Returns {assignment: release folder}. Raises RuntimeError with nbgrader's log if
     generation fails.
     """
-    from autograde import kit
-
     api = nbgrader_api(course_dir, db_url)
     chosen = list(only or assignments())
     fixtures = kit.record(Path(course_dir).resolve() / "fixtures", chosen)
@@ -286,7 +275,7 @@ def release(course_dir=".", only=None, db_url=None):
         if not result["success"]:
             raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n"
                                f"{result.get('error', '')}\n{result.get('log', '')}")
-        released = Path(course_dir).resolve() / "release" / assignment
+        released = Path(course_dir).resolve() / RELEASE / assignment
         # The source keeps the grader's checks (nbgrader autograde copies them over each
         # submission); the student's copy gets the kit: no reference code, fixtures instead.
         kit.write_checks(released / "checks", checks_modules(assignment),
@@ -308,10 +297,6 @@ def write_zip(folder, zip_dir):
     """<zip_dir>/<assignment>.zip of the release `folder`, with the kit's wheel (for
     students who install the checks rather than keep them beside the notebook) and the
     student requirements inside."""
-    import zipfile
-
-    from autograde import kit
-
     folder = Path(folder)
     wheel = folder.parent.parent / "kit" / kit.WHEEL
     Path(zip_dir).mkdir(parents=True, exist_ok=True)
@@ -336,7 +321,7 @@ def student_branch(course_dir, target):
     if target.exists():
         shutil.rmtree(target)
     (target / "chapters").mkdir(parents=True)
-    for folder in sorted((Path(course_dir) / "release").iterdir()):
+    for folder in sorted((Path(course_dir) / RELEASE).iterdir()):
         for path in sorted(folder.rglob("*")):
             relative = path.relative_to(folder)
             if path.is_file() and "__pycache__" not in relative.parts and \

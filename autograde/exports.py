@@ -1,6 +1,13 @@
 """The CSV files for an LMS: grades.csv as `nbgrader export` writes it, and tests.csv."""
 import csv
+import json
 from pathlib import Path
+
+from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.plugins import CsvExportPlugin
+
+from autograde.course import nbgrader_api
+from autograde.results import NotebookResult, TestResult
 
 TEST_COLUMNS = ["student_id", "assignment", "test", "points", "max_points", "status",
                 "diagnosis"]
@@ -8,10 +15,6 @@ TEST_COLUMNS = ["student_id", "assignment", "test", "points", "max_points", "sta
 
 def export_grades(course_dir, path, db_url=None):
     """grades.csv with nbgrader export's columns: one row per student and assignment."""
-    from nbgrader.api import Gradebook
-    from nbgrader.plugins import CsvExportPlugin
-
-    from autograde.course import nbgrader_api
     db_url = db_url or nbgrader_api(course_dir).coursedir.db_url
     with Gradebook(db_url) as gradebook:
         CsvExportPlugin(to=str(path)).export(gradebook)
@@ -37,12 +40,6 @@ def first_line(message):
 
 def results_from_gradebook(course_dir, assignments, db_url=None):
     """NotebookResults rebuilt from the gradebook (for grading done by plain nbgrader)."""
-    import json
-
-    from nbgrader.api import Gradebook, MissingEntry
-
-    from autograde.course import nbgrader_api
-    from autograde.engine import NotebookResult, TestResult
     course_dir = Path(course_dir)
     db_url = db_url or nbgrader_api(course_dir).coursedir.db_url
     results = {}
@@ -70,7 +67,6 @@ def results_from_gradebook(course_dir, assignments, db_url=None):
 
 def _errors(path):
     """{grade_id: "Error: message"} from an autograded notebook's error outputs."""
-    import json
     try:
         nb = json.loads(Path(path).read_text())
     except (OSError, ValueError):

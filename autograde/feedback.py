@@ -1,6 +1,6 @@
 """Feedback for each student: feedback/<student>/<assignment>.html and a .md twin.
 
-Written from the grading results alone (autograde.engine.NotebookResult): the score, each
+Written from the grading results alone (autograde.results.NotebookResult): the score, each
 test cell's points and status, its diagnosis or the check marks a passing check printed,
 the errors raised by the student's own cells, and why an ungradable submission could not
 be graded. Test source, hidden tests included, is never read here, so it cannot leak.

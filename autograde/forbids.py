@@ -22,7 +22,7 @@ Each verdict is a plain message that names what was found and where.
 import ast
 from dataclasses import dataclass
 
-from autograde import kit  # kit.parse: every parse in the grader's process under one lock
+from autograde import notebook  # notebook.parse: every parse in the grader's process, one lock
 
 # what may call a forbidden function out of a check's sight, but only from code the exercise
 # runs (its own cell, and the functions, classes and names of other cells it uses): weak
@@ -84,14 +84,14 @@ def _root(node):
 
 def _parse(source):
     try:
-        return kit.parse(source)
+        return notebook.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 
 
 def _line(label, node, is_solution=True):
     """The step's label with the node's line ("cell x, line 3"): a solution step keeps the
-    cell's line numbers (autograde.engine.statements pads it), another step is one
+    cell's line numbers (autograde.notebook.statements pads it), another step is one
     definition written back, whose label already names its line."""
     head, _, first = label.rpartition(", line ")
     if is_solution and head and first.isdigit() and hasattr(node, "lineno"):
@@ -209,7 +209,7 @@ def _cell_of(label):
 
 def _findings(steps, given):
     """[[Finding] of each step], the course's own steps (`given`: the steps of the source
-    notebook's given cells, as autograde.engine.plan writes them) finding nothing."""
+    notebook's given cells, as autograde.notebook.plan writes them) finding nothing."""
     aliases = torch_aliases(steps)
     return [reaching(label, source, is_solution, aliases)
             if is_solution or source not in given else [] for label, source, is_solution in steps]
@@ -260,7 +260,7 @@ def used_by(steps, exercise):
 
 def verdicts(steps, specs, given=frozenset()):
     """{test grade_id: message} of the tests that lose their points, from the submitted
-    source: steps as autograde.engine.plan gives them, specs the chapter's Forbidden. What
+    source: steps as autograde.notebook.plan gives them, specs the chapter's Forbidden. What
     counts: a name the spec forbids in code the exercise runs (used_by), something that
     could hide a call in that code, or anywhere something strong (see reaching())."""
     if not specs:

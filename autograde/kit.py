@@ -21,11 +21,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-CHECKS = REPO / "chapters" / "checks"
+from IPython.core.inputtransformer2 import TransformerManager
+
+from autograde.notebook import definitions, parse
+from autograde.paths import CHAPTERS, CHECKS, REPO
 DISTRIBUTION = "mha-course-checks"
 VERSION = "1.0.0"
 # What the kit needs besides the checks: loose on purpose, so that installing it on Colab
@@ -56,19 +57,6 @@ def visible_part(test_source):
 def solution_code(source):
     """A solution cell's code with nbgrader's markers removed (the reference answer)."""
     return SOLUTION.sub(lambda m: m.group(1), source)
-
-
-# CPython 3.11.7's ast.parse is not thread-safe (SystemError: AST constructor recursion
-# depth mismatch, seen here when releases run in threads, as tests/test_nbgrader.py does):
-# every parse in the grader's process (releases, the engine, the forbid analysis) goes
-# through parse(), under one lock (reentrant: a caller may hold it around several parses).
-PARSING = threading.RLock()
-
-
-def parse(text, where="<unknown>"):
-    """ast.parse(text, where), one thread at a time."""
-    with PARSING:
-        return ast.parse(text, where)
 
 
 def _is_reference(decorator):
@@ -117,10 +105,6 @@ def chapter_namespace(notebook_path, cells=None, checks=None):
     constants (the demonstrations grade nothing), and its solution cells, with `cells`
     ({grade_id: code}) in place of the reference answers. checks: {alias: module} to bind
     after the given imports (e.g. the kit's copy of a checks module)."""
-    from IPython.core.inputtransformer2 import TransformerManager
-
-    from autograde.engine import definitions
-
     transform = TransformerManager().transform_cell
     namespace = {"__name__": "__main__"}
     name = Path(notebook_path).name
@@ -247,7 +231,6 @@ checks = ["fixtures/*.npz"]
 def main(argv):
     if len(argv) < 3 or argv[0] != "record":
         sys.exit("usage: python -m autograde.kit record OUT_DIR ASSIGNMENT...")
-    from autograde.course import CHAPTERS
     sys.path.insert(0, str(CHAPTERS))  # the course's own checks, as the grader imports them
     from checks import common
     for assignment in argv[2:]:

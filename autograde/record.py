@@ -17,11 +17,15 @@ import json
 import shutil
 from pathlib import Path
 
-from nbgrader.preprocessors import NbGraderPreprocessor
+from nbformat.v4 import new_output
+from nbgrader.converters import Autograde
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, LimitOutput,
+                                    NbGraderPreprocessor, SaveAutoGrades)
+from nbgrader.utils import capture_log, temp_attrs
 
-from autograde.engine import LIMITS, NotebookResult, _solutions, clean_text
-
-STAGING = ".autograde/staging"  # nbgrader's "submitted" folder for the recording step
+from autograde.course import nbgrader_api
+from autograde.notebook import NOTEBOOK_FILE_BYTES, _solutions, clean_text
+from autograde.paths import STAGING
 RESULTS = {}  # (student, assignment, notebook) -> NotebookResult, read by InjectResults
 
 
@@ -50,12 +54,10 @@ class InjectResults(NbGraderPreprocessor):
 
 
 def _stream(text):
-    from nbformat.v4 import new_output
     return new_output("stream", name="stdout", text=text)
 
 
 def _error(outcome):
-    from nbformat.v4 import new_output
     name = {"failed": "CheckFailure", "timeout": "Timeout", "crash": "Crash",
             "protocol": "ProtocolError", "error": "SubmissionError"}.get(outcome.status,
                                                                            "Error")
@@ -71,7 +73,7 @@ def staged_notebook(released_nb, submitted_path, readable=True):
     answers = {}
     path = Path(submitted_path)
     try:
-        if readable and path.is_file() and path.stat().st_size <= LIMITS["notebook_file_bytes"]:
+        if readable and path.is_file() and path.stat().st_size <= NOTEBOOK_FILE_BYTES:
             answers = _solutions(json.loads(path.read_bytes()))
     except Exception:
         answers = {}
@@ -86,17 +88,12 @@ class Recorder:
     """Writes results into <course>/gradebook.db (or `db_url`) through nbgrader."""
 
     def __init__(self, course_dir, db_url=None):
-        from autograde.course import nbgrader_api
         self.course_dir = Path(course_dir).resolve()
         self.api = nbgrader_api(self.course_dir, db_url)
         self.db_url = self.api.coursedir.db_url
 
     def record(self, result, released_nb, submitted_dir):
         """Record one NotebookResult; returns nbgrader's log on failure, else ''."""
-        from nbgrader.converters import Autograde
-        from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata,
-                                            LimitOutput, SaveAutoGrades)
-        from nbgrader.utils import capture_log, temp_attrs
         staging = self.course_dir / STAGING / result.student / result.assignment
         if staging.exists():
             shutil.rmtree(staging)
@@ -123,6 +120,3 @@ class Recorder:
             RESULTS.pop((result.student, result.assignment, result.notebook), None)
         return "" if outcome["success"] else outcome.get("log", "") + outcome.get("error", "")
 
-
-def load_result(path):
-    return NotebookResult.from_json(json.loads(Path(path).read_text()))

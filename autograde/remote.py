@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from autograde import NESTED, nested, wire
+from autograde.paths import SANDBOX
 from autograde.trees import remove_tree
 
 PACKAGE = Path(__file__).resolve().parent
@@ -121,12 +122,11 @@ SHM_BYTES = 64 * 2**20
 def workdir_root(release_dir):
     """Where zygotes without bwrap keep their home and scratch folders: in the course's
     .autograde/ (never the system's temporary folder), one folder per grader process."""
-    return Path(release_dir).resolve().parent / ".autograde" / "sandbox"
+    return Path(release_dir).resolve().parent / SANDBOX
 
 
 def remove_stale_workdirs(release_dir):
     """Remove the folders of zygotes whose grader process is gone (killed, say)."""
-    from autograde.trees import remove_tree
     root = workdir_root(release_dir)
     for folder in root.glob("*-*") if root.is_dir() else []:
         pid = folder.name.split("-")[0]

@@ -178,7 +178,7 @@ def test_a_failed_zygote_restart_costs_that_submission_only(monkeypatch):
     """A zygote that cannot be restarted (twice, for one submission) gives that submission
     an error; the next one starts a new zygote and is graded: the batch goes on."""
     from autograde import remote
-    from autograde.engine import NotebookResult
+    from autograde.results import NotebookResult
 
     class Grader:
         zygote = None

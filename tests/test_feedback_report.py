@@ -9,10 +9,10 @@ import pytest
 
 from autograde import batch
 from autograde.__main__ import main
-from autograde import engine
-from autograde.engine import NotebookResult
 from autograde.feedback import fenced, path_part, write_feedback
 from autograde.report import normalise, summarise, write_report
+from autograde import results as verdicts
+from autograde.results import NotebookResult
 
 A1, A2 = "01_attention", "02_heads"
 INJECTION = "<script>alert(1)</script>"
@@ -22,11 +22,11 @@ POINTS = {"test_scores": 2.0, "test_sdpa": 3.0, "test_hidden": 1.0}
 
 
 def passed(grade_id, output=""):
-    return engine.TestResult(grade_id, POINTS[grade_id], POINTS[grade_id], "passed", "", output)
+    return verdicts.TestResult(grade_id, POINTS[grade_id], POINTS[grade_id], "passed", "", output)
 
 
 def failed(grade_id, message, status="failed"):
-    return engine.TestResult(grade_id, 0.0, POINTS[grade_id], status, message)
+    return verdicts.TestResult(grade_id, 0.0, POINTS[grade_id], status, message)
 
 
 def graded(student, *tests, problems=()):
@@ -66,7 +66,7 @@ def class_results():
                problems=[{"cell": "cell scores, line 3", "kind": "error",
                           "message": "NameError: name 'q' is not defined"}]),
         NotebookResult("alice", A2, A2, "graded",
-                       tests=[engine.TestResult("test_heads", 1.0, 1.0, "passed")]),
+                       tests=[verdicts.TestResult("test_heads", 1.0, 1.0, "passed")]),
     ]
     return {(r.student, r.assignment): r for r in results}
 

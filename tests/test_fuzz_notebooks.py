@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from autograde import course
-from autograde.engine import (Assignment, Grader, SubmissionError, duplicates, plan,
-                              read_submission, suspicious, trusted_namespace)
+from autograde.engine import Assignment, Grader, suspicious, trusted_namespace
+from autograde.notebook import SubmissionError, duplicates, plan, read_submission
 from autograde.record import staged_notebook
 from tests.submissions import fill_submission
 

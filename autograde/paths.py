@@ -1,0 +1,42 @@
+"""Where everything lies: the repository's own folders, and a course directory's layout.
+
+The repository (the course's single source):
+    chapters/<assignment>.ipynb       each chapter notebook, with its solutions and tests
+    chapters/checks/                  the checks (imported by the grader as chapters.checks)
+A course directory (nbgrader's layout, plus the grader's own folder .autograde/):
+    source/<assignment>/<assignment>.ipynb    what `release` prepared (course.prepare_source)
+    release/<assignment>/                     the student version (nbgrader) and its kit
+    submitted/<student>/<assignment>/<assignment>.ipynb    what a student handed in
+    .autograde/results/<assignment>/<student>.json         each verdict (resume, feedback)
+    .autograde/staging/<student>/<assignment>/             what the gradebook records from
+    .autograde/sandbox/                       zygotes' folders where bwrap is missing
+    .autograde/grade.lock                     held by the one `grade` running
+"""
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CHAPTERS = REPO / "chapters"
+CHECKS = CHAPTERS / "checks"
+
+SOURCE = "source"
+RELEASE = "release"
+SUBMITTED = "submitted"
+RESULTS = ".autograde/results"
+STAGING = ".autograde/staging"  # nbgrader's "submitted" folder for the recording step
+SANDBOX = ".autograde/sandbox"
+LOCK = ".autograde/grade.lock"
+
+
+def source_notebook(course_dir, assignment):
+    """<course>/source/<assignment>/<assignment>.ipynb: the trusted notebook that grades."""
+    return Path(course_dir) / SOURCE / assignment / f"{assignment}.ipynb"
+
+
+def released_notebook(course_dir, assignment):
+    """<course>/release/<assignment>/<assignment>.ipynb: the student version."""
+    return Path(course_dir) / RELEASE / assignment / f"{assignment}.ipynb"
+
+
+def result_path(course_dir, student, assignment):
+    """<course>/.autograde/results/<assignment>/<student>.json: one saved verdict."""
+    return Path(course_dir) / RESULTS / assignment / f"{student}.json"

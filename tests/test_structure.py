@@ -1,0 +1,106 @@
+"""The grader's modules read as its pipeline: no import circle among them, and the package
+docstring's pipeline names every module, each once, in an order that exists."""
+import ast
+import re
+from pathlib import Path
+
+import autograde
+
+PACKAGE = Path(autograde.__file__).resolve().parent
+MODULES = sorted(path.stem for path in PACKAGE.glob("*.py"))
+
+
+def own_imports(path):
+    """{module of autograde} that the file at `path` imports, at any depth (inside functions
+    too): `import autograde.x`, `from autograde import x`, `from autograde.x import y`,
+    `from . import x`, `from .x import y`. A name that is no module is the package itself
+    (`__init__`)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == "autograde":
+                    found.add(parts[1] if len(parts) > 1 else "__init__")
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0 and (node.module or "").split(".")[0] != "autograde":
+                continue
+            inner = (node.module or "").split(".")[0 if node.level else 1:]
+            if inner and inner[0]:
+                found.add(inner[0])
+            else:  # from autograde import x / from . import x: a module, or the package's
+                found |= {a.name if a.name in MODULES else "__init__" for a in node.names}
+    return found - {path.stem}
+
+
+def test_own_imports_reads_every_form():
+    source = ("import autograde.wire\nfrom autograde import trees, NESTED\n"
+              "from autograde.paths import REPO\ndef f():\n    from . import results\n"
+              "    from .engine import Grader\nimport os\n")
+    path = PACKAGE.parent / "tests" / "_imports_probe.py"
+    try:
+        path.write_text(source)
+        assert own_imports(path) == {"wire", "trees", "__init__", "paths", "results", "engine"}
+    finally:
+        path.unlink()
+
+
+def import_graph():
+    return {module: own_imports(PACKAGE / f"{module}.py") for module in MODULES}
+
+
+def cycle(graph):
+    """One import circle of `graph` as [a, b, ..., a], or None."""
+    state, stack = {}, []
+
+    def visit(module):
+        state[module] = "open"
+        stack.append(module)
+        for other in sorted(graph.get(module, ())):
+            if state.get(other) == "open":
+                return stack[stack.index(other):] + [other]
+            if other not in state:
+                found = visit(other)
+                if found:
+                    return found
+        stack.pop()
+        state[module] = "done"
+        return None
+
+    for module in sorted(graph):
+        if module not in state:
+            found = visit(module)
+            if found:
+                return found
+    return None
+
+
+def test_cycle_finds_a_circle():
+    assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
+
+
+def test_no_import_circle_among_the_graders_modules():
+    graph = import_graph()
+    assert set(graph["engine"]) >= {"notebook", "forbids", "remote", "results"}  # (read)
+    assert cycle(graph) is None, f"import circle: {' -> '.join(cycle(graph))}"
+
+
+def pipeline():
+    """[(module, what it does)] of the package docstring's pipeline, in its order."""
+    doc = autograde.__doc__
+    block = doc.split("in the\norder the modules run", 1)[1].split("\n\n", 2)[1]
+    return [tuple(re.match(r"\s+(\S+)\s+(.*)", line).groups()) for line in block.splitlines()]
+
+
+def test_the_package_docstring_names_every_module_once():
+    steps = [module for module, _ in pipeline()]
+    assert steps[0] == "__main__" and steps[-1] == "exports"
+    assert len(steps) == len(set(steps)), "a module is named twice in the pipeline"
+    assert set(steps) <= set(MODULES), f"no such module: {set(steps) - set(MODULES)}"
+    around = autograde.__doc__.split("Around it:", 1)[1]
+    others = set(MODULES) - set(steps) - {"__init__"}
+    unplaced = {m for m in others if not re.search(rf"\b{m}\b", around)}
+    assert not unplaced, f"modules the docstring does not place: {sorted(unplaced)}"
+    for stage in ("notebook", "sandbox", "engine", "record"):  # read, run, judged, recorded
+        assert stage in steps
