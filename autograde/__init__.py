@@ -10,7 +10,8 @@ order the modules run (one line per module, its name first):
     notebook   the submission read, validated and planned into steps (in a worker)
     forbids    the steps' source read for forbidden shortcuts (no student code runs)
     remote     the student's process started, each step sent to it, each call relayed
-    wire       the messages between them: JSON and raw tensor bytes, never pickle
+    protocol   the requests between the two, declared once and checked on both sides
+    wire       the messages themselves: JSON and raw tensor bytes, never pickle
     sandbox    in the student's process (bubblewrap): their code run, values sent back
     results    the verdicts: a TestResult per test cell in a NotebookResult
     record     the NotebookResult written into nbgrader's gradebook (its Autograde)
@@ -18,18 +19,7 @@ order the modules run (one line per module, its name first):
 
 Around it: paths (every folder's place), kit (the student's copy of the checks), trees
 (removing what a submission left), feedback and report (the commands of the same names,
-from the saved results). The checks themselves are the package chapters/checks.
+from the saved results). The checks are the package chapters.checks, which the engine
+imports (paths.CHECKS_PACKAGE) and runs here, in the grader: of it, the student's process
+holds only operations.py and nested.py, which judge nothing.
 """
-import importlib.util
-import sys
-from pathlib import Path
-
-# autograde.nested is the checks' own chapters/checks/nested.py (the kit ships it as
-# checks/nested.py): one walk over nested values for the checks, the wire and both sides of
-# the RPC, loaded by path. The sandbox has the same file bound at the same place.
-NESTED = Path(__file__).resolve().parent.parent / "chapters" / "checks" / "nested.py"
-if __name__ + ".nested" not in sys.modules:
-    _spec = importlib.util.spec_from_file_location(__name__ + ".nested", NESTED)
-    nested = importlib.util.module_from_spec(_spec)
-    sys.modules[_spec.name] = nested
-    _spec.loader.exec_module(nested)

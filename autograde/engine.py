@@ -17,7 +17,6 @@ import io
 import json
 import math
 import secrets
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,10 +30,11 @@ from autograde import forbids
 from autograde.notebook import (NOTEBOOK_FILE_BYTES, SubmissionError, _nbgrader, _one_line,
                                 _source, clean_text, definitions, duplicates, exercises,
                                 file_sha256, parse, plan, read_submission)
-from autograde.paths import CHAPTERS
+from autograde.paths import CHECKS_PACKAGE
 from autograde.remote import (SCRATCH_BYTES, SHM_BYTES, RemoteNamespace, RemoteRuntime,
                               SubmissionFault)
 from autograde.results import NotebookResult, TestResult
+from chapters.checks import common
 
 LIMITS = {
     "call_seconds": 60,         # one test cell, or one cell of the student's code
@@ -132,15 +132,9 @@ def _relative_imports(filename):
     return found
 
 
-def _checks_on_path():
-    """The course's own checks (chapters/checks), never a submitted copy, for `import checks`."""
-    if str(CHAPTERS) not in sys.path:
-        sys.path.insert(0, str(CHAPTERS))
-
-
 def _check_imports(nb):
-    """{alias: module} for the source notebook's `from checks import X as alias` lines."""
-    _checks_on_path()
+    """{alias: module} for the source notebook's `from checks import X as alias` lines: the
+    course's own checks (chapters.checks.X), never a submitted or released copy."""
     names = {}
     for cell in nb["cells"]:
         if cell["cell_type"] != "code":
@@ -154,7 +148,7 @@ def _check_imports(nb):
                 if isinstance(node, ast.ImportFrom) and node.module == "checks":
                     for alias in node.names:
                         names[alias.asname or alias.name] = importlib.import_module(
-                            f"checks.{alias.name}")
+                            f"{CHECKS_PACKAGE}.{alias.name}")
     return names
 
 def suspicious(steps, given=frozenset()):
@@ -166,17 +160,10 @@ def suspicious(steps, given=frozenset()):
 
 
 
-def _course_checks():
-    """checks.common as the grader imports it: the course's own (see _check_imports)."""
-    _checks_on_path()
-    from checks import common
-    return common
-
-
 def _failure_text(error):
     """A check's verdict as it is; anything else (what the student's code raised, also a
     class of theirs named CheckFailure) with its class name and where in their code."""
-    if isinstance(error, _course_checks().CheckFailure):
+    if isinstance(error, common.CheckFailure):
         return str(error)
     text = f"{type(error).__name__}: {error}"
     student = getattr(error, "student_traceback", "")
@@ -279,7 +266,6 @@ class Grader:
         namespace = RemoteNamespace(child, trusted)
         printed = io.StringIO()
         code = compile(test.source, f"<test {test.grade_id}>", "exec")
-        common = _course_checks()
         runtime = RemoteRuntime(child, common.LOCAL)
         with contextlib.redirect_stdout(printed), torch.random.fork_rng(), \
                 common.salted(self.salt), common.use_runtime(runtime):

@@ -144,25 +144,25 @@ def run_visible_tests(notebook_path, namespace, stop=False, hidden=False):
     return results
 
 
-def _record_chapter(notebook_path):
+def _record_chapter(notebook_path, common):
     """{call key: {slot: (signature, result)}} of the visible tests of one chapter, run on
-    its reference solution. Raises RuntimeError if a visible test fails on it."""
-    from checks import common
-
+    its reference solution (`common`: the notebook's own checks.common). Raises
+    RuntimeError if a visible test fails on it."""
     namespace = chapter_namespace(notebook_path)
-    common.RECORDING = recording = {}
-    try:
+    with common.recording() as recorded:
         run_visible_tests(notebook_path, namespace, stop=True)
-    finally:
-        common.RECORDING = None
-    return recording
+    return recorded
 
 
 def record(out_dir, assignments):
-    """Write <out_dir>/<assignment>.npz for each assignment, in a fresh interpreter."""
-    done = subprocess.run([sys.executable, "-m", "autograde.kit", "record", str(out_dir),
-                           *assignments], cwd=REPO, capture_output=True, text=True,
-                          env={**os.environ, "MPLBACKEND": "Agg"})
+    """Write <out_dir>/<assignment>.npz for each assignment, in a fresh interpreter that
+    runs the notebooks as Jupyter does: in chapters/, their folder, whence their own
+    `from checks import ...` imports the course's checks (the grader's form)."""
+    path = os.pathsep.join([str(REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    done = subprocess.run([sys.executable, "-m", "autograde.kit", "record",
+                           str(Path(out_dir).resolve()), *assignments], cwd=CHAPTERS,
+                          capture_output=True, text=True,
+                          env={**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": path})
     if done.returncode != 0:
         raise RuntimeError(f"recording the kit's fixtures failed:\n{done.stdout[-3000:]}"
                            f"{done.stderr[-5000:]}")
@@ -231,11 +231,11 @@ checks = ["fixtures/*.npz"]
 def main(argv):
     if len(argv) < 3 or argv[0] != "record":
         sys.exit("usage: python -m autograde.kit record OUT_DIR ASSIGNMENT...")
-    sys.path.insert(0, str(CHAPTERS))  # the course's own checks, as the grader imports them
+    # the notebooks' `checks`, from the working directory (record() runs this in chapters/)
     from checks import common
     for assignment in argv[2:]:
-        recording = _record_chapter(CHAPTERS / f"{assignment}.ipynb")
-        common.save_fixtures(Path(argv[1]) / f"{assignment}.npz", recording)
+        recorded = _record_chapter(CHAPTERS / f"{assignment}.ipynb", common)
+        common.save_fixtures(Path(argv[1]) / f"{assignment}.npz", recorded)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 CHAPTERS = REPO / "chapters"
 CHECKS = CHAPTERS / "checks"
+# The grader imports the checks one way: as the package chapters.checks, from the
+# repository root, which is on sys.path wherever autograde itself is importable (no
+# sys.path edits). A chapter's notebook, the student's kit and the release in the
+# sandbox hold the same package as `checks`, beside the notebook.
+CHECKS_PACKAGE = "chapters.checks"
 
 SOURCE = "source"
 RELEASE = "release"

@@ -22,21 +22,22 @@ from nbgrader.converters import Autograde
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, LimitOutput,
                                     NbGraderPreprocessor, SaveAutoGrades)
 from nbgrader.utils import capture_log, temp_attrs
+from traitlets import Instance
 
 from autograde.course import nbgrader_api
 from autograde.notebook import NOTEBOOK_FILE_BYTES, _solutions, clean_text
 from autograde.paths import STAGING
-RESULTS = {}  # (student, assignment, notebook) -> NotebookResult, read by InjectResults
+from autograde.results import NotebookResult
 
 
 class InjectResults(NbGraderPreprocessor):
-    """Stands in for nbgrader's Execute: test cell outputs come from the engine's result."""
+    """Stands in for nbgrader's Execute: test cell outputs come from the engine's result,
+    the one this preprocessor is made with (one instance per notebook recorded)."""
+
+    result = Instance(NotebookResult)
 
     def preprocess(self, nb, resources):
-        key = (resources["nbgrader"]["student"], resources["nbgrader"]["assignment"],
-               resources["nbgrader"]["notebook"])
-        result = RESULTS[key]
-        outcomes = {t.grade_id: t for t in result.tests}
+        outcomes = {t.grade_id: t for t in self.result.tests}
         for cell in nb.cells:
             meta = cell.get("metadata", {}).get("nbgrader", {})
             if cell.cell_type != "code":
@@ -105,18 +106,15 @@ class Recorder:
         stamp = Path(submitted_dir) / "timestamp.txt"
         if stamp.is_file():
             shutil.copy(stamp, staging / "timestamp.txt")
-        RESULTS[(result.student, result.assignment, result.notebook)] = result
         coursedir = self.api.coursedir
-        try:
-            with temp_attrs(coursedir, assignment_id=result.assignment,
-                            student_id=result.student, submitted_directory=STAGING):
-                app = Autograde(coursedir=coursedir, parent=self.api)
-                app.autograde_preprocessors = [InjectResults, LimitOutput, SaveAutoGrades,
-                                               AssignLatePenalties, CheckCellMetadata]
-                app.force = True
-                app.create_student = True
-                outcome = capture_log(app)
-        finally:
-            RESULTS.pop((result.student, result.assignment, result.notebook), None)
+        with temp_attrs(coursedir, assignment_id=result.assignment,
+                        student_id=result.student, submitted_directory=STAGING):
+            app = Autograde(coursedir=coursedir, parent=self.api)
+            app.autograde_preprocessors = [InjectResults(result=result), LimitOutput,
+                                           SaveAutoGrades, AssignLatePenalties,
+                                           CheckCellMetadata]
+            app.force = True
+            app.create_student = True
+            outcome = capture_log(app)
         return "" if outcome["success"] else outcome.get("log", "") + outcome.get("error", "")
 

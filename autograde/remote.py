@@ -19,15 +19,20 @@ from pathlib import Path
 
 import torch
 
-from autograde import NESTED, nested, wire
-from autograde.paths import SANDBOX
+from autograde import wire
+from autograde.paths import CHECKS, SANDBOX
+from autograde.protocol import ZYGOTE, request
 from autograde.trees import remove_tree
+from chapters.checks import nested, operations
 
 PACKAGE = Path(__file__).resolve().parent
-SANDBOX_MODULES = ("__init__.py", "sandbox.py", "wire.py", "trees.py")
-# bound where autograde/__init__.py finds it, as in the repository
+SANDBOX_MODULES = ("__init__.py", "sandbox.py", "protocol.py", "wire.py", "trees.py")
+# of the checks, the two modules that judge nothing: the walk over nested values and the
+# operations on the student's objects (chapters.checks.operations), at the same place as in
+# the repository
+SANDBOX_CHECKS = ("nested.py", "operations.py")
 SANDBOX_FILES = {PACKAGE / name: f"/grader/autograde/{name}" for name in SANDBOX_MODULES} | {
-    NESTED: "/grader/chapters/checks/nested.py"}
+    CHECKS / name: f"/grader/chapters/checks/{name}" for name in SANDBOX_CHECKS}
 
 
 class SubmissionFault(BaseException):
@@ -249,7 +254,7 @@ class Zygote:
             self.released[assignment] = released_files(self.release_dir, assignment)
         files = self.released[assignment]
         names = list(files)
-        self.sock.sendall(wire.pack({"op": "spawn", "limits": limits, "files": names},
+        self.sock.sendall(wire.pack(request("spawn", ZYGOTE, limits=limits, files=names),
                                     [files[name] for name in names]))
         data, fds, _, _ = socket.recv_fds(self.sock, 4096, 1)
         if not fds:
@@ -263,7 +268,7 @@ class Zygote:
             return
         self.child.sock.close()
         self.child = None
-        self.sock.sendall(wire.pack({"op": "kill"}))
+        self.sock.sendall(wire.pack(request("kill", ZYGOTE)))
         if not select.select([self.sock], [], [], 30)[0]:
             raise RuntimeError("the sandbox did not kill a child within 30 s")
         self.reader.read()
@@ -296,9 +301,9 @@ def _builtin_exception(name):
 def _exception(name, message, base=None):
     """An exception of the named class: the builtin one, or a look-alike for the student's,
     subclassing its nearest builtin class `base` (so that `except ValueError` catches it).
-    A "CheckFailure" is a look-alike too: the student's code raised it (or the in-process
-    forbid, a teaching message), never a check of the grader's, which the engine tells
-    apart by identity (engine._failure_text)."""
+    A "CheckFailure" is a look-alike too: the student's code raised it (or the forwarded
+    forbid_spec(), a teaching message), never a check of the grader's, which the engine
+    tells apart by identity (engine._failure_text)."""
     cls = _builtin_exception(name)
     if cls is None:
         parent = _builtin_exception(base) or Exception
@@ -368,18 +373,18 @@ class Child:
                               header.get("base"))
         return RemoteRef(self, header)
 
-    def send_value(self, message, **values):
+    def send_value(self, op, fields=(), **values):
+        """(the request `op` with `fields` and the wire-encoded `values`, its buffers)."""
         encoder = wire.Encoder(_local_ref)
-        for key, value in values.items():
-            message[key] = encoder(value)
-        return message, encoder.buffers
+        encoded = {key: encoder(value) for key, value in values.items()}
+        return request(op, **dict(fields), **encoded), encoder.buffers
 
     def run(self, source, name, timeout=None):
         """Execute code in the student's namespace; raises what it raised."""
-        self.request({"op": "run", "source": source, "name": name}, timeout=timeout)
+        self.request(request("run", source=source, name=name), timeout=timeout)
 
     def lookup(self, name):
-        return self.request({"op": "lookup", "name": name})[1]
+        return self.request(request("lookup", name=name))[1]
 
 
 class _Until:
@@ -415,7 +420,7 @@ class _Bridge(torch.autograd.Function):
     def backward(ctx, *grads):
         link = ctx.link
         message, buffers = link["child"].send_value(
-            {"op": "backward", "call": link["call"]}, grads=list(grads))
+            "backward", {"call": link["call"]}, grads=list(grads))
         _, result = link["child"].request(message, buffers)
         if not isinstance(result, list) or len(result) != link["count"]:
             raise RuntimeError("the student's process returned the wrong number of gradients")
@@ -428,28 +433,16 @@ class _Bridge(torch.autograd.Function):
 
 
 def _forbidden():
-    """What the checks' active forbid() and forbid_spec() blocks refuse, for the student's
-    process: [path, label] for a function forbid() names, {pattern, what, label} for a
-    spec. (There it only adds a message: the grader decides from the source, forbids.py.)"""
-    from checks import common
-    entries = []
-    for mode in getattr(common, "ACTIVE_FORBIDS", []):
-        for spec in getattr(mode, "specs", ()):
-            entries.append({"pattern": spec.pattern, "what": spec.what, "label": spec.label})
-        for function, label in getattr(mode, "forbidden", {}).items():
-            path = _torch_path(function)
-            if path:
-                entries.append([path, label])
-    return entries
+    """The specs of the forbid_spec() blocks in force here, around a check's call of the
+    student's function, as {pattern, what, label}: the student's process raises the same
+    teaching message (checks.operations). The grader decides from the source (forbids.py)."""
+    return [{"pattern": spec.pattern, "what": spec.what, "label": spec.label}
+            for mode in operations.ACTIVE_FORBIDS for spec in mode.specs]
 
 
-def _torch_path(function):
-    import torch.nn.functional as F
-    for prefix, namespace in (("torch.nn.functional", F), ("torch", torch)):
-        for name in dir(namespace):
-            if getattr(namespace, name, None) is function:
-                return f"{prefix}.{name}"
-    return None
+def _target(ref):
+    """A request's "target": the object of the student's process that `ref` stands for."""
+    return {"ref": object.__getattribute__(ref, "_header")["ref"]}
 
 
 class RemoteRef:
@@ -470,7 +463,7 @@ class RemoteRef:
     def __getattr__(self, name):
         if name.startswith("__") and name not in ("__name__", "__qualname__", "__doc__"):
             raise AttributeError(name)
-        message = {"op": "getattr", "target": {"ref": self._header["ref"]}, "name": name}
+        message = request("getattr", target=_target(self), name=name)
         try:
             return self._child.request(message)[1]
         except AttributeError as error:
@@ -480,12 +473,12 @@ class RemoteRef:
         raise AttributeError("objects of the student's process are read-only here")
 
     def __iter__(self):
-        message = {"op": "list", "target": {"ref": self._header["ref"]}}
+        message = request("list", target=_target(self))
         return iter(self._child.request(message)[1])
 
     def __len__(self):
         """len() of the object, taken in the student's process (the sandbox's op len)."""
-        length = self._child.request({"op": "len", "target": {"ref": self._header["ref"]}})[1]
+        length = self._child.request(request("len", target=_target(self)))[1]
         if isinstance(length, bool) or not isinstance(length, int) or length < 0:
             raise TypeError("the student's process sent a malformed length")
         return length
@@ -494,34 +487,34 @@ class RemoteRef:
         return True
 
     def __repr__(self):
-        message = {"op": "repr", "target": {"ref": self._header["ref"]}}
+        message = request("repr", target=_target(self))
         try:
             return str(self._child.request(message)[1])
         except Exception:
             return f"<{self.remote_type} in the student's process>"
 
     def observe(self, args, kwargs):
-        """checks.common.observe() of this function: the student's process calls it (the
-        sandbox's own code, no checks code) and sends back by value what it returned or
+        """checks.common.observe() of this function: the student's process calls it
+        (checks.operations.observe, which judges nothing) and sends back by value what it returned or
         raised, its arguments afterwards and its warnings' messages, as a dict."""
         message, buffers = self._child.send_value(
-            {"op": "call", "target": {"ref": self._header["ref"]}, "observe": True,
-             "forbid": _forbidden()}, args=list(args), kwargs=kwargs)
+            "call", {"target": _target(self), "observe": True, "forbid": _forbidden()},
+            args=list(args), kwargs=kwargs)
         return self._child.request(message, buffers)[1]
 
     def load_weights(self, weights):
         """checks.common.load_weights() into this module: the student's process copies the
-        tensors in (the sandbox's own code) and describes what it found, as data."""
-        message, buffers = self._child.send_value(
-            {"op": "load", "target": {"ref": self._header["ref"]}}, weights=weights)
+        tensors in (checks.operations.load_weights) and describes what it found, as data."""
+        message, buffers = self._child.send_value("load", {"target": _target(self)},
+                                                  weights=weights)
         return self._child.request(message, buffers)[1]
 
     def __call__(self, *args, **kwargs):
         grad_inputs = [t for t in wire.tensors((list(args), kwargs)) if t.requires_grad]
         grad = bool(grad_inputs) and torch.is_grad_enabled()
         message, buffers = self._child.send_value(
-            {"op": "call", "target": {"ref": self._header["ref"]}, "grad": grad,
-             "forbid": _forbidden()}, args=list(args), kwargs=kwargs)
+            "call", {"target": _target(self), "grad": grad, "forbid": _forbidden()},
+            args=list(args), kwargs=kwargs)
         reply, value = self._child.request(message, buffers)
         if not grad or "call" not in reply:
             return value
@@ -541,7 +534,7 @@ class RemoteRuntime:
     """checks.common's runtime while the grader runs a test cell (common.use_runtime): the
     student's objects are RemoteRefs, served by the sandbox's own code in their process,
     which sends back values; anything else is the grader's own, served by `local`
-    (common.LocalRuntime)."""
+    (common.LocalRuntime, which calls checks.operations here)."""
 
     # what the student's process raised as "CheckFailure" is theirs: its message is shown
     # as what their code raised, never as a check's verdict (common.raised)
@@ -569,7 +562,7 @@ class RemoteRuntime:
     def given(self, path, args, kwargs):
         """The course's own function or class `path` called in the student's process (the
         sandbox imports it there: torch, or the release's solutions/checks)."""
-        message, buffers = self.child.send_value({"op": "given", "path": str(path)},
+        message, buffers = self.child.send_value("given", {"path": str(path)},
                                                  args=list(args), kwargs=kwargs)
         return self.child.request(message, buffers)[1]
 

@@ -7,8 +7,10 @@ torch once, then waits on socket FD for the grader's orders:
                                       child's end of a new socketpair is handed to the
                                       grader (SCM_RIGHTS)
     {"op": "kill"}                    kill that child and everything it started
-The child runs the submission's code and answers the grader's requests (`serve`); it only
-ever sends values through autograde.wire: the grader decides every verdict itself.
+The child runs the submission's code and answers the grader's requests (`serve`; declared
+in autograde.protocol); it only ever sends values through autograde.wire: the grader decides
+every verdict itself. The operations on the student's objects are checks.operations, the
+same code that serves them in the student's Jupyter; no other code of the checks runs here.
 
 Inside bwrap, each child first enters a mount and an IPC namespace of its own
 (enter_namespaces): its scratch folder and /dev/shm are fresh tmpfs with size caps, the
@@ -25,7 +27,6 @@ import sys
 import tempfile
 import time
 import traceback
-import warnings
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ["OMP_NUM_THREADS"] = "1"
@@ -42,8 +43,10 @@ import torch._dynamo  # noqa: E402,F401
 import numpy  # noqa: E402,F401
 from IPython.core.inputtransformer2 import TransformerManager  # noqa: E402
 
-from autograde import nested, wire  # noqa: E402
+from autograde import protocol, wire  # noqa: E402
 from autograde.trees import entries, remove_tree  # noqa: E402
+# the checks' two modules that judge nothing (autograde/remote.py binds them in)
+from chapters.checks import nested, operations  # noqa: E402
 
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_DUMPABLE = 4
@@ -298,9 +301,7 @@ class Child:
     def _ref(self, obj):
         key = id(obj)
         self.refs[key] = obj
-        kind = ("class" if isinstance(obj, type) else
-                "module" if isinstance(obj, torch.nn.Module) else
-                "callable" if callable(obj) else "object")
+        kind = operations.kind(obj)
         return {"ref": key, "type": type(obj).__name__ if kind != "class" else obj.__name__,
                 "kind": kind}
 
@@ -331,12 +332,13 @@ class Child:
             except (EOFError, OSError):
                 return
             decode = wire.Decoder(buffers, self._deref)
-            op = message.get("op")
             try:
-                handler = getattr(self, "op_" + str(op))
-            except AttributeError:
-                self.send({"error": {"error": "ProtocolError", "message": f"unknown op {op!r}"}})
+                protocol.check_request(message)
+            except wire.ProtocolError as refused:
+                self.send({"error": {"error": "ProtocolError", "message": str(refused)}})
                 continue
+            op = message["op"]
+            handler = getattr(self, "op_" + op)
             try:
                 reply = handler(message, decode)
             except BaseException as error:  # the student's code may raise anything
@@ -350,6 +352,7 @@ class Child:
             value = reply.pop("_value", None)
             has_value = "_has_value" in reply
             reply.pop("_has_value", None)
+            protocol.check_reply(op, list(reply) + ["value"] * has_value)
             try:
                 self.send(reply, value, has_value)
             except Exception as error:  # an unsendable value
@@ -389,7 +392,8 @@ class Child:
             args, kwargs = self._leaves((args, kwargs), grad_inputs)
         if message.get("observe"):
             with _forbidding(message.get("forbid") or []):
-                return {"_value": _observe(target, args, kwargs), "_has_value": True}
+                return {"_value": operations.observe(target, args, kwargs, copy=_copied),
+                        "_has_value": True}
         with _forbidding(message.get("forbid") or []):
             result = target(*args, **kwargs)
         reply = {"_value": result, "_has_value": True}
@@ -401,32 +405,16 @@ class Child:
         return reply
 
     def op_load(self, message, decode):
-        """checks.common.load_weights(), done here: {attribute: {part: tensor or None}}
-        copied into target.<attribute>.<part> where shapes agree; what was found, as data."""
-        target, found = self._deref(message["target"]), {}
-        with torch.no_grad():
-            for attr, parts in dict(decode(message["weights"])).items():
-                # the rule of checks.common.LocalRuntime.load_weights: a dotted path of
-                # submodules, "" the module itself
-                owner = target
-                for name in str(attr).split(".") if attr else ():
-                    owner = getattr(owner, name, None)
-                found[attr] = None if owner is None else {}
-                for part, value in dict(parts).items() if owner is not None else ():
-                    slot = getattr(owner, str(part), None)
-                    if isinstance(slot, torch.Tensor):
-                        found[attr][part] = list(slot.shape)
-                        if isinstance(value, torch.Tensor) and slot.shape == value.shape:
-                            slot.copy_(value.to(dtype=slot.dtype, device=slot.device))
-                    else:
-                        found[attr][part] = None if slot is None else type(slot).__name__
-        return {"_value": found, "_has_value": True}
+        """checks.common.load_weights(), done here (checks.operations.load_weights): what
+        it found, as data."""
+        target = self._deref(message["target"])
+        return {"_value": operations.load_weights(target, decode(message["weights"])),
+                "_has_value": True}
 
     def op_given(self, message, decode):
-        """checks.common.given(): the course's own function or class, imported here (the
-        release's copy), called on the grader's arguments."""
-        from checks.common import resolve_given
-        target = resolve_given(str(message["path"]))
+        """checks.common.given(): the course's own function or class, imported here (under
+        "checks", the release's copy), called on the grader's arguments."""
+        target = operations.resolve_given(str(message["path"]), checks="checks")
         return {"_value": target(*decode(message["args"]), **decode(message["kwargs"])),
                 "_has_value": True}
 
@@ -449,82 +437,44 @@ class Child:
         return nested.map_leaves(value, leaf, objects=False)
 
 
-def _observe(target, args, kwargs):
-    """target(*args, **kwargs) observed, for checks.common.observe(): {"result", "error"
-    ([class name, message, shapes of the tensor arguments] or None), "args" (as the call
-    left them), "warnings" (messages)}. Warned always: torch warns once per process."""
-    error, result = None, None
-    was_always = torch.is_warn_always_enabled()
-    torch.set_warn_always(True)
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
-                result = target(*args, **kwargs)
-            except Exception as failure:
-                shapes = [str(tuple(a.shape)) for a in args if isinstance(a, torch.Tensor)]
-                error = [type(failure).__name__, str(failure), ", ".join(shapes)]
-    finally:
-        torch.set_warn_always(was_always)
-    # copied here, where what a tensor subclass raises on copying is the call's own error
-    return {"result": _copied(result), "error": error, "args": _copied(list(args)),
-            "warnings": [str(w.message) for w in caught]}
-
-
 def _copied(value):
     """`value` with its tensors detached copies (plain tensors)."""
     return nested.map_leaves(value, lambda item: item.detach().clone().as_subclass(torch.Tensor)
                              if isinstance(item, torch.Tensor) else item, objects=False)
 
 
+_GRADERS = (os.path.dirname(__file__) + os.sep, os.path.dirname(operations.__file__) + os.sep)
+
+
 def _student_traceback(error):
-    """The traceback lines inside the student's code (cells), not the grader's frames."""
+    """The traceback lines inside the student's code (cells), not the grader's frames (its
+    package's, and those of the checks' modules bound in: checks.operations, nested)."""
     frames = [f for f in traceback.extract_tb(error.__traceback__)
-              if not f.filename.startswith(os.path.dirname(__file__))]
+              if not f.filename.startswith(_GRADERS)]
     lines = traceback.format_list(frames[-6:])
     return "".join(lines)[-4000:]
 
 
 class _forbidding:
-    """The checks' forbid() and forbid_spec(): calling a torch function they name raises.
-    Only a message: the grader decides what was used from the submitted source."""
+    """The forbid_spec() blocks in force in the grader around this call (their specs, sent
+    as {pattern, what, label}): calling a torch function they name raises the checks'
+    teaching message (checks.operations). Only a message: the grader decides what was used
+    from the submitted source."""
 
     def __init__(self, forbidden):
-        self.forbidden, self.specs, self.modes = {}, [], []
-        for entry in forbidden:
-            if isinstance(entry, dict):
-                self.specs.append({k: str(entry.get(k, "")) for k in ("pattern", "what", "label")})
-                continue
-            qualname, label = entry
-            obj = _resolve_torch(str(qualname))
-            if obj is not None:
-                self.forbidden[obj] = str(label)
+        specs = [operations.Forbidden("", (), **{k: str(entry.get(k, ""))
+                                                 for k in ("pattern", "what", "label")})
+                 for entry in forbidden if isinstance(entry, dict)]
+        self.mode = operations.forbid_spec(*specs) if specs else None
 
     def __enter__(self):
-        if self.forbidden or self.specs:
-            from checks import common
-            if self.forbidden:
-                self.modes.append(common.forbid(**{label: f for f, label
-                                                   in self.forbidden.items()}))
-            if self.specs:
-                self.modes.append(common.forbid_spec(*(common.Forbidden("", (), **spec)
-                                                       for spec in self.specs)))
-            for mode in self.modes:
-                mode.__enter__()
+        if self.mode is not None:
+            self.mode.__enter__()
         return self
 
     def __exit__(self, *exc):
-        for mode in reversed(self.modes):
-            mode.__exit__(*exc)
-
-
-def _resolve_torch(qualname):
-    if not qualname.startswith("torch."):
-        return None
-    obj = torch
-    for part in qualname.split(".")[1:]:
-        obj = getattr(obj, part, None)
-    return obj
+        if self.mode is not None:
+            self.mode.__exit__(*exc)
 
 
 def _sweep(uid, keep):
@@ -675,6 +625,10 @@ def zygote(fd):
             message, buffers = reader.read()
         except (EOFError, OSError):
             break
+        try:
+            protocol.check_request(message, protocol.ZYGOTE)
+        except wire.ProtocolError:
+            break  # (only the grader talks to the zygote)
         if message.get("op") == "spawn":
             limits = message.get("limits") or {}
             uid = limits.get("uid") if os.getuid() == 0 else None

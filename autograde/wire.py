@@ -23,7 +23,7 @@ import struct
 
 import torch
 
-from autograde import nested
+from chapters.checks import nested
 
 DTYPES = {name: getattr(torch, name) for name in (
     "float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8",

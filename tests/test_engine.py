@@ -98,9 +98,9 @@ def test_suspicious_flags_tampering_not_honest_code():
 
 
 def test_a_checks_verdict_is_known_by_identity_not_by_name():
-    from autograde.engine import _course_checks, _failure_text
+    from autograde.engine import _failure_text
     from autograde.remote import _exception
-    common = _course_checks()
+    from chapters.checks import common
     assert _failure_text(common.CheckFailure("the check's own words")) == "the check's own words"
     # what the student's process raised comes back as a look-alike of the same name and
     # builtin base: it reads as what their code raised, never as the check's verdict

@@ -1,4 +1,4 @@
-"""The grader draws fresh inputs for every grading run (checks.common.SALT, a number the
+"""The grader draws fresh inputs for every grading run (checks.common.salted(), a number the
 student never sees, mixed into every seed of the checks): the verdicts must not depend on
 it. Every submission of the catalogue, the reference, every correct variant and the bugs of
 tests.submissions.sample_bugs (COURSE_ALL_SUBMISSIONS=1: every bug), gets the same pass/fail
@@ -27,23 +27,17 @@ def _submissions():
 def test_verdicts_do_not_depend_on_the_salt(assignment, cells, capsys):
     notebook = course.CHAPTERS / f"{assignment}.ipynb"
     verdicts = []
-    try:
-        for salt in SALTS:
-            common.SALT = salt
+    for salt in SALTS:
+        with common.salted(salt):
             results = kit.run_visible_tests(notebook, kit.chapter_namespace(notebook, cells),
                                             hidden=True)
-            verdicts.append({test: message is None for test, message in results.items()})
-    finally:
-        common.SALT = None
+        verdicts.append({test: message is None for test, message in results.items()})
     assert verdicts[1] == verdicts[0] and verdicts[2] == verdicts[0]
 
 
 def test_the_salt_changes_the_inputs():
     (plain,) = common.random_inputs((3,), seed=1)
-    common.SALT = 99
-    try:
+    with common.salted(99):
         (salted,) = common.random_inputs((3,), seed=1)
         (again,) = common.random_inputs((3,), seed=1)
-    finally:
-        common.SALT = None
     assert not bool((plain == salted).all()) and bool((salted == again).all())

@@ -13,9 +13,9 @@ import torch
 
 from autograde.remote import RemoteRef, RemoteRuntime, Zygote, bwrap_path
 
-CHECKS = Path(__file__).resolve().parent.parent / "chapters" / "checks"
-sys.path.insert(0, str(CHECKS.parent))  # as the grader imports them (engine._check_imports)
-from checks import common  # noqa: E402
+from chapters.checks import common  # as the grader imports them (engine._check_imports)
+
+CHECKS = Path(common.__file__).resolve().parent
 
 STUDENT = '''
 import torch
@@ -44,7 +44,7 @@ def swap_weights(target, source):
 def child(tmp_path_factory):
     release = tmp_path_factory.mktemp("release")
     (release / "runtime" / "checks").mkdir(parents=True)
-    for name in ("__init__.py", "common.py", "nested.py"):  # what every release ships
+    for name in ("__init__.py", "common.py", "nested.py", "operations.py"):  # every release's
         shutil.copy(CHECKS / name, release / "runtime" / "checks" / name)
     zygote = Zygote(release, slot=6)
     child = zygote.spawn("runtime", {"call_seconds": 30})

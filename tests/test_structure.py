@@ -90,7 +90,9 @@ def pipeline():
     """[(module, what it does)] of the package docstring's pipeline, in its order."""
     doc = autograde.__doc__
     block = doc.split("in the\norder the modules run", 1)[1].split("\n\n", 2)[1]
-    return [tuple(re.match(r"\s+(\S+)\s+(.*)", line).groups()) for line in block.splitlines()]
+    # (a module's line is indented by 4; what continues it, further)
+    return [tuple(re.match(r"    (\S+)\s+(.*)", line).groups()) for line in block.splitlines()
+            if not line.startswith(" " * 5)]
 
 
 def test_the_package_docstring_names_every_module_once():
@@ -104,3 +106,77 @@ def test_the_package_docstring_names_every_module_once():
     assert not unplaced, f"modules the docstring does not place: {sorted(unplaced)}"
     for stage in ("notebook", "sandbox", "engine", "record"):  # read, run, judged, recorded
         assert stage in steps
+
+
+# -- the checks, one way; the requests between grader and sandbox, declared once -------------
+def _imports_of(path):
+    """[(module, names)] of every import in the file at `path` (inside functions too)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, ()) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            found.append(("." * node.level + (node.module or ""),
+                          tuple(alias.name for alias in node.names)))
+    return found
+
+
+def test_the_grader_edits_no_import_path_and_imports_the_checks_one_way():
+    for module in MODULES:
+        if module == "sandbox":  # (the student's process: its release goes on its path)
+            continue
+        tree = ast.parse((PACKAGE / f"{module}.py").read_text())
+        touched = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+                   and node.attr == "path" and isinstance(node.value, ast.Name)
+                   and node.value.id == "sys"]
+        assert not touched, f"autograde/{module}.py uses sys.path, line {touched}"
+        for name, _ in _imports_of(PACKAGE / f"{module}.py"):
+            # (kit's recording process runs the notebooks in chapters/, as Jupyter does)
+            assert name.split(".")[0] != "checks" or module == "kit", \
+                f"autograde/{module}.py imports the top-level checks ({name})"
+
+
+def test_the_sandbox_holds_no_judging_code_of_the_checks():
+    from autograde import remote
+    checks = {name for name, names in _imports_of(PACKAGE / "sandbox.py")
+              if name.split(".")[0] in ("checks", "chapters")}
+    assert checks == {"chapters.checks"}
+    imported = {n for name, names in _imports_of(PACKAGE / "sandbox.py")
+                if name == "chapters.checks" for n in names}
+    assert imported == {"nested", "operations"}
+    assert {Path(p).name for p, target in remote.SANDBOX_FILES.items()
+            if "/chapters/" in target} == {"nested.py", "operations.py"}
+    operations = (PACKAGE.parent / "chapters" / "checks" / "operations.py")
+    assert {name for name, _ in _imports_of(operations)} <= {
+        "importlib", "re", "warnings", "dataclasses", "torch"}, "operations imports the checks"
+
+
+def test_every_request_is_declared_once_and_served():
+    from autograde import protocol, sandbox
+    served = {name[3:] for name in dir(sandbox.Child) if name.startswith("op_")}
+    assert served == set(protocol.CHILD)
+    for module in ("remote", "sandbox"):  # requests come from protocol.request() only
+        tree = ast.parse((PACKAGE / f"{module}.py").read_text())
+        literal = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Dict)
+                   and any(isinstance(k, ast.Constant) and k.value == "op" for k in node.keys)]
+        assert not literal, f"autograde/{module}.py writes a request by hand, line {literal}"
+
+
+def test_requests_and_replies_are_checked_against_the_declaration():
+    import pytest
+
+    from autograde import protocol
+    assert protocol.request("lookup", name="x") == {"op": "lookup", "name": "x"}
+    assert protocol.request("kill", protocol.ZYGOTE) == {"op": "kill"}
+    for bad, why in (({"op": "nosuch"}, "unknown op 'nosuch'"),
+                     ({"op": "lookup"}, "op 'lookup': missing name"),
+                     ({"op": "len", "target": {}, "extra": 1}, "op 'len': unexpected extra"),
+                     (["op"], "a request is not an object")):
+        with pytest.raises(protocol.ProtocolError, match=re.escape(why)):
+            protocol.check_request(bad)
+    with pytest.raises(protocol.ProtocolError):
+        protocol.request("call", target={"ref": 1}, args={"list": []})  # no kwargs
+    protocol.check_reply("call", ["value", "call", "stdout"])
+    protocol.check_reply("run", ["error", "traceback", "stdout"])
+    with pytest.raises(protocol.ProtocolError, match="a reply to 'run' holds value"):
+        protocol.check_reply("run", ["value", "stdout"])

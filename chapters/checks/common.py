@@ -19,14 +19,15 @@ import hashlib
 import inspect
 import json
 import math
-import re
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from . import nested
+from . import nested, operations
+# (the operations' own names that the checks modules take from here)
+from .operations import (CheckFailure, Forbidden, _ForbidSpec, attempt,  # noqa: F401
+                         forbid_spec)
 
 # Bound now, before any student code runs in the same kernel, so that rebinding
 # torch.allclose or friends in a notebook does not change what the checks compute.
@@ -34,16 +35,6 @@ _isfinite = torch.isfinite
 _isnan = torch.isnan
 _where = torch.where
 _Tensor = torch.Tensor
-
-
-class CheckFailure(AssertionError):
-    """A failed check; its message says what is wrong and the likely cause."""
-
-    def _render_traceback_(self):
-        """IPython's hook: in Jupyter a failed check shows as its message alone, not as a
-        traceback through the checks' own code. The cell still ends in an error, so a "run
-        all" stops there and nbgrader counts the test as failed."""
-        return [f"\x1b[0;31m{type(self).__name__}\x1b[0m: {self}"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -167,28 +158,9 @@ def expect_tensor(actual, name, shape=None, dtype=None, device=None, shape_names
 # cell (autograde.remote.RemoteRuntime: the student's objects live in another process, and
 # what comes back is values). No check knows which one it talks to.
 
-# what given() may call: the course's own code, never the student's
-GIVEN_ROOTS = ("torch", "solutions", "checks")
-
-
-def resolve_given(path):
-    """The function or class named by `path` ("module:qualified.name", e.g.
-    "torch.nn:MultiheadAttention"), imported here; only under GIVEN_ROOTS."""
-    import importlib
-    module, _, qualname = str(path).partition(":")
-    if module.split(".")[0] not in GIVEN_ROOTS or not qualname or any(
-            part.startswith("__") for part in qualname.split(".")):
-        raise PermissionError(f"given(): {path!r} is not the course's code")
-    if module.split(".")[0] == "checks":  # this package, wherever it was imported from
-        module = __name__.rpartition(".")[0] + module[len("checks"):]
-    target = importlib.import_module(module)
-    for part in qualname.split("."):
-        target = getattr(target, part)
-    return target
-
-
 class LocalRuntime:
-    """The runtime where the student's objects live in this process."""
+    """The runtime where the student's objects live in this process: checks.operations,
+    called here (under the autograder the student's process calls the same ones)."""
 
     # a CheckFailure raised inside the student's call is a check's own (the forbid's
     # teaching message), shown as it is; from another process it could be anything
@@ -197,55 +169,21 @@ class LocalRuntime:
 
     def observe(self, function, args, kwargs):
         """{"result", "error", "args", "warnings"} of function(*args, **kwargs), plain data."""
-        # torch warns once per process unless told otherwise: what a call reports must not
-        # depend on what ran before (the student's own cells, or another check)
-        warn_always = torch.is_warn_always_enabled()
-        torch.set_warn_always(True)
-        try:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                result, error = attempt(function, *args, **kwargs)
-        finally:
-            torch.set_warn_always(warn_always)
-        return {"result": export(result), "error": error, "args": [export(a) for a in args],
-                "warnings": [str(w.message) for w in caught]}
+        return operations.observe(function, args, kwargs, copy=export)
 
     def load_weights(self, module, weights):
         """See load_weights()."""
-        targets = {}
-        with torch.no_grad():
-            for attr, parts in weights.items():
-                # a dotted path of submodules ("attn.q_proj", "ff.0"); "" is the module itself
-                owner = module
-                for name in attr.split(".") if attr else ():
-                    owner = getattr(owner, name, None)
-                if owner is None:
-                    targets[attr] = None
-                    continue
-                targets[attr] = {}
-                for part, value in parts.items():
-                    target = getattr(owner, part, None)
-                    if not isinstance(target, _Tensor):
-                        targets[attr][part] = None if target is None else type(target).__name__
-                        continue
-                    targets[attr][part] = list(target.shape)
-                    if value is not None and tuple(target.shape) == tuple(value.shape):
-                        target.copy_(value.to(dtype=target.dtype, device=target.device))
-        return targets
+        return operations.load_weights(module, weights)
 
     def kind(self, obj):
         """"module" (an nn.Module), "class", "callable" (any other) or "object"."""
-        if isinstance(obj, type):
-            return "class"
-        if isinstance(obj, torch.nn.Module):
-            return "module"
-        return "callable" if callable(obj) else "object"
+        return operations.kind(obj)
 
     def type_name(self, obj):
         return type(obj).__name__
 
     def given(self, path, args, kwargs):
-        return resolve_given(path)(*args, **kwargs)
+        return operations.resolve_given(path)(*args, **kwargs)
 
 
 LOCAL = LocalRuntime()
@@ -369,16 +307,6 @@ def _revived(value):
 def revive(value, depth=3):
     """For the judge: what export() produced, with each {"object": name} as a Foreign."""
     return nested.map_leaves(value, _revived, depth=depth, is_leaf=_unwalked)
-
-
-def attempt(function, *args, **kwargs):
-    """(function(*args, **kwargs), None), or (None, [class name, message, shapes of the
-    tensor arguments]) when it raised. The judge passes the error to raised()."""
-    try:
-        return function(*args, **kwargs), None
-    except Exception as error:
-        shapes = ", ".join(str(tuple(a.shape)) for a in args if isinstance(a, _Tensor))
-        return None, [type(error).__name__, str(error), shapes]
 
 
 def raised(error, name):
@@ -677,43 +605,6 @@ def call(function, *args, name=None, **kwargs):
     return result
 
 
-# forbid() blocks now in force; the autograder forwards them to the student's process.
-ACTIVE_FORBIDS = []
-
-
-class _Active(torch.overrides.TorchFunctionMode):
-    """A forbid's mode, listed in ACTIVE_FORBIDS while it is in force."""
-
-    def __enter__(self):
-        ACTIVE_FORBIDS.append(self)
-        return super().__enter__()
-
-    def __exit__(self, *exc):
-        ACTIVE_FORBIDS.remove(self)
-        return super().__exit__(*exc)
-
-
-class _Forbid(_Active):
-    def __init__(self, forbidden):
-        super().__init__()
-        self.forbidden = forbidden
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func in self.forbidden:
-            fail(f"you called {self.forbidden[func]}, which does the whole exercise for you; "
-                 "build it from the operations the chapter shows instead.")
-        return func(*args, **(kwargs or {}))
-
-
-def forbid(**functions):
-    """Context manager: calling any of `functions` (name=function) fails the check.
-
-    Used to make sure an exercise is computed, not delegated to the PyTorch function the
-    check compares against, e.g. forbid(sdpa=F.scaled_dot_product_attention).
-    """
-    return _Forbid({f: name for name, f in functions.items()})
-
-
 # ---------------------------------------------------------------------------------------
 # Forbidden shortcuts as data: one spec per exercise
 # ---------------------------------------------------------------------------------------
@@ -727,50 +618,8 @@ def forbid(**functions):
 # - by forbid_spec() around the student's call, in their own Jupyter, where it only
 #   teaches: the message arrives the moment the shortcut runs.
 
-@dataclass(frozen=True)
-class Forbidden:
-    """What one exercise must not delegate to PyTorch.
-
-    exercise: the grade_id of its solution cell; tests: the grade_ids of the test cells
-    whose points need it written by hand; pattern: a regex searched (ignoring case) in the
-    names of torch's functions, as called (a function's __name__) and as written (an
-    attribute, `torch.softmax`, `x.softmax`, or an imported name); what: the end of the
-    message ("which ... for you"); label: how the message names the function (default: the
-    name found)."""
-    exercise: str
-    tests: tuple
-    pattern: str
-    what: str
-    label: str = ""
-
-    def matches(self, name):
-        return bool(re.search(self.pattern, str(name), re.IGNORECASE))
-
-    def message(self, name):
-        return (f"you called {self.label or name}, {self.what}; build it from the operations "
-                "the chapter shows instead.")
-
-
-class _ForbidSpec(_Active):
-    """forbid_spec()'s mode: a torch function whose __name__ a spec matches fails."""
-
-    def __init__(self, specs):
-        super().__init__()
-        self.specs = tuple(specs)
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        name = getattr(func, "__name__", None) or str(func)
-        for spec in self.specs:
-            if spec.matches(name):
-                fail(spec.message(name))
-        return func(*args, **(kwargs or {}))
-
-
-def forbid_spec(*specs):
-    """Context manager: calling a torch function that one of `specs` (Forbidden) names
-    fails the check. The grader forwards it to the student's process too, but decides
-    from the submitted source (see FORBIDS above): there it only adds a message."""
-    return _ForbidSpec(specs)
+# (Forbidden, and forbid_spec() that only teaches, are in checks.operations: the forbid
+# runs where the student's code runs.)
 
 
 # ---------------------------------------------------------------------------------------
@@ -797,9 +646,23 @@ class _Call:
 
 
 _CURRENT = contextvars.ContextVar("checks_call", default=None)
-# {call key: {slot: (signature, result)}} while autograde/kit.py records fixtures
-RECORDING = None
+# {call key: {slot: (signature, result)}} inside recording() (autograde/kit.py)
+_RECORDING = contextvars.ContextVar("checks_recording", default=None)
 _STORED = None
+
+
+class recording:
+    """Context manager: inside, every answer a @reference function gives within a check is
+    kept in the dict it returns ({call key: {slot: (signature, result)}}): the fixtures
+    that autograde/kit.py records for the kit."""
+
+    def __enter__(self):
+        self.kept = {}
+        self.token = _RECORDING.set(self.kept)
+        return self.kept
+
+    def __exit__(self, *exc):
+        _RECORDING.reset(self.token)
 
 
 def _plain(value):
@@ -878,8 +741,9 @@ def reference(function):
             result = function(*args, **kwargs)
         finally:
             _CURRENT.reset(token)
-        if RECORDING is not None:
-            RECORDING.setdefault(call.key, {})[slot] = (signature, result)
+        kept = _RECORDING.get()
+        if kept is not None:
+            kept.setdefault(call.key, {})[slot] = (signature, result)
         return result
     answer.reference = True
     return answer
@@ -993,17 +857,19 @@ def merge_heads_reference(x):
     return x.transpose(1, 2).reshape(B, L, h * hd)
 
 
-# The grader draws fresh inputs for each grading run: it sets SALT to a number the student
-# never sees, and every check's random inputs come from generator(seed) or fresh_seed(seed),
-# which mix it in. None (notebooks, the kit's fixtures): the seeds as written.
-SALT = None
+# The grader draws fresh inputs for each grading run: inside salted(salt), a number the
+# student never sees, every check's random inputs come from generator(seed) or
+# fresh_seed(seed), which mix it in. Outside (notebooks, the kit's fixtures): the seeds as
+# written. A context variable, not a module global: it holds only inside the block.
+_SALT = contextvars.ContextVar("checks_salt", default=None)
 
 
 def fresh_seed(seed):
-    """`seed`, or with SALT set, a seed derived from both (the same within one run)."""
-    if SALT is None:
+    """`seed`, or inside salted(), a seed derived from both (the same within one run)."""
+    salt = _SALT.get()
+    if salt is None:
         return seed
-    digest = hashlib.sha256(f"{SALT}:{seed}".encode()).digest()
+    digest = hashlib.sha256(f"{salt}:{seed}".encode()).digest()
     return int.from_bytes(digest[:6], "big")
 
 
@@ -1013,19 +879,17 @@ def generator(seed):
 
 
 class salted:
-    """Context manager: SALT = `salt` inside (the grader, around each test cell), restored
-    after, so that nothing else in the same process sees it."""
+    """Context manager: the checks' inputs salted with `salt` inside (the grader, around
+    each test cell), as written again after."""
 
     def __init__(self, salt):
-        self.salt = salt
+        self.salt, self.token = salt, None
 
     def __enter__(self):
-        global SALT
-        self.before, SALT = SALT, self.salt
+        self.token = _SALT.set(self.salt)
 
     def __exit__(self, *exc):
-        global SALT
-        SALT = self.before
+        _SALT.reset(self.token)
 
 
 @reference

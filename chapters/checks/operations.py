@@ -1,0 +1,186 @@
+"""The operations on the student's objects, run where those objects live.
+
+A check reaches the student's code only through checks.common's observe(), load_weights(),
+is_module(), is_class(), type_name() and given(). Each is one of the operations below, run
+in the process that holds the student's objects: in the student's Jupyter, checks.common's
+LocalRuntime calls them in-process; under the autograder, the student's sandboxed process
+runs them (autograde/sandbox.py, asked by the grader's autograde.remote.RemoteRuntime) and
+sends back what they return, by value. The same file serves both: the kit ships it as
+checks/operations.py, and the sandbox gets this very file (autograde/remote.py), so that
+no other code of the checks runs in the student's process.
+
+It holds no judging code: no expected output, no comparison, no diagnosis. Its one message
+is the forbid's (forbid_spec): a teaching message in the student's Jupyter, forwarded to the
+sandbox around a call; the grader decides from the submitted source (autograde/forbids.py).
+It imports torch, and nothing of the course.
+"""
+import importlib
+import re
+import warnings
+from dataclasses import dataclass
+
+import torch
+
+# Bound now, before any student code runs in the same process, so that rebinding
+# torch.Tensor in a notebook does not change what these operations see.
+_Tensor = torch.Tensor
+_Module = torch.nn.Module
+
+
+class CheckFailure(AssertionError):
+    """A failed check; its message says what is wrong and the likely cause."""
+
+    def _render_traceback_(self):
+        """IPython's hook: in Jupyter a failed check shows as its message alone, not as a
+        traceback through the checks' own code. The cell still ends in an error, so a "run
+        all" stops there and nbgrader counts the test as failed."""
+        return [f"\x1b[0;31m{type(self).__name__}\x1b[0m: {self}"]
+
+
+def attempt(function, *args, **kwargs):
+    """(function(*args, **kwargs), None), or (None, [class name, message, shapes of the
+    tensor arguments]) when it raised. The judge passes the error to raised()."""
+    try:
+        return function(*args, **kwargs), None
+    except Exception as error:
+        shapes = ", ".join(str(tuple(a.shape)) for a in args if isinstance(a, _Tensor))
+        return None, [type(error).__name__, str(error), shapes]
+
+
+def observe(function, args, kwargs, copy):
+    """function(*args, **kwargs) observed: {"result": copy(what it returned), "error": None
+    or attempt()'s [class name, message, shapes], "args": [copy(argument)] as the call left
+    them, "warnings": [message]}. `copy` makes a value independent of the student's objects
+    (checks.common.export in-process, the sandbox's own for the wire). Warned always: torch
+    warns once per process, and what a call reports must not depend on what ran before."""
+    warn_always = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result, error = attempt(function, *args, **kwargs)
+    finally:
+        torch.set_warn_always(warn_always)
+    # copied here, where what a tensor subclass raises on copying is the call's own error
+    return {"result": copy(result), "error": error, "args": [copy(a) for a in args],
+            "warnings": [str(w.message) for w in caught]}
+
+
+def load_weights(module, weights):
+    """Copy `weights` ({attribute: {part: tensor or None}}) into `module`, in place: each
+    tensor to module.<attribute>.<part> where that is a tensor of its shape (in that
+    tensor's dtype and device). An attribute is a dotted path of submodules ("attn.q_proj",
+    "ff.0"); "" is the module itself. Returns what was found, as data: {attribute: None (no
+    such attribute) | {part: None (nothing there) | its shape (a list) | the class name of
+    what is there instead}}."""
+    found = {}
+    with torch.no_grad():
+        for attr, parts in dict(weights).items():
+            owner = module
+            for name in str(attr).split(".") if attr else ():
+                owner = getattr(owner, name, None)
+            if owner is None:
+                found[attr] = None
+                continue
+            found[attr] = {}
+            for part, value in dict(parts).items():
+                slot = getattr(owner, str(part), None)
+                if not isinstance(slot, _Tensor):
+                    found[attr][part] = None if slot is None else type(slot).__name__
+                    continue
+                found[attr][part] = list(slot.shape)
+                if isinstance(value, _Tensor) and tuple(slot.shape) == tuple(value.shape):
+                    slot.copy_(value.to(dtype=slot.dtype, device=slot.device))
+    return found
+
+
+def kind(obj):
+    """"class", "module" (an nn.Module), "callable" (any other) or "object"."""
+    if isinstance(obj, type):
+        return "class"
+    if isinstance(obj, _Module):
+        return "module"
+    return "callable" if callable(obj) else "object"
+
+
+# what given() may call: the course's own code, never the student's
+GIVEN_ROOTS = ("torch", "solutions", "checks")
+
+
+def resolve_given(path, checks=__name__.rpartition(".")[0]):
+    """The function or class named by `path` ("module:qualified.name", e.g.
+    "torch.nn:MultiheadAttention"), imported here; only under GIVEN_ROOTS. A module under
+    "checks" is looked up in the package `checks` names (default: the one holding this
+    module; the sandbox names the release's own, "checks")."""
+    module, _, qualname = str(path).partition(":")
+    if module.split(".")[0] not in GIVEN_ROOTS or not qualname or any(
+            part.startswith("__") for part in qualname.split(".")):
+        raise PermissionError(f"given(): {path!r} is not the course's code")
+    if module.split(".")[0] == "checks":
+        module = checks + module[len("checks"):]
+    target = importlib.import_module(module)
+    for part in qualname.split("."):
+        target = getattr(target, part)
+    return target
+
+
+# ---------------------------------------------------------------------------------------
+# Forbidden shortcuts: the specs, and the run-time forbid that only teaches
+# ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Forbidden:
+    """What one exercise must not delegate to PyTorch.
+
+    exercise: the grade_id of its solution cell; tests: the grade_ids of the test cells
+    whose points need it written by hand; pattern: a regex searched (ignoring case) in the
+    names of torch's functions, as called (a function's __name__) and as written (an
+    attribute, `torch.softmax`, `x.softmax`, or an imported name); what: the end of the
+    message ("which ... for you"); label: how the message names the function (default: the
+    name found)."""
+    exercise: str
+    tests: tuple
+    pattern: str
+    what: str
+    label: str = ""
+
+    def matches(self, name):
+        return bool(re.search(self.pattern, str(name), re.IGNORECASE))
+
+    def message(self, name):
+        return (f"you called {self.label or name}, {self.what}; build it from the operations "
+                "the chapter shows instead.")
+
+
+# forbid_spec() blocks now in force in this process (the grader forwards them to the
+# student's process around each call: autograde/remote.py)
+ACTIVE_FORBIDS = []
+
+
+class _ForbidSpec(torch.overrides.TorchFunctionMode):
+    """forbid_spec()'s mode: a torch function whose __name__ a spec matches fails."""
+
+    def __init__(self, specs):
+        super().__init__()
+        self.specs = tuple(specs)
+
+    def __enter__(self):
+        ACTIVE_FORBIDS.append(self)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        ACTIVE_FORBIDS.remove(self)
+        return super().__exit__(*exc)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", None) or str(func)
+        for spec in self.specs:
+            if spec.matches(name):
+                raise CheckFailure(spec.message(name))
+        return func(*args, **(kwargs or {}))
+
+
+def forbid_spec(*specs):
+    """Context manager: calling a torch function that one of `specs` (Forbidden) names
+    fails the check. The grader forwards it to the student's process too, but decides
+    from the submitted source (see checks.common's FORBIDS): there it only adds a message."""
+    return _ForbidSpec(specs)
