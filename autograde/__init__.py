@@ -4,18 +4,22 @@ The path of `python -m autograde grade` from a notebook file to a gradebook row,
 order the modules run (one line per module, its name first):
 
     __main__   the command line: `grade` takes the course's lock and calls batch
-    batch      the class: the jobs (submitted/<student>/<assignment>/), which are up to date
+    batch      the class: its jobs (submitted/<student>/<assignment>/), which are up to date
     course     the release, made again where it is missing (nbgrader generate_assignment)
-    engine     each chapter's Assignment, read from its source notebook; the Grader
-    notebook   the submission read, validated and planned into steps (in a worker)
+    engine     each chapter's Assignment, built once from its source notebook and handed to
+               the worker processes, each of which holds a Grader
+    notebook   the submission read once (by batch where a saved result may still hold, else
+               by the worker), validated and planned into steps
     forbids    the steps' source read for forbidden shortcuts (no student code runs)
     remote     the student's process started, each step sent to it, each call relayed
     protocol   the requests between the two, declared once and checked on both sides
     wire       the messages themselves: JSON and raw tensor bytes, never pickle
     sandbox    in the student's process (bubblewrap): their code run, values sent back
-    results    the verdicts: a TestResult per test cell in a NotebookResult
-    record     the NotebookResult written into nbgrader's gradebook (its Autograde)
-    exports    grades.csv from the gradebook, tests.csv from the results
+    results    the verdicts: a TestResult per test cell in a NotebookResult, which the
+               worker hands back to batch as it is, with the student's answers
+    record     the NotebookResult written into nbgrader's gradebook (its Autograde), once,
+               then kept as JSON by batch (for a resumed run, feedback and report)
+    exports    grades.csv from the gradebook, tests.csv from the results in hand
 
 Around it: paths (every folder's place), kit (the student's copy of the checks), trees
 (removing what a submission left), feedback and report (the commands of the same names,

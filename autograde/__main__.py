@@ -97,10 +97,12 @@ def _grade(args, assignments, course_dir):
         limits = {key: value for key, value in (
             ("call_seconds", args.call_seconds), ("notebook_seconds", args.notebook_seconds),
             ("memory_bytes", args.memory_mb and args.memory_mb * 2**20)) if value}
-        batch.grade(course_dir, assignments, args.student, args.jobs,
-                    resume=not args.restart, limits=limits, db_url=args.db,
-                    progress=not args.no_progress)
-        results = batch.load_results(course_dir, assignments)
+        results = batch.grade(course_dir, assignments, args.student, args.jobs,
+                              resume=not args.restart, limits=limits, db_url=args.db,
+                              progress=not args.no_progress)
+        # the class's other results, saved by earlier runs, for tests.csv (this run's own
+        # are in hand: never read back)
+        results = batch.load_results(course_dir, assignments, have=results)
     grades = exports.export_grades(course_dir, course_dir / "grades.csv", args.db)
     tests = exports.export_tests(results, course_dir / "tests.csv")
     errors = [r for r in results.values() if r.status != "graded"]

@@ -1,25 +1,27 @@
 """Grade a class: every submitted/<student>/<assignment>/ folder, in parallel, resumably.
 
-Workers are trusted processes, each holding the checks and one sandbox zygote (torch
-imported once); the main process records each result in the gradebook as it arrives and
-keeps it as JSON in <course>/.autograde/results/, so an interrupted batch resumes where it
-stopped: a submission whose file and chapter are unchanged is not graded again.
+Workers are trusted processes, each holding the checks, the chapters (engine.Assignment,
+built once here and handed to them) and one sandbox zygote (torch imported once). Each
+submission is read once: here, where a saved result may still hold (its digest decides, and
+the worker gets the bytes), else by the worker that grades it. The worker hands back the
+NotebookResult and the student's answers; this process records them in the gradebook as
+they arrive, then keeps the result as JSON in <course>/.autograde/results/, so that an
+interrupted batch resumes where it stopped (a submission whose file and chapter are
+unchanged is not graded again), and `feedback` and `report` find it.
 """
-import atexit
 import contextlib
 import ctypes
 import fcntl
 import hashlib
 import json
 import multiprocessing
+import multiprocessing.connection
 import os
 import signal
 import subprocess
 import sys
 import time
 import warnings
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,11 +29,11 @@ import torch
 from nbgrader.api import Gradebook, MissingEntry
 from tqdm import tqdm
 
-from autograde import course, remote
+from autograde import course, engine, remote
 from autograde.course import nbgrader_api
-from autograde.engine import Assignment, Grader, fingerprint, trusted_namespace
+from autograde.engine import LIMITS, Assignment, Grader, trusted_namespace
 from autograde.exports import results_from_gradebook
-from autograde.notebook import clean_text
+from autograde.notebook import Submission, clean_text
 from autograde.paths import (LOCK, RELEASE, RESULTS, SUBMITTED, released_notebook, result_path,
                              source_notebook)
 from autograde.record import Recorder
@@ -72,7 +74,6 @@ def find_jobs(course_dir, assignments, students=None):
 
 
 # -- worker processes ------------------------------------------------------------------
-_WORKER = {}
 PR_SET_PDEATHSIG = 1
 
 
@@ -87,56 +88,88 @@ def die_with_parent(parent):
         os._exit(1)
 
 
-def _start_worker(release_dir, limits, sandbox, parent):
+@dataclass
+class Task:
+    """One notebook to grade, as the main process hands it to a worker: the job, and the
+    Submission where the main process read it already (to know whether it changed)."""
+    job: Job
+    submission: Submission = None
+
+
+class Worker:
+    """What a worker process holds: a Grader with its sandbox zygote (torch imported once),
+    and the chapters (engine.Assignment, built once by the main process) it grades."""
+
+    def __init__(self, release_dir, limits, sandbox, assignments, slot=0):
+        self.release_dir, self.sandbox, self.slot = release_dir, sandbox, slot
+        self.assignments = assignments
+        self.grader = Grader(None, trusted_namespace(), limits)
+        self.start_error = None
+        try:
+            self.new_zygote()
+        except Exception as error:  # no sandbox yet: each job tries again, and says why
+            self.start_error = error
+
+    def new_zygote(self):
+        self.close_zygote()
+        self.grader.zygote = remote.Zygote(self.release_dir, slot=self.slot,
+                                           sandbox=self.sandbox)
+
+    def close_zygote(self):
+        zygote, self.grader.zygote = self.grader.zygote, None
+        if zygote is not None:
+            try:
+                zygote.close()
+            except Exception:
+                pass
+
+    def grade(self, task):
+        """(NotebookResult, {grade_id: source} of the student's answers, for the gradebook's
+        copy of the notebook: none where it was not graded)."""
+        job = task.job
+        assignment = self.assignments[job.assignment]
+        if job.problem:
+            return _error_result(assignment, job.student, job.problem), {}
+        submission = task.submission or Submission.read(
+            job.notebook, self.grader.limits["notebook_file_bytes"])
+        last, self.start_error = self.start_error, None
+        for attempt in range(2):
+            try:
+                if self.grader.zygote is None:
+                    self.new_zygote()
+                result = self.grader.grade(assignment, submission, job.student)
+                return result, submission.answers() if result.status != "error" else {}
+            except Exception as error:
+                # the zygote itself died (its sandbox was killed), or did not start: a new
+                # one for the next try; failing twice costs this submission only
+                last = error
+                self.close_zygote()
+        failed = _error_result(assignment, job.student, "the grader failed on this "
+                               f"notebook: {type(last).__name__}: {last}", status="crash")
+        failed.fingerprint = engine.fingerprint(submission, assignment)
+        return failed, {}
+
+
+def _work(connection, release_dir, limits, sandbox, parent, assignments):
+    """A worker process: grades each Task that `connection` brings, answering (result,
+    answers), until it brings None."""
     die_with_parent(parent)
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
-    slot = os.getpid() % 1000
-    _WORKER.update(grader=Grader(None, trusted_namespace(), limits), assignments={},
-                   release_dir=release_dir, slot=slot, sandbox=sandbox, limits=limits)
+    worker = Worker(release_dir, limits, sandbox, assignments, slot=os.getpid() % 1000)
     try:
-        _new_zygote()
-    except Exception as error:  # no sandbox yet: each job tries again, and says why
-        _WORKER["start_error"] = error
-    atexit.register(_close_zygote)
-
-
-def _new_zygote():
-    _close_zygote()
-    _WORKER["grader"].zygote = remote.Zygote(_WORKER["release_dir"], slot=_WORKER["slot"],
-                                      sandbox=_WORKER["sandbox"])
-
-
-def _close_zygote():
-    zygote, _WORKER["grader"].zygote = _WORKER["grader"].zygote, None
-    if zygote is not None:
-        try:
-            zygote.close()
-        except Exception:
-            pass
-
-
-def _grade_in_worker(source_path, notebook, student, problem):
-    assignments = _WORKER["assignments"]
-    if source_path not in assignments:
-        assignments[source_path] = Assignment.from_source(source_path)
-    assignment = assignments[source_path]
-    grader = _WORKER["grader"]
-    if problem:
-        return _error_result(assignment, student, problem).to_json()
-    last = _WORKER.pop("start_error", None)
-    for attempt in range(2):
-        try:
-            if grader.zygote is None:
-                _new_zygote()
-            return grader.grade(assignment, notebook, student).to_json()
-        except Exception as error:
-            # the zygote itself died (its sandbox was killed), or did not start: a new one
-            # for the next try; failing twice costs this submission only
-            last = error
-            _close_zygote()
-    return _error_result(assignment, student, "the grader failed on this notebook: "
-                         f"{type(last).__name__}: {last}", status="crash").to_json()
+        for task in iter(connection.recv, None):
+            try:
+                connection.send(worker.grade(task))
+            except Exception as error:  # a bug of the grader's on this notebook: it only
+                connection.send((_error_result(
+                    worker.assignments[task.job.assignment], task.job.student,
+                    f"the grader failed on this notebook: {type(error).__name__}: {error}",
+                    status="crash"), {}))
+    except EOFError:  # the main process is gone
+        pass
+    finally:
+        worker.close_zygote()
 
 
 def _error_result(assignment, student, message, status="error"):
@@ -207,12 +240,6 @@ def course_lock(course_dir):
 
 
 # -- the batch -------------------------------------------------------------------------
-def _fingerprint(job, assignment):
-    if job.problem:
-        return hashlib.sha256((job.problem + assignment.fingerprint).encode()).hexdigest()
-    return fingerprint(job.notebook, assignment)
-
-
 def _save(path, data):
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".partial")
@@ -265,11 +292,20 @@ def _grade(course_dir, assignments, students, jobs, resume, limits, db_url, sand
     specs = {a: Assignment.from_source(source_notebook(course_dir, a)) for a in assignments}
     released = {a: json.loads(released_notebook(course_dir, a).read_text())
                 for a in assignments}
+    max_bytes = dict(LIMITS, **(limits or {}))["notebook_file_bytes"]
     todo, results, unrecorded = [], {}, []
     for job in find_jobs(course_dir, assignments, students):
         path = result_path(course_dir, job.student, job.assignment)
-        fingerprint = _fingerprint(job, specs[job.assignment])
-        if resume and path.is_file():
+        task = Task(job)
+        if job.problem:
+            fingerprint = hashlib.sha256(
+                (job.problem + specs[job.assignment].fingerprint).encode()).hexdigest()
+        elif resume and path.is_file():  # read here, once: the worker gets the bytes
+            task.submission = Submission.read(job.notebook, max_bytes)
+            fingerprint = engine.fingerprint(task.submission, specs[job.assignment])
+        else:
+            fingerprint = None  # the worker reads it, and its result says
+        if fingerprint is not None and resume and path.is_file():
             try:
                 saved = json.loads(path.read_text())
                 result = NotebookResult.from_json(
@@ -282,9 +318,11 @@ def _grade(course_dir, assignments, students, jobs, resume, limits, db_url, sand
                 # the saved verdict, without grading again (one it holds is left as it
                 # is: the instructor may have changed its score in formgrader)
                 if not saved.get("recorded") or (job.student, job.assignment) not in recorded:
-                    unrecorded.append((job, result))
+                    answers = task.submission.answers() if task.submission and \
+                        result.status != "error" else {}
+                    unrecorded.append((job, result, answers))
                 continue
-        todo.append((job, fingerprint))
+        todo.append((task, fingerprint))
     if sandbox and not remote.bwrap_path():
         log("WARNING: bwrap (Debian package bubblewrap) is not installed: students' code "
             "runs WITHOUT a sandbox, with only process limits; it can read and write "
@@ -294,24 +332,25 @@ def _grade(course_dir, assignments, students, jobs, resume, limits, db_url, sand
         return results
     recorder = Recorder(course_dir, db_url)
 
-    def finish(job, result):
-        path = result_path(course_dir, job.student, job.assignment)
-        _save(path, dict(result.to_json(), recorded=False))
+    def finish(job, result, answers):
+        """Record `result` in the gradebook, then keep it (and whether it was recorded)
+        as JSON, for a resumed run, `feedback` and `report`."""
         try:
-            failure = recorder.record(result, released[job.assignment], job.folder)
+            failure = recorder.record(result, released[job.assignment], job.folder, answers)
         except Exception as error:  # nbgrader's own failure: this result only
             failure = f"{type(error).__name__}: {error}"
         if failure:
             result.status = "error"
             result.error = (result.error + "\n" if result.error else "") + \
                 "nbgrader could not record this result: " + failure[-1000:]
-        _save(path, dict(result.to_json(), recorded=not failure))
+        _save(result_path(course_dir, job.student, job.assignment),
+              dict(result.to_json(), recorded=not failure))
         results[(job.student, job.assignment)] = result
 
     if unrecorded:
         log(f"recording {len(unrecorded)} results that the gradebook lacks")
-        for job, result in unrecorded:
-            finish(job, result)
+        for job, result, answers in unrecorded:
+            finish(job, result, answers)
     if not todo:
         return results
     jobs = jobs or max(1, min(os.cpu_count() or 1, len(todo)))
@@ -319,19 +358,26 @@ def _grade(course_dir, assignments, students, jobs, resume, limits, db_url, sand
     bar = tqdm(total=len(todo), unit="notebook", disable=not progress, desc="grading",
                file=sys.stderr)
     pending, breaks = dict(enumerate(todo)), {}
+    settings = (str(release_dir), limits, sandbox, os.getpid(), specs)
     while pending:
-        for index, data in _run_pool(course_dir, release_dir, limits, sandbox, jobs,
-                                     pending):
-            job, fingerprint = pending[index]
-            if data is None:  # its worker died: once more in a new pool, then an error
+        for index, graded in _run_workers(settings, jobs, pending):
+            task, fingerprint = pending[index]
+            job = task.job
+            if graded is None:  # its worker died: once more in a new pool, then an error
                 breaks[index] = breaks.get(index, 0) + 1
                 if breaks[index] < 2:
                     continue
-                data = _error_result(specs[job.assignment], job.student,
-                                     "the grader's worker process died twice while this "
-                                     "notebook was being graded", status="crash").to_json()
-            data["fingerprint"] = fingerprint
-            finish(job, NotebookResult.from_json(data))
+                graded = (_error_result(specs[job.assignment], job.student,
+                                        "the grader's worker process died twice while this "
+                                        "notebook was being graded", status="crash"), {})
+                if fingerprint is None:
+                    fingerprint = engine.fingerprint(
+                        task.submission or Submission.read(job.notebook, max_bytes),
+                        specs[job.assignment])
+            result, answers = graded
+            if fingerprint is not None:
+                result.fingerprint = fingerprint
+            finish(job, result, answers)
             del pending[index]
             bar.update()
     bar.close()
@@ -340,29 +386,74 @@ def _grade(course_dir, assignments, students, jobs, resume, limits, db_url, sand
     return results
 
 
-def _run_pool(course_dir, release_dir, limits, sandbox, jobs, pending):
-    """Yield (index, result JSON) for the pending jobs as their grading ends; (index, None)
-    for each job left when a worker process died (the pool is then broken)."""
+def _run_workers(settings, jobs, pending):
+    """Yield (index, (result, answers)) for the pending tasks ({index: (Task, _)}) as their
+    grading ends, from up to `jobs` worker processes (_work), each handed one task at a time;
+    (index, None) for the task of a worker process that died (the others go on, and a new
+    process takes its place while tasks are left)."""
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(min(jobs, len(pending)), mp_context=context,
-                             initializer=_start_worker,
-                             initargs=(str(release_dir), limits, sandbox, os.getpid())) as pool:
-        futures = {pool.submit(_grade_in_worker,
-                               str(source_notebook(course_dir, job.assignment)),
-                               str(job.notebook), job.student, job.problem): index
-                   for index, (job, _) in pending.items()}
-        for future in as_completed(futures):
-            index = futures[future]
+    queue = list(pending)
+    workers = {}  # our end of a worker's pipe -> [its process, the index it grades or None]
+
+    def start():
+        ours, theirs = context.Pipe()
+        process = context.Process(target=_work, args=(theirs, *settings), daemon=True)
+        process.start()
+        theirs.close()
+        workers[ours] = [process, None]
+        return ours
+
+    def hand_out(connection):
+        index = queue.pop(0) if queue else None
+        workers[connection][1] = index
+        try:
+            connection.send(None if index is None else pending[index][0])
+        except OSError:  # it died already (its pipe says so next): the task waits
+            if index is not None:
+                queue.insert(0, index)
+            workers[connection][1] = None
+
+    try:
+        # all started before any is handed a task: a task holding a large notebook waits
+        # until its worker has started, and the others start meanwhile
+        for connection in [start() for _ in range(min(jobs, len(queue)))]:
+            hand_out(connection)
+        while workers:
+            sentinels = {process.sentinel: connection
+                         for connection, (process, _) in workers.items()}
+            for ready in multiprocessing.connection.wait([*workers, *sentinels]):
+                connection = sentinels.get(ready, ready)
+                if connection not in workers:
+                    continue  # (its pipe and its sentinel were both ready)
+                process, index = workers[connection]
+                try:
+                    graded = connection.recv() if connection.poll() else None
+                except (EOFError, OSError):
+                    graded = None
+                if graded is not None:
+                    yield index, graded
+                    hand_out(connection)
+                    continue
+                # its pipe closed or its process ended: it is gone
+                del workers[connection]
+                connection.close()
+                process.join(5)
+                if index is not None:  # it died while grading
+                    yield index, None
+                    if queue:
+                        hand_out(start())
+    finally:
+        for connection, (process, _) in workers.items():
             try:
-                yield index, future.result()
-            except BrokenProcessPool:
-                yield index, None
-            except Exception as error:  # a bug of the grader's on this notebook: it only
-                job = pending[index][0]
-                spec = Assignment.from_source(source_notebook(course_dir, job.assignment))
-                yield index, _error_result(spec, job.student, "the grader failed on this "
-                                           f"notebook: {type(error).__name__}: {error}",
-                                           status="crash").to_json()
+                connection.send(None)
+            except OSError:
+                pass
+            connection.close()
+        for process, _ in workers.values():
+            process.join(30)
+            if process.is_alive():
+                process.kill()
+                process.join()
 
 
 def save_results(course_dir, results):
@@ -374,12 +465,19 @@ def save_results(course_dir, results):
               dict(result.to_json(), fingerprint="", recorded=True))
 
 
-def load_results(course_dir, assignments=None):
-    """Every saved result: {(student, assignment): NotebookResult}."""
+def load_results(course_dir, assignments=None, have=None):
+    """Every saved result: {(student, assignment): NotebookResult}, in the order of their
+    files; those of `have` ({(student, assignment): NotebookResult}, a run's own) taken from
+    it instead of their files."""
     root = Path(course_dir) / RESULTS
+    have = have or {}
     results = {}
     for path in sorted(root.glob("*/*.json")):
         if assignments and path.parent.name not in assignments:
+            continue
+        key = (path.stem, path.parent.name)
+        if key in have:
+            results[key] = have[key]
             continue
         data = json.loads(path.read_text())
         data.pop("recorded", None)

@@ -27,9 +27,9 @@ import torch.nn.functional as F
 from IPython.core.inputtransformer2 import TransformerManager
 
 from autograde import forbids
-from autograde.notebook import (NOTEBOOK_FILE_BYTES, SubmissionError, _nbgrader, _one_line,
-                                _source, clean_text, definitions, duplicates, exercises,
-                                file_sha256, parse, plan, read_submission)
+from autograde.notebook import (NOTEBOOK_FILE_BYTES, Submission, SubmissionError, _nbgrader,
+                                _one_line, _source, clean_text, definitions, duplicates,
+                                exercises, parse, plan)
 from autograde.paths import CHECKS_PACKAGE
 from autograde.remote import (SCRATCH_BYTES, SHM_BYTES, RemoteNamespace, RemoteRuntime,
                               SubmissionFault)
@@ -56,6 +56,17 @@ class TestCell:
     points: float
     source: str
     names: dict = field(default_factory=dict)  # e.g. {"check": checks.attention module}
+
+    def __reduce__(self):
+        """Pickled (to a worker process, with its Assignment) with its checks modules by
+        name: the worker imports the same ones."""
+        return _test_cell, (self.grade_id, self.points, self.source,
+                            {alias: module.__name__ for alias, module in self.names.items()})
+
+
+def _test_cell(grade_id, points, source, names):
+    return TestCell(grade_id, points, source,
+                    {alias: importlib.import_module(name) for alias, name in names.items()})
 
 
 @dataclass
@@ -213,13 +224,17 @@ class Grader:
                     raise
         raise SubmissionFault("crash", "the student's code could not be loaded")
 
-    def grade(self, assignment, path, student=""):
+    def grade(self, assignment, submission, student=""):
+        """The NotebookResult of `submission` (a notebook.Submission, or the path of the
+        file, then read here) for `assignment`."""
         started = time.monotonic()
+        if not isinstance(submission, Submission):
+            submission = Submission.read(submission, self.limits["notebook_file_bytes"])
         result = NotebookResult(student, assignment.name, assignment.notebook, "graded",
                                 sandbox=self.zygote.sandbox)
+        result.fingerprint = fingerprint(submission, assignment)
         try:
-            result.fingerprint = fingerprint(path, assignment)
-            nb = read_submission(path, assignment, self.limits["notebook_file_bytes"])
+            nb = submission.notebook(assignment)
             steps = plan(nb, assignment, self.transform)
             result.problems += duplicates(nb) + suspicious(steps, assignment.given)
             # which functions a solution calls: from its source, never from its process
@@ -228,7 +243,7 @@ class Grader:
             # (anything but SubmissionError here is a notebook no check foresaw: it costs
             # that notebook only, with what went wrong)
             message = str(error) if isinstance(error, SubmissionError) else \
-                f"{Path(path).name} could not be read: " + \
+                f"{submission.path.name} could not be read: " + \
                 _one_line(f"{type(error).__name__}: {error}")
             result.status, result.error = "error", clean_text(message)
             result.tests = [TestResult(t.grade_id, 0.0, t.points, "error", result.error)
@@ -274,17 +289,10 @@ class Grader:
         return printed.getvalue()
 
 
-def fingerprint(path, assignment):
-    """What a result was graded from: the submitted file (or its absence) and the chapter."""
-    path = Path(path)
-    if not path.is_file():
-        digest = "missing"
-    elif path.stat().st_size > LIMITS["notebook_file_bytes"]:  # refused unread: its size
-        info = path.stat()                                   # and time say if it changed
-        digest = f"over the limit: {info.st_size} bytes, {info.st_mtime_ns}"
-    else:
-        digest = file_sha256(path)
-    return hashlib.sha256(f"{digest} {assignment.fingerprint}".encode()).hexdigest()
+def fingerprint(submission, assignment):
+    """What a result was graded from: the submitted file (its digest, or its absence: a
+    notebook.Submission) and the chapter."""
+    return hashlib.sha256(f"{submission.digest} {assignment.fingerprint}".encode()).hexdigest()
 
 
 def _cleaned(result):

@@ -34,10 +34,59 @@ class SubmissionError(Exception):
     """The submission cannot be graded at all (not a notebook, wrong chapter, ...)."""
 
 
-def file_sha256(path):
-    """sha256 of a file, read in chunks (a 500 MB submission is never held in memory)."""
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
+class Submission:
+    """A submitted notebook file, read once: its bytes (at most the size limit, and only
+    after its size was checked), the digest that names them, and what reading it refused
+    (a SubmissionError, or the OSError it raised). Read in the main process where a resume
+    needs the digest, else in the worker that grades it; the fingerprint, the notebook and
+    the answers that the gradebook records all come from these bytes."""
+
+    def __init__(self, path, data=None, digest="", error=None):
+        self.path, self.data, self.digest, self.error = Path(path), data, digest, error
+        self._nb = None
+
+    @classmethod
+    def read(cls, path, max_bytes=NOTEBOOK_FILE_BYTES):
+        path = Path(path)
+        try:
+            if not path.is_file():
+                return cls(path, digest="missing", error=SubmissionError(
+                    f"no notebook named {path.name} was submitted"))
+            info = path.stat()
+            if info.st_size > max_bytes:  # refused unread: its size and time say if it changed
+                return cls(path, digest=f"over the limit: {info.st_size} bytes, "
+                                        f"{info.st_mtime_ns}", error=SubmissionError(
+                    f"{path.name} is {info.st_size / 2**20:.0f} MB, over the limit of "
+                    f"{max_bytes / 2**20:.0f} MB: clear its outputs and submit again"))
+            with open(path, "rb") as handle:
+                data = handle.read(max_bytes + 1)  # (the file may have grown since)
+        except OSError as error:
+            return cls(path, digest=f"unreadable: {_one_line(error)}", error=error)
+        error = None
+        if not data:
+            error = SubmissionError(f"{path.name} is empty (0 bytes)")
+        elif len(data) > max_bytes:
+            error = SubmissionError(f"{path.name} is over the limit of "
+                                    f"{max_bytes / 2**20:.0f} MB")
+        return cls(path, data, hashlib.sha256(data).hexdigest(), error)
+
+    def notebook(self, assignment):
+        """The notebook as a dict, validated for `assignment` (once), or the SubmissionError
+        saying plainly, in one line, what is wrong (or the OSError reading it raised)."""
+        if self.error is not None:
+            raise self.error
+        if self._nb is None:
+            self._nb = _validated(self.data, self.path.name, assignment)
+        return self._nb
+
+    def answers(self):
+        """{grade_id: source} of its solution cells, {} where it holds no notebook."""
+        if self.error is not None:
+            return {}
+        try:
+            return _solutions(self._nb if self._nb is not None else json.loads(self.data))
+        except Exception:  # (any JSON at all: its answers are put in the released notebook)
+            return {}
 
 
 def read_submission(path, assignment, max_bytes=NOTEBOOK_FILE_BYTES):
@@ -45,43 +94,36 @@ def read_submission(path, assignment, max_bytes=NOTEBOOK_FILE_BYTES):
     what is wrong. Its size is checked before a byte of it is read; then it must be UTF-8
     JSON, a valid nbformat 4 notebook (nbformat's own schema: any wrong type anywhere is
     named), hold only encodable text, and hold this assignment's exercises."""
-    path = Path(path)
-    if not path.is_file():
-        raise SubmissionError(f"no notebook named {path.name} was submitted")
-    size = path.stat().st_size
-    if size == 0:
-        raise SubmissionError(f"{path.name} is empty (0 bytes)")
-    if size > max_bytes:
-        raise SubmissionError(f"{path.name} is {size / 2**20:.0f} MB, over the limit of "
-                              f"{max_bytes / 2**20:.0f} MB: clear its outputs and submit again")
-    with open(path, "rb") as handle:
-        data = handle.read(max_bytes + 1)  # (the file may have grown since)
-    if len(data) > max_bytes:
-        raise SubmissionError(f"{path.name} is over the limit of {max_bytes / 2**20:.0f} MB")
+    return Submission.read(path, max_bytes).notebook(assignment)
+
+
+def _validated(data, filename, assignment):
+    """The notebook in `data` (the bytes of the file `filename`), checked as read_submission
+    says, or SubmissionError."""
     try:
         nb = json.loads(data)
     except RecursionError:
-        raise SubmissionError(f"{path.name} is not a notebook (its JSON is nested too "
+        raise SubmissionError(f"{filename} is not a notebook (its JSON is nested too "
                               "deeply to read)") from None
     except (ValueError, UnicodeDecodeError) as error:
-        raise SubmissionError(f"{path.name} is not a notebook (not valid JSON: "
+        raise SubmissionError(f"{filename} is not a notebook (not valid JSON: "
                               f"{_one_line(error)})") from None
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
-        raise SubmissionError(f"{path.name} is JSON but not a Jupyter notebook (no cell list)")
+        raise SubmissionError(f"{filename} is JSON but not a Jupyter notebook (no cell list)")
     if nb.get("nbformat") != 4:
-        raise SubmissionError(f"{path.name} has nbformat {_one_line(repr(nb.get('nbformat')))}"
+        raise SubmissionError(f"{filename} has nbformat {_one_line(repr(nb.get('nbformat')))}"
                               "; expected 4")
     where = _undecodable(nb)
     if where:
-        raise SubmissionError(f"{path.name} holds text that is not valid Unicode (a lone "
+        raise SubmissionError(f"{filename} holds text that is not valid Unicode (a lone "
                               f"surrogate) in {where}: save it again from Jupyter")
     problem = _schema_problem(nb)
     if problem:
-        raise SubmissionError(f"{path.name} is not a valid nbformat 4 notebook: {problem}")
+        raise SubmissionError(f"{filename} is not a valid nbformat 4 notebook: {problem}")
     kernel = nb["metadata"].get("kernelspec") or {}
     language = nb["metadata"].get("language_info", {}).get("name") or "python"
     if kernel.get("language", language) != "python":
-        raise SubmissionError(f"{path.name} uses the {_one_line(kernel.get('display_name'))}"
+        raise SubmissionError(f"{filename} uses the {_one_line(kernel.get('display_name'))}"
                               " kernel; the course's notebooks are Python")
     ids = set(_solutions(nb))
     ours = len(ids & set(assignment.solution_ids))
@@ -89,7 +131,7 @@ def read_submission(path, assignment, max_bytes=NOTEBOOK_FILE_BYTES):
                 if name != assignment.name), default=(0, ""))
     if assignment.solution_ids and (ours == 0 or best[0] > ours):
         where = f"; it holds {best[1]}'s exercises" if best[0] > ours else ""
-        raise SubmissionError(f"{path.name} holds {ours} of {assignment.name}'s "
+        raise SubmissionError(f"{filename} holds {ours} of {assignment.name}'s "
                               f"{len(assignment.solution_ids)} exercises{where} (the wrong "
                               "notebook, or submitted under the wrong chapter?)")
     return nb

@@ -25,7 +25,7 @@ from nbgrader.utils import capture_log, temp_attrs
 from traitlets import Instance
 
 from autograde.course import nbgrader_api
-from autograde.notebook import NOTEBOOK_FILE_BYTES, _solutions, clean_text
+from autograde.notebook import clean_text
 from autograde.paths import STAGING
 from autograde.results import NotebookResult
 
@@ -67,17 +67,10 @@ def _error(outcome):
                       traceback=[f"{name}: {outcome.message}"])
 
 
-def staged_notebook(released_nb, submitted_path, readable=True):
-    """The released notebook with the student's solution cells (where readable: never for
-    a submission the grader refused, nor one over the size limit, which is not even read)."""
+def staged_notebook(released_nb, answers):
+    """The released notebook with the student's solution cells, `answers` ({grade_id:
+    source}, notebook.Submission.answers(): none for a submission the grader refused)."""
     nb = copy.deepcopy(released_nb)
-    answers = {}
-    path = Path(submitted_path)
-    try:
-        if readable and path.is_file() and path.stat().st_size <= NOTEBOOK_FILE_BYTES:
-            answers = _solutions(json.loads(path.read_bytes()))
-    except Exception:
-        answers = {}
     for cell in nb["cells"]:
         meta = cell.get("metadata", {}).get("nbgrader", {})
         if meta.get("solution") and meta.get("grade_id") in answers:
@@ -93,16 +86,15 @@ class Recorder:
         self.api = nbgrader_api(self.course_dir, db_url)
         self.db_url = self.api.coursedir.db_url
 
-    def record(self, result, released_nb, submitted_dir):
-        """Record one NotebookResult; returns nbgrader's log on failure, else ''."""
+    def record(self, result, released_nb, submitted_dir, answers):
+        """Record one NotebookResult, with the student's `answers` in the released notebook
+        (staged_notebook); returns nbgrader's log on failure, else ''."""
         staging = self.course_dir / STAGING / result.student / result.assignment
         if staging.exists():
             shutil.rmtree(staging)
         staging.mkdir(parents=True)
         notebook = staging / f"{result.notebook}.ipynb"
-        notebook.write_text(json.dumps(staged_notebook(
-            released_nb, Path(submitted_dir) / f"{result.notebook}.ipynb",
-            readable=result.status != "error")))
+        notebook.write_text(json.dumps(staged_notebook(released_nb, answers)))
         stamp = Path(submitted_dir) / "timestamp.txt"
         if stamp.is_file():
             shutil.copy(stamp, staging / "timestamp.txt")

@@ -495,8 +495,8 @@ class RemoteRef:
 
     def observe(self, args, kwargs):
         """checks.common.observe() of this function: the student's process calls it
-        (checks.operations.observe, which judges nothing) and sends back by value what it returned or
-        raised, its arguments afterwards and its warnings' messages, as a dict."""
+        (checks.operations.observe, which judges nothing) and sends back by value what it
+        returned or raised, its arguments afterwards and its warnings' messages, as a dict."""
         message, buffers = self._child.send_value(
             "call", {"target": _target(self), "observe": True, "forbid": _forbidden()},
             args=list(args), kwargs=kwargs)

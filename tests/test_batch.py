@@ -178,10 +178,12 @@ def test_a_failed_zygote_restart_costs_that_submission_only(monkeypatch):
     """A zygote that cannot be restarted (twice, for one submission) gives that submission
     an error; the next one starts a new zygote and is graded: the batch goes on."""
     from autograde import remote
+    from autograde.engine import Assignment
     from autograde.results import NotebookResult
 
     class Grader:
         zygote = None
+        limits = {"notebook_file_bytes": 2**20}
 
         def grade(self, assignment, notebook, student):
             return NotebookResult(student, assignment.name, assignment.notebook, "graded")
@@ -191,23 +193,25 @@ def test_a_failed_zygote_restart_costs_that_submission_only(monkeypatch):
     class Zygote:
         def __init__(self, release_dir, slot=0, sandbox=True):
             starts.append(release_dir)
-            if len(starts) <= 2:  # both tries of the first submission
+            if len(starts) <= 3:  # the worker's own start, both tries of the first submission
                 raise RuntimeError("the sandbox failed to start: no bwrap today")
 
         def close(self):
             pass
 
     monkeypatch.setattr(remote, "Zygote", Zygote)
-    monkeypatch.setattr(batch, "_WORKER", {"grader": Grader(), "assignments": {},
-                                           "release_dir": "release", "slot": 0,
-                                           "sandbox": True})
-    source = str(course.CHAPTERS / "01_attention.ipynb")
-    first = batch._grade_in_worker(source, "alice.ipynb", "alice", "")
-    second = batch._grade_in_worker(source, "bob.ipynb", "bob", "")
-    assert first["status"] == "error" and len(starts) == 3
+    monkeypatch.setattr(batch, "Grader", lambda *args: Grader())
+    spec = Assignment.from_source(course.CHAPTERS / "01_attention.ipynb")
+    worker = batch.Worker("release", {}, True, {spec.name: spec})  # (its first start fails)
+
+    def task(student):
+        return batch.Task(batch.Job(student, spec.name, Path(student), Path(student) / "x"))
+    first, _ = worker.grade(task("alice"))
+    second, _ = worker.grade(task("bob"))
+    assert first.status == "error" and len(starts) == 4
     assert "the grader failed on this notebook: RuntimeError: the sandbox failed to start" \
-        in first["error"] and {t["status"] for t in first["tests"]} == {"crash"}
-    assert second["status"] == "graded" and second["student"] == "bob"
+        in first.error and {t.status for t in first.tests} == {"crash"}
+    assert second.status == "graded" and second.student == "bob"
 
 
 def test_a_changed_check_regrades_on_resume(released, tmp_path, capsys):

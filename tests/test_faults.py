@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from autograde import batch, course
-from autograde.engine import Assignment, Grader, trusted_namespace
+from autograde.engine import Assignment
 from tests.hostile import CH1, CH2, ENTRIES, FAULTS, Kit, write_submission
 from tests.submissions import fill_submission
 
@@ -243,11 +243,10 @@ def test_a_sandbox_that_will_not_start_costs_one_notebook(released, tmp_path, mo
     source, student = _notebooks(released)
     path = tmp_path / f"{CH1}.ipynb"
     path.write_text(json.dumps(fill_submission(source, student, {})))
-    spec = str(released / "source" / CH1 / f"{CH1}.ipynb")
-    monkeypatch.setattr(batch, "_WORKER", {})
-    batch._WORKER.update(grader=Grader(None, trusted_namespace(), {}), assignments={},
-                         release_dir=str(released / "release"), slot=11, sandbox=True,
-                         limits={})
+    spec = Assignment.from_source(released / "source" / CH1 / f"{CH1}.ipynb")
+
+    def task(student):
+        return batch.Task(batch.Job(student, CH1, tmp_path, path))
 
     class Broken:
         def __init__(self, *args, **kwargs):
@@ -255,17 +254,18 @@ def test_a_sandbox_that_will_not_start_costs_one_notebook(released, tmp_path, mo
 
     with monkeypatch.context() as patch:
         patch.setattr(remote, "Zygote", Broken)
-        failed = batch._grade_in_worker(spec, str(path), "unlucky", "")
-    assert failed["status"] == "error"
-    assert re.fullmatch(FAULTS["sandbox_fails_to_start"], failed["error"]), failed["error"]
-    assert {t["status"] for t in failed["tests"]} == {"crash"}
+        worker = batch.Worker(str(released / "release"), {}, True, {CH1: spec}, slot=11)
+        failed, _ = worker.grade(task("unlucky"))
+    assert failed.status == "error"
+    assert re.fullmatch(FAULTS["sandbox_fails_to_start"], failed.error), failed.error
+    assert {t.status for t in failed.tests} == {"crash"}
     try:
-        graded = batch._grade_in_worker(spec, str(path), "next", "")
+        graded, answers = worker.grade(task("next"))
     finally:
-        batch._close_zygote()
-    assert graded["status"] == "graded"
-    assert sum(t["points"] for t in graded["tests"]) == FULL
-    assert Assignment.from_source(spec).tests  # (the spec the worker used)
+        worker.close_zygote()
+    assert graded.status == "graded" and answers  # (the answers the gradebook records)
+    assert sum(t.points for t in graded.tests) == FULL
+    assert spec.tests  # (the spec the worker used)
 
 
 def test_lock_is_reentrant_and_refuses_another_process(tmp_path):

@@ -180,3 +180,45 @@ def test_requests_and_replies_are_checked_against_the_declaration():
     protocol.check_reply("run", ["error", "traceback", "stdout"])
     with pytest.raises(protocol.ProtocolError, match="a reply to 'run' holds value"):
         protocol.check_reply("run", ["value", "stdout"])
+
+
+# -- one verdict, one journey -----------------------------------------------------------------
+def test_a_submission_is_read_once_from_its_file_to_the_gradebooks_copy(tmp_path, monkeypatch):
+    """Its digest (the resume fingerprint), its validation and plan, and the answers the
+    gradebook's copy of it holds all come from one read of the file."""
+    import builtins
+    import json
+
+    from autograde import course, engine, notebook, record
+    source = course.CHAPTERS / "01_attention.ipynb"
+    spec = engine.Assignment.from_source(source, imports=False)
+    path = tmp_path / "01_attention.ipynb"
+    path.write_bytes(source.read_bytes())
+    opened, real_open = [], builtins.open
+    monkeypatch.setattr(builtins, "open", lambda file, *args, **kwargs: (
+        opened.append(str(file)), real_open(file, *args, **kwargs))[1])
+    submission = notebook.Submission.read(path)
+    assert engine.fingerprint(submission, spec) == engine.fingerprint(
+        notebook.Submission.read(path), spec)
+    opened.clear()
+    nb = submission.notebook(spec)
+    assert notebook.plan(nb, spec, lambda code: code)
+    staged = record.staged_notebook(json.loads(source.read_text()), submission.answers())
+    assert str(path) not in opened
+    assert [c["source"] for c in staged["cells"] if c.get("metadata", {}).get(
+        "nbgrader", {}).get("solution")] == ["".join(c["source"]) for c in nb["cells"] if c.get(
+            "metadata", {}).get("nbgrader", {}).get("solution")]
+
+
+def test_what_reading_refuses_is_said_as_before(tmp_path):
+    from autograde import notebook
+    missing = notebook.Submission.read(tmp_path / "a.ipynb")
+    assert missing.digest == "missing" and str(missing.error) == \
+        "no notebook named a.ipynb was submitted"
+    (tmp_path / "b.ipynb").write_bytes(b"")
+    empty = notebook.Submission.read(tmp_path / "b.ipynb")
+    assert str(empty.error) == "b.ipynb is empty (0 bytes)" and empty.answers() == {}
+    (tmp_path / "c.ipynb").write_bytes(b"x" * 3 * 2**20)
+    big = notebook.Submission.read(tmp_path / "c.ipynb", max_bytes=2**20)
+    assert big.data is None and big.digest.startswith("over the limit: 3145728 bytes, ")
+    assert str(big.error).startswith("c.ipynb is 3 MB, over the limit of 1 MB")
