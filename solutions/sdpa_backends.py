@@ -14,6 +14,7 @@ import json
 import math
 import os
 import re
+import textwrap
 import time
 import warnings
 from pathlib import Path
@@ -137,8 +138,9 @@ def probe(device):
                 for name, (inputs, kwargs) in conditions(device).items()}
 
 
-def report_probe(results):
-    """The probe as short lines (a phone's column), the reasons as numbered notes."""
+def report_probe(results, width=72):
+    """The probe as short lines (a phone's column), the reasons as numbered notes wrapped
+    at `width` characters."""
     notes, lines = [], []
     for name, attempts in results.items():
         ran = [a.backend.name for a in attempts if a.reason is None]
@@ -151,7 +153,9 @@ def report_probe(results):
         lines += [name, "  runs: " + (", ".join(ran) or "none")]
         if refused:
             lines.append("  refuses: " + ", ".join(refused))
-    lines += ["PyTorch's reasons:"] + [f"[{i}] {note}" for i, note in enumerate(notes, 1)]
+    lines.append("PyTorch's reasons:")
+    lines += [textwrap.fill(f"[{i}] {note}", width, subsequent_indent="    ")
+              for i, note in enumerate(notes, 1)]
     return "\n".join(lines)
 
 
