@@ -6,8 +6,8 @@ Nothing here answers an exercise: the notebook passes in its own attention (chap
 function with the reader's repeat_kv) as one more candidate to time. Chapter 6's release
 ships this module.
 
-Shape letters: B batch, h num_heads (query heads), h_kv num_kv_heads (key/value heads),
-L sequence length, hd head_dim.
+Shape letters, as in chapter 6: B batch, h num_heads (query heads), g num_kv_heads
+(key/value heads), L sequence length, hd head_dim.
 """
 import ctypes
 import json
