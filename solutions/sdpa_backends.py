@@ -206,8 +206,22 @@ def time_backends(device, lengths, own_attention, *, num_heads=8, num_kv_heads=2
     """Causal grouped-query attention at each length L of `lengths`, in measure_dtype(device):
     `own_attention(q, k, v)` (the chapter's own code), F.scaled_dot_product_attention with
     every backend allowed ("default"), then each backend of BACKENDS forced, all with
-    is_causal=True, enable_gqa=True. Returns (rows {name: [(ms, MiB or None) per L] or the
-    refusal reason (a str)}, the backend the default picks at the first length, or None)."""
+    is_causal=True, enable_gqa=True; on a CPU on one thread. Returns (rows {name: [(ms, MiB
+    or None) per L] or the refusal reason (a str)}, the backend the default picks at the
+    first length, or None)."""
+    threads = torch.get_num_threads()
+    if torch.device(device).type == "cpu":
+        # one thread: a shared machine stalls multi-threaded operations at every barrier,
+        # which hits the many small operations of the plain formula far more than one kernel
+        torch.set_num_threads(1)
+    try:
+        return _time_backends(device, lengths, own_attention, num_heads, num_kv_heads,
+                              head_dim, repeats)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _time_backends(device, lengths, own_attention, num_heads, num_kv_heads, head_dim, repeats):
     dtype = measure_dtype(device)
     kwargs = {"is_causal": True, "enable_gqa": True}
     rows, picked = {}, None
