@@ -33,9 +33,11 @@ ALWAYS_CHECKS = ["__init__", "common"]
 # which holds the answers to chapter 5's own exercises.
 EXTRA_SHIPPED = {"05_diversity": {"solutions": ["_checks", "attention", "heads", "masks", "mha",
                                                 "diversity_lab"]},
-                 # chapter 6 compares with chapter 3's layer and attends with chapter 4's
-                 # function; never solutions/kv.py or rotary.py, its own answers
-                 "06_kv": {"solutions": ["_checks", "attention", "heads", "masks", "mha"]},
+                 # chapter 6 compares with chapter 3's layer, attends with chapter 4's
+                 # function and runs its fast paths with sdpa_backends; never
+                 # solutions/kv.py or rotary.py, its own answers
+                 "06_kv": {"solutions": ["_checks", "attention", "heads", "masks", "mha",
+                                         "sdpa_backends"]},
                  # the capstone builds on chapters 1-6 (chapter 3's layer, chapter 4's mask,
                  # chapter 5's tools, chapter 6's cache) and its lab; never
                  # solutions/capstone.py, its own answers
@@ -43,7 +45,8 @@ EXTRA_SHIPPED = {"05_diversity": {"solutions": ["_checks", "attention", "heads",
                                                "diversity_lab", "diversity", "rotary", "kv",
                                                "capstone_lab"]}}
 # Data files (paths under chapters/) that a chapter's notebook reads: they ship beside it.
-EXTRA_FILES = {"07_capstone": ["data/genesis_kjv.txt", "data/README.md"]}
+EXTRA_FILES = {"06_kv": ["data/sdpa_backends_h200.json"],
+               "07_capstone": ["data/genesis_kjv.txt", "data/README.md"]}
 
 
 def site_url():

@@ -121,7 +121,8 @@ class CharLM(nn.Module):
 
     @staticmethod
     def _init(module):
-        # GPT-2's initialisation: small normal weights keep the first losses near log(V)
+        # GPT-2's standard deviation 0.02 (not its 1/sqrt(N) scaling of the layers that write
+        # into the residual stream): small normal weights keep the first losses near log(V)
         if isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.normal_(module.weight, std=0.02)
         if isinstance(module, nn.Linear) and module.bias is not None:

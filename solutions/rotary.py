@@ -2,8 +2,9 @@
 
 Shape letters: B batch, h heads, L length, hd head_dim (even), P = hd // 2 feature pairs.
 
-Pairing: the "halves" layout of Llama's rotate_half, feature i is paired with feature
-i + hd/2. The paper pairs neighbours (2i, 2i + 1) instead ("interleaved"). Both rotate
+Pairing: the "halves" layout of Hugging Face's Llama (rotate_half), feature i is paired
+with feature i + hd/2. The paper and Meta's reference code for Llama (view_as_complex of
+neighbouring features) pair neighbours (2i, 2i + 1) instead ("interleaved"). Both rotate
 the same P two-dimensional planes by the same angles; they differ only in which features
 form a plane, i.e. by a fixed permutation of the hd features. Applied to queries and keys
 alike, a permutation of features leaves every dot product, hence every score, unchanged,
