@@ -159,12 +159,13 @@ BUGS = {
         cells={"count_parameters": edit(_COUNT, "biases = 4 * d_model if bias else 0",
                                         "biases = 4 * d_model")},
         fails=["test_count_parameters"],
-        diagnosis=r"(?i)bias=False|without bias|no bias|bias flag"),
+        diagnosis=r"(?i)(ignor\w*|counted).{0,40}bias|bias.{0,40}(ignor|counted)|bias flag"),
     # head_dim with true division: the count is a float.
     "count_float": Bug(
         cells={"count_parameters": edit(_COUNT, "weights = sum(size * d_model for size in inputs)",
                                         "head_dim = d_model / num_heads\n"
                                         "    weights = sum(size * num_heads * head_dim for size in inputs)")},
         fails=["test_count_parameters"],
-        diagnosis=r"(?i)\bint\b|integer|float|whole number"),
+        diagnosis=r"(?i)\bint\b|integer|float|whole number",
+        notes="false pass: the check accepts 444.0 where the exercise asks for an int"),
 }
