@@ -1,0 +1,139 @@
+"""The held-out set (tests/heldout/, issue 20 item 2), graded with the catalogue's machinery:
+each entry is executed into the chapter's namespace (kit.chapter_namespace) and every test
+cell runs whole, hidden tests included (kit.run_visible_tests), as tests/test_catalogue.py
+grades tests/submissions/.
+
+- every CORRECT variant passes every test cell;
+- every BUG loses the points of the cells in its `fails` (a check that grows stricter may
+  fail more cells; one that stops failing a listed cell fails here); a bug marked "false
+  pass" in its notes gets full marks today, and its test is a strict xfail that turns red
+  when a check starts catching it (then drop the mark);
+- the fraction of each chapter's held-out bugs whose message names them
+  (tests.submissions.names, on the first listed cell the bug fails: test_catalogue's
+  _first_failure) is the table of README.md between its `heldout-named` markers.
+
+No check may be tuned on this set: a mistake found here that a check should name is copied
+into tests/submissions/, and the message is written for that copy.
+"""
+import functools
+import re
+from pathlib import Path
+
+import pytest
+
+from autograde import kit
+from tests.heldout import CHAPTERS, heldout, is_false_pass
+from tests.submissions import catalogue, names
+from tests.test_catalogue import _first_failure, _notebook
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Issue 20: at least 60 held-out mistakes, at least 8 per chapter, and 2 correct variants.
+MIN_BUGS_PER_CHAPTER = 8
+MIN_CORRECT_PER_CHAPTER = 2
+MIN_BUGS = 60
+ALL_CHAPTERS = sorted(path.stem for path in (REPO / "chapters").glob("[0-9][0-9]_*.ipynb"))
+
+
+@functools.lru_cache(maxsize=None)
+def _results(assignment, kind, name):
+    """{test grade_id: None, or the message of what it raised} of one held-out entry (kind:
+    "CORRECT" or "BUGS"), every test cell run whole; computed once per session (the table
+    reads the same results)."""
+    entry = getattr(heldout(assignment), kind)[name]
+    cells = entry.cells if kind == "BUGS" else entry
+    notebook = _notebook(assignment)
+    return kit.run_visible_tests(notebook, kit.chapter_namespace(notebook, cells), hidden=True)
+
+
+def _entries(kind):
+    for assignment in CHAPTERS:
+        for name in getattr(heldout(assignment), kind):
+            yield pytest.param(assignment, name, id=f"{assignment}-{name}")
+
+
+def test_every_chapter_has_its_held_out_set():
+    """Each chapter of the course has a held-out module, big enough to measure."""
+    assert CHAPTERS == ALL_CHAPTERS
+    counts = {a: (len(heldout(a).BUGS), len(heldout(a).CORRECT)) for a in CHAPTERS}
+    assert all(bugs >= MIN_BUGS_PER_CHAPTER and correct >= MIN_CORRECT_PER_CHAPTER
+               for bugs, correct in counts.values()), counts
+    assert sum(bugs for bugs, _ in counts.values()) >= MIN_BUGS, counts
+    for assignment in CHAPTERS:
+        assert heldout(assignment).NOTEBOOK == assignment
+
+
+def _normalised(code):
+    """`code` without comments and white space: two spellings of one edit compare equal."""
+    return re.sub(r"\s+", "", re.sub(r"#[^\n]*", "", code))
+
+
+@pytest.mark.parametrize("assignment", CHAPTERS)
+def test_held_out_mistakes_are_not_in_the_catalogue(assignment):
+    """No held-out bug is a catalogued bug's code (the part of "new" a machine can check;
+    that it is not the same mistake in other words was checked by reading)."""
+    catalogued = {(cell, _normalised(code)) for bug in catalogue(assignment).BUGS.values()
+                  for cell, code in bug.cells.items()}
+    again = [name for name, bug in heldout(assignment).BUGS.items()
+             if any((cell, _normalised(code)) in catalogued for cell, code in bug.cells.items())]
+    assert not again, f"{assignment}: held-out bugs already catalogued: {again}"
+
+
+@pytest.mark.parametrize("assignment, name", list(_entries("CORRECT")))
+def test_correct_variant_gets_full_marks(assignment, name, capsys):
+    results = _results(assignment, "CORRECT", name)
+    assert results, f"{assignment} has no test cells"
+    assert results == dict.fromkeys(results), {t: m for t, m in results.items() if m}
+
+
+@pytest.mark.parametrize("assignment, name", list(_entries("BUGS")))
+def test_bug_loses_the_points_of_its_cells(assignment, name, request, capsys):
+    bug = heldout(assignment).BUGS[name]
+    assert bug.fails, f"{name} names no test cell it must fail"
+    assert bug.diagnosis, f"{name} has no diagnosis"
+    if is_false_pass(bug):
+        request.applymarker(pytest.mark.xfail(strict=True, reason=bug.notes))
+    results = _results(assignment, "BUGS", name)
+    unknown = set(bug.fails) - set(results)
+    assert not unknown, f"{name} names test cells the notebook lacks: {sorted(unknown)}"
+    kept = {t for t in bug.fails if results[t] is None}
+    assert not kept, f"{name} kept the points of {sorted(kept)}"
+
+
+def _named(assignment, name):
+    """True when the first listed cell that `name` fails names the mistake."""
+    bug = heldout(assignment).BUGS[name]
+    results = _results(assignment, "BUGS", name)
+    if all(results.get(t) is None for t in bug.fails):
+        return False  # a false pass: no message at all
+    return names(bug, _first_failure(assignment, bug, results)[1])
+
+
+# ------------------------------------------------------------------ the named fraction
+README = REPO / "README.md"
+TABLE = re.compile(r"<!-- heldout-named -->\n(.*?)<!-- /heldout-named -->", re.S)
+ROW = re.compile(r"^\| *(\d\d_\w+|all) *\| *(\d+) *\| *(\d+) *\| *(\d+)% *\|", re.M)
+
+
+def heldout_table():
+    """{chapter or "all": (named, held-out bugs, percent)} of the README's table."""
+    return {a: (int(n), int(total), int(percent)) for a, n, total, percent in ROW.findall(
+        TABLE.search(README.read_text()).group(1))}
+
+
+def measured_table(assignments=CHAPTERS):
+    """{chapter: (named, held-out bugs, percent)}, and "all" over every chapter."""
+    measured = {}
+    for assignment in assignments:
+        bugs = heldout(assignment).BUGS
+        named = sum(_named(assignment, name) for name in bugs)
+        measured[assignment] = (named, len(bugs))
+    total = tuple(map(sum, zip(*measured.values())))
+    measured["all"] = total
+    return {a: (n, t, round(100 * n / max(t, 1))) for a, (n, t) in measured.items()}
+
+
+def test_readme_table_gives_each_chapters_named_held_out_bugs(capsys):
+    measured = measured_table()
+    rows = "\n".join(f"| {a} | {n} | {t} | {p}% |" for a, (n, t, p) in measured.items())
+    assert heldout_table() == measured, f"README.md's heldout-named table should read:\n{rows}"
