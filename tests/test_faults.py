@@ -209,6 +209,10 @@ def test_killed_batch_dies_whole_and_resumes(released, tmp_path):
     while not any("autograde.sandbox" in c for c in watch.commands()):
         assert first.poll() is None and time.monotonic() < deadline, first.communicate()
         time.sleep(0.1)
+    # Frozen from here on, the first batch records nothing more, however long the second
+    # grader takes to start (tens of seconds on a loaded machine: the first batch used to
+    # finish its 4 notebooks before the kill, and the resume found nothing to grade).
+    os.kill(first.pid, signal.SIGSTOP)
     code, out, err, alive = finish(*start(course_dir, tmp_path / "tmp2"))
     assert code == 2 and not alive
     assert re.fullmatch(FAULTS["second_grade_on_the_same_course"], err.strip()), err
