@@ -20,9 +20,52 @@ def add_commands(commands):
                               "instructor guide); without it ids come from the file names")
     collect.add_argument("--course-dir", default=".", help="nbgrader course root (default: .)")
 
+    from autograde.lms_export import FORMATS, MOODLE_KEYS
+    export = commands.add_parser("export", help="grades in Canvas's or Moodle's import format")
+    export.add_argument("assignments", nargs="*", help="default: every graded chapter")
+    export.add_argument("--to", required=True, choices=FORMATS)
+    export.add_argument("--roster", default=None, help="CSV with student_id and the "
+                        "platform's ids (required for canvas and moodle)")
+    export.add_argument("--output", default=None, help="default: <to>-grades.csv in the "
+                        "course directory")
+    export.add_argument("--missing-as-zero", action="store_true",
+                        help="0 for a student with no submission (default: an empty cell)")
+    export.add_argument("--column", action="append", default=[], metavar="ASSIGNMENT=TITLE",
+                        help="the platform's column for an assignment, e.g. "
+                             "'01_attention=Attention (12345)' (repeatable)")
+    export.add_argument("--moodle-key", choices=sorted(MOODLE_KEYS), default=None,
+                        help="the roster column Moodle identifies users by (default: the "
+                             "first of email, username, id_number every student has)")
+    export.add_argument("--course-dir", default=".", help="nbgrader course root (default: .)")
+    export.add_argument("--db", default=None, help="gradebook URL (default: sqlite gradebook.db)")
+
 
 def run(args):
-    return {"collect": _collect}[args.command](args)
+    return {"collect": _collect, "export": _export}[args.command](args)
+
+
+def _export(args):
+    from autograde.lms_export import ExportError, export
+    from autograde.roster import RosterError
+    course_dir = Path(args.course_dir)
+    columns = {}
+    for item in args.column:
+        assignment, sep, title = item.partition("=")
+        if not sep or not title.strip():
+            print(f"ERROR: --column {item!r}: write ASSIGNMENT=TITLE", file=sys.stderr)
+            return 2
+        columns[assignment.strip()] = title.strip()
+    output = Path(args.output) if args.output else course_dir / f"{args.to}-grades.csv"
+    try:
+        done = export(course_dir, args.to, output, args.roster, args.assignments or None,
+                      args.missing_as_zero, columns, args.moodle_key, args.db)
+    except (ExportError, RosterError, OSError) as refused:
+        print(f"ERROR: {refused}", file=sys.stderr)
+        return 2
+    for note in done.notes:
+        print(f"NOTE {note}", file=sys.stderr)
+    print(f"{done.rows} students written to {done.path}")
+    return 0
 
 
 def _collect(args):
