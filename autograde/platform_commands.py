@@ -39,9 +39,31 @@ def add_commands(commands):
     export.add_argument("--course-dir", default=".", help="nbgrader course root (default: .)")
     export.add_argument("--db", default=None, help="gradebook URL (default: sqlite gradebook.db)")
 
+    gradescope = commands.add_parser("gradescope", help="Gradescope's autograder.zip for a chapter")
+    gradescope.add_argument("assignment", help="e.g. 01_attention")
+    gradescope.add_argument("--output", default=None,
+                            help="default: gradescope/<assignment>/autograder.zip in the "
+                                 "course directory")
+    gradescope.add_argument("--course-dir", default=".", help="default: .")
+
 
 def run(args):
-    return {"collect": _collect, "export": _export}[args.command](args)
+    return {"collect": _collect, "export": _export,
+            "gradescope": _gradescope}[args.command](args)
+
+
+def _gradescope(args):
+    from autograde.gradescope import build
+    output = Path(args.output) if args.output else (
+        Path(args.course_dir) / "gradescope" / args.assignment / "autograder.zip")
+    try:
+        path = build(args.assignment, output)
+    except (ValueError, RuntimeError, OSError) as refused:
+        print(f"ERROR: {refused}", file=sys.stderr)
+        return 2
+    print(f"{args.assignment}: {path} (upload it as the assignment's autograder; "
+          "base image Ubuntu 22.04)")
+    return 0
 
 
 def _export(args):
