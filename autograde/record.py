@@ -105,9 +105,11 @@ class Recorder:
         notebook.write_text(json.dumps(staged_notebook(
             released_nb, Path(submitted_dir) / f"{result.notebook}.ipynb",
             readable=result.status != "error")))
-        stamp = Path(submitted_dir) / "timestamp.txt"
-        if stamp.is_file():
-            shutil.copy(stamp, staging / "timestamp.txt")
+        # timestamp.txt: late penalties; submission_secret.txt (written by nbgrader's
+        # `submit`): `release_feedback` finds the student's feedback by it
+        for name in ("timestamp.txt", "submission_secret.txt"):
+            if (Path(submitted_dir) / name).is_file():
+                shutil.copy(Path(submitted_dir) / name, staging / name)
         RESULTS[(result.student, result.assignment, result.notebook)] = result
         coursedir = self.api.coursedir
         try:
