@@ -7,6 +7,9 @@
   python -m autograde report   [ASSIGNMENT ...]   report.md and report.png for the class
   python -m autograde collect DOWNLOAD.zip ASSIGNMENT --from canvas|moodle|blackboard
                                                   a platform's download into submitted/
+  python -m autograde export --to canvas|moodle|csv --roster ROSTER.csv
+                                                  grades in a platform's import format
+  python -m autograde gradescope ASSIGNMENT       Gradescope's autograder.zip
 """
 import argparse
 import sys

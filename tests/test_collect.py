@@ -191,6 +191,12 @@ def test_blackboard_download_keeps_times(tmp_path):
         "2026-11-23 10:00:00"
 
 
+def test_the_command_offers_every_platform():
+    from autograde.collect import PLATFORMS
+    from autograde.platform_commands import PLATFORM_NAMES
+    assert sorted(PLATFORMS) == list(PLATFORM_NAMES)
+
+
 def test_a_zip_that_escapes_its_folder_is_refused(tmp_path):
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
