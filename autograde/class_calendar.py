@@ -92,7 +92,7 @@ def write_kit(course_dir, target, chapters):
     (release's kit holds them all), with requirements-student.txt beside it."""
     from autograde import kit
     import shutil
-    target = Path(target)
+    target = Path(target).resolve()  # kit.build_wheel runs pip in another folder
     shutil.rmtree(target, ignore_errors=True)
     public = [a for a in chapters if not course.answers_shipped(a)]
     fixtures = Path(course_dir) / "fixtures"

@@ -37,6 +37,19 @@ def test_the_repository_setting_publishes_every_chapter():
     assert class_calendar.published(class_calendar.setting(REPO / "_config.yml")) == CHAPTERS
 
 
+def test_the_kit_is_written_where_asked_from_a_relative_path(tmp_path, monkeypatch):
+    """make book-class names the kit's folder relative to the repository."""
+    monkeypatch.chdir(tmp_path)
+    fixtures = tmp_path / "course" / "fixtures"
+    fixtures.mkdir(parents=True)
+    built = REPO / "_build" / "course" / "fixtures" / "01_attention.npz"
+    if not built.is_file():
+        pytest.skip("the released course is not built (make test builds it)")
+    (fixtures / "01_attention.npz").write_bytes(built.read_bytes())
+    class_calendar.write_kit(tmp_path / "course", "extra", CHAPTERS[:1])
+    assert len(list((tmp_path / "extra" / "kit").glob("*.whl"))) == 1
+
+
 def test_the_toc_keeps_only_published_chapters(tmp_path):
     toc = class_calendar.write_toc(REPO / "_toc.yml", tmp_path / "toc.yml", CHAPTERS[:2])
     text = toc.read_text()
