@@ -57,10 +57,15 @@ $(MATHJAX):
 
 # The class edition: the same pages with the solution code removed (outputs stay), for a
 # course whose assignments are open. Executed outputs come from the same cache.
+# Only the chapters that _config.yml's class_calendar has opened, with the kit of those
+# chapters (autograde/class_calendar.py writes the table of contents and the kit).
+# CLASS_OUT: where it goes (tests/test_class_calendar.py builds other settings elsewhere).
+CLASS_OUT ?= _build/class
 book-class: $(STAMP) $(DOWNLOADS) $(MATHJAX)
-	COURSE_EDITION=class $(BIN)/jupyter-book build . --warningiserror --keep-going --all \
-	  --path-output _build/class
-	touch $(CLASS_BOOK)
+	$(BIN)/python -m autograde.class_calendar --toc $(CLASS_OUT)/toc.yml --kit $(CLASS_OUT)/site-extra
+	COURSE_EDITION=class COURSE_SITE_EXTRA=$(CLASS_OUT)/site-extra $(BIN)/jupyter-book build . \
+	  --warningiserror --keep-going --all --path-output $(CLASS_OUT) --toc $(CLASS_OUT)/toc.yml
+	touch $(CLASS_OUT)/_build/html/.stamp
 
 $(CLASS_BOOK): $(STAMP) $(BOOK_SOURCES) $(DOWNLOADS) $(MATHJAX)
 	$(MAKE) book-class

@@ -94,8 +94,34 @@ def _student_sources(app, exception):
             path.unlink()
 
 
+# a link to a chapter's page from a page of the book: [text](NN_topic.ipynb)
+CHAPTER_LINK = re.compile(r"\[([^\]]+)\]\((0[0-9]_[a-z]+)\.ipynb\)")
+
+
+def _unpublished_links(app, docname, source):
+    """In the class edition, a link to a chapter the course calendar has not opened
+    (autograde.class_calendar: its page is not built) becomes its plain text."""
+    if edition() != "class" or not os.fspath(app.env.doc2path(docname)).endswith(".md"):
+        return
+    _kit(app)  # puts the repository on sys.path
+    from autograde import class_calendar
+    opened = set(class_calendar.published(class_calendar.setting()))
+    source[0] = CHAPTER_LINK.sub(lambda m: m.group(0) if m.group(2) in opened
+                                 else f"{m.group(1)} (not open yet)", source[0])
+
+
+def _class_site_extra(app, config):
+    """The class edition serves the kit of its published chapters (`make book-class`
+    writes it to COURSE_SITE_EXTRA) instead of the kit of every chapter."""
+    extra = os.environ.get("COURSE_SITE_EXTRA")
+    if edition() == "class" and extra:
+        config.html_extra_path = [extra]
+
+
 def setup(app):
     edition()  # refuse an unknown edition before any page is read
+    app.connect("config-inited", _class_site_extra)
     app.connect("source-read", _prepare_notebook)
+    app.connect("source-read", _unpublished_links)
     app.connect("build-finished", _student_sources)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -5,6 +5,11 @@
                                                   grades.csv and tests.csv
   python -m autograde feedback [ASSIGNMENT ...]   feedback/<student>/<assignment>.html
   python -m autograde report   [ASSIGNMENT ...]   report.md and report.png for the class
+  python -m autograde collect DOWNLOAD.zip ASSIGNMENT --from canvas|moodle|blackboard
+                                                  a platform's download into submitted/
+  python -m autograde export --to canvas|moodle|csv --roster ROSTER.csv
+                                                  grades in a platform's import format
+  python -m autograde gradescope ASSIGNMENT       Gradescope's autograder.zip
 """
 import argparse
 import sys
@@ -51,7 +56,11 @@ def main(argv=None):
     _common(feedback)
     report = commands.add_parser("report", help="class summary from the last grading")
     _common(report)
+    from . import platform_commands
+    platform_commands.add_commands(commands)
     args = parser.parse_args(argv)
+    if args.command in platform_commands.COMMANDS:
+        return platform_commands.run(args)
     assignments = args.assignments or None
     course_dir = Path(args.course_dir)
 

@@ -95,9 +95,11 @@ class Recorder:
         staging.mkdir(parents=True)
         notebook = staging / f"{result.notebook}.ipynb"
         notebook.write_text(json.dumps(staged_notebook(released_nb, answers)))
-        stamp = Path(submitted_dir) / "timestamp.txt"
-        if stamp.is_file():
-            shutil.copy(stamp, staging / "timestamp.txt")
+        # timestamp.txt: late penalties; submission_secret.txt (written by nbgrader's
+        # `submit`): `release_feedback` finds the student's feedback by it
+        for name in ("timestamp.txt", "submission_secret.txt"):
+            if (Path(submitted_dir) / name).is_file():
+                shutil.copy(Path(submitted_dir) / name, staging / name)
         coursedir = self.api.coursedir
         with temp_attrs(coursedir, assignment_id=result.assignment,
                         student_id=result.student, submitted_directory=STAGING):

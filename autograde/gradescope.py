@@ -1,0 +1,256 @@
+"""Gradescope's autograder for one chapter: `python -m autograde gradescope 01_attention`
+writes autograder.zip, which Gradescope unpacks into /autograder/source.
+
+Inside the zip:
+- setup.sh (Gradescope runs it once, as root, when it builds the image): Python 3.11,
+  bubblewrap, a virtualenv at /autograder/venv with the grader's packages at the pins of
+  requirements.txt (requirements-gradescope.txt, the lines of GRADER_PACKAGES);
+- run_autograder (Gradescope runs it for each submission): this module's `run`, which
+  grades /autograder/submission/*.ipynb with `batch.grade`, the same grader as `python -m
+  autograde grade` (each submission in its own sandboxed process, hidden tests on fresh
+  inputs), and writes /autograder/results/results.json. Whatever happens, a results.json
+  is written: a crash of the grader itself gives one that says so;
+- the grader and the course (autograde/, chapters/, solutions/, _config.yml) and a
+  course directory with the chapter already released (course/: nbgrader's source/,
+  release/ and gradebook.db), built here so Gradescope runs nbgrader only to record.
+
+results.json (Gradescope's format): `score`, `output` (what the student reads at the top),
+and one entry per test cell: `name` (its grade id), `score`, `max_score`, `status`,
+`output` (the check's message, naming the mistake when it knows it) and `visibility`: a
+test cell holding hidden tests is `after_published`, so its result, and the total, show
+only once the instructor publishes the grades.
+"""
+import json
+import os
+import shutil
+import sys
+import tempfile
+import traceback
+import zipfile
+from pathlib import Path
+
+from autograde import course
+
+GRADER_PACKAGES = ("torch", "numpy", "matplotlib", "nbformat", "nbgrader", "tqdm", "pyyaml")
+SHIPPED_TREES = ("autograde", "chapters", "solutions")
+SHIPPED_FILES = ("_config.yml", "requirements.txt")
+SKIPPED = ("__pycache__", ".ipynb_checkpoints")
+HIDDEN_MARK = "### BEGIN HIDDEN TESTS"
+STUDENT = "student"  # the one student of a Gradescope run, in the course directory's layout
+ROOT = "/autograder"
+
+SETUP_SH = """#!/usr/bin/env bash
+# Gradescope runs this once when it builds the autograder (written by
+# `python -m autograde gradescope {assignment}`; base image: Ubuntu 22.04).
+set -euo pipefail
+apt-get update
+apt-get install -y --no-install-recommends python3.11 python3.11-venv bubblewrap
+python3.11 -m venv /autograder/venv
+/autograder/venv/bin/pip install --quiet pip==24.3.1
+# the CPU build of torch: PyPI's Linux wheel pulls gigabytes of CUDA libraries
+/autograder/venv/bin/pip install --quiet {torch_pin} --index-url https://download.pytorch.org/whl/cpu
+/autograder/venv/bin/pip install --quiet -r /autograder/source/requirements-gradescope.txt
+"""
+
+RUN_AUTOGRADER = """#!/usr/bin/env bash
+# Gradescope runs this for each submission (written by `python -m autograde gradescope
+# {assignment}`): grade /autograder/submission into /autograder/results/results.json.
+results=/autograder/results/results.json
+mkdir -p /autograder/results
+rm -f "$results"
+cd /autograder/source
+PATH=/autograder/venv/bin:$PATH PYTHONPATH=/autograder/source \\
+  python -m autograde.gradescope run {assignment} --root /autograder
+if [ ! -s "$results" ]; then  # the grader did not even start: say so, never leave none
+  printf '%s\\n' '{{"score": 0, "tests": [], "output": "The autograder failed before it could grade this submission. Your instructor can see why in the autograder output; please tell them."}}' > "$results"
+fi
+"""
+
+
+def grader_requirements():
+    """The lines of requirements.txt for GRADER_PACKAGES: the same pins, one source."""
+    lines = []
+    for line in (course.REPO / "requirements.txt").read_text().splitlines():
+        name = line.split("==")[0].strip().lower()
+        if name in GRADER_PACKAGES:
+            lines.append(line.strip())
+    missing = set(GRADER_PACKAGES) - {line.split("==")[0].lower() for line in lines}
+    if missing:
+        raise RuntimeError(f"requirements.txt pins none of {', '.join(sorted(missing))}")
+    return lines
+
+
+def _add_tree(archive, folder, arcname):
+    for path in sorted(Path(folder).rglob("*")):
+        if path.is_file() and not any(part in SKIPPED for part in path.parts):
+            archive.write(path, f"{arcname}/{path.relative_to(folder).as_posix()}")
+
+
+def _add_script(archive, name, text):
+    info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
+    info.external_attr = 0o100755 << 16  # executable: Gradescope runs them as they are
+    archive.writestr(info, text)
+
+
+def build(assignment, output):
+    """Write autograder.zip for `assignment` at `output`; returns its path."""
+    if assignment not in course.assignments():
+        raise ValueError(f"no chapter named {assignment!r}: one of "
+                         f"{', '.join(course.assignments())}")
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    requirements = grader_requirements()
+    torch_pin = next(line for line in requirements if line.lower().startswith("torch=="))
+    with tempfile.TemporaryDirectory() as scratch:
+        course_dir = Path(scratch) / "course"
+        course.release(course_dir, [assignment])
+        partial = output.with_name(output.name + ".partial")
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+            _add_script(archive, "setup.sh", SETUP_SH.format(assignment=assignment,
+                                                             torch_pin=torch_pin))
+            _add_script(archive, "run_autograder", RUN_AUTOGRADER.format(assignment=assignment))
+            archive.writestr("requirements-gradescope.txt", "\n".join(requirements) + "\n")
+            for name in SHIPPED_FILES:
+                archive.write(course.REPO / name, name)
+            for name in SHIPPED_TREES:
+                _add_tree(archive, course.REPO / name, name)
+            for part in (f"source/{assignment}", f"release/{assignment}"):
+                _add_tree(archive, course_dir / part, f"course/{part}")
+            archive.write(course_dir / "gradebook.db", "course/gradebook.db")
+        os.replace(partial, output)
+    return output
+
+
+# -- at Gradescope, for each submission ------------------------------------------------
+def graded_cells(source_notebook):
+    """[(grade id, max points, holds hidden tests)] of the chapter's test cells, in order."""
+    cells = []
+    for cell in json.loads(Path(source_notebook).read_text())["cells"]:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if meta.get("grade") and cell.get("cell_type") == "code":
+            source = "".join(cell.get("source", ""))
+            cells.append((meta["grade_id"], float(meta.get("points", 0)),
+                          HIDDEN_MARK in source))
+    return cells
+
+
+def _choose_notebook(submission, assignment):
+    """(path, note) of the notebook to grade, or (None, why none can be)."""
+    wanted = f"{assignment}.ipynb"
+    found = sorted(p for p in Path(submission).rglob("*.ipynb")
+                   if p.is_file() and ".ipynb_checkpoints" not in p.parts)
+    exact = [p for p in found if p.name == wanted]
+    if len(exact) == 1:
+        return exact[0], ""
+    if not found:
+        return None, f"Your submission holds no notebook: upload {wanted}."
+    if len(found) == 1:  # one student, one notebook: the browser may have renamed it
+        return found[0], f"Graded {found[0].name} (the only notebook submitted) as {wanted}."
+    names = ", ".join(p.relative_to(submission).as_posix() for p in found)
+    return None, (f"Your submission holds {len(found)} notebooks ({names}) and "
+                  f"{'several' if exact else 'none'} named {wanted}: submit only {wanted}.")
+
+
+def results_json(result, cells, note=""):
+    """Gradescope's results.json (a dict) for one NotebookResult of `batch.grade`."""
+    hidden = {grade_id for grade_id, _, has_hidden in cells if has_hidden}
+    lines = [note] if note else []
+    if hidden:
+        lines.append(f"{len(hidden)} of {len(cells)} test cells hold hidden tests: their "
+                     "results show once your instructor publishes the grades.")
+    if result.status != "graded":
+        lines.append(f"Your notebook could not be graded: {result.error.strip()}")
+    for problem in result.problems:
+        where = problem.get("cell", "")
+        lines.append(f"{where}: {problem.get('message', '')}".strip(": "))
+    tests = []
+    for test in result.tests:
+        tests.append({
+            "name": test.grade_id, "score": test.points, "max_score": test.max_points,
+            "status": "passed" if test.passed else "failed",
+            "output": (test.output or "passed") if test.passed else (test.message or test.status),
+            "visibility": "after_published" if test.grade_id in hidden else "visible"})
+    return {"score": result.score, "output": "\n".join(lines), "tests": tests,
+            "stdout_visibility": "hidden"}
+
+
+def _not_graded(cells, message):
+    """results.json for a submission the grader never reached: every test cell at 0."""
+    return {"score": 0.0, "output": message, "stdout_visibility": "hidden",
+            "tests": [{"name": grade_id, "score": 0.0, "max_score": points,
+                       "status": "failed", "output": "not graded: see above",
+                       "visibility": "visible"} for grade_id, points, _ in cells]}
+
+
+def _sandbox_works():
+    """Whether bubblewrap can make its namespaces here (a container may forbid it)."""
+    import subprocess
+    from autograde.remote import bwrap_path
+    bwrap = bwrap_path()
+    if not bwrap:
+        return False
+    done = subprocess.run([bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+                           "--unshare-all", "--die-with-parent", "true"],
+                          capture_output=True, timeout=60)
+    return done.returncode == 0
+
+
+def grade_submission(assignment, root):
+    """Grade <root>/submission for `assignment` with the course in <root>/source/course;
+    returns the results.json dict."""
+    from autograde import batch
+    root = Path(root)
+    template = root / "source" / "course"
+    cells = graded_cells(template / "source" / assignment / f"{assignment}.ipynb")
+    notebook, note = _choose_notebook(root / "submission", assignment)
+    if notebook is None:
+        return _not_graded(cells, note)
+    if not _sandbox_works():
+        print("WARNING: bubblewrap cannot run in this container: the student's code runs "
+              "with process limits only", flush=True)
+        os.environ["AUTOGRADE_NO_BWRAP"] = "1"
+    with tempfile.TemporaryDirectory(dir=root) as scratch:
+        course_dir = Path(scratch) / "course"
+        shutil.copytree(template, course_dir)
+        target = course_dir / "submitted" / STUDENT / assignment
+        target.mkdir(parents=True)
+        shutil.copyfile(notebook, target / f"{assignment}.ipynb")
+        graded = batch.grade(course_dir, [assignment], [STUDENT], jobs=1, resume=False,
+                             progress=False, log=lambda line: print(line, flush=True))
+        result = graded[(STUDENT, assignment)]
+    return results_json(result, cells, note)
+
+
+def run(assignment, root=ROOT):
+    """Write <root>/results/results.json for the submission, whatever happens; 0."""
+    path = Path(root) / "results" / "results.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        data = grade_submission(assignment, root)
+    except BaseException as error:  # the grader's own failure: still a results.json
+        traceback.print_exc()
+        data = {"score": 0.0, "tests": [], "stdout_visibility": "hidden",
+                "output": "The autograder failed on this submission "
+                          f"({type(error).__name__}); your instructor can see why in the "
+                          "autograder output. Please tell them."}
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps(data, indent=1))
+    os.replace(partial, path)
+    print(f"{assignment}: score {data['score']} of "
+          f"{sum(t['max_score'] for t in data['tests'])}; wrote {path}", flush=True)
+    return 0
+
+
+def main(argv=None):
+    import argparse
+    parser = argparse.ArgumentParser(prog="python -m autograde.gradescope")
+    commands = parser.add_subparsers(dest="command", required=True)
+    grade = commands.add_parser("run", help="grade <root>/submission (run_autograder)")
+    grade.add_argument("assignment")
+    grade.add_argument("--root", default=ROOT, help="Gradescope's /autograder")
+    args = parser.parse_args(argv)
+    return run(args.assignment, args.root)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
