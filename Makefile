@@ -81,8 +81,10 @@ student-branch: $(DOWNLOADS)
 	  print(course.student_branch('_build/course', '_build/student-branch'))"
 	@echo "commit that tree as the branch 'student' of the repository in _config.yml"
 
+# Two pytest-xdist workers, one per core; --dist loadgroup keeps the tests that share a
+# costly module fixture on one worker (tests/conftest.py, ONE_WORKER and xdist_group).
 test: $(STAMP) $(BOOK) $(CLASS_BOOK)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_mha.py --output bench/README.md

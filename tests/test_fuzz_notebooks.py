@@ -121,10 +121,8 @@ def test_any_json_is_read_or_refused_in_one_line(data, reference, transform, tmp
 
 
 @pytest.fixture(scope="module")
-def released(tmp_path_factory):
-    course_dir = tmp_path_factory.mktemp("fuzz_course")
-    course.release(course_dir, [CHAPTER])
-    return course_dir
+def released(course_release):
+    return course_release(CHAPTER)
 
 
 @pytest.fixture(scope="module")
