@@ -68,14 +68,22 @@ def grade_chapter(course_release, assignment):
 
 
 class GradedChapters(dict):
-    """{assignment: grade_chapter's result}, each chapter graded when a test first asks."""
+    """{assignment: grade_chapter's result}, each chapter graded when a test first asks (a
+    grading that raised raises again for the chapter's other tests, without a second try)."""
 
     def __init__(self, course_release):
         super().__init__()
         self.course_release = course_release
+        self.failed = {}
 
     def __missing__(self, assignment):
-        self[assignment] = grade_chapter(self.course_release, assignment)
+        if assignment in self.failed:
+            raise self.failed[assignment]
+        try:
+            self[assignment] = grade_chapter(self.course_release, assignment)
+        except Exception as error:
+            self.failed[assignment] = error
+            raise
         return self[assignment]
 
 
