@@ -142,6 +142,8 @@ def submission(released):
         Assignment.from_source(released / "source" / CHAPTER / f"{CHAPTER}.ipynb")
 
 
+# Slow (a minute or so): each example is two gradings in the sandbox (the mutated notebook,
+# then the reference); 25 examples reach every mutation kind of `mutated` several times.
 @settings(max_examples=25, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_any_json_is_graded_or_refused_and_grading_goes_on(data, grader, submission,

@@ -92,11 +92,10 @@ def graded(course_release):
     return GradedChapters(course_release)
 
 
-# Each chapter's tests run on one xdist worker, which grades that chapter once (a minute of
-# CPU or more: nbgrader executes every submission whole, in a kernel of its own); the chapters
-# are spread over the workers.
-CHAPTERS = [pytest.param(assignment, marks=pytest.mark.xdist_group(f"nbgrader-{assignment}"))
-            for assignment in course.assignments()]
+# Each chapter's tests run on one xdist worker (tests/conftest.py, work_unit), which grades
+# that chapter once: a minute of CPU or more, as nbgrader executes every submission whole, in
+# a kernel of its own; the chapters are spread over the workers.
+CHAPTERS = course.assignments()
 
 
 @pytest.mark.parametrize("assignment", CHAPTERS)

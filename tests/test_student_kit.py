@@ -109,6 +109,9 @@ def _assert_all_green(cells, where):
         assert "\u2714" in printed, (where, cell["meta"]["grade_id"], printed)
 
 
+# Slow (half a minute each, the alone test several minutes): every run is what a student
+# does, a fresh kernel of the bare virtualenv that imports torch and runs the whole chapter;
+# the virtualenv itself is made once per test run.
 @pytest.mark.slow
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_unzipped_chapter_runs_in_a_bare_virtualenv(student_python, assignment, tmp_path):
