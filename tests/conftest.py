@@ -1,15 +1,25 @@
-"""Shared pytest set-up: hypothesis profiles and a fixed torch seed per test.
+"""Shared pytest set-up: hypothesis profiles, a fixed torch seed per test, and the fixtures
+that the workers of one run share (`make test` runs pytest-xdist's `pytest -n 2`): releases
+of the course and the chapters' graded results, made once per run (tests/across_workers.py).
+Test files whose module fixtures hold a browser, a virtualenv or a trained model run whole on
+one worker (ONE_WORKER below, with `--dist loadgroup`).
 
 Hypothesis profiles (choose with HYPOTHESIS_PROFILE=...):
     course    (default) modest example counts, derandomized: the same examples on every run,
               so CI is reproducible and the whole suite stays fast on a 2-core CPU;
     thorough  many more random examples, for a local bug hunt.
 """
+import hashlib
+import json
 import os
+import re
+import shutil
 
 import pytest
 import torch
 from hypothesis import HealthCheck, settings
+
+from tests.across_workers import made_once
 
 settings.register_profile(
     "course", max_examples=30, deadline=None, derandomize=True, print_blob=True,
@@ -32,6 +42,47 @@ torch.set_num_threads(1)
 os.environ.setdefault("COURSE_CAPSTONE_STEPS", "20")
 
 
+# Test files whose module fixtures cost seconds and would be built again by a second worker:
+# each runs whole on one worker, as one work unit that starts early (the scheduler below).
+ONE_WORKER = {
+    "test_browser.py": "a Chromium that loads every page of the book once per viewport",
+    "test_student_kit.py": "a fresh virtualenv from pip; one test installs a wheel into it",
+    "test_diversity.py": "two models trained for 150 steps",
+    "test_nested.py": "a zygote (a sandbox that imported torch)",
+    "test_runtime.py": "a zygote (a sandbox that imported torch)",
+    # two tests of a minute or more (a pytest run as `nobody`): as a group they start early,
+    # never as the run's last tests while the other worker has nothing left
+    "test_unprivileged.py": "an interpreter that `nobody` may run",
+}
+
+
+def work_unit(nodeid):
+    """What xdist hands to one worker whole, for the test `nodeid`: its file (ONE_WORKER),
+    its chapter's nbgrader grading (tests/test_nbgrader.py: a session's worth of nbgrader
+    runs per chapter, shared by that chapter's tests), or the test alone."""
+    name = nodeid.partition("::")[0].rsplit("/", 1)[-1]
+    chapter = re.search(r"\[(\d\d_[a-z]+)\]$", nodeid)
+    if name in ONE_WORKER:
+        return name
+    if name == "test_nbgrader.py" and chapter:
+        return f"nbgrader-{chapter.group(1)}"
+    return nodeid
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup` by work_unit(). (xdist 3.8's own loadgroup reads xdist_group marks
+    by rewriting item._nodeid, which pytest 9.2's nodeid no longer reads: its groups do not
+    form.) The largest units go out first, then single tests in the order collected."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByWorkUnit(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return work_unit(nodeid)
+    return ByWorkUnit(config, log)
+
+
 @pytest.fixture(autouse=True)
 def _seed_torch():
     """Every test starts from the same torch RNG state, whatever ran before it."""
@@ -40,10 +91,66 @@ def _seed_torch():
 
 
 @pytest.fixture(scope="session")
-def released_course(tmp_path_factory):
-    """A course directory with every chapter released (about 30 s), shared by the tests
-    that grade across all chapters; don't modify it."""
+def run_dir(tmp_path_factory):
+    """A folder shared by every worker of this test run: under xdist each worker's base temp
+    folder (popen-gw0, ...) lies in it; without xdist, the base temp folder itself."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session")
+def course_release(run_dir, tmp_path_factory):
+    """course_release(*chapters) -> a course directory of the caller's own with those chapters
+    released (none named: every chapter), as autograde.course.release makes it.
+
+    Each set of chapters is released once per test run (about 7 s of CPU for one chapter,
+    15 s for all) and copied for each caller (5 MB, well under a second): a test may change
+    its copy."""
     from autograde import course
-    course_dir = tmp_path_factory.mktemp("course")
-    course.release(course_dir)
-    return course_dir
+
+    def release(*chapters):
+        chosen = sorted(chapters) if chapters else course.assignments()
+        key = "all" if chosen == course.assignments() else "-".join(chosen)
+
+        def make(folder):
+            folder.mkdir(parents=True)
+            course.release(folder, chosen)
+
+        made = made_once(run_dir, f"release-{key}", make)
+        own = tmp_path_factory.mktemp(f"course-{key}")
+        shutil.copytree(made, own, symlinks=True, dirs_exist_ok=True)
+        return own
+    return release
+
+
+@pytest.fixture(scope="session")
+def released_course(course_release):
+    """A course directory with every chapter released, shared by the tests of one worker that
+    grade across all chapters; don't modify it."""
+    return course_release()
+
+
+@pytest.fixture(scope="session")
+def chapter_results(run_dir):
+    """chapter_results(assignment, cells) -> {test grade_id: None, or the message of what it
+    raised}: every test cell of the chapter run whole, hidden tests included, in its namespace
+    with `cells` ({solution grade_id: code}) in place of the reference (tests/chapter.py),
+    with the checks' seeds as written (no salt).
+
+    Computed once per test run, whichever worker asks first: tests/test_catalogue.py grades
+    every catalogue entry with it, and tests/test_fresh_inputs.py compares other salts with
+    the same verdicts."""
+    from tests.chapter import Chapter
+
+    chapters, folder = {}, run_dir / "chapter-results"
+    folder.mkdir(exist_ok=True)
+
+    def results(assignment, cells):
+        key = hashlib.sha256(json.dumps([assignment, sorted(cells.items())]).encode())
+
+        def run(path):
+            chapter = chapters.setdefault(assignment, Chapter(assignment))
+            path.write_text(json.dumps(chapter.run_tests(chapter.namespace(cells))))
+
+        return json.loads(made_once(folder, key.hexdigest()[:32], run).read_text())
+    return results

@@ -20,6 +20,7 @@ import copy
 import json
 from dataclasses import dataclass, field
 
+from tests.submissions import capstone as capstone_catalogue
 from tests.submissions import fill_submission
 from tests.submissions import kv as kv_catalogue
 
@@ -954,22 +955,10 @@ def equivariance_gap(layer, x, perm):
 # stand-in models that the checks build with given()) replaced so as to report a right answer
 CH7 = "07_capstone"
 
-CAPSTONE_BLOCK_STUB_FORGES_ITS_REPORT = '''
-import checks.capstone
-
-
-class TransformerBlock(nn.Module):
-    def __init__(self, d_model, num_heads, d_ff, dropout=0.0):
-        super().__init__()
-        self.ln1 = nn.LayerNorm(d_model)
-        self.attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
-        self.ln2 = nn.LayerNorm(d_model)
-        self.ff = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
-        self.drop = nn.Dropout(dropout)
-
-    def forward(self, x, cache=None):
-        raise NotImplementedError()
-
+# the notebook's class and __init__ (tests.submissions.capstone.block), a stub's forward
+_CAPSTONE_BLOCK_STUB = capstone_catalogue.block(
+    "    def forward(self, x, cache=None):\n        raise NotImplementedError()\n")
+CAPSTONE_BLOCK_STUB_FORGES_ITS_REPORT = "\nimport checks.capstone\n\n\n" + _CAPSTONE_BLOCK_STUB + '''
 
 def _pre_ln(block, x):
     h = block.ln1(x)

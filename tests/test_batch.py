@@ -19,10 +19,8 @@ CHAPTER = "01_attention"
 
 
 @pytest.fixture(scope="module")
-def released(tmp_path_factory):
-    course_dir = tmp_path_factory.mktemp("released")
-    course.release(course_dir, [CHAPTER])
-    return course_dir
+def released(course_release):
+    return course_release(CHAPTER)
 
 
 def make_class(released, target):

@@ -1,7 +1,8 @@
 """The catalogue of every chapter (tests/submissions/<module>.py), graded as the grader runs
 the test cells: each submission is executed into the chapter's namespace (its given cells'
 definitions, its solution cells with the submission's code in place of the reference;
-autograde.kit.chapter_namespace) and then every test cell runs whole, hidden tests included.
+tests/chapter.py) and then every test cell runs whole, hidden tests included (the
+chapter_results fixture of tests/conftest.py: once per test run).
 
 - every CORRECT (and MORE_CORRECT) submission passes every test cell;
 - every BUG fails exactly the test cells in its `fails`, and the message of the first of them
@@ -13,34 +14,28 @@ autograde.kit.chapter_namespace) and then every test cell runs whole, hidden tes
 
 Chapter modules are found by their files: a new chapter's catalogue needs no edit here.
 """
-import functools
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-from autograde import course, kit
+from autograde import course
+from tests.chapter import checks_module
 from tests.submissions import CHAPTERS, catalogue, names
 
 REPO = Path(__file__).resolve().parent.parent
-if str(course.CHAPTERS) not in sys.path:  # the grader's checks, as the notebooks import them
-    sys.path.insert(0, str(course.CHAPTERS))
 
 
 def _notebook(assignment):
     return course.CHAPTERS / f"{assignment}.ipynb"
 
 
-@functools.lru_cache(maxsize=None)
-def _results(assignment, kind, name):
+def _results(chapter_results, assignment, kind, name):
     """{test grade_id: None, or the message of what it raised} of one catalogue entry (kind:
-    "CORRECT", "MORE_CORRECT" or "BUGS"), every test cell run whole; computed once per
-    session (the table of named bugs reads the same results)."""
+    "CORRECT", "MORE_CORRECT" or "BUGS"), every test cell run whole; computed once per test
+    run (the table of named bugs reads the same results)."""
     entry = getattr(catalogue(assignment), kind)[name]
-    cells = entry.cells if kind == "BUGS" else entry
-    notebook = _notebook(assignment)
-    return kit.run_visible_tests(notebook, kit.chapter_namespace(notebook, cells), hidden=True)
+    return chapter_results(assignment, entry.cells if kind == "BUGS" else entry)
 
 
 def _importable(assignment):
@@ -65,8 +60,9 @@ def test_catalogue_imports(assignment):
 
 @pytest.mark.parametrize("assignment, kind, name",
                          list(_entries("CORRECT")) + list(_entries("MORE_CORRECT")))
-def test_correct_submission_passes_every_test_cell(assignment, kind, name, capsys):
-    results = _results(assignment, kind, name)
+def test_correct_submission_passes_every_test_cell(chapter_results, assignment, kind, name,
+                                                   capsys):
+    results = _results(chapter_results, assignment, kind, name)
     assert results, f"{assignment} has no test cells"
     assert results == dict.fromkeys(results), {t: m for t, m in results.items() if m}
 
@@ -78,9 +74,10 @@ def _first_failure(assignment, bug, results):
 
 
 @pytest.mark.parametrize("assignment, kind, name", list(_entries("BUGS")))
-def test_bug_fails_its_cells_with_its_diagnosis(assignment, kind, name, capsys):
+def test_bug_fails_its_cells_with_its_diagnosis(chapter_results, assignment, kind, name,
+                                                capsys):
     bug = catalogue(assignment).BUGS[name]
-    results = _results(assignment, kind, name)
+    results = _results(chapter_results, assignment, kind, name)
     unknown = set(bug.fails) - set(results)
     assert not unknown, f"{name} names test cells the notebook lacks: {sorted(unknown)}"
     failed = {t for t, message in results.items() if message is not None}
@@ -111,13 +108,13 @@ def named_table():
         TABLE.search(README.read_text()).group(1))}
 
 
-def test_readme_table_gives_each_chapters_named_bugs():
+def test_readme_table_gives_each_chapters_named_bugs(chapter_results):
     measured = {}
     for assignment in CHAPTERS:  # (a catalogue that does not import fails here too)
         bugs = catalogue(assignment).BUGS
         named = 0
         for name, bug in bugs.items():
-            results = _results(assignment, "BUGS", name)
+            results = _results(chapter_results, assignment, "BUGS", name)
             if any(m is not None for m in results.values()):
                 named += names(bug, _first_failure(assignment, bug, results)[1])
         measured[assignment] = (named, len(bugs), round(100 * named / max(len(bugs), 1)))
@@ -134,11 +131,10 @@ SCALED_SCORE_CHAPTERS = ["01_attention", "02_heads", "03_mha", "04_masks"]
 
 
 @pytest.mark.parametrize("assignment", SCALED_SCORE_CHAPTERS)
-def test_float32_sqrt_constant_is_catalogued_and_named(assignment, capsys):
-    from checks.common import FLOAT32_SQRT
-
+def test_float32_sqrt_constant_is_catalogued_and_named(chapter_results, assignment, capsys):
+    FLOAT32_SQRT = checks_module("common").FLOAT32_SQRT
     bugs = catalogue(assignment).BUGS
     named = [name for name, bug in bugs.items() if "dtype=torch.float32))" in str(bug.cells)
-             and FLOAT32_SQRT in _first_failure(assignment, bug,
-                                                _results(assignment, "BUGS", name))[1]]
+             and FLOAT32_SQRT in _first_failure(
+                 assignment, bug, _results(chapter_results, assignment, "BUGS", name))[1]]
     assert named, f"{assignment}: no catalogued float32 sqrt(d_k) constant named by the checks"

@@ -1,76 +1,32 @@
 """Chapter 1's checks, tested without nbgrader: the reference code passes every test cell
 (hidden tests included), and so does the `solutions` package; the catalogue's CORRECT and BUG
 submissions are graded by tests/test_catalogue.py, with every chapter's."""
-import contextlib
-import io
-import json
 import math
-import re
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 import solutions
-from tests.submissions import grade_id, reference_code
+from tests.chapter import HIDDEN_MARKER, Chapter, CheckFailure
 from tests.submissions import attention as catalogue
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "chapters"))
-from checks import attention as check  # noqa: E402  (as the notebook imports it)
-from checks.common import CheckFailure  # noqa: E402
-
-NOTEBOOK = json.loads((REPO / "chapters" / f"{catalogue.NOTEBOOK}.ipynb").read_text())
-
-
-def source(cell):
-    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-
-
-def nbgrader(cell):
-    return cell.get("metadata", {}).get("nbgrader", {})
-
-
-SOLUTIONS = {grade_id(c): reference_code(source(c)) for c in NOTEBOOK["cells"]
-             if nbgrader(c).get("solution")}
-TESTS = {grade_id(c): source(c) for c in NOTEBOOK["cells"] if nbgrader(c).get("grade")}
-
-
-def namespace(cells=None):
-    """The notebook's namespace after its solution cells ran (with `cells` replacing some)."""
-    ns = {"math": math, "torch": torch, "F": F, "check": check}
-    for gid, code in SOLUTIONS.items():
-        exec((cells or {}).get(gid, code), ns)
-    return ns
-
-
-def run_tests(ns):
-    """{test grade_id: None if it passed, else the failure message}, hidden tests included."""
-    results = {}
-    for gid, code in TESTS.items():
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):
-                exec(code, dict(ns))
-            results[gid] = None
-        except CheckFailure as error:
-            results[gid] = str(error)
-    return results
+CHAPTER = Chapter(catalogue.NOTEBOOK)
+check = CHAPTER.check  # chapters/checks/attention.py, as the notebook imports it
 
 
 def test_notebook_has_the_expected_cells():
-    assert list(SOLUTIONS) == ["attention_scores", "attention_entropy", "stable_softmax",
-                               "scaled_dot_product_attention"]
-    assert set(TESTS) == {"test_attention_scores", "test_attention_entropy",
-                          "test_stable_softmax", "test_stable_softmax_large", "test_sdpa",
-                          "test_sdpa_large", "test_sdpa_cross"}
-    for code in TESTS.values():
-        assert "### BEGIN HIDDEN TESTS" in code
+    assert list(CHAPTER.solutions) == ["attention_scores", "attention_entropy",
+                                       "stable_softmax", "scaled_dot_product_attention"]
+    assert set(CHAPTER.tests) == {"test_attention_scores", "test_attention_entropy",
+                                  "test_stable_softmax", "test_stable_softmax_large",
+                                  "test_sdpa", "test_sdpa_large", "test_sdpa_cross"}
+    for code in CHAPTER.tests.values():
+        assert HIDDEN_MARKER in code
 
 
 def test_reference_passes_every_test_cell():
-    assert run_tests(namespace()) == dict.fromkeys(TESTS)
+    assert CHAPTER.run_tests(CHAPTER.namespace()) == dict.fromkeys(CHAPTER.tests)
 
 
 def test_solutions_package_passes_the_checks(capsys):
@@ -100,7 +56,7 @@ def test_solutions_package_passes_the_checks(capsys):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_notebook_reference_equals_solutions_package(dtype):
-    ns = namespace()
+    ns = CHAPTER.namespace()
     gen = torch.Generator().manual_seed(3)
     q, k, v = (torch.randn(2, 3, n, 8, generator=gen, dtype=dtype) for n in (5, 7, 7))
     out, w = ns["scaled_dot_product_attention"](q, k, v)
@@ -115,11 +71,8 @@ def test_notebook_reference_equals_solutions_package(dtype):
 
 
 def test_blank_student_version_fails_everything_with_a_clear_message():
-    blank = {gid: re.sub(r"([ \t]*)### BEGIN SOLUTION.*?### END SOLUTION",
-                         r"\1# YOUR CODE HERE\n\1raise NotImplementedError()", code, flags=re.S)
-             for gid, code in ((grade_id(c), source(c)) for c in NOTEBOOK["cells"]
-                               if nbgrader(c).get("solution"))}
-    results = run_tests(namespace(blank))
+    blank = CHAPTER.blank()
+    results = CHAPTER.run_tests(CHAPTER.namespace(blank))
     for test, message in results.items():
         assert message and "not implemented yet" in message, (test, message)
 
@@ -128,10 +81,11 @@ def test_hard_coded_output_fails_the_hidden_tests():
     """A function that returns the visible test's answer whatever its input."""
     query, key = check.random_inputs((2, 3, 4), (2, 5, 4), seed=0)
     answer = query @ key.transpose(-2, -1) / 2
-    ns = namespace({"attention_scores": "def attention_scores(query, key):\n    return ANSWER\n"})
+    ns = CHAPTER.namespace(
+        {"attention_scores": "def attention_scores(query, key):\n    return ANSWER\n"})
     ns["ANSWER"] = answer
-    code = TESTS["test_attention_scores"]
-    visible, hidden = code.split("### BEGIN HIDDEN TESTS")
+    code = CHAPTER.tests["test_attention_scores"]
+    visible, hidden = code.split(HIDDEN_MARKER)
     exec(visible, dict(ns))                       # the visible test is fooled...
     with pytest.raises(CheckFailure, match="expected shape"):
         exec(hidden, dict(ns))                    # ...the hidden ones are not
@@ -152,7 +106,7 @@ def test_checks_resist_rebinding_torch_functions():
     original = torch.softmax
     try:
         torch.softmax = lambda x, dim: torch.zeros_like(x)
-        ns = namespace()
+        ns = CHAPTER.namespace()
         with pytest.raises(CheckFailure):
             check.scaled_dot_product_attention(ns["scaled_dot_product_attention"])
     finally:

@@ -2,28 +2,23 @@
 test_catalogue.py runs that): tolerances over shapes, seeds and dtypes, the properties that
 need no answer (leakage, determinism in eval mode), answers that cannot be hard-coded, and
 mistakes outside the catalogue that still get a message saying where to look."""
-import sys
-
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autograde import course, kit
+from tests.chapter import Chapter, CheckFailure
+from tests.submissions import capstone as capstone_catalogue
+from tests.submissions import edit
 
-if str(course.CHAPTERS) not in sys.path:  # the grader's checks, as the notebooks import them
-    sys.path.insert(0, str(course.CHAPTERS))
-from checks import capstone as check  # noqa: E402
-from checks.common import CheckFailure  # noqa: E402
-from tests.submissions import capstone as capstone_catalogue  # noqa: E402
-
-NOTEBOOK = course.CHAPTERS / "07_capstone.ipynb"
-REF = kit.chapter_namespace(NOTEBOOK)
+CHAPTER = Chapter(capstone_catalogue.NOTEBOOK)
+check = CHAPTER.check  # chapters/checks/capstone.py, as the notebook imports it
+REF = CHAPTER.namespace()
 INIT = capstone_catalogue.INIT  # the notebook's class line and __init__
 
 
 def with_cells(**cells):
-    return kit.chapter_namespace(NOTEBOOK, cells)
+    return CHAPTER.namespace(cells)
 
 
 def failure(function, *args, **kwargs):
@@ -64,16 +59,7 @@ def test_a_small_leak_is_caught_by_perturbing_the_future():
 
 
 def test_a_block_with_other_names_is_told_the_interface():
-    ns = with_cells(transformer_block='''
-class TransformerBlock(nn.Module):
-    def __init__(self, d_model, num_heads, d_ff, dropout=0.0):
-        super().__init__()
-        self.norm1 = nn.LayerNorm(d_model)
-        self.attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
-        self.ln2 = nn.LayerNorm(d_model)
-        self.ff = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
-        self.drop = nn.Dropout(dropout)
-
+    ns = with_cells(transformer_block=edit(INIT, "self.ln1 =", "self.norm1 =") + '''
     def forward(self, x, cache=None):
         return x
 ''')

@@ -1,110 +1,57 @@
 """Chapter 5's checks (chapters/checks/diversity.py), tested without nbgrader.
 
-The notebook's own cells are executed in a plain namespace: the setup cell and the solution
-cells (reference code, or a catalogue submission's code), then the test cells, visible and
-hidden, exactly as autograde runs them. No training runs here: the checks build their own
-small inputs.
+The notebook's own cells run as the grader runs them (tests/chapter.py): its given cells'
+definitions and its solution cells (reference code, or a catalogue submission's code), then
+the test cells, visible and hidden. No training runs here: the checks build their own small inputs.
 """
 import contextlib
 import io
-import json
 import re
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "chapters"))
+import solutions
+from tests.chapter import HIDDEN_MARKER, Chapter, CheckFailure, checks_module, imports_solutions
+from tests.submissions import diversity as catalogue
 
-import solutions  # noqa: E402
-from checks import diversity as check  # noqa: E402
-from checks.common import CheckFailure, LocalRuntime, use_runtime  # noqa: E402
-from tests.submissions import SOLUTION_BLOCK, grade_id, reference_code  # noqa: E402
-from tests.submissions import diversity as catalogue  # noqa: E402
-
-NOTEBOOK = json.loads((REPO / "chapters" / f"{catalogue.NOTEBOOK}.ipynb").read_text())
-HIDDEN = "### BEGIN HIDDEN TESTS"
-
-
-def _source(cell):
-    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-
-
-def _nbgrader(cell):
-    return cell.get("metadata", {}).get("nbgrader", {})
-
-
-CODE = [c for c in NOTEBOOK["cells"] if c["cell_type"] == "code"]
-SETUP = "\n".join(line for line in _source(CODE[0]).splitlines()
-                  if not line.lstrip().startswith("%"))  # magics, also indented ones
-RAW_SOLUTIONS = {grade_id(c): _source(c) for c in CODE if _nbgrader(c).get("solution")}
-SOLUTIONS = {gid: reference_code(src) for gid, src in RAW_SOLUTIONS.items()}
-TESTS = {grade_id(c): _source(c) for c in CODE if _nbgrader(c).get("grade")}
-
-
-def namespace(cells=None):
-    """The notebook's functions, with `cells` {grade_id: code} replacing the reference."""
-    cells = cells or {}
-    unknown = set(cells) - set(SOLUTIONS)
-    assert not unknown, f"no solution cells named {unknown}"
-    ns = {"__name__": "__main__"}
-    exec(SETUP, ns)
-    for gid, code in SOLUTIONS.items():
-        exec(cells.get(gid, code), ns)
-    return ns
-
-
-def run(source, ns):
-    """None if the cell passes, else the failure message (stdout swallowed)."""
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            exec(source, ns)
-    except CheckFailure as failure:
-        return str(failure)
-    return None
-
-
-def run_tests(ns, visible_only=False):
-    return {gid: run(src.split(HIDDEN)[0] if visible_only else src, ns)
-            for gid, src in TESTS.items()}
-
-
-REF = namespace()
+CHAPTER = Chapter(catalogue.NOTEBOOK)
+check = CHAPTER.check  # chapters/checks/diversity.py, as the notebook imports it
+LocalRuntime, use_runtime = (getattr(checks_module("common"), name)
+                             for name in ("LocalRuntime", "use_runtime"))
+REF = CHAPTER.namespace()
 
 
 # ------------------------------------------------------------------ the notebook itself
 def test_notebook_has_the_expected_cells():
-    assert set(SOLUTIONS) == {"relation_scores", "make_heads_identical", "head_similarity",
-                              "ablation_importance", "prune_heads"}
-    assert set(TESTS) == {"test_relation_scores", "test_make_heads_identical",
-                          "test_head_similarity", "test_ablation_importance",
-                          "test_prune_heads"}
-    assert all(HIDDEN in src for src in TESTS.values())
-    points = sum(_nbgrader(c)["points"] for c in CODE if _nbgrader(c).get("grade"))
-    assert 10 <= points <= 20
+    assert set(CHAPTER.solutions) == {"relation_scores", "make_heads_identical",
+                                      "head_similarity", "ablation_importance", "prune_heads"}
+    assert set(CHAPTER.tests) == {"test_relation_scores", "test_make_heads_identical",
+                                  "test_head_similarity", "test_ablation_importance",
+                                  "test_prune_heads"}
+    assert all(HIDDEN_MARKER in src for src in CHAPTER.tests.values())
+    assert 10 <= CHAPTER.points <= 20
     # chapter 5 may use the reference package (its release ships it), but the exercises'
     # own functions must not come from it
-    setup = _source(CODE[0])
-    for name in SOLUTIONS:
+    setup = "".join(CHAPTER.code_cells[0]["source"])
+    for name in CHAPTER.solutions:
         assert not re.search(rf"\b{name}\b", setup), f"the setup cell imports {name}"
 
 
 def test_reference_cells_pass_every_test():
-    assert run_tests(namespace()) == dict.fromkeys(TESTS)
+    assert CHAPTER.run_tests(CHAPTER.namespace()) == dict.fromkeys(CHAPTER.tests)
 
 
 def test_solutions_package_passes_every_test():
     """The importable reference (solutions/) passes the same visible and hidden tests."""
-    ns = namespace()
+    ns = CHAPTER.namespace()
     ns.update(relation_scores=solutions.relation_scores,
               make_heads_identical=solutions.make_heads_identical,
               head_similarity=solutions.head_similarity,
               ablation_importance=lambda model, batch: solutions.head_importance(
                   model, batch).ablation,
               prune_heads=solutions.prune_heads)
-    assert run_tests(ns) == dict.fromkeys(TESTS)
+    assert CHAPTER.run_tests(ns) == dict.fromkeys(CHAPTER.tests)
 
 
 def test_notebook_functions_equal_the_solutions_package():
@@ -144,10 +91,9 @@ def test_notebook_functions_equal_the_solutions_package():
 
 def test_blank_submission_fails_every_test():
     # what nbgrader's generate_assignment leaves in each solution cell
-    blank = {gid: SOLUTION_BLOCK.sub("    # YOUR CODE HERE\n    raise NotImplementedError()\n", src)
-             for gid, src in RAW_SOLUTIONS.items()}
+    blank = CHAPTER.blank()
     assert all("NotImplementedError" in code for code in blank.values())
-    results = run_tests(namespace(blank))
+    results = CHAPTER.run_tests(CHAPTER.namespace(blank))
     assert all(message and "not implemented" in message for message in results.values()), results
 
 
@@ -155,14 +101,13 @@ def test_hard_coded_outputs_fail_hidden_tests():
     """Returning the visible test's expected output passes it and fails the hidden ones."""
     weights = check._attention_maps(3, 2, 6, 6, 0, causal=True).float()
     frozen = REF["relation_scores"](weights)
-    cheat = namespace({"relation_scores": '''
+    cheat = CHAPTER.namespace({"relation_scores": '''
 def relation_scores(weights):
     return FROZEN
 '''})
     cheat["FROZEN"] = frozen
-    source = TESTS["test_relation_scores"]
-    assert run(source.split(HIDDEN)[0], cheat) is None
-    assert run(source, cheat) is not None
+    assert CHAPTER.run("test_relation_scores", cheat, hidden=False) is None
+    assert CHAPTER.run("test_relation_scores", cheat) is not None
 
 
 # ------------------------------------------------------------------ the catalogue
@@ -173,12 +118,11 @@ def test_catalogue_size():
 
 # ------------------------------------------------------------------ the checks module
 def test_checks_do_not_import_solutions():
-    text = (REPO / "chapters" / "checks" / "diversity.py").read_text()
-    assert "solutions" not in re.findall(r"^\s*(?:from|import)\s+(\w+)", text, re.M)
+    assert not imports_solutions("diversity")
 
 
 def test_rebinding_allclose_does_not_fool_the_checks():
-    ns = namespace({"head_similarity": '''
+    ns = CHAPTER.namespace({"head_similarity": '''
 import torch
 
 def head_similarity(weights):
@@ -189,7 +133,7 @@ def head_similarity(weights):
 '''})
     saved = torch.allclose, torch.isclose
     try:
-        message = run(TESTS["test_head_similarity"], ns)
+        message = CHAPTER.run("test_head_similarity", ns)
     finally:
         torch.allclose, torch.isclose = saved
     assert message and "not normalised" in message

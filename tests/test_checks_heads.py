@@ -1,93 +1,36 @@
 """Chapter 2's checks (chapters/checks/heads.py), tested without nbgrader.
 
-The notebook's own cells are executed in a plain namespace: the setup cell, the visible
-chapter-1 cell, the solution cells (reference code, or a catalogue submission's code) and
-then the test cells, visible and hidden, exactly as autograde runs them.
+The notebook's own cells run as the grader runs them (tests/chapter.py): its given cells'
+definitions and its solution cells (reference code, or a catalogue submission's code), then
+the test cells, visible and hidden.
 """
-import contextlib
-import io
 import json
-import re
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "chapters"))
+import solutions
+from tests.chapter import HIDDEN_MARKER, Chapter, CheckFailure, imports_solutions
+from tests.submissions import heads as catalogue
 
-import solutions  # noqa: E402
-from checks import heads as check  # noqa: E402
-from checks.common import CheckFailure  # noqa: E402
-from tests.submissions import SOLUTION_BLOCK, grade_id, reference_code  # noqa: E402
-from tests.submissions import heads as catalogue  # noqa: E402
-
-NOTEBOOK = json.loads((REPO / "chapters" / f"{catalogue.NOTEBOOK}.ipynb").read_text())
-HIDDEN = "### BEGIN HIDDEN TESTS"
-
-
-def _source(cell):
-    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-
-
-def _nbgrader(cell):
-    return cell.get("metadata", {}).get("nbgrader", {})
-
-
-CODE = [c for c in NOTEBOOK["cells"] if c["cell_type"] == "code"]
-SETUP = "\n".join(line for line in _source(CODE[0]).splitlines()
-                  if not line.lstrip().startswith("%"))  # magics, also indented ones
-CHAPTER1 = next(_source(c) for c in CODE
-                if not _nbgrader(c) and "def scaled_dot_product_attention(" in _source(c))
-RAW_SOLUTIONS = {grade_id(c): _source(c) for c in CODE if _nbgrader(c).get("solution")}
-SOLUTIONS = {gid: reference_code(src) for gid, src in RAW_SOLUTIONS.items()}
-TESTS = {grade_id(c): _source(c) for c in CODE if _nbgrader(c).get("grade")}
-
-
-def namespace(cells=None):
-    """The notebook's functions, with `cells` {grade_id: code} replacing the reference."""
-    cells = cells or {}
-    unknown = set(cells) - set(SOLUTIONS)
-    assert not unknown, f"no solution cells named {unknown}"
-    ns = {"__name__": "__main__"}
-    exec(SETUP, ns)
-    exec(CHAPTER1, ns)
-    for gid, code in SOLUTIONS.items():
-        exec(cells.get(gid, code), ns)
-    return ns
-
-
-def run(source, ns):
-    """None if the cell passes, else the failure message (stdout swallowed)."""
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            exec(source, ns)
-    except CheckFailure as failure:
-        return str(failure)
-    return None
-
-
-def run_tests(ns, visible_only=False):
-    return {gid: run(src.split(HIDDEN)[0] if visible_only else src, ns)
-            for gid, src in TESTS.items()}
+CHAPTER = Chapter(catalogue.NOTEBOOK)
+check = CHAPTER.check  # chapters/checks/heads.py, as the notebook imports it
 
 
 # ------------------------------------------------------------------ the notebook itself
 def test_notebook_has_the_expected_cells():
-    assert set(SOLUTIONS) == {"split_heads", "merge_heads", "multihead_attention_core",
-                              "head_projection", "fuse_head_weights"}
-    assert set(TESTS) == {"test_split_heads", "test_split_heads_divisibility", "test_merge_heads",
-                          "test_multihead_attention_core", "test_head_projection",
-                          "test_fuse_head_weights"}
-    assert all(HIDDEN in src for src in TESTS.values())
-    points = sum(_nbgrader(c)["points"] for c in CODE if _nbgrader(c).get("grade"))
-    assert 10 <= points <= 20
-    assert "import solutions" not in json.dumps(NOTEBOOK)
+    assert set(CHAPTER.solutions) == {"split_heads", "merge_heads", "multihead_attention_core",
+                                      "head_projection", "fuse_head_weights"}
+    assert set(CHAPTER.tests) == {"test_split_heads", "test_split_heads_divisibility",
+                                  "test_merge_heads", "test_multihead_attention_core",
+                                  "test_head_projection", "test_fuse_head_weights"}
+    assert all(HIDDEN_MARKER in src for src in CHAPTER.tests.values())
+    assert 10 <= CHAPTER.points <= 20
+    assert "import solutions" not in json.dumps(CHAPTER.notebook)
 
 
 def test_reference_cells_pass_every_test():
-    assert run_tests(namespace()) == dict.fromkeys(TESTS)
+    assert CHAPTER.run_tests(CHAPTER.namespace()) == dict.fromkeys(CHAPTER.tests)
 
 
 def test_solutions_package_passes_every_test():
@@ -108,15 +51,15 @@ def test_solutions_package_passes_every_test():
         out = x @ per_head.query[i]
         return out if bias is None else out + per_head.query_bias[i]
 
-    ns = namespace()
+    ns = CHAPTER.namespace()
     ns.update(split_heads=solutions.split_heads, merge_heads=solutions.merge_heads,
               multihead_attention_core=core, head_projection=head_projection)
     with torch.no_grad():
-        assert run_tests(ns) == dict.fromkeys(TESTS)
+        assert CHAPTER.run_tests(ns) == dict.fromkeys(CHAPTER.tests)
 
 
 def test_fuse_head_weights_inverts_solutions_head_weights():
-    ns = namespace()
+    ns = CHAPTER.namespace()
     mha = solutions.MultiHeadAttention(12, 3, query_size=7)
     with torch.no_grad():
         fused = ns["fuse_head_weights"](mha.head_weights().query)
@@ -125,28 +68,26 @@ def test_fuse_head_weights_inverts_solutions_head_weights():
 
 def test_blank_submission_fails_every_test():
     # what nbgrader's generate_assignment leaves in each solution cell
-    blank = {gid: SOLUTION_BLOCK.sub("    # YOUR CODE HERE\n    raise NotImplementedError()\n", src)
-             for gid, src in RAW_SOLUTIONS.items()}
+    blank = CHAPTER.blank()
     assert all("NotImplementedError" in code for code in blank.values())
-    results = run_tests(namespace(blank))
+    results = CHAPTER.run_tests(CHAPTER.namespace(blank))
     assert all(message and "not implemented" in message for message in results.values()), results
 
 
 def test_hard_coded_outputs_fail_hidden_tests():
     """Returning the visible test's expected output passes it and fails the hidden ones."""
-    ns = namespace()
+    ns = CHAPTER.namespace()
     x = check._tokens(2, 5, 12, 0, torch.float32, True)
     frozen = ns["split_heads"](x, 3).clone()
-    cheat = namespace({"split_heads": '''
+    cheat = CHAPTER.namespace({"split_heads": '''
 def split_heads(x, num_heads):
     if x.shape[-1] % num_heads:
         raise ValueError(f"d_model={x.shape[-1]} num_heads={num_heads}")
     return FROZEN.clone()
 '''})
     cheat["FROZEN"] = frozen
-    source = TESTS["test_split_heads"]
-    assert run(source.split(HIDDEN)[0], cheat) is None
-    assert run(source, cheat) is not None
+    assert CHAPTER.run("test_split_heads", cheat, hidden=False) is None
+    assert CHAPTER.run("test_split_heads", cheat) is not None
 
 
 # ------------------------------------------------------------------ the catalogue
@@ -157,12 +98,11 @@ def test_catalogue_size():
 
 # ------------------------------------------------------------------ the checks module
 def test_checks_do_not_import_solutions():
-    text = (REPO / "chapters" / "checks" / "heads.py").read_text()
-    assert "solutions" not in re.findall(r"^\s*(?:from|import)\s+(\w+)", text, re.M)
+    assert not imports_solutions("heads")
 
 
 def test_rebinding_allclose_does_not_fool_the_checks():
-    ns = namespace({"split_heads": '''
+    ns = CHAPTER.namespace({"split_heads": '''
 import torch
 
 def split_heads(x, num_heads):
@@ -174,7 +114,7 @@ def split_heads(x, num_heads):
 '''})
     saved = torch.allclose, torch.isclose
     try:
-        message = run(TESTS["test_split_heads"], ns)
+        message = CHAPTER.run("test_split_heads", ns)
     finally:
         torch.allclose, torch.isclose = saved
     assert message and "heads and positions are mixed" in message

@@ -6,19 +6,15 @@ numeric comparison could let through (a hard-coded output, a layer that is right
 configuration only). tests/test_catalogue.py grades the catalogue (tests/submissions/kv.py)
 with every chapter's.
 """
-import sys
-
 import pytest
 import torch
 
 import solutions.kv as kv
 import solutions.rotary as rotary
-from autograde import course, kit
+from tests.chapter import Chapter
 from tests.submissions import kv as catalogue
 
-NOTEBOOK = course.CHAPTERS / f"{catalogue.NOTEBOOK}.ipynb"
-if str(course.CHAPTERS) not in sys.path:  # the grader's checks, as the notebook imports them
-    sys.path.insert(0, str(course.CHAPTERS))
+CHAPTER = Chapter(catalogue.NOTEBOOK)
 
 TESTS = ["test_repeat_kv", "test_gqa_structure", "test_gqa_forward",
          "test_count_gqa_parameters", "test_count_kv_cache_bytes", "test_kv_cache",
@@ -36,11 +32,11 @@ PACKAGE = {"repeat_kv": kv.repeat_kv, "GroupedQueryAttention": kv.GroupedQueryAt
 
 @pytest.fixture(scope="module")
 def reference():
-    return kit.chapter_namespace(NOTEBOOK)
+    return CHAPTER.namespace()
 
 
 def _run(namespace, **replaced):
-    return kit.run_visible_tests(NOTEBOOK, {**namespace, **replaced}, hidden=True)
+    return CHAPTER.run_tests({**namespace, **replaced})
 
 
 def test_notebook_has_the_expected_cells():
@@ -87,8 +83,7 @@ def test_notebook_functions_equal_the_package(reference):
 def test_hard_coded_outputs_fail_the_hidden_tests(reference):
     """A submission that returns the visible tests' answers, whatever it is given, passes
     the visible calls and fails the hidden ones (other seeds and shapes)."""
-    from checks import kv as check
-
+    check = CHAPTER.check
     answers = {}
     check.repeat_kv(lambda kv_, num_heads: answers.setdefault(
         "repeat_kv", reference["repeat_kv"](kv_, num_heads)))
@@ -99,7 +94,7 @@ def test_hard_coded_outputs_fail_the_hidden_tests(reference):
         "count_kv_cache_bytes": lambda *args, **kwargs: answers.get(
             (args, tuple(kwargs.items())), 0),
     }
-    visible = kit.run_visible_tests(NOTEBOOK, {**reference, **hard_coded})
+    visible = CHAPTER.run_tests({**reference, **hard_coded}, hidden=False)
     hidden = _run(reference, **hard_coded)
     for name in ("test_repeat_kv", "test_count_kv_cache_bytes"):
         assert visible[name] is None, visible[name]
@@ -110,7 +105,7 @@ def _with(cell, old, new):
     """The chapter's namespace with one edit of one solution cell."""
     code = catalogue._CELLS[cell]
     assert old in code
-    return kit.chapter_namespace(NOTEBOOK, {cell: code.replace(old, new)})
+    return CHAPTER.namespace({cell: code.replace(old, new)})
 
 
 def test_forward_without_repeat_fails_although_mqa_broadcasts():
@@ -119,9 +114,8 @@ def test_forward_without_repeat_fails_although_mqa_broadcasts():
     namespace = _with("GroupedQueryAttention",
                       "k, v = repeat_kv(k, attn.num_heads), repeat_kv(v, attn.num_heads)",
                       "pass")
-    from checks import kv as check
-    check.gqa_forward(namespace["GroupedQueryAttention"], num_kv_heads=1)
-    message = kit.run_visible_tests(NOTEBOOK, namespace)["test_gqa_forward"]
+    CHAPTER.check.gqa_forward(namespace["GroupedQueryAttention"], num_kv_heads=1)
+    message = CHAPTER.run("test_gqa_forward", namespace, hidden=False)
     assert "forward (no mask) raised ValueError: the batch dimensions" in message, message
 
 
@@ -129,7 +123,7 @@ def test_a_top_left_mask_is_named_at_the_first_step_after_the_prefill():
     """With chapter 4's top-left mask the prefill (L_new == T) is right: the check must
     name the first decoding step, not the prompt."""
     namespace = _with("decoding", ".tril(T - L_new)", ".tril()")
-    message = kit.run_visible_tests(NOTEBOOK, namespace)["test_cached_attention"]
+    message = CHAPTER.run("test_cached_attention", namespace, hidden=False)
     assert "step 1 (position 3)" in message and "off by one" in message, message
 
 

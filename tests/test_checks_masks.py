@@ -7,82 +7,39 @@ chapter's.
 """
 import contextlib
 import io
-import json
-import math
-import sys
-from pathlib import Path
 
 import pytest
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
 import solutions
-from tests.submissions import grade_id, reference_code
+from tests.chapter import Chapter
 from tests.submissions import masks as catalogue
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "chapters"))
-from checks import masks as check  # noqa: E402  (the module the notebook imports)
-
-NOTEBOOK = json.loads((REPO / "chapters" / f"{catalogue.NOTEBOOK}.ipynb").read_text())
-
-
-def _source(cell):
-    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-
-
-def _meta(cell):
-    return cell.get("metadata", {}).get("nbgrader", {})
-
-
-SOLUTIONS = {grade_id(c): reference_code(_source(c)) for c in NOTEBOOK["cells"]
-             if _meta(c).get("solution")}
-TESTS = {grade_id(c): _source(c) for c in NOTEBOOK["cells"] if _meta(c).get("grade")}
-
-
-def namespace(cells=None, functions=None):
-    """The notebook's globals after its solution cells ran (with `cells` replacing some)."""
-    ns = {"torch": torch, "F": F, "nn": nn, "math": math, "check": check}
-    for gid, code in SOLUTIONS.items():
-        exec((cells or {}).get(gid, code), ns)
-    ns.update(functions or {})
-    return ns
-
-
-def run_tests(ns):
-    """{test grade_id: None if it passed, else the failure message}."""
-    results = {}
-    for gid, code in TESTS.items():
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):
-                exec(code, dict(ns))
-            results[gid] = None
-        except Exception as error:  # noqa: BLE001 - any exception fails the cell, as in nbgrader
-            results[gid] = f"{type(error).__name__}: {error}"
-    return results
+CHAPTER = Chapter(catalogue.NOTEBOOK)
+check = CHAPTER.check  # chapters/checks/masks.py, as the notebook imports it
 
 
 def test_notebook_has_the_expected_cells():
-    assert list(SOLUTIONS) == ["padding_mask", "causal_mask", "masked_softmax",
-                               "scaled_dot_product_attention", "to_torch_key_padding_mask"]
-    assert set(TESTS) == {"test_padding_mask", "test_causal_mask", "test_masked_softmax",
-                          "test_scaled_dot_product_attention", "test_invariances",
-                          "test_to_torch_key_padding_mask"}
+    assert list(CHAPTER.solutions) == ["padding_mask", "causal_mask", "masked_softmax",
+                                       "scaled_dot_product_attention",
+                                       "to_torch_key_padding_mask"]
+    assert set(CHAPTER.tests) == {"test_padding_mask", "test_causal_mask",
+                                  "test_masked_softmax", "test_scaled_dot_product_attention",
+                                  "test_invariances", "test_to_torch_key_padding_mask"}
 
 
 def test_notebook_reference_passes_every_check():
-    assert run_tests(namespace()) == dict.fromkeys(TESTS)
+    assert CHAPTER.run_tests(CHAPTER.namespace()) == dict.fromkeys(CHAPTER.tests)
 
 
 def test_solutions_package_passes_every_check():
-    functions = {name: getattr(solutions, name) for name in SOLUTIONS}
-    assert run_tests(namespace(functions=functions)) == dict.fromkeys(TESTS)
+    functions = {name: getattr(solutions, name) for name in CHAPTER.solutions}
+    assert CHAPTER.run_tests(CHAPTER.namespace(**functions)) == dict.fromkeys(CHAPTER.tests)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
 def test_notebook_reference_equals_solutions(dtype):
-    ns = namespace()
+    ns = CHAPTER.namespace()
     lengths = torch.tensor([5, 0, 3])
     assert torch.equal(ns["padding_mask"](lengths, 6), solutions.padding_mask(lengths, 6))
     for args in [(4,), (4, 6), (6, 4)]:
@@ -104,7 +61,7 @@ def test_catalogue_size():
 
 
 def test_checks_do_not_touch_the_global_rng():
-    ns = namespace()
+    ns = CHAPTER.namespace()
     torch.manual_seed(123)
     state = torch.get_rng_state()
     with contextlib.redirect_stdout(io.StringIO()):
@@ -116,7 +73,7 @@ def test_checks_do_not_touch_the_global_rng():
 @pytest.mark.parametrize("seed", range(4))
 def test_checks_pass_the_reference_on_other_seeds(seed):
     """No flaky tolerance: the reference passes on seeds and dtypes beyond the notebook's."""
-    ns = namespace()
+    ns = CHAPTER.namespace()
     with contextlib.redirect_stdout(io.StringIO()):
         for dtype in (torch.float32, torch.float16, torch.bfloat16):
             check.masked_softmax(ns["masked_softmax"], seed=seed, dtype=dtype)
@@ -124,12 +81,12 @@ def test_checks_pass_the_reference_on_other_seeds(seed):
                                                dtype=dtype)
             check.invariances(ns["scaled_dot_product_attention"], seed=seed, dtype=dtype)
         for name, cells in catalogue.CORRECT.items():
-            sub = namespace(cells)
+            sub = CHAPTER.namespace(cells)
             for dtype in (torch.float16, torch.bfloat16):
                 check.masked_softmax(sub["masked_softmax"], seed=seed + 100, dtype=dtype)
 
 
 def test_hidden_message_for_fp16_overflow_names_the_fix():
-    ns = namespace(catalogue.BUGS["minus_1e9_overflows_fp16"].cells)
+    ns = CHAPTER.namespace(catalogue.BUGS["minus_1e9_overflows_fp16"].cells)
     with pytest.raises(check.CheckFailure, match=r"torch.finfo\(scores.dtype\).min"):
         check.masked_softmax(ns["masked_softmax"], dtype=torch.float16)

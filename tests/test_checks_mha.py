@@ -4,84 +4,33 @@ The notebook's reference code and the `solutions` package must pass every test c
 mistakes are checked one by one here. tests/test_catalogue.py grades the catalogue
 (tests/submissions/mha.py) with every chapter's.
 """
-import json
 import re
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn as nn
 
 import solutions
-from chapters.checks import mha as check
-from chapters.checks.common import CheckFailure
-from tests.submissions import SOLUTION_BLOCK, grade_id
+from tests.chapter import HIDDEN_MARKER, Chapter, CheckFailure
 from tests.submissions import mha as catalogue
 
-NOTEBOOK = Path(__file__).resolve().parent.parent / "chapters" / f"{catalogue.NOTEBOOK}.ipynb"
-
-
-def _cells():
-    return json.loads(NOTEBOOK.read_text())["cells"]
-
-
-def _source(cell):
-    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-
-
-def _meta(cell):
-    return cell.get("metadata", {}).get("nbgrader", {})
-
-
-CELLS = _cells()
-SOLUTIONS = {grade_id(c): SOLUTION_BLOCK.sub(lambda m: m.group(1), _source(c))
-             for c in CELLS if _meta(c).get("solution")}
-TESTS = {grade_id(c): _source(c) for c in CELLS if _meta(c).get("grade")}
-
-
-def _setup_code():
-    """The import cell's imports (not the checks import, nor the code that finds or installs
-    the checks) and the 'from chapter' cell."""
-    code = [c for c in CELLS if c["cell_type"] == "code"]
-    first = "\n".join(line for line in _source(code[0]).splitlines()
-                      if line.startswith(("import ", "from ")) and "from checks" not in line)
-    helpers = [_source(c) for c in code if _source(c).startswith("# From chapter")]
-    assert helpers, "the notebook must define the earlier chapters' functions"
-    return [first] + helpers
-
-
-def namespace(cells=None):
-    """The notebook's namespace with the reference solutions, or `cells` in their place."""
-    ns = {"__name__": "__chapter3__"}
-    for code in _setup_code():
-        exec(code, ns)
-    ns["check"] = check
-    for gid, code in SOLUTIONS.items():
-        exec((cells or {}).get(gid, code), ns)
-    return ns
-
-
-def run_test_cell(ns, test_id):
-    """Run a test cell (visible and hidden calls); return None or the CheckFailure."""
-    try:
-        exec(TESTS[test_id], ns)
-    except CheckFailure as failure:
-        return failure
-    return None
+CHAPTER = Chapter(catalogue.NOTEBOOK)
+check = CHAPTER.check  # chapters/checks/mha.py, as the notebook imports it
 
 
 def test_notebook_has_the_expected_cells():
-    assert set(SOLUTIONS) == {"output_projection_by_heads", "MultiHeadAttention",
-                              "load_from_torch", "count_parameters"}
-    assert set(TESTS) == {"test_output_projection_by_heads", "test_mha_structure",
-                          "test_mha_forward", "test_load_from_torch", "test_count_parameters"}
-    for source in TESTS.values():
-        assert "### BEGIN HIDDEN TESTS" in source
+    assert set(CHAPTER.solutions) == {"output_projection_by_heads", "MultiHeadAttention",
+                                      "load_from_torch", "count_parameters"}
+    assert set(CHAPTER.tests) == {"test_output_projection_by_heads", "test_mha_structure",
+                                  "test_mha_forward", "test_load_from_torch",
+                                  "test_count_parameters"}
+    for source in CHAPTER.tests.values():
+        assert HIDDEN_MARKER in source
 
 
-@pytest.mark.parametrize("test_id", sorted(TESTS))
+@pytest.mark.parametrize("test_id", sorted(CHAPTER.tests))
 def test_reference_passes(test_id):
-    assert run_test_cell(namespace(), test_id) is None
+    assert CHAPTER.run(test_id, CHAPTER.namespace()) is None
 
 
 # ------------------------------------------------------------------ the solutions package
@@ -107,9 +56,9 @@ def test_solutions_package_passes(capsys):
           "MultiHeadAttention": solutions.MultiHeadAttention,
           "load_from_torch": _solutions_loader,
           "count_parameters": solutions.count_parameters}
-    for test_id in TESTS:
-        assert run_test_cell(ns, test_id) is None, test_id
-    assert capsys.readouterr().out.count("\u2714") >= 2 * len(TESTS)
+    for test_id in CHAPTER.tests:
+        assert CHAPTER.run(test_id, ns) is None, test_id
+    assert capsys.readouterr().out.count("\u2714") >= 2 * len(CHAPTER.tests)
 
 
 def test_solutions_head_weights_match_W_O_blocks():
@@ -131,11 +80,11 @@ def _fails(check_call, pattern):
         check_call()
 
 
-REF = namespace()
+REF = CHAPTER.namespace()
 
 
 def _ns_with(cell, code):
-    return namespace({cell: code})
+    return CHAPTER.namespace({cell: code})
 
 
 # (the catalogue, tests/submissions/mha.py, holds the classic mistakes; these are the rest)
@@ -177,7 +126,7 @@ def test_forward_diagnoses(kwargs, pattern):
     _fails(lambda: check.multi_head_attention(ns["MultiHeadAttention"]), pattern)
 
 
-COUNT = SOLUTIONS["count_parameters"]
+COUNT = CHAPTER.solutions["count_parameters"]
 
 
 @pytest.mark.parametrize("old, new, pattern", [

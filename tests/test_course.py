@@ -82,8 +82,9 @@ def test_an_import_outside_the_package_fails_loudly(fake_course):
         course.checks_modules("01_fake")
 
 
-def test_the_release_of_chapter_1_ships_its_checks_only(tmp_path):
-    folder = course.release(tmp_path, ["01_attention"])["01_attention"]
+def test_the_release_of_chapter_1_ships_its_checks_only(course_release):
+    course_dir = course_release("01_attention")  # (course.release, made once per test run)
+    folder = course_dir / "release" / "01_attention"
     shipped = {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
     assert {"checks/__init__.py", "checks/attention.py", "checks/common.py"} <= shipped
     assert not shipped & {"checks/mha.py", "checks/diversity.py"}
@@ -94,7 +95,7 @@ def test_the_release_of_chapter_1_ships_its_checks_only(tmp_path):
     # the student form: answers replayed from the fixtures, none computed
     kit_line = re.compile(r"^KIT = True", re.M)
     assert kit_line.search((folder / "checks" / "common.py").read_text())
-    assert not kit_line.search((tmp_path / "source" / "01_attention" / "checks" /
+    assert not kit_line.search((course_dir / "source" / "01_attention" / "checks" /
                                 "common.py").read_text())  # nbgrader autograde's copy
 
 

@@ -381,6 +381,9 @@ def graded_degenerates(released_course, grader, chapter, tmp_path):
     return results
 
 
+# One of the suite's slowest (up to a minute for a chapter): each degenerate answer is its own
+# grading (about 0.3 s, see above), and one per notebook is what keeps a point from hiding
+# behind another answer's failure; the chapters are separate tests for the xdist workers.
 @pytest.mark.parametrize("chapter", list(DEGENERATE))
 def test_no_test_cell_awards_points_to_a_degenerate_answer(released_course, grader, chapter,
                                                            tmp_path):

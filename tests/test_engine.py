@@ -39,6 +39,10 @@ def graded_catalogue(released_course, grader, assignment, tmp_path):
     return results
 
 
+# One of the suite's slowest (tens of seconds for a chapter): every submission of the sample is
+# a real grading in the sandbox, as `python -m autograde grade` does it; the sample (up to 4
+# bugs per test cell, tests.submissions.PER_CELL) keeps the cost from growing with the
+# catalogue, and each chapter is a test of its own, so the xdist workers share them.
 @pytest.mark.parametrize("assignment", course.assignments())
 def test_catalogue_verdicts(released_course, grader, assignment, tmp_path):
     bugs = getattr(catalogue(assignment), "BUGS", {})

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from autograde import batch, course
+from autograde import batch
 from autograde.engine import Assignment
 from tests.hostile import CH1, CH2, ENTRIES, FAULTS, Kit, write_submission
 from tests.submissions import fill_submission
@@ -29,10 +29,8 @@ FULL = 14.0
 
 
 @pytest.fixture(scope="module")
-def released(tmp_path_factory):
-    course_dir = tmp_path_factory.mktemp("faults")
-    course.release(course_dir, [CH1, CH2])  # (chapter 2: the notebook handed in for 1)
-    return course_dir
+def released(course_release):
+    return course_release(CH1, CH2)  # (chapter 2: the notebook handed in for 1)
 
 
 def _notebooks(course_dir, chapter=CH1):

@@ -121,10 +121,8 @@ def test_any_json_is_read_or_refused_in_one_line(data, reference, transform, tmp
 
 
 @pytest.fixture(scope="module")
-def released(tmp_path_factory):
-    course_dir = tmp_path_factory.mktemp("fuzz_course")
-    course.release(course_dir, [CHAPTER])
-    return course_dir
+def released(course_release):
+    return course_release(CHAPTER)
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +142,8 @@ def submission(released):
         Assignment.from_source(released / "source" / CHAPTER / f"{CHAPTER}.ipynb")
 
 
+# Slow (a minute or so): each example is two gradings in the sandbox (the mutated notebook,
+# then the reference); 25 examples reach every mutation kind of `mutated` several times.
 @settings(max_examples=25, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_any_json_is_graded_or_refused_and_grading_goes_on(data, grader, submission,

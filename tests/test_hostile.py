@@ -43,9 +43,8 @@ SKIPS = {
 
 
 @pytest.fixture(scope="module")
-def course_dir(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("hostile_course")
-    course.release(directory, CHAPTERS)
+def course_dir(course_release):
+    directory = course_release(*CHAPTERS)
     if "05_diversity" not in CHAPTERS:
         # what releasing chapter 5 would put beside its notebook: part of the reference
         # package (a full release of chapter 5 costs seconds more)

@@ -15,6 +15,7 @@ import pytest
 
 from autograde import course, kit
 from autograde.engine import _check_imports
+from tests.across_workers import made_once
 from tests.submissions import PER_CELL, every_submission
 
 ASSIGNMENTS = course.assignments()
@@ -22,17 +23,24 @@ if str(course.CHAPTERS) not in sys.path:  # the grader's checks, as the notebook
     sys.path.insert(0, str(course.CHAPTERS))
 
 
-@pytest.fixture(scope="session")
-def kits(tmp_path_factory):
-    """{assignment: {alias: kit module}}, as each notebook names its checks modules."""
-    root = tmp_path_factory.mktemp("kits")
+def _write_kits(root):
+    """Every chapter's kit as the package kit_<assignment> in `root`, with its fixtures
+    recorded from the reference solution (kit.record: every chapter's visible tests run)."""
     fixtures = kit.record(root / "fixtures", ASSIGNMENTS)
+    for assignment in ASSIGNMENTS:
+        kit.write_checks(root / f"kit_{assignment}", course.checks_modules(assignment),
+                         [fixtures[assignment]])
+
+
+@pytest.fixture(scope="session")
+def kits(run_dir):
+    """{assignment: {alias: kit module}}, as each notebook names its checks modules (the kits
+    written once per test run, imported by each worker)."""
+    root = made_once(run_dir, "kits", _write_kits)
     sys.path.insert(0, str(root))
     found = {}
     for assignment in ASSIGNMENTS:
         package = f"kit_{assignment}"
-        kit.write_checks(root / package, course.checks_modules(assignment),
-                         [fixtures[assignment]])
         # the notebook's `from checks import X as alias`, as the grader reads them
         graders = _check_imports(json.loads((course.CHAPTERS / f"{assignment}.ipynb")
                                             .read_text()))
@@ -64,14 +72,15 @@ def test_kit_modules_hold_no_reference_code(kits):
     for assignment, modules in kits.items():
         for module in {m.__name__.rsplit(".", 1)[0] + ".common" for m in modules.values()}:
             assert importlib.import_module(module).KIT is True
-        for path in course.CHECKS.glob("*.py"):
-            original = ast.parse(path.read_text())
-            stripped = ast.parse(kit.kit_source(path.read_text()))
-            names = {n.name for n in ast.walk(original) if isinstance(n, ast.FunctionDef)
-                     and any(kit._is_reference(d) for d in n.decorator_list)}
-            for node in ast.walk(stripped):
-                if isinstance(node, ast.FunctionDef) and node.name in names:
-                    assert len(node.body) == 1 and isinstance(node.body[0], ast.Raise)
+    # (what kit_source makes of a checks file is the same for every chapter's kit: once)
+    for path in course.CHECKS.glob("*.py"):
+        original = ast.parse(path.read_text())
+        stripped = ast.parse(kit.kit_source(path.read_text()))
+        names = {n.name for n in ast.walk(original) if isinstance(n, ast.FunctionDef)
+                 and any(kit._is_reference(d) for d in n.decorator_list)}
+        for node in ast.walk(stripped):
+            if isinstance(node, ast.FunctionDef) and node.name in names:
+                assert len(node.body) == 1 and isinstance(node.body[0], ast.Raise)
 
 
 def test_kit_refuses_a_call_it_has_no_answers_for(kits):

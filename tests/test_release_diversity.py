@@ -22,9 +22,8 @@ ANSWERS = EXERCISES | {"head_importance"}  # head_importance returns the ablatio
 
 
 @pytest.fixture(scope="module")
-def released(tmp_path_factory):
-    course_dir = tmp_path_factory.mktemp("release5")
-    return course.release(course_dir, [ASSIGNMENT])[ASSIGNMENT]
+def released(course_release):
+    return course_release(ASSIGNMENT) / "release" / ASSIGNMENT
 
 
 def shipped_python(folder):

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from autograde import course, kit
+from tests.across_workers import made_once
 from tests.submissions import fill_submission
 
 REPO = Path(__file__).resolve().parent.parent
@@ -50,16 +51,20 @@ json.dump(cells, sys.stdout)
 """
 
 
-@pytest.fixture(scope="module")
-def student_python(tmp_path_factory):
-    """The python of a fresh virtualenv holding requirements-student.txt only."""
-    venv = tmp_path_factory.mktemp("student") / "venv"
+def _student_venv(venv):
+    """A fresh virtualenv at `venv` holding requirements-student.txt only."""
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-compile",  # as the
-                    "--disable-pip-version-check",                                 # guide says
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
+                    "--no-compile", "--disable-pip-version-check",  # as the guide says
                     "-r", str(REPO / "requirements-student.txt")], check=True)
-    return python
+
+
+@pytest.fixture(scope="module")
+def student_python(run_dir):
+    """The python of a fresh virtualenv holding requirements-student.txt only (made once per
+    test run: pip installs torch, about 35 s; this file's tests run on one worker,
+    tests/conftest.py's ONE_WORKER, as one of them installs a wheel into it for a while)."""
+    return made_once(run_dir, "student-venv", _student_venv) / "bin" / "python"
 
 
 def _unzip(assignment, where):
@@ -104,6 +109,9 @@ def _assert_all_green(cells, where):
         assert "\u2714" in printed, (where, cell["meta"]["grade_id"], printed)
 
 
+# Slow (half a minute each, the alone test several minutes): every run is what a student
+# does, a fresh kernel of the bare virtualenv that imports torch and runs the whole chapter;
+# the virtualenv itself is made once per test run.
 @pytest.mark.slow
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_unzipped_chapter_runs_in_a_bare_virtualenv(student_python, assignment, tmp_path):

@@ -108,6 +108,9 @@ def _pytest_as(unprivileged, *args):
     return done.stdout.splitlines()[-1]
 
 
+# Among the suite's slowest: each of these two tests is a pytest of its own, run as `nobody`
+# (a fresh interpreter that imports torch, releases the course and starts a zygote): what is
+# tested is that whole path as an unprivileged user, which no shared fixture can stand in for.
 def test_isolation_entries_as_an_unprivileged_user(unprivileged):
     summary = _pytest_as(unprivileged, "tests/test_hostile.py", "-k",
                          " or ".join(SELECTED + TESTS))
