@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from autograde import __main__ as cli
-from autograde.engine import NotebookResult
+from autograde.results import NotebookResult
 from autograde.lms_export import ExportError, export, spreadsheet_safe
 
 GOLDEN = Path(__file__).parent / "golden"
