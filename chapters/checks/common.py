@@ -1027,6 +1027,16 @@ def load_fixtures(folder):
 
 
 @reference
+def step_mistakes(formula, inputs, dims, **options):
+    """{sentence: output} of diagnose.FORMULAS[formula](dims, **options) with one step left
+    out or done another way, on `inputs` (a dict of tensors): what expect_close's
+    `mistakes` takes. A @reference, so the student's kit replays it from the fixtures."""
+    inputs = {k: v.double() if isinstance(v, _Tensor) and v.is_floating_point() else v
+              for k, v in inputs.items()}
+    return diagnose.FORMULAS[formula](dims, **options).mistakes(inputs)
+
+
+@reference
 def split_heads_reference(x, num_heads):
     """Reference split: (B, L, D) -> (B, num_heads, L, D // num_heads)."""
     B, L, D = x.shape

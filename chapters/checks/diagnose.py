@@ -398,13 +398,17 @@ class Formula:
     def mistakes(self, inputs):
         """{sentence: output} of the formula with one step left out (the optional ones)
         or done another way (the variants)."""
+        tried = {f"the {name} step is left out": {name: lambda value, _inputs: value}
+                 for name in self.optional}
+        tried.update({f"the {name} step {description}": {name: function}
+                      for name, ways in self.variants.items()
+                      for description, function in ways.items()})
         found = {}
-        for name in self.optional:
-            found[f"the {name} step is left out"] = self.run(
-                inputs, {name: lambda value, _inputs: value})
-        for name, ways in self.variants.items():
-            for description, function in ways.items():
-                found[f"the {name} step {description}"] = self.run(inputs, {name: function})
+        for sentence, replace in tried.items():
+            try:  # a variant that cannot run on these shapes (K Q^T with Lq != Lk) is no fit
+                found[sentence] = self.run(inputs, replace)
+            except RuntimeError:
+                continue
         return found
 
 
@@ -468,3 +472,65 @@ FAMILY_PATTERN = re.compile("|".join(
      "diagonal", "localized", "step")) + r"|has \d+(?: = \w+)* entries; it should have"
     r"|the sizes are right but the axes|an extra axis of size|it lacks the \S+ axis"
     r"|raised \w+ \(sizes in it")
+
+
+# ------------------------------------------------------------------ the exercises' formulas
+# Each is data: the steps of an exercise's formula and the other ways a step can be done,
+# from which Formula.mistakes() computes the outputs a check compares with (common.py's
+# step_mistakes, a @reference, so the kit replays them). The scale's wrong constants come
+# from the exercise's named sizes (constant_names), not from a list of bugs.
+
+def _scores(value, x):
+    return x["query"] @ x["key"].transpose(-2, -1)
+
+
+def _masked(scores, x):
+    mask = x.get("mask")
+    if mask is None:
+        return scores
+    return scores.masked_fill(~mask, float("-inf"))
+
+
+def _softmax_over(dim):
+    def softmax(scores, _x):
+        weights = torch.softmax(scores, dim=dim)
+        return torch.nan_to_num(weights, nan=0.0)   # a fully masked row: zeros, never NaN
+    return softmax
+
+
+def _scale_variants(dims, d_k):
+    """{description: step} of a scale by another named constant than 1/sqrt(d_k)."""
+    right = 1.0 / math.sqrt(d_k)
+    ways = {}
+    for label, value in constant_names(dims).items():
+        if value > 0 and not math.isclose(1.0 / value, right) and not math.isclose(value, 1.0):
+            ways[f"divides by {label} instead of sqrt(d_k) = sqrt({d_k})"] = (
+                lambda s, _x, by=value: s / by)
+    return ways
+
+
+def attention_formula(dims, d_k, output=True):
+    """softmax(mask(Q K^T / sqrt(d_k))) V (the weights alone when not `output`); inputs
+    {"query", "key", "value", "mask" (bool, True = may attend, or None)}."""
+    steps = [("Q K^T product", _scores),
+             ("scale", lambda s, _x: s / math.sqrt(d_k)),
+             ("mask", _masked),
+             ("softmax", _softmax_over(-1))]
+    variants = {"Q K^T product": {"computes K Q^T (keys and queries exchanged)":
+                                  lambda _v, x: x["key"] @ x["query"].transpose(-2, -1)},
+                "scale": _scale_variants(dims, d_k),
+                "mask": {"uses the complement of the mask (True/False mixed up)":
+                         lambda s, x: s if x.get("mask") is None
+                         else s.masked_fill(x["mask"], float("-inf"))},
+                "softmax": {"runs over the queries (dim=-2) instead of the keys":
+                            _softmax_over(-2)}}
+    optional = ["scale", "mask", "softmax"]
+    if output:
+        steps.append(("weighted sum", lambda w, x: w @ x["value"]))
+        variants["weighted sum"] = {"multiplies the weights by the keys instead of the values":
+                                    lambda w, x: w @ x["key"]}
+    return Formula(steps, variants, optional)
+
+
+FORMULAS = {"attention": attention_formula,
+            "attention weights": lambda dims, d_k: attention_formula(dims, d_k, output=False)}
