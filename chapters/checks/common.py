@@ -399,9 +399,8 @@ def raised(error, name):
              "with your code.")
     if kind == "CheckFailure" and runtime().own_failures:  # the forbid's, in their Jupyter
         fail(message)
-    restated = diagnose.restate_error(name, kind, message, current_dims())
-    fail(f"{restated or f'{name} raised {kind}: {message}'}\n(called with tensors of shapes "
-         f"{shapes})")
+    fail(diagnose.restate_error(name, kind, message, current_dims(), shapes)
+         or f"{name} raised {kind}: {message}\n(called with tensors of shapes {shapes})")
 
 
 def construct(cls, *args, **kwargs):

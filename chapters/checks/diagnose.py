@@ -64,7 +64,8 @@ MESSAGES = {
     "localized": "it is right everywhere except at {where} ({count} of {total} entries "
                  "off): look at what your code does differently there",
     "step": "it is what the formula gives when {step}",
-    "raised": "{name} raised {kind}{named}: {message}",
+    "raised": "{name} raised {kind}: {message}\n(the sizes in it: {named}; called with "
+              "tensors of shapes {shapes})",
     "explained": "{name} is wrong: {reason}.",
 }
 
@@ -344,11 +345,13 @@ def _binary(tensor):
 
 def localized(wrong, dims, axes=None):
     """The locality family: `wrong` (bool, the output's shape: which entries are off) is
-    True only at one index, or one block of consecutive indices, of one axis (and the
-    axis has more than one index)."""
+    True only at one index, or one block of consecutive indices (at most half), of some
+    axis of more than one index; the sentence names every axis where only some indices are
+    off (e.g. "index 1 of num_heads; indices 0, 1, 3, 4 of Lk")."""
     if wrong.dim() == 0 or not bool(wrong.any()) or bool(wrong.all()):
         return None
     names = axis_names(tuple(wrong.shape), dims, axes)
+    parts, confined = [], False
     for axis in range(wrong.dim()):
         others = [o for o in range(wrong.dim()) if o != axis]
         hit = wrong.any(dim=others) if others else wrong
@@ -356,20 +359,24 @@ def localized(wrong, dims, axes=None):
         size = hit.numel()
         if size < 2 or len(index) == size:
             continue
-        if index == list(range(index[0], index[-1] + 1)) and len(index) <= max(1, size // 2):
-            where = _indices_text(index, size, names[axis])
-            return MESSAGES["localized"].format(where=where, count=int(wrong.sum()),
-                                                total=wrong.numel())
-    return None
+        block = index == list(range(index[0], index[-1] + 1))
+        confined |= block and len(index) <= max(1, size // 2)
+        parts.append(_indices_text(index, size, names[axis], block))
+    if not confined:
+        return None
+    return MESSAGES["localized"].format(where="; ".join(parts), count=int(wrong.sum()),
+                                        total=wrong.numel())
 
 
-def _indices_text(index, size, name):
-    label = name if not name.startswith("axis ") else name
+def _indices_text(index, size, name, block):
     if len(index) == 1:
         i = index[0]
         end = " (the first)" if i == 0 else " (the last)" if i == size - 1 else ""
-        return f"index {i}{end} of {label}"
-    return f"indices {index[0]}..{index[-1]} of {label} (a block of {len(index)})"
+        return f"index {i}{end} of {name}"
+    if block:
+        return f"indices {index[0]}..{index[-1]} of {name} (a block of {len(index)})"
+    shown = ", ".join(str(i) for i in index[:8]) + (", ..." if len(index) > 8 else "")
+    return f"indices {shown} of {name}"
 
 
 # --------------------------------------------------------------------------- formula steps
@@ -427,9 +434,10 @@ def one_step(actual, mistakes, same):
 _NUMBER = re.compile(r"(?<![\w.])(\d+)(?![\w.])")
 
 
-def restate_error(name, kind, message, dims):
+def restate_error(name, kind, message, dims, shapes=""):
     """The student's exception, with the sizes it quotes named by the exercise's quantities
-    ("6 = num_heads"); None when no size in it is one."""
+    ("6 = num_heads"); None when no size in it is one. shapes: those of the call's tensor
+    arguments, as text."""
     named = []
     for number in dict.fromkeys(_NUMBER.findall(message)):
         quantity = _quantity(int(number), dims)
@@ -437,9 +445,8 @@ def restate_error(name, kind, message, dims):
             named.append(f"{number}{quantity}")
     if not named:
         return None
-    return MESSAGES["raised"].format(name=name, kind=kind,
-                                     named=f" (sizes in it: {', '.join(named)})",
-                                     message=message)
+    return MESSAGES["raised"].format(name=name, kind=kind, named=", ".join(named),
+                                     message=message, shapes=shapes)
 
 
 # ------------------------------------------------------------------------------- together
@@ -471,7 +478,7 @@ FAMILY_PATTERN = re.compile("|".join(
     ("swap", "view", "reversed", "factors", "times", "plus", "shifted", "complement",
      "diagonal", "localized", "step")) + r"|has \d+(?: = \w+)* entries; it should have"
     r"|the sizes are right but the axes|an extra axis of size|it lacks the \S+ axis"
-    r"|raised \w+ \(sizes in it")
+    r"|\(the sizes in it: ")
 
 
 # ------------------------------------------------------------------ the exercises' formulas

@@ -438,6 +438,56 @@ def gqa_forward(cls, seed=0, batch=2, L=6, d_model=16, num_heads=4, num_kv_heads
            f"mask, causal, and padding & causal ({dtype})")
 
 
+@reference
+def _cached_forward_answers(state, x, h, g, prompt):
+    """forward(x, cache=...) with no mask, first on the prompt x[:, :prompt] with an empty
+    cache, then on the rest with the cache the prompt filled: [(expected, condition, size,
+    {})] per call (the second attends over every position, so it is full attention's rows)."""
+    first = _ref_run(state, x[:, :prompt], h, g, [prompt], mask=None)
+    whole = _ref_run(state, x, h, g, [x.shape[1]], mask=None)
+    return [(*first, {}), (*(t[:, prompt:] for t in whole), {})]
+
+
+@check
+def gqa_forward_cached(cls, cache_cls, seed=0, batch=2, L=5, prompt=3, d_model=16, num_heads=4,
+                       num_kv_heads=2, dtype=torch.float32):
+    """forward(x, cache=cache) of GroupedQueryAttention, the parameter its instructions name:
+    with an empty cache it attends over x alone and appends x's keys and values; with the
+    cache filled, the new positions attend over the cached ones and themselves."""
+    args = (d_model, num_heads, num_kv_heads)
+    shown = _shown(args, {})
+    state = _weights(d_model, num_heads, num_kv_heads, True, seed, dtype)
+    (x,) = random_inputs((batch, L, d_model), seed=seed + 1, dtype=dtype)
+    answers = _cached_forward_answers(state, x, num_heads, num_kv_heads, prompt)
+    module, data = construct(cls, *args)
+    judge_construct(data, f"GroupedQueryAttention({shown})")
+    module, error = attempt(lambda: module.to(dtype=dtype).eval())
+    raised(error, f"GroupedQueryAttention({shown}).to(dtype={dtype})")
+    load_weights(module, by_owner(state))
+    cache, error = attempt(cache_cls)
+    raised(error, "KVCache()")
+    for (start, stop), answer, state_of in zip(((0, prompt), (prompt, L)), answers,
+                                               ("an empty cache", f"a cache of {prompt}")):
+        call_shown = (f"GroupedQueryAttention({shown})(x of {stop - start} positions, "
+                      f"cache=cache) with {state_of} positions")
+        seen = observe(module, x[:, start:stop].clone(), cache=cache)
+        raised(seen.error, call_shown)
+        length, _ = attempt(len, cache)
+        if differs(length, stop):
+            fail(f"len(cache) after {call_shown} is {length!r}, expected {stop}: forward(x, "
+                 "mask=None, cache=None) promises that a cache it is given receives this "
+                 "call's keys and values, and that the queries attend over all of them.")
+        output = revive(seen.result)
+        expect_tensor(output, call_shown, shape=(batch, stop - start, d_model), dtype=dtype,
+                      shape_names="(B, L_new, d_model)")
+        _compare(output, answer, f"the output of {call_shown}", dtype,
+                 hint="With a cache, the keys and values are the cached ones followed by this "
+                      "call's: the new queries attend over all of them (no mask given).")
+    passed(f"GroupedQueryAttention({shown}).forward(x, cache=cache) ({dtype}): with an empty "
+           f"cache it attends over x alone, with {prompt} cached positions over them and the "
+           "new ones, and the cache grows by each call's positions")
+
+
 # ----------------------------------------------------------------------------- counts
 def _number(got, shown):
     if isinstance(got, torch.Tensor) and got.numel() == 1:
@@ -873,7 +923,12 @@ def equivariance_gap(fn, seed=0, batch=2, L=6, d_model=8, num_heads=2, dtype=tor
         layer = given("checks.kv:_torch_layer", state, d_model, num_heads, pos)
         seen = observe(fn, layer, x.clone(), perm.clone())
         raised(seen.error, f"equivariance_gap ({label})")
-        got = _number(revive(seen.result), f"equivariance_gap({label})")
+        returned = revive(seen.result)
+        if not isinstance(returned, float):  # numpy.float64 is a float too
+            fail(f"equivariance_gap ({label}) returned {type_name(returned)}"
+                 + (" (a 0-d tensor: call .item())" if isinstance(returned, torch.Tensor)
+                    else "") + ": the exercise asks for a Python float.")
+        got = _number(returned, f"equivariance_gap({label})")
         got_t, exp_t = torch.tensor([float(got)]), torch.tensor([expected])
         if close(got_t, exp_t, dtype, scale=size):
             continue
