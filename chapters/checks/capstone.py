@@ -27,6 +27,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .common import current_dims, step_mistakes
 from .common import (MALFORMED, CheckFailure, attempt, by_owner, check, construct, expect_close,
                      expect_tensor, fail, generator, given, is_class, is_module,
                      judge_construct, load_weights, max_error, observe, passed, raised,
@@ -312,7 +313,19 @@ def transformer_block(cls, cache_cls, *, seed=0, B=2, L=6, d_model=8, num_heads=
             if expect_close_quiet(out, bugs[message], **tolerance):
                 fail(f"{where}: {message}")
         fail(f"{where}: " + LEAK.format(cut=L // 2, change=change))
+    # the formula with one step left out or moved (checks/diagnose.py), for a mistake that
+    # no entry of the tables names
+    inputs = {"x": x, "mask": torch.ones(L, L, dtype=torch.bool).tril(),
+              **{f"{n}_{part[0]}": P[f"{n}.{part}"] for n in ("ln1", "ln2")
+                 for part in ("weight", "bias")},
+              **{f"ff{i}_{part[0]}": P[f"ff.{i}.{part}"] for i in (0, 2)
+                 for part in ("weight", "bias")},
+              **{f"{n}_{part[0]}": P[f"attn.{n}_proj.{part}"] for n in ("q", "k", "v", "out")
+                 for part in ("weight", "bias")}}
+    inputs["o_w"], inputs["o_b"] = inputs.pop("out_w"), inputs.pop("out_b")
     expect_close(out, expected.to(dtype).double(), f"{where}(x)", bugs=bugs,
+                 mistakes=step_mistakes("pre-LayerNorm block", inputs, current_dims(),
+                                        num_heads=num_heads),
                  hint="Pre-LayerNorm: x = x + attn(ln1(x)) with the causal mask, then "
                       "x = x + ff(ln2(x)).", **tolerance)
     raised(data["cache_error"], "KVCache()")

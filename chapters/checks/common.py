@@ -648,7 +648,8 @@ def expect_close(actual, expected, name, bugs=None, hint=None, dtype=None, scale
         fail(f"{name} is wrong in a way that {len(matches)} mistakes share on these inputs: "
              + " OR: ".join(matches))
     reason = diagnose.explain(
-        actual.detach(), expected.detach(), _same_within(dtype, scale, condition),
+        actual.detach(), expected.detach(), _same_within(dtype or expected.dtype, scale,
+                                                         condition),
         _ratios(actual, expected, dtype, scale, condition) > 1, current_dims(), axes,
         mistakes)
     if reason:

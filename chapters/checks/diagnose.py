@@ -393,7 +393,9 @@ class Formula:
     def __init__(self, steps, variants=None, optional=()):
         self.steps = tuple(steps)
         self.variants = dict(variants or {})
-        self.optional = tuple(optional)   # steps that may be left out (identity)
+        # the steps that may be left out: {name: what stands in for it (None: identity)}
+        self.optional = (dict(optional) if isinstance(optional, dict)
+                         else dict.fromkeys(optional))
 
     def run(self, inputs, replace=None):
         """The output, with `replace` {step name: function} used in place of those steps."""
@@ -405,8 +407,9 @@ class Formula:
     def mistakes(self, inputs):
         """{sentence: output} of the formula with one step left out (the optional ones)
         or done another way (the variants)."""
-        tried = {f"the {name} step is left out": {name: lambda value, _inputs: value}
-                 for name in self.optional}
+        tried = {f"the {name} step is left out":
+                 {name: skip or (lambda value, _inputs: value)}
+                 for name, skip in self.optional.items()}
         tried.update({f"the {name} step {description}": {name: function}
                       for name, ways in self.variants.items()
                       for description, function in ways.items()})
@@ -414,7 +417,7 @@ class Formula:
         for sentence, replace in tried.items():
             try:  # a variant that cannot run on these shapes (K Q^T with Lq != Lk) is no fit
                 found[sentence] = self.run(inputs, replace)
-            except RuntimeError:
+            except (RuntimeError, KeyError):
                 continue
         return found
 
@@ -539,5 +542,177 @@ def attention_formula(dims, d_k, output=True):
     return Formula(steps, variants, optional)
 
 
+def _linear(x, inputs, name, bias=True):
+    """x W^T + b with the weights inputs[name + "_w"] (out, in) and inputs[name + "_b"]."""
+    return torch.nn.functional.linear(x, inputs[f"{name}_w"],
+                                      inputs.get(f"{name}_b") if bias else None)
+
+
+def _split_heads(t, h, how="transpose"):
+    """(B, L, h * hd) -> (B, h, L, hd): the view and transpose; "view": the reshape alone;
+    "interleaved": head i takes features i, i + h, ..."""
+    B, L, D = t.shape
+    if how == "view":
+        return t.reshape(B, h, L, D // h)
+    if how == "interleaved":
+        return t.reshape(B, L, D // h, h).permute(0, 3, 1, 2)
+    return t.reshape(B, L, h, D // h).transpose(1, 2)
+
+
+def _merge_heads(t, how="transpose"):
+    """(B, h, L, hd) -> (B, L, h * hd), and its two mistakes (as _split_heads)."""
+    B, h, L, hd = t.shape
+    if how == "view":
+        return t.reshape(B, L, h * hd)
+    if how == "interleaved":
+        return t.permute(0, 2, 3, 1).reshape(B, L, h * hd)
+    return t.transpose(1, 2).reshape(B, L, h * hd)
+
+
+def _with(state, **changes):
+    return {**state, **changes}
+
+
+def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
+    """Multi-head attention: project query, key, value (weights "q_w", "q_b", "k_w", ...,
+    "o_w", "o_b" of the inputs, nn.Linear's layout), split into num_heads heads, Q K^T,
+    scale by 1/sqrt(head_dim), mask ("mask", True = may attend, or None), softmax over the
+    keys, weighted sum of the values, merge, output projection. output=False: the weights
+    (B, num_heads, Lq, Lk). num_kv_heads: keys and values split into that many heads, each
+    repeated for num_heads // num_kv_heads query heads (grouped-query attention)."""
+    h = num_heads
+    g = num_kv_heads or num_heads
+
+    def head_dim(state):
+        return state["q"].shape[-1]
+
+    def project(_value, x, q="q", k="k", v="v", bias=True, v_input="value"):
+        return {"q": _linear(x["query"], x, q, bias), "k": _linear(x["key"], x, k, bias),
+                "v": _linear(x[v_input], x, v, bias)}
+
+    def split(how):
+        return lambda st, _x: _with(st, q=_split_heads(st["q"], h, how),
+                                    **{n: _split_heads(st[n], g, how) for n in "kv"})
+
+    def repeat(tiled=False):
+        def step(st, _x):
+            if tiled:
+                return _with(st, **{n: st[n].repeat(1, h // g, 1, 1) for n in "kv"})
+            return _with(st, **{n: st[n].repeat_interleave(h // g, dim=1) for n in "kv"})
+        return step
+
+    def scale_by(divisor):
+        return lambda st, _x: _with(st, s=st["s"] / divisor(st))
+
+    def softmax(dim):
+        return lambda st, _x: _with(st, w=torch.nan_to_num(torch.softmax(st["s"], dim=dim),
+                                                          nan=0.0))
+
+    def merge(how):
+        return lambda st, _x: _with(st, o=_merge_heads(st["o"], how))
+
+    steps = [("projection", project),
+             ("split into heads", split("transpose")),
+             ("repeat of the key/value heads", repeat()),
+             ("Q K^T product", lambda st, _x: _with(st, s=st["q"] @ st["k"].transpose(-2, -1))),
+             ("scale", scale_by(lambda st: math.sqrt(head_dim(st)))),
+             ("mask", lambda st, x: _with(st, s=_masked(st["s"], x))),
+             ("softmax", softmax(-1))]
+    scale_ways = {f"divides by {label} instead of sqrt(head_dim)":
+                  scale_by(lambda st, value=value: value)
+                  for label, value in constant_names(dims).items()
+                  if value > 1 and f"sqrt({label})" != "sqrt(head_dim)"}
+    variants = {
+        "projection": {
+            "projects the keys with q_proj": lambda st, x: project(st, x, k="q"),
+            "projects the values with k_proj": lambda st, x: project(st, x, v="k"),
+            "projects queries with k_proj and keys with q_proj":
+                lambda st, x: project(st, x, q="k", k="q"),
+            "projects the key input as the values": lambda st, x: project(st, x, v_input="key"),
+            "leaves out the input projections' biases": lambda st, x: project(st, x, bias=False),
+            "exchanges keys and values": lambda st, x: {**project(st, x),
+                                                       "k": project(st, x)["v"],
+                                                       "v": project(st, x)["k"]}},
+        "split into heads": {"reshapes without the transpose": split("view"),
+                             "interleaves the heads' features": split("interleaved")},
+        "repeat of the key/value heads": {
+            "tiles the key/value heads (repeat) instead of giving each its group of "
+            "consecutive query heads (repeat_interleave)": repeat(tiled=True)},
+        "Q K^T product": {"computes K Q^T (keys and queries exchanged)":
+                          lambda st, _x: _with(st, s=st["k"] @ st["q"].transpose(-2, -1))},
+        "scale": scale_ways,
+        "softmax": {"runs over the queries (dim=-2) instead of the keys": softmax(-2),
+                    "runs over the heads (dim=1) instead of the keys": softmax(1)},
+    }
+    skips = {"scale": None, "mask": None,
+             "softmax": lambda st, _x: _with(st, w=st["s"])}
+    if output:
+        steps += [("weighted sum", lambda st, _x: _with(st, o=st["w"] @ st["v"])),
+                  ("merge of the heads", merge("transpose")),
+                  ("output projection", lambda st, x: _linear(st["o"], x, "o"))]
+        variants["merge of the heads"] = {"reshapes without the transpose": merge("view"),
+                                          "interleaves the heads' features":
+                                              merge("interleaved")}
+        variants["output projection"] = {
+            "leaves out the output bias": lambda st, x: _linear(st["o"], x, "o", bias=False),
+            "multiplies by W_O untransposed (o @ out_proj.weight)":
+                lambda st, x: st["o"] @ x["o_w"] + (0 if x.get("o_b") is None else x["o_b"]),
+            "adds the query (a residual) to the output":
+                lambda st, x: _linear(st["o"], x, "o") + x["query"]}
+        skips["output projection"] = lambda st, _x: st["o"]
+    else:
+        steps.append(("weights", lambda st, _x: st["w"]))
+    return Formula(steps, variants, skips)
+
+
+def block_formula(dims, num_heads):
+    """A pre-LayerNorm decoder block: x + attn(ln1(x)) under the causal mask, then
+    x + ff(ln2(x)), ff = Linear, GELU, Linear. Inputs: "x" (B, L, d_model), "mask" (L, L),
+    "ln1_w", "ln1_b", "ln2_w", "ln2_b", "ff0_w", "ff0_b", "ff2_w", "ff2_b" and the attention's
+    "q_w" ... "o_b" (multihead_formula)."""
+    attention = multihead_formula(dims, num_heads)
+    functional = torch.nn.functional
+
+    def norm(t, x, which):
+        return functional.layer_norm(t, t.shape[-1:], x[f"{which}_w"], x[f"{which}_b"])
+
+    def attend(h, x, mask="mask"):
+        return attention.run({**x, "query": h, "key": h, "value": h, "mask": x.get(mask)})
+
+    def ff(t, x, activation=functional.gelu):
+        return _linear(activation(_linear(t, x, "ff0")), x, "ff2")
+
+    steps = [("ln1", lambda _v, x: {"x": x["x"], "h": norm(x["x"], x, "ln1")}),
+             ("attention", lambda st, x: _with(st, a=attend(st["h"], x))),
+             ("first residual", lambda st, _x: _with(st, x=st["x"] + st["a"])),
+             ("ln2", lambda st, x: _with(st, h=norm(st["x"], x, "ln2"))),
+             ("feed-forward", lambda st, x: _with(st, f=ff(st["h"], x))),
+             ("second residual", lambda st, _x: st["x"] + st["f"])]
+    variants = {
+        "ln1": {"uses ln2": lambda _v, x: {"x": x["x"], "h": norm(x["x"], x, "ln2")}},
+        "attention": {"reads x instead of ln1(x)": lambda st, x: _with(st, a=attend(st["x"], x)),
+                      "has no causal mask": lambda st, x: _with(st, a=attend(st["h"], x, None))},
+        "first residual": {"adds the normalised input instead of x":
+                           lambda st, _x: _with(st, x=st["h"] + st["a"])},
+        "ln2": {"uses ln1": lambda st, x: _with(st, h=norm(st["x"], x, "ln1"))},
+        "feed-forward": {"reads the block's input instead of the attention's output":
+                         lambda st, x: _with(st, f=ff(norm(x["x"], x, "ln2"), x)),
+                         "uses ReLU instead of GELU":
+                         lambda st, x: _with(st, f=ff(st["h"], x, functional.relu))},
+        "second residual": {"adds the normalised input instead of x":
+                            lambda st, _x: st["h"] + st["f"]}}
+    skips = {"ln1": lambda _v, x: {"x": x["x"], "h": x["x"]},
+             "first residual": lambda st, _x: _with(st, x=st["a"]),
+             "ln2": lambda st, _x: _with(st, h=st["x"]),
+             "second residual": lambda st, _x: st["f"]}
+    return Formula(steps, variants, skips)
+
+
 FORMULAS = {"attention": attention_formula,
-            "attention weights": lambda dims, d_k: attention_formula(dims, d_k, output=False)}
+            "pre-LayerNorm block": block_formula,
+            "attention weights": lambda dims, d_k: attention_formula(dims, d_k, output=False),
+            "multi-head attention": multihead_formula,
+            "multi-head weights": lambda dims, num_heads: multihead_formula(dims, num_heads,
+                                                                            output=False),
+            "grouped-query attention": lambda dims, num_heads, num_kv_heads: multihead_formula(
+                dims, num_heads, num_kv_heads=num_kv_heads)}

@@ -39,6 +39,7 @@ from .common import (attempt, by_owner, call, check, close, construct, differs, 
                      expect_tensor, fail, fresh_seed, generator, given, judge_construct,
                      load_weights, observe, passed, raised, random_inputs, reference, refusal,
                      revive, softmax_condition, type_name)
+from .common import current_dims, step_mistakes
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
 
@@ -218,10 +219,12 @@ def _ref_run(state, x, h, g, chunks, mask="causal", variant=None, rotary=False):
     return torch.cat(outs, 1), torch.cat(conditions, 1), torch.cat(sizes, 1)
 
 
-def _compare(actual, answers, name, dtype, hint):
-    """expect_close against answers = (expected, condition, size, {bug: output})."""
+def _compare(actual, answers, name, dtype, hint, mistakes=None):
+    """expect_close against answers = (expected, condition, size, {bug: output});
+    mistakes: the formula's with one step left out or moved (common.step_mistakes)."""
     expected, condition, size, bugs = answers
     expect_close(actual, expected.to(dtype), name, bugs={m: b.to(dtype) for m, b in bugs.items()},
+                 mistakes=mistakes,
                  dtype=dtype, scale=size[..., None], condition=condition[..., None], hint=hint)
 
 
@@ -422,15 +425,22 @@ def gqa_forward(cls, seed=0, batch=2, L=6, d_model=16, num_heads=4, num_kv_heads
             fail(f"{name} has shape {got}, expected {tuple(value.shape)}. {INTERFACE}"
                  + (f" {KV_FULL_SIZE}" if got == (d_model, d_model) else ""))
     labels = ["no mask", "causal mask (L, L)", "padding & causal mask (B, 1, L, L)"]
-    for label, (result, error), answer in zip(labels, data["results"], answers):
+    for label, (result, error), answer, mask in zip(labels, data["results"], answers, masks):
         raised(error, f"forward ({label})")
         output = revive(result)
         name = f"output ({label}, {shown}, {dtype})"
         expect_tensor(output, name, shape=(batch, L, d_model), dtype=dtype,
                       shape_names="(B, L, d_model)")
+        # the formula with one step left out or moved (checks/diagnose.py), for a mistake
+        # that no entry of the tables names
+        inputs = {"query": x, "key": x, "value": x, "mask": mask,
+                  **{f"{n[0]}_{part[0]}": state.get(f"{n}.{part}") for n in PROJECTIONS
+                     for part in ("weight", "bias")}}
         _compare(output, answer, name, dtype,
                  hint="Project, split into num_heads query heads and num_kv_heads key/value "
-                      "heads, repeat_kv, attend per head, merge, out_proj.")
+                      "heads, repeat_kv, attend per head, merge, out_proj.",
+                 mistakes=step_mistakes("grouped-query attention", inputs, current_dims(),
+                                        num_heads=num_heads, num_kv_heads=num_kv_heads))
     kind = ("chapter 3's layer" if num_kv_heads == num_heads else
             "multi-query attention" if num_kv_heads == 1 else "grouped-query attention")
     passed(f"GroupedQueryAttention({shown}) ({kind}): forward equals "
