@@ -477,9 +477,10 @@ def gqa_forward_cached(cls, cache_cls, seed=0, batch=2, L=5, prompt=3, d_model=1
     cache, error = attempt(cache_cls)
     raised(error, "KVCache()")
     for (start, stop), answer, state_of in zip(((0, prompt), (prompt, L)), answers,
-                                               ("an empty cache", f"a cache of {prompt}")):
+                                               ("an empty cache",
+                                                f"a cache of {prompt} positions")):
         call_shown = (f"GroupedQueryAttention({shown})(x of {stop - start} positions, "
-                      f"cache=cache) with {state_of} positions")
+                      f"cache=cache) with {state_of}")
         seen = observe(module, x[:, start:stop].clone(), cache=cache)
         raised(seen.error, call_shown)
         length, _ = attempt(len, cache)

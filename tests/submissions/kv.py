@@ -352,7 +352,7 @@ BUGS = {
 """, "")),
         fails=["test_cached_attention"],
         diagnosis=r"len\(cache\) after GroupedQueryAttention\(.*\)\(x of 3 positions, "
-                  r"cache=cache\) with an empty cache positions is 0, expected 3"),
+                  r"cache=cache\) with an empty cache is 0, expected 3"),
     "equivariance_returns_tensor": Bug(
         cells=_edit("equivariance_gap", (".abs().max().item()", ".abs().max()")),
         fails=["test_equivariance_gap"],
