@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from autograde import course
+from autograde import course, kit
 from tests.chapter import checks_module
-from tests.submissions import CHAPTERS, catalogue, names
+from tests.submissions import CHAPTERS, catalogue, named_by_family, names
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -99,12 +99,19 @@ def test_every_chapter_with_a_catalogue_is_found():
 # ------------------------------------------------------------------ the named fraction
 README = REPO / "README.md"
 TABLE = re.compile(r"<!-- named-bugs -->\n(.*?)<!-- /named-bugs -->", re.S)
-ROW = re.compile(r"^\| *(\d\d_\w+) *\| *(\d+) *\| *(\d+) *\| *(\d+)% *\|", re.M)
+ROW = re.compile(r"^\| *(\d\d_\w+) *\| *(\d+) *\| *(\d+) *\| *(\d+)% *\|"
+                 r" *(\d+) \((\d+)%\) *\|", re.M)
 
 
 def named_table():
     """{assignment: (named, catalogued, percent)} of the README's table."""
-    return {a: (int(n), int(total), int(percent)) for a, n, total, percent in ROW.findall(
+    return {a: (int(n), int(total), int(percent)) for a, n, total, percent, _, _ in ROW.findall(
+        TABLE.search(README.read_text()).group(1))}
+
+
+def family_column():
+    """{assignment: (named by the families alone, percent)} of the README's table."""
+    return {a: (int(n), int(percent)) for a, _, _, _, n, percent in ROW.findall(
         TABLE.search(README.read_text()).group(1))}
 
 
@@ -120,6 +127,39 @@ def test_readme_table_gives_each_chapters_named_bugs(chapter_results):
         measured[assignment] = (named, len(bugs), round(100 * named / max(len(bugs), 1)))
     rows = "\n".join(f"| {a} | {n} | {t} | {p}% |" for a, (n, t, p) in measured.items())
     assert named_table() == measured, f"README.md's named-bugs table should read:\n{rows}"
+
+
+@functools.lru_cache(maxsize=None)
+def _results_without_tables(assignment, name):
+    """_results() of a bug with the per-bug tables switched off (checks.common.TABLES, the
+    flag COURSE_BUG_TABLES=off sets): only the families of checks/diagnose.py name it."""
+    common = checks_module("common")
+    bug = catalogue(assignment).BUGS[name]
+    notebook = _notebook(assignment)
+    saved, common.TABLES = common.TABLES, False
+    try:
+        return kit.run_visible_tests(notebook, kit.chapter_namespace(notebook, bug.cells),
+                                     hidden=True)
+    finally:
+        common.TABLES = saved
+
+
+def test_readme_table_gives_what_the_families_alone_name(capsys):
+    """The column "Families alone": per chapter, the catalogued bugs that the first test cell
+    they fail names through a family of checks/diagnose.py (tests.submissions.named_by_family)
+    with the per-bug tables switched off. (The issue's target: 75% of every chapter.)"""
+    measured = {}
+    for assignment in CHAPTERS:
+        bugs = catalogue(assignment).BUGS
+        named = 0
+        for name, bug in bugs.items():
+            results = _results_without_tables(assignment, name)
+            if any(results[t] is not None for t in bug.fails if t in results):
+                named += named_by_family(_first_failure(assignment, bug, results)[1])
+        measured[assignment] = (named, round(100 * named / max(len(bugs), 1)))
+    rows = "\n".join(f"| {a} | {n} ({p}%) |" for a, (n, p) in measured.items())
+    assert family_column() == measured, (
+        f"README.md's named-bugs table, column Families alone, should read:\n{rows}")
 
 
 # ------------------------------------------------------------------ the float32 sqrt(d_k) rule

@@ -15,9 +15,10 @@ import re
 import torch
 import torch.nn.functional as F
 
-from .common import (FLOAT32_SQRT, CheckFailure, Forbidden, check, expect_close, expect_tensor,
-                     fail, float32_sqrt, forbid_spec, generator, observe, passed, raised,
-                     random_inputs, reference, revive, softmax_condition, type_name)
+from .common import (FLOAT32_SQRT, CheckFailure, Forbidden, check, current_dims, expect_close,
+                     expect_tensor, fail, float32_sqrt, forbid_spec, generator, observe, passed,
+                     raised, random_inputs, reference, revive, softmax_condition, step_mistakes,
+                     type_name)
 
 # Bound at import, before student code runs in the same kernel.
 _softmax = torch.softmax
@@ -482,9 +483,14 @@ def _check_attention(fn, query, key, value, label):
     # the weights' rounding follows the scores' magnitude; the output's, the values'
     condition = softmax_condition(query.double() @ key.double().transpose(-2, -1)
                                   / math.sqrt(d_k))
+    # the formula with one step left out or moved (checks/diagnose.py), for a mistake that
+    # no entry of the tables names
+    inputs = {"query": query, "key": key, "value": value, "mask": None}
     expect_close(weights, expected_w, f"weights ({label})", bugs=weight_bugs, dtype=dtype,
-                 condition=condition)
+                 condition=condition, mistakes=step_mistakes("attention weights", inputs,
+                                                             current_dims(), d_k=d_k))
     expect_close(output, expected_out, f"output ({label})", bugs=output_bugs, dtype=dtype,
+                 mistakes=step_mistakes("attention", inputs, current_dims(), d_k=d_k),
                  scale=value.detach().double().abs().max(),
                  condition=condition.amax(dim=-1, keepdim=True),
                  hint="The weights are right: the output is weights @ value, shape (..., Lq, d_v).")

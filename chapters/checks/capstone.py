@@ -27,10 +27,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .common import current_dims, step_mistakes
 from .common import (MALFORMED, CheckFailure, attempt, by_owner, check, construct, expect_close,
                      expect_tensor, fail, generator, given, is_class, is_module,
                      judge_construct, load_weights, max_error, observe, passed, raised,
-                     random_inputs, read_back, reference, revive, type_name)
+                     random_inputs, read_back, reference, revive, type_name,
+                     where_it_differs)
 
 BLOCK_PARAMS = ("ln1.weight", "ln1.bias", "attn.q_proj.weight", "attn.q_proj.bias",
                 "attn.k_proj.weight", "attn.k_proj.bias", "attn.v_proj.weight",
@@ -123,6 +125,27 @@ def _block_run(cls, cache_cls, d_model, num_heads, d_ff, P, x, x_future, dtype, 
     return data
 
 
+def _dropout_masks(shape, p, dtype, count=2, seed=0):
+    """The `count` dropout masks (kept / (1 - p), else 0) that nn.Dropout(p) draws, one per
+    call on a tensor of `shape` in `dtype`, right after torch.manual_seed(seed): the grader
+    controls the randomness of the training-mode run, so where the dropout sits shows in the
+    values. (Drawn here, by the same torch that runs the student's block: CPU dropout is
+    empty_like(x).bernoulli_(1 - p) / (1 - p).)"""
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.empty(shape, dtype=dtype).bernoulli_(1 - p, generator=gen) / (1 - p)
+            for _ in range(count)]
+
+
+@reference
+def _block_train_answer(P, x, num_heads, masks):
+    """The block's output in training mode (attention dropout off) with the dropout masks
+    `masks` on each sublayer's output: x + m1 attn(ln1(x)), then + m2 ff(ln2(.)), float64."""
+    L = x.shape[1]
+    causal = torch.ones(L, L, dtype=torch.bool).tril()
+    x = x + masks[0].double() * _attention(P, _layer_norm(x, P, "ln1"), num_heads, causal)
+    return x + masks[1].double() * _ff(P, _layer_norm(x, P, "ln2"))
+
+
 def _missing(found, P):
     """{name: its shape (a tuple) or None} of the parameters of P that load_weights' report
     `found` (a common.Loaded) says the block lacks or holds in another shape."""
@@ -211,6 +234,11 @@ DROPOUT_AT_EVAL = ("in eval mode two calls on the same input gave different outp
                    "F.dropout(x, p) with its default training=True.")
 NO_DROPOUT = ("in training mode the output equals the eval-mode output: dropout is never "
               "applied. Pass each sublayer's output through self.drop before adding it to x.")
+DROPOUT_PLACEMENT = ("in training mode, with the dropout masks that torch.manual_seed(0) gives "
+                     "(the grader's), the output is not the block's ({where}): dropout applies "
+                     "to each sublayer's output before it is added to x, x = x + "
+                     "drop(attn(ln1(x))), then x = x + drop(ff(ln2(x))); never to the sum "
+                     "x + sublayer(x), and on both branches, through self.drop.")
 CACHE_IGNORED = ("with a cache the block gives other outputs than without: with `cache`, "
                  "call cached_attention(self.attn, h, cache) (chapter 6) instead of "
                  "self-attention over the new positions only.")
@@ -285,7 +313,19 @@ def transformer_block(cls, cache_cls, *, seed=0, B=2, L=6, d_model=8, num_heads=
             if expect_close_quiet(out, bugs[message], **tolerance):
                 fail(f"{where}: {message}")
         fail(f"{where}: " + LEAK.format(cut=L // 2, change=change))
+    # the formula with one step left out or moved (checks/diagnose.py), for a mistake that
+    # no entry of the tables names
+    inputs = {"x": x, "mask": torch.ones(L, L, dtype=torch.bool).tril(),
+              **{f"{n}_{part[0]}": P[f"{n}.{part}"] for n in ("ln1", "ln2")
+                 for part in ("weight", "bias")},
+              **{f"ff{i}_{part[0]}": P[f"ff.{i}.{part}"] for i in (0, 2)
+                 for part in ("weight", "bias")},
+              **{f"{n}_{part[0]}": P[f"attn.{n}_proj.{part}"] for n in ("q", "k", "v", "out")
+                 for part in ("weight", "bias")}}
+    inputs["o_w"], inputs["o_b"] = inputs.pop("out_w"), inputs.pop("out_b")
     expect_close(out, expected.to(dtype).double(), f"{where}(x)", bugs=bugs,
+                 mistakes=step_mistakes("pre-LayerNorm block", inputs, current_dims(),
+                                        num_heads=num_heads),
                  hint="Pre-LayerNorm: x = x + attn(ln1(x)) with the causal mask, then "
                       "x = x + ff(ln2(x)).", **tolerance)
     raised(data["cache_error"], "KVCache()")
@@ -301,6 +341,10 @@ def transformer_block(cls, cache_cls, *, seed=0, B=2, L=6, d_model=8, num_heads=
     trained = _output(data["train"], f"{where}(x) in training mode", shape, dtype)
     if torch.equal(trained, out):
         fail(f"{where}: {NO_DROPOUT}")
+    in_training = _block_train_answer(P, x, num_heads, _dropout_masks(shape, 0.3, dtype))
+    if not expect_close_quiet(trained, in_training.to(dtype).double(), **tolerance):
+        fail(f"{where}: " + DROPOUT_PLACEMENT.format(where=where_it_differs(
+            trained, in_training.to(dtype).double(), "(B, L, d_model)", **tolerance).strip(". ")))
     passed(f"TransformerBlock: x (B, L, d_model) = {shape} ({dtype}) -> pre-LayerNorm causal "
            f"block; no future leakage; prefill + {L - cut} cached steps equal the full "
            "forward; dropout in training mode only")
@@ -609,6 +653,10 @@ def _generate_run(fn, params, keep, prompt, T, device):
                            "keys": [getattr(c, "keys", None) for c in made]
                            if isinstance(made, list) else None,
                            "calls": getattr(model, "calls", None)}
+    # the other starting state: a model that comes in eval mode must leave in eval mode
+    model = given("checks.capstone:DecoderModel", params, keep).to(device).eval()
+    seen = observe(fn, model, prompt.to(device, copy=True), T, use_cache=False)
+    runs["from_eval"] = {"error": seen.error, "training_after": getattr(model, "training", None)}
     return runs
 
 
@@ -630,6 +678,9 @@ GEN_UNCACHED_CALLS = ("use_cache=False but the model was given caches: without t
                       "call model(tokens) on the whole sequence at every step.")
 GEN_MODE_RESTORE = ("generate left the model in eval mode: restore the mode it had "
                     "(model.train(was_training)), so that training can continue after sampling.")
+GEN_MODE_FROM_EVAL = ("generate left the model in training mode although it came in eval mode: "
+                      "restore the mode it had, whichever it was (model.train(was_training)), "
+                      "not always model.train().")
 GEN_PROBABILITIES = ("you returned probabilities (the softmax of the logits): return the logits "
                      "themselves, logits[:, -1] of each step; the argmax picks the same token "
                      "from either.")
@@ -744,6 +795,10 @@ def generate(fn, *, seed=0, B=2, P=3, num_tokens=5, vocab_size=9, d_model=8,
         # (a) the model's mode after the call, read back by value
         if run["training_after"] is not True:
             fail(f"{name}: {GEN_MODE_RESTORE}")
+    name = f"generate(model in eval mode, prompt, {T}, use_cache=False)"
+    raised(runs["from_eval"]["error"], name)
+    if runs["from_eval"]["training_after"] is not False:
+        fail(f"{name}: {GEN_MODE_FROM_EVAL}")
     passed(f"generate: prompt (B, P) = {(B, P)} -> {T} greedy tokens, the same with and without "
            "the KV cache (prefill, then one token per step at start = len(cache)); eval mode, "
            "no gradients")

@@ -19,12 +19,13 @@ import hashlib
 import inspect
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from . import nested, operations
+from . import diagnose, nested, operations
 # (the operations' own names that the checks modules take from here)
 from .operations import (CheckFailure, Forbidden, _ForbidSpec, attempt,  # noqa: F401
                          forbid_spec)
@@ -139,7 +140,11 @@ def expect_tensor(actual, name, shape=None, dtype=None, device=None, shape_names
             hint = " The sizes are right but in the wrong order: check which axes you transposed."
         elif actual.numel() == torch.Size(shape).numel():
             hint = " The number of elements is right: check your view/reshape."
-        fail(f"{name}: expected shape {tuple(shape)}{named}, got {tuple(actual.shape)}.{hint}")
+        found = diagnose.wrong_shape(tuple(actual.shape), tuple(shape), current_dims(),
+                                     shape_names)
+        found = f" In words: {found}." if found else ""
+        fail(f"{name}: expected shape {tuple(shape)}{named}, got {tuple(actual.shape)}."
+             f"{found}{hint}")
     if dtype is not None and actual.dtype != dtype:
         fail(f"{name}: expected dtype {dtype} (the input's dtype), got {actual.dtype}. "
              "Avoid creating tensors with a fixed dtype; use the input's dtype.")
@@ -322,7 +327,8 @@ def raised(error, name):
              "with your code.")
     if kind == "CheckFailure" and runtime().own_failures:  # the forbid's, in their Jupyter
         fail(message)
-    fail(f"{name} raised {kind}: {message}\n(called with tensors of shapes {shapes})")
+    fail(diagnose.restate_error(name, kind, message, current_dims(), shapes)
+         or f"{name} raised {kind}: {message}\n(called with tensors of shapes {shapes})")
 
 
 def construct(cls, *args, **kwargs):
@@ -541,14 +547,17 @@ def beyond_tolerance(actual, expected, dtype=None, scale=None, condition=1.0):
 
 
 def expect_close(actual, expected, name, bugs=None, hint=None, dtype=None, scale=None,
-                 condition=1.0, axes=None):
+                 condition=1.0, axes=None, mistakes=None):
     """Require `actual` == `expected` within the dtype's tolerance (scale, condition: see
     excess()).
 
     bugs: {message: tensor}, outputs that known mistakes produce on the same input; a
     match names the mistake (within the same tolerance). hint: what to look at when no
     known bug matches. axes: the axes' names, for the message that says where the numbers
-    differ when no known bug matches (where_it_differs()).
+    differ when no known bug matches (where_it_differs()). When no known bug matches, the
+    families of checks/diagnose.py try to name the mistake by its shape first; mistakes:
+    {sentence: output} of the exercise's formula with one step left out or moved
+    (diagnose.Formula.mistakes(), computed by a @reference).
     """
     expect_tensor(actual, name, shape=expected.shape)
     if not bool(_isfinite(actual.detach()).all()) and bool(_isfinite(expected).all()):
@@ -557,6 +566,8 @@ def expect_close(actual, expected, name, bugs=None, hint=None, dtype=None, scale
              + (hint or "Look for 0/0 (a fully masked row) or an overflowing exp()."))
     if close(actual, expected, dtype, scale, condition):
         return
+    if not TABLES:  # measuring the families alone (tests/test_diagnose.py)
+        bugs = None
     matches = [message for message, candidate in (bugs or {}).items()
                if candidate is not None and close(actual, candidate, dtype, scale, condition)]
     if len(matches) == 1:
@@ -564,9 +575,30 @@ def expect_close(actual, expected, name, bugs=None, hint=None, dtype=None, scale
     if matches:  # on these inputs the mistakes give the same numbers: name them all
         fail(f"{name} is wrong in a way that {len(matches)} mistakes share on these inputs: "
              + " OR: ".join(matches))
+    reason = diagnose.explain(
+        actual.detach(), expected.detach(), _same_within(dtype or expected.dtype, scale,
+                                                         condition),
+        _ratios(actual, expected, dtype, scale, condition) > 1, current_dims(), axes,
+        mistakes)
+    if reason:
+        fail(diagnose.explained(name, reason))
     fail(f"{name} is wrong (largest error {max_error(actual, expected):.3g}). "
          + where_it_differs(actual, expected, axes, dtype, scale, condition)
          + (hint or "Compare your steps with the formula above, one tensor at a time."))
+
+
+def _same_within(dtype, scale, condition):
+    """same(a, b) for the families of checks/diagnose.py: close() with the tolerance of the
+    comparison at hand; for a part of the output (a shifted slice), where a `scale` or
+    `condition` tensor no longer broadcasts, with their largest value."""
+    def same(a, b):
+        try:
+            return close(a, b, dtype, scale, condition)
+        except RuntimeError:
+            top = [None if s is None else float(torch.as_tensor(s).double().max())
+                   for s in (scale, condition)]
+            return close(a, b, dtype, top[0], 1.0 if top[1] is None else top[1])
+    return same
 
 
 def where_it_differs(actual, expected, axes=None, dtype=None, scale=None, condition=1.0):
@@ -636,8 +668,9 @@ REINSTALL_HINT = ("the course's checks package is out of date or incomplete: rei
 class _Call:
     """One run of a public check: its key and how often each @reference ran in it."""
 
-    def __init__(self, key):
+    def __init__(self, key, dims=None):
         self.key, self.counts = key, {}
+        self.dims = dims or {}   # the exercise's named sizes (diagnose.named_dims)
 
     def next_slot(self, name):
         index = self.counts.get(name, 0)
@@ -648,6 +681,19 @@ class _Call:
 _CURRENT = contextvars.ContextVar("checks_call", default=None)
 # {call key: {slot: (signature, result)}} inside recording() (autograde/kit.py)
 _RECORDING = contextvars.ContextVar("checks_recording", default=None)
+
+
+def current_dims():
+    """{name: size} of the exercise's quantities in the check that runs (its parameters,
+    see diagnose.named_dims); {} outside a check."""
+    call = _CURRENT.get()
+    return dict(call.dims) if call is not None else {}
+
+
+# The per-bug tables (the `bugs` of expect_close) are on unless COURSE_BUG_TABLES=off: with
+# them off, only the families of checks/diagnose.py name a wrong output (the measurement of
+# tests/test_catalogue.py). Read here only.
+TABLES = os.environ.get("COURSE_BUG_TABLES", "on") != "off"
 _STORED = None
 
 
@@ -688,7 +734,8 @@ def check(function):
     def run(*args, **kwargs):
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        token = _CURRENT.set(_Call(call_key(function, bound)))
+        token = _CURRENT.set(_Call(call_key(function, bound),
+                                   diagnose.named_dims(bound.arguments)))
         try:
             return function(*args, **kwargs)
         finally:
@@ -841,6 +888,16 @@ def load_fixtures(folder):
                     {slot: (signature, _decode(data, arrays))
                      for slot, (signature, data) in slots.items()})
     return stored
+
+
+@reference
+def step_mistakes(formula, inputs, dims, **options):
+    """{sentence: output} of diagnose.FORMULAS[formula](dims, **options) with one step left
+    out or done another way, on `inputs` (a dict of tensors): what expect_close's
+    `mistakes` takes. A @reference, so the student's kit replays it from the fixtures."""
+    inputs = {k: v.double() if isinstance(v, _Tensor) and v.is_floating_point() else v
+              for k, v in inputs.items()}
+    return diagnose.FORMULAS[formula](dims, **options).mistakes(inputs)
 
 
 @reference

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from .common import (FLOAT32_SQRT, CheckFailure, Forbidden, attempt, call_keeping, check,
                      expect_close, expect_tensor, fail, float32_sqrt, forbid_spec, passed,
                      random_inputs, reference, softmax_condition, type_name)
+from .common import current_dims, step_mistakes
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
 
 # The shortcut the core exercise forbids (see common.Forbidden): decided by the grader from
@@ -441,7 +442,14 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
     def heads(t):
         return t.detach().double().reshape(B, t.shape[1], num_heads, head_dim).transpose(1, 2)
     condition = softmax_condition(heads(q) @ heads(k).transpose(-2, -1) / math.sqrt(head_dim))
+    # the formula with one step left out or moved (checks/diagnose.py), projections the
+    # identity, for a mistake that no entry of the tables names
+    identity = torch.eye(D, dtype=torch.float64)
+    inputs = {"query": q, "key": k, "value": v, "mask": None,
+              **{f"{n}_w": identity for n in "qkvo"}}
     expect_close(out, expected_out, f"{name}: output", bugs=bugs,
+                 mistakes=step_mistakes("multi-head attention", inputs, current_dims(),
+                                        num_heads=num_heads),
                  scale=v.detach().double().abs().max(), condition=condition.amax(),
                  axes="(B, Lq, d_model)", hint="Split query, key and value with split_heads, run "
                       "scaled_dot_product_attention on the (B, num_heads, L, head_dim) "

@@ -39,6 +39,7 @@ from .common import (attempt, by_owner, call, check, close, construct, differs, 
                      expect_tensor, fail, fresh_seed, generator, given, judge_construct,
                      load_weights, observe, passed, raised, random_inputs, reference, refusal,
                      revive, softmax_condition, type_name)
+from .common import current_dims, step_mistakes
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
 
@@ -218,10 +219,12 @@ def _ref_run(state, x, h, g, chunks, mask="causal", variant=None, rotary=False):
     return torch.cat(outs, 1), torch.cat(conditions, 1), torch.cat(sizes, 1)
 
 
-def _compare(actual, answers, name, dtype, hint):
-    """expect_close against answers = (expected, condition, size, {bug: output})."""
+def _compare(actual, answers, name, dtype, hint, mistakes=None):
+    """expect_close against answers = (expected, condition, size, {bug: output});
+    mistakes: the formula's with one step left out or moved (common.step_mistakes)."""
     expected, condition, size, bugs = answers
     expect_close(actual, expected.to(dtype), name, bugs={m: b.to(dtype) for m, b in bugs.items()},
+                 mistakes=mistakes,
                  dtype=dtype, scale=size[..., None], condition=condition[..., None], hint=hint)
 
 
@@ -422,20 +425,78 @@ def gqa_forward(cls, seed=0, batch=2, L=6, d_model=16, num_heads=4, num_kv_heads
             fail(f"{name} has shape {got}, expected {tuple(value.shape)}. {INTERFACE}"
                  + (f" {KV_FULL_SIZE}" if got == (d_model, d_model) else ""))
     labels = ["no mask", "causal mask (L, L)", "padding & causal mask (B, 1, L, L)"]
-    for label, (result, error), answer in zip(labels, data["results"], answers):
+    for label, (result, error), answer, mask in zip(labels, data["results"], answers, masks):
         raised(error, f"forward ({label})")
         output = revive(result)
         name = f"output ({label}, {shown}, {dtype})"
         expect_tensor(output, name, shape=(batch, L, d_model), dtype=dtype,
                       shape_names="(B, L, d_model)")
+        # the formula with one step left out or moved (checks/diagnose.py), for a mistake
+        # that no entry of the tables names
+        inputs = {"query": x, "key": x, "value": x, "mask": mask,
+                  **{f"{n[0]}_{part[0]}": state.get(f"{n}.{part}") for n in PROJECTIONS
+                     for part in ("weight", "bias")}}
         _compare(output, answer, name, dtype,
                  hint="Project, split into num_heads query heads and num_kv_heads key/value "
-                      "heads, repeat_kv, attend per head, merge, out_proj.")
+                      "heads, repeat_kv, attend per head, merge, out_proj.",
+                 mistakes=step_mistakes("grouped-query attention", inputs, current_dims(),
+                                        num_heads=num_heads, num_kv_heads=num_kv_heads))
     kind = ("chapter 3's layer" if num_kv_heads == num_heads else
             "multi-query attention" if num_kv_heads == 1 else "grouped-query attention")
     passed(f"GroupedQueryAttention({shown}) ({kind}): forward equals "
            f"F.scaled_dot_product_attention(enable_gqa=True) with the same weights, without a "
            f"mask, causal, and padding & causal ({dtype})")
+
+
+@reference
+def _cached_forward_answers(state, x, h, g, prompt):
+    """forward(x, cache=...) with no mask, first on the prompt x[:, :prompt] with an empty
+    cache, then on the rest with the cache the prompt filled: [(expected, condition, size,
+    {})] per call (the second attends over every position, so it is full attention's rows)."""
+    first = _ref_run(state, x[:, :prompt], h, g, [prompt], mask=None)
+    whole = _ref_run(state, x, h, g, [x.shape[1]], mask=None)
+    return [(*first, {}), (*(t[:, prompt:] for t in whole), {})]
+
+
+@check
+def gqa_forward_cached(cls, cache_cls, seed=0, batch=2, L=5, prompt=3, d_model=16, num_heads=4,
+                       num_kv_heads=2, dtype=torch.float32):
+    """forward(x, cache=cache) of GroupedQueryAttention, the parameter its instructions name:
+    with an empty cache it attends over x alone and appends x's keys and values; with the
+    cache filled, the new positions attend over the cached ones and themselves."""
+    args = (d_model, num_heads, num_kv_heads)
+    shown = _shown(args, {})
+    state = _weights(d_model, num_heads, num_kv_heads, True, seed, dtype)
+    (x,) = random_inputs((batch, L, d_model), seed=seed + 1, dtype=dtype)
+    answers = _cached_forward_answers(state, x, num_heads, num_kv_heads, prompt)
+    module, data = construct(cls, *args)
+    judge_construct(data, f"GroupedQueryAttention({shown})")
+    module, error = attempt(lambda: module.to(dtype=dtype).eval())
+    raised(error, f"GroupedQueryAttention({shown}).to(dtype={dtype})")
+    load_weights(module, by_owner(state))
+    cache, error = attempt(cache_cls)
+    raised(error, "KVCache()")
+    for (start, stop), answer, state_of in zip(((0, prompt), (prompt, L)), answers,
+                                               ("an empty cache",
+                                                f"a cache of {prompt} positions")):
+        call_shown = (f"GroupedQueryAttention({shown})(x of {stop - start} positions, "
+                      f"cache=cache) with {state_of}")
+        seen = observe(module, x[:, start:stop].clone(), cache=cache)
+        raised(seen.error, call_shown)
+        length, _ = attempt(len, cache)
+        if differs(length, stop):
+            fail(f"len(cache) after {call_shown} is {length!r}, expected {stop}: forward(x, "
+                 "mask=None, cache=None) promises that a cache it is given receives this "
+                 "call's keys and values, and that the queries attend over all of them.")
+        output = revive(seen.result)
+        expect_tensor(output, call_shown, shape=(batch, stop - start, d_model), dtype=dtype,
+                      shape_names="(B, L_new, d_model)")
+        _compare(output, answer, f"the output of {call_shown}", dtype,
+                 hint="With a cache, the keys and values are the cached ones followed by this "
+                      "call's: the new queries attend over all of them (no mask given).")
+    passed(f"GroupedQueryAttention({shown}).forward(x, cache=cache) ({dtype}): with an empty "
+           f"cache it attends over x alone, with {prompt} cached positions over them and the "
+           "new ones, and the cache grows by each call's positions")
 
 
 # ----------------------------------------------------------------------------- counts
@@ -873,7 +934,12 @@ def equivariance_gap(fn, seed=0, batch=2, L=6, d_model=8, num_heads=2, dtype=tor
         layer = given("checks.kv:_torch_layer", state, d_model, num_heads, pos)
         seen = observe(fn, layer, x.clone(), perm.clone())
         raised(seen.error, f"equivariance_gap ({label})")
-        got = _number(revive(seen.result), f"equivariance_gap({label})")
+        returned = revive(seen.result)
+        if not isinstance(returned, float):  # numpy.float64 is a float too
+            fail(f"equivariance_gap ({label}) returned {type_name(returned)}"
+                 + (" (a 0-d tensor: call .item())" if isinstance(returned, torch.Tensor)
+                    else "") + ": the exercise asks for a Python float.")
+        got = _number(returned, f"equivariance_gap({label})")
         got_t, exp_t = torch.tensor([float(got)]), torch.tensor([expected])
         if close(got_t, exp_t, dtype, scale=size):
             continue

@@ -17,6 +17,7 @@ from .common import (FLOAT32_SQRT, CheckFailure, Forbidden, _isfinite, beyond_to
                      check, close, expect_close, expect_tensor, fail, float32_sqrt, forbid_spec,
                      fresh_seed, generator, max_error, passed, random_inputs, reference,
                      softmax_condition, type_name)
+from .common import current_dims, step_mistakes
 
 _softmax = torch.softmax
 _where = torch.where
@@ -502,7 +503,11 @@ def scaled_dot_product_attention(function, seed=0, batch=(3, 2), Lq=5, Lk=7, d_k
     # the weights' rounding follows the scores' magnitude; the output's, the values'
     condition = _condition(query.double() @ key.double().transpose(-2, -1) / math.sqrt(d_k),
                            mask)
+    # the formula with one step left out or moved (checks/diagnose.py), for a mistake that
+    # no entry of the tables names
+    inputs = {"query": query, "key": key, "value": value, "mask": mask}
     expect_close(output, expected, "output", bugs=bugs, dtype=dtype,
+                 mistakes=step_mistakes("attention", inputs, current_dims(), d_k=d_k),
                  scale=value.double().abs().max(), condition=condition.amax(-1, keepdim=True))
     expect_close(weights, expected_w, "weights", dtype=dtype, condition=condition,
                  hint="Return the softmax weights (after masking), before multiplying by value.")
@@ -533,6 +538,8 @@ def scaled_dot_product_attention(function, seed=0, batch=(3, 2), Lq=5, Lk=7, d_k
     expect_tensor(plain, "output without a mask (float64 inputs)", dtype=torch.float64)
     expect_close(plain, expected_plain, "output without a mask (float64 inputs)",
                  bugs=plain_bugs, dtype=torch.float64, scale=value.double().abs().max(),
+                 mistakes=step_mistakes("attention", dict(inputs, mask=None), current_dims(),
+                                        d_k=d_k),
                  condition=_condition(query.double() @ key.double().transpose(-2, -1)
                                       / math.sqrt(d_k), None).amax(-1, keepdim=True),
                  hint="With mask=None, nothing is masked: a plain softmax.")

@@ -41,6 +41,7 @@ from .common import (FLOAT32_SQRT, MALFORMED, Forbidden, attempt, by_owner, call
                      judge_construct, load_weights, observe, passed, raised, random_inputs,
                      read_back, reference, refusal, revive, softmax_condition, take,
                      take_error, type_name)
+from .common import current_dims, step_mistakes
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
@@ -558,7 +559,13 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
         context = f" ({label}, B={batch}, Lq={q_in.shape[1]}, Lk={Lk_case}, {dtype})"
         expect_tensor(output, "output" + context, dtype=dtype, device=device)
         scale, condition = _magnitudes(P, q_in, k_in, v_in, h)
+        # the formula with one step left out or moved (checks/diagnose.py), for a mistake
+        # that no entry of the tables names
+        inputs = {"query": q_in, "key": k_in, "value": v_in, "mask": None,
+                  **{f"{n}_{part}": P[f"{n}_{part}"] for n in "qkvo" for part in "wb"}}
         expect_close(output, expected, "output" + context, bugs=output_bugs, dtype=dtype,
+                     mistakes=step_mistakes("multi-head attention", inputs, current_dims(),
+                                            num_heads=h),
                      scale=scale, condition=condition.amax(), axes=("B", "Lq", "d_model"),
                      hint="Compare each step with the formula: project, split, attend, merge, "
                           "W_O.")

@@ -48,6 +48,15 @@ def names(bug, message):
         and not GENERIC.search(message)
 
 
+def named_by_family(message):
+    """True when `message` names a mistake through one of the families of
+    chapters/checks/diagnose.py (its shape: layout, constant, shift, one step of the formula,
+    ...), not through an entry of a per-bug table: what the families alone achieve, measured
+    with the tables switched off (tests/test_catalogue.py)."""
+    from chapters.checks.diagnose import FAMILY_PATTERN
+    return bool(FAMILY_PATTERN.search(message or "")) and not GENERIC.search(message or "")
+
+
 def grade_id(cell):
     return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
 

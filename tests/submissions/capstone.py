@@ -486,6 +486,23 @@ BUGS = {
         x = x + self.drop(a)
         return x + self.drop(self.ff(self.ln2(x)))
 ''', r"attention reads x instead of ln1\(x\)"),
+    # issue 20's false passes, caught by completed checks (not by table entries): the block
+    # output in training mode is compared with the block's under the dropout masks the grader
+    # seeded, where dropout's placement shows in the values; generate also starts from eval
+    # mode
+    "dropout_on_residual_sum": _block_bug('''
+    def forward(self, x, cache=None):
+        h = self.ln1(x)''' + ATTEND + '''        x = self.drop(x + a)
+        return self.drop(x + self.ff(self.ln2(x)))
+''', r"with the dropout masks that torch\.manual_seed\(0\) gives.*never to the sum"),
+    "no_dropout_on_ff": _block_bug('''
+    def forward(self, x, cache=None):
+        h = self.ln1(x)''' + ATTEND + '''        x = x + self.drop(a)
+        return x + self.ff(self.ln2(x))
+''', r"with the dropout masks that torch\.manual_seed\(0\) gives.*never to the sum"),
+    "generate_always_ends_in_training": _generate_bug(
+        _generate_with("    model.train(was_training)\n", "    model.train()\n"),
+        r"left the model in training mode although it came in eval mode"),
     "returns_probabilities": _generate_bug(
         _generate_with("chosen.append(last)", "chosen.append(last.softmax(-1))"),
         r"returned probabilities.*return the logits"),

@@ -1,0 +1,718 @@
+"""Mistakes named by their shape: the families of wrong answers that any exercise can have.
+
+A check that finds the student's output wrong, and no catalogued mistake of its table that
+matches, asks these families before it says only "is wrong": each family is one function
+that looks at the values already in hand (the student's output and the expected one, both
+tensors of the same exercise) and returns a sentence naming the mistake, or None when the
+values do not fit it. They read nothing but their arguments, so they run alike in the
+grader and in the student's kit (which replays the expected values from its fixtures).
+
+Words, not axis numbers: `dims` is {name: size} of the exercise's quantities (the check's
+own parameters, e.g. {"batch": 2, "num_heads": 4, "L": 6, "head_dim": 3}, plus those that
+follow from them, see named_dims()); an axis is named by the quantity whose size it has.
+
+The families, in the order explain() tries them (the most specific first):
+- wrong_shape: which axis has which size, and which quantity that size equals;
+- one_step: the formula with one of its steps left out or done on the wrong input (the
+  check computes those variants from the exercise's steps, see Formula);
+- other_layout: the expected values in another layout (two axes swapped, an axis
+  reversed, the factors of one axis in the other order, a view without its transpose);
+- constant: the expected values times a constant, or plus one (which quantity it equals);
+- shifted: the expected values moved by k positions along one axis;
+- mask_family: a 0/1 mask that is the complement of the right one, or a triangle whose
+  diagonal is off by k;
+- localized: right everywhere except one index (or one block) of one axis;
+- restate_error: the student's exception, its sizes named by the exercise's quantities.
+
+Every sentence is a template of MESSAGES (one place, for a second language).
+"""
+import itertools
+import math
+import re
+
+import torch
+
+# One template per family outcome; the fields are filled by the family that fits.
+MESSAGES = {
+    "shape_axis": "{axis} has {got}{got_is} entries; it should have {want}{want_is}",
+    "shape_order": "the sizes are right but the axes are in another order: you gave "
+                   "({got_axes}), the answer is ({want_axes})",
+    "shape_rank_extra": "it has an extra axis of size {size}{size_is} at position {index} "
+                        "(expected {want_rank} axes: {want_axes})",
+    "shape_rank_missing": "it lacks the {axis} axis (size {size}); expected {want_rank} axes: "
+                          "{want_axes}",
+    "shape_rank": "it has {got_rank} axes of sizes {got}; expected {want_rank}: {want_axes}",
+    "shape": "{name}: wrong shape ({found}). Expected {want} = {want_axes}, got {got}.",
+    "swap": "the values are right but {first} and {second} are swapped (a transpose too many "
+            "or too few)",
+    "view": "the values are right but laid out as if {first} and {second} had been "
+            "exchanged by a view/reshape without the transpose that must go with it",
+    "reversed": "the values are right but {axis} runs in reverse order",
+    "factors": "the values are right but the {outer} x {inner} entries of {axis} are in the "
+               "other order ({outer} blocks of {inner} where {inner} blocks of {outer} are "
+               "expected: interleaved instead of tiled, or the reverse; e.g. "
+               "repeat_interleave vs repeat, or the order of a reshape)",
+    "times": "it is the right answer times {factor:.6g}{factor_is}",
+    "plus": "it is the right answer plus {offset:.6g}{offset_is}",
+    "shifted": "it is the right answer moved by {k} position{s} along {axis} (off by {k}: "
+               "entry i holds what belongs at i {sign} {k})",
+    "complement": "it is the complement of the right mask (True/1 exactly where it should be "
+                  "False/0): check which value means 'may attend'",
+    "diagonal": "the triangle's diagonal is off by {k}: your mask is the right one with "
+                "its diagonal moved {direction} by {k} (diagonal={got} where {want} is "
+                "right)",
+    "localized": "it is right everywhere except at {where} ({count} of {total} entries "
+                 "off): look at what your code does differently there",
+    "step": "it is what the formula gives when {step}",
+    "raised": "{name} raised {kind}: {message}\n(the sizes in it: {named}; called with "
+              "tensors of shapes {shapes})",
+    "explained": "{name} is wrong: {reason}.",
+}
+
+# quantities that follow from the check's parameters: name -> (function of dims, needs)
+DERIVED = (
+    ("head_dim", lambda d: d["d_model"] // d["num_heads"], ("d_model", "num_heads")),
+    ("d_model", lambda d: d["num_heads"] * d["head_dim"], ("num_heads", "head_dim")),
+    ("groups", lambda d: d["num_heads"] // d["num_kv_heads"], ("num_heads", "num_kv_heads")),
+    ("Lq", lambda d: d["L"], ("L",)),
+    ("Lk", lambda d: d["L"], ("L",)),
+)
+# parameters of a check that are no sizes
+NOT_SIZES = {"seed", "magnitude", "offset", "start", "lr", "p", "steps", "num_tokens_seen"}
+
+
+def named_dims(arguments):
+    """{name: size} of the exercise's quantities from a check's bound arguments: every
+    int parameter (not a seed, a bool or a non-size), each entry of a tuple of sizes
+    ("batch[0]" ...; a 1-tuple is plain "batch"), and DERIVED ones where they divide."""
+    dims = {}
+    for name, value in arguments.items():
+        if name in NOT_SIZES or isinstance(value, bool):
+            continue
+        if isinstance(value, int) and value > 0:
+            dims[name] = value
+        elif (isinstance(value, tuple) and value and name in ("batch", "shape", "lengths")
+              and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
+            if len(value) == 1:
+                dims[name] = value[0]
+            else:
+                dims.update({f"{name}[{i}]": v for i, v in enumerate(value)})
+    for name, rule, needs in DERIVED:
+        if name not in dims and all(n in dims for n in needs):
+            try:
+                value = rule(dims)
+            except ZeroDivisionError:
+                continue
+            if value > 0:
+                dims[name] = value
+    return dims
+
+
+def _quantity(size, dims):
+    """" = num_heads" (or " = Lq = Lk") for a size some quantities have, else ""."""
+    found = [name for name, value in dims.items() if value == size]
+    return (" = " + " = ".join(found[:3])) if found else ""
+
+
+def axis_names(shape, dims, axes=None):
+    """A name per axis of `shape`: `axes` where given (a tuple or "(B, L, D)"), else the
+    quantity of that size, each used once in the order of `dims` (the check's parameters
+    come in the order of its tensors' axes), else "axis k"."""
+    if isinstance(axes, str):
+        axes = [a.strip() for a in axes.strip("()").split(",")]
+    if axes and len(axes) == len(shape) and all(a and a != "..." for a in axes):
+        return [str(a).replace("{}", "").strip() or f"axis {k}" for k, a in enumerate(axes)]
+    names, used = [], set()
+    for k, size in enumerate(shape):
+        found = [n for n, v in dims.items() if v == size and n not in used]
+        if found:
+            used.add(found[0])
+            names.append(found[0])
+        else:
+            names.append(f"axis {k}")
+    return names
+
+
+def _axis_label(name):
+    return name if name.startswith("axis ") else f"the {name} axis"
+
+
+# ---------------------------------------------------------------------------------- shapes
+
+def wrong_shape(got, want, dims, axes=None):
+    """The sentence that names a wrong shape: got, want are tuples of sizes."""
+    got, want = tuple(got), tuple(want)
+    if got == want:
+        return None
+    want_names = axis_names(want, dims, axes)
+    want_axes = ", ".join(want_names)
+    if len(got) == len(want):
+        if sorted(got) == sorted(want):
+            return MESSAGES["shape_order"].format(
+                got_axes=", ".join(axis_names(got, dims)), want_axes=want_axes)
+        parts = [MESSAGES["shape_axis"].format(
+            axis=_axis_label(want_names[k]), got=g, got_is=_quantity(g, dims), want=w,
+            want_is=_quantity(w, dims)) for k, (g, w) in enumerate(zip(got, want)) if g != w]
+        return "; ".join(parts)
+    if len(got) == len(want) + 1:
+        for index in range(len(got)):
+            if got[:index] + got[index + 1:] == want:
+                size = got[index]
+                return MESSAGES["shape_rank_extra"].format(
+                    size=size, size_is=_quantity(size, dims), index=index,
+                    want_rank=len(want), want_axes=want_axes)
+    if len(got) + 1 == len(want):
+        for index in range(len(want)):
+            if want[:index] + want[index + 1:] == got:
+                return MESSAGES["shape_rank_missing"].format(
+                    axis=want_names[index], size=want[index], want_rank=len(want),
+                    want_axes=want_axes)
+    return MESSAGES["shape_rank"].format(got_rank=len(got), got=got, want_rank=len(want),
+                                         want_axes=want_axes)
+
+
+# --------------------------------------------------------------------------------- layouts
+
+def _factor_pairs(size, dims):
+    """(outer, inner, outer name, inner name) with outer * inner = size, one of them a named
+    quantity (both > 1)."""
+    pairs = []
+    for name, value in dims.items():
+        if 1 < value < size and size % value == 0:
+            other = size // value
+            other_name = next((n for n, v in dims.items() if v == other), str(other))
+            pairs += [(value, other, name, other_name), (other, value, other_name, name)]
+    seen, unique = set(), []
+    for pair in pairs:
+        if pair[:2] not in seen:
+            seen.add(pair[:2])
+            unique.append(pair)
+    return unique
+
+
+def other_layout(actual, expected, same, dims, axes=None):
+    """The layout family: `actual` holds `expected`'s values in another arrangement of the
+    same shape: two axes swapped, one axis reversed, one axis's factors in the other order
+    (interleaved vs tiled), or two axes exchanged by a reshape without a transpose.
+    same(a, b): whether two tensors of one shape agree within the check's tolerance."""
+    shape = tuple(expected.shape)
+    if tuple(actual.shape) != shape or expected.numel() < 2:
+        return None
+    names = axis_names(shape, dims, axes)
+    rank = len(shape)
+    for i, j in itertools.combinations(range(rank), 2):
+        if shape[i] == shape[j] and shape[i] > 1 and same(actual, expected.transpose(i, j)):
+            return MESSAGES["swap"].format(first=_axis_label(names[i]),
+                                           second=_axis_label(names[j]))
+    for i in range(rank):
+        if shape[i] > 1 and same(actual, expected.flip(i)):
+            return MESSAGES["reversed"].format(axis=_axis_label(names[i]))
+    for i in range(rank):
+        for outer, inner, outer_name, inner_name in _factor_pairs(shape[i], dims):
+            fine = expected.reshape(*shape[:i], outer, inner, *shape[i + 1:])
+            if same(actual, fine.transpose(i, i + 1).reshape(shape)):
+                return MESSAGES["factors"].format(outer=outer_name, inner=inner_name,
+                                                  axis=_axis_label(names[i]))
+    # a view that exchanges two axes (possibly factors of one axis split by the view)
+    splits = [(None, shape, names)]
+    for i in range(rank):
+        for outer, inner, outer_name, inner_name in _factor_pairs(shape[i], dims):
+            splits.append((i, (*shape[:i], outer, inner, *shape[i + 1:]),
+                           names[:i] + [outer_name, inner_name] + names[i + 1:]))
+    for _, fine_shape, fine_names in splits:
+        fine = expected.reshape(fine_shape)
+        for i, j in itertools.combinations(range(len(fine_shape)), 2):
+            if fine_shape[i] == fine_shape[j]:
+                continue  # a plain swap, tried above
+            swapped = list(fine_shape)
+            swapped[i], swapped[j] = swapped[j], swapped[i]
+            for candidate in (fine.transpose(i, j).reshape(shape),
+                              fine.reshape(swapped).transpose(i, j).reshape(shape)):
+                if same(actual, candidate):
+                    return MESSAGES["view"].format(first=_axis_label(fine_names[i]),
+                                                   second=_axis_label(fine_names[j]))
+    return None
+
+
+# ------------------------------------------------------------------------------- constants
+
+def constant_names(dims):
+    """{label: value} of the constants a mistake often multiplies by: each quantity n, 1/n,
+    sqrt(n), 1/sqrt(n), and 2, 1/2, -1."""
+    named = {"2": 2.0, "1/2": 0.5, "-1 (the sign)": -1.0}
+    for name, n in dims.items():
+        if n > 1:
+            named.setdefault(name, float(n))
+            named.setdefault(f"1/{name}", 1.0 / n)
+            named.setdefault(f"sqrt({name})", math.sqrt(n))
+            named.setdefault(f"1/sqrt({name})", 1.0 / math.sqrt(n))
+    return named
+
+
+def _name_constant(value, dims):
+    for label, named in constant_names(dims).items():
+        if math.isclose(value, named, rel_tol=1e-6, abs_tol=1e-12):
+            return f" = {label}"
+    return ""
+
+
+def constant(actual, expected, same, dims):
+    """The constant family: actual = c * expected, or actual = expected + c (c != 0)."""
+    if tuple(actual.shape) != tuple(expected.shape) or expected.numel() < 2:
+        return None
+    a, e = actual.detach().double(), expected.detach().double()
+    if not bool(torch.isfinite(a).all()) or not bool(torch.isfinite(e).all()):
+        return None
+    norm = float((e * e).sum())
+    if norm > 0:
+        factor = float((a * e).sum()) / norm
+        if abs(factor - 1) > 1e-9 and factor != 0 and same(actual, e * factor):
+            return MESSAGES["times"].format(factor=factor, factor_is=_name_constant(factor, dims))
+    offset = float((a - e).mean())
+    if offset != 0 and same(actual, e + offset) and not same(actual, e):
+        return MESSAGES["plus"].format(offset=offset, offset_is=_name_constant(offset, dims))
+    return None
+
+
+# ---------------------------------------------------------------------------------- shifts
+
+def shifted(actual, expected, same, dims, axes=None, most=3):
+    """The shift family: along one axis, actual[i] = expected[i - k] (0 < |k| <= most) on
+    the positions where both exist (what moved in at the edge is not compared)."""
+    shape = tuple(expected.shape)
+    if tuple(actual.shape) != shape:
+        return None
+    names = axis_names(shape, dims, axes)
+    for axis, size in enumerate(shape):
+        for k in range(1, min(most, size - 2) + 1):
+            for sign in (1, -1):
+                a = actual.narrow(axis, k, size - k) if sign > 0 else actual.narrow(axis, 0, size - k)
+                e = expected.narrow(axis, 0, size - k) if sign > 0 else expected.narrow(axis, k, size - k)
+                # not when the expected values are (nearly) the same at every position
+                moved = expected.narrow(axis, k, size - k) if sign > 0 else expected.narrow(
+                    axis, 0, size - k)
+                if same(a, e) and not same(moved, e):
+                    return MESSAGES["shifted"].format(k=k, s="" if k == 1 else "s",
+                                                      axis=_axis_label(names[axis]),
+                                                      sign="-" if sign > 0 else "+")
+    return None
+
+
+def _triangle(matrix):
+    """(kind "tril"/"triu", diagonal) when the 0/1 `matrix` (..., R, C) is a triangle of
+    ones, the same in every leading index; else None."""
+    rows, cols = matrix.shape[-2:]
+    ones = torch.ones(rows, cols, dtype=torch.bool)
+    flat = matrix.reshape(-1, rows, cols)
+    if not bool((flat == flat[:1]).all()):
+        return None
+    first = flat[0]
+    for diagonal in range(-rows, cols + 1):
+        for kind in ("tril", "triu"):
+            if torch.equal(first, getattr(ones, kind)(diagonal)):
+                return kind, diagonal
+    return None
+
+
+def mask_family(actual, expected):
+    """The mask family, for 0/1 (or bool) masks of one shape: the complement of the right
+    mask, or a triangle whose diagonal is off by k."""
+    if tuple(actual.shape) != tuple(expected.shape) or expected.dim() < 2:
+        return None
+    a, e = actual.detach(), expected.detach()
+    if not (_binary(a) and _binary(e)):
+        return None
+    a, e = a.bool().cpu(), e.bool().cpu()
+    if torch.equal(a, ~e):
+        return MESSAGES["complement"]
+    want, got = _triangle(e), _triangle(a)
+    if want and got and want[0] == got[0] and want[1] != got[1]:
+        k = got[1] - want[1]
+        return MESSAGES["diagonal"].format(k=abs(k), direction="up" if k > 0 else "down",
+                                           got=got[1], want=want[1])
+    return None
+
+
+def _binary(tensor):
+    if tensor.dtype == torch.bool:
+        return True
+    if not tensor.is_floating_point() and tensor.dtype.is_complex:
+        return False
+    return bool(((tensor == 0) | (tensor == 1)).all())
+
+
+# ------------------------------------------------------------------------------- locality
+
+def localized(wrong, dims, axes=None):
+    """The locality family: `wrong` (bool, the output's shape: which entries are off) is
+    True only at one index, or one block of consecutive indices (at most half), of some
+    axis of more than one index; the sentence names every axis where only some indices are
+    off (e.g. "index 1 of num_heads; indices 0, 1, 3, 4 of Lk")."""
+    if wrong.dim() == 0 or not bool(wrong.any()) or bool(wrong.all()):
+        return None
+    names = axis_names(tuple(wrong.shape), dims, axes)
+    parts, confined = [], False
+    for axis in range(wrong.dim()):
+        others = [o for o in range(wrong.dim()) if o != axis]
+        hit = wrong.any(dim=others) if others else wrong
+        index = hit.nonzero().flatten().tolist()
+        size = hit.numel()
+        if size < 2 or len(index) == size:
+            continue
+        block = index == list(range(index[0], index[-1] + 1))
+        confined |= block and len(index) <= max(1, size // 2)
+        parts.append(_indices_text(index, size, names[axis], block))
+    if not confined:
+        return None
+    return MESSAGES["localized"].format(where="; ".join(parts), count=int(wrong.sum()),
+                                        total=wrong.numel())
+
+
+def _indices_text(index, size, name, block):
+    if len(index) == 1:
+        i = index[0]
+        end = " (the first)" if i == 0 else " (the last)" if i == size - 1 else ""
+        return f"index {i}{end} of {name}"
+    if block:
+        return f"indices {index[0]}..{index[-1]} of {name} (a block of {len(index)})"
+    shown = ", ".join(str(i) for i in index[:8]) + (", ..." if len(index) > 8 else "")
+    return f"indices {shown} of {name}"
+
+
+# --------------------------------------------------------------------------- formula steps
+
+class Formula:
+    """An exercise's formula as a list of steps, so a check can compute what the formula
+    gives with one step left out or moved: data per exercise, not a hand-written bug.
+
+    steps: ((name, function), ...): each function takes the value so far and the inputs
+    (a dict) and returns the next value; the first takes None. variants: {step name:
+    {what went wrong: function}} of other ways to do a step (the wrong axis, the wrong
+    input), each used in place of that step alone."""
+
+    def __init__(self, steps, variants=None, optional=()):
+        self.steps = tuple(steps)
+        self.variants = dict(variants or {})
+        # the steps that may be left out: {name: what stands in for it (None: identity)}
+        self.optional = (dict(optional) if isinstance(optional, dict)
+                         else dict.fromkeys(optional))
+
+    def run(self, inputs, replace=None):
+        """The output, with `replace` {step name: function} used in place of those steps."""
+        value = None
+        for name, function in self.steps:
+            value = (replace or {}).get(name, function)(value, inputs)
+        return value
+
+    def mistakes(self, inputs):
+        """{sentence: output} of the formula with one step left out (the optional ones)
+        or done another way (the variants)."""
+        tried = {f"the {name} step is left out":
+                 {name: skip or (lambda value, _inputs: value)}
+                 for name, skip in self.optional.items()}
+        tried.update({f"the {name} step {description}": {name: function}
+                      for name, ways in self.variants.items()
+                      for description, function in ways.items()})
+        found = {}
+        for sentence, replace in tried.items():
+            try:  # a variant that cannot run on these shapes (K Q^T with Lq != Lk) is no fit
+                found[sentence] = self.run(inputs, replace)
+            except (RuntimeError, KeyError):
+                continue
+        return found
+
+
+def one_step(actual, mistakes, same):
+    """The formula family: which of `mistakes` ({sentence: output}, from Formula.mistakes)
+    `actual` equals."""
+    for sentence, value in (mistakes or {}).items():
+        if (isinstance(value, torch.Tensor) and tuple(value.shape) == tuple(actual.shape)
+                and same(actual, value)):
+            return MESSAGES["step"].format(step=sentence)
+    return None
+
+
+# --------------------------------------------------------------------------------- errors
+
+_NUMBER = re.compile(r"(?<![\w.])(\d+)(?![\w.])")
+
+
+def restate_error(name, kind, message, dims, shapes=""):
+    """The student's exception, with the sizes it quotes named by the exercise's quantities
+    ("6 = num_heads"); None when no size in it is one. shapes: those of the call's tensor
+    arguments, as text."""
+    named = []
+    for number in dict.fromkeys(_NUMBER.findall(message)):
+        quantity = _quantity(int(number), dims)
+        if quantity and int(number) > 1:
+            named.append(f"{number}{quantity}")
+    if not named:
+        return None
+    return MESSAGES["raised"].format(name=name, kind=kind, named=", ".join(named),
+                                     message=message, shapes=shapes)
+
+
+# ------------------------------------------------------------------------------- together
+
+def explain(actual, expected, same, wrong, dims, axes=None, mistakes=None):
+    """The first family that names how `actual` differs from `expected` (same shape), as a
+    reason (no name, no full stop), or None. same(a, b): equal within the check's tolerance;
+    wrong: bool tensor of the entries off; mistakes: Formula.mistakes() of the exercise."""
+    for attempt in (lambda: one_step(actual, mistakes, same),
+                    lambda: mask_family(actual, expected),
+                    lambda: other_layout(actual, expected, same, dims, axes),
+                    lambda: constant(actual, expected, same, dims),
+                    lambda: shifted(actual, expected, same, dims, axes),
+                    lambda: localized(wrong, dims, axes)):
+        reason = attempt()
+        if reason:
+            return reason
+    return None
+
+
+def explained(name, reason):
+    """The failure message for `reason` (a family's sentence)."""
+    return MESSAGES["explained"].format(name=name, reason=reason)
+
+
+# a message that a family produced, for tests and the measurement of the families alone
+FAMILY_PATTERN = re.compile("|".join(
+    re.escape(MESSAGES[key].split("{")[0]) for key in
+    ("swap", "view", "reversed", "factors", "times", "plus", "shifted", "complement",
+     "diagonal", "localized", "step")) + r"|has \d+(?: = \w+)* entries; it should have"
+    r"|the sizes are right but the axes|an extra axis of size|it lacks the \S+ axis"
+    r"|\(the sizes in it: ")
+
+
+# ------------------------------------------------------------------ the exercises' formulas
+# Each is data: the steps of an exercise's formula and the other ways a step can be done,
+# from which Formula.mistakes() computes the outputs a check compares with (common.py's
+# step_mistakes, a @reference, so the kit replays them). The scale's wrong constants come
+# from the exercise's named sizes (constant_names), not from a list of bugs.
+
+def _scores(value, x):
+    return x["query"] @ x["key"].transpose(-2, -1)
+
+
+def _masked(scores, x):
+    mask = x.get("mask")
+    if mask is None:
+        return scores
+    return scores.masked_fill(~mask, float("-inf"))
+
+
+def _softmax_over(dim):
+    def softmax(scores, _x):
+        weights = torch.softmax(scores, dim=dim)
+        return torch.nan_to_num(weights, nan=0.0)   # a fully masked row: zeros, never NaN
+    return softmax
+
+
+def _scale_variants(dims, d_k):
+    """{description: step} of a scale by another named constant than 1/sqrt(d_k)."""
+    right = 1.0 / math.sqrt(d_k)
+    ways = {}
+    for label, value in constant_names(dims).items():
+        if value > 0 and not math.isclose(1.0 / value, right) and not math.isclose(value, 1.0):
+            ways[f"divides by {label} instead of sqrt(d_k) = sqrt({d_k})"] = (
+                lambda s, _x, by=value: s / by)
+    return ways
+
+
+def attention_formula(dims, d_k, output=True):
+    """softmax(mask(Q K^T / sqrt(d_k))) V (the weights alone when not `output`); inputs
+    {"query", "key", "value", "mask" (bool, True = may attend, or None)}."""
+    steps = [("Q K^T product", _scores),
+             ("scale", lambda s, _x: s / math.sqrt(d_k)),
+             ("mask", _masked),
+             ("softmax", _softmax_over(-1))]
+    variants = {"Q K^T product": {"computes K Q^T (keys and queries exchanged)":
+                                  lambda _v, x: x["key"] @ x["query"].transpose(-2, -1)},
+                "scale": _scale_variants(dims, d_k),
+                "mask": {"uses the complement of the mask (True/False mixed up)":
+                         lambda s, x: s if x.get("mask") is None
+                         else s.masked_fill(x["mask"], float("-inf"))},
+                "softmax": {"runs over the queries (dim=-2) instead of the keys":
+                            _softmax_over(-2)}}
+    optional = ["scale", "mask", "softmax"]
+    if output:
+        steps.append(("weighted sum", lambda w, x: w @ x["value"]))
+        variants["weighted sum"] = {"multiplies the weights by the keys instead of the values":
+                                    lambda w, x: w @ x["key"]}
+    return Formula(steps, variants, optional)
+
+
+def _linear(x, inputs, name, bias=True):
+    """x W^T + b with the weights inputs[name + "_w"] (out, in) and inputs[name + "_b"]."""
+    return torch.nn.functional.linear(x, inputs[f"{name}_w"],
+                                      inputs.get(f"{name}_b") if bias else None)
+
+
+def _split_heads(t, h, how="transpose"):
+    """(B, L, h * hd) -> (B, h, L, hd): the view and transpose; "view": the reshape alone;
+    "interleaved": head i takes features i, i + h, ..."""
+    B, L, D = t.shape
+    if how == "view":
+        return t.reshape(B, h, L, D // h)
+    if how == "interleaved":
+        return t.reshape(B, L, D // h, h).permute(0, 3, 1, 2)
+    return t.reshape(B, L, h, D // h).transpose(1, 2)
+
+
+def _merge_heads(t, how="transpose"):
+    """(B, h, L, hd) -> (B, L, h * hd), and its two mistakes (as _split_heads)."""
+    B, h, L, hd = t.shape
+    if how == "view":
+        return t.reshape(B, L, h * hd)
+    if how == "interleaved":
+        return t.permute(0, 2, 3, 1).reshape(B, L, h * hd)
+    return t.transpose(1, 2).reshape(B, L, h * hd)
+
+
+def _with(state, **changes):
+    return {**state, **changes}
+
+
+def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
+    """Multi-head attention: project query, key, value (weights "q_w", "q_b", "k_w", ...,
+    "o_w", "o_b" of the inputs, nn.Linear's layout), split into num_heads heads, Q K^T,
+    scale by 1/sqrt(head_dim), mask ("mask", True = may attend, or None), softmax over the
+    keys, weighted sum of the values, merge, output projection. output=False: the weights
+    (B, num_heads, Lq, Lk). num_kv_heads: keys and values split into that many heads, each
+    repeated for num_heads // num_kv_heads query heads (grouped-query attention)."""
+    h = num_heads
+    g = num_kv_heads or num_heads
+
+    def head_dim(state):
+        return state["q"].shape[-1]
+
+    def project(_value, x, q="q", k="k", v="v", bias=True, v_input="value"):
+        return {"q": _linear(x["query"], x, q, bias), "k": _linear(x["key"], x, k, bias),
+                "v": _linear(x[v_input], x, v, bias)}
+
+    def split(how):
+        return lambda st, _x: _with(st, q=_split_heads(st["q"], h, how),
+                                    **{n: _split_heads(st[n], g, how) for n in "kv"})
+
+    def repeat(tiled=False):
+        def step(st, _x):
+            if tiled:
+                return _with(st, **{n: st[n].repeat(1, h // g, 1, 1) for n in "kv"})
+            return _with(st, **{n: st[n].repeat_interleave(h // g, dim=1) for n in "kv"})
+        return step
+
+    def scale_by(divisor):
+        return lambda st, _x: _with(st, s=st["s"] / divisor(st))
+
+    def softmax(dim):
+        return lambda st, _x: _with(st, w=torch.nan_to_num(torch.softmax(st["s"], dim=dim),
+                                                          nan=0.0))
+
+    def merge(how):
+        return lambda st, _x: _with(st, o=_merge_heads(st["o"], how))
+
+    steps = [("projection", project),
+             ("split into heads", split("transpose")),
+             ("repeat of the key/value heads", repeat()),
+             ("Q K^T product", lambda st, _x: _with(st, s=st["q"] @ st["k"].transpose(-2, -1))),
+             ("scale", scale_by(lambda st: math.sqrt(head_dim(st)))),
+             ("mask", lambda st, x: _with(st, s=_masked(st["s"], x))),
+             ("softmax", softmax(-1))]
+    scale_ways = {f"divides by {label} instead of sqrt(head_dim)":
+                  scale_by(lambda st, value=value: value)
+                  for label, value in constant_names(dims).items()
+                  if value > 1 and f"sqrt({label})" != "sqrt(head_dim)"}
+    variants = {
+        "projection": {
+            "projects the keys with q_proj": lambda st, x: project(st, x, k="q"),
+            "projects the values with k_proj": lambda st, x: project(st, x, v="k"),
+            "projects queries with k_proj and keys with q_proj":
+                lambda st, x: project(st, x, q="k", k="q"),
+            "projects the key input as the values": lambda st, x: project(st, x, v_input="key"),
+            "leaves out the input projections' biases": lambda st, x: project(st, x, bias=False),
+            "exchanges keys and values": lambda st, x: {**project(st, x),
+                                                       "k": project(st, x)["v"],
+                                                       "v": project(st, x)["k"]}},
+        "split into heads": {"reshapes without the transpose": split("view"),
+                             "interleaves the heads' features": split("interleaved")},
+        "repeat of the key/value heads": {
+            "tiles the key/value heads (repeat) instead of giving each its group of "
+            "consecutive query heads (repeat_interleave)": repeat(tiled=True)},
+        "Q K^T product": {"computes K Q^T (keys and queries exchanged)":
+                          lambda st, _x: _with(st, s=st["k"] @ st["q"].transpose(-2, -1))},
+        "scale": scale_ways,
+        "softmax": {"runs over the queries (dim=-2) instead of the keys": softmax(-2),
+                    "runs over the heads (dim=1) instead of the keys": softmax(1)},
+    }
+    skips = {"scale": None, "mask": None,
+             "softmax": lambda st, _x: _with(st, w=st["s"])}
+    if output:
+        steps += [("weighted sum", lambda st, _x: _with(st, o=st["w"] @ st["v"])),
+                  ("merge of the heads", merge("transpose")),
+                  ("output projection", lambda st, x: _linear(st["o"], x, "o"))]
+        variants["merge of the heads"] = {"reshapes without the transpose": merge("view"),
+                                          "interleaves the heads' features":
+                                              merge("interleaved")}
+        variants["output projection"] = {
+            "leaves out the output bias": lambda st, x: _linear(st["o"], x, "o", bias=False),
+            "multiplies by W_O untransposed (o @ out_proj.weight)":
+                lambda st, x: st["o"] @ x["o_w"] + (0 if x.get("o_b") is None else x["o_b"]),
+            "adds the query (a residual) to the output":
+                lambda st, x: _linear(st["o"], x, "o") + x["query"]}
+        skips["output projection"] = lambda st, _x: st["o"]
+    else:
+        steps.append(("weights", lambda st, _x: st["w"]))
+    return Formula(steps, variants, skips)
+
+
+def block_formula(dims, num_heads):
+    """A pre-LayerNorm decoder block: x + attn(ln1(x)) under the causal mask, then
+    x + ff(ln2(x)), ff = Linear, GELU, Linear. Inputs: "x" (B, L, d_model), "mask" (L, L),
+    "ln1_w", "ln1_b", "ln2_w", "ln2_b", "ff0_w", "ff0_b", "ff2_w", "ff2_b" and the attention's
+    "q_w" ... "o_b" (multihead_formula)."""
+    attention = multihead_formula(dims, num_heads)
+    functional = torch.nn.functional
+
+    def norm(t, x, which):
+        return functional.layer_norm(t, t.shape[-1:], x[f"{which}_w"], x[f"{which}_b"])
+
+    def attend(h, x, mask="mask"):
+        return attention.run({**x, "query": h, "key": h, "value": h, "mask": x.get(mask)})
+
+    def ff(t, x, activation=functional.gelu):
+        return _linear(activation(_linear(t, x, "ff0")), x, "ff2")
+
+    steps = [("ln1", lambda _v, x: {"x": x["x"], "h": norm(x["x"], x, "ln1")}),
+             ("attention", lambda st, x: _with(st, a=attend(st["h"], x))),
+             ("first residual", lambda st, _x: _with(st, x=st["x"] + st["a"])),
+             ("ln2", lambda st, x: _with(st, h=norm(st["x"], x, "ln2"))),
+             ("feed-forward", lambda st, x: _with(st, f=ff(st["h"], x))),
+             ("second residual", lambda st, _x: st["x"] + st["f"])]
+    variants = {
+        "ln1": {"uses ln2": lambda _v, x: {"x": x["x"], "h": norm(x["x"], x, "ln2")}},
+        "attention": {"reads x instead of ln1(x)": lambda st, x: _with(st, a=attend(st["x"], x)),
+                      "has no causal mask": lambda st, x: _with(st, a=attend(st["h"], x, None))},
+        "first residual": {"adds the normalised input instead of x":
+                           lambda st, _x: _with(st, x=st["h"] + st["a"])},
+        "ln2": {"uses ln1": lambda st, x: _with(st, h=norm(st["x"], x, "ln1"))},
+        "feed-forward": {"reads the block's input instead of the attention's output":
+                         lambda st, x: _with(st, f=ff(norm(x["x"], x, "ln2"), x)),
+                         "uses ReLU instead of GELU":
+                         lambda st, x: _with(st, f=ff(st["h"], x, functional.relu))},
+        "second residual": {"adds the normalised input instead of x":
+                            lambda st, _x: st["h"] + st["f"]}}
+    skips = {"ln1": lambda _v, x: {"x": x["x"], "h": x["x"]},
+             "first residual": lambda st, _x: _with(st, x=st["a"]),
+             "ln2": lambda st, _x: _with(st, h=st["x"]),
+             "second residual": lambda st, _x: st["f"]}
+    return Formula(steps, variants, skips)
+
+
+FORMULAS = {"attention": attention_formula,
+            "pre-LayerNorm block": block_formula,
+            "attention weights": lambda dims, d_k: attention_formula(dims, d_k, output=False),
+            "multi-head attention": multihead_formula,
+            "multi-head weights": lambda dims, num_heads: multihead_formula(dims, num_heads,
+                                                                            output=False),
+            "grouped-query attention": lambda dims, num_heads, num_kv_heads: multihead_formula(
+                dims, num_heads, num_kv_heads=num_kv_heads)}
