@@ -23,7 +23,12 @@ order the modules run (one line per module, its name first):
 
 Around it: paths (every folder's place), kit (the student's copy of the checks), trees
 (removing what a submission left), feedback and report (the commands of the same names,
-from the saved results). The checks are the package chapters.checks, which the engine
+from the saved results). Before and after it, the learning platforms: collect (a
+platform's bulk download into submitted/, before `grade`), roster (who the students are
+on the platform), lms_export (the gradebook as a platform's import file, after `grade`),
+gradescope (the same pipeline packed as Gradescope's autograder.zip), platform_commands
+(those commands' command-line wiring), class_calendar (which chapters the class edition
+publishes). The checks are the package chapters.checks, which the engine
 imports (paths.CHECKS_PACKAGE) and runs here, in the grader: of it, the student's process
 holds only operations.py and nested.py, which judge nothing.
 """
