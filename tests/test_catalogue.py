@@ -14,6 +14,7 @@ chapter_results fixture of tests/conftest.py: once per test run).
 
 Chapter modules are found by their files: a new chapter's catalogue needs no edit here.
 """
+import functools
 import re
 from pathlib import Path
 
