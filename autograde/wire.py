@@ -9,6 +9,7 @@ Frame: 4-byte big-endian header length, the JSON header, then for each buffer an
 length and the bytes. Values inside the header:
     null, bools, ints, strings, lists     themselves
     float                                 {"float": "nan" | "inf" | "-inf" | repr}
+    numpy scalar or 0-d array             the Python bool, int or float it holds
     tuple / list / dict (str keys)        {"tuple": [...]} / {"list": [...]} / {"dict": {...}}
                                           (autograde.nested's encode(): at most 200 deep)
     torch.Tensor                          {"tensor": i, "dtype": "float32", "shape": [...],
@@ -20,6 +21,7 @@ length and the bytes. Values inside the header:
 import json
 import math
 import struct
+import sys
 
 import torch
 
@@ -42,7 +44,28 @@ def _float(x):
         return {"float": "nan"}
     if math.isinf(x):
         return {"float": "inf" if x > 0 else "-inf"}
-    return {"float": repr(x)}
+    # float's own repr: a subclass (numpy.float64, whose numpy 2 repr is "np.float64(0.5)")
+    # is sent as the number it holds
+    return {"float": float.__repr__(x)}
+
+
+def _numpy_number(value):
+    """A numpy scalar (numpy.float32, int64, uint8, bool_, ...) or 0-d array as the Python
+    bool, int or float it holds; anything else (numpy not imported, a longdouble or complex
+    that no Python number holds) unchanged. numpy is only looked up, never imported: where
+    no code imported it, no value can be one of its scalars."""
+    numpy = sys.modules.get("numpy")
+    if numpy is None or not (isinstance(value, numpy.generic) or (
+            isinstance(value, numpy.ndarray) and value.ndim == 0)):
+        return value
+    try:
+        item = numpy.ndarray.item(value) if isinstance(value, numpy.ndarray) \
+            else numpy.generic.item(value)
+    except Exception:  # (a subclass that breaks item(): left to the reference)
+        return value
+    if isinstance(item, numpy.floating):  # a longdouble: the nearest float
+        item = float(item)
+    return item if type(item) in (bool, int, float) else value
 
 
 class Encoder:
@@ -57,6 +80,7 @@ class Encoder:
         return nested.encode(value, self.leaf)
 
     def leaf(self, value):
+        value = _numpy_number(value)
         if value is None or isinstance(value, (bool, str)):
             return value
         if isinstance(value, int):

@@ -1868,6 +1868,47 @@ def attention_scores(query, key):
 '''
 
 # ---------------------------------------------------------------------------------------
+# Issue 21: honest numpy numbers. Every exercise that returns a number, returning it as a
+# numpy scalar or 0-d array (numpy 2 writes repr(numpy.float64(x)) as "np.float64(x)"):
+# the wire sends the number it holds, and the honest answer gets full marks.
+# ---------------------------------------------------------------------------------------
+
+
+def _reference_edit(notebook, cell, *pairs):
+    """The reference code of solution cell `cell` of chapters/<notebook>.ipynb with each
+    (old, new) of `pairs` replaced once (tests.submissions.edit)."""
+    from pathlib import Path
+
+    from tests.submissions import edit, reference_cells
+    source = json.loads((Path(__file__).resolve().parents[1] / "chapters"
+                         / f"{notebook}.ipynb").read_text())
+    code = reference_cells(source)[cell]
+    for old, new in pairs:
+        code = edit(code, old, new)
+    return code
+
+
+NUMPY_COUNT_PARAMETERS = "import numpy\n" + _reference_edit(
+    CH3, "count_parameters", ("return weights + biases", "return numpy.int64(weights + biases)"))
+NUMPY_KV_COUNTS = "import numpy\n" + _reference_edit(
+    "06_kv", "counts", ("return weights + biases", "return numpy.uint32(weights + biases)"),
+    ("return values_per_token * bytes_per_value",
+     "return numpy.array(values_per_token * bytes_per_value, dtype=numpy.int64)"))
+NUMPY_EQUIVARIANCE_GAP = "import numpy\n" + _reference_edit(
+    "06_kv", "equivariance_gap", ("return (permuted_first - permuted_after).abs().max().item()",
+                                  "return numpy.float64((permuted_first - permuted_after)"
+                                  ".abs().max().item())"))
+NUMPY_EQUIVARIANCE_GAP_32 = _reference_edit(
+    "06_kv", "equivariance_gap", ("return (permuted_first - permuted_after).abs().max().item()",
+                                  "return (permuted_first - permuted_after).abs().max()"
+                                  ".numpy()[()]"))  # numpy.float32, from torch itself
+NUMPY_TRAIN_STEP = "import numpy\n" + _reference_edit(
+    "07_capstone", "train_step", ("return loss.item()", "return numpy.float64(loss.item())"))
+NUMPY_TRAIN_STEP_0D = _reference_edit(
+    "07_capstone", "train_step", ("return loss.item()", "return loss.detach().numpy()"))
+
+
+# ---------------------------------------------------------------------------------------
 # The catalogue
 # ---------------------------------------------------------------------------------------
 
@@ -2307,6 +2348,19 @@ ENTRIES = [
                    problems=[("suspicious", r"imports checks\.capstone")]), chapter=CH7),
     Hostile("heads_raises_its_own_valueerror", cells(split_heads=SPLIT_HEADS_OWN_VALUEERROR),
             Expect(), chapter=CH2),
+    # issue 21: honest numpy numbers, from every exercise that returns one: full marks
+    Hostile("numpy_int64_parameter_count", cells(count_parameters=NUMPY_COUNT_PARAMETERS),
+            Expect(), chapter=CH3),
+    Hostile("numpy_uint32_and_0d_int64_kv_counts", cells(counts=NUMPY_KV_COUNTS), Expect(),
+            chapter=CH6),
+    Hostile("numpy_float64_equivariance_gap", cells(equivariance_gap=NUMPY_EQUIVARIANCE_GAP),
+            Expect(), chapter=CH6),
+    Hostile("numpy_float32_equivariance_gap",
+            cells(equivariance_gap=NUMPY_EQUIVARIANCE_GAP_32), Expect(), chapter=CH6),
+    Hostile("numpy_float64_training_loss", cells(train_step=NUMPY_TRAIN_STEP), Expect(),
+            chapter=CH7),
+    Hostile("numpy_0d_array_training_loss", cells(train_step=NUMPY_TRAIN_STEP_0D), Expect(),
+            chapter=CH7),
     Hostile("heads_chapter_1_submitted_as_chapter_2", _other_chapter,
             Expect("error", error=r"02_heads\.ipynb holds 0 of 02_heads's 5 exercises; it "
                                   r"holds 01_attention's exercises"), chapter=CH2),
