@@ -132,8 +132,8 @@ def _grade_in_worker(source_path, notebook, student, problem):
 
 
 def _error_result(assignment, student, message, status="error"):
-    from autograde.engine import clean_text
-    message = clean_text(message)
+    from autograde.engine import printable
+    message = printable(message)
     result = NotebookResult(student, assignment.name, assignment.notebook, "error", message)
     result.tests = [TestResult(t.grade_id, 0.0, t.points, status, message)
                     for t in assignment.tests]
@@ -404,6 +404,7 @@ def grade_with_nbgrader(course_dir=".", assignments=None, students=None, db_url=
     """The same job by plain `nbgrader autograde` (one notebook at a time, as it does)."""
     import subprocess
 
+    from autograde.engine import printable
     from autograde.exports import results_from_gradebook
     course_dir = Path(course_dir).resolve()
     assignments = assignments or course.assignments()
@@ -427,6 +428,7 @@ def grade_with_nbgrader(course_dir=".", assignments=None, students=None, db_url=
             done = subprocess.run(command, capture_output=True, text=True, env=env,
                                   cwd=course_dir)
             if done.returncode != 0:
-                log(f"nbgrader autograde {assignment} reported errors:\n{done.stderr[-3000:]}")
+                log(f"nbgrader autograde {assignment} reported errors:\n"
+                    f"{printable(done.stderr[-3000:])}")
     log(f"nbgrader graded in {time.monotonic() - started:.1f} s")
     return results_from_gradebook(course_dir, assignments, db_url)

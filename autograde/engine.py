@@ -223,14 +223,22 @@ def read_submission(path, assignment, max_bytes=LIMITS["notebook_file_bytes"]):
 
 
 def _one_line(value, limit=200):
-    """str(value) on one line, at most `limit` characters, encodable."""
-    text = " ".join(clean_text(str(value)).split())
+    """str(value) on one line, at most `limit` characters, encodable, printable."""
+    text = " ".join(printable(str(value)).split())
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def clean_text(text):
     """`text` with what UTF-8 cannot encode (lone surrogates) written as escapes."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def printable(text):
+    """clean_text(text) without terminal control characters (autograde.feedback.clean: tab
+    and newline kept): any text the student controls (a kernel's name, an exception's class
+    name and message, a cell id, a file name) before it reaches a terminal or a file."""
+    from autograde.feedback import clean
+    return clean(clean_text(str(text)))
 
 
 def _undecodable(nb):
@@ -557,7 +565,7 @@ class Grader:
             message = str(error) if isinstance(error, SubmissionError) else \
                 f"{Path(path).name} could not be read: " + \
                 _one_line(f"{type(error).__name__}: {error}")
-            result.status, result.error = "error", clean_text(message)
+            result.status, result.error = "error", printable(message)
             result.tests = [TestResult(t.grade_id, 0.0, t.points, "error", result.error)
                             for t in assignment.tests]
             result.seconds = round(time.monotonic() - started, 3)
@@ -616,12 +624,13 @@ def fingerprint(path, assignment):
 
 
 def _cleaned(result):
-    """The result with every text encodable (a student's message may hold lone surrogates,
-    which no CSV, gradebook or HTML page could be written with)."""
-    result.error = clean_text(result.error)
+    """The result with every text encodable and printable (a student's message may hold
+    lone surrogates, which no CSV, gradebook or HTML page could be written with, and escape
+    sequences, which would rewrite the terminal that prints it): engine.printable."""
+    result.error = printable(result.error)
     for test in result.tests:
-        test.message, test.output = clean_text(test.message), clean_text(test.output)
-    result.problems = [{k: clean_text(str(v)) for k, v in p.items()} for p in result.problems]
+        test.message, test.output = printable(test.message), printable(test.output)
+    result.problems = [{k: printable(v) for k, v in p.items()} for p in result.problems]
     return result
 
 

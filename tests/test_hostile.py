@@ -32,6 +32,8 @@ LIMITS = {"call_seconds": 5, "notebook_seconds": 30, "memory_bytes": 2**30}
 # the chapters the entries are graded as (each released once, for the whole module)
 CHAPTERS = sorted({CH1, CH2, CH3} | {entry.chapter for entry in ENTRIES})
 SLOT = 5
+# C0/C1 controls but tab and newline, bidirectional overrides (issue 21)
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 SANDBOXED = bwrap_path() is not None
 OWN_UID = SANDBOXED and os.geteuid() == 0  # the zygote can give submissions a uid (NPROC)
 SKIPS = {
@@ -207,6 +209,11 @@ def test_hostile_submission(entry, course_dir, notebooks, assignments, zygote, g
           f"in {result.seconds} s; problems {result.problems}")
     for test in result.tests:
         print(f"  {test.grade_id}: {test.status} {test.points} {test.message[:300]!r}")
+    # no text of the result holds a terminal control character: the student controls it,
+    # and it reaches terminals, CSV files and the gradebook
+    texts = [result.error] + [t.message + t.output for t in result.tests] + \
+        [f"{p.get('cell')} {p.get('message')}" for p in result.problems]
+    assert not [t for t in texts if CONTROL.search(t)], "control characters in the result"
 
     # whatever the verdict: the grader's memory stayed small, nothing outside the sandbox
     # changed, nothing of the submission is left, and the next one is graded as if this
