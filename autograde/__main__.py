@@ -72,6 +72,7 @@ def main(argv=None):
         except (batch.Busy, batch.StaleRelease) as refused:
             print(f"ERROR: {refused}", file=sys.stderr)
             return 2
+    from .engine import printable  # (student ids name the files printed)
     results = batch.load_results(course_dir, assignments)
     if not results:
         print("no results: run `python -m autograde grade` first", file=sys.stderr)
