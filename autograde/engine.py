@@ -603,10 +603,13 @@ class Grader:
         code = compile(test.source, f"<test {test.grade_id}>", "exec")
         common = _course_checks()
         runtime = RemoteRuntime(child, common.LOCAL)
-        with contextlib.redirect_stdout(printed), torch.random.fork_rng(), \
-                common.salted(self.salt), common.use_runtime(runtime):
-            torch.manual_seed(0)
-            exec(code, trusted, namespace)
+        try:
+            with contextlib.redirect_stdout(printed), torch.random.fork_rng(), \
+                    common.salted(self.salt), common.use_runtime(runtime):
+                torch.manual_seed(0)
+                exec(code, trusted, namespace)
+        finally:
+            child.stdout.take()  # what the student's code printed in its calls: freed per test
         return printed.getvalue()
 
 

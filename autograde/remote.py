@@ -319,7 +319,9 @@ class Child:
         self.zygote = zygote
         self.timeout = float(limits.get("call_seconds", 60))
         self.deadline = None  # the notebook's wall-clock limit, as time.monotonic()
-        self.stdout = []
+        # what the student's code printed since the last take() (the engine takes it after
+        # each test): bounded, whatever the number of calls
+        self.stdout = wire.Printed(int(limits.get("print_chars", 20_000)))
 
     def request(self, message, buffers=(), timeout=None, grad=False):
         timeout = self.timeout if timeout is None else timeout
@@ -347,7 +349,7 @@ class Child:
             # the rest of a message may be left unread: the stream cannot be trusted
             raise SubmissionFault("protocol", str(error)) from None
         if reply.get("stdout"):
-            self.stdout.append(str(reply["stdout"]))
+            self.stdout.write(str(reply["stdout"]))
         if reply.get("error"):
             error = reply["error"]
             if not isinstance(error, dict):

@@ -69,31 +69,15 @@ class _IPythonStub:
         return self.run_line_magic
 
 
-class _Sink:
-    """Bounded stand-in for stdout/stderr: keeps the first `limit` characters."""
-
-    def __init__(self, limit):
-        self.limit, self.parts, self.size = limit, [], 0
-
-    def write(self, text):
-        text = str(text)
-        if self.size < self.limit:
-            self.parts.append(text[: self.limit - self.size])
-        self.size += len(text)
-        return len(text)
+class _Sink(wire.Printed):
+    """Bounded stand-in for stdout/stderr: the head and the tail of what each request's
+    code prints (wire.Printed), sent with its reply."""
 
     def flush(self):
         pass
 
     def isatty(self):
         return False
-
-    def take(self):
-        text = "".join(self.parts)
-        if self.size > self.limit:
-            text += f"\n[... {self.size - self.limit} more characters cut by the output limit]"
-        self.parts, self.size = [], 0
-        return text
 
 
 def _libc():

@@ -1908,6 +1908,12 @@ NUMPY_TRAIN_STEP_0D = _reference_edit(
     "07_capstone", "train_step", ("return loss.item()", "return loss.detach().numpy()"))
 
 
+# Issue 21: printed floods. Each top-level statement of a solution cell is one call of the
+# student's process, whose reply carries what it printed (up to the print limit): 4,000 of
+# them kept 80 MB in the grader until its end. Now a head and a tail per test, freed.
+PRINT_FLOOD = "\n".join(['print("x" * 20_000)'] * 4000) + "\n"
+
+
 # Issue 21: student text meant for a terminal or a spreadsheet. An OSC sequence sets the
 # terminal's title, ESC[2J clears it, U+202E reverses what follows: none reaches a result.
 ESCAPES = "\x1b]0;owned\x07\x1b[2J\x1b[31m\u202e"
@@ -2399,6 +2405,14 @@ ENTRIES = [
     Hostile("grade_id_with_terminal_escapes", edited(_grade_id_with_escapes),
             Expect(problems=[("duplicate", r"the exercise 'extra\]0;owned\[2J\[31m' is in 2 "
                                            r"cells")])),
+    # issue 21: floods of prints, one call each, in chapters 1, 6 and 7
+    Hostile("prints_20KB_in_4000_statements", cells(
+        attention_scores=PRINT_FLOOD + _reference_edit(CH1, "attention_scores")), Expect()),
+    Hostile("kv_prints_20KB_in_4000_statements", cells(
+        repeat_kv=PRINT_FLOOD + _reference_edit("06_kv", "repeat_kv")), Expect(), chapter=CH6),
+    Hostile("capstone_prints_20KB_in_4000_statements", cells(
+        generate=PRINT_FLOOD + _reference_edit("07_capstone", "generate")), Expect(),
+        chapter=CH7),
     Hostile("heads_chapter_1_submitted_as_chapter_2", _other_chapter,
             Expect("error", error=r"02_heads\.ipynb holds 0 of 02_heads's 5 exercises; it "
                                   r"holds 01_attention's exercises"), chapter=CH2),

@@ -126,3 +126,21 @@ def test_oversized_and_broken_frames_are_refused():
         read(struct.pack(">I", 3) + b"{{{")
     with pytest.raises(EOFError):
         read(struct.pack(">I", 100) + b"{}")
+
+
+def test_printed_output_keeps_a_head_and_a_tail():
+    """wire.Printed: whatever is printed, at most `limit` characters are kept (the first and
+    the last half), with the count of those dropped; take() empties it."""
+    printed = wire.Printed(20)
+    for i in range(20_000):
+        printed.write(f"line {i}\n")
+    text = printed.take()
+    dropped = sum(len(f"line {i}\n") for i in range(20_000)) - 20
+    assert text == f"line 0\nlin\n[... {dropped} characters dropped by the output limit ...]" \
+                   "\nine 19999\n"
+    assert printed.take() == ""
+    assert printed.write("x" * 10**6) == 10**6
+    assert printed.take() == "x" * 10 + f"\n[... {10**6 - 20} characters dropped by the output " \
+                                        "limit ...]\n" + "x" * 10
+    printed.write("short")
+    assert printed.take() == "short"
