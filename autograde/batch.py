@@ -330,20 +330,36 @@ def _grade(course_dir, assignments, students, jobs, resume, limits, db_url, sand
                file=sys.stderr)
     pending, breaks = dict(enumerate(todo)), {}
     while pending:
-        for index, data in _run_pool(course_dir, release_dir, limits, sandbox, jobs,
-                                     pending):
+        # A worker that dies breaks its whole pool: every job not finished comes back (None),
+        # the one it was grading and those waiting alike. They go into a new pool; those
+        # whose pool broke twice, into a pool of one worker, one at a time in order, where
+        # the first to come back unfinished is the one that was being graded: that one
+        # alone is an error, and the others are graded again, never marked crash.
+        suspects = {i: item for i, item in pending.items() if breaks.get(i, 0) >= 2}
+        running, broken = suspects or pending, []
+        for index, data in _run_pool(course_dir, release_dir, limits, sandbox,
+                                     1 if suspects else jobs, running):
             job, fingerprint = pending[index]
-            if data is None:  # its worker died: once more in a new pool, then an error
-                breaks[index] = breaks.get(index, 0) + 1
-                if breaks[index] < 2:
-                    continue
-                data = _error_result(specs[job.assignment], job.student,
-                                     "the grader's worker process died twice while this "
-                                     "notebook was being graded", status="crash").to_json()
+            if data is None:
+                broken.append(index)
+                continue
             data["fingerprint"] = fingerprint
             finish(job, NotebookResult.from_json(data))
             del pending[index]
             bar.update()
+        if suspects and broken:
+            index = min(broken)
+            job, fingerprint = pending.pop(index)
+            data = _error_result(specs[job.assignment], job.student,
+                                 "the grader's worker process died while this notebook was "
+                                 "being graded, twice among others and then alone",
+                                 status="crash").to_json()
+            data["fingerprint"] = fingerprint
+            finish(job, NotebookResult.from_json(data))
+            bar.update()
+        elif not suspects:
+            for index in broken:
+                breaks[index] = breaks.get(index, 0) + 1
     bar.close()
     log(f"graded {len(todo)} notebooks in {time.monotonic() - started:.1f} s "
         f"with {jobs} workers ({len(results) - len(todo)} up to date)")

@@ -37,6 +37,10 @@ LIMITS = {
     "file_bytes": 64 * 2**20,   # any file the student's code writes (scratch only)
     "processes": 64,            # processes and threads, where a uid of its own allows
     "notebook_file_bytes": 20 * 2**20,  # the submitted .ipynb itself
+    # statements run one by one (an upper bound, counted before parsing: lines and ';'):
+    # the chapters' longest cell has under 100, a whole notebook under 600
+    "cell_statements": 2_000,
+    "notebook_statements": 10_000,
     "scratch_bytes": SCRATCH_BYTES,  # its scratch folder (tmpfs), outside memory_bytes
     "shm_bytes": SHM_BYTES,          # /dev/shm and System V shared memory, the same
 }
@@ -395,7 +399,9 @@ def definitions(source, transform):
 
 
 def statements(source, transform):
-    """[(first line, source)] of each top-level statement, padded to keep line numbers."""
+    """[(first line, source)] of each top-level statement. The source is not padded: the
+    student's process compiles it at its first line (autograde.remote.Child.run's `line`),
+    so that tracebacks name the cell's own lines at no cost per line above it."""
     code = _transformed(source, transform)
     try:
         tree = kit.parse(code)
@@ -406,20 +412,42 @@ def statements(source, transform):
     for node in tree.body:
         first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
         text = "\n".join(lines[first - 1:node.end_lineno])
-        found.append((first, "\n" * (first - 1) + text))
+        found.append((first, text))
     return found
 
 
-def plan(nb, assignment, transform):
-    """[(label, source, is_solution)] to run in the student's process, in notebook order."""
+def statement_bound(source):
+    """An upper bound on the statements of `source`, read without parsing it (parsing
+    40,000 one-word statements took 80 s and 800 MB): its lines and its semicolons."""
+    return source.count("\n") + source.count(";") + 1
+
+
+def plan(nb, assignment, transform, limits=LIMITS, problems=None):
+    """[(label, source, is_solution)] to run in the student's process, in notebook order.
+    A code cell over limits["cell_statements"] is left out (a "limit" problem appended to
+    `problems`); a notebook over limits["notebook_statements"] is refused (SubmissionError),
+    both before any parsing."""
     wanted = set(assignment.solution_ids)
     counted = {index for gid, index in _solution_cells(nb).items() if gid in wanted}
+    code_cells = [(i, c) for i, c in enumerate(nb["cells"]) if c.get("cell_type") == "code"]
+    bounds = [statement_bound(_source(cell)) for _, cell in code_cells]
+    per_cell, per_notebook = limits["cell_statements"], limits["notebook_statements"]
+    if sum(min(b, per_cell + 1) for b in bounds) > per_notebook:
+        raise SubmissionError(f"the notebook's code cells hold more than {per_notebook:,} "
+                              f"statements (lines and semicolons; the chapter's own hold "
+                              f"under 1,000): over the grader's limit, not graded")
     steps = []
-    for index, cell in enumerate(nb["cells"]):
-        if cell.get("cell_type") != "code":
-            continue
+    for (index, cell), bound in zip(code_cells, bounds):
         meta = _nbgrader(cell)
         grade_id = str(meta.get("grade_id"))
+        if bound > per_cell:
+            if problems is not None:
+                problems.append({"cell": f"cell {grade_id}" if index in counted
+                                 else f"cell {index + 1}", "kind": "limit",
+                                 "message": f"more than {per_cell:,} statements (lines and "
+                                            "semicolons) in one cell, over the grader's "
+                                            "limit: the cell was not run"})
+            continue
         if index in counted:
             # statement by statement: a line that needs a skipped demonstration's data
             # must not take the definitions after it down with it
@@ -504,6 +532,12 @@ def _failure_text(error):
     return text + (f"\nIn your code:\n{student}" if student else "")
 
 
+def _first_line(label):
+    """The cell line a step starts at, from its label ("cell x, line 4" -> 4; else 1)."""
+    line = label.rpartition(", line ")[2]
+    return int(line) if line.isdigit() else 1
+
+
 class Grader:
     """Grades notebooks one at a time through a zygote (autograde.remote.Zygote)."""
 
@@ -524,7 +558,8 @@ class Grader:
             if label in skip:
                 continue
             try:
-                child.run(source, label, timeout=self.limits["call_seconds"])
+                child.run(source, label, timeout=self.limits["call_seconds"],
+                          line=_first_line(label))
             except SubmissionFault as fault:
                 problems.append({"cell": label, "kind": fault.kind, "message": fault.message})
                 skip.add(label)
@@ -555,7 +590,7 @@ class Grader:
         try:
             result.fingerprint = fingerprint(path, assignment)
             nb = read_submission(path, assignment, self.limits["notebook_file_bytes"])
-            steps = plan(nb, assignment, self.transform)
+            steps = plan(nb, assignment, self.transform, self.limits, result.problems)
             result.problems += duplicates(nb) + suspicious(steps, assignment.given)
             # which functions a solution calls: from its source, never from its process
             lost = forbids.verdicts(steps, assignment.forbids, assignment.given)

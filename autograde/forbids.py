@@ -90,12 +90,13 @@ def _parse(source):
 
 
 def _line(label, node, is_solution=True):
-    """The step's label with the node's line ("cell x, line 3"): a solution step keeps the
-    cell's line numbers (autograde.engine.statements pads it), another step is one
-    definition written back, whose label already names its line."""
+    """The step's label with the node's line in the cell ("cell x, line 3"): a solution
+    step is one statement starting at the label's line (autograde.engine.statements), its
+    node's line counted from there; another step is one definition written back, whose
+    label already names its line."""
     head, _, first = label.rpartition(", line ")
     if is_solution and head and first.isdigit() and hasattr(node, "lineno"):
-        return f"{head}, line {node.lineno}"
+        return f"{head}, line {int(first) + node.lineno - 1}"
     return label
 
 

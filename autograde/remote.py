@@ -376,9 +376,11 @@ class Child:
             message[key] = encoder(value)
         return message, encoder.buffers
 
-    def run(self, source, name, timeout=None):
-        """Execute code in the student's namespace; raises what it raised."""
-        self.request({"op": "run", "source": source, "name": name}, timeout=timeout)
+    def run(self, source, name, timeout=None, line=1):
+        """Execute code in the student's namespace, its first line numbered `line` (the
+        cell's line it starts at); raises what it raised."""
+        self.request({"op": "run", "source": source, "name": name, "line": int(line)},
+                     timeout=timeout)
 
     def lookup(self, name):
         return self.request({"op": "lookup", "name": name})[1]

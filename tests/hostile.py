@@ -1910,8 +1910,38 @@ NUMPY_TRAIN_STEP_0D = _reference_edit(
 
 # Issue 21: printed floods. Each top-level statement of a solution cell is one call of the
 # student's process, whose reply carries what it printed (up to the print limit): 4,000 of
-# them kept 80 MB in the grader until its end. Now a head and a tail per test, freed.
-PRINT_FLOOD = "\n".join(['print("x" * 20_000)'] * 4000) + "\n"
+# them kept 80 MB in the grader until its end (7,600 in four cells here: 152 MB). Now a head and a tail per test, freed.
+PRINT_FLOOD = "\n".join(['print("x" * 20_000)'] * 1900) + "\n"  # (2,000 a cell at most)
+
+
+# Issue 21: statement bombs. Each top-level statement of a solution cell is one step; they
+# were sent padded with a newline per line above (40,000 one-word statements: +817 MB and
+# 80 s in the grader). Now unpadded, and bounded before any parsing: 2,000 per cell (the
+# cell is not run), 10,000 per notebook (refused); a 20 MB notebook is one cell left out.
+ONE_WORDS = "pass\n"
+STATEMENT_BOMB = ONE_WORDS * 40_000
+SEMICOLON_BOMB = "pass;" * 40_000 + "pass\n"
+OVER_A_CELL = ONE_WORDS * 2_500
+NOTEBOOK_BOMB = r"^the notebook's code cells hold more than 10,000 statements \(lines and " \
+                r"semicolons; the chapter's own hold under 1,000\): over the grader's limit, " \
+                r"not graded$"
+CELL_BOMB = r"more than 2,000 statements \(lines and semicolons\) in one cell, over the " \
+            r"grader's limit: the cell was not run"
+
+
+NOT_RUN = r"^NameError: name '{}' is not defined"
+
+
+def _cells_of_statements(nb):
+    """Six more code cells of 1,999 one-word statements each: each under the bound of a
+    cell, together over the notebook's."""
+    nb["cells"] += [{"cell_type": "code", "execution_count": None, "metadata": {},
+                     "outputs": [], "source": ONE_WORDS * 1_999} for _ in range(6)]
+
+
+def _notebook_of_20MB(kit):
+    """A notebook of about 20 MB (under the file limit), one-word statements in one cell."""
+    return kit.filled({"attention_scores": "a\n" * 6_400_000})  # 3 bytes each in JSON
 
 
 # Issue 21: student text meant for a terminal or a spreadsheet. An OSC sequence sets the
@@ -2406,13 +2436,44 @@ ENTRIES = [
             Expect(problems=[("duplicate", r"the exercise 'extra\]0;owned\[2J\[31m' is in 2 "
                                            r"cells")])),
     # issue 21: floods of prints, one call each, in chapters 1, 6 and 7
-    Hostile("prints_20KB_in_4000_statements", cells(
-        attention_scores=PRINT_FLOOD + _reference_edit(CH1, "attention_scores")), Expect()),
-    Hostile("kv_prints_20KB_in_4000_statements", cells(
-        repeat_kv=PRINT_FLOOD + _reference_edit("06_kv", "repeat_kv")), Expect(), chapter=CH6),
-    Hostile("capstone_prints_20KB_in_4000_statements", cells(
-        generate=PRINT_FLOOD + _reference_edit("07_capstone", "generate")), Expect(),
-        chapter=CH7),
+    Hostile("prints_20KB_in_7600_statements", cells(**{
+        cell: PRINT_FLOOD + _reference_edit(CH1, cell) for cell in (
+            "attention_scores", "attention_entropy", "stable_softmax",
+            "scaled_dot_product_attention")}), Expect()),
+    Hostile("kv_prints_20KB_in_7600_statements", cells(**{
+        cell: PRINT_FLOOD + _reference_edit("06_kv", cell) for cell in (
+            "repeat_kv", "counts", "equivariance_gap", "rotary")}), Expect(), chapter=CH6),
+    Hostile("capstone_prints_20KB_in_5700_statements", cells(**{
+        cell: PRINT_FLOOD + _reference_edit("07_capstone", cell) for cell in (
+            "train_step", "generate", "transformer_block")}), Expect(), chapter=CH7),
+    # issue 21: statement bombs, left out (a cell) or refused (a notebook) before parsing
+    Hostile("statements_40000_one_word", cells(attention_scores=STATEMENT_BOMB),
+            Expect(tests={SCORES: failed(NOT_RUN.format("attention_scores"))},
+                   problems=[("limit", r"^cell attention_scores: " + CELL_BOMB)])),
+    Hostile("statements_40000_on_one_line", cells(attention_entropy=SEMICOLON_BOMB),
+            Expect(tests={ENTROPY: failed(NOT_RUN.format("attention_entropy"))},
+                   problems=[("limit", r"^cell attention_entropy: " + CELL_BOMB)])),
+    Hostile("notebook_of_20MB_of_one_word_statements", _notebook_of_20MB,
+            Expect(tests={SCORES: failed(NOT_RUN.format("attention_scores"))},
+                   problems=[("limit", r"^cell attention_scores: " + CELL_BOMB)])),
+    Hostile("statements_over_a_cell", cells(
+        attention_scores=OVER_A_CELL + _reference_edit(CH1, "attention_scores")),
+            Expect(tests={SCORES: failed(NOT_RUN.format("attention_scores"))},
+                   problems=[("limit", r"^cell attention_scores: " + CELL_BOMB)])),
+    Hostile("statements_over_a_notebook", edited(_cells_of_statements),
+            Expect("error", error=NOTEBOOK_BOMB)),
+    Hostile("kv_statements_40000_one_word", cells(counts=STATEMENT_BOMB),
+            Expect(tests=each(["test_count_gqa_parameters", "test_count_kv_cache_bytes"],
+                              failed(NOT_RUN.format("count_\\w+"))),
+                   problems=[("limit", r"^cell counts: " + CELL_BOMB)]), chapter=CH6),
+    Hostile("kv_statements_over_a_notebook", edited(_cells_of_statements),
+            Expect("error", error=NOTEBOOK_BOMB), chapter=CH6),
+    Hostile("capstone_statements_over_a_cell", cells(
+        train_step=OVER_A_CELL + _reference_edit("07_capstone", "train_step")),
+            Expect(tests={"test_train_step": failed(NOT_RUN.format("train_step"))},
+                   problems=[("limit", r"^cell train_step: " + CELL_BOMB)]), chapter=CH7),
+    Hostile("capstone_statements_over_a_notebook", edited(_cells_of_statements),
+            Expect("error", error=NOTEBOOK_BOMB), chapter=CH7),
     Hostile("heads_chapter_1_submitted_as_chapter_2", _other_chapter,
             Expect("error", error=r"02_heads\.ipynb holds 0 of 02_heads's 5 exercises; it "
                                   r"holds 01_attention's exercises"), chapter=CH2),

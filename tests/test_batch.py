@@ -261,3 +261,53 @@ def test_grading_refuses_a_release_older_than_the_checks(released, tmp_path, cap
     extra.unlink()
     assert main(["grade", CHAPTER, "--course-dir", str(course_dir), "--no-progress",
                  "--student", "alice"]) == 0
+
+
+def test_a_dying_worker_costs_only_the_notebook_it_was_grading(released, tmp_path,
+                                                                monkeypatch):
+    """A worker that dies (issue 21: the grader's memory run out on a notebook) breaks its
+    whole pool, the notebooks waiting in it too: those are graded again, never marked
+    crash; only the one that kills its worker even alone is an error ("crash")."""
+    from autograde.engine import Assignment, NotebookResult, TestResult
+    course_dir = tmp_path / "course"
+    shutil.copytree(released, course_dir)
+    source = json.loads((course_dir / "source" / CHAPTER / f"{CHAPTER}.ipynb").read_text())
+    blank = json.loads((course_dir / "release" / CHAPTER / f"{CHAPTER}.ipynb").read_text())
+    students = ["alice", "bob", "carol_kills", "dave", "erin", "frank"]
+    for student in students:
+        folder = course_dir / "submitted" / student / CHAPTER
+        folder.mkdir(parents=True)
+        (folder / f"{CHAPTER}.ipynb").write_text(json.dumps(fill_submission(source, blank, {})))
+    spec = Assignment.from_source(course_dir / "source" / CHAPTER / f"{CHAPTER}.ipynb")
+    pools = []
+
+    def run_pool(course_dir, release_dir, limits, sandbox, jobs, pending):
+        """A pool of `jobs` workers: carol_kills's notebook kills the worker grading it,
+        which breaks the pool; with several workers, after one other notebook is done."""
+        pending = dict(pending)  # (the real pool submits them all at once)
+        pools.append((jobs, [pending[i][0].student for i in pending]))
+        order = list(pending)
+        for position, index in enumerate(order):
+            job = pending[index][0]
+            if job.student == "carol_kills" or (jobs > 1 and position > 0 and any(
+                    pending[i][0].student == "carol_kills" for i in order)):
+                for rest in order[position:]:
+                    yield rest, None
+                return
+            yield index, NotebookResult(job.student, CHAPTER, CHAPTER, "graded", tests=[
+                TestResult(t.grade_id, t.points, t.points, "passed", "", "\u2714")
+                for t in spec.tests]).to_json()
+
+    monkeypatch.setattr(batch, "_run_pool", run_pool)
+    results = batch.grade(course_dir, [CHAPTER], jobs=2, progress=False, log=lambda *a: None)
+    statuses = {student: result.status for (student, _), result in results.items()}
+    assert statuses == {**dict.fromkeys(students, "graded"), "carol_kills": "error"}
+    killed = results[("carol_kills", CHAPTER)]
+    assert {t.status for t in killed.tests} == {"crash"} and killed.error == (
+        "the grader's worker process died while this notebook was being graded, twice among "
+        "others and then alone")
+    assert all(t.status == "passed" for (s, _), r in results.items() if s != "carol_kills"
+               for t in r.tests)
+    # two pools of two workers broke (alice, then bob graded before); then the notebooks
+    # left, one worker in order: carol_kills breaks it first, and alone; then the rest
+    assert pools == [(2, students), (2, students[1:]), (1, students[2:]), (1, students[3:])]
