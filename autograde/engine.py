@@ -638,12 +638,15 @@ class Grader:
         code = compile(test.source, f"<test {test.grade_id}>", "exec")
         common = _course_checks()
         runtime = RemoteRuntime(child, common.LOCAL)
+        # the limit is the test cell's, all its calls together (instructor_guide.md)
+        child.test_deadline = time.monotonic() + self.limits["call_seconds"]
         try:
             with contextlib.redirect_stdout(printed), torch.random.fork_rng(), \
                     common.salted(self.salt), common.use_runtime(runtime):
                 torch.manual_seed(0)
                 exec(code, trusted, namespace)
         finally:
+            child.test_deadline = None
             child.stdout.take()  # what the student's code printed in its calls: freed per test
         return printed.getvalue()
 

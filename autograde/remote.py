@@ -319,20 +319,28 @@ class Child:
         self.zygote = zygote
         self.timeout = float(limits.get("call_seconds", 60))
         self.deadline = None  # the notebook's wall-clock limit, as time.monotonic()
+        # the running test cell's (the engine sets it): all of its calls together
+        self.test_deadline = None
         # what the student's code printed since the last take() (the engine takes it after
         # each test): bounded, whatever the number of calls
         self.stdout = wire.Printed(int(limits.get("print_chars", 20_000)))
 
     def request(self, message, buffers=(), timeout=None, grad=False):
         timeout = self.timeout if timeout is None else timeout
-        if self.deadline is not None:
-            timeout = min(timeout, self.deadline - time.monotonic())
-            if timeout <= 0:
-                raise SubmissionFault("timeout", "the notebook's time limit ran out")
+        left = ""  # which limit this call's time is what is left of, when it is one
+        for deadline, limit in ((self.test_deadline, "the test cell's"),
+                                (self.deadline, "the notebook's")):
+            if deadline is None or deadline - time.monotonic() >= timeout:
+                continue
+            if deadline - time.monotonic() <= 0:
+                raise SubmissionFault("timeout", f"{limit} time limit ran out")
+            if deadline - time.monotonic() < timeout - 1:  # (not the call's own limit)
+                left = f", what was left of {limit} time limit"
+            timeout = deadline - time.monotonic()
         try:
             self.sock.sendall(wire.pack(message, buffers))
             if not select.select([self.sock], [], [], timeout)[0]:
-                raise SubmissionFault("timeout", f"no answer within {timeout:.0f} s (an "
+                raise SubmissionFault("timeout", f"no answer within {timeout:.0f} s{left} (an "
                                                  "infinite loop, or far too slow)")
             # the whole reply within `timeout` of its first byte, not `timeout` per recv:
             # a process that trickles a byte at a time must not hold the grader forever

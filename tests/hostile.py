@@ -1944,6 +1944,17 @@ def _notebook_of_20MB(kit):
     return kit.filled({"attention_scores": "a\n" * 6_400_000})  # 3 bytes each in JSON
 
 
+# Issue 21: the time limit of a test cell is the cell's, all its calls together (it was
+# each call's: four 5-second calls passed under an 8-second limit, after 22 s).
+SLOW_CALLS = "import time\n" + _reference_edit(
+    CH1, "attention_entropy", ("    return -torch", "    time.sleep(2.5)  # each call: under "
+                                                  "the limit\n    return -torch"))
+SLOW_GAP = "import time\n" + _reference_edit(
+    "06_kv", "equivariance_gap", ("with torch.no_grad():", "time.sleep(1.5)\n    with torch.no_grad():"))
+TEST_TIME = r"^Timed out: (no answer within \d+ s, what was left of the test cell's time " \
+            r"limit|the test cell's time limit ran out)"
+
+
 # Issue 21: student text meant for a terminal or a spreadsheet. An OSC sequence sets the
 # terminal's title, ESC[2J clears it, U+202E reverses what follows: none reaches a result.
 ESCAPES = "\x1b]0;owned\x07\x1b[2J\x1b[31m\u202e"
@@ -2474,6 +2485,13 @@ ENTRIES = [
                    problems=[("limit", r"^cell train_step: " + CELL_BOMB)]), chapter=CH7),
     Hostile("capstone_statements_over_a_notebook", edited(_cells_of_statements),
             Expect("error", error=NOTEBOOK_BOMB), chapter=CH7),
+    # issue 21: calls each under the limit, together over the test cell's
+    Hostile("slow_calls_add_up_past_the_test_limit", cells(attention_entropy=SLOW_CALLS),
+            Expect(tests={ENTROPY: failed(TEST_TIME, "timeout")}),
+            limits={"call_seconds": 4}),
+    Hostile("kv_slow_calls_add_up_past_the_test_limit", cells(equivariance_gap=SLOW_GAP),
+            Expect(tests={"test_equivariance_gap": failed(TEST_TIME, "timeout")}),
+            limits={"call_seconds": 4}, chapter=CH6),
     Hostile("heads_chapter_1_submitted_as_chapter_2", _other_chapter,
             Expect("error", error=r"02_heads\.ipynb holds 0 of 02_heads's 5 exercises; it "
                                   r"holds 01_attention's exercises"), chapter=CH2),
