@@ -1092,6 +1092,55 @@ def generate(model, prompt, num_tokens, use_cache=True):
     return tokens, torch.zeros(B, num_tokens, model.readout.shape[1], dtype=torch.float64)
 '''
 
+# Issue 21: caches that lie. The check read only what the cache held at the end; these
+# three return the right tokens and logits and leave the right keys there, without using the
+# cache step by step. The cache now stores its keys rounded (as quantised caches do), so each
+# step's logits show how its keys were made.
+_UNCACHED_DECODING = '''
+@torch.no_grad()
+def _uncached(model, prompt, num_tokens):
+    tokens, chosen = prompt, []
+    for step in range(num_tokens):
+        last = model(tokens)[:, -1]                                       # (B, V)
+        chosen.append(last)
+        tokens = torch.cat([tokens, last.argmax(-1, keepdim=True)], dim=1)
+    return tokens, torch.stack(chosen, dim=1)
+'''
+_DECODED_THEN_CACHED = _UNCACHED_DECODING + '''
+
+@torch.no_grad()
+def generate(model, prompt, num_tokens, use_cache=True):
+    was_training = model.training
+    model.eval()
+    tokens, logits = _uncached(model, prompt, num_tokens)
+    if use_cache:
+        {fill}
+    model.train(was_training)
+    return tokens, logits
+'''
+# the cache, filled afterwards in one call
+CACHE_FILLED_IN_ONE_CALL = _DECODED_THEN_CACHED.format(
+    fill="model(tokens[:, :-1], caches=model.new_caches())")
+# the cache's keys and values, computed from the model's weights
+CACHE_WRITTEN_FROM_THE_WEIGHTS = _DECODED_THEN_CACHED.format(fill="""(cache,) = model.new_caches()
+        x = model.emb[tokens[:, :-1]] + model.pos[:tokens.shape[1] - 1]
+        cache.keys, cache.values = x @ model.wk, x @ model.wv""")
+FRESH_CACHE_EACH_STEP = '''
+@torch.no_grad()
+def generate(model, prompt, num_tokens, use_cache=True):
+    was_training = model.training
+    model.eval()
+    tokens, chosen = prompt, []
+    for step in range(num_tokens):  # a new cache each step, the whole sequence into it
+        logits = model(tokens, caches=model.new_caches() if use_cache else None)
+        last = logits[:, -1]
+        chosen.append(last)
+        tokens = torch.cat([tokens, last.argmax(-1, keepdim=True)], dim=1)
+    model.train(was_training)
+    return tokens, torch.stack(chosen, dim=1)
+'''
+GENERATE_CACHED = r"^generate\(model, prompt, 5, use_cache=True\): "
+
 # a constant is trivially invariant and has every shape right: it earns nothing
 ZERO_ATTENTION = '''
 import torch
@@ -2492,6 +2541,21 @@ ENTRIES = [
     Hostile("kv_slow_calls_add_up_past_the_test_limit", cells(equivariance_gap=SLOW_GAP),
             Expect(tests={"test_equivariance_gap": failed(TEST_TIME, "timeout")}),
             limits={"call_seconds": 4}, chapter=CH6),
+    # issue 21: caches that lie about the steps (4/4 before: the check read the end state)
+    Hostile("capstone_generate_fills_the_cache_at_the_end",
+            cells(generate=CACHE_FILLED_IN_ONE_CALL),
+            Expect(tests={"test_generate": failed(GENERATE_CACHED + r"use_cache=True but the "
+                                                  r"model was never given the caches")}),
+            chapter=CH7),
+    Hostile("capstone_generate_writes_the_cache_from_the_weights",
+            cells(generate=CACHE_WRITTEN_FROM_THE_WEIGHTS),
+            Expect(tests={"test_generate": failed(GENERATE_CACHED + r"use_cache=True but the "
+                                                  r"model was never given the caches")}),
+            chapter=CH7),
+    Hostile("capstone_generate_fresh_cache_each_step", cells(generate=FRESH_CACHE_EACH_STEP),
+            Expect(tests={"test_generate": failed(GENERATE_CACHED + r"with the cache, step 1 "
+                                                  r"fed 4 positions")}),
+            chapter=CH7),
     Hostile("heads_chapter_1_submitted_as_chapter_2", _other_chapter,
             Expect("error", error=r"02_heads\.ipynb holds 0 of 02_heads's 5 exercises; it "
                                   r"holds 01_attention's exercises"), chapter=CH2),
