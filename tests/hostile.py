@@ -2004,6 +2004,68 @@ TEST_TIME = r"^Timed out: (no answer within \d+ s, what was left of the test cel
             r"limit|the test cell's time limit ran out)"
 
 
+# Issue 21: forbids bypassed by reflection. Each helper pops every mode off torch's
+# function-mode stack for a call (the forbid's among them), reaching torch._C without
+# spelling it: through a star import of sys, operator.attrgetter, or getattr and sys under
+# other names. The source analysis follows names: each costs every forbid of its chapter.
+_POP_MODES = '''
+
+def _unguarded(call, *args, **kwargs):
+    lib = {fetch}
+    modes = [{get}(lib, "_pop_torch_function_" + "stack")()
+             for _ in range({get}(lib, "_len_torch_function_" + "stack")())]
+    try:
+        return call(*args, **kwargs)
+    finally:
+        for mode in reversed(modes):
+            {get}(lib, "_push_on_torch_function_" + "stack")(mode)
+
+'''
+REFLECTION = {
+    "star_import_of_sys": "from sys import *\n" + _POP_MODES.format(
+        fetch='getattr(modules["tor" + "ch"], "_" + "C")', get="getattr"),
+    "operator_attrgetter": "import operator\nimport torch\n" + _POP_MODES.format(
+        fetch='operator.attrgetter("_" + "C")(torch)',
+        get="(lambda obj, name: operator.attrgetter(name)(obj))"),
+    "getattr_and_sys_renamed": "import sys as system\n\nfetch = getattr\n" + _POP_MODES.format(
+        fetch='fetch(system.modules["tor" + "ch"], "_" + "C")', get="fetch"),
+}
+REFLECTED = {"star_import_of_sys": r"star import from sys \(the names it binds cannot be "
+                                   r"followed\)",
+             "operator_attrgetter": r"calls attrgetter with a computed name",
+             "getattr_and_sys_renamed": r"(calls getattr under another name \(fetch\)|uses "
+                                        r"system\.modules, which is sys\.modules)"}
+# (chapter, the exercise whose cell holds the helper, the tests every forbid there costs)
+FORBIDDING = [(CH1, "stable_softmax", ("test_stable_softmax", "test_stable_softmax_large",
+                                       "test_sdpa", "test_sdpa_large", "test_sdpa_cross")),
+              (CH2, "multihead_attention_core", ("test_multihead_attention_core",)),
+              (CH3, "MultiHeadAttention", ("test_mha_forward",)),
+              ("04_masks", "scaled_dot_product_attention", ("test_scaled_dot_product_attention",
+                                                            "test_invariances"))]
+# a star import of torch binds softmax as a plain name: the forbid sees the name
+SOFTMAX_FROM_A_STAR_IMPORT = '''
+from torch import *
+from torch.nn.functional import *
+
+
+def stable_softmax(scores, dim=-1):
+    return softmax(scores, dim=dim)
+'''
+
+
+def _reflection_entries():
+    """A Hostile entry per reflection helper and chapter with forbids (see FORBIDDING)."""
+    entries = []
+    for chapter, cell, tests in FORBIDDING:
+        for kind, helper in REFLECTION.items():
+            entries.append(Hostile(
+                f"reflection_{kind}_{chapter.split('_', 1)[1]}",
+                cells(**{cell: helper + _reference_edit(chapter, cell)}),
+                Expect(tests=each(tests, failed(FORBIDDEN_SEEN)),
+                       problems=[("suspicious", REFLECTED[kind])]), chapter=chapter))
+    return entries
+
+
 # Issue 21: student text meant for a terminal or a spreadsheet. An OSC sequence sets the
 # terminal's title, ESC[2J clears it, U+202E reverses what follows: none reaches a result.
 ESCAPES = "\x1b]0;owned\x07\x1b[2J\x1b[31m\u202e"
@@ -2106,13 +2168,16 @@ ENTRIES = [
                    problems=[("suspicious", r"uses torch\.ops")])),
     Hostile("forbidden_softmax_by_computed_name_in_a_thread",
             cells(stable_softmax=SOFTMAX_COMPUTED_NAME_IN_A_THREAD),
-            Expect(tests=each(SOFTMAX, failed(FORBIDDEN_SEEN)),
+            # (a computed name can reach anything, from any cell: every forbid's tests)
+            Expect(tests=each(SOFTMAX + SDPA, failed(FORBIDDEN_SEEN)),
                    problems=[("suspicious", r"imports concurrent\.futures"),
                              ("suspicious", r"calls getattr with a computed name")])),
     Hostile("forbidden_softmax_by_computed_name", cells(stable_softmax=SOFTMAX_COMPUTED_NAME),
-            # (the teaching forbid, by name, catches this one as it runs)
-            Expect(tests=each(SOFTMAX, failed(TEACHING + r"you called softmax, a softmax "
-                                              r"that PyTorch computes for you")),
+            # (the teaching forbid, by name, catches this one as it runs; a computed name
+            # can reach anything, from any cell: every forbid's tests)
+            Expect(tests={**each(SOFTMAX, failed(TEACHING + r"you called softmax, a softmax "
+                                                 r"that PyTorch computes for you")),
+                          **each(SDPA, failed(FORBIDDEN_SEEN))},
                    problems=[("suspicious", r"calls getattr with a computed name")])),
     Hostile("rebinds_f_scaled_dot_product_attention",
             cells(attention_scores=REBINDS_SDPA, scaled_dot_product_attention=SDPA_FROM_REBOUND),
@@ -2556,6 +2621,11 @@ ENTRIES = [
             Expect(tests={"test_generate": failed(GENERATE_CACHED + r"with the cache, step 1 "
                                                   r"fed 4 positions")}),
             chapter=CH7),
+    # issue 21: reflection against every forbid
+    *_reflection_entries(),
+    Hostile("forbidden_softmax_from_a_star_import", cells(stable_softmax=SOFTMAX_FROM_A_STAR_IMPORT),
+            Expect(tests=each(SOFTMAX, failed(TEACHING + r"you called softmax, a softmax that "
+                                                         r"PyTorch computes for you")))),
     Hostile("heads_chapter_1_submitted_as_chapter_2", _other_chapter,
             Expect("error", error=r"02_heads\.ipynb holds 0 of 02_heads's 5 exercises; it "
                                   r"holds 01_attention's exercises"), chapter=CH2),

@@ -290,3 +290,37 @@ def test_nothing_of_one_submission_reaches_the_next(notebooks, assignments, grad
         result = grader.grade(spec, path, name)
         assert result.score == result.max_score, \
             [(t.grade_id, t.message[:300]) for t in result.tests if not t.passed]
+
+
+def test_no_correct_variant_of_the_catalogue_is_flagged(notebooks_all):
+    """The forbids follow names (issue 21), conservatively: every correct variant of every
+    chapter's catalogue (tests/submissions), and the reference, loses nothing and is flagged
+    for nothing."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    from autograde import forbids
+    from autograde.engine import plan
+    from tests.submissions import catalogue
+    transform = TransformerManager().transform_cell
+    wrong = []
+    for chapter, (source, student, spec) in notebooks_all.items():
+        variants = {"reference": {}, **getattr(catalogue(chapter), "CORRECT", {})}
+        for name, variant in variants.items():
+            steps = plan(fill_submission(source, student, variant), spec, transform)
+            lost = forbids.verdicts(steps, spec.forbids, spec.given)
+            flagged = forbids.flags(steps, spec.given)
+            if lost or flagged:
+                wrong.append(f"{chapter} {name}: {lost} {flagged}")
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.fixture(scope="module")
+def notebooks_all(tmp_path_factory):
+    """{chapter: (source notebook, released notebook, Assignment)} of every chapter, from
+    one release of the whole course."""
+    directory = tmp_path_factory.mktemp("all_chapters")
+    course.release(directory, course.assignments())
+    return {ch: (*(json.loads((directory / kind / ch / f"{ch}.ipynb").read_text())
+                   for kind in ("source", "release")),
+                 Assignment.from_source(directory / "source" / ch / f"{ch}.ipynb"))
+            for ch in course.assignments()}
