@@ -162,6 +162,8 @@ def bindings(steps):
                 for alias in node.names:
                     if alias.asname:
                         bound[alias.asname] = alias.name
+                    else:  # (import sys: the name sys is the module, not a variable)
+                        bound.setdefault(alias.name.split(".")[0], alias.name.split(".")[0])
             elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
                 for alias in node.names:
                     if alias.name != "*":
@@ -274,7 +276,10 @@ def _reflection(node, where, bound, parents):
                                         f"({_unparse(parent)})", True))
         return found
     root = path.split(".")[0]
-    if root in REFLECTING_MODULES and path == root and not aliased:
+    # (a module, only where an import bound the name: `types` is also torch_function's
+    # argument, and `os` a variable's name)
+    if root in REFLECTING_MODULES and path == root and not aliased \
+            and isinstance(node, ast.Name) and bound.get(node.id) == root:
         found.append(Finding(where, f"uses the module {root} as a value ({spelled})", True))
         return found
     # what reaching() finds by spelling (x._C, sys.modules, an import) is left to it
