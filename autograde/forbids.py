@@ -243,8 +243,9 @@ def _reflection(node, where, bound, parents):
     if isinstance(node, ast.Constant) and isinstance(node.value, str) \
             and _IDENTIFIER_PATH.fullmatch(node.value):
         names = node.value.split(".")
-        if any(n in REACHING_ATTRIBUTES for n in names) or _module_reach(node.value) \
-                and node.value not in ("threading", "concurrent"):
+        # torch's internals by name (a module's name alone, "checks", is a folder's too)
+        if any(n in REACHING_ATTRIBUTES for n in names) or (
+                names[0] == "torch" and _module_reach(node.value)):
             found.append(Finding(where, f"names {node.value!r} in a string", True))
         return found
     if not isinstance(node, (ast.Name, ast.Attribute)) or not isinstance(node.ctx, ast.Load):
