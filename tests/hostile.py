@@ -1960,6 +1960,8 @@ NUMPY_TRAIN_STEP_0D = _reference_edit(
 # Issue 21: printed floods. Each top-level statement of a solution cell is one call of the
 # student's process, whose reply carries what it printed (up to the print limit): 4,000 of
 # them kept 80 MB in the grader until its end (7,600 in four cells here: 152 MB). Now a head and a tail per test, freed.
+# (thousands of calls: seconds on an idle machine, more on a loaded one)
+FLOOD_TIME = {"notebook_seconds": 180}
 PRINT_FLOOD = "\n".join(['print("x" * 20_000)'] * 1900) + "\n"  # (2,000 a cell at most)
 
 
@@ -2564,13 +2566,16 @@ ENTRIES = [
     Hostile("prints_20KB_in_7600_statements", cells(**{
         cell: PRINT_FLOOD + _reference_edit(CH1, cell) for cell in (
             "attention_scores", "attention_entropy", "stable_softmax",
-            "scaled_dot_product_attention")}), Expect()),
+            "scaled_dot_product_attention")}), Expect(),
+        limits=FLOOD_TIME),
     Hostile("kv_prints_20KB_in_7600_statements", cells(**{
         cell: PRINT_FLOOD + _reference_edit("06_kv", cell) for cell in (
-            "repeat_kv", "counts", "equivariance_gap", "rotary")}), Expect(), chapter=CH6),
+            "repeat_kv", "counts", "equivariance_gap", "rotary")}), Expect(), chapter=CH6,
+        limits=FLOOD_TIME),
     Hostile("capstone_prints_20KB_in_5700_statements", cells(**{
         cell: PRINT_FLOOD + _reference_edit("07_capstone", cell) for cell in (
-            "train_step", "generate", "transformer_block")}), Expect(), chapter=CH7),
+            "train_step", "generate", "transformer_block")}), Expect(), chapter=CH7,
+        limits=FLOOD_TIME),
     # issue 21: statement bombs, left out (a cell) or refused (a notebook) before parsing
     Hostile("statements_40000_one_word", cells(attention_scores=STATEMENT_BOMB),
             Expect(tests={SCORES: failed(NOT_RUN.format("attention_scores"))},
