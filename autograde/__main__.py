@@ -84,16 +84,17 @@ def main(argv=None):
         except (batch.Busy, batch.StaleRelease) as refused:
             print(f"ERROR: {refused}", file=sys.stderr)
             return 2
+    from .notebook import printable  # (student ids name the files printed)
     results = batch.load_results(course_dir, assignments)
     if not results:
         print("no results: run `python -m autograde grade` first", file=sys.stderr)
         return 1
     if args.command == "feedback":
         for path in write_feedback(course_dir, results):
-            print(path)
+            print(printable(path))
         return 0
     for path in write_report(course_dir, results):
-        print(path)
+        print(printable(path))
     return 0
 
 
@@ -114,14 +115,17 @@ def _grade(args, assignments, course_dir):
         results = batch.load_results(course_dir, assignments, have=results)
     grades = exports.export_grades(course_dir, course_dir / "grades.csv", args.db)
     tests = exports.export_tests(results, course_dir / "tests.csv")
+    from .notebook import printable  # (student ids, cell ids and messages: the student's text)
     errors = [r for r in results.values() if r.status != "graded"]
     for result in errors:
-        print(f"ERROR {result.student}/{result.assignment}: {result.error}", file=sys.stderr)
+        print(printable(f"ERROR {result.student}/{result.assignment}: {result.error}"),
+              file=sys.stderr)
     for result in results.values():
         for problem in result.problems:
             if problem.get("kind") == "duplicate":
-                print(f"NOTE {result.student}/{result.assignment}: {problem.get('cell')}: "
-                      f"{problem.get('message')}", file=sys.stderr)
+                print(printable(f"NOTE {result.student}/{result.assignment}: "
+                                f"{problem.get('cell')}: {problem.get('message')}"),
+                      file=sys.stderr)
     print(f"{len(results)} notebooks; {len(errors)} could not be graded. "
           f"Wrote {grades} and {tests}.")
     return 0

@@ -33,7 +33,7 @@ from autograde import course, engine, remote
 from autograde.course import nbgrader_api
 from autograde.engine import LIMITS, Assignment, Grader, trusted_namespace
 from autograde.exports import results_from_gradebook
-from autograde.notebook import Submission, clean_text
+from autograde.notebook import Submission, printable
 from autograde.paths import (LOCK, RELEASE, RESULTS, SUBMITTED, released_notebook, result_path,
                              source_notebook)
 from autograde.record import Recorder
@@ -173,7 +173,7 @@ def _work(connection, release_dir, limits, sandbox, parent, assignments):
 
 
 def _error_result(assignment, student, message, status="error"):
-    message = clean_text(message)
+    message = printable(message)
     result = NotebookResult(student, assignment.name, assignment.notebook, "error", message)
     result.tests = [TestResult(t.grade_id, 0.0, t.points, status, message)
                     for t in assignment.tests]
@@ -359,11 +359,15 @@ def _grade(course_dir, assignments, students, jobs, resume, limits, db_url, sand
                file=sys.stderr)
     pending, breaks = dict(enumerate(todo)), {}
     settings = (str(release_dir), limits, sandbox, os.getpid(), specs)
+    # A worker is handed one notebook at a time, the others wait here (_run_workers): a
+    # worker that dies costs only the notebook it was grading, which is graded once more
+    # (by a new worker), then is an error ("crash"); the notebooks still waiting are graded
+    # as ever, never marked crash (issue 21).
     while pending:
         for index, graded in _run_workers(settings, jobs, pending):
             task, fingerprint = pending[index]
             job = task.job
-            if graded is None:  # its worker died: once more in a new pool, then an error
+            if graded is None:  # its worker died: once more by a new worker, then an error
                 breaks[index] = breaks.get(index, 0) + 1
                 if breaks[index] < 2:
                     continue
@@ -510,6 +514,7 @@ def grade_with_nbgrader(course_dir=".", assignments=None, students=None, db_url=
             done = subprocess.run(command, capture_output=True, text=True, env=env,
                                   cwd=course_dir)
             if done.returncode != 0:
-                log(f"nbgrader autograde {assignment} reported errors:\n{done.stderr[-3000:]}")
+                log(f"nbgrader autograde {assignment} reported errors:\n"
+                    f"{printable(done.stderr[-3000:])}")
     log(f"nbgrader graded in {time.monotonic() - started:.1f} s")
     return results_from_gradebook(course_dir, assignments, db_url)

@@ -27,9 +27,9 @@ import torch.nn.functional as F
 from IPython.core.inputtransformer2 import TransformerManager
 
 from autograde import forbids
-from autograde.notebook import (NOTEBOOK_FILE_BYTES, Submission, SubmissionError, _nbgrader,
-                                _one_line, _source, clean_text, definitions, duplicates,
-                                exercises, parse, plan)
+from autograde.notebook import (CELL_STATEMENTS, NOTEBOOK_FILE_BYTES, NOTEBOOK_STATEMENTS,
+                                Submission, SubmissionError, _nbgrader, _one_line, _source,
+                                definitions, duplicates, exercises, parse, plan, printable)
 from autograde.paths import CHECKS_PACKAGE
 from autograde.remote import (SCRATCH_BYTES, SHM_BYTES, RemoteNamespace, RemoteRuntime,
                               SubmissionFault)
@@ -45,6 +45,10 @@ LIMITS = {
     "file_bytes": 64 * 2**20,   # any file the student's code writes (scratch only)
     "processes": 64,            # processes and threads, where a uid of its own allows
     "notebook_file_bytes": NOTEBOOK_FILE_BYTES,  # the submitted .ipynb itself
+    # statements run one by one (an upper bound, counted before parsing: lines and ';'):
+    # the chapters' longest cell has under 100, a whole notebook under 600
+    "cell_statements": CELL_STATEMENTS,
+    "notebook_statements": NOTEBOOK_STATEMENTS,
     "scratch_bytes": SCRATCH_BYTES,  # its scratch folder (tmpfs), outside memory_bytes
     "shm_bytes": SHM_BYTES,          # /dev/shm and System V shared memory, the same
 }
@@ -181,6 +185,12 @@ def _failure_text(error):
     return text + (f"\nIn your code:\n{student}" if student else "")
 
 
+def _first_line(label):
+    """The cell line a step starts at, from its label ("cell x, line 4" -> 4; else 1)."""
+    line = label.rpartition(", line ")[2]
+    return int(line) if line.isdigit() else 1
+
+
 class Grader:
     """Grades notebooks one at a time through a zygote (autograde.remote.Zygote)."""
 
@@ -200,7 +210,8 @@ class Grader:
             if label in skip:
                 continue
             try:
-                child.run(source, label, timeout=self.limits["call_seconds"])
+                child.run(source, label, timeout=self.limits["call_seconds"],
+                          line=_first_line(label))
             except SubmissionFault as fault:
                 problems.append({"cell": label, "kind": fault.kind, "message": fault.message})
                 skip.add(label)
@@ -235,7 +246,7 @@ class Grader:
         result.fingerprint = fingerprint(submission, assignment)
         try:
             nb = submission.notebook(assignment)
-            steps = plan(nb, assignment, self.transform)
+            steps = plan(nb, assignment, self.transform, self.limits, result.problems)
             result.problems += duplicates(nb) + suspicious(steps, assignment.given)
             # which functions a solution calls: from its source, never from its process
             lost = forbids.verdicts(steps, assignment.forbids, assignment.given)
@@ -245,7 +256,7 @@ class Grader:
             message = str(error) if isinstance(error, SubmissionError) else \
                 f"{submission.path.name} could not be read: " + \
                 _one_line(f"{type(error).__name__}: {error}")
-            result.status, result.error = "error", clean_text(message)
+            result.status, result.error = "error", printable(message)
             result.tests = [TestResult(t.grade_id, 0.0, t.points, "error", result.error)
                             for t in assignment.tests]
             result.seconds = round(time.monotonic() - started, 3)
@@ -282,10 +293,16 @@ class Grader:
         printed = io.StringIO()
         code = compile(test.source, f"<test {test.grade_id}>", "exec")
         runtime = RemoteRuntime(child, common.LOCAL)
-        with contextlib.redirect_stdout(printed), torch.random.fork_rng(), \
-                common.salted(self.salt), common.use_runtime(runtime):
-            torch.manual_seed(0)
-            exec(code, trusted, namespace)
+        # the limit is the test cell's, all its calls together (instructor_guide.md)
+        child.test_deadline = time.monotonic() + self.limits["call_seconds"]
+        try:
+            with contextlib.redirect_stdout(printed), torch.random.fork_rng(), \
+                    common.salted(self.salt), common.use_runtime(runtime):
+                torch.manual_seed(0)
+                exec(code, trusted, namespace)
+        finally:
+            child.test_deadline = None
+            child.stdout.take()  # what the student's code printed in its calls: freed per test
         return printed.getvalue()
 
 
@@ -296,12 +313,13 @@ def fingerprint(submission, assignment):
 
 
 def _cleaned(result):
-    """The result with every text encodable (a student's message may hold lone surrogates,
-    which no CSV, gradebook or HTML page could be written with)."""
-    result.error = clean_text(result.error)
+    """The result with every text encodable and printable (a student's message may hold
+    lone surrogates, which no CSV, gradebook or HTML page could be written with, and escape
+    sequences, which would rewrite the terminal that prints it): notebook.printable."""
+    result.error = printable(result.error)
     for test in result.tests:
-        test.message, test.output = clean_text(test.message), clean_text(test.output)
-    result.problems = [{k: clean_text(str(v)) for k, v in p.items()} for p in result.problems]
+        test.message, test.output = printable(test.message), printable(test.output)
+    result.problems = [{k: printable(v) for k, v in p.items()} for p in result.problems]
     return result
 
 

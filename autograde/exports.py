@@ -1,6 +1,13 @@
-"""The CSV files for an LMS: grades.csv as `nbgrader export` writes it, and tests.csv."""
+"""The CSV files for an LMS: grades.csv as `nbgrader export` writes it, and tests.csv.
+
+Their cells hold student-controlled text (student ids from folder names, diagnoses that
+quote what the student's code raised): a spreadsheet would run a text cell that starts
+with =, +, -, @, a tab or a carriage return as a formula, so every such text cell is
+written with a leading ' (OWASP's rule for CSV injection); numbers stay numbers.
+"""
 import csv
 import json
+import re
 from pathlib import Path
 
 from nbgrader.api import Gradebook, MissingEntry
@@ -18,7 +25,31 @@ def export_grades(course_dir, path, db_url=None):
     db_url = db_url or nbgrader_api(course_dir).coursedir.db_url
     with Gradebook(db_url) as gradebook:
         CsvExportPlugin(to=str(path)).export(gradebook)
+    with open(path, newline="") as handle:  # (nbgrader writes the student's text as it is)
+        rows = list(csv.reader(handle))
+    with open(path, "w", newline="") as handle:
+        csv.writer(handle).writerows([[csv_cell(cell) for cell in row] for row in rows])
     return Path(path)
+
+
+# a cell that a spreadsheet reads as a number (nbgrader writes scores as text: "-1.5", "2.0")
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value):
+    """`value` as a CSV cell no spreadsheet runs: numbers as they are, text without terminal
+    control characters and, where it starts like a formula, behind a leading '."""
+    from autograde.feedback import clean
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    text = str(value) if value is not None else ""
+    if _NUMBER.fullmatch(text):
+        return text
+    if text.startswith(FORMULA_STARTS):  # (before clean(): a leading CR goes quietly)
+        return "'" + clean(text)
+    text = clean(text)
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
 
 
 def export_tests(results, path):
@@ -28,9 +59,9 @@ def export_tests(results, path):
         writer.writerow(TEST_COLUMNS)
         for (student, assignment), result in sorted(results.items()):
             for test in result.tests:
-                writer.writerow([student, assignment, test.grade_id, test.points,
-                                 test.max_points, test.status,
-                                 first_line(test.message) if not test.passed else ""])
+                writer.writerow([csv_cell(cell) for cell in (
+                    student, assignment, test.grade_id, test.points, test.max_points,
+                    test.status, first_line(test.message) if not test.passed else "")])
     return Path(path)
 
 

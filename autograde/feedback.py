@@ -26,8 +26,9 @@ STATUS_LABELS = {
     "error": "not graded",
 }
 # C0/C1 control characters other than tab and newline: a message is printed by the
-# student's code, and escape sequences in it could rewrite an instructor's terminal.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# student's code, and escape sequences in it could rewrite an instructor's terminal; and the
+# bidirectional overrides and isolates, which reorder what a reader sees of the text
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto;

@@ -20,6 +20,8 @@ So the grader reads it from the source, with `ast`:
 Each verdict is a plain message that names what was found and where.
 """
 import ast
+import builtins
+import re
 from dataclasses import dataclass
 
 from autograde import notebook  # notebook.parse: every parse in the grader's process, one lock
@@ -49,6 +51,9 @@ REACHING_ATTRIBUTES = {
     "_pop_mode_temporarily", "_get_current_function_mode_stack", "_python_dispatch",
     "__code__", "__globals__", "__builtins__", "__dict__", "__subclasses__", "__closure__",
     "__import__", "__getattribute__",
+    # a builtin function's module (print.__self__ is builtins), classes' ancestors, frames
+    "__self__", "__mro__", "__bases__", "__base__", "f_globals", "f_locals", "f_builtins",
+    "f_back", "gi_frame", "tb_frame",
 }
 # attributes that reach them only on a particular object (torch.ops, sys.modules, ...)
 REACHING_ON = {("torch", "ops"), ("torch", "library"), ("sys", "modules"), ("os", "fork"),
@@ -57,6 +62,22 @@ REACHING_ON = {("torch", "ops"), ("torch", "library"), ("sys", "modules"), ("os"
 REACHING_CALLS = {"eval", "exec", "compile", "__import__", "globals", "vars", "setattr",
                   "delattr", "breakpoint"}
 TORCH_ROOTS = {"torch", "F", "nn"}  # and whatever names the submission imports torch as
+# What reaches attributes or modules by a name computed at run time: followed through
+# aliases (fetch = getattr, import sys as system, from operator import attrgetter as a),
+# star imports and attribute chains (autograde.forbids.bindings), never by spelling.
+REFLECTING = {"builtins.getattr", "builtins.setattr", "builtins.delattr", "builtins.vars",
+              "builtins.globals", "builtins.locals", "builtins.__import__", "builtins.eval",
+              "builtins.exec", "builtins.compile", "builtins.breakpoint",
+              "operator.attrgetter", "operator.methodcaller", "builtins.object.__getattribute__",
+              "builtins.type.__getattribute__"}
+# modules whose objects reach the rest: used only as `module.attribute`, or aliased
+REFLECTING_MODULES = {"sys", "builtins", "operator", "importlib", "inspect", "gc", "ctypes",
+                      "types", "os"}
+# star imports whose names are known to hold nothing of the above (the rest: unresolved)
+STAR_SAFE = {"math", "torch", "torch.nn", "torch.nn.functional", "numpy", "typing",
+             "dataclasses", "collections", "itertools", "functools", "random", "statistics"}
+_REFLECTING_BUILTINS = {p.split(".")[1] for p in REFLECTING if p.startswith("builtins.")}
+_IDENTIFIER_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 @dataclass(frozen=True)
@@ -90,12 +111,13 @@ def _parse(source):
 
 
 def _line(label, node, is_solution=True):
-    """The step's label with the node's line ("cell x, line 3"): a solution step keeps the
-    cell's line numbers (autograde.notebook.statements pads it), another step is one
-    definition written back, whose label already names its line."""
+    """The step's label with the node's line in the cell ("cell x, line 3"): a solution
+    step is one statement starting at the label's line (autograde.notebook.statements), its
+    node's line counted from there; another step is one definition written back, whose
+    label already names its line."""
     head, _, first = label.rpartition(", line ")
     if is_solution and head and first.isdigit() and hasattr(node, "lineno"):
-        return f"{head}, line {node.lineno}"
+        return f"{head}, line {int(first) + node.lineno - 1}"
     return label
 
 
@@ -125,6 +147,74 @@ def torch_aliases(steps):
     return names
 
 
+def bindings(steps):
+    """{name: the dotted path it is bound to} over the whole submission (every step: a
+    name bound in one cell reaches the others): imports (`import sys as system` -> sys,
+    `from operator import attrgetter as a` -> operator.attrgetter) and assignments of a
+    name, attribute or constant subscript (`fetch = getattr` -> builtins.getattr, `m =
+    sys.modules` -> sys.modules), followed to a fixed point. Flat, without scopes: a name
+    bound anywhere to one of these counts everywhere (conservative)."""
+    bound, assigned = {}, []
+    for _, source, _ in steps:
+        tree = _parse(source)
+        for node in _walk(tree) if tree else ():
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname:
+                        bound[alias.asname] = alias.name
+                    else:  # (import sys: the name sys is the module, not a variable)
+                        bound.setdefault(alias.name.split(".")[0], alias.name.split(".")[0])
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                for alias in node.names:
+                    if alias.name != "*":
+                        bound[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) \
+                    and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                assigned += [(t.id, node.value) for t in targets if isinstance(t, ast.Name)]
+    for _ in range(8):  # chains of aliases (a = getattr; b = a), a few deep
+        changed = False
+        for name, value in assigned:
+            path = _path(value, bound)
+            if path and path != name and bound.get(name) != path and path.split(".")[0] != name:
+                bound[name], changed = path, True
+        if not changed:
+            break
+    return bound
+
+
+def _path(node, bound):
+    """The dotted path `node` (a name, attribute chain or constant subscript) stands for,
+    with names resolved through `bound` and builtins (getattr -> builtins.getattr); None
+    for anything else."""
+    parts = []
+    while True:
+        if isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
+                and isinstance(node.slice.value, str):
+            parts.append(f"[{node.slice.value}]")
+            node = node.value
+        else:
+            break
+    if not isinstance(node, ast.Name):
+        return None
+    root = bound.get(node.id) or (f"builtins.{node.id}" if node.id in _REFLECTING_BUILTINS
+                                  else node.id)
+    return ".".join([root] + parts[::-1])
+
+
+def _path_reach(path):
+    """What a resolved dotted path reaches, or None: a reaching module (torch._C..., and
+    sys.modules-like pairs anywhere along it: os.sys.modules), a reaching attribute."""
+    names = [p.strip("[]") for p in path.split(".")]
+    if any(pair in REACHING_ON for pair in zip(names, names[1:])) \
+            or any(n in REACHING_ATTRIBUTES for n in names[1:]):
+        return "what a solution never reaches"
+    return None
+
+
 def _walk(tree):
     """ast.walk without recursion (a submission may nest expressions deeply)."""
     todo = [tree]
@@ -134,13 +224,89 @@ def _walk(tree):
         todo.extend(ast.iter_child_nodes(node))
 
 
-def reaching(label, source, is_solution, aliases):
+def _reflection(node, where, bound, parents):
+    """[Finding] for one node: reflection followed through names (see REFLECTING)."""
+    found = []
+    if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+        if any(a.name == "*" for a in node.names):
+            if node.module in REFLECTING_MODULES or _module_reach(node.module):
+                found.append(Finding(where, f"star import from {node.module} (the names it "
+                                            "binds cannot be followed)", True))
+            elif node.module not in STAR_SAFE:
+                found.append(Finding(where, f"star import from {node.module} (the names it "
+                                            "binds cannot be followed)", False))
+        for alias in node.names:
+            if (node.module, alias.name) in REACHING_ON or alias.name in REACHING_ATTRIBUTES \
+                    or f"{node.module}.{alias.name}" in REFLECTING:
+                found.append(Finding(where, f"imports {alias.name} from {node.module}", True))
+        return found
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+            and _IDENTIFIER_PATH.fullmatch(node.value):
+        names = node.value.split(".")
+        # torch's internals by name (a module's name alone, "checks", is a folder's too)
+        if any(n in REACHING_ATTRIBUTES for n in names) or (
+                names[0] == "torch" and _module_reach(node.value)):
+            found.append(Finding(where, f"names {node.value!r} in a string", True))
+        return found
+    if not isinstance(node, (ast.Name, ast.Attribute)) or not isinstance(node.ctx, ast.Load):
+        return found
+    parent = parents.get(node)
+    if isinstance(parent, ast.Attribute) and parent.value is node:
+        return found  # (the whole chain is looked at once, from its outermost attribute)
+    path = _path(node, bound)
+    if path is None:
+        return found
+    spelled = _unparse(node)
+    called = isinstance(parent, ast.Call) and parent.func is node
+    aliased = isinstance(parent, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) \
+        and parent.value is node
+    if path in REFLECTING:
+        name = path.rpartition(".")[2]
+        if not called and not aliased:
+            found.append(Finding(where, f"uses {name} as a value ({spelled})", True))
+        elif spelled != name and spelled != path and not aliased:
+            found.append(Finding(where, f"calls {name} under another name ({spelled})", True))
+        elif called and path in ("operator.attrgetter", "operator.methodcaller",
+                                 "builtins.getattr") and spelled != "getattr":
+            if not all(isinstance(a, ast.Constant) for a in parent.args[:2]):
+                found.append(Finding(where, f"calls {name} with a computed name "
+                                            f"({_unparse(parent)})", True))
+        elif called and path == "builtins.getattr" and len(parent.args) >= 2 \
+                and not isinstance(parent.args[1], ast.Constant):
+            found.append(Finding(where, f"calls getattr with a computed name "
+                                        f"({_unparse(parent)})", True))
+        return found
+    root = path.split(".")[0]
+    # (a module, only where an import bound the name: `types` is also torch_function's
+    # argument, and `os` a variable's name)
+    if root in REFLECTING_MODULES and path == root and not aliased \
+            and isinstance(node, ast.Name) and bound.get(node.id) == root:
+        found.append(Finding(where, f"uses the module {root} as a value ({spelled})", True))
+        return found
+    # what reaching() finds by spelling (x._C, sys.modules, an import) is left to it
+    spelled_too = isinstance(node, ast.Attribute) and (node.attr in REACHING_ATTRIBUTES or (
+        isinstance(node.value, ast.Name) and (node.value.id, node.attr) in REACHING_ON))
+    if _path_reach(path) and not spelled_too:
+        found.append(Finding(where, f"uses {spelled}, which is {path}", True))
+    elif root != spelled.split(".")[0] and root != "builtins" and _module_reach(path):
+        # a reaching module under another name (from torch import _C as c; c.x)
+        found.append(Finding(where, f"uses {spelled}, which is {path}",
+                             not _weak_module(path)))
+    return found
+
+
+def reaching(label, source, is_solution, aliases, bound=None):
     """[Finding] for one step: what in it could switch a run-time check off. The given cells'
-    `from checks import X as alias` (outside the solution cells) is the course's own."""
+    `from checks import X as alias` (outside the solution cells) is the course's own.
+    `bound`: the submission's bindings() (names followed to what they are bound to)."""
     tree = _parse(source)
     found = []
+    bound = {} if bound is None else bound
+    parents = {child: node for node in (_walk(tree) if tree else ())
+               for child in ast.iter_child_nodes(node)}
     for node in _walk(tree) if tree else ():
         where = _line(label, node, is_solution)
+        found += _reflection(node, where, bound, parents)
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if _module_reach(alias.name):
@@ -170,22 +336,22 @@ def reaching(label, source, is_solution, aliases):
             name = node.func.id
             if name in REACHING_CALLS:
                 found.append(Finding(where, f"calls {name}()", True))
-            elif name == "getattr" and len(node.args) >= 2 and not (
-                    isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
-                found.append(Finding(where, f"calls getattr with a computed name "
-                                            f"({_unparse(node)})", False))
+
     return found
 
 
-def forbidden_names(label, source, is_solution, spec):
+def forbidden_names(label, source, is_solution, spec, names=None):
     """[(where, name, text)] for one step an exercise runs: the names of torch `spec` forbids,
-    as attributes (torch.softmax, x.softmax), imports (from torch... import softmax) or
-    constant getattr names (getattr(F, "softmax"))."""
+    as attributes (torch.softmax, x.softmax), imports (from torch... import softmax),
+    constant getattr names (getattr(F, "softmax")) or plain names that torch may have bound
+    (`names`: star_names(steps), after `from torch.nn.functional import *`)."""
     tree = _parse(source)
     found = []
     for node in _walk(tree) if tree else ():
         name = None
-        if isinstance(node, ast.Attribute) and spec.matches(node.attr):
+        if names and isinstance(node, ast.Name) and node.id in names and spec.matches(node.id):
+            name, text = node.id, f"{node.id} (bound by a star import of torch)"
+        elif isinstance(node, ast.Attribute) and spec.matches(node.attr):
             name, text = node.attr, _unparse(node)
         elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch":
             hit = [a.name for a in node.names if spec.matches(a.name)]
@@ -201,6 +367,30 @@ def forbidden_names(label, source, is_solution, spec):
     return found
 
 
+def star_names(steps):
+    """Names a star import of a torch module may bind in the submission: every name used
+    that no def, class, assignment or import of the submission binds (a star import's
+    names cannot be listed from the source); empty without such an import."""
+    trees = [_parse(source) for _, source, _ in steps]
+    star = any(isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch"
+               and any(a.name == "*" for a in node.names)
+               for tree in trees for node in (_walk(tree) if tree else ()))
+    if not star:
+        return set()
+    own, used = set(), set()
+    for tree in trees:
+        for node in _walk(tree) if tree else ():
+            if isinstance(node, ast.Name):
+                (own if isinstance(node.ctx, (ast.Store, ast.Del)) else used).add(node.id)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                own.add(node.name)
+            elif isinstance(node, ast.arg):
+                own.add(node.arg)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                own |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"}
+    return used - own - set(dir(builtins))
+
+
 def _cell_of(label):
     """The grade id of a solution step's label ("cell stable_softmax, line 4")."""
     head = label.rpartition(", line ")[0]
@@ -210,8 +400,8 @@ def _cell_of(label):
 def _findings(steps, given):
     """[[Finding] of each step], the course's own steps (`given`: the steps of the source
     notebook's given cells, as autograde.notebook.plan writes them) finding nothing."""
-    aliases = torch_aliases(steps)
-    return [reaching(label, source, is_solution, aliases)
+    aliases, bound = torch_aliases(steps), bindings(steps)
+    return [reaching(label, source, is_solution, aliases, bound)
             if is_solution or source not in given else [] for label, source, is_solution in steps]
 
 
@@ -266,11 +456,12 @@ def verdicts(steps, specs, given=frozenset()):
     if not specs:
         return {}
     found = _findings(steps, given)
+    starred = star_names(steps)
     lost = {}
     for spec in specs:
         runs = used_by(steps, spec.exercise)
         named = [hit for i in runs if steps[i][2] or steps[i][1] not in given
-                 for hit in forbidden_names(*steps[i], spec)]
+                 for hit in forbidden_names(*steps[i], spec, starred)]
         reasons = [f for i, step in enumerate(found) for f in step
                    if f.strong or i in runs or (f.patched and spec.matches(f.patched))]
         if named:

@@ -16,6 +16,10 @@ from pathlib import Path
 from autograde.paths import CHAPTERS
 
 NOTEBOOK_FILE_BYTES = 20 * 2**20  # the submitted .ipynb itself (engine.LIMITS)
+# statements run one by one (an upper bound, counted before parsing: lines and ';'):
+# the chapters' longest cell has under 100, a whole notebook under 600 (engine.LIMITS)
+CELL_STATEMENTS = 2_000
+NOTEBOOK_STATEMENTS = 10_000
 
 # CPython 3.11.7's ast.parse is not thread-safe (SystemError: AST constructor recursion
 # depth mismatch, seen here when releases run in threads, as tests/test_nbgrader.py does):
@@ -138,14 +142,22 @@ def _validated(data, filename, assignment):
 
 
 def _one_line(value, limit=200):
-    """str(value) on one line, at most `limit` characters, encodable."""
-    text = " ".join(clean_text(str(value)).split())
+    """str(value) on one line, at most `limit` characters, encodable, printable."""
+    text = " ".join(printable(str(value)).split())
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def clean_text(text):
     """`text` with what UTF-8 cannot encode (lone surrogates) written as escapes."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def printable(text):
+    """clean_text(text) without terminal control characters (autograde.feedback.clean: tab
+    and newline kept): any text the student controls (a kernel's name, an exception's class
+    name and message, a cell id, a file name) before it reaches a terminal or a file."""
+    from autograde.feedback import clean
+    return clean(clean_text(str(text)))
 
 
 def _undecodable(nb):
@@ -311,7 +323,9 @@ def definitions(source, transform):
 
 
 def statements(source, transform):
-    """[(first line, source)] of each top-level statement, padded to keep line numbers."""
+    """[(first line, source)] of each top-level statement. The source is not padded: the
+    student's process compiles it at its first line (autograde.remote.Child.run's `line`),
+    so that tracebacks name the cell's own lines at no cost per line above it."""
     code = _transformed(source, transform)
     try:
         tree = parse(code)
@@ -322,20 +336,45 @@ def statements(source, transform):
     for node in tree.body:
         first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
         text = "\n".join(lines[first - 1:node.end_lineno])
-        found.append((first, "\n" * (first - 1) + text))
+        found.append((first, text))
     return found
 
 
-def plan(nb, assignment, transform):
-    """[(label, source, is_solution)] to run in the student's process, in notebook order."""
+def statement_bound(source):
+    """An upper bound on the statements of `source`, read without parsing it (parsing
+    40,000 one-word statements took 80 s and 800 MB): its lines and its semicolons."""
+    return source.count("\n") + source.count(";") + 1
+
+
+def plan(nb, assignment, transform, limits=None, problems=None):
+    """[(label, source, is_solution)] to run in the student's process, in notebook order.
+    A code cell over limits["cell_statements"] is left out (a "limit" problem appended to
+    `problems`); a notebook over limits["notebook_statements"] is refused (SubmissionError),
+    both before any parsing. `limits`: engine.LIMITS's two, CELL_STATEMENTS and
+    NOTEBOOK_STATEMENTS where not given."""
+    limits = limits or {}
     wanted = set(assignment.solution_ids)
     counted = {index for gid, index in _solution_cells(nb).items() if gid in wanted}
+    code_cells = [(i, c) for i, c in enumerate(nb["cells"]) if c.get("cell_type") == "code"]
+    bounds = [statement_bound(_source(cell)) for _, cell in code_cells]
+    per_cell = limits.get("cell_statements", CELL_STATEMENTS)
+    per_notebook = limits.get("notebook_statements", NOTEBOOK_STATEMENTS)
+    if sum(min(b, per_cell + 1) for b in bounds) > per_notebook:
+        raise SubmissionError(f"the notebook's code cells hold more than {per_notebook:,} "
+                              f"statements (lines and semicolons; the chapter's own hold "
+                              f"under 1,000): over the grader's limit, not graded")
     steps = []
-    for index, cell in enumerate(nb["cells"]):
-        if cell.get("cell_type") != "code":
-            continue
+    for (index, cell), bound in zip(code_cells, bounds):
         meta = _nbgrader(cell)
         grade_id = str(meta.get("grade_id"))
+        if bound > per_cell:
+            if problems is not None:
+                problems.append({"cell": f"cell {grade_id}" if index in counted
+                                 else f"cell {index + 1}", "kind": "limit",
+                                 "message": f"more than {per_cell:,} statements (lines and "
+                                            "semicolons) in one cell, over the grader's "
+                                            "limit: the cell was not run"})
+            continue
         if index in counted:
             # statement by statement: a line that needs a skipped demonstration's data
             # must not take the definitions after it down with it

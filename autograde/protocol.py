@@ -31,8 +31,9 @@ ZYGOTE = {
     "kill": Operation((), (), ("killed",), "kill the child and everything it started"),
 }
 CHILD = {
-    "run": Operation(("source", "name"), (), ("ok",),
-                     "run code (a step of the plan) in the student's namespace"),
+    "run": Operation(("source", "name"), ("line",), ("ok",),
+                     "run code (a step of the plan) in the student's namespace; line: the "
+                     "cell's line its first line is (the source is sent unpadded)"),
     "lookup": Operation(("name",), (), ("value",), "what a name of the student's is bound to"),
     "getattr": Operation(("target", "name"), (), ("value",), "an attribute of an object"),
     "list": Operation(("target",), (), ("value",), "list(object)"),

@@ -324,18 +324,28 @@ class Child:
         self.zygote = zygote
         self.timeout = float(limits.get("call_seconds", 60))
         self.deadline = None  # the notebook's wall-clock limit, as time.monotonic()
-        self.stdout = []
+        # the running test cell's (the engine sets it): all of its calls together
+        self.test_deadline = None
+        # what the student's code printed since the last take() (the engine takes it after
+        # each test): bounded, whatever the number of calls
+        self.stdout = wire.Printed(int(limits.get("print_chars", 20_000)))
 
     def request(self, message, buffers=(), timeout=None, grad=False):
         timeout = self.timeout if timeout is None else timeout
-        if self.deadline is not None:
-            timeout = min(timeout, self.deadline - time.monotonic())
-            if timeout <= 0:
-                raise SubmissionFault("timeout", "the notebook's time limit ran out")
+        left = ""  # which limit this call's time is what is left of, when it is one
+        for deadline, limit in ((self.test_deadline, "the test cell's"),
+                                (self.deadline, "the notebook's")):
+            if deadline is None or deadline - time.monotonic() >= timeout:
+                continue
+            if deadline - time.monotonic() <= 0:
+                raise SubmissionFault("timeout", f"{limit} time limit ran out")
+            if deadline - time.monotonic() < timeout - 1:  # (not the call's own limit)
+                left = f", what was left of {limit} time limit"
+            timeout = deadline - time.monotonic()
         try:
             self.sock.sendall(wire.pack(message, buffers))
             if not select.select([self.sock], [], [], timeout)[0]:
-                raise SubmissionFault("timeout", f"no answer within {timeout:.0f} s (an "
+                raise SubmissionFault("timeout", f"no answer within {timeout:.0f} s{left} (an "
                                                  "infinite loop, or far too slow)")
             # the whole reply within `timeout` of its first byte, not `timeout` per recv:
             # a process that trickles a byte at a time must not hold the grader forever
@@ -352,7 +362,7 @@ class Child:
             # the rest of a message may be left unread: the stream cannot be trusted
             raise SubmissionFault("protocol", str(error)) from None
         if reply.get("stdout"):
-            self.stdout.append(str(reply["stdout"]))
+            self.stdout.write(str(reply["stdout"]))
         if reply.get("error"):
             error = reply["error"]
             if not isinstance(error, dict):
@@ -379,9 +389,11 @@ class Child:
         encoded = {key: encoder(value) for key, value in values.items()}
         return request(op, **dict(fields), **encoded), encoder.buffers
 
-    def run(self, source, name, timeout=None):
-        """Execute code in the student's namespace; raises what it raised."""
-        self.request(request("run", source=source, name=name), timeout=timeout)
+    def run(self, source, name, timeout=None, line=1):
+        """Execute code in the student's namespace, its first line numbered `line` (the
+        cell's line it starts at); raises what it raised."""
+        self.request(request("run", source=source, name=name, line=int(line)),
+                     timeout=timeout)
 
     def lookup(self, name):
         return self.request(request("lookup", name=name))[1]

@@ -9,6 +9,7 @@ Frame: 4-byte big-endian header length, the JSON header, then for each buffer an
 length and the bytes. Values inside the header:
     null, bools, ints, strings, lists     themselves
     float                                 {"float": "nan" | "inf" | "-inf" | repr}
+    numpy scalar or 0-d array             the Python bool, int or float it holds
     tuple / list / dict (str keys)        {"tuple": [...]} / {"list": [...]} / {"dict": {...}}
                                           (autograde.nested's encode(): at most 200 deep)
     torch.Tensor                          {"tensor": i, "dtype": "float32", "shape": [...],
@@ -17,9 +18,11 @@ length and the bytes. Values inside the header:
     an object left on the other side      {"ref": id, "type": "ClassName", "kind": ...}
     an exception                          {"error": "ValueError", "message": "...", "base": ...}
 """
+import collections
 import json
 import math
 import struct
+import sys
 
 import torch
 
@@ -42,7 +45,28 @@ def _float(x):
         return {"float": "nan"}
     if math.isinf(x):
         return {"float": "inf" if x > 0 else "-inf"}
-    return {"float": repr(x)}
+    # float's own repr: a subclass (numpy.float64, whose numpy 2 repr is "np.float64(0.5)")
+    # is sent as the number it holds
+    return {"float": float.__repr__(x)}
+
+
+def _numpy_number(value):
+    """A numpy scalar (numpy.float32, int64, uint8, bool_, ...) or 0-d array as the Python
+    bool, int or float it holds; anything else (numpy not imported, a longdouble or complex
+    that no Python number holds) unchanged. numpy is only looked up, never imported: where
+    no code imported it, no value can be one of its scalars."""
+    numpy = sys.modules.get("numpy")
+    if numpy is None or not (isinstance(value, numpy.generic) or (
+            isinstance(value, numpy.ndarray) and value.ndim == 0)):
+        return value
+    try:
+        item = numpy.ndarray.item(value) if isinstance(value, numpy.ndarray) \
+            else numpy.generic.item(value)
+    except Exception:  # (a subclass that breaks item(): left to the reference)
+        return value
+    if isinstance(item, numpy.floating):  # a longdouble: the nearest float
+        item = float(item)
+    return item if type(item) in (bool, int, float) else value
 
 
 class Encoder:
@@ -57,6 +81,7 @@ class Encoder:
         return nested.encode(value, self.leaf)
 
     def leaf(self, value):
+        value = _numpy_number(value)
         if value is None or isinstance(value, (bool, str)):
             return value
         if isinstance(value, int):
@@ -169,6 +194,48 @@ class Decoder:
         if self.grad and value.get("requires_grad") is True and tensor.is_floating_point():
             tensor.requires_grad_()
         return tensor
+
+
+class Printed:
+    """What student code prints, bounded: the first and the last `limit` // 2 characters,
+    and the count of those dropped between them (a loop of prints costs no memory here).
+    The student's side keeps each reply's "stdout" with one; the grader, the test's."""
+
+    def __init__(self, limit):
+        self.half = max(1, int(limit) // 2)
+        self.head, self.head_size = [], 0
+        self.tail, self.tail_size = collections.deque(), 0
+        self.size = 0
+
+    def write(self, text):
+        text = str(text)
+        written = len(text)
+        self.size += written
+        room = self.half - self.head_size
+        if room > 0:
+            self.head.append(text[:room])
+            self.head_size += len(self.head[-1])
+            text = text[room:]
+        if text:
+            self.tail.append(text)
+            self.tail_size += len(text)
+            while self.tail_size - len(self.tail[0]) >= self.half:
+                self.tail_size -= len(self.tail.popleft())
+            if self.tail_size > self.half:  # one long write: its end only
+                self.tail[0] = self.tail[0][self.tail_size - self.half:]
+                self.tail_size = self.half
+        return written
+
+    append = write
+
+    def take(self):
+        """The text kept (with a line saying how much was dropped), then empty again."""
+        dropped = self.size - self.head_size - self.tail_size
+        text = "".join(self.head) + (
+            f"\n[... {dropped} characters dropped by the output limit ...]\n" if dropped else "") \
+            + "".join(self.tail)
+        self.__init__(2 * self.half)
+        return text
 
 
 def pack(message, buffers=()):

