@@ -44,10 +44,11 @@ def test_the_derived_modules_are_those_the_notebook_imports(assignment):
     nb = json.loads((course.CHAPTERS / f"{assignment}.ipynb").read_text())
     grader = {m.__name__.removeprefix("chapters.checks.") for m in _check_imports(nb).values()}
     assert modules and sorted(modules) == sorted(grader)
-    # common imports nested (the one walker over nested values) and operations (the runtime's
-    # operations on the student's objects), so every chapter ships them
-    assert course.checks_modules(assignment) == sorted({"__init__", "common", "nested",
-                                                        "operations", *modules})
+    # common imports nested (the one walker over nested values), operations (the runtime's
+    # operations on the student's objects) and diagnose (the shape families that name a
+    # wrong output), so every chapter ships them
+    assert course.checks_modules(assignment) == sorted({"__init__", "common", "diagnose",
+                                                        "nested", "operations", *modules})
 
 
 def test_every_import_form_is_read(tmp_path):
@@ -90,7 +91,7 @@ def test_the_release_of_chapter_1_ships_its_checks_only(course_release):
     assert not shipped & {"checks/mha.py", "checks/diversity.py"}
     assert "figures/attention_shapes.svg" in shipped  # the text's diagram, beside it
     assert {p for p in shipped if p.startswith("checks/")} == {
-        "checks/__init__.py", "checks/attention.py", "checks/common.py",
+        "checks/__init__.py", "checks/attention.py", "checks/common.py", "checks/diagnose.py",
         "checks/nested.py", "checks/operations.py", "checks/fixtures/01_attention.npz"}
     # the student form: answers replayed from the fixtures, none computed
     kit_line = re.compile(r"^KIT = True", re.M)
