@@ -34,6 +34,8 @@ def export_grades(course_dir, path, db_url=None):
 
 # a cell that a spreadsheet reads as a number (nbgrader writes scores as text: "-1.5", "2.0")
 _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+# OWASP, "CSV Injection": a cell starting with one of these is read as a formula by Excel,
+# LibreOffice or Google Sheets (tab and carriage return hide the '=' after them)
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 

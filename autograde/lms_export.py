@@ -25,14 +25,13 @@ import csv
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# FORMULA_STARTS: OWASP's "CSV Injection" starts, one list for every CSV the grader writes
+from autograde.exports import FORMULA_STARTS
 from autograde.roster import Roster
 
 FORMATS = ("canvas", "moodle", "csv")
 CANVAS_LEADING = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 MOODLE_KEYS = {"email": "Email address", "username": "Username", "id_number": "ID number"}
-# OWASP, "CSV Injection": a cell starting with one of these is read as a formula by
-# Excel, LibreOffice or Google Sheets (tab and carriage return hide the '=' after them).
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def spreadsheet_safe(text):
