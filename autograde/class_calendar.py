@@ -98,7 +98,8 @@ def write_kit(course_dir, target, chapters):
     fixtures = Path(course_dir) / "fixtures"
     (target / "kit").mkdir(parents=True)
     if public:  # no chapter published, no notebook that would install the kit
-        modules = sorted(set().union(*(course.checks_modules(a) for a in public)))
+        modules = sorted(set().union(*(course.checks_modules(a, kit_form=True)
+                                           for a in public)))
         kit.build_wheel(target / "kit", modules, [fixtures / f"{a}.npz" for a in public])
     shutil.copy2(course.REPO / "requirements-student.txt", target)
     return target

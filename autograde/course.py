@@ -118,15 +118,17 @@ def notebook_checks(path):
     return list(dict.fromkeys(found))
 
 
-def checks_modules(assignment):
+def checks_modules(assignment, kit_form=False):
     """The checks modules that ship with chapter `assignment`, sorted: ALWAYS_CHECKS, those
-    its notebook imports and, transitively, the siblings those import. Raises ValueError
-    if one of them is not a module of chapters/checks/."""
+    its notebook imports and, transitively, the siblings those import. kit_form: the
+    student's copy, whose @reference bodies the kit removes (kit.kit_source), so a module
+    only they import (formulas, which computes right answers) is the grader's alone. Raises
+    ValueError if one of them is not a module of chapters/checks/."""
     with PARSING:  # its parses are not thread-safe (see notebook.parse)
-        return _checks_modules(assignment)
+        return _checks_modules(assignment, kit_form)
 
 
-def _checks_modules(assignment):
+def _checks_modules(assignment, kit_form):
     notebook = CHAPTERS / f"{assignment}.ipynb"
     todo = [(m, notebook.name) for m in ALWAYS_CHECKS + notebook_checks(notebook)]
     done = set()
@@ -140,7 +142,8 @@ def _checks_modules(assignment):
                              f"{path.relative_to(REPO)}")
         done.add(module)
         where = str(path.relative_to(REPO))
-        todo += [(m, where) for m in imported_checks(parse(path.read_text(), where), where)]
+        text = kit.kit_source(path.read_text(), where) if kit_form else path.read_text()
+        todo += [(m, where) for m in imported_checks(parse(text, where), where)]
     return sorted(done)
 
 
@@ -281,7 +284,7 @@ def release(course_dir=".", only=None, db_url=None):
         released = Path(course_dir).resolve() / RELEASE / assignment
         # The source keeps the grader's checks (nbgrader autograde copies them over each
         # submission); the student's copy gets the kit: no reference code, fixtures instead.
-        kit.write_checks(released / "checks", checks_modules(assignment),
+        kit.write_checks(released / "checks", checks_modules(assignment, kit_form=True),
                          [fixtures[assignment]])
         done[assignment] = released
     # The installable kit, served to every student at any time, so it holds no answer: the
@@ -291,7 +294,7 @@ def release(course_dir=".", only=None, db_url=None):
     public = [a for a in assignments() if not answers_shipped(a)]
     recorded = Path(course_dir).resolve() / "fixtures"
     kit.build_wheel(Path(course_dir).resolve() / "kit",
-                    sorted(set().union(*(checks_modules(a) for a in public))),
+                    sorted(set().union(*(checks_modules(a, kit_form=True) for a in public))),
                     [recorded / f"{a}.npz" for a in public if (recorded / f"{a}.npz").exists()])
     return done
 

@@ -97,5 +97,5 @@ def test_a_class_edition_publishes_only_open_chapters(tmp_path_factory, found, o
         shipped = {Path(n).stem for n in archive.namelist() if n.startswith("checks/")
                    and n.endswith(".py")}
         fixtures = {Path(n).stem for n in archive.namelist() if n.endswith(".npz")}
-    wanted = set().union(*(course.checks_modules(c) for c in public))
+    wanted = set().union(*(course.checks_modules(c, kit_form=True) for c in public))
     assert shipped == wanted and fixtures == set(public)

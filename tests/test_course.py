@@ -48,7 +48,12 @@ def test_the_derived_modules_are_those_the_notebook_imports(assignment):
     # operations on the student's objects) and diagnose (the shape families that name a
     # wrong output), so every chapter ships them
     assert course.checks_modules(assignment) == sorted({"__init__", "common", "diagnose",
-                                                        "nested", "operations", *modules})
+                                                        "formulas", "nested", "operations",
+                                                        *modules})
+    # formulas computes the exercises' right answers: the student's copy lacks it (only
+    # common.step_mistakes imports it, in a @reference body the kit removes)
+    assert course.checks_modules(assignment, kit_form=True) == sorted(
+        set(course.checks_modules(assignment)) - {"formulas"})
 
 
 def test_every_import_form_is_read(tmp_path):

@@ -28,8 +28,8 @@ def _write_kits(root):
     recorded from the reference solution (kit.record: every chapter's visible tests run)."""
     fixtures = kit.record(root / "fixtures", ASSIGNMENTS)
     for assignment in ASSIGNMENTS:
-        kit.write_checks(root / f"kit_{assignment}", course.checks_modules(assignment),
-                         [fixtures[assignment]])
+        kit.write_checks(root / f"kit_{assignment}",
+                         course.checks_modules(assignment, kit_form=True), [fixtures[assignment]])
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,10 @@ the released chapters and of the checks package is searched for
 
   - the code of every solution cell (its non-trivial lines, whitespace removed), and of
     every function of `solutions` that answers an exercise;
-  - every call of a hidden test (its whole statement, whitespace removed).
+  - every call of a hidden test (its whole statement, whitespace removed);
+  - the grader's own checks code: every line of chapters/checks/ that the kit's copy lacks
+    (the @reference bodies, which compute expected outputs, and grader-only modules such
+    as formulas.py, which computes each exercise's formula step by step).
 
 Chapter N's material may hold answers of earlier chapters only (chapter 5's lab runs the
 model of chapters 1-4); the self-study edition's own chapter page shows that chapter's
@@ -118,9 +121,35 @@ def _package_answers(assignment):
     return found
 
 
+GRADER_ONLY = 99  # the "chapter" of the grader's checks code: no reachable file may hold it
+
+
+def grader_only_lines():
+    """The squashed lines of chapters/checks/ that the kit removes: of the @reference bodies
+    (kit.kit_source) and of the modules no chapter's kit ships (formulas.py)."""
+    shipped = set().union(*(course.checks_modules(a, kit_form=True)
+                            for a in course.assignments()))
+    full, kept = set(), set()
+    for path in sorted(course.CHECKS.glob("*.py")):
+        text = path.read_text()
+        full |= code_lines(text)
+        if path.stem in shipped:
+            kept |= code_lines(kit.kit_source(text, str(path)))
+    return full - kept
+
+
 def needles():
-    """{squashed line: (chapter number, what it is)}: the answers and the hidden tests."""
+    """{squashed line: (chapter number, what it is)}: the answers, the hidden tests and the
+    grader-only checks code."""
     found = {}
+    shown = given_text(max(chapter_number(a) for a in course.assignments()))
+    # the reference package's lines are searched for as their chapter's answers (above)
+    shown += squash("".join((REPO / "solutions").joinpath(p).read_text()
+                            for p in sorted(o.name for o in (REPO / "solutions").glob("*.py"))))
+    for line in grader_only_lines():  # (a line some chapter shows anyway is no secret)
+        if len(line) >= MIN_LENGTH and line[:1] not in "\"'" and not TRIVIAL.fullmatch(line) \
+                and line not in shown:
+            found[line] = (GRADER_ONLY, "grader-only checks code", "checks")
     for assignment in course.assignments():
         number = chapter_number(assignment)
         given = given_text(number)
@@ -197,6 +226,10 @@ def test_there_is_something_to_find(found):
         kinds = {what for chapter, what, a in found.values() if a == assignment}
         assert {"solution", "hidden test"} <= kinds, (assignment, kinds)
         assert sum(a == assignment for _, _, a in found.values()) >= 8, assignment
+    grader = [line for line, (_, _, a) in found.items() if a == "checks"]
+    assert len(grader) >= 100, len(grader)
+    # formulas.py's steps (chapter 1's answer, step by step) are among them
+    assert "x[\"query\"]@x[\"key\"].transpose(-2,-1)" in "".join(grader)
 
 
 def test_the_scan_finds_a_planted_answer(found, tmp_path):
