@@ -67,6 +67,9 @@ MESSAGES = {
     "raised": "{name} raised {kind}: {message}\n(the sizes in it: {named}; called with "
               "tensors of shapes {shapes})",
     "explained": "{name} is wrong: {reason}.",
+    "zeros": "every entry is 0 where the right answer is not: nothing was written into it "
+             "(a new tensor, or a new layer's bias, starts at zeros) or it was set to 0",
+    "returned_type": "the returned value is {got} where the exercise documents {want}",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -463,7 +466,8 @@ def explain(actual, expected, same, wrong, dims, axes=None, mistakes=None):
                     lambda: other_layout(actual, expected, same, dims, axes),
                     lambda: constant(actual, expected, same, dims),
                     lambda: shifted(actual, expected, same, dims, axes),
-                    lambda: localized(wrong, dims, axes)):
+                    lambda: localized(wrong, dims, axes),
+                    lambda: all_zero(actual, expected)):
         reason = attempt()
         if reason:
             return reason
@@ -479,6 +483,28 @@ def explained(name, reason):
 FAMILY_PATTERN = re.compile("|".join(
     re.escape(MESSAGES[key].split("{")[0]) for key in
     ("swap", "view", "reversed", "factors", "times", "plus", "shifted", "complement",
-     "diagonal", "localized", "step")) + r"|has \d+(?: = \w+)* entries; it should have"
+     "diagonal", "localized", "step", "zeros", "returned_type")) + r"|has \d+(?: = \w+)* entries; it should have"
     r"|the sizes are right but the axes|an extra axis of size|it lacks the \S+ axis"
     r"|\(the sizes in it: ")
+
+
+# ------------------------------------------------------------------ zeros, returned types
+
+def all_zero(actual, expected):
+    """The zeros family: every entry of `actual` is 0 and some entry of `expected` is not
+    (a copy or a write that never happened: a fresh tensor, or a new layer's zero bias)."""
+    if tuple(actual.shape) != tuple(expected.shape) or expected.numel() == 0:
+        return None
+    if bool((actual.detach() == 0).all()) and not bool((expected.detach() == 0).all()):
+        return MESSAGES["zeros"]
+    return None
+
+
+def wrong_type(got, want):
+    """The returned-type family: `got` is the type name of what the student's function
+    returned (common.type_name; "NoneType" or "None" for None), `want` the documented return
+    in the exercise's words ("a (num_heads,) tensor"); None when they agree (got == want)."""
+    if got == want:
+        return None
+    shown = "None" if got in ("None", "NoneType") else f"an object of type {got}"
+    return MESSAGES["returned_type"].format(got=shown, want=want)

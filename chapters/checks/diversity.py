@@ -37,10 +37,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from . import diagnose
 from .common import (CheckFailure, attempt, by_owner, call_keeping, check, close,
-                     construct, differs, expect_close, expect_tensor, fail, generator, given,
-                     is_class, is_module, judge_construct, load_weights, observe, passed,
-                     raised, random_inputs, reference, revive, type_name)
+                     construct, current_dims, differs, expect_close, expect_tensor, fail,
+                     generator, given, is_class, is_module, judge_construct, load_weights,
+                     observe, passed, raised, random_inputs, reference, revive, step_mistakes,
+                     type_name)
 
 IGNORE_INDEX = -100  # F.cross_entropy's default ignore_index: positions with no target
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
@@ -64,16 +66,30 @@ def _attention_maps(B, h, Lq, Lk, seed, causal):
     return torch.softmax(scores, dim=-1)
 
 
+def _returned(result, name, documented, ok, advice=""):
+    """Fails unless ok(result), naming the type returned (diagnose.wrong_type) against the
+    documented one (`documented`, in the exercise's words); advice follows."""
+    if not ok(result):
+        fail(diagnose.explained(name, diagnose.wrong_type(type_name(result), documented))
+             + (f" {advice}" if advice else ""))
+
+
+def _shape_words(got, want, axes):
+    """" In words: <the wrong_shape family's sentence>." for a shape `got` where `want`
+    (axes: its axes' names, "(num_heads,)") is documented; "" when none fits."""
+    found = diagnose.wrong_shape(tuple(got), tuple(want), current_dims(), axes)
+    return f" In words: {found}." if found else ""
+
+
 def _pair(result, name):
     """The (prev, first) pair the student returned."""
-    if isinstance(result, torch.Tensor):
-        fail(f"{name} returned one tensor of shape {tuple(result.shape)}; return a pair "
-             "(prev, first) of two (num_heads,) tensors, e.g. RelationScores(prev, first).")
-    if not isinstance(result, (tuple, list)) or len(result) != 2:
-        got = type_name(result) + (f" of {len(result)} items"
-                                   if isinstance(result, (tuple, list)) else "")
-        fail(f"{name} must return a pair (prev, first), e.g. RelationScores(prev, first); "
-             f"got {got}" + (" (did you forget to return it?)" if result is None else "") + ".")
+    advice = ("It is one tensor of shape {}: return the two (num_heads,) tensors as "
+              "RelationScores(prev, first).".format(tuple(result.shape))
+              if isinstance(result, torch.Tensor) else
+              f"It has {len(result)} items." if isinstance(result, (tuple, list)) else
+              "Did you forget to return it?" if result is None else "")
+    _returned(result, name, "a pair RelationScores(prev, first) of two (num_heads,) tensors",
+              lambda r: isinstance(r, (tuple, list)) and len(r) == 2, advice)
     return result
 
 
@@ -141,14 +157,11 @@ def relation_scores(fn, *, seed=0, B=3, num_heads=2, L=6, dtype=torch.float32, d
     h = num_heads
     for label, value in (("prev", prev), ("first", first)):
         expect_tensor(value, f"{name}: {label}")
-        if tuple(value.shape) in ((B, h), (h, L - 2), (B, h, L - 2)):
-            fail(f"{name}: {label} has shape {tuple(value.shape)}; average over the batch and "
-                 f"over the query positions i >= 2, keeping one number per head: shape "
-                 f"({h},) = (num_heads,).")
-        if B != h and tuple(value.shape) == (B,):
-            fail(f"{name}: {label} has shape ({B},) = (B,): you averaged over the heads. Keep "
-                 f"the head axis (dim 1) and average over the batch (dim 0) and the query "
-                 f"positions: shape ({h},) = (num_heads,).")
+        if tuple(value.shape) != (h,):
+            fail(f"{name}: {label} has shape {tuple(value.shape)}, expected ({h},) = "
+                 f"(num_heads,).{_shape_words(value.shape, (h,), '(num_heads,)')} Keep the "
+                 "head axis (dim 1) and average over the batch (dim 0) and over the query "
+                 "positions i >= 2, keeping one number per head.")
         expect_tensor(value, f"{name}: {label}", shape=(h,), dtype=dtype, device=device,
                       shape_names="(num_heads,)")
     prev, first = prev.detach().cpu(), first.detach().cpu()
@@ -156,10 +169,12 @@ def relation_scores(fn, *, seed=0, B=3, num_heads=2, L=6, dtype=torch.float32, d
     exp_prev, exp_first, prev_bugs, first_bugs = _relation_answers(w64)
     hint = ("For each query position i >= 2, take the weight on key i-1 (prev) and on key 0 "
             "(first), then average over the batch and over i.")
-    expect_close(prev, exp_prev.to(dtype), f"{name}: prev", dtype=dtype, hint=hint,
-                 axes=["head {}"], bugs={m: c.to(dtype) for m, c in prev_bugs.items()})
-    expect_close(first, exp_first.to(dtype), f"{name}: first", dtype=dtype, hint=hint,
-                 axes=["head {}"], bugs={m: c.to(dtype) for m, c in first_bugs.items()})
+    for label, value, expected, bugs in (("prev", prev, exp_prev, prev_bugs),
+                                         ("first", first, exp_first, first_bugs)):
+        expect_close(value, expected.to(dtype), f"{name}: {label}", dtype=dtype, hint=hint,
+                     axes=["head {}"], bugs={m: c.to(dtype) for m, c in bugs.items()},
+                     mistakes=step_mistakes("relation score", {"weights": w64},
+                                            current_dims(), relation=label))
     passed(f"relation_scores: weights (B, num_heads, L, L) = {tuple(weights.shape)} ({dtype}) -> "
            f"prev and first of shape ({h},), the mean weight on keys i-1 and 0 over query "
            "positions i >= 2")
@@ -269,6 +284,11 @@ def _forward_result(seen, where):
     return result
 
 
+def _layout(key):
+    """How the parameter `key` holds its heads: "columns" of out_proj.weight, "rows" else."""
+    return "columns" if key == "out_proj.weight" else "rows"
+
+
 def _same_tensor(value, marker):
     return (isinstance(value, torch.Tensor) and value.shape == marker.shape
             and torch.equal(value.detach().cpu(), marker))
@@ -312,15 +332,18 @@ def _ref_mha(P, query, key, value, h, hd, gates=None):
     return F.linear(merged, P["out_proj.weight"], P.get("out_proj.bias"))     # (B, Lq, D)
 
 
-def _expect_param(actual, expected, name, key, hd, bugs, dtype, hint, head="head {}"):
+def _expect_param(actual, expected, name, key, hd, bugs, dtype, hint, head="head {}",
+                  mistakes=None):
     """expect_close for the parameter `key` of a projection (nn.Linear's layout), with its
     heads on an axis of their own: q_proj, k_proj, v_proj's rows (h*hd, ...) as (h, hd, ...),
     out_proj.weight's columns (D, h*hd) as (D, h, hd); so that the message names the heads
-    that differ ("head 2"), not rows. head: that axis's name ("{}": the heads' indices)."""
+    that differ ("head 2"), not rows. head: that axis's name ("{}": the heads' indices).
+    mistakes: step_mistakes() of the exercise's formula for this parameter."""
     axis = 1 if key == "out_proj.weight" else 0
     if key == "out_proj.bias" or tuple(actual.shape) != tuple(expected.shape) \
             or actual.dim() <= axis or actual.shape[axis] % hd:
-        return expect_close(actual, expected, name, bugs=bugs, dtype=dtype, hint=hint)
+        return expect_close(actual, expected, name, bugs=bugs, dtype=dtype, hint=hint,
+                            mistakes=mistakes)
     names = ([head, "row {} of each head"] + ["input feature"] * (actual.dim() - 1) if axis == 0
              else ["output feature", head, "column {} of each head"])
 
@@ -328,7 +351,9 @@ def _expect_param(actual, expected, name, key, hd, bugs, dtype, hint, head="head
         return t.unflatten(axis, (-1, hd))
 
     expect_close(by_head(actual), by_head(expected), name, dtype=dtype, hint=hint, axes=names,
-                 bugs={m: by_head(c) for m, c in bugs.items()})
+                 bugs={m: by_head(c) for m, c in bugs.items()},
+                 mistakes={m: by_head(c) for m, c in (mistakes or {}).items()
+                           if tuple(c.shape) == tuple(expected.shape)})
 
 
 # ----------------------------------------------------------------------------- exercise 2
@@ -434,9 +459,8 @@ def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size
             fail(f"{name} raised RuntimeError: a leaf Variable that requires grad is being used "
                  f"in an in-place operation. {NO_GRAD}")
         raise
-    if result is None:
-        fail(f"{name} returned None: return the module you changed (mha), so that calls can "
-             "be chained.")
+    _returned(result, name, "mha itself, the module it changed in place",
+              lambda r: r is not None, "Return mha, so that calls can be chained.")
     found = _read(module)
     # copies: the student's forward gets these
     forward = observe(module, *(x.clone() for x in inputs))
@@ -464,11 +488,19 @@ def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size
                 fail(f"{name}: {key} is gone after the call. {INTERFACE}")
             if key == "out_proj.bias":
                 if not torch.equal(after[key].double().cpu(), W):
+                    try:  # how it changed, in the families' words, when one fits
+                        expect_close(after[key].cpu(), W.to(dtype), f"{name}: {key}",
+                                     dtype=dtype, hint="")
+                    except CheckFailure as failure:
+                        fail(f"{failure} {OUT_BIAS_CHANGED}")
                     fail(f"{name}: {OUT_BIAS_CHANGED}")
                 continue
             expected, bugs = answers[key]
             _expect_param(after[key].cpu(), expected.to(dtype), f"{name}: {key}", key, hd,
                           bugs={m: c.to(dtype) for m, c in bugs.items()}, dtype=dtype,
+                          mistakes=step_mistakes("head copy", {"W": W}, current_dims(),
+                                                 num_heads=h, head_dim=hd,
+                                                 layout=_layout(key), ndim=W.dim()),
                           hint="Every head's rows (q_proj, k_proj, v_proj, and their biases) and "
                               "columns (out_proj) must equal head 0's.")
     # the heads now compute the same thing: equal attention weights for every head
@@ -549,8 +581,9 @@ def head_similarity(fn, *, seed=0, B=4, num_heads=3, Lq=5, Lk=None, dtype=torch.
     h = num_heads
     expect_tensor(out, name)
     if tuple(out.shape) == (B, h, h):
-        fail(f"{name} has shape {tuple(out.shape)} = (B, num_heads, num_heads): average the "
-             f"per-example matrices over the batch, to shape ({h}, {h}).")
+        words = _shape_words(out.shape, (h, h), "(num_heads, num_heads)")
+        fail(f"{name} has shape {tuple(out.shape)} = (B, num_heads, num_heads).{words} Average "
+             f"the per-example matrices over the batch, to shape ({h}, {h}).")
     expect_tensor(out, name, shape=(h, h), dtype=dtype, device=device,
                   shape_names="(num_heads, num_heads)")
     out = out.detach().cpu()
@@ -558,6 +591,7 @@ def head_similarity(fn, *, seed=0, B=4, num_heads=3, Lq=5, Lk=None, dtype=torch.
     expected, bugs = _similarity_answers(w64)
     expect_close(out, expected.to(dtype), name, bugs={m: c.to(dtype) for m, c in bugs.items()},
                  dtype=dtype, axes=["head {} (rows)", "head {} (columns)"],
+                 mistakes=step_mistakes("head similarity", {"weights": w64}, current_dims()),
                  hint="Flatten each head's map, normalise it to length 1, take the dot products "
                       "between heads, average over the batch.")
     passed(f"head_similarity: weights (B, num_heads, Lq, Lk) = {tuple(weights.shape)} ({dtype}) "
@@ -758,13 +792,19 @@ def ablation_importance(fn, *, seed=0, N=16, L=6, vocab_size=11, d_model=12, num
             fail(f"{name} changed the model's parameter {key}: switch heads off with the "
                  "head_mask argument of the model, not by editing its weights.")
     h = num_heads
-    expect_tensor(out, name)
+    _returned(out, name, "a (num_heads,) torch.Tensor", lambda r: isinstance(r, torch.Tensor))
     expect_tensor(out, name, shape=(h,), shape_names="(num_heads,)")
     out = out.detach().cpu()
 
     expected, bugs = _ablation_answers(params, batch, N, L, vocab_size, d_model, num_heads,
                                        dtype, device)
+    tokens, prev_target, first_target = batch
+    mistakes = step_mistakes("ablation importance",
+                             {**params, "tokens": tokens, "prev_target": prev_target,
+                              "first_target": first_target}, current_dims(),
+                             num_heads=num_heads, L=L, vocab_size=vocab_size, d_model=d_model)
     expect_close(out, expected, name, bugs=bugs, dtype=torch.float32, axes=["head {}"],
+                 mistakes=mistakes,
                  hint="For each head k: gates = torch.ones(num_heads), gates[k] = 0, loss of "
                       "model(tokens, head_mask=gates) minus the loss with no mask.")
     passed(f"ablation_importance: for each of {h} heads, the loss increase when that head alone "
@@ -860,8 +900,8 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
                                           "shape")):
             fail(f"{failure}\n{PRUNE_SHAPES.format(kept=len(keep), hd=hd)}")
         raise
-    if new is None:
-        fail(f"{name} returned None: return the new, smaller module.")
+    _returned(new, name, "a new, smaller MultiHeadAttention module", lambda r: r is not None,
+              "Return the module you built.")
     original = _read(module)  # mha after the call
     if is_module(new):
         got_h, got_hd = getattr(new, "num_heads", None), getattr(new, "head_dim", None)
@@ -879,8 +919,7 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
         if key not in P or not torch.equal(value.double().cpu(), P[key]):
             fail(f"{name} changed the original module's {key}: leave mha as it is and build a "
                  "new module.")
-    if not is_module(new):
-        fail(f"{name} returned {type_name(new)}, expected a MultiHeadAttention module.")
+    _returned(new, name, "a new, smaller MultiHeadAttention module", is_module)
     if differs(got_hd, hd):
         fail(f"{name}: " + HEAD_DIM_CHANGED.format(got=got_hd, hd=hd))
     if differs(got_h, len(keep)):
@@ -900,13 +939,18 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
         expected, bugs = answers[key]
         if key == "out_proj.weight" and tuple(value.shape) != tuple(expected.shape):
             if tuple(value.shape)[0] == inner:
-                fail(f"{name}: " + OUT_ROWS_PRUNED.format(got=tuple(value.shape)))
+                fail(f"{name}: " + OUT_ROWS_PRUNED.format(got=tuple(value.shape)) + _shape_words(
+                    value.shape, expected.shape, "(d_model, kept heads * head_dim)"))
             expect_tensor(value, f"{name}: {key}", shape=expected.shape,
                           shape_names="(d_model, kept heads * head_dim)")
         expect_tensor(value, f"{name}: {key}", shape=expected.shape, dtype=dtype, device=device)
         value = value.detach().cpu()
         _expect_param(value, expected.to(dtype), f"{name}: {key}", key, hd,
                       bugs={m: c.to(dtype) for m, c in bugs.items()}, dtype=dtype,
+                      mistakes=None if key == "out_proj.bias" else step_mistakes(
+                          "head pruning", {"W": P[key]}, current_dims(), num_heads=h,
+                          head_dim=hd, layout=_layout(key), remove=tuple(sorted(remove)),
+                          ndim=P[key].dim()),
                       head="head {} of the pruned module",
                       hint="Keep the rows [k*head_dim, (k+1)*head_dim) of q_proj, k_proj, v_proj "
                           "(weights and biases) and the same columns of out_proj.weight, for "

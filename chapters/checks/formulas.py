@@ -216,6 +216,225 @@ FORMULAS["multi-head weights"] = (
 
 # ==== chapter 5: why heads diversify ======================================================
 
+def relation_formula(dims, relation):
+    """relation_scores' prev (relation "prev") or first ("first"), (num_heads,): the weight of
+    query i on key i-1 (prev) or on key 0 (first), averaged over the batch and over the query
+    positions i >= 2. Inputs {"weights": (B, num_heads, L, L)}."""
+    def rows(start):
+        return lambda _v, x: torch.arange(start, x["weights"].shape[-1])
+
+    def pick(key, query=lambda i: i):
+        """The entries weights[..., query(i), key(i)] for the rows i where both exist:
+        (B, num_heads, rows)."""
+        def step(i, x):
+            w = x["weights"]
+            q, k = query(i), key(i) + 0 * i
+            inside = (q >= 0) & (q < w.shape[-2]) & (k >= 0) & (k < w.shape[-1])
+            return w[:, :, q[inside], k[inside]]
+        return step
+
+    right, other = ((lambda i: i - 1), (lambda i: 0 * i))
+    if relation == "first":
+        right, other = other, right
+    if relation == "prev":
+        keys = {"reads key 0 (the first token: that is `first`, the other score of the pair)":
+                pick(other)}
+    else:  # (before the entry above the diagonal below: both read a 0 of the causal mask)
+        keys = {"reads row 0, weights[..., 0, i] (query 0 on key i), instead of column 0, "
+                "weights[..., i, 0] (query i on key 0)": pick(lambda i: i, query=lambda i: 0 * i),
+                "reads key i-1 (the previous token: that is `prev`, the other score of the "
+                "pair)": pick(other)}
+    keys.update({"reads key i (the main diagonal: each query on itself)": pick(lambda i: i),
+                 "reads an entry above the diagonal, which the causal mask sets to 0 (key i+1 "
+                 "of query i, or weights[..., i-1, i] with query and key exchanged)":
+                     pick(lambda i: i, query=lambda i: i - 1)})
+    steps = [("query positions", rows(2)),
+             ("key", pick(right)),
+             ("average", lambda picked, _x: picked.mean((0, 2)))]
+    variants = {
+        "query positions": {"starts at i = 1, where the previous token is the first token, "
+                            "instead of i = 2": rows(1),
+                            "takes every query position i >= 0 instead of i >= 2": rows(0)},
+        "key": keys,
+        "average": {"sums over the query positions instead of averaging":
+                    lambda picked, _x: picked.sum(2).mean(0),
+                    "sums over the batch instead of averaging":
+                    lambda picked, _x: picked.sum(0).mean(-1)}}
+    return Formula(steps, variants)
+
+
+FORMULAS["relation score"] = relation_formula
+
+
+def similarity_formula(dims):
+    """head_similarity: for each example, each head's (Lq, Lk) map flattened, normalised to
+    length 1, the dot products between heads; averaged over the batch: (num_heads,
+    num_heads). Inputs {"weights": (B, num_heads, Lq, Lk)}."""
+    normalize = torch.nn.functional.normalize
+    steps = [("flatten", lambda _v, x: x["weights"].flatten(2)),            # (B, h, Lq*Lk)
+             ("normalise", lambda maps, _x: normalize(maps, dim=-1)),
+             ("dot products", lambda unit, _x: unit @ unit.transpose(1, 2)),  # (B, h, h)
+             ("average over the batch", lambda s, _x: s.mean(0))]
+    variants = {
+        "flatten": {
+            "compares the maps one query row at a time (a cosine per row, averaged over the "
+            "rows) instead of each map as one vector of Lq * Lk numbers":
+                lambda _v, x: x["weights"].transpose(1, 2).flatten(0, 1),   # (B*Lq, h, Lk)
+            "averages the maps over the batch before comparing them (compare each example's "
+            "maps, then average the matrices)":
+                lambda _v, x: x["weights"].mean(0).flatten(1)[None],        # (1, h, Lq*Lk)
+            "flattens the batch into each head's vector (one cosine over all examples at "
+            "once) instead of one cosine per example":
+                lambda _v, x: x["weights"].transpose(0, 1).flatten(1)[None]},  # (1, h, B*Lq*Lk)
+        "normalise": {
+            "runs along the heads axis (dim=1) instead of along each flattened map (dim=-1)":
+                lambda maps, _x: normalize(maps, dim=1),
+            "subtracts each map's mean first (a Pearson correlation): the cosine takes the "
+            "maps as they are":
+                lambda maps, _x: normalize(maps - maps.mean(-1, keepdim=True), dim=-1),
+            "divides by sqrt(Lq * Lk) (the dot products by the number of entries) instead of "
+            "by each map's norm":
+                lambda maps, _x: maps / math.sqrt(maps.shape[-1])},
+        "average over the batch": {"sums instead of averaging": lambda s, _x: s.sum(0)}}
+    return Formula(steps, variants, ["normalise"])
+
+
+FORMULAS["head similarity"] = similarity_formula
+
+
+def ablation_formula(dims, num_heads, L, vocab_size, d_model):
+    """ablation_importance: for each head k, the loss with gates all ones but gates[k] = 0,
+    minus the loss with no mask; loss = mean cross-entropy of prev + that of first. Inputs:
+    the lab model's parameters by name (checks.diversity.GatedModel) and "tokens",
+    "prev_target", "first_target" (N, L) long."""
+    from .diversity import GatedModel  # the lab model the check builds (grader-only here)
+    cross_entropy = torch.nn.functional.cross_entropy
+    targets = ("tokens", "prev_target", "first_target")
+    h = num_heads
+
+    def model(x):
+        params = {k: v for k, v in x.items() if k not in targets}
+        return GatedModel(vocab_size, L, d_model, h, params=params).double()
+
+    def loss(parts=("prev", "first"), reduction="mean", combine=sum):
+        def of(x, gates):
+            with torch.no_grad():
+                logits_prev, logits_first, _ = model(x)(x["tokens"], head_mask=gates)
+            logits = {"prev": logits_prev, "first": logits_first}
+            return combine([cross_entropy(logits[p].flatten(0, 1),
+                                          x[f"{p}_target"].flatten(), reduction=reduction)
+                            for p in parts])
+        return lambda gates, x: {
+            "masked": torch.stack([of(x, g) for g in gates]), "base": of(x, None)}
+
+    def gates(off_only=True):
+        def step(_v, _x):
+            eye = torch.eye(h, dtype=torch.float64)
+            return list(1 - eye) if off_only else list(eye)
+        return step
+
+    steps = [("gates", gates()),
+             ("loss", loss()),
+             ("baseline subtraction", lambda st, _x: st["masked"] - st["base"])]
+    variants = {
+        "gates": {"switches off every head except head k (gates = 0, gates[k] = 1) instead "
+                  "of head k alone (gates = 1, gates[k] = 0)": gates(off_only=False)},
+        "loss": {"uses only loss_prev instead of loss_prev + loss_first":
+                 loss(parts=("prev",)),
+                 "uses only loss_first instead of loss_prev + loss_first":
+                 loss(parts=("first",)),
+                 "sums the cross-entropy over the positions (reduction='sum') instead of its "
+                 "mean": loss(reduction="sum"),
+                 "averages the two losses, (loss_prev + loss_first) / 2, instead of adding them":
+                 loss(combine=lambda parts: sum(parts) / 2)},
+        "baseline subtraction": {"is the wrong way round: the loss with every head on minus "
+                                 "the loss with head k off":
+                                 lambda st, _x: st["base"] - st["masked"]}}
+    return Formula(steps, variants, {"baseline subtraction": lambda st, _x: st["masked"]})
+
+
+FORMULAS["ablation importance"] = ablation_formula
+
+
+def _head_blocks(h, hd, layout):
+    """A function (W) -> a view of W with its heads on axis 0: "rows" (h*hd, ...) as
+    (h, hd, ...); "columns" (D, h*hd) as (h, D, hd); "strided" rows i, i + h, ... as head i."""
+    if layout == "rows":
+        return lambda W: W.unflatten(0, (h, hd))
+    if layout == "columns":
+        return lambda W: W.unflatten(1, (h, hd)).movedim(1, 0)
+    return lambda W: W.unflatten(0, (hd, h)).movedim(1, 0)
+
+
+_LAYOUT_WORDS = {"rows": "the rows [i*head_dim, (i+1)*head_dim)",
+                 "columns": "the columns [i*head_dim, (i+1)*head_dim)",
+                 "strided": "strided rows (head i as rows i, i + num_heads, ...)"}
+
+
+def _other_layouts(W, layout, make_step):
+    """{description: step} of the two other layouts than `layout` for W's head blocks."""
+    others = ("rows", "columns", "strided") if W.dim() == 2 else ("rows", "strided")
+    return {f"takes {_LAYOUT_WORDS[other]} as head i's block instead of "
+            f"{_LAYOUT_WORDS[layout]}": make_step(other) for other in others if other != layout}
+
+
+def head_copy_formula(dims, num_heads, head_dim, layout, ndim=2):
+    """make_heads_identical for one parameter W (inputs {"W"}): head 0's block copied into
+    every head i = 1 .. num_heads - 1; the blocks are rows of q_proj, k_proj, v_proj and of
+    their biases (layout "rows") and columns of out_proj.weight ("columns")."""
+    h, hd = num_heads, head_dim
+
+    def copied(split, heads):
+        def step(_v, x):
+            W = x["W"].clone()
+            blocks = split(W)                     # a view: writes reach W
+            for i in heads:
+                blocks[i] = blocks[0]
+            return W
+        return step
+
+    def layout_step(other):
+        return copied(_head_blocks(h, hd, other), range(1, h))
+
+    steps = [("copy", layout_step(layout))]
+    variants = {"copy": {
+        **_other_layouts(torch.empty((1,) * ndim), layout, layout_step),
+        "stops before the last head (range(1, num_heads - 1))":
+            copied(_head_blocks(h, hd, layout), range(1, h - 1))}}
+    return Formula(steps, variants, {"copy":
+                                     lambda _v, x: x["W"]})
+
+
+FORMULAS["head copy"] = head_copy_formula
+
+
+def head_pruning_formula(dims, num_heads, head_dim, layout, remove, ndim=2):
+    """prune_heads for one parameter W (inputs {"W"}): the blocks of the heads not in
+    `remove`, in their original order (rows of q_proj, k_proj, v_proj and their biases:
+    layout "rows"; columns of out_proj.weight: "columns")."""
+    h, hd = num_heads, head_dim
+    keep = [k for k in range(h) if k not in remove]
+
+    def kept(heads, layout_=layout):
+        def step(_v, x):
+            blocks = _head_blocks(h, hd, layout_)(x["W"])[heads]   # (kept, ...)
+            axis = 1 if layout_ == "columns" else 0
+            return blocks.movedim(0, axis).flatten(axis, axis + 1)
+        return step
+
+    steps = [("selection", kept(keep))]
+    variants = {"selection": {
+        "keeps the first heads 0 .. num_kept - 1 instead of those not in heads_to_remove":
+            kept(list(range(len(keep)))),
+        "keeps the heads in heads_to_remove instead of the others": kept(sorted(remove)),
+        **{description: step for description, step in _other_layouts(
+            torch.empty((1,) * ndim), layout, lambda other: kept(keep, other)).items()}}}
+    return Formula(steps, variants)
+
+
+FORMULAS["head pruning"] = head_pruning_formula
+
+
 
 # ==== chapter 6: shared keys and values, the KV cache, positions ==========================
 
