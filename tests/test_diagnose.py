@@ -205,3 +205,27 @@ def test_expect_close_names_a_family_before_the_generic_message():
     with pytest.raises(common.CheckFailure) as failure:
         common.expect_close(x * math.sqrt(3), x, "output")
     assert "output is wrong: it is the right answer times 1.73205" in str(failure.value)
+
+
+# ------------------------------------------------------------------ zeros, returned types
+
+def test_all_zero_names_values_never_written_and_nothing_else():
+    x = heads(8)
+    zeros = torch.zeros_like(x)
+    reason = diagnose.explain(zeros, x, same, ~torch.isclose(zeros, x), DIMS)
+    assert reason.startswith("every entry is 0 where the right answer is not")
+    assert diagnose.FAMILY_PATTERN.search(diagnose.explained("f(x)", reason))
+    assert diagnose.all_zero(x, x) is None                  # right: nothing to name
+    assert diagnose.all_zero(zeros, zeros) is None          # zeros that are right
+    assert diagnose.all_zero(x * 0.5, x) is None            # wrong, but not zeros
+    assert diagnose.all_zero(torch.zeros(3), x) is None     # another shape: not this family
+
+
+def test_wrong_type_names_what_came_back_against_the_documented_return():
+    documented = "a (num_heads,) torch.Tensor"
+    reason = diagnose.wrong_type("list", documented)
+    assert reason == ("the returned value is an object of type list where the exercise "
+                      "documents a (num_heads,) torch.Tensor")
+    assert diagnose.wrong_type("NoneType", documented).startswith("the returned value is None")
+    assert diagnose.wrong_type(documented, documented) is None
+    assert diagnose.FAMILY_PATTERN.search(diagnose.explained("f(x)", reason))

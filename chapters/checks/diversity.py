@@ -41,8 +41,8 @@ from . import diagnose
 from .common import (CheckFailure, attempt, by_owner, call_keeping, check, close,
                      construct, current_dims, differs, expect_close, expect_tensor, fail,
                      generator, given, is_class, is_module, judge_construct, load_weights,
-                     observe, passed, raised, random_inputs, reference, revive, step_mistakes,
-                     type_name)
+                     observe, passed, raised, random_inputs, reference, refusal, revive,
+                     step_mistakes, type_name)
 
 IGNORE_INDEX = -100  # F.cross_entropy's default ignore_index: positions with no target
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
@@ -834,6 +834,11 @@ PRUNE_TRAINING = ("your pruned module is in training mode while mha is in eval m
 PRUNE_ALWAYS_EVAL = ("mha is in training mode here but your pruned module is in eval mode: "
                      "copy the original's mode, .train(mha.training), rather than always "
                      "calling .eval() (a model pruned mid-training goes on training).")
+PRUNE_NO_DROPOUT = ("in training mode your pruned module gave the same output twice for the same "
+                    "inputs although mha has dropout = {p}: its dropout is off. Build it with "
+                    "dropout=mha.dropout (everything but the number of heads as in mha).")
+PRUNE_REFUSAL = ("prune_heads(mha, {bad}) {what}: {why}; the exercise asks for ValueError "
+                 "there (check the indices before building anything).")
 PRUNE_RANDOM = ("the pruned module gave two different outputs for the same inputs: mha is in "
                 "eval mode, where dropout is off and the output is the same on every call; the "
                 "pruned copy must be in mha's mode (.train(mha.training)) and compute what mha "
@@ -881,7 +886,9 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
     heads' rows of q_proj, k_proj, v_proj, their columns of out_proj, out_proj.bias, and mha's
     mode; its output equals mha's with the removed heads' gates at 0. mha has dropout > 0
     and is in eval mode, so that a copy left in training mode (where a new module starts)
-    gives random outputs."""
+    gives random outputs; then in training mode, where the copy must be too, with its
+    dropout on. fn raises ValueError for a head index outside [0, num_heads) and when no head
+    would be left."""
     kwargs, where = _spec(cls, d_model, num_heads, query_size, key_size, value_size, bias,
                           dropout)
     P = _module_params(d_model, query_size, key_size, value_size, bias, dtype, seed)
@@ -974,5 +981,18 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
     raised(error, f"{name} with mha in training mode")
     if is_module(in_training) and differs(getattr(in_training, "training", None), True):
         fail(f"{name}: {PRUNE_ALWAYS_EVAL}")
+    if dropout and is_module(in_training):  # mha's dropout, seen where it acts: training mode
+        outputs = [_forward_result(observe(in_training, *(x.clone() for x in inputs)),
+                                   "the pruned module in training mode")[0] for _ in range(2)]
+        if all(isinstance(o, torch.Tensor) for o in outputs) and close(
+                outputs[0].detach().cpu(), outputs[1].detach().cpu(), dtype):
+            fail(f"{name}: " + PRUNE_NO_DROPOUT.format(p=dropout))
+    # the refusals the exercise specifies: an index outside [0, num_heads), no head left
+    for bad, why in (([h], f"there is no head {h} (the heads are 0 .. {h - 1})"),
+                     (list(range(h)), "no head would be left")):
+        error = refusal(fn, module, bad)
+        if error is None or error[0] != "ValueError":
+            what = "did not raise" if error is None else f"raised {error[0]}: {error[1]}"
+            fail(PRUNE_REFUSAL.format(bad=bad, what=what, why=why))
     passed(f"prune_heads: {where} ({dtype}) without heads {remove} -> {len(keep)} heads of "
            f"head_dim {hd}; its output equals the original's with those heads masked")

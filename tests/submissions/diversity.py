@@ -70,7 +70,7 @@ def prune_heads(mha, heads_to_remove):
     w = mha.out_proj.weight
     new = MultiHeadAttention(mha.d_model, len(keep), query_size=mha.query_size,
                              key_size=mha.key_size, value_size=mha.value_size, bias=mha.bias,
-                             head_dim=hd, dtype=w.dtype, device=w.device)
+                             dropout=mha.dropout, head_dim=hd, dtype=w.dtype, device=w.device)
     state = {}
     for name, tensor in mha.state_dict().items():
         proj, kind = name.split(".")
@@ -142,7 +142,8 @@ def prune_heads(mha, heads_to_remove):
     p = mha.q_proj.weight
     new = MultiHeadAttention(mha.d_model, len(keep), query_size=mha.query_size,
                              key_size=mha.key_size, value_size=mha.value_size, bias=mha.bias,
-                             head_dim=mha.head_dim, dtype=p.dtype, device=p.device)
+                             head_dim=mha.head_dim, dropout=mha.dropout, dtype=p.dtype,
+                             device=p.device)
     w = mha.head_weights()           # query (h, in, hd) ... output (h, hd, d_model)
     for proj, block, bias in ((new.q_proj, w.query, w.query_bias),
                               (new.k_proj, w.key, w.key_bias),
@@ -351,7 +352,11 @@ _PRUNE = '''
 @torch.no_grad()
 def prune_heads(mha, heads_to_remove):
     h, hd = mha.num_heads, mha.head_dim
+    if not set(heads_to_remove) <= set(range(h)):
+        raise ValueError(f"heads_to_remove must lie in [0, {h})")
     keep = [k for k in range(h) if k not in heads_to_remove]
+    if not keep:
+        raise ValueError(f"cannot remove all {h} heads")
     ref = mha.out_proj.weight
     new = MultiHeadAttention(mha.d_model, len(keep), query_size=mha.query_size,
                              key_size=mha.key_size, value_size=mha.value_size, bias=mha.bias,
@@ -555,6 +560,18 @@ def head_similarity(weights):
     "ablation_mean_of_losses": _ablation(
         _LOSS, _LOSS.replace("first_target))\n", "first_target)) / 2\n"),
         r"averaged the two losses"),
+    # promises of the exercise's text that no check exercised before: mha's dropout, and the
+    # ValueError for an index outside [0, num_heads)
+    "prune_forgets_dropout": _prune("dropout=mha.dropout, head_dim=hd,", "head_dim=hd,",
+                                    r"its dropout is off.*dropout=mha\.dropout"),
+    "prune_no_index_check": Bug(
+        cells={"prune_heads": _edit(
+            CORRECT["diagonal_loops_state_dict"]["prune_heads"],
+            "    if any(k < 0 or k >= h for k in heads_to_remove):\n"
+            "        raise ValueError(f\"head indices must be in [0, {h})\")\n", "")},
+        fails=["test_prune_heads"], diagnosis=r"prune_heads\(mha, \[4\]\) did not raise.*"
+                                              r"ValueError",
+        notes="an unknown head index is ignored silently instead of refused"),
     "identical_last_head_missed": Bug(
         cells={"make_heads_identical": _edit(
             CORRECT["diagonal_loops_state_dict"]["make_heads_identical"],
