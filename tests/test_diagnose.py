@@ -229,3 +229,26 @@ def test_wrong_type_names_what_came_back_against_the_documented_return():
     assert diagnose.wrong_type("NoneType", documented).startswith("the returned value is None")
     assert diagnose.wrong_type(documented, documented) is None
     assert diagnose.FAMILY_PATTERN.search(diagnose.explained("f(x)", reason))
+
+
+# ------------------------------------------------------------------ in place, states
+
+def test_changed_in_place_counts_the_entries_a_call_changed_and_nothing_else():
+    before = heads(9)
+    after = before.clone()
+    after[:, :, 0] = 0
+    reason = diagnose.changed_in_place("its input weights", before, after)
+    assert reason == ("it changed its input weights in place: 24 of 120 entries differ from "
+                      "what was passed in")
+    assert diagnose.FAMILY_PATTERN.search(diagnose.explained("f(x)", reason))
+    assert diagnose.changed_in_place("x", before, before.clone()) is None
+    nan = torch.full((3,), float("nan"))
+    assert diagnose.changed_in_place("x", nan, nan.clone()) is None   # NaN stays NaN
+    assert diagnose.changed_in_place("x", before, before[0]) is None  # another shape
+
+
+def test_wrong_state_names_the_state_found_and_the_one_expected():
+    reason = diagnose.wrong_state("mode", "training", "eval", " (mha's mode)")
+    assert reason == "its mode is training where it should be eval (mha's mode)"
+    assert diagnose.FAMILY_PATTERN.search(diagnose.explained("f(x)", reason))
+    assert diagnose.wrong_state("mode", "eval", "eval") is None

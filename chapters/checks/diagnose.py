@@ -70,6 +70,9 @@ MESSAGES = {
     "zeros": "every entry is 0 where the right answer is not: nothing was written into it "
              "(a new tensor, or a new layer's bias, starts at zeros) or it was set to 0",
     "returned_type": "the returned value is {got} where the exercise documents {want}",
+    "in_place": "it changed {what} in place: {count} of {total} entries differ from what was "
+                "passed in",
+    "state": "its {quantity} is {got} where it should be {want}{why}",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -483,7 +486,7 @@ def explained(name, reason):
 FAMILY_PATTERN = re.compile("|".join(
     re.escape(MESSAGES[key].split("{")[0]) for key in
     ("swap", "view", "reversed", "factors", "times", "plus", "shifted", "complement",
-     "diagonal", "localized", "step", "zeros", "returned_type")) + r"|has \d+(?: = \w+)* entries; it should have"
+     "diagonal", "localized", "step", "zeros", "returned_type", "in_place", "state")) + r"|has \d+(?: = \w+)* entries; it should have"
     r"|the sizes are right but the axes|an extra axis of size|it lacks the \S+ axis"
     r"|\(the sizes in it: ")
 
@@ -508,3 +511,27 @@ def wrong_type(got, want):
         return None
     shown = "None" if got in ("None", "NoneType") else f"an object of type {got}"
     return MESSAGES["returned_type"].format(got=shown, want=want)
+
+
+# ----------------------------------------------------------------- in place, states
+
+def changed_in_place(what, before, after):
+    """The in-place family: `after` (an argument as the student's call left it) differs from
+    `before` (as it was passed in), same shape; `what` names the argument in the exercise's
+    words ("its input weights", "mha's q_proj.weight"). None when nothing changed."""
+    if not (isinstance(after, torch.Tensor) and tuple(after.shape) == tuple(before.shape)):
+        return None
+    a, b = after.detach().cpu().double(), before.detach().cpu().double()
+    changed = ~((a == b) | (torch.isnan(a) & torch.isnan(b)))
+    if not bool(changed.any()):
+        return None
+    return MESSAGES["in_place"].format(what=what, count=int(changed.sum()), total=b.numel())
+
+
+def wrong_state(quantity, got, want, why=""):
+    """The state family: a state that the exercise fixes (a module's training/eval mode, its
+    dropout, a cache's length ...) is `got` where `want` is right; `why` (" (mha's mode)")
+    says what fixes it. None when they agree."""
+    if got == want:
+        return None
+    return MESSAGES["state"].format(quantity=quantity, got=got, want=want, why=why)

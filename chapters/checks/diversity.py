@@ -74,6 +74,15 @@ def _returned(result, name, documented, ok, advice=""):
              + (f" {advice}" if advice else ""))
 
 
+def _unchanged(name, what, before, after, advice="Compute new tensors instead."):
+    """Fails unless `after` (an argument as the call left it) equals `before`, naming the
+    change (diagnose.changed_in_place)."""
+    if isinstance(after, torch.Tensor) and torch.equal(after.detach().cpu(), before.cpu()):
+        return
+    reason = diagnose.changed_in_place(what, before, after) or f"it changed {what} in place"
+    fail(f"{diagnose.explained(name, reason)} {advice}")
+
+
 def _shape_words(got, want, axes):
     """" In words: <the wrong_shape family's sentence>." for a shape `got` where `want`
     (axes: its axes' names, "(num_heads,)") is documented; "" when none fits."""
@@ -94,52 +103,13 @@ def _pair(result, name):
 
 
 # ----------------------------------------------------------------------------- exercise 1
-PREV_DIAGONAL = ("you read the main diagonal weights[..., i, i], each query attending to "
-                 "itself. The previous token of query i is key i-1: weights[..., i, i-1], "
-                 "the diagonal below the main one (torch.diagonal(weights, offset=-1, "
-                 "dim1=-2, dim2=-1)).")
-ABOVE_DIAGONAL = ("{what} is 0 for every head: you read entries above the diagonal ({where}), "
-                  "which the causal mask sets to 0. Rows are queries and columns are keys: "
-                  "{right}.")
-PREV_ROW_1 = ("you included query position 1, whose previous token is position 0, the first "
-              "token itself: there the two relations cannot be told apart. Average over query "
-              "positions i >= 2 only.")
-ROWS_ALL = ("you included query positions {rows}, where the first token is also the previous "
-            "token (row 1) or the only key (row 0). Average over query positions i >= 2 only.")
-SUMMED = ("you summed over {what} instead of averaging: each score is a mean attention weight, "
-          "between 0 and 1.")
-SWAPPED = "prev and first are swapped: return (prev, first), in that order."
-
-
 @reference
 def _relation_answers(w64):
-    """(expected prev, expected first, {bug message: prev}, {bug message: first}) in float64,
-    for the weights w64 (B, h, L, L) in float64: the mean weights on keys i-1 and 0 over
-    the query positions i >= 2."""
-    h, L = w64.shape[1], w64.shape[-1]
-    i, j = torch.arange(2, L), torch.arange(1, L)
-    exp_prev, exp_first = w64[:, :, i, i - 1].mean((0, 2)), w64[:, :, i, 0].mean((0, 2))
-    zeros = torch.zeros(h, dtype=torch.float64)
-    prev_bugs = {
-        PREV_DIAGONAL: w64[:, :, i, i].mean((0, 2)),
-        ABOVE_DIAGONAL.format(what="prev", where="key i+1 of query i, or weights[..., i-1, i] "
-                                                 "with query and key swapped",
-                              right="the previous token of query i is weights[..., i, i-1]"):
-            zeros,
-        PREV_ROW_1: w64[:, :, j, j - 1].mean((0, 2)),
-        SUMMED.format(what="the query positions"): w64[:, :, i, i - 1].sum(2).mean(0),
-        SWAPPED: exp_first,
-    }
-    first_bugs = {
-        ROWS_ALL.format(rows="0 and 1"): w64[:, :, :, 0].mean((0, 2)),
-        ROWS_ALL.format(rows="1"): w64[:, :, 1:, 0].mean((0, 2)),
-        ABOVE_DIAGONAL.format(what="first", where="weights[..., 0, i], query 0 attending to "
-                                                  "key i",
-                              right="the first token of query i is weights[..., i, 0]"): zeros,
-        SUMMED.format(what="the query positions"): w64[:, :, i, 0].sum(2).mean(0),
-        SWAPPED: exp_prev,
-    }
-    return exp_prev, exp_first, prev_bugs, first_bugs
+    """(expected prev, expected first) in float64, (num_heads,) each, for the weights w64
+    (B, h, L, L) in float64: the mean weights on keys i-1 and 0 over the query positions
+    i >= 2. (The mistakes come from the exercise's formula, formulas.relation_formula.)"""
+    i = torch.arange(2, w64.shape[-1])
+    return w64[:, :, i, i - 1].mean((0, 2)), w64[:, :, i, 0].mean((0, 2))
 
 
 @check
@@ -152,8 +122,7 @@ def relation_scores(fn, *, seed=0, B=3, num_heads=2, L=6, dtype=torch.float32, d
     name = "relation_scores(weights)"
     result, (after,) = call_keeping(fn, weights, name=name)
     prev, first = _pair(result, name)
-    if not (isinstance(after, torch.Tensor) and torch.equal(after, original)):
-        fail(f"{name} changed its input in place; compute new tensors instead.")
+    _unchanged(name, "its input weights", original, after)
     h = num_heads
     for label, value in (("prev", prev), ("first", first)):
         expect_tensor(value, f"{name}: {label}")
@@ -166,13 +135,11 @@ def relation_scores(fn, *, seed=0, B=3, num_heads=2, L=6, dtype=torch.float32, d
                       shape_names="(num_heads,)")
     prev, first = prev.detach().cpu(), first.detach().cpu()
 
-    exp_prev, exp_first, prev_bugs, first_bugs = _relation_answers(w64)
     hint = ("For each query position i >= 2, take the weight on key i-1 (prev) and on key 0 "
             "(first), then average over the batch and over i.")
-    for label, value, expected, bugs in (("prev", prev, exp_prev, prev_bugs),
-                                         ("first", first, exp_first, first_bugs)):
+    for label, value, expected in zip(("prev", "first"), (prev, first), _relation_answers(w64)):
         expect_close(value, expected.to(dtype), f"{name}: {label}", dtype=dtype, hint=hint,
-                     axes=["head {}"], bugs={m: c.to(dtype) for m, c in bugs.items()},
+                     axes=["head {}"],
                      mistakes=step_mistakes("relation score", {"weights": w64},
                                             current_dims(), relation=label))
     passed(f"relation_scores: weights (B, num_heads, L, L) = {tuple(weights.shape)} ({dtype}) -> "
@@ -576,8 +543,7 @@ def head_similarity(fn, *, seed=0, B=4, num_heads=3, Lq=5, Lk=None, dtype=torch.
     original = weights.clone()
     name = "head_similarity(weights)"
     out, (after,) = call_keeping(fn, weights, name=name)
-    if not (isinstance(after, torch.Tensor) and torch.equal(after, original)):
-        fail(f"{name} changed its input in place; compute new tensors instead.")
+    _unchanged(name, "its input weights", original, after)
     h = num_heads
     expect_tensor(out, name)
     if tuple(out.shape) == (B, h, h):
@@ -787,10 +753,9 @@ def ablation_importance(fn, *, seed=0, N=16, L=6, vocab_size=11, d_model=12, num
     # the model's parameters after the call, read back by value
     state = dict(model.state_dict())
     for key, value in params.items():
-        after = state.get(key)
-        if not (isinstance(after, torch.Tensor) and torch.equal(after.detach().cpu(), value)):
-            fail(f"{name} changed the model's parameter {key}: switch heads off with the "
-                 "head_mask argument of the model, not by editing its weights.")
+        _unchanged(name, f"the model's parameter {key}", value, state.get(key),
+                   "Switch heads off with the head_mask argument of the model, not by "
+                   "editing its weights.")
     h = num_heads
     _returned(out, name, "a (num_heads,) torch.Tensor", lambda r: isinstance(r, torch.Tensor))
     expect_tensor(out, name, shape=(h,), shape_names="(num_heads,)")
@@ -828,13 +793,13 @@ PRUNE_BIAS = ("{p} was not copied from the original module: keep the biases of t
               "({p} of the kept heads' rows{extra}).")
 PRUNE_OUT_BIAS = ("out_proj.bias was not copied: it belongs to no head, so the pruned module "
                   "keeps it unchanged.")
-PRUNE_TRAINING = ("your pruned module is in training mode while mha is in eval mode, so its "
+PRUNE_TRAINING = ("Your pruned module is in training mode while mha is in eval mode, so its "
                   "dropout is on and its output changes from call to call: a new module starts "
                   "in training mode; copy the original's mode with .train(mha.training).")
 PRUNE_ALWAYS_EVAL = ("mha is in training mode here but your pruned module is in eval mode: "
                      "copy the original's mode, .train(mha.training), rather than always "
                      "calling .eval() (a model pruned mid-training goes on training).")
-PRUNE_NO_DROPOUT = ("in training mode your pruned module gave the same output twice for the same "
+PRUNE_NO_DROPOUT = ("In training mode your pruned module gave the same output twice for the same "
                     "inputs although mha has dropout = {p}: its dropout is off. Build it with "
                     "dropout=mha.dropout (everything but the number of heads as in mha).")
 PRUNE_REFUSAL = ("prune_heads(mha, {bad}) {what}: {why}; the exercise asks for ValueError "
@@ -923,9 +888,11 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
             fail(f"{name} returned mha itself: build and return a new module and leave mha as "
                  "it is.")
     for key, value in _params(original, where).items():  # mha's values, read back
-        if key not in P or not torch.equal(value.double().cpu(), P[key]):
-            fail(f"{name} changed the original module's {key}: leave mha as it is and build a "
+        if key not in P:
+            fail(f"{name} added {key} to the original module: leave mha as it is and build a "
                  "new module.")
+        _unchanged(name, f"mha's {key}", P[key], value.double(),
+                   "Leave mha as it is and build a new module.")
     _returned(new, name, "a new, smaller MultiHeadAttention module", is_module)
     if differs(got_hd, hd):
         fail(f"{name}: " + HEAD_DIM_CHANGED.format(got=got_hd, hd=hd))
@@ -963,7 +930,8 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
                           "(weights and biases) and the same columns of out_proj.weight, for "
                           "each kept head k; keep out_proj.bias.")
     if differs(training, False):  # mha's mode: _build put it in eval mode
-        fail(f"{name}: {PRUNE_TRAINING}")
+        fail(diagnose.explained(f"{name}: the pruned module", diagnose.wrong_state(
+            "mode", "training", "eval", " (mha's mode)")) + f" {PRUNE_TRAINING}")
     output, _ = _forward_result(forward, "the pruned module")
     expect_tensor(output, f"{name}: output of the pruned module", device=device)
     repeated, _ = _forward_result(again, "the pruned module")
@@ -980,13 +948,16 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
     in_training, error = attempt(fn, module, list(remove))
     raised(error, f"{name} with mha in training mode")
     if is_module(in_training) and differs(getattr(in_training, "training", None), True):
-        fail(f"{name}: {PRUNE_ALWAYS_EVAL}")
+        fail(diagnose.explained(f"{name}: the pruned module", diagnose.wrong_state(
+            "mode", "eval", "training", " (mha's mode)")) + f" {PRUNE_ALWAYS_EVAL}")
     if dropout and is_module(in_training):  # mha's dropout, seen where it acts: training mode
         outputs = [_forward_result(observe(in_training, *(x.clone() for x in inputs)),
                                    "the pruned module in training mode")[0] for _ in range(2)]
         if all(isinstance(o, torch.Tensor) for o in outputs) and close(
                 outputs[0].detach().cpu(), outputs[1].detach().cpu(), dtype):
-            fail(f"{name}: " + PRUNE_NO_DROPOUT.format(p=dropout))
+            fail(diagnose.explained(f"{name}: the pruned module", diagnose.wrong_state(
+                "dropout", "off", f"on, p = {dropout}", " (mha's)"))
+                 + " " + PRUNE_NO_DROPOUT.format(p=dropout))
     # the refusals the exercise specifies: an index outside [0, num_heads), no head left
     for bad, why in (([h], f"there is no head {h} (the heads are 0 .. {h - 1})"),
                      (list(range(h)), "no head would be left")):

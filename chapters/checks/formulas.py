@@ -234,29 +234,35 @@ def relation_formula(dims, relation):
         return step
 
     right, other = ((lambda i: i - 1), (lambda i: 0 * i))
+    right_key, other_name = "key i-1", "first"
     if relation == "first":
         right, other = other, right
-    if relation == "prev":
-        keys = {"reads key 0 (the first token: that is `first`, the other score of the pair)":
-                pick(other)}
-    else:  # (before the entry above the diagonal below: both read a 0 of the causal mask)
+        right_key, other_name = "key 0", "prev"
+    other_key = "key 0" if relation == "prev" else "key i-1"
+    keys = {f"reads {other_key} instead of {right_key}: that is `{other_name}` (are prev and "
+            "first swapped? return RelationScores(prev, first))": pick(other)}
+    if relation == "first":  # (before the entry above the diagonal: both read the mask's 0)
         keys = {"reads row 0, weights[..., 0, i] (query 0 on key i), instead of column 0, "
                 "weights[..., i, 0] (query i on key 0)": pick(lambda i: i, query=lambda i: 0 * i),
-                "reads key i-1 (the previous token: that is `prev`, the other score of the "
-                "pair)": pick(other)}
-    keys.update({"reads key i (the main diagonal: each query on itself)": pick(lambda i: i),
-                 "reads an entry above the diagonal, which the causal mask sets to 0 (key i+1 "
-                 "of query i, or weights[..., i-1, i] with query and key exchanged)":
-                     pick(lambda i: i, query=lambda i: i - 1)})
+                **keys}
+    keys.update({
+        f"reads key i (the main diagonal, each query on itself) instead of {right_key}":
+            pick(lambda i: i),
+        "reads an entry above the diagonal (key i+1 of query i, or weights[..., i-1, i] with "
+        f"query and key exchanged) instead of {right_key}: the causal mask sets those to 0":
+            pick(lambda i: i, query=lambda i: i - 1)})
     steps = [("query positions", rows(2)),
              ("key", pick(right)),
              ("average", lambda picked, _x: picked.mean((0, 2)))]
     variants = {
-        "query positions": {"starts at i = 1, where the previous token is the first token, "
-                            "instead of i = 2": rows(1),
-                            "takes every query position i >= 0 instead of i >= 2": rows(0)},
+        "query positions": {"starts at i = 1 instead of i = 2: at i = 1 the previous token is "
+                            "the first token, a row that cannot tell the two relations apart":
+                            rows(1),
+                            "takes every query position from i = 0 instead of i >= 2: rows 0 "
+                            "and 1 cannot tell the two relations apart": rows(0)},
         "key": keys,
-        "average": {"sums over the query positions instead of averaging":
+        "average": {"sums over the query positions instead of averaging (each score is a mean "
+                    "attention weight, between 0 and 1)":
                     lambda picked, _x: picked.sum(2).mean(0),
                     "sums over the batch instead of averaging":
                     lambda picked, _x: picked.sum(0).mean(-1)}}

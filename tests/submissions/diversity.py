@@ -210,7 +210,7 @@ def relation_scores(weights):
     return RelationScores(weights[:, :, i, i].mean((0, 2)), weights[:, :, i, 0].mean((0, 2)))
 '''},
         fails=["test_relation_scores"],
-        diagnosis=r"main diagonal.*key i-1",
+        diagnosis=r"prev is wrong: .*reads key i \(the main diagonal.* instead of key i-1",
         notes="reads weights[i, i] (the query itself) instead of weights[i, i-1]"),
     "identical_out_proj_rows": Bug(
         cells={"make_heads_identical": '''
@@ -281,7 +281,7 @@ def relation_scores(weights):
     return RelationScores(prev.mean((0, 2)), weights[..., 0].mean((0, 2)))
 '''},
         fails=["test_relation_scores"],
-        diagnosis=r"included query position 1.*i >= 2",
+        diagnosis=r"prev is wrong: .*starts at i = 1 instead of i = 2",
         notes="averages over every row, where i-1 and 0 coincide (i = 1) or i = 0 has one key"),
     "identical_no_bias": Bug(
         cells={"make_heads_identical": '''
@@ -410,16 +410,17 @@ BUGS.update({
     # --- relation_scores: axes and averaging
     "scores_above_diagonal": _scores(
         _PREV, "on_prev = torch.diagonal(weights, offset=1, dim1=-2, dim2=-1)[..., 1:]",
-        r"prev is 0 for every head.*above the diagonal"),
+        r"prev is wrong: .*above the diagonal .*causal mask sets those to 0"),
     "scores_query_key_swapped": _scores(_PREV, "on_prev = weights[:, :, i - 1, i]",
-                                        r"prev is 0 for every head.*query and key swapped"),
+                                        r"prev is wrong: .*weights\[\.\.\., i-1, i\] with query and key exchanged"),
     "scores_first_row_not_column": _scores(_FIRST, "on_first = weights[:, :, 0, i]",
-                                           r"first is 0 for every head.*weights\[\.\.\., i, 0\]"),
+                                           r"first is wrong: .*reads row 0.*instead of column 0, weights\[\.\.\., i, 0\]"),
     "scores_fields_swapped": _scores(
-        _MEANS, "return RelationScores(on_first.mean((0, 2)), on_prev.mean((0, 2)))", r"swapped"),
+        _MEANS, "return RelationScores(on_first.mean((0, 2)), on_prev.mean((0, 2)))",
+        r"prev is wrong: .*reads key 0 instead of key i-1.*prev and first swapped"),
     "scores_summed_over_queries": _scores(
         _MEANS, "return RelationScores(on_prev.sum(2).mean(0), on_first.mean((0, 2)))",
-        r"summed over the query positions"),
+        r"sums over the query positions instead of averaging"),
     "scores_averaged_over_heads": _scores(
         _MEANS, "return RelationScores(on_prev.mean((1, 2)), on_first.mean((1, 2)))",
         r"num_heads axis has 3 = B entries"),
@@ -431,7 +432,7 @@ BUGS.update({
         r"returned value is an object of type Tensor where .*pair.*one tensor of shape"),
     "scores_zeroes_input_in_place": _scores(
         _PREV, "weights[:, :, 0] = 0      # the first query has no previous token\n"
-               "    on_prev = weights[:, :, i, i - 1]", r"changed its input in place"),
+               "    on_prev = weights[:, :, i, i - 1]", r"changed its input weights in place"),
     "scores_float64_result": _scores(
         _MEANS, "return RelationScores(on_prev.double().mean((0, 2)), on_first.mean((0, 2)))",
         r"dtype"),
@@ -532,7 +533,7 @@ def head_similarity(weights):
         "    for old, small in zip(",
         "    for k in heads_to_remove:   # switch the removed heads off first\n"
         "        mha.q_proj.weight[k * hd:(k + 1) * hd] = 0\n    for old, small in zip(",
-        r"changed the original module's q_proj\.weight"),
+        r"changed mha's q_proj\.weight in place"),
     "prune_default_dtype": Bug(
         cells={"prune_heads": _edit(_PRUNE, "device=ref.device,\n                             dtype=ref.dtype)", ")")},
         fails=["test_prune_heads"], diagnosis=r"dtype", notes="hidden only: float64"),
@@ -545,7 +546,7 @@ def head_similarity(weights):
 BUGS.update({
     "prune_new_module_in_train_mode": _prune(
         "    return new.train(mha.training)\n", "    return new\n",
-        r"your pruned module is in training mode.*\.train\(mha\.training\)"),
+        r"Your pruned module is in training mode.*\.train\(mha\.training\)"),
     "prune_always_eval": _prune(
         "    return new.train(mha.training)\n", "    return new.eval()\n",
         r"mha is in training mode here but your pruned module is in eval mode"),
