@@ -180,7 +180,7 @@ def make_heads_identical(mha):
                                    "        del keep[int(k)]\n")},
         fails=["test_prune_heads"],
         diagnosis=r"(?i)shift|order|ascending|indices|del\b|kept heads",
-        notes="false pass: every test removes one head or lists heads_to_remove in descending order"),
+        notes="every test removes one head or lists heads_to_remove in descending order"),
     # The new layer built with the default input sizes.
     "prune_forgets_input_sizes": Bug(
         cells={"prune_heads": edit(_PRUNE, "query_size=mha.query_size,\n                             key_size=mha.key_size, value_size=mha.value_size, bias=mha.bias,",
