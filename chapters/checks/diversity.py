@@ -485,51 +485,12 @@ def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size
 
 
 # ----------------------------------------------------------------------------- exercise 3
-NOT_NORMALISED = ("the similarity is not normalised: divide each flattened map by its norm "
-                  "(cosine similarity), so that every head has similarity 1 with itself. A raw "
-                  "dot product grows with how concentrated the maps are.")
-PER_ROW = ("you compared the maps one query row at a time: flatten each head's (Lq, Lk) map "
-           "into one vector of Lq * Lk numbers, then take the cosine of those vectors.")
-MEAN_MAPS = ("you averaged the maps over the batch before comparing them: compute the cosine "
-             "similarity for each example, then average the (num_heads, num_heads) matrices "
-             "over the batch.")
-BATCH_FLATTENED = ("you flattened the batch into each head's vector (one cosine over all "
-                   "examples at once): compute the cosine for each example separately, then "
-                   "average over the batch.")
-CENTERED = ("you subtracted each map's mean (a Pearson correlation): the cosine similarity "
-            "uses the maps as they are.")
-WRONG_AXIS = ("you normalised along the wrong axis: each head's flattened map (B, num_heads, "
-              "Lq * Lk) must have norm 1 along its last axis, not along the heads.")
-SUMMED_BATCH = "you summed over the batch: average the per-example matrices instead."
-DIVIDED_BY_SIZE = ("you divided the dot products by the number of entries Lq * Lk: the cosine "
-                   "divides each dot product by the two maps' norms, |a| |b| (or normalise each "
-                   "flattened map first), so that every head has similarity 1 with itself.")
-
-
 @reference
 def _similarity_answers(w64):
-    """(expected, {bug message: output}) in float64, (h, h) each, for the weights w64
-    (B, h, Lq, Lk) in float64."""
-    Lq = w64.shape[2]
-    flat = w64.flatten(2)                                                # (B, h, Lq*Lk)
-    unit = F.normalize(flat, dim=-1)
-    expected = (unit @ unit.transpose(1, 2)).mean(0)                     # (h, h)
-    rows = F.normalize(w64, dim=-1)                                      # (B, h, Lq, Lk)
-    mean_maps = F.normalize(w64.mean(0).flatten(1), dim=-1)              # (h, Lq*Lk)
-    batch_flat = F.normalize(w64.transpose(0, 1).flatten(1), dim=-1)     # (h, B*Lq*Lk)
-    centered = F.normalize(flat - flat.mean(-1, keepdim=True), dim=-1)
-    wrong_axis = F.normalize(flat, dim=1)
-    bugs = {
-        NOT_NORMALISED: (flat @ flat.transpose(1, 2)).mean(0),
-        PER_ROW: torch.einsum("bhqk,bgqk->bhg", rows, rows).mean(0) / Lq,
-        MEAN_MAPS: mean_maps @ mean_maps.T,
-        BATCH_FLATTENED: batch_flat @ batch_flat.T,
-        CENTERED: (centered @ centered.transpose(1, 2)).mean(0),
-        WRONG_AXIS: (wrong_axis @ wrong_axis.transpose(1, 2)).mean(0),
-        SUMMED_BATCH: (unit @ unit.transpose(1, 2)).sum(0),
-        DIVIDED_BY_SIZE: (flat @ flat.transpose(1, 2)).mean(0) / flat.shape[-1],
-    }
-    return expected, bugs
+    """The expected (h, h) similarities in float64 for the weights w64 (B, h, Lq, Lk) in
+    float64. (The mistakes come from the exercise's formula, formulas.similarity_formula.)"""
+    unit = F.normalize(w64.flatten(2), dim=-1)                           # (B, h, Lq*Lk)
+    return (unit @ unit.transpose(1, 2)).mean(0)                         # (h, h)
 
 
 @check
@@ -554,9 +515,7 @@ def head_similarity(fn, *, seed=0, B=4, num_heads=3, Lq=5, Lk=None, dtype=torch.
                   shape_names="(num_heads, num_heads)")
     out = out.detach().cpu()
 
-    expected, bugs = _similarity_answers(w64)
-    expect_close(out, expected.to(dtype), name, bugs={m: c.to(dtype) for m, c in bugs.items()},
-                 dtype=dtype, axes=["head {} (rows)", "head {} (columns)"],
+    expect_close(out, _similarity_answers(w64).to(dtype), name, dtype=dtype, axes=["head {} (rows)", "head {} (columns)"],
                  mistakes=step_mistakes("head similarity", {"weights": w64}, current_dims()),
                  hint="Flatten each head's map, normalise it to length 1, take the dot products "
                       "between heads, average over the batch.")
@@ -656,23 +615,6 @@ def _ablation_inputs(seed, N, L, vocab_size, d_model, num_heads, dtype):
     return params, (tokens, prev, first)
 
 
-KEPT_ONLY_K = ("you switched off every head except head k: the ablation of head k sets only "
-               "its own gate to 0 (head_mask = ones, then head_mask[k] = 0) and leaves the other "
-               "heads on.")
-NOT_SUBTRACTED = ("you returned the loss with head k masked: return the increase, that loss "
-                  "minus the loss with all heads on.")
-SIGN = ("the sign is reversed: the importance is L(head k off) - L(all heads on), positive "
-        "when the head helps.")
-ONE_RELATION = ("only the {rel} loss was used: the model's loss is loss_prev + loss_first "
-                "(relation_losses), as in train().")
-SUMMED_LOSS = ("you summed the cross-entropy over positions: use its mean (F.cross_entropy's "
-               "default reduction), as train() does.")
-MEAN_OF_LOSSES = ("you averaged the two losses, (loss_prev + loss_first) / 2: the model's loss "
-                  "is their sum, loss_prev + loss_first (relation_losses), as in train().")
-GRADIENT = ("that is the gradient score |dL/d gate_k| (Michel et al.), not the ablation: set "
-            "head k's gate to 0 and measure how much the loss grows.")
-
-
 def _ablation_setup(params, batch, L, vocab_size, d_model, num_heads, device):
     """(GatedModel holding `params`, Batch of `batch`'s tensors), on device: the lab that
     ablation_importance builds where the student's code runs (common.given)."""
@@ -682,60 +624,20 @@ def _ablation_setup(params, batch, L, vocab_size, d_model, num_heads, device):
 
 @reference
 def _ablation_answers(params, batch, N, L, vocab_size, d_model, num_heads, dtype, device):
-    """(expected, {bug message: output}), (h,) each on the CPU, for the model holding
-    `params` and `batch` (_ablation_inputs)."""
+    """The expected importances, (h,) on the CPU, for the model holding `params` and `batch`
+    (_ablation_inputs): loss with head k's gate at 0 minus the loss with no mask, loss =
+    mean cross-entropy of prev + that of first. (The mistakes come from the exercise's
+    formula, formulas.ablation_formula.)"""
     model, batch = _ablation_setup(params, batch, L, vocab_size, d_model, num_heads, device)
-    h = num_heads
 
-    def losses(gates=None):
-        """(loss_prev, loss_first): mean cross-entropy of each relation (IGNORE_INDEX
-        skipped)."""
+    def loss(gates=None):
         logits_prev, logits_first, _ = model(batch.tokens, head_mask=gates)
-        return (F.cross_entropy(logits_prev.flatten(0, 1), batch.prev_target.flatten()),
-                F.cross_entropy(logits_first.flatten(0, 1), batch.first_target.flatten()))
+        return (F.cross_entropy(logits_prev.flatten(0, 1), batch.prev_target.flatten())
+                + F.cross_entropy(logits_first.flatten(0, 1), batch.first_target.flatten()))
 
     with torch.no_grad():
-        def gates(off=(), on=None):
-            kw = dict(dtype=dtype, device=device)
-            g = torch.ones(h, **kw) if on is None else torch.zeros(h, **kw)
-            for k in off:
-                g[k] = 0.0
-            if on is not None:
-                g[on] = 1.0
-            return g
-
-        base_prev, base_first = losses()
-        base = base_prev + base_first
-        masked = [losses(gates(off=[k])) for k in range(h)]
-        expected = torch.stack([p + f - base for p, f in masked])                # (h,)
-        only_k = torch.stack([sum(losses(gates(on=k))) - base for k in range(h)])
-
-        def summed(gate):
-            lp, lf, _ = model(batch.tokens, head_mask=gate)
-            return (F.cross_entropy(lp.flatten(0, 1), batch.prev_target.flatten(),
-                                    reduction="sum")
-                    + F.cross_entropy(lf.flatten(0, 1), batch.first_target.flatten(),
-                                      reduction="sum"))
-
-        summed_base = summed(None)
-        bugs = {
-            KEPT_ONLY_K: only_k,
-            NOT_SUBTRACTED: torch.stack([p + f for p, f in masked]),
-            SIGN: -expected,
-            ONE_RELATION.format(rel="prev"): torch.stack([p - base_prev for p, _ in masked]),
-            ONE_RELATION.format(rel="first"): torch.stack([f - base_first for _, f in masked]),
-            SUMMED_LOSS: torch.stack([summed(gates(off=[k])) - summed_base for k in range(h)]),
-            MEAN_OF_LOSSES: expected / 2,
-        }
-    g = torch.ones(N, h, dtype=dtype, device=device, requires_grad=True)
-    lp, lf, _ = model(batch.tokens, head_mask=g)
-    per_example = (F.cross_entropy(lp.transpose(1, 2), batch.prev_target, reduction="none")
-                   .sum(1) / (L - 1)
-                   + F.cross_entropy(lf.transpose(1, 2), batch.first_target, reduction="none")
-                   .mean(1))
-    per_example.sum().backward()
-    bugs[GRADIENT] = g.grad.abs().mean(0).detach()
-    return expected.cpu(), {m: c.cpu() for m, c in bugs.items()}
+        off = 1 - torch.eye(num_heads, dtype=dtype, device=device)   # row k: head k off
+        return torch.stack([loss(gates) for gates in off]).cpu() - loss().cpu()
 
 
 @check
@@ -761,14 +663,14 @@ def ablation_importance(fn, *, seed=0, N=16, L=6, vocab_size=11, d_model=12, num
     expect_tensor(out, name, shape=(h,), shape_names="(num_heads,)")
     out = out.detach().cpu()
 
-    expected, bugs = _ablation_answers(params, batch, N, L, vocab_size, d_model, num_heads,
-                                       dtype, device)
+    expected = _ablation_answers(params, batch, N, L, vocab_size, d_model, num_heads, dtype,
+                                 device)
     tokens, prev_target, first_target = batch
     mistakes = step_mistakes("ablation importance",
                              {**params, "tokens": tokens, "prev_target": prev_target,
                               "first_target": first_target}, current_dims(),
                              num_heads=num_heads, L=L, vocab_size=vocab_size, d_model=d_model)
-    expect_close(out, expected, name, bugs=bugs, dtype=torch.float32, axes=["head {}"],
+    expect_close(out, expected, name, dtype=torch.float32, axes=["head {}"],
                  mistakes=mistakes,
                  hint="For each head k: gates = torch.ones(num_heads), gates[k] = 0, loss of "
                       "model(tokens, head_mask=gates) minus the loss with no mask.")

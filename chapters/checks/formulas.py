@@ -293,6 +293,9 @@ def similarity_formula(dims):
             "once) instead of one cosine per example":
                 lambda _v, x: x["weights"].transpose(0, 1).flatten(1)[None]},  # (1, h, B*Lq*Lk)
         "normalise": {
+            "is left out: the dot products are not normalised (the cosine divides each "
+            "flattened map by its norm, so that every head has similarity 1 with itself)":
+                lambda maps, _x: maps,
             "runs along the heads axis (dim=1) instead of along each flattened map (dim=-1)":
                 lambda maps, _x: normalize(maps, dim=1),
             "subtracts each map's mean first (a Pearson correlation): the cosine takes the "
@@ -302,7 +305,7 @@ def similarity_formula(dims):
             "by each map's norm":
                 lambda maps, _x: maps / math.sqrt(maps.shape[-1])},
         "average over the batch": {"sums instead of averaging": lambda s, _x: s.sum(0)}}
-    return Formula(steps, variants, ["normalise"])
+    return Formula(steps, variants)
 
 
 FORMULAS["head similarity"] = similarity_formula
@@ -339,6 +342,19 @@ def ablation_formula(dims, num_heads, L, vocab_size, d_model):
             return list(1 - eye) if off_only else list(eye)
         return step
 
+    def gradient_score(_st, x):
+        """E_x |dL(x)/d gate_k| at gates = 1: each example's own gates (N, h)."""
+        tokens = x["tokens"]
+        gate = torch.ones(tokens.shape[0], h, dtype=torch.float64, requires_grad=True)
+        with torch.enable_grad():
+            logits_prev, logits_first, _ = model(x)(tokens, head_mask=gate)
+            per_example = sum(  # the mean over each example's positions with a target
+                cross_entropy(logits.transpose(1, 2), x[f"{p}_target"], reduction="none").sum(1)
+                / (x[f"{p}_target"] != -100).sum(1)
+                for p, logits in (("prev", logits_prev), ("first", logits_first)))
+            per_example.sum().backward()
+        return gate.grad.abs().mean(0)
+
     steps = [("gates", gates()),
              ("loss", loss()),
              ("baseline subtraction", lambda st, _x: st["masked"] - st["base"])]
@@ -355,7 +371,10 @@ def ablation_formula(dims, num_heads, L, vocab_size, d_model):
                  loss(combine=lambda parts: sum(parts) / 2)},
         "baseline subtraction": {"is the wrong way round: the loss with every head on minus "
                                  "the loss with head k off":
-                                 lambda st, _x: st["base"] - st["masked"]}}
+                                 lambda st, _x: st["base"] - st["masked"],
+                                 "is replaced by the gradient score |dL/d gate_k| (Michel et "
+                                 "al.), not the ablation: set head k's gate to 0 and measure "
+                                 "how much the loss grows": gradient_score}}
     return Formula(steps, variants, {"baseline subtraction": lambda st, _x: st["masked"]})
 
 

@@ -255,7 +255,7 @@ def head_similarity(weights):
     return (maps @ maps.transpose(1, 2)).mean(0)
 '''},
         fails=["test_head_similarity"],
-        diagnosis=r"not normalised.*cosine",
+        diagnosis=r"normalise step is left out",
         notes="raw dot products instead of cosine similarities"),
     "ablation_keeps_only_k": Bug(
         cells={"ablation_importance": '''
@@ -272,7 +272,7 @@ def ablation_importance(model, batch):
     return torch.stack([loss(torch.eye(h)[k]) - base for k in range(h)])
 '''},
         fails=["test_ablation_importance"],
-        diagnosis=r"switched off every head except head k",
+        diagnosis=r"switches off every head except head k",
         notes="masks every head but k (keeps only head k) instead of masking head k"),
     "scores_rows_0_and_1": Bug(
         cells={"relation_scores": '''
@@ -450,22 +450,22 @@ def head_similarity(weights):
         "maps = F.normalize(weights.flatten(2), dim=-1)    # (B, h, Lq*Lk)\n"
         "    return (maps @ maps.transpose(1, 2)).mean(0)",
         "maps = F.normalize(weights.mean(0).flatten(1), dim=-1)   # (h, Lq*Lk)\n"
-        "    return maps @ maps.T", r"averaged the maps over the batch before"),
+        "    return maps @ maps.T", r"averages the maps over the batch before"),
     "similarity_batch_flattened": _similarity(
         "maps = F.normalize(weights.flatten(2), dim=-1)    # (B, h, Lq*Lk)\n"
         "    return (maps @ maps.transpose(1, 2)).mean(0)",
         "maps = F.normalize(weights.transpose(0, 1).flatten(1), dim=-1)  # (h, B*Lq*Lk)\n"
-        "    return maps @ maps.T", r"flattened the batch"),
+        "    return maps @ maps.T", r"flattens the batch into each head's vector"),
     "similarity_pearson": _similarity(
         "maps = F.normalize(weights.flatten(2), dim=-1)",
         "maps = weights.flatten(2)\n"
         "    maps = F.normalize(maps - maps.mean(-1, keepdim=True), dim=-1)", r"Pearson"),
     "similarity_normalised_over_heads": _similarity(
         "F.normalize(weights.flatten(2), dim=-1)", "F.normalize(weights.flatten(2), dim=1)",
-        r"wrong axis"),
+        r"runs along the heads axis"),
     "similarity_summed_over_batch": _similarity(
         "return (maps @ maps.transpose(1, 2)).mean(0)", "return (maps @ maps.transpose(1, 2)).sum(0)",
-        r"summed over the batch"),
+        r"average over the batch step sums instead of averaging"),
     # --- make_heads_identical: parameter writes
     "identical_without_no_grad": _identical("@torch.no_grad()\n", "",
                                             r"leaf Variable.*torch\.no_grad\(\)"),
@@ -498,18 +498,18 @@ def head_similarity(weights):
     # --- ablation_importance: evaluation
     "ablation_loss_not_increase": _ablation("importance[k] = loss(gates) - base",
                                             "importance[k] = loss(gates)",
-                                            r"return the increase"),
+                                            r"baseline subtraction step is left out"),
     "ablation_sign_reversed": _ablation("importance[k] = loss(gates) - base",
-                                        "importance[k] = base - loss(gates)", r"sign is reversed"),
+                                        "importance[k] = base - loss(gates)", r"baseline subtraction step is the wrong way round"),
     "ablation_only_first_loss": _ablation(
         _LOSS, "        return relation_losses(logits_prev, logits_first, prev_target, "
-               "first_target)[1]\n", r"only the first loss"),
+               "first_target)[1]\n", r"uses only loss_first"),
     "ablation_summed_cross_entropy": _ablation(
         _LOSS, "        V = logits_prev.shape[-1]\n"
                "        return (F.cross_entropy(logits_prev.reshape(-1, V), prev_target.reshape(-1),"
                " reduction='sum')\n"
                "                + F.cross_entropy(logits_first.reshape(-1, V), "
-               "first_target.reshape(-1), reduction='sum'))\n", r"summed the cross-entropy"),
+               "first_target.reshape(-1), reduction='sum'))\n", r"sums the cross-entropy over the positions"),
     "ablation_changes_the_model": _ablation(
         "        importance[k] = loss(gates) - base\n",
         "        importance[k] = loss(gates) - base\n"
@@ -556,11 +556,11 @@ def head_similarity(weights):
     maps = weights.flatten(2)                                   # (B, h, Lq*Lk)
     return (maps @ maps.transpose(1, 2)).mean(0) / maps.shape[-1]
 '''},
-        fails=["test_head_similarity"], diagnosis=r"divided the dot products by .*Lq \* Lk",
+        fails=["test_head_similarity"], diagnosis=r"dot products by the number of entries.*instead of by each map's norm",
         notes="a mean of products in place of the cosine's division by the norms"),
     "ablation_mean_of_losses": _ablation(
         _LOSS, _LOSS.replace("first_target))\n", "first_target)) / 2\n"),
-        r"averaged the two losses"),
+        r"averages the two losses"),
     # promises of the exercise's text that no check exercised before: mha's dropout, and the
     # ValueError for an index outside [0, num_heads)
     "prune_forgets_dropout": _prune("dropout=mha.dropout, head_dim=hd,", "head_dim=hd,",
