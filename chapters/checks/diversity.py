@@ -299,7 +299,7 @@ def _ref_mha(P, query, key, value, h, hd, gates=None):
     return F.linear(merged, P["out_proj.weight"], P.get("out_proj.bias"))     # (B, Lq, D)
 
 
-def _expect_param(actual, expected, name, key, hd, bugs, dtype, hint, head="head {}",
+def _expect_param(actual, expected, name, key, hd, dtype, hint, head="head {}",
                   mistakes=None):
     """expect_close for the parameter `key` of a projection (nn.Linear's layout), with its
     heads on an axis of their own: q_proj, k_proj, v_proj's rows (h*hd, ...) as (h, hd, ...),
@@ -309,7 +309,7 @@ def _expect_param(actual, expected, name, key, hd, bugs, dtype, hint, head="head
     axis = 1 if key == "out_proj.weight" else 0
     if key == "out_proj.bias" or tuple(actual.shape) != tuple(expected.shape) \
             or actual.dim() <= axis or actual.shape[axis] % hd:
-        return expect_close(actual, expected, name, bugs=bugs, dtype=dtype, hint=hint,
+        return expect_close(actual, expected, name, dtype=dtype, hint=hint,
                             mistakes=mistakes)
     names = ([head, "row {} of each head"] + ["input feature"] * (actual.dim() - 1) if axis == 0
              else ["output feature", head, "column {} of each head"])
@@ -318,72 +318,20 @@ def _expect_param(actual, expected, name, key, hd, bugs, dtype, hint, head="head
         return t.unflatten(axis, (-1, hd))
 
     expect_close(by_head(actual), by_head(expected), name, dtype=dtype, hint=hint, axes=names,
-                 bugs={m: by_head(c) for m, c in bugs.items()},
                  mistakes={m: by_head(c) for m, c in (mistakes or {}).items()
                            if tuple(c.shape) == tuple(expected.shape)})
 
 
 # ----------------------------------------------------------------------------- exercise 2
-QKV_NOT_COPIED = ("{p} was not changed: copy head 0's rows [0, head_dim) into the rows "
-                  "[i*head_dim, (i+1)*head_dim) of every head i.")
-QKV_COLUMNS = ("you copied columns of {p}: nn.Linear stores its matrix as (out_features, "
-               "in_features), so head i's block (W_i^Q, W_i^K or W_i^V, transposed) is the rows "
-               "[i*head_dim, (i+1)*head_dim) of {p}.")
-QKV_STRIDED = ("you copied strided rows of {p} (head i as rows i, i + num_heads, ...): head i "
-               "owns the contiguous rows [i*head_dim, (i+1)*head_dim).")
-BIAS_NOT_COPIED = ("{p} was not copied: the biases belong to the heads too; head i's bias is "
-                   "{p}[i*head_dim:(i+1)*head_dim]. Copy head 0's part into every head, or the "
-                   "heads still compute different queries, keys or values.")
-OUT_NOT_COPIED = ("out_proj.weight was not changed: the heads now attend alike but write their "
-                  "results into the output through different blocks of W_O. Copy head 0's "
-                  "block, the columns out_proj.weight[:, 0:head_dim], into every head's columns.")
-OUT_ROWS = ("you copied rows of out_proj.weight: nn.Linear stores W_O transposed, (d_model, "
-            "num_heads * head_dim), so head i's block W_O^i is the columns "
-            "out_proj.weight[:, i*head_dim:(i+1)*head_dim].")
-LAST_HEAD_MISSED = ("head {last}, the last head, was not changed: copy head 0 into every "
-                    "head i = 1, ..., num_heads - 1 (range(1, num_heads) stops before "
-                    "num_heads, so range(1, num_heads - 1) misses the last one).")
 OUT_BIAS_CHANGED = ("out_proj.bias changed: it is added once to the sum over heads and belongs "
                     "to no head; leave it as it is.")
 
 
 @reference
-def _identical_candidates(name, W, h, hd):
-    """{message: tensor} of the classic mistakes for parameter `name` (float64 original W)."""
-    out = {}
-    if h > 2:  # every head but the last copied (with h = 2: nothing copied, named below)
-        axis = int(name == "out_proj.weight")        # the heads' rows, or out_proj's columns
-        blocks = W.unflatten(axis, (h, hd)).clone()  # (h, hd, in), (h, hd) or (D, h, hd)
-        heads = blocks.movedim(axis, 0)              # (h, ...), a view of blocks
-        heads[1:h - 1] = heads[:1]
-        out[LAST_HEAD_MISSED.format(last=h - 1)] = blocks.flatten(axis, axis + 1)
-    if name == "out_proj.weight":
-        out[OUT_NOT_COPIED] = W
-        if W.shape[0] >= h * hd:
-            rows = W.clone()
-            for i in range(1, h):
-                rows[i * hd:(i + 1) * hd] = W[:hd]
-            out[OUT_ROWS] = rows
-        return out
-    if name.endswith(".bias"):
-        out[BIAS_NOT_COPIED.format(p=name)] = W
-        return out
-    out[QKV_NOT_COPIED.format(p=name)] = W
-    if W.shape[1] >= h * hd:
-        cols = W.clone()
-        for i in range(1, h):
-            cols[:, i * hd:(i + 1) * hd] = W[:, :hd]
-        out[QKV_COLUMNS.format(p=name)] = cols
-    strided = W.view(hd, h, -1).clone()
-    strided[:, 1:] = strided[:, :1]
-    out[QKV_STRIDED.format(p=name)] = strided.view_as(W)
-    return out
-
-
-@reference
 def _identical_answers(P, h, hd):
-    """{name: (expected, {bug message: tensor})} in float64 for each parameter of P that
-    make_heads_identical copies (all but out_proj.bias): head 0's block in every head."""
+    """{name: expected} in float64 for each parameter of P that make_heads_identical copies
+    (all but out_proj.bias): head 0's block in every head. (The mistakes come from the
+    exercise's formula, formulas.head_copy_formula.)"""
     answers = {}
     for key, W in P.items():
         if key == "out_proj.bias":
@@ -394,7 +342,7 @@ def _identical_answers(P, h, hd):
             expected = W[:hd].repeat(h, 1)                               # (h*hd, in)
         else:
             expected = W[:hd].repeat(h)                                  # (h*hd,)
-        answers[key] = (expected, _identical_candidates(key, W, h, hd))
+        answers[key] = expected
     return answers
 
 
@@ -462,12 +410,11 @@ def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size
                         fail(f"{failure} {OUT_BIAS_CHANGED}")
                     fail(f"{name}: {OUT_BIAS_CHANGED}")
                 continue
-            expected, bugs = answers[key]
-            _expect_param(after[key].cpu(), expected.to(dtype), f"{name}: {key}", key, hd,
-                          bugs={m: c.to(dtype) for m, c in bugs.items()}, dtype=dtype,
+            _expect_param(after[key].cpu(), answers[key].to(dtype), f"{name}: {key}", key, hd,
+                          dtype=dtype,
                           mistakes=step_mistakes("head copy", {"W": W}, current_dims(),
                                                  num_heads=h, head_dim=hd,
-                                                 layout=_layout(key), ndim=W.dim()),
+                                                 layout=_layout(key), ndim=W.dim(), key=key),
                           hint="Every head's rows (q_proj, k_proj, v_proj, and their biases) and "
                               "columns (out_proj) must equal head 0's.")
     # the heads now compute the same thing: equal attention weights for every head
@@ -685,16 +632,10 @@ OUT_ROWS_PRUNED = ("out_proj.weight has shape {got}: you kept rows of out_proj.w
 HEAD_DIM_CHANGED = ("the pruned module has head_dim = {got}, expected {hd}: pass "
                     "head_dim=mha.head_dim when you build it (with fewer heads, d_model // "
                     "num_heads would be a different head_dim).")
-WRONG_HEADS = ("{p} holds the heads {got}; it must hold the heads that are not in "
-               "heads_to_remove, in their original order: {keep}.")
 PRUNE_SHAPES = ("The new module's projections must have {kept} * head_dim = {kept} * {hd} "
                 "rows (out_proj: columns): build it with head_dim=mha.head_dim (with fewer heads, "
                 "d_model // num_heads is a different head_dim, or does not divide), and keep "
                 "rows of q_proj, k_proj, v_proj but columns of out_proj.weight.")
-PRUNE_BIAS = ("{p} was not copied from the original module: keep the biases of the kept heads "
-              "({p} of the kept heads' rows{extra}).")
-PRUNE_OUT_BIAS = ("out_proj.bias was not copied: it belongs to no head, so the pruned module "
-                  "keeps it unchanged.")
 PRUNE_TRAINING = ("Your pruned module is in training mode while mha is in eval mode, so its "
                   "dropout is on and its output changes from call to call: a new module starts "
                   "in training mode; copy the original's mode with .train(mha.training).")
@@ -714,31 +655,16 @@ PRUNE_RANDOM = ("the pruned module gave two different outputs for the same input
 
 @reference
 def _prune_answers(P, inputs, num_heads, d_model, remove, dtype):
-    """({name: (expected, {bug message: tensor})} in float64 for each parameter of P, and
-    the expected output (in dtype) on `inputs` of the module without the heads `remove`,
-    which is mha's output with their gates at 0)."""
+    """({name: expected} in float64 for each parameter of P, and the expected output (in
+    dtype) on `inputs` of the module without the heads `remove`, which is mha's output with
+    their gates at 0). (The mistakes come from the exercise's formula,
+    formulas.head_pruning_formula.)"""
     h, hd = num_heads, d_model // num_heads
     keep = [k for k in range(h) if k not in remove]
 
-    def block(W, key, heads):
-        r = torch.cat([torch.arange(k * hd, (k + 1) * hd) for k in heads])
-        return W[:, r] if key == "out_proj.weight" else W[r]
-
-    answers = {}
-    for key, W in P.items():
-        expected = W if key == "out_proj.bias" else block(W, key, keep)
-        bugs = {}
-        if key != "out_proj.bias":
-            for heads in (list(range(len(keep))), sorted(remove)[:len(keep)]):
-                if len(heads) == len(keep) and heads != keep:
-                    bugs[WRONG_HEADS.format(p=key, got=heads, keep=keep)] = block(W, key, heads)
-        if key.endswith(".bias"):
-            zeros = torch.zeros_like(expected)
-            if key == "out_proj.bias":
-                bugs[PRUNE_OUT_BIAS] = zeros
-            else:
-                bugs[PRUNE_BIAS.format(p=key, extra=", bias[rows]")] = zeros
-        answers[key] = (expected, bugs)
+    r = torch.cat([torch.arange(k * hd, (k + 1) * hd) for k in keep])  # the kept rows
+    answers = {key: W if key == "out_proj.bias" else W[:, r] if key == "out_proj.weight"
+               else W[r] for key, W in P.items()}
     gates = torch.ones(h, dtype=torch.float64)
     gates[remove] = 0.0
     expected_out = _ref_mha(P, *(x.cpu() for x in inputs), h, hd, gates).to(dtype)
@@ -812,7 +738,7 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
         if key not in P:
             fail(f"{name}: the pruned module has a {key} that mha does not have: build it with "
                  "the same bias setting (bias=mha.bias).")
-        expected, bugs = answers[key]
+        expected = answers[key]
         if key == "out_proj.weight" and tuple(value.shape) != tuple(expected.shape):
             if tuple(value.shape)[0] == inner:
                 fail(f"{name}: " + OUT_ROWS_PRUNED.format(got=tuple(value.shape)) + _shape_words(
@@ -821,8 +747,7 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
                           shape_names="(d_model, kept heads * head_dim)")
         expect_tensor(value, f"{name}: {key}", shape=expected.shape, dtype=dtype, device=device)
         value = value.detach().cpu()
-        _expect_param(value, expected.to(dtype), f"{name}: {key}", key, hd,
-                      bugs={m: c.to(dtype) for m, c in bugs.items()}, dtype=dtype,
+        _expect_param(value, expected.to(dtype), f"{name}: {key}", key, hd, dtype=dtype,
                       mistakes=None if key == "out_proj.bias" else step_mistakes(
                           "head pruning", {"W": P[key]}, current_dims(), num_heads=h,
                           head_dim=hd, layout=_layout(key), remove=tuple(sorted(remove)),

@@ -394,19 +394,25 @@ def _head_blocks(h, hd, layout):
 _LAYOUT_WORDS = {"rows": "the rows [i*head_dim, (i+1)*head_dim)",
                  "columns": "the columns [i*head_dim, (i+1)*head_dim)",
                  "strided": "strided rows (head i as rows i, i + num_heads, ...)"}
+# why the right layout is right, said after a wrong one
+_LAYOUT_WHY = {"rows": " (nn.Linear stores its matrix as (out_features, in_features): head i's "
+                       "block is a block of rows)",
+               "columns": " (nn.Linear stores W_O transposed, (d_model, num_heads * head_dim): "
+                          "head i's block W_O^i is a block of columns)"}
 
 
 def _other_layouts(W, layout, make_step):
     """{description: step} of the two other layouts than `layout` for W's head blocks."""
     others = ("rows", "columns", "strided") if W.dim() == 2 else ("rows", "strided")
     return {f"takes {_LAYOUT_WORDS[other]} as head i's block instead of "
-            f"{_LAYOUT_WORDS[layout]}": make_step(other) for other in others if other != layout}
+            f"{_LAYOUT_WORDS[layout]}{_LAYOUT_WHY.get(layout, '')}": make_step(other)
+            for other in others if other != layout}
 
 
-def head_copy_formula(dims, num_heads, head_dim, layout, ndim=2):
-    """make_heads_identical for one parameter W (inputs {"W"}): head 0's block copied into
-    every head i = 1 .. num_heads - 1; the blocks are rows of q_proj, k_proj, v_proj and of
-    their biases (layout "rows") and columns of out_proj.weight ("columns")."""
+def head_copy_formula(dims, num_heads, head_dim, layout, ndim=2, key="the parameter"):
+    """make_heads_identical for one parameter W (inputs {"W"}, named `key`): head 0's block
+    copied into every head i = 1 .. num_heads - 1; the blocks are rows of q_proj, k_proj,
+    v_proj and of their biases (layout "rows") and columns of out_proj.weight ("columns")."""
     h, hd = num_heads, head_dim
 
     def copied(split, heads):
@@ -423,11 +429,12 @@ def head_copy_formula(dims, num_heads, head_dim, layout, ndim=2):
 
     steps = [("copy", layout_step(layout))]
     variants = {"copy": {
+        f"is left out: {key} was not changed (head 0's block goes into every head i = 1 .. "
+        "num_heads - 1, or the heads still compute different things)": lambda _v, x: x["W"],
         **_other_layouts(torch.empty((1,) * ndim), layout, layout_step),
-        "stops before the last head (range(1, num_heads - 1))":
+        "stops before the last head (range(1, num_heads - 1) misses head num_heads - 1)":
             copied(_head_blocks(h, hd, layout), range(1, h - 1))}}
-    return Formula(steps, variants, {"copy":
-                                     lambda _v, x: x["W"]})
+    return Formula(steps, variants)
 
 
 FORMULAS["head copy"] = head_copy_formula
