@@ -83,6 +83,15 @@ def _unchanged(name, what, before, after, advice="Compute new tensors instead.")
     fail(f"{diagnose.explained(name, reason)} {advice}")
 
 
+def _expect_dtype(value, name, dtype, whose):
+    """Fails unless the tensor `value` has `dtype` (whose: what fixes it, "the dtype of
+    weights"), naming the dtype found (diagnose.wrong_state)."""
+    if value.dtype != dtype:
+        fail(diagnose.explained(name, diagnose.wrong_state("dtype", value.dtype, dtype,
+                                                           f" ({whose})"))
+             + " Avoid creating tensors with a fixed dtype; use the input's dtype.")
+
+
 def _shape_words(got, want, axes):
     """" In words: <the wrong_shape family's sentence>." for a shape `got` where `want`
     (axes: its axes' names, "(num_heads,)") is documented; "" when none fits."""
@@ -131,8 +140,9 @@ def relation_scores(fn, *, seed=0, B=3, num_heads=2, L=6, dtype=torch.float32, d
                  f"(num_heads,).{_shape_words(value.shape, (h,), '(num_heads,)')} Keep the "
                  "head axis (dim 1) and average over the batch (dim 0) and over the query "
                  "positions i >= 2, keeping one number per head.")
-        expect_tensor(value, f"{name}: {label}", shape=(h,), dtype=dtype, device=device,
+        expect_tensor(value, f"{name}: {label}", shape=(h,), device=device,
                       shape_names="(num_heads,)")
+        _expect_dtype(value, f"{name}: {label}", dtype, "the dtype of weights")
     prev, first = prev.detach().cpu(), first.detach().cpu()
 
     hint = ("For each query position i >= 2, take the weight on key i-1 (prev) and on key 0 "
@@ -458,8 +468,9 @@ def head_similarity(fn, *, seed=0, B=4, num_heads=3, Lq=5, Lk=None, dtype=torch.
         words = _shape_words(out.shape, (h, h), "(num_heads, num_heads)")
         fail(f"{name} has shape {tuple(out.shape)} = (B, num_heads, num_heads).{words} Average "
              f"the per-example matrices over the batch, to shape ({h}, {h}).")
-    expect_tensor(out, name, shape=(h, h), dtype=dtype, device=device,
+    expect_tensor(out, name, shape=(h, h), device=device,
                   shape_names="(num_heads, num_heads)")
+    _expect_dtype(out, name, dtype, "the dtype of weights")
     out = out.detach().cpu()
 
     expect_close(out, _similarity_answers(w64).to(dtype), name, dtype=dtype, axes=["head {} (rows)", "head {} (columns)"],
@@ -745,7 +756,8 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
                     value.shape, expected.shape, "(d_model, kept heads * head_dim)"))
             expect_tensor(value, f"{name}: {key}", shape=expected.shape,
                           shape_names="(d_model, kept heads * head_dim)")
-        expect_tensor(value, f"{name}: {key}", shape=expected.shape, dtype=dtype, device=device)
+        expect_tensor(value, f"{name}: {key}", shape=expected.shape, device=device)
+        _expect_dtype(value, f"{name}: {key}", dtype, "the dtype of mha's parameters")
         value = value.detach().cpu()
         _expect_param(value, expected.to(dtype), f"{name}: {key}", key, hd, dtype=dtype,
                       mistakes=None if key == "out_proj.bias" else step_mistakes(
