@@ -486,7 +486,8 @@ def explained(name, reason):
 FAMILY_PATTERN = re.compile("|".join(
     re.escape(MESSAGES[key].split("{")[0]) for key in
     ("swap", "view", "reversed", "factors", "times", "plus", "shifted", "complement",
-     "diagonal", "localized", "step", "zeros", "returned_type", "in_place", "state")) + r"|has \d+(?: = \w+)* entries; it should have"
+     "diagonal", "localized", "step",
+     "zeros", "returned_type", "in_place", "state")) + r"|has \d+(?: = \w+)* entries; it should have"
     r"|the sizes are right but the axes|an extra axis of size|it lacks the \S+ axis"
     r"|\(the sizes in it: ")
 

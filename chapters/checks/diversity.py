@@ -46,12 +46,149 @@ from .common import (CheckFailure, attempt, by_owner, call_keeping, check, close
 
 IGNORE_INDEX = -100  # F.cross_entropy's default ignore_index: positions with no target
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
-INTERFACE = ("The checks use: attributes num_heads, head_dim and q_proj, k_proj, v_proj, "
-             "out_proj, each an nn.Linear with .weight (out_features, in_features) and .bias.")
-NO_GRAD = ("PyTorch refuses in-place writes into parameters that require grad: put the "
-           "copies inside `with torch.no_grad():` (or decorate the function with "
-           "@torch.no_grad()).")
 
+# Every message of this chapter's checks, one template each with named fields (one place, for
+# a second language); the families' sentences are diagnose.MESSAGES'.
+MESSAGES = {
+    # shared
+    "interface": "The checks use: attributes num_heads, head_dim and q_proj, k_proj, v_proj, "
+                 "out_proj, each an nn.Linear with .weight (out_features, in_features) and "
+                 ".bias.",
+    "no_grad": "PyTorch refuses in-place writes into parameters that require grad: put the "
+               "copies inside `with torch.no_grad():` (or decorate the function with "
+               "@torch.no_grad()).",
+    "in_words": " In words: {found}.",
+    "changed": "it changed {what} in place",
+    "new_tensors": "Compute new tensors instead.",
+    "fixed_dtype": "Avoid creating tensors with a fixed dtype; use the input's dtype.",
+    "input_weights": "its input weights",
+    "dtype_of_weights": "the dtype of weights",
+    # the modules the checks build
+    "not_a_class": "pass the MultiHeadAttention class to the check, got {got}",
+    "no_attribute": "{where} has no attribute `{attr}`. {interface}",
+    "not_a_tensor": "{where}: {name} is a {value}, not a tensor. {interface}",
+    "to_raised": "{where}.to(dtype={dtype}, device={device}) raised {kind}: {message}",
+    "heads_attrs": "{where}: num_heads and head_dim are {heads}, expected [{h}, {hd}]. "
+                   "{interface}",
+    "param_shape": "{where}: {name} has shape {got}, expected shape {want}. {interface}",
+    "param_missing": "{where}: {name} is missing, expected shape {want}. {interface}",
+    "forward_pair": "{where} must return (output, weights) from forward. {interface}",
+    # exercise 1
+    "pair": "a pair RelationScores(prev, first) of two (num_heads,) tensors",
+    "pair_one_tensor": "It is one tensor of shape {shape}: return the two (num_heads,) tensors "
+                       "as RelationScores(prev, first).",
+    "pair_items": "It has {count} items.",
+    "pair_none": "Did you forget to return it?",
+    "relation_shape": "{name}: {label} has shape {got}, expected ({h},) = (num_heads,).{words} "
+                      "Keep the head axis (dim 1) and average over the batch (dim 0) and over "
+                      "the query positions i >= 2, keeping one number per head.",
+    "relation_hint": "For each query position i >= 2, take the weight on key i-1 (prev) and on "
+                     "key 0 (first), then average over the batch and over i.",
+    "relation_passed": "relation_scores: weights (B, num_heads, L, L) = {shape} ({dtype}) -> "
+                       "prev and first of shape ({h},), the mean weight on keys i-1 and 0 over "
+                       "query positions i >= 2",
+    # exercise 2
+    "parameter_list_raised": "nn.ParameterList({where}.parameters()) raised {kind}: {message}",
+    "leaf_in_place": "{name} raised RuntimeError: a leaf Variable that requires grad is being "
+                     "used in an in-place operation. {no_grad}",
+    "identical_returns": "mha itself, the module it changed in place",
+    "identical_none": "Return mha, so that calls can be chained.",
+    "identical_other": "{name} returned another object ({got}): change mha in place and return "
+                       "mha itself.",
+    "replaced_parameter": "{name} replaced the parameter {param} by a new object: copy into "
+                          "the existing parameters (`param[...] = ...` or `param.copy_(...)` "
+                          "under torch.no_grad()), so that an optimizer built earlier still "
+                          "sees them.",
+    "gone": "{name}: {key} is gone after the call. {interface}",
+    "out_bias_changed": "out_proj.bias changed: it is added once to the sum over heads and "
+                        "belongs to no head; leave it as it is.",
+    "identical_hint": "Every head's rows (q_proj, k_proj, v_proj, and their biases) and "
+                      "columns (out_proj) must equal head 0's.",
+    "weights_differ": "{name}: head {i}'s attention weights differ from head 0's after the "
+                      "copy. Copy q_proj and k_proj rows (and biases) of head 0 into every "
+                      "head.",
+    "identical_passed": "make_heads_identical: {where} ({dtype}) now holds {h} copies of head 0 "
+                        "(rows of q_proj, k_proj, v_proj and their biases, columns of "
+                        "out_proj; out_proj.bias unchanged), in place, and every head has the "
+                        "same attention weights",
+    # exercise 3
+    "similarity_batch_axis": "{name} has shape {got} = (B, num_heads, num_heads).{words} "
+                             "Average the per-example matrices over the batch, to shape "
+                             "({h}, {h}).",
+    "similarity_hint": "Flatten each head's map, normalise it to length 1, take the dot "
+                       "products between heads, average over the batch.",
+    "similarity_passed": "head_similarity: weights (B, num_heads, Lq, Lk) = {shape} ({dtype}) "
+                         "-> ({h}, {h}) cosine similarities of the heads' maps, averaged over "
+                         "the batch",
+    # exercise 4
+    "model_parameter": "the model's parameter {key}",
+    "ablation_weights": "Switch heads off with the head_mask argument of the model, not by "
+                        "editing its weights.",
+    "ablation_returns": "a (num_heads,) torch.Tensor",
+    "ablation_hint": "For each head k: gates = torch.ones(num_heads), gates[k] = 0, loss of "
+                     "model(tokens, head_mask=gates) minus the loss with no mask.",
+    "ablation_passed": "ablation_importance: for each of {h} heads, the loss increase when that "
+                       "head alone is masked (loss_prev + loss_first, {N} sequences of length "
+                       "{L}, {dtype})",
+    # exercise 5
+    "out_rows_pruned": "out_proj.weight has shape {got}: you kept rows of out_proj.weight. "
+                       "nn.Linear stores W_O transposed, (d_model, num_heads * head_dim): keep "
+                       "the columns of the kept heads, out_proj.weight[:, rows].",
+    "head_dim_changed": "the pruned module has head_dim = {got}, expected {hd}: pass "
+                        "head_dim=mha.head_dim when you build it (with fewer heads, d_model // "
+                        "num_heads would be a different head_dim).",
+    "prune_shapes": "The new module's projections must have {kept} * head_dim = {kept} * {hd} "
+                    "rows (out_proj: columns): build it with head_dim=mha.head_dim (with fewer "
+                    "heads, d_model // num_heads is a different head_dim, or does not divide), "
+                    "and keep rows of q_proj, k_proj, v_proj but columns of out_proj.weight.",
+    "prune_returns": "a new, smaller MultiHeadAttention module",
+    "prune_none": "Return the module you built.",
+    "prune_itself": "{name} returned mha itself: build and return a new module and leave mha "
+                    "as it is.",
+    "prune_added": "{name} added {key} to the original module: leave mha as it is and build a "
+                   "new module.",
+    "mha_parameter": "mha's {key}",
+    "leave_mha": "Leave mha as it is and build a new module.",
+    "prune_num_heads": "{name}: the pruned module has num_heads = {got}, expected {kept} ({h} "
+                       "heads minus the {removed} removed).",
+    "prune_no_bias": "{name}: the pruned module has no {key} although mha has one: build it "
+                     "with bias=mha.bias.",
+    "prune_extra_bias": "{name}: the pruned module has a {key} that mha does not have: build "
+                        "it with the same bias setting (bias=mha.bias).",
+    "dtype_of_mha": "the dtype of mha's parameters",
+    "prune_hint": "Keep the rows [k*head_dim, (k+1)*head_dim) of q_proj, k_proj, v_proj "
+                  "(weights and biases) and the same columns of out_proj.weight, for each kept "
+                  "head k; keep out_proj.bias.",
+    "pruned_module": "{name}: the pruned module",
+    "mode_words": {"state": "mode", "training": "training", "eval": "eval",
+                   "why": " (mha's mode)"},
+    "dropout_words": {"state": "dropout", "off": "off", "on": "on, p = {p}", "why": " (mha's)"},
+    "prune_training": "Your pruned module is in training mode while mha is in eval mode, so "
+                      "its dropout is on and its output changes from call to call: a new "
+                      "module starts in training mode; copy the original's mode with "
+                      ".train(mha.training).",
+    "prune_always_eval": "mha is in training mode here but your pruned module is in eval mode: "
+                         "copy the original's mode, .train(mha.training), rather than always "
+                         "calling .eval() (a model pruned mid-training goes on training).",
+    "prune_no_dropout": "In training mode your pruned module gave the same output twice for "
+                        "the same inputs although mha has dropout = {p}: its dropout is off. "
+                        "Build it with dropout=mha.dropout (everything but the number of heads "
+                        "as in mha).",
+    "prune_random": "the pruned module gave two different outputs for the same inputs: mha is "
+                    "in eval mode, where dropout is off and the output is the same on every "
+                    "call; the pruned copy must be in mha's mode (.train(mha.training)) and "
+                    "compute what mha computes.",
+    "prune_output_hint": "Its output must equal mha's output with the removed heads' gates at "
+                         "0.",
+    "no_head": "there is no head {h} (the heads are 0 .. {last})",
+    "none_left": "no head would be left",
+    "did_not_raise": "did not raise",
+    "raised_other": "raised {kind}: {message}",
+    "prune_refusal": "prune_heads(mha, {bad}) {what}: {why}; the exercise asks for ValueError "
+                     "there (check the indices before building anything).",
+    "prune_passed": "prune_heads: {where} ({dtype}) without heads {remove} -> {kept} heads of "
+                    "head_dim {hd}; its output equals the original's with those heads masked",
+}
 
 # ----------------------------------------------------------------------------- helpers
 @reference
@@ -74,12 +211,13 @@ def _returned(result, name, documented, ok, advice=""):
              + (f" {advice}" if advice else ""))
 
 
-def _unchanged(name, what, before, after, advice="Compute new tensors instead."):
+def _unchanged(name, what, before, after, advice=MESSAGES["new_tensors"]):
     """Fails unless `after` (an argument as the call left it) equals `before`, naming the
     change (diagnose.changed_in_place)."""
     if isinstance(after, torch.Tensor) and torch.equal(after.detach().cpu(), before.cpu()):
         return
-    reason = diagnose.changed_in_place(what, before, after) or f"it changed {what} in place"
+    reason = (diagnose.changed_in_place(what, before, after)
+              or MESSAGES["changed"].format(what=what))
     fail(f"{diagnose.explained(name, reason)} {advice}")
 
 
@@ -89,24 +227,24 @@ def _expect_dtype(value, name, dtype, whose):
     if value.dtype != dtype:
         fail(diagnose.explained(name, diagnose.wrong_state("dtype", value.dtype, dtype,
                                                            f" ({whose})"))
-             + " Avoid creating tensors with a fixed dtype; use the input's dtype.")
+             + " " + MESSAGES["fixed_dtype"])
 
 
 def _shape_words(got, want, axes):
     """" In words: <the wrong_shape family's sentence>." for a shape `got` where `want`
     (axes: its axes' names, "(num_heads,)") is documented; "" when none fits."""
     found = diagnose.wrong_shape(tuple(got), tuple(want), current_dims(), axes)
-    return f" In words: {found}." if found else ""
+    return MESSAGES["in_words"].format(found=found) if found else ""
 
 
 def _pair(result, name):
     """The (prev, first) pair the student returned."""
-    advice = ("It is one tensor of shape {}: return the two (num_heads,) tensors as "
-              "RelationScores(prev, first).".format(tuple(result.shape))
+    advice = (MESSAGES["pair_one_tensor"].format(shape=tuple(result.shape))
               if isinstance(result, torch.Tensor) else
-              f"It has {len(result)} items." if isinstance(result, (tuple, list)) else
-              "Did you forget to return it?" if result is None else "")
-    _returned(result, name, "a pair RelationScores(prev, first) of two (num_heads,) tensors",
+              MESSAGES["pair_items"].format(count=len(result))
+              if isinstance(result, (tuple, list)) else
+              MESSAGES["pair_none"] if result is None else "")
+    _returned(result, name, MESSAGES["pair"],
               lambda r: isinstance(r, (tuple, list)) and len(r) == 2, advice)
     return result
 
@@ -131,37 +269,33 @@ def relation_scores(fn, *, seed=0, B=3, num_heads=2, L=6, dtype=torch.float32, d
     name = "relation_scores(weights)"
     result, (after,) = call_keeping(fn, weights, name=name)
     prev, first = _pair(result, name)
-    _unchanged(name, "its input weights", original, after)
+    _unchanged(name, MESSAGES["input_weights"], original, after)
     h = num_heads
     for label, value in (("prev", prev), ("first", first)):
         expect_tensor(value, f"{name}: {label}")
         if tuple(value.shape) != (h,):
-            fail(f"{name}: {label} has shape {tuple(value.shape)}, expected ({h},) = "
-                 f"(num_heads,).{_shape_words(value.shape, (h,), '(num_heads,)')} Keep the "
-                 "head axis (dim 1) and average over the batch (dim 0) and over the query "
-                 "positions i >= 2, keeping one number per head.")
+            fail(MESSAGES["relation_shape"].format(
+                name=name, label=label, got=tuple(value.shape), h=h,
+                words=_shape_words(value.shape, (h,), "(num_heads,)")))
         expect_tensor(value, f"{name}: {label}", shape=(h,), device=device,
                       shape_names="(num_heads,)")
-        _expect_dtype(value, f"{name}: {label}", dtype, "the dtype of weights")
+        _expect_dtype(value, f"{name}: {label}", dtype, MESSAGES["dtype_of_weights"])
     prev, first = prev.detach().cpu(), first.detach().cpu()
 
-    hint = ("For each query position i >= 2, take the weight on key i-1 (prev) and on key 0 "
-            "(first), then average over the batch and over i.")
+    hint = MESSAGES["relation_hint"]
     for label, value, expected in zip(("prev", "first"), (prev, first), _relation_answers(w64)):
         expect_close(value, expected.to(dtype), f"{name}: {label}", dtype=dtype, hint=hint,
                      axes=["head {}"],
                      mistakes=step_mistakes("relation score", {"weights": w64},
                                             current_dims(), relation=label))
-    passed(f"relation_scores: weights (B, num_heads, L, L) = {tuple(weights.shape)} ({dtype}) -> "
-           f"prev and first of shape ({h},), the mean weight on keys i-1 and 0 over query "
-           "positions i >= 2")
+    passed(MESSAGES["relation_passed"].format(shape=tuple(weights.shape), dtype=dtype, h=h))
 
 
 # ----------------------------------------------------------------------------- modules
 def _spec(cls, d_model, num_heads, query_size, key_size, value_size, bias, dropout=0.0):
     """(kwargs for cls, "MultiHeadAttention(...)")."""
     if not is_class(cls):
-        fail(f"pass the MultiHeadAttention class to the check, got {type_name(cls)}")
+        fail(MESSAGES["not_a_class"].format(got=type_name(cls)))
     kwargs = {k: v for k, v in dict(query_size=query_size, key_size=key_size,
                                     value_size=value_size).items() if v is not None}
     if not bias:
@@ -221,9 +355,11 @@ def _params(found, where):
     out = {}
     for name, value in found.items():
         if value is NO_ATTRIBUTE:
-            fail(f"{where} has no attribute `{name.split('.')[0]}`. {INTERFACE}")
+            fail(MESSAGES["no_attribute"].format(where=where, attr=name.split(".")[0],
+                                                 interface=MESSAGES["interface"]))
         if isinstance(value, str):
-            fail(f"{where}: {name} is a {value}, not a tensor. {INTERFACE}")
+            fail(MESSAGES["not_a_tensor"].format(where=where, name=name, value=value,
+                                                 interface=MESSAGES["interface"]))
         if value is not None:
             out[name] = value
     return out
@@ -237,18 +373,21 @@ def _build(cls, d_model, num_heads, kwargs, P, dtype, device, where):
     judge_construct(data, where)
     module, error = attempt(lambda: module.to(dtype=dtype, device=device).eval())
     if error is not None:
-        fail(f"{where}.to(dtype={dtype}, device={device}) raised {error[0]}: {error[1]}")
+        fail(MESSAGES["to_raised"].format(where=where, dtype=dtype, device=device,
+                                          kind=error[0], message=error[1]))
     _params(_read(module), where)
     h, hd = num_heads, d_model // num_heads
     heads = [getattr(module, "num_heads", None), getattr(module, "head_dim", None)]
     if differs(heads[0], h) or differs(heads[1], hd):
-        fail(f"{where}: num_heads and head_dim are {heads}, expected [{h}, {hd}]. {INTERFACE}")
+        fail(MESSAGES["heads_attrs"].format(where=where, heads=heads, h=h, hd=hd,
+                                            interface=MESSAGES["interface"]))
     found = load_weights(module, by_owner(P))
     for name, value in P.items():
         shape = found.slot(*name.split("."))
         if shape != tuple(value.shape):
-            got = f"has shape {shape}" if isinstance(shape, tuple) else "is missing"
-            fail(f"{where}: {name} {got}, expected shape {tuple(value.shape)}. {INTERFACE}")
+            fail(MESSAGES["param_shape" if isinstance(shape, tuple) else "param_missing"].format(
+                where=where, name=name, got=shape, want=tuple(value.shape),
+                interface=MESSAGES["interface"]))
     return module, h, hd
 
 
@@ -257,7 +396,7 @@ def _forward_result(seen, where):
     raised(seen.error, f"forward of {where}")
     result = revive(seen.result)
     if not (isinstance(result, tuple) and len(result) == 2):
-        fail(f"{where} must return (output, weights) from forward. {INTERFACE}")
+        fail(MESSAGES["forward_pair"].format(where=where, interface=MESSAGES["interface"]))
     return result
 
 
@@ -333,10 +472,6 @@ def _expect_param(actual, expected, name, key, hd, dtype, hint, head="head {}",
 
 
 # ----------------------------------------------------------------------------- exercise 2
-OUT_BIAS_CHANGED = ("out_proj.bias changed: it is added once to the sum over heads and belongs "
-                    "to no head; leave it as it is.")
-
-
 @reference
 def _identical_answers(P, h, hd):
     """{name: expected} in float64 for each parameter of P that make_heads_identical copies
@@ -374,18 +509,18 @@ def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size
     # grader writes its own values into the module and reads back which of them it holds
     originals, error = attempt(lambda: given("torch.nn:ParameterList", module.parameters()))
     if error is not None:
-        fail(f"nn.ParameterList({where}.parameters()) raised {error[0]}: {error[1]}")
+        fail(MESSAGES["parameter_list_raised"].format(where=where, kind=error[0],
+                                                      message=error[1]))
     name = "make_heads_identical(mha)"
     result, error = attempt(fn, module)
     try:
         raised(error, name)
     except CheckFailure as failure:
         if "leaf Variable that requires grad" in str(failure):
-            fail(f"{name} raised RuntimeError: a leaf Variable that requires grad is being used "
-                 f"in an in-place operation. {NO_GRAD}")
+            fail(MESSAGES["leaf_in_place"].format(name=name, no_grad=MESSAGES["no_grad"]))
         raise
-    _returned(result, name, "mha itself, the module it changed in place",
-              lambda r: r is not None, "Return mha, so that calls can be chained.")
+    _returned(result, name, MESSAGES["identical_returns"], lambda r: r is not None,
+              MESSAGES["identical_none"])
     found = _read(module)
     # copies: the student's forward gets these
     forward = observe(module, *(x.clone() for x in inputs))
@@ -393,15 +528,12 @@ def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size
     # are read back from mha (this leaves them in mha: `found` and `forward` came first)
     markers, shared = _written_back(result, module, found)
     if not markers or shared != set(markers) or set(markers) != set(_params(found, where)):
-        fail(f"{name} returned another object ({type_name(result)}): change mha in place "
-             "and return mha itself.")
+        fail(MESSAGES["identical_other"].format(name=name, got=type_name(result)))
     after = _params(found, where)
     held = list(originals)  # their values, read back
     for pname in after:
         if not any(_same_tensor(p, markers[pname]) for p in held):
-            fail(f"{name} replaced the parameter {pname} by a new object: copy into the existing "
-                 "parameters (`param[...] = ...` or `param.copy_(...)` under torch.no_grad()), "
-                 "so that an optimizer built earlier still sees them.")
+            fail(MESSAGES["replaced_parameter"].format(name=name, param=pname))
     answers = _identical_answers(P, num_heads, d_model // num_heads)
     for pname in PROJECTIONS:
         for part in ("weight", "bias"):
@@ -410,23 +542,23 @@ def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size
                 continue
             W = P[key]
             if key not in after:
-                fail(f"{name}: {key} is gone after the call. {INTERFACE}")
+                fail(MESSAGES["gone"].format(name=name, key=key,
+                                             interface=MESSAGES["interface"]))
             if key == "out_proj.bias":
                 if not torch.equal(after[key].double().cpu(), W):
                     try:  # how it changed, in the families' words, when one fits
                         expect_close(after[key].cpu(), W.to(dtype), f"{name}: {key}",
                                      dtype=dtype, hint="")
                     except CheckFailure as failure:
-                        fail(f"{failure} {OUT_BIAS_CHANGED}")
-                    fail(f"{name}: {OUT_BIAS_CHANGED}")
+                        fail(f"{failure} {MESSAGES['out_bias_changed']}")
+                    fail(f"{name}: {MESSAGES['out_bias_changed']}")
                 continue
             _expect_param(after[key].cpu(), answers[key].to(dtype), f"{name}: {key}", key, hd,
                           dtype=dtype,
                           mistakes=step_mistakes("head copy", {"W": W}, current_dims(),
                                                  num_heads=h, head_dim=hd,
                                                  layout=_layout(key), ndim=W.dim(), key=key),
-                          hint="Every head's rows (q_proj, k_proj, v_proj, and their biases) and "
-                              "columns (out_proj) must equal head 0's.")
+                          hint=MESSAGES["identical_hint"])
     # the heads now compute the same thing: equal attention weights for every head
     _, weights = _forward_result(forward, where)
     expect_tensor(weights, f"forward of {where}: weights", shape=(2, h, 4, 5),
@@ -434,11 +566,8 @@ def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size
     weights = weights.detach().cpu()
     for i in range(1, h):
         if not close(weights[:, i], weights[:, 0], dtype):
-            fail(f"{name}: head {i}'s attention weights differ from head 0's after the copy. "
-                 "Copy q_proj and k_proj rows (and biases) of head 0 into every head.")
-    passed(f"make_heads_identical: {where} ({dtype}) now holds {h} copies of head 0 (rows of "
-           "q_proj, k_proj, v_proj and their biases, columns of out_proj; out_proj.bias "
-           "unchanged), in place, and every head has the same attention weights")
+            fail(MESSAGES["weights_differ"].format(name=name, i=i))
+    passed(MESSAGES["identical_passed"].format(where=where, dtype=dtype, h=h))
 
 
 # ----------------------------------------------------------------------------- exercise 3
@@ -461,24 +590,23 @@ def head_similarity(fn, *, seed=0, B=4, num_heads=3, Lq=5, Lk=None, dtype=torch.
     original = weights.clone()
     name = "head_similarity(weights)"
     out, (after,) = call_keeping(fn, weights, name=name)
-    _unchanged(name, "its input weights", original, after)
+    _unchanged(name, MESSAGES["input_weights"], original, after)
     h = num_heads
     expect_tensor(out, name)
     if tuple(out.shape) == (B, h, h):
         words = _shape_words(out.shape, (h, h), "(num_heads, num_heads)")
-        fail(f"{name} has shape {tuple(out.shape)} = (B, num_heads, num_heads).{words} Average "
-             f"the per-example matrices over the batch, to shape ({h}, {h}).")
+        fail(MESSAGES["similarity_batch_axis"].format(name=name, got=tuple(out.shape),
+                                                      words=words, h=h))
     expect_tensor(out, name, shape=(h, h), device=device,
                   shape_names="(num_heads, num_heads)")
-    _expect_dtype(out, name, dtype, "the dtype of weights")
+    _expect_dtype(out, name, dtype, MESSAGES["dtype_of_weights"])
     out = out.detach().cpu()
 
-    expect_close(out, _similarity_answers(w64).to(dtype), name, dtype=dtype, axes=["head {} (rows)", "head {} (columns)"],
+    expect_close(out, _similarity_answers(w64).to(dtype), name, dtype=dtype,
+                 axes=["head {} (rows)", "head {} (columns)"],
                  mistakes=step_mistakes("head similarity", {"weights": w64}, current_dims()),
-                 hint="Flatten each head's map, normalise it to length 1, take the dot products "
-                      "between heads, average over the batch.")
-    passed(f"head_similarity: weights (B, num_heads, Lq, Lk) = {tuple(weights.shape)} ({dtype}) "
-           f"-> ({h}, {h}) cosine similarities of the heads' maps, averaged over the batch")
+                 hint=MESSAGES["similarity_hint"])
+    passed(MESSAGES["similarity_passed"].format(shape=tuple(weights.shape), dtype=dtype, h=h))
 
 
 # ----------------------------------------------------------------------------- exercise 4
@@ -613,11 +741,11 @@ def ablation_importance(fn, *, seed=0, N=16, L=6, vocab_size=11, d_model=12, num
     # the model's parameters after the call, read back by value
     state = dict(model.state_dict())
     for key, value in params.items():
-        _unchanged(name, f"the model's parameter {key}", value, state.get(key),
-                   "Switch heads off with the head_mask argument of the model, not by "
-                   "editing its weights.")
+        _unchanged(name, MESSAGES["model_parameter"].format(key=key), value, state.get(key),
+                   MESSAGES["ablation_weights"])
     h = num_heads
-    _returned(out, name, "a (num_heads,) torch.Tensor", lambda r: isinstance(r, torch.Tensor))
+    _returned(out, name, MESSAGES["ablation_returns"],
+              lambda r: isinstance(r, torch.Tensor))
     expect_tensor(out, name, shape=(h,), shape_names="(num_heads,)")
     out = out.detach().cpu()
 
@@ -630,38 +758,18 @@ def ablation_importance(fn, *, seed=0, N=16, L=6, vocab_size=11, d_model=12, num
                              num_heads=num_heads, L=L, vocab_size=vocab_size, d_model=d_model)
     expect_close(out, expected, name, dtype=torch.float32, axes=["head {}"],
                  mistakes=mistakes,
-                 hint="For each head k: gates = torch.ones(num_heads), gates[k] = 0, loss of "
-                      "model(tokens, head_mask=gates) minus the loss with no mask.")
-    passed(f"ablation_importance: for each of {h} heads, the loss increase when that head alone "
-           f"is masked (loss_prev + loss_first, {N} sequences of length {L}, {dtype})")
+                 hint=MESSAGES["ablation_hint"])
+    passed(MESSAGES["ablation_passed"].format(h=h, N=N, L=L, dtype=dtype))
 
 
 # ----------------------------------------------------------------------------- exercise 5
-OUT_ROWS_PRUNED = ("out_proj.weight has shape {got}: you kept rows of out_proj.weight. nn.Linear "
-                   "stores W_O transposed, (d_model, num_heads * head_dim): keep the columns of "
-                   "the kept heads, out_proj.weight[:, rows].")
-HEAD_DIM_CHANGED = ("the pruned module has head_dim = {got}, expected {hd}: pass "
-                    "head_dim=mha.head_dim when you build it (with fewer heads, d_model // "
-                    "num_heads would be a different head_dim).")
-PRUNE_SHAPES = ("The new module's projections must have {kept} * head_dim = {kept} * {hd} "
-                "rows (out_proj: columns): build it with head_dim=mha.head_dim (with fewer heads, "
-                "d_model // num_heads is a different head_dim, or does not divide), and keep "
-                "rows of q_proj, k_proj, v_proj but columns of out_proj.weight.")
-PRUNE_TRAINING = ("Your pruned module is in training mode while mha is in eval mode, so its "
-                  "dropout is on and its output changes from call to call: a new module starts "
-                  "in training mode; copy the original's mode with .train(mha.training).")
-PRUNE_ALWAYS_EVAL = ("mha is in training mode here but your pruned module is in eval mode: "
-                     "copy the original's mode, .train(mha.training), rather than always "
-                     "calling .eval() (a model pruned mid-training goes on training).")
-PRUNE_NO_DROPOUT = ("In training mode your pruned module gave the same output twice for the same "
-                    "inputs although mha has dropout = {p}: its dropout is off. Build it with "
-                    "dropout=mha.dropout (everything but the number of heads as in mha).")
-PRUNE_REFUSAL = ("prune_heads(mha, {bad}) {what}: {why}; the exercise asks for ValueError "
-                 "there (check the indices before building anything).")
-PRUNE_RANDOM = ("the pruned module gave two different outputs for the same inputs: mha is in "
-                "eval mode, where dropout is off and the output is the same on every call; the "
-                "pruned copy must be in mha's mode (.train(mha.training)) and compute what mha "
-                "computes.")
+def _pruned_state(name, which, got, want, **fields):
+    """The state family's sentence for the pruned module's mode or dropout (which: "mode" or
+    "dropout"; got, want: keys of MESSAGES[which + "_words"])."""
+    words = MESSAGES[f"{which}_words"]
+    return diagnose.explained(MESSAGES["pruned_module"].format(name=name), diagnose.wrong_state(
+        words["state"], words[got].format(**fields), words[want].format(**fields),
+        words["why"]))
 
 
 @reference
@@ -709,10 +817,10 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
     except CheckFailure as failure:
         if any(s in str(failure) for s in ("must match the size", "size mismatch", "divisible",
                                           "shape")):
-            fail(f"{failure}\n{PRUNE_SHAPES.format(kept=len(keep), hd=hd)}")
+            fail(f"{failure}\n{MESSAGES['prune_shapes'].format(kept=len(keep), hd=hd)}")
         raise
-    _returned(new, name, "a new, smaller MultiHeadAttention module", lambda r: r is not None,
-              "Return the module you built.")
+    _returned(new, name, MESSAGES["prune_returns"], lambda r: r is not None,
+              MESSAGES["prune_none"])
     original = _read(module)  # mha after the call
     if is_module(new):
         got_h, got_hd = getattr(new, "num_heads", None), getattr(new, "head_dim", None)
@@ -724,40 +832,37 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
         # result are read back from mha (after `original`, `found` and `forward` were taken)
         markers, shared = _written_back(new, module, found)
         if markers and shared == set(markers) == set(_params(original, where)):
-            fail(f"{name} returned mha itself: build and return a new module and leave mha as "
-                 "it is.")
+            fail(MESSAGES["prune_itself"].format(name=name))
     for key, value in _params(original, where).items():  # mha's values, read back
         if key not in P:
-            fail(f"{name} added {key} to the original module: leave mha as it is and build a "
-                 "new module.")
-        _unchanged(name, f"mha's {key}", P[key], value.double(),
-                   "Leave mha as it is and build a new module.")
-    _returned(new, name, "a new, smaller MultiHeadAttention module", is_module)
+            fail(MESSAGES["prune_added"].format(name=name, key=key))
+        _unchanged(name, MESSAGES["mha_parameter"].format(key=key), P[key], value.double(),
+                   MESSAGES["leave_mha"])
+    _returned(new, name, MESSAGES["prune_returns"], is_module)
     if differs(got_hd, hd):
-        fail(f"{name}: " + HEAD_DIM_CHANGED.format(got=got_hd, hd=hd))
+        fail(f"{name}: " + MESSAGES["head_dim_changed"].format(got=got_hd, hd=hd))
     if differs(got_h, len(keep)):
-        fail(f"{name}: the pruned module has num_heads = {got_h}, expected {len(keep)} "
-             f"({h} heads minus the {len(remove)} removed).")
+        fail(MESSAGES["prune_num_heads"].format(name=name, got=got_h, kept=len(keep), h=h,
+                                                removed=len(remove)))
     after = _params(found, "the pruned module")
     inner = len(keep) * hd
     answers, expected_out = _prune_answers(P, inputs, num_heads, d_model, remove, dtype)
     for key in P:
         if key not in after:
-            fail(f"{name}: the pruned module has no {key} although mha has one: build it with "
-                 "bias=mha.bias.")
+            fail(MESSAGES["prune_no_bias"].format(name=name, key=key))
     for key, value in after.items():
         if key not in P:
-            fail(f"{name}: the pruned module has a {key} that mha does not have: build it with "
-                 "the same bias setting (bias=mha.bias).")
+            fail(MESSAGES["prune_extra_bias"].format(name=name, key=key))
         expected = answers[key]
         if key == "out_proj.weight" and tuple(value.shape) != tuple(expected.shape):
             if tuple(value.shape)[0] == inner:
-                fail(f"{name}: " + OUT_ROWS_PRUNED.format(got=tuple(value.shape)) + _shape_words(
-                    value.shape, expected.shape, "(d_model, kept heads * head_dim)"))
+                fail(f"{name}: " + MESSAGES["out_rows_pruned"].format(got=tuple(value.shape))
+                     + _shape_words(value.shape, expected.shape,
+                                    "(d_model, kept heads * head_dim)"))
             expect_tensor(value, f"{name}: {key}", shape=expected.shape,
                           shape_names="(d_model, kept heads * head_dim)")
         expect_tensor(value, f"{name}: {key}", shape=expected.shape, device=device)
-        _expect_dtype(value, f"{name}: {key}", dtype, "the dtype of mha's parameters")
+        _expect_dtype(value, f"{name}: {key}", dtype, MESSAGES["dtype_of_mha"])
         value = value.detach().cpu()
         _expect_param(value, expected.to(dtype), f"{name}: {key}", key, hd, dtype=dtype,
                       mistakes=None if key == "out_proj.bias" else step_mistakes(
@@ -765,12 +870,10 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
                           head_dim=hd, layout=_layout(key), remove=tuple(sorted(remove)),
                           ndim=P[key].dim()),
                       head="head {} of the pruned module",
-                      hint="Keep the rows [k*head_dim, (k+1)*head_dim) of q_proj, k_proj, v_proj "
-                          "(weights and biases) and the same columns of out_proj.weight, for "
-                          "each kept head k; keep out_proj.bias.")
+                      hint=MESSAGES["prune_hint"])
     if differs(training, False):  # mha's mode: _build put it in eval mode
-        fail(diagnose.explained(f"{name}: the pruned module", diagnose.wrong_state(
-            "mode", "training", "eval", " (mha's mode)")) + f" {PRUNE_TRAINING}")
+        fail(_pruned_state(name, "mode", "training", "eval") + " "
+             + MESSAGES["prune_training"])
     output, _ = _forward_result(forward, "the pruned module")
     expect_tensor(output, f"{name}: output of the pruned module", device=device)
     repeated, _ = _forward_result(again, "the pruned module")
@@ -778,31 +881,31 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
     # the same inputs twice (an output with NaN is not close to itself: judged below)
     if close(output, output, dtype) and not (isinstance(repeated, torch.Tensor)
                                              and close(repeated.detach().cpu(), output, dtype)):
-        fail(f"{name}: {PRUNE_RANDOM}")
+        fail(f"{name}: {MESSAGES['prune_random']}")
     expect_close(output, expected_out, f"{name}: output of the pruned module",
-                 dtype=dtype, hint="Its output must equal mha's output with the removed heads' gates at 0.")
+                 dtype=dtype, hint=MESSAGES["prune_output_hint"])
     # the other mode: a copy put in eval mode whatever mha's mode is as wrong as one left in
     # training mode, which eval mode alone cannot tell from a copied mode
     module.train()
     in_training, error = attempt(fn, module, list(remove))
     raised(error, f"{name} with mha in training mode")
     if is_module(in_training) and differs(getattr(in_training, "training", None), True):
-        fail(diagnose.explained(f"{name}: the pruned module", diagnose.wrong_state(
-            "mode", "eval", "training", " (mha's mode)")) + f" {PRUNE_ALWAYS_EVAL}")
+        fail(_pruned_state(name, "mode", "eval", "training") + " "
+             + MESSAGES["prune_always_eval"])
     if dropout and is_module(in_training):  # mha's dropout, seen where it acts: training mode
         outputs = [_forward_result(observe(in_training, *(x.clone() for x in inputs)),
                                    "the pruned module in training mode")[0] for _ in range(2)]
         if all(isinstance(o, torch.Tensor) for o in outputs) and close(
                 outputs[0].detach().cpu(), outputs[1].detach().cpu(), dtype):
-            fail(diagnose.explained(f"{name}: the pruned module", diagnose.wrong_state(
-                "dropout", "off", f"on, p = {dropout}", " (mha's)"))
-                 + " " + PRUNE_NO_DROPOUT.format(p=dropout))
+            fail(_pruned_state(name, "dropout", "off", "on", p=dropout) + " "
+                 + MESSAGES["prune_no_dropout"].format(p=dropout))
     # the refusals the exercise specifies: an index outside [0, num_heads), no head left
-    for bad, why in (([h], f"there is no head {h} (the heads are 0 .. {h - 1})"),
-                     (list(range(h)), "no head would be left")):
+    for bad, why in (([h], MESSAGES["no_head"].format(h=h, last=h - 1)),
+                     (list(range(h)), MESSAGES["none_left"])):
         error = refusal(fn, module, bad)
         if error is None or error[0] != "ValueError":
-            what = "did not raise" if error is None else f"raised {error[0]}: {error[1]}"
-            fail(PRUNE_REFUSAL.format(bad=bad, what=what, why=why))
-    passed(f"prune_heads: {where} ({dtype}) without heads {remove} -> {len(keep)} heads of "
-           f"head_dim {hd}; its output equals the original's with those heads masked")
+            what = (MESSAGES["did_not_raise"] if error is None else
+                    MESSAGES["raised_other"].format(kind=error[0], message=error[1]))
+            fail(MESSAGES["prune_refusal"].format(bad=bad, what=what, why=why))
+    passed(MESSAGES["prune_passed"].format(where=where, dtype=dtype, remove=remove,
+                                           kept=len(keep), hd=hd))

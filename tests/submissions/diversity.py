@@ -412,9 +412,11 @@ BUGS.update({
         _PREV, "on_prev = torch.diagonal(weights, offset=1, dim1=-2, dim2=-1)[..., 1:]",
         r"prev is wrong: .*above the diagonal .*causal mask sets those to 0"),
     "scores_query_key_swapped": _scores(_PREV, "on_prev = weights[:, :, i - 1, i]",
-                                        r"prev is wrong: .*weights\[\.\.\., i-1, i\] with query and key exchanged"),
+                                        r"prev is wrong: .*weights\[\.\.\., i-1, i\] with query "
+                                        r"and key exchanged"),
     "scores_first_row_not_column": _scores(_FIRST, "on_first = weights[:, :, 0, i]",
-                                           r"first is wrong: .*reads row 0.*instead of column 0, weights\[\.\.\., i, 0\]"),
+                                           r"first is wrong: .*reads row 0.*instead of column 0, "
+                                           r"weights\[\.\.\., i, 0\]"),
     "scores_fields_swapped": _scores(
         _MEANS, "return RelationScores(on_first.mean((0, 2)), on_prev.mean((0, 2)))",
         r"prev is wrong: .*reads key 0 instead of key i-1.*prev and first swapped"),
@@ -487,7 +489,8 @@ def head_similarity(weights):
         "        rows = proj.weight.view(h, hd, -1)          # (h, hd, in)\n"
         "        rows[1:] = rows[:1]\n",
         "        cols = proj.weight.view(-1, h, hd)          # like out_proj\n"
-        "        cols[:, 1:] = cols[:, :1]\n", r"q_proj\.weight is wrong: .*takes the columns .* instead of the rows"),
+        "        cols[:, 1:] = cols[:, :1]\n",
+        r"q_proj\.weight is wrong: .*takes the columns .* instead of the rows"),
     "identical_forgets_v_proj": _identical("    for proj in (mha.q_proj, mha.k_proj, mha.v_proj):\n",
                                            "    for proj in (mha.q_proj, mha.k_proj):\n",
                                            r"v_proj\.weight was not changed"),
@@ -500,7 +503,8 @@ def head_similarity(weights):
                                             "importance[k] = loss(gates)",
                                             r"baseline subtraction step is left out"),
     "ablation_sign_reversed": _ablation("importance[k] = loss(gates) - base",
-                                        "importance[k] = base - loss(gates)", r"baseline subtraction step is the wrong way round"),
+                                        "importance[k] = base - loss(gates)",
+                                        r"baseline subtraction step is the wrong way round"),
     "ablation_only_first_loss": _ablation(
         _LOSS, "        return relation_losses(logits_prev, logits_first, prev_target, "
                "first_target)[1]\n", r"uses only loss_first"),
@@ -509,7 +513,8 @@ def head_similarity(weights):
                "        return (F.cross_entropy(logits_prev.reshape(-1, V), prev_target.reshape(-1),"
                " reduction='sum')\n"
                "                + F.cross_entropy(logits_first.reshape(-1, V), "
-               "first_target.reshape(-1), reduction='sum'))\n", r"sums the cross-entropy over the positions"),
+               "first_target.reshape(-1), reduction='sum'))\n",
+        r"sums the cross-entropy over the positions"),
     "ablation_changes_the_model": _ablation(
         "        importance[k] = loss(gates) - base\n",
         "        importance[k] = loss(gates) - base\n"
@@ -556,7 +561,8 @@ def head_similarity(weights):
     maps = weights.flatten(2)                                   # (B, h, Lq*Lk)
     return (maps @ maps.transpose(1, 2)).mean(0) / maps.shape[-1]
 '''},
-        fails=["test_head_similarity"], diagnosis=r"dot products by the number of entries.*instead of by each map's norm",
+        fails=["test_head_similarity"],
+        diagnosis=r"dot products by the number of entries.*instead of by each map's norm",
         notes="a mean of products in place of the cosine's division by the norms"),
     "ablation_mean_of_losses": _ablation(
         _LOSS, _LOSS.replace("first_target))\n", "first_target)) / 2\n"),
@@ -577,6 +583,7 @@ def head_similarity(weights):
         cells={"make_heads_identical": _edit(
             CORRECT["diagonal_loops_state_dict"]["make_heads_identical"],
             "range(1, mha.num_heads)", "range(1, mha.num_heads - 1)")},
-        fails=["test_make_heads_identical"], diagnosis=r"q_proj\.weight is wrong: .*stops before the last head",
+        fails=["test_make_heads_identical"],
+        diagnosis=r"q_proj\.weight is wrong: .*stops before the last head",
         notes="range(1, num_heads - 1) misses the last head"),
 })
