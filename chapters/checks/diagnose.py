@@ -67,6 +67,14 @@ MESSAGES = {
     "raised": "{name} raised {kind}: {message}\n(the sizes in it: {named}; called with "
               "tensors of shapes {shapes})",
     "explained": "{name} is wrong: {reason}.",
+    "nonfinite": "it holds NaN or inf where the right answer is finite: {count} of {total} "
+                 "entries ({kinds}), {where}",
+    "nonfinite_region": "all of them in {region}: {covered}",
+    "runs": "each run of True along {axis} is {k} position{s} {longer} than it should be "
+            "(off by {k}: a bound such as p < length written p <= length, or the reverse)",
+    "runs_complement": "it is the complement of the right mask (True where it should be "
+                       "False), and besides each run of True along {axis} is {k} position{s} "
+                       "{longer} than in that complement (off by {k})",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -463,7 +471,9 @@ def explain(actual, expected, same, wrong, dims, axes=None, mistakes=None):
                     lambda: other_layout(actual, expected, same, dims, axes),
                     lambda: constant(actual, expected, same, dims),
                     lambda: shifted(actual, expected, same, dims, axes),
-                    lambda: localized(wrong, dims, axes)):
+                    lambda: localized(wrong, dims, axes),
+                    lambda: nonfinite(actual, expected, dims, axes),
+                    lambda: mask_runs(actual, expected, dims, axes)):
         reason = attempt()
         if reason:
             return reason
@@ -479,6 +489,93 @@ def explained(name, reason):
 FAMILY_PATTERN = re.compile("|".join(
     re.escape(MESSAGES[key].split("{")[0]) for key in
     ("swap", "view", "reversed", "factors", "times", "plus", "shifted", "complement",
-     "diagonal", "localized", "step")) + r"|has \d+(?: = \w+)* entries; it should have"
+     "diagonal", "localized", "step",
+     "nonfinite", "runs", "runs_complement")) + r"|has \d+(?: = \w+)* entries; it should have"
     r"|the sizes are right but the axes|an extra axis of size|it lacks the \S+ axis"
     r"|\(the sizes in it: ")
+
+
+# ------------------------------------------------------------------- non-finite entries
+
+def nonfinite(actual, expected, dims, axes=None, regions=None):
+    """The non-finite family: `actual` holds NaN or inf where `expected` is finite; the
+    sentence says where, in the exercise's words: the first of `regions` ({words: bool
+    tensor that broadcasts to the shape}, places the check can name, e.g. "the rows of the
+    queries with no key to attend to") that holds every such entry, else the indices of
+    each axis where only some hold one (as localized() says them)."""
+    if tuple(actual.shape) != tuple(expected.shape) or actual.numel() == 0:
+        return None
+    a, e = actual.detach(), expected.detach()
+    bad = ~torch.isfinite(a) & torch.isfinite(e)
+    if not bool(bad.any()):
+        return None
+    kinds = [word for word, found in (("NaN", torch.isnan(a) & bad),
+                                      ("inf", torch.isinf(a) & bad)) if bool(found.any())]
+    where = None
+    for words, region in (regions or {}).items():
+        region = region.to(bad.device).bool().expand(bad.shape)
+        if not bool((bad & ~region).any()):
+            inside = int(region.sum())
+            covered = (f"every entry there ({inside})" if torch.equal(bad, region)
+                       else f"{int(bad.sum())} of the {inside} entries there")
+            where = MESSAGES["nonfinite_region"].format(region=words, covered=covered)
+            break
+    if where is None:
+        names = axis_names(tuple(bad.shape), dims, axes)
+        parts = []
+        for axis in range(bad.dim()):
+            others = [o for o in range(bad.dim()) if o != axis]
+            hit = bad.any(dim=others) if others else bad
+            index = hit.nonzero().flatten().tolist()
+            if 1 < hit.numel() and len(index) < hit.numel():
+                block = index == list(range(index[0], index[-1] + 1))
+                parts.append(_indices_text(index, hit.numel(), names[axis], block))
+        where = "at " + "; ".join(parts) if parts else "spread along every axis"
+    return MESSAGES["nonfinite"].format(count=int(bad.sum()), total=bad.numel(),
+                                        kinds=" and ".join(kinds), where=where)
+
+
+# ------------------------------------------------------------------------ mask boundaries
+
+def _run_counts(lines):
+    """(kind, counts) when every line (..., n) of the bool `lines` is one run of True at
+    its start ("prefix") or every one a run at its end ("suffix"); else None. A line of all
+    True or all False counts as either."""
+    n = lines.shape[-1]
+    counts = lines.sum(dim=-1)
+    positions = torch.arange(n, device=lines.device)
+    for kind, run in (("prefix", positions < counts[..., None]),
+                      ("suffix", positions >= n - counts[..., None])):
+        if torch.equal(lines, run):
+            return kind, counts
+    return None
+
+
+def mask_runs(actual, expected, dims, axes=None, most=3):
+    """The boundary family, for 0/1 masks of one shape: along some axis every line of both
+    is one run of True at its start (or every one at its end), as a padding mask's are, and
+    each of actual's runs is the right one's lengthened or shortened by the same k
+    (0 < |k| <= most; clipped at the ends): off by k, e.g. p <= length where p < length is
+    right; or the same of the right mask's complement."""
+    if tuple(actual.shape) != tuple(expected.shape) or expected.dim() == 0:
+        return None
+    a, e = actual.detach(), expected.detach()
+    if not (_binary(a) and _binary(e)):
+        return None
+    a, e = a.bool().cpu(), e.bool().cpu()
+    names = axis_names(tuple(e.shape), dims, axes)
+    for axis, size in enumerate(e.shape):
+        if size < 2:
+            continue
+        got = _run_counts(a.movedim(axis, -1))
+        for template, right in (("runs", e), ("runs_complement", ~e)):
+            want = _run_counts(right.movedim(axis, -1))
+            if not (got and want and got[0] == want[0]):
+                continue
+            for k in (step * sign for step in range(1, most + 1) for sign in (1, -1)):
+                moved = (want[1] + k).clamp(0, size)
+                if torch.equal(got[1], moved) and not torch.equal(moved, want[1]):
+                    return MESSAGES[template].format(
+                        axis=_axis_label(names[axis]), k=abs(k), s="" if abs(k) == 1 else "s",
+                        longer="longer" if k > 0 else "shorter")
+    return None
