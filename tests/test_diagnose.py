@@ -264,3 +264,16 @@ def test_masked_softmax_formula_names_two_steps_and_joins_sentences_that_coincid
         diagnose.one_step(multiplied, mistakes, same)
     right = scores.masked_fill(~mask, torch.finfo(scores.dtype).min).softmax(-1)
     assert diagnose.one_step(right.masked_fill(~mask, 0.0) / 2, mistakes, same) is None
+
+
+# ------------------------------------------------------------------ a number beyond a dtype
+
+def test_overflow_names_the_dtype_a_number_does_not_fit_in():
+    with pytest.raises(RuntimeError) as error:
+        torch.zeros(2, dtype=torch.float16).masked_fill(torch.ones(2, dtype=torch.bool), -1e9)
+    message = diagnose.overflow(str(error.value))
+    assert message.startswith("a number your code writes does not fit in torch.float16: its "
+                              "finite values end at -65504 and 65504")
+    assert diagnose.FAMILY_PATTERN.search(message)
+    assert diagnose.overflow("The size of tensor a (4) must match the size of tensor b (2)") \
+        is None

@@ -75,6 +75,9 @@ MESSAGES = {
     "runs_complement": "it is the complement of the right mask (True where it should be "
                        "False), and besides each run of True along {axis} is {k} position{s} "
                        "{longer} than in that complement (off by {k})",
+    "overflow": "a number your code writes does not fit in {dtype}: its finite values end at "
+                "-{top:.6g} and {top:.6g}, so {dtype} cannot hold it (torch.finfo({dtype}).min "
+                "and .max are the extreme values it can)",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -490,7 +493,7 @@ FAMILY_PATTERN = re.compile("|".join(
     re.escape(MESSAGES[key].split("{")[0]) for key in
     ("swap", "view", "reversed", "factors", "times", "plus", "shifted", "complement",
      "diagonal", "localized", "step",
-     "nonfinite", "runs", "runs_complement")) + r"|has \d+(?: = \w+)* entries; it should have"
+     "nonfinite", "runs", "runs_complement", "overflow")) + r"|has \d+(?: = \w+)* entries; it should have"
     r"|the sizes are right but the axes|an extra axis of size|it lacks the \S+ axis"
     r"|\(the sizes in it: ")
 
@@ -579,3 +582,22 @@ def mask_runs(actual, expected, dims, axes=None, most=3):
                         axis=_axis_label(names[axis]), k=abs(k), s="" if abs(k) == 1 else "s",
                         longer="longer" if k > 0 else "shorter")
     return None
+
+
+# ------------------------------------------------------------------ a number beyond a dtype
+
+# the names PyTorch's overflow error gives a dtype (c10's C++ type names)
+_C10_DTYPES = {"c10::Half": torch.float16, "c10::BFloat16": torch.bfloat16,
+               "float": torch.float32, "double": torch.float64}
+_OVERFLOW = re.compile(r"cannot be converted to type (\S+) without overflow")
+
+
+def overflow(message):
+    """The overflow family, for an error the student's code raised: a number it writes into
+    a tensor (masked_fill, fill_, full) is beyond the tensor's dtype, e.g. -1e9 in float16;
+    the sentence names the dtype and its range. None for any other error."""
+    found = _OVERFLOW.search(message or "")
+    dtype = found and _C10_DTYPES.get(found.group(1))
+    if not dtype:
+        return None
+    return MESSAGES["overflow"].format(dtype=dtype, top=torch.finfo(dtype).max)

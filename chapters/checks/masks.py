@@ -119,20 +119,20 @@ NAN_GRAD = ("The forward pass is fine, so most "
             "forward output (nan_to_num, masked_fill after the softmax) does not clean the "
             "gradient. Put torch.finfo(scores.dtype).min into the scores with masked_fill or "
             "torch.where, not with an addition.")
-OVERFLOW = ("your fill value does not fit in {dtype}: -1e9 is far beyond float16's range "
-            "(its most negative finite value is -65504), and masked_fill refuses it. Use "
-            "torch.finfo(scores.dtype).min, which is the most negative finite value of "
-            "whatever dtype the scores have.")
+FILL_LOWEST = ("Fill with torch.finfo(scores.dtype).min, the most negative finite value of "
+               "whatever dtype the scores have.")
 
 
-def _call(function, *args, dtype=None, hint=None, **kwargs):
-    """call(), with a hint when a fill value overflowed the dtype (or the given hint)."""
+def _call(function, *args, hint=None, **kwargs):
+    """call(), naming a number beyond the dtype (diagnose.overflow: a fill value such as
+    -1e9 in float16) with the fill that fits, or else adding the given hint."""
     try:
         return call(function, *args, **kwargs)
     except CheckFailure as failure:
         text = str(failure)
-        if "without overflow" in text:
-            raise CheckFailure(f"{text}\n{OVERFLOW.format(dtype=dtype)}") from None
+        beyond = diagnose.overflow(text)
+        if beyond:
+            raise CheckFailure(f"{text}\nThat is: {beyond}. {FILL_LOWEST}") from None
         if hint:
             raise CheckFailure(f"{text}\n{hint}") from None
         raise
@@ -313,7 +313,7 @@ def masked_softmax(function, seed=0, batch=(2, 3), Lq=5, Lk=6, dtype=torch.float
     expected, expected_grad, expected_plain = _masked_softmax_answers(scores, mask, upstream)
     fully = _fully_masked_rows(mask, shape)
     s = scores.clone().requires_grad_()
-    weights = _call(function, s, mask.clone(), dtype=dtype, name="masked_softmax")
+    weights = _call(function, s, mask.clone(), name="masked_softmax")
     name = "masked_softmax(scores, mask)"
     expect_tensor(weights, name, shape=shape, shape_names="(..., Lq, Lk)")
     expect_tensor(weights, name, dtype=dtype)
@@ -338,7 +338,7 @@ def masked_softmax(function, seed=0, batch=(2, 3), Lq=5, Lk=6, dtype=torch.float
                  condition=_condition(scores, mask).amax(-1, keepdim=True),
                  regions={FULLY_MASKED: fully, ALLOWED: mask.expand(shape)})
     # mask=None: a plain softmax
-    plain = _call(function, scores.clone(), None, dtype=dtype, name="masked_softmax",
+    plain = _call(function, scores.clone(), None, name="masked_softmax",
                   hint=NO_MASK)
     expect_close(plain, expected_plain, "masked_softmax(scores, None)",
                  dtype=dtype, condition=_condition(scores, None),
@@ -347,7 +347,7 @@ def masked_softmax(function, seed=0, batch=(2, 3), Lq=5, Lk=6, dtype=torch.float
                  hint="With mask=None, return a plain softmax over the last axis.")
     # real scores far below 0: a fixed fill value (-1e4) is no longer below them
     low, low_mask, low_expected = _low_scores_case(dtype)
-    low_weights = _call(function, low.clone(), low_mask.clone(), dtype=dtype,
+    low_weights = _call(function, low.clone(), low_mask.clone(),
                         name="masked_softmax")
     expect_close(low_weights, low_expected, "masked_softmax(scores near -16384, mask)",
                  dtype=dtype, condition=_condition(low, low_mask),
@@ -417,7 +417,7 @@ def scaled_dot_product_attention(function, seed=0, batch=(3, 2), Lq=5, Lk=7, d_k
     q, k, v = (t.clone().requires_grad_() for t in (query, key, value))
     name = "scaled_dot_product_attention(query, key, value, mask)"
     with forbid_spec(*FORBIDS):
-        result = _call(function, q, k, v, mask.clone(), dtype=dtype,
+        result = _call(function, q, k, v, mask.clone(),
                        name="scaled_dot_product_attention")
     output, weights = _unpack(result, name)
     expect_tensor(output, "output", shape=(*batch, Lq, d_v), shape_names="(..., Lq, d_v)")
@@ -460,7 +460,7 @@ def scaled_dot_product_attention(function, seed=0, batch=(3, 2), Lq=5, Lk=7, d_k
     # own, and a float64 run is where a float32 sqrt(d_k) constant shows (common.py's rule)
     with forbid_spec(*FORBIDS):
         result = _call(function, query.double(), key.double(), value.double(),
-                       dtype=torch.float64, name="scaled_dot_product_attention", hint=NO_MASK)
+                       name="scaled_dot_product_attention", hint=NO_MASK)
     plain, _ = _unpack(result, "scaled_dot_product_attention(query, key, value)")
     expect_tensor(plain, "output without a mask (float64 inputs)", dtype=torch.float64)
     expect_close(plain, expected_plain, "output without a mask (float64 inputs)",
@@ -509,7 +509,7 @@ def invariances(function, seed=0, batch=3, num_heads=2, L=6, d_k=8, dtype=torch.
 
     def run(q, k, v, mask):
         with forbid_spec(*FORBIDS):
-            result = _call(function, q.clone(), k.clone(), v.clone(), mask.clone(), dtype=dtype,
+            result = _call(function, q.clone(), k.clone(), v.clone(), mask.clone(),
                            name="scaled_dot_product_attention")
         out, _ = _unpack(result, "scaled_dot_product_attention")
         return out.detach()
