@@ -277,3 +277,18 @@ def test_overflow_names_the_dtype_a_number_does_not_fit_in():
     assert diagnose.FAMILY_PATTERN.search(message)
     assert diagnose.overflow("The size of tensor a (4) must match the size of tensor b (2)") \
         is None
+
+
+# ------------------------------------------------------------------- axes of size 1
+
+def test_singleton_axes_names_axes_of_size_1_left_out_or_added():
+    dims = {"batch": 4, "max_len": 7}
+    message = diagnose.singleton_axes((4, 7), (4, 1, 1, 7), dims, "(B, 1, 1, max_len)")
+    assert message.startswith("it lacks 2 axes of size 1, at positions 1 and 2 of (B, 1, 1, "
+                              "max_len)")
+    assert diagnose.singleton_axes((4, 1, 1, 7), (4, 7), dims, "(B, Lk)") == \
+        "it has 2 extra axes of size 1, at positions 1 and 2; expected (B, Lk)"
+    assert diagnose.singleton_axes((4, 1, 7), (4, 7), dims) is None       # wrong_shape's
+    assert diagnose.singleton_axes((7, 1, 1, 4), (4, 7), dims) is None    # another order
+    assert diagnose.singleton_axes((4, 2, 1, 7), (4, 7), dims) is None
+    assert diagnose.FAMILY_PATTERN.search(message)

@@ -78,6 +78,11 @@ MESSAGES = {
     "overflow": "a number your code writes does not fit in {dtype}: its finite values end at "
                 "-{top:.6g} and {top:.6g}, so {dtype} cannot hold it (torch.finfo({dtype}).min "
                 "and .max are the extreme values it can)",
+    "singleton_missing": "it lacks {count} axes of size 1, at positions {positions} of "
+                         "({want_axes}): its other sizes are right, but without those axes "
+                         "it broadcasts along other axes than intended",
+    "singleton_extra": "it has {count} extra axes of size 1, at positions {positions}; "
+                       "expected ({want_axes})",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -493,7 +498,8 @@ FAMILY_PATTERN = re.compile("|".join(
     re.escape(MESSAGES[key].split("{")[0]) for key in
     ("swap", "view", "reversed", "factors", "times", "plus", "shifted", "complement",
      "diagonal", "localized", "step",
-     "nonfinite", "runs", "runs_complement", "overflow")) + r"|has \d+(?: = \w+)* entries; it should have"
+     "nonfinite", "runs", "runs_complement", "overflow", "singleton_missing",
+     "singleton_extra")) + r"|has \d+(?: = \w+)* entries; it should have"
     r"|the sizes are right but the axes|an extra axis of size|it lacks the \S+ axis"
     r"|\(the sizes in it: ")
 
@@ -601,3 +607,29 @@ def overflow(message):
     if not dtype:
         return None
     return MESSAGES["overflow"].format(dtype=dtype, top=torch.finfo(dtype).max)
+
+
+# ------------------------------------------------------------------- axes of size 1
+
+def singleton_axes(got, want, dims, axes=None):
+    """The singleton family for shapes: `got` is `want` with two or more axes of size 1
+    left out or added, its other sizes in order (one axis is wrong_shape's), e.g. a (B, Lk)
+    mask where (B, 1, 1, Lk) is asked for, so that it broadcasts over heads and queries."""
+    got, want = tuple(got), tuple(want)
+    longer, shorter = (want, got) if len(want) > len(got) else (got, want)
+    if len(longer) - len(shorter) < 2:
+        return None
+    extra, matched = [], 0
+    for index, size in enumerate(longer):   # match the shorter shape's sizes in order
+        if matched < len(shorter) and size == shorter[matched]:
+            matched += 1
+        elif size == 1:
+            extra.append(index)
+        else:
+            return None
+    if matched < len(shorter) or len(extra) != len(longer) - len(shorter):
+        return None
+    positions = ", ".join(str(i) for i in extra[:-1]) + f" and {extra[-1]}"
+    key = "singleton_missing" if longer == want else "singleton_extra"
+    return MESSAGES[key].format(count=len(extra), positions=positions,
+                                want_axes=", ".join(axis_names(want, dims, axes)))

@@ -186,7 +186,20 @@ def _expect_grad(tensor, expected, what, dtype, scale=None, condition=1.0, regio
                       "bends the gradient (an in-place change, .detach(), a rounding).")
 
 
+def _expect_singletons(actual, expected, name, shape_names, hint):
+    """Fail when the shape of `actual` is `expected`'s with axes of size 1 left out or
+    added (diagnose.singleton_axes), with `hint`."""
+    reason = diagnose.singleton_axes(actual.shape, expected.shape, current_dims(), shape_names)
+    if reason:
+        fail(f"{name}: expected shape {tuple(expected.shape)} = {shape_names}, got "
+             f"{tuple(actual.shape)}: {reason}. {hint}")
+
+
 # ----------------------------------------------------------------------------- padding_mask
+BROADCASTING = ("Against scores of shape (B, num_heads, Lq, Lk), broadcasting aligns shapes "
+                "from the right, so a (B, Lk) mask acts as (1, 1, B, Lk): the batch axis lines "
+                "up with the queries. Keep the two axes of size 1: mask[:, None, None, :].")
+KEY_PADDING_SHAPE = "nn.MultiheadAttention wants its key_padding_mask of shape (B, Lk)."
 @reference
 def _padding_answers(seed, batch, max_len, allow_zero):
     """(lengths, the expected (B, 1, 1, max_len) mask)."""
@@ -200,16 +213,15 @@ def padding_mask(function, seed=0, batch=4, max_len=7, allow_zero=False):
     lengths, expected = _padding_answers(seed, batch, max_len, allow_zero)
     actual = call(function, lengths.clone(), max_len)
     expect_tensor(actual, "padding_mask(lengths, max_len)")
+    _expect_singletons(actual, expected, "padding_mask(lengths, max_len)", "(B, 1, 1, max_len)",
+                       BROADCASTING)
     B = batch
-    if tuple(actual.shape) == (B, max_len):
-        fail(f"padding_mask returned shape {(B, max_len)} = (B, Lk). Against scores of shape "
-             "(B, num_heads, Lq, Lk), broadcasting aligns shapes from the right, so (B, Lk) acts "
-             "as (1, 1, B, Lk): the batch axis lines up with the queries. Add the two singleton "
-             "axes: (B, 1, 1, Lk), e.g. mask[:, None, None, :].")
     if tuple(actual.shape) == (B, 1, max_len, 1):
-        fail(f"padding_mask returned shape {(B, 1, max_len, 1)} = (B, 1, Lk, 1): the positions "
-             "are on the query axis, so this masks queries (rows) instead of keys (columns). "
-             "Put the position axis last: (B, 1, 1, Lk).")
+        words = diagnose.wrong_shape((B, 1, max_len, 1), tuple(expected.shape), current_dims(),
+                                     "(B, 1, 1, max_len)")
+        fail(f"padding_mask returned shape {(B, 1, max_len, 1)} = (B, 1, Lk, 1): {words}. The "
+             "positions are on the query axis, so this masks queries (rows) instead of keys "
+             "(columns). Put the position axis last: (B, 1, 1, Lk).")
     expect_tensor(actual, "padding_mask(lengths, max_len)", shape=expected.shape,
                   shape_names="(B, 1, 1, max_len)")
     if actual.dtype != torch.bool:
@@ -588,9 +600,7 @@ def to_torch_key_padding_mask(function, seed=0, batch=3, Lk=6, d_model=8, num_he
     name = f"to_torch_key_padding_mask(mask of shape {tuple(given.shape)})"
     actual = call(function, given.clone())
     expect_tensor(actual, name)
-    if tuple(actual.shape) == (batch, 1, 1, Lk):
-        fail(f"{name}: nn.MultiheadAttention wants key_padding_mask of shape (B, Lk) = "
-             f"{(batch, Lk)}, got {tuple(actual.shape)}: drop the two singleton axes.")
+    _expect_singletons(actual, expected, name, "(B, Lk)", KEY_PADDING_SHAPE)
     expect_tensor(actual, name, shape=expected.shape, shape_names="(B, Lk)")
     if actual.dtype != torch.bool:
         fail(f"{name}: return a torch.bool mask, got {actual.dtype}. (A float key_padding_mask "
@@ -602,10 +612,11 @@ def to_torch_key_padding_mask(function, seed=0, batch=3, Lk=6, d_model=8, num_he
     one = call(function, given[:1].clone())
     expect_tensor(one, f"to_torch_key_padding_mask(mask of shape {tuple(given[:1].shape)})")
     if tuple(one.shape) != (1, Lk):
+        words = diagnose.wrong_shape(tuple(one.shape), (1, Lk), current_dims(), "(B, Lk)")
         fail(f"to_torch_key_padding_mask(mask of shape {tuple(given[:1].shape)}), a batch of one "
-             f"sequence: expected shape (1, {Lk}) = (B, Lk), got {tuple(one.shape)}. A bare "
-             ".squeeze() removes every axis of size 1, the batch axis too when B = 1: remove "
-             "only the two singleton axes (mask[:, 0, 0, :], or squeeze(2).squeeze(1)).")
+             f"sequence: expected shape (1, {Lk}) = (B, Lk), got {tuple(one.shape)}: {words}. A "
+             "bare .squeeze() removes every axis of size 1, the batch axis too when B = 1: "
+             "remove only the two singleton axes (mask[:, 0, 0, :], or squeeze(2).squeeze(1)).")
     if not bool((one == expected[:1]).all()):
         fail(f"to_torch_key_padding_mask is wrong for a batch of one sequence (lengths "
              f"{lengths[:1].tolist()}): expected {expected[:1].int().tolist()}, got "

@@ -205,7 +205,7 @@ BUGS = {
     return torch.arange(max_len) < lengths[:, None]
 '''},
         fails=["test_padding_mask"],
-        diagnosis=r"acts as \(1, 1, B, Lk\)",
+        diagnosis=r"lacks 2 axes of size 1, at positions 1 and 2 .*acts as \(1, 1, B, Lk\)",
     ),
     "causal_upper_triangular": Bug(
         cells={"causal_mask": '''def causal_mask(q_len, k_len=None, device=None):
@@ -325,7 +325,7 @@ BUGS.update({
 def to_torch_key_padding_mask(mask):
     return ~mask              # True = ignore
 '''},
-        fails=["test_to_torch_key_padding_mask"], diagnosis=r"drop the two singleton axes"),
+        fails=["test_to_torch_key_padding_mask"], diagnosis=r"has 2 extra axes of size 1, at positions 1 and 2"),
     "mask_added_to_scores": Bug(
         cells={"masked_softmax": _edit(_SOFTMAX, '''    scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     weights = torch.softmax(scores, dim=-1)
