@@ -292,3 +292,17 @@ def test_singleton_axes_names_axes_of_size_1_left_out_or_added():
     assert diagnose.singleton_axes((7, 1, 1, 4), (4, 7), dims) is None    # another order
     assert diagnose.singleton_axes((4, 2, 1, 7), (4, 7), dims) is None
     assert diagnose.FAMILY_PATTERN.search(message)
+
+
+# --------------------------------------------------------------- a promised parameter
+
+def test_missing_parameter_names_the_parameter_the_function_lacks():
+    def causal_mask(q_len, k_len=None):
+        return q_len
+    with pytest.raises(TypeError) as error:
+        causal_mask(4, device="cpu")
+    message = diagnose.missing_parameter(str(error.value))
+    assert message == ("your causal_mask has no parameter device, which the exercise's "
+                       "signature promises: add it, and use it")
+    assert diagnose.FAMILY_PATTERN.search(message)
+    assert diagnose.missing_parameter("f() missing 1 required positional argument: 'x'") is None

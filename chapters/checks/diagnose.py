@@ -83,6 +83,8 @@ MESSAGES = {
                          "it broadcasts along other axes than intended",
     "singleton_extra": "it has {count} extra axes of size 1, at positions {positions}; "
                        "expected ({want_axes})",
+    "parameter": "your {function} has no parameter {parameter}, which the exercise's "
+                 "signature promises: add it, and use it",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -499,7 +501,7 @@ FAMILY_PATTERN = re.compile("|".join(
     ("swap", "view", "reversed", "factors", "times", "plus", "shifted", "complement",
      "diagonal", "localized", "step",
      "nonfinite", "runs", "runs_complement", "overflow", "singleton_missing",
-     "singleton_extra")) + r"|has \d+(?: = \w+)* entries; it should have"
+     "singleton_extra", "parameter")) + r"|has \d+(?: = \w+)* entries; it should have"
     r"|the sizes are right but the axes|an extra axis of size|it lacks the \S+ axis"
     r"|\(the sizes in it: ")
 
@@ -633,3 +635,18 @@ def singleton_axes(got, want, dims, axes=None):
     key = "singleton_missing" if longer == want else "singleton_extra"
     return MESSAGES[key].format(count=len(extra), positions=positions,
                                 want_axes=", ".join(axis_names(want, dims, axes)))
+
+
+# --------------------------------------------------------------- a promised parameter
+
+_UNEXPECTED = re.compile(r"(\w+)\(\) got an unexpected keyword argument '(\w+)'")
+
+
+def missing_parameter(message):
+    """The parameter family, for an error the student's code raised: a check passed a
+    parameter the exercise promises (cache=, device=, mask=) and the student's function
+    has none of that name. None for any other error."""
+    found = _UNEXPECTED.search(message or "")
+    if not found:
+        return None
+    return MESSAGES["parameter"].format(function=found.group(1), parameter=found.group(2))

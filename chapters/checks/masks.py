@@ -125,7 +125,8 @@ FILL_LOWEST = ("Fill with torch.finfo(scores.dtype).min, the most negative finit
 
 def _call(function, *args, hint=None, **kwargs):
     """call(), naming a number beyond the dtype (diagnose.overflow: a fill value such as
-    -1e9 in float16) with the fill that fits, or else adding the given hint."""
+    -1e9 in float16) with the fill that fits, a promised parameter the function lacks
+    (diagnose.missing_parameter), and adding the given hint."""
     try:
         return call(function, *args, **kwargs)
     except CheckFailure as failure:
@@ -133,6 +134,9 @@ def _call(function, *args, hint=None, **kwargs):
         beyond = diagnose.overflow(text)
         if beyond:
             raise CheckFailure(f"{text}\nThat is: {beyond}. {FILL_LOWEST}") from None
+        missing = diagnose.missing_parameter(text)
+        if missing:
+            raise CheckFailure(f"{text}\nThat is: {missing}. {hint or ''}".rstrip()) from None
         if hint:
             raise CheckFailure(f"{text}\n{hint}") from None
         raise
@@ -237,7 +241,7 @@ def padding_mask(function, seed=0, batch=4, max_len=7, allow_zero=False):
 
 # ----------------------------------------------------------------------------- causal_mask
 NO_DEVICE = ("The exercise's signature is causal_mask(q_len, k_len=None, device=None): "
-             "create the mask on `device`.")
+             "create the mask on `device`.")   # the hint of a call that passes device=
 
 
 def _expect_causal(actual, expected, name):
