@@ -30,6 +30,119 @@ FORBIDS = (Forbidden("scaled_dot_product_attention",
                      r"scaled_dot_product", "which does the whole exercise for you",
                      label="F.scaled_dot_product_attention"),)
 
+# Every message of this module, one template per message with named fields (one place, for
+# a second language); the families' sentences are diagnose.MESSAGES.
+MESSAGES = {
+    # where NaN or inf can sit (diagnose.nonfinite's regions), and why it comes there
+    "fully_masked": "the fully masked rows (queries with no key they may attend to)",
+    "allowed": "the keys that may be attended",
+    "attending": "the queries that have a key to attend to",
+    "nan_fully_masked": (
+        "The softmax of a row that is all -inf is 0/0 = NaN.{fp16} Fill masked scores with "
+        "torch.finfo(scores.dtype).min (finite), and after the softmax set the weights of "
+        "masked keys to 0, which turns those rows into zeros."),
+    "fp16_note": (" In float16, -1e9 is -inf too: float16's finite range ends at -65504, and "
+                  "score + finfo.min also overflows to -inf when the score is below about -16."),
+    "nan_allowed": (
+        "A common cause: a mask multiplied by -inf gives 0 * -inf = NaN at every allowed key; "
+        "build the fill with masked_fill or torch.where instead of multiplying by -inf. "
+        "Another: a softmax of your own that subtracts the row's minimum (or nothing) instead "
+        "of its maximum: a row with a masked key holds finfo.min, so it spans far more than "
+        "exp's range and exp overflows to inf (inf / inf = NaN). The row's maximum, not its "
+        "minimum, keeps every exponent <= 0."),
+    "nan_grad": (
+        "The forward pass is fine, so most likely a -inf reached the softmax of a fully "
+        "masked row (a -inf fill, -1e9 in float16, or score + finfo.min overflowing to -inf in "
+        "float16), the softmax's backward made NaN, and an addition passed it back to the "
+        "scores. Cleaning the forward output (nan_to_num, masked_fill after the softmax) does "
+        "not clean the gradient. Put torch.finfo(scores.dtype).min into the scores with "
+        "masked_fill or torch.where, not with an addition."),
+    "nonfinite": "{failure} {cause}",
+    # the student's call raised
+    "raised_named": "{raised}\nThat is: {reason}. {hint}",
+    "raised_hint": "{raised}\n{hint}",
+    "fill_lowest": ("Fill with torch.finfo(scores.dtype).min, the most negative finite value of "
+                    "whatever dtype the scores have."),
+    "no_mask": "With mask=None nothing is masked: handle it first (if mask is None: ...).",
+    "no_device": ("The exercise's signature is causal_mask(q_len, k_len=None, device=None): "
+                  "create the mask on `device`."),
+    # gradients
+    "no_graph": ("no gradient can reach {what}: your result is not connected to it in the "
+                 "autograd graph (did you use .detach(), .data, torch.no_grad() or a new "
+                 "tensor?)."),
+    "no_grad": ("no gradient reached {what}: your result is not connected to it in the "
+                "autograd graph (did you use .detach(), .data, torch.no_grad() or a new "
+                "tensor?)."),
+    "grad_hint": ("The forward values are right, so look for an operation that blocks or "
+                  "bends the gradient (an in-place change, .detach(), a rounding)."),
+    # shapes and dtypes of masks
+    "singletons": "{name}: expected shape {want} = {want_axes}, got {got}: {reason}. {hint}",
+    "broadcasting": ("Against scores of shape (B, num_heads, Lq, Lk), broadcasting aligns "
+                     "shapes from the right, so a (B, Lk) mask acts as (1, 1, B, Lk): the "
+                     "batch axis lines up with the queries. Keep the two axes of size 1: "
+                     "mask[:, None, None, :]."),
+    "key_padding_shape": "nn.MultiheadAttention wants its key_padding_mask of shape (B, Lk).",
+    "masks_queries": ("padding_mask returned shape {got} = (B, 1, Lk, 1): {words}. The "
+                      "positions are on the query axis, so this masks queries (rows) instead "
+                      "of keys (columns). Put the position axis last: (B, 1, 1, Lk)."),
+    "padding_bool": ("padding_mask must return a torch.bool tensor (True = may attend), got "
+                     "{dtype}. A comparison such as positions < lengths already gives bool."),
+    "causal_bool": "{name} must return a torch.bool tensor (True = may attend), got {dtype}.",
+    "key_padding_bool": ("{name}: return a torch.bool mask, got {dtype}. (A float "
+                         "key_padding_mask is added to the scores, so 1.0 would not hide "
+                         "anything.)"),
+    "batch_of_one": ("{name}, a batch of one sequence: expected shape (1, {Lk}) = (B, Lk), got "
+                     "{got}: {words}. A bare .squeeze() removes every axis of size 1, the "
+                     "batch axis too when B = 1: remove only the two singleton axes "
+                     "(mask[:, 0, 0, :], or squeeze(2).squeeze(1))."),
+    # what the generic message of a wrong mask shows
+    "padding_shown": "Expected {want}, got {got} (1 = True, per sequence).",
+    "causal_shown": "Expected\n{want}\ngot\n{got}",
+    "key_padding_shown": "For lengths {lengths}: expected {want}, got {got} (1 = True).",
+    # weights and outputs
+    "masked_not_zero": ("{name}: the weights of masked keys must be exactly 0, got values up "
+                        "to {top:.3g}."),
+    "plain_softmax": "With mask=None, return a plain softmax over the last axis.",
+    "not_a_pair": "{name} must return (output, weights), got {got}.",
+    "weights_hint": ("Return the softmax weights (after masking), before multiplying by "
+                     "value."),
+    "output_not_zero": "output: queries with no key to attend to must output exactly 0.",
+    "plain_attention": "With mask=None, nothing is masked: a plain softmax.",
+    # invariances
+    "echoed": ("the output is the {what} itself, which no mask can change: the invariances "
+               "count only for an attention (weights @ value)."),
+    "constant": ("the output does not change when the values change (a constant, or zeros?): "
+                 "the invariances count only for an attention (weights @ value)."),
+    "padding_leaks": (
+        "changing the values at padded positions changed the outputs of real tokens (by up "
+        "to {error:.3g}): padded keys still take part in the attention. A common cause: "
+        "masking where the mask is True, which masks the real tokens and attends to the "
+        "padding (the bug of seed 003); True means may attend."),
+    "future_leaks": (
+        "changing the tokens after position {t} changed the outputs at positions 0..{t} (by "
+        "up to {error:.3g}): queries see the future. With a causal mask (lower triangular, "
+        "True = may attend) query i may attend to keys 0..i only."),
+    # what a passing check verified
+    "padding_passed": ("padding_mask: shape (B, 1, 1, max_len) = {shape}, bool, True exactly "
+                       "at positions < length for lengths {lengths}"),
+    "causal_passed": ("causal_mask: shape {shape}, bool, query i attends to keys 0..i, as "
+                      "F.scaled_dot_product_attention(is_causal=True), and on device={device!r}"),
+    "softmax_passed": ("masked_softmax ({dtype}, scores {shape}, mask {mask_shape}): right "
+                       "weights, exact zeros on masked keys and on {fully} fully masked rows, "
+                       "no NaN in forward or backward, gradient equal to the reference's"),
+    "attention_passed": (
+        "scaled_dot_product_attention ({dtype}, padding & causal mask {mask_shape}, lengths "
+        "{lengths}): equals F.scaled_dot_product_attention on every query with a key to "
+        "attend to, exact zeros on {fully} fully masked rows, finite gradients equal to the "
+        "reference's, and mask=None works (in float64 too)"),
+    "invariances_passed": (
+        "invariances ({dtype}): outputs of real tokens ignore the values at padded positions "
+        "(lengths {lengths}), and outputs at positions 0..{t} ignore the tokens after them "
+        "under a causal mask"),
+    "key_padding_passed": ("to_torch_key_padding_mask: (B, Lk) = {shape}, True at padding; "
+                           "nn.MultiheadAttention with it equals our attention with our mask"),
+}
+
 
 # ----------------------------------------------------------------------------- references
 @reference
@@ -94,35 +207,6 @@ def _expect_mask(actual, expected, name, axes, shown):
         expect_close(actual, expected, name, axes=axes, hint=shown)
 
 
-# ----------------------------------------------------------------------------- messages
-# Where NaN or inf can come from, by the place diagnose.nonfinite finds it in.
-FULLY_MASKED = "the fully masked rows (queries with no key they may attend to)"
-ALLOWED = "the keys that may be attended"
-ATTENDING = "the queries that have a key to attend to"
-NAN_FULLY_MASKED = (
-    "The softmax of a row that is all -inf is 0/0 = NaN.{fp16} Fill masked scores with "
-    "torch.finfo(scores.dtype).min (finite), and after the softmax set the weights of masked "
-    "keys to 0, which turns those rows into zeros.")
-FP16_NOTE = (" In float16, -1e9 is -inf too: float16's finite range ends at -65504, and "
-             "score + finfo.min also overflows to -inf when the score is below about -16.")
-NAN_ALLOWED = ("A common cause: a mask multiplied by "
-               "-inf gives 0 * -inf = NaN at every allowed key; build the fill with masked_fill "
-               "or torch.where instead of multiplying by -inf. Another: a softmax of your own "
-               "that subtracts the row's minimum (or nothing) instead of its maximum: a row "
-               "with a masked key holds finfo.min, so it spans far more than exp's range and "
-               "exp overflows to inf (inf / inf = NaN). The row's maximum, not its minimum, "
-               "keeps every exponent <= 0.")
-NAN_GRAD = ("The forward pass is fine, so most "
-            "likely a -inf reached the softmax of a fully masked row (a -inf fill, -1e9 in "
-            "float16, or score + finfo.min overflowing to -inf in float16), the softmax's "
-            "backward made NaN, and an addition passed it back to the scores. Cleaning the "
-            "forward output (nan_to_num, masked_fill after the softmax) does not clean the "
-            "gradient. Put torch.finfo(scores.dtype).min into the scores with masked_fill or "
-            "torch.where, not with an addition.")
-FILL_LOWEST = ("Fill with torch.finfo(scores.dtype).min, the most negative finite value of "
-               "whatever dtype the scores have.")
-
-
 def _call(function, *args, hint=None, **kwargs):
     """call(), naming a number beyond the dtype (diagnose.overflow: a fill value such as
     -1e9 in float16) with the fill that fits, a promised parameter the function lacks
@@ -133,22 +217,20 @@ def _call(function, *args, hint=None, **kwargs):
         text = str(failure)
         beyond = diagnose.overflow(text)
         if beyond:
-            raise CheckFailure(f"{text}\nThat is: {beyond}. {FILL_LOWEST}") from None
+            raise CheckFailure(MESSAGES["raised_named"].format(
+                raised=text, reason=beyond, hint=MESSAGES["fill_lowest"])) from None
         missing = diagnose.missing_parameter(text)
         if missing:
-            raise CheckFailure(f"{text}\nThat is: {missing}. {hint or ''}".rstrip()) from None
+            raise CheckFailure(MESSAGES["raised_named"].format(
+                raised=text, reason=missing, hint=hint or "").rstrip()) from None
         if hint:
-            raise CheckFailure(f"{text}\n{hint}") from None
+            raise CheckFailure(MESSAGES["raised_hint"].format(raised=text, hint=hint)) from None
         raise
-
-
-NO_MASK = "With mask=None nothing is masked: handle it first (if mask is None: ...)."
 
 
 def _expect_graph(result, what):
     if not result.requires_grad:
-        fail(f"no gradient can reach {what}: your result is not connected to it in the autograd "
-             "graph (did you use .detach(), .data, torch.no_grad() or a new tensor?).")
+        fail(MESSAGES["no_graph"].format(what=what))
 
 
 def _nonfinite_reason(actual, expected, regions):
@@ -166,12 +248,15 @@ def _expect_finite_forward(actual, expected, mask, shape, name, dtype, is_output
     if not bool(bad.any()):
         return
     fully = _fully_masked_rows(mask, shape)                      # (..., Lq, 1)
-    regions = ({FULLY_MASKED: fully, ATTENDING: ~fully} if is_output
-               else {FULLY_MASKED: fully, ALLOWED: mask.expand(shape)})
+    regions = ({MESSAGES["fully_masked"]: fully, MESSAGES["attending"]: ~fully} if is_output
+               else {MESSAGES["fully_masked"]: fully, MESSAGES["allowed"]: mask.expand(shape)})
     on_fully = not bool((bad & ~fully).any())
-    cause = (NAN_FULLY_MASKED.format(fp16=FP16_NOTE if dtype == torch.float16 else "")
-             if on_fully else NAN_ALLOWED)
-    fail(f"{diagnose.explained(name, _nonfinite_reason(actual, expected, regions))} {cause}")
+    fp16 = MESSAGES["fp16_note"] if dtype == torch.float16 else ""
+    cause = (MESSAGES["nan_fully_masked"].format(fp16=fp16) if on_fully
+             else MESSAGES["nan_allowed"])
+    fail(MESSAGES["nonfinite"].format(
+        failure=diagnose.explained(name, _nonfinite_reason(actual, expected, regions)),
+        cause=cause))
 
 
 def _expect_grad(tensor, expected, what, dtype, scale=None, condition=1.0, regions=None):
@@ -180,14 +265,14 @@ def _expect_grad(tensor, expected, what, dtype, scale=None, condition=1.0, regio
     {words: bool tensor} of the places a NaN of the gradient is named by."""
     grad = tensor.grad
     if grad is None:
-        fail(f"no gradient reached {what}: your result is not connected to it in the autograd "
-             "graph (did you use .detach(), .data, torch.no_grad() or a new tensor?).")
+        fail(MESSAGES["no_grad"].format(what=what))
     if not bool(_isfinite(grad).all()):
         reason = _nonfinite_reason(grad, expected, regions)
-        fail(f"{diagnose.explained(f'the gradient of {what}', reason)} {NAN_GRAD}")
+        fail(MESSAGES["nonfinite"].format(
+            failure=diagnose.explained(f"the gradient of {what}", reason),
+            cause=MESSAGES["nan_grad"]))
     expect_close(grad, expected, f"the gradient of {what}", dtype=dtype, scale=scale,
-                 condition=condition, hint="The forward values are right, so look for an operation that blocks or "
-                      "bends the gradient (an in-place change, .detach(), a rounding).")
+                 condition=condition, hint=MESSAGES["grad_hint"])
 
 
 def _expect_singletons(actual, expected, name, shape_names, hint):
@@ -195,15 +280,12 @@ def _expect_singletons(actual, expected, name, shape_names, hint):
     added (diagnose.singleton_axes), with `hint`."""
     reason = diagnose.singleton_axes(actual.shape, expected.shape, current_dims(), shape_names)
     if reason:
-        fail(f"{name}: expected shape {tuple(expected.shape)} = {shape_names}, got "
-             f"{tuple(actual.shape)}: {reason}. {hint}")
+        fail(MESSAGES["singletons"].format(name=name, want=tuple(expected.shape),
+                                           want_axes=shape_names, got=tuple(actual.shape),
+                                           reason=reason, hint=hint))
 
 
 # ----------------------------------------------------------------------------- padding_mask
-BROADCASTING = ("Against scores of shape (B, num_heads, Lq, Lk), broadcasting aligns shapes "
-                "from the right, so a (B, Lk) mask acts as (1, 1, B, Lk): the batch axis lines "
-                "up with the queries. Keep the two axes of size 1: mask[:, None, None, :].")
-KEY_PADDING_SHAPE = "nn.MultiheadAttention wants its key_padding_mask of shape (B, Lk)."
 @reference
 def _padding_answers(seed, batch, max_len, allow_zero):
     """(lengths, the expected (B, 1, 1, max_len) mask)."""
@@ -218,39 +300,32 @@ def padding_mask(function, seed=0, batch=4, max_len=7, allow_zero=False):
     actual = call(function, lengths.clone(), max_len)
     expect_tensor(actual, "padding_mask(lengths, max_len)")
     _expect_singletons(actual, expected, "padding_mask(lengths, max_len)", "(B, 1, 1, max_len)",
-                       BROADCASTING)
+                       MESSAGES["broadcasting"])
     B = batch
     if tuple(actual.shape) == (B, 1, max_len, 1):
         words = diagnose.wrong_shape((B, 1, max_len, 1), tuple(expected.shape), current_dims(),
                                      "(B, 1, 1, max_len)")
-        fail(f"padding_mask returned shape {(B, 1, max_len, 1)} = (B, 1, Lk, 1): {words}. The "
-             "positions are on the query axis, so this masks queries (rows) instead of keys "
-             "(columns). Put the position axis last: (B, 1, 1, Lk).")
+        fail(MESSAGES["masks_queries"].format(got=(B, 1, max_len, 1), words=words))
     expect_tensor(actual, "padding_mask(lengths, max_len)", shape=expected.shape,
                   shape_names="(B, 1, 1, max_len)")
     if actual.dtype != torch.bool:
-        fail(f"padding_mask must return a torch.bool tensor (True = may attend), got "
-             f"{actual.dtype}. A comparison such as positions < lengths already gives bool.")
+        fail(MESSAGES["padding_bool"].format(dtype=actual.dtype))
     _expect_mask(actual, expected, f"padding_mask(lengths={lengths.tolist()}, max_len={max_len})",
                  "(B, 1, 1, max_len)",
-                 f"Expected {expected[:, 0, 0].int().tolist()}, got "
-                 f"{actual[:, 0, 0].int().tolist()} (1 = True, per sequence).")
-    passed(f"padding_mask: shape (B, 1, 1, max_len) = {tuple(expected.shape)}, bool, True exactly "
-           f"at positions < length for lengths {lengths.tolist()}")
+                 MESSAGES["padding_shown"].format(want=expected[:, 0, 0].int().tolist(),
+                                                  got=actual[:, 0, 0].int().tolist()))
+    passed(MESSAGES["padding_passed"].format(shape=tuple(expected.shape),
+                                             lengths=lengths.tolist()))
 
 
 # ----------------------------------------------------------------------------- causal_mask
-NO_DEVICE = ("The exercise's signature is causal_mask(q_len, k_len=None, device=None): "
-             "create the mask on `device`.")   # the hint of a call that passes device=
-
-
 def _expect_causal(actual, expected, name):
     """Require the (q_len, k_len) bool mask `expected` of the student's `actual`."""
     expect_tensor(actual, name, shape=expected.shape, shape_names="(q_len, k_len)")
     if actual.dtype != torch.bool:
-        fail(f"{name} must return a torch.bool tensor (True = may attend), got {actual.dtype}.")
+        fail(MESSAGES["causal_bool"].format(name=name, dtype=actual.dtype))
     _expect_mask(actual, expected, name, "(q_len, k_len)",
-                 f"Expected\n{expected.int()}\ngot\n{actual.int()}")
+                 MESSAGES["causal_shown"].format(want=expected.int(), got=actual.int()))
 
 
 @check
@@ -263,11 +338,11 @@ def causal_mask(function, q_len=5, k_len=None):
     expected = _ref_causal_mask(q_len, Lk)
     _expect_causal(call(function, *args), expected, f"causal_mask{args}")
     device = expected.device
-    on_device = _call(function, *args, device=device, name="causal_mask", hint=NO_DEVICE)
+    on_device = _call(function, *args, device=device, name="causal_mask",
+                      hint=MESSAGES["no_device"])
     _expect_causal(on_device, expected, f"causal_mask{args}, device={str(device)!r}")
     expect_tensor(on_device, f"causal_mask{args}, device={str(device)!r}", device=device)
-    passed(f"causal_mask: shape {(q_len, Lk)}, bool, query i attends to keys 0..i, "
-           f"as F.scaled_dot_product_attention(is_causal=True), and on device={str(device)!r}")
+    passed(MESSAGES["causal_passed"].format(shape=(q_len, Lk), device=str(device)))
 
 
 # ----------------------------------------------------------------------------- masked_softmax
@@ -341,8 +416,8 @@ def masked_softmax(function, seed=0, batch=(2, 3), Lq=5, Lk=6, dtype=torch.float
                                         current_dims()))
     w = weights.detach()
     if bool((w.masked_select(~mask.expand(shape)) != 0).any()):
-        fail(f"{name}: the weights of masked keys must be exactly 0, got values up to "
-             f"{w.masked_select(~mask.expand(shape)).abs().max().item():.3g}.")
+        fail(MESSAGES["masked_not_zero"].format(
+            name=name, top=w.masked_select(~mask.expand(shape)).abs().max().item()))
     # backward: the gradient must be finite and equal to the reference's
     _expect_graph(weights, "the scores")
     (weights * upstream).sum().backward()
@@ -352,15 +427,16 @@ def masked_softmax(function, seed=0, batch=(2, 3), Lq=5, Lk=6, dtype=torch.float
     _expect_grad(s, expected_grad, "the scores", dtype,
                  scale=terms.amax(dim=-1, keepdim=True),
                  condition=_condition(scores, mask).amax(-1, keepdim=True),
-                 regions={FULLY_MASKED: fully, ALLOWED: mask.expand(shape)})
+                 regions={MESSAGES["fully_masked"]: fully,
+                          MESSAGES["allowed"]: mask.expand(shape)})
     # mask=None: a plain softmax
     plain = _call(function, scores.clone(), None, name="masked_softmax",
-                  hint=NO_MASK)
+                  hint=MESSAGES["no_mask"])
     expect_close(plain, expected_plain, "masked_softmax(scores, None)",
                  dtype=dtype, condition=_condition(scores, None),
                  mistakes=step_mistakes("masked softmax", {"scores": scores, "mask": None},
                                         current_dims()),
-                 hint="With mask=None, return a plain softmax over the last axis.")
+                 hint=MESSAGES["plain_softmax"])
     # real scores far below 0: a fixed fill value (-1e4) is no longer below them
     low, low_mask, low_expected = _low_scores_case(dtype)
     low_weights = _call(function, low.clone(), low_mask.clone(),
@@ -369,9 +445,9 @@ def masked_softmax(function, seed=0, batch=(2, 3), Lq=5, Lk=6, dtype=torch.float
                  dtype=dtype, condition=_condition(low, low_mask),
                  mistakes=step_mistakes("masked softmax", {"scores": low, "mask": low_mask},
                                         current_dims()))
-    passed(f"masked_softmax ({dtype}, scores {tuple(shape)}, mask {tuple(mask.shape)}): right "
-           f"weights, exact zeros on masked keys and on {int(fully.sum())} "
-           "fully masked rows, no NaN in forward or backward, gradient equal to the reference's")
+    passed(MESSAGES["softmax_passed"].format(dtype=dtype, shape=tuple(shape),
+                                             mask_shape=tuple(mask.shape),
+                                             fully=int(fully.sum())))
 
 
 # ----------------------------------------------------------------- scaled_dot_product_attention
@@ -414,7 +490,7 @@ def _attention_answers(query, key, value, mask, upstream):
 def _unpack(result, name):
     if not (isinstance(result, tuple) and len(result) == 2):
         got = f"a tuple of {len(result)}" if isinstance(result, tuple) else type_name(result)
-        fail(f"{name} must return (output, weights), got {got}.")
+        fail(MESSAGES["not_a_pair"].format(name=name, got=got))
     return result
 
 
@@ -452,9 +528,9 @@ def scaled_dot_product_attention(function, seed=0, batch=(3, 2), Lq=5, Lk=7, d_k
                  mistakes=step_mistakes("masked attention", inputs, current_dims(), d_k=d_k),
                  scale=value.double().abs().max(), condition=condition.amax(-1, keepdim=True))
     expect_close(weights, expected_w, "weights", dtype=dtype, condition=condition,
-                 hint="Return the softmax weights (after masking), before multiplying by value.")
+                 hint=MESSAGES["weights_hint"])
     if bool((output.detach().masked_select(fully) != 0).any()):
-        fail("output: queries with no key to attend to must output exactly 0.")
+        fail(MESSAGES["output_not_zero"])
     # backward
     _expect_graph(output, "query, key and value")
     (output * upstream).sum().backward()
@@ -471,12 +547,13 @@ def scaled_dot_product_attention(function, seed=0, batch=(3, 2), Lq=5, Lk=7, d_k
     for tensor, grad, what in zip((q, k, v), expected_grads, ("query", "key", "value")):
         _expect_grad(tensor, grad, what, dtype, scale=scales[what].amax(dim=-1, keepdim=True),
                      condition=condition.amax(),
-                     regions={FULLY_MASKED: fully} if what == "query" else None)
+                     regions={MESSAGES["fully_masked"]: fully} if what == "query" else None)
     # mask=None, on the same inputs in float64: the chapter has no float64 test of its
     # own, and a float64 run is where a float32 sqrt(d_k) constant shows (common.py's rule)
     with forbid_spec(*FORBIDS):
         result = _call(function, query.double(), key.double(), value.double(),
-                       name="scaled_dot_product_attention", hint=NO_MASK)
+                       name="scaled_dot_product_attention",
+                       hint=MESSAGES["no_mask"])
     plain, _ = _unpack(result, "scaled_dot_product_attention(query, key, value)")
     expect_tensor(plain, "output without a mask (float64 inputs)", dtype=torch.float64)
     expect_close(plain, expected_plain, "output without a mask (float64 inputs)",
@@ -485,11 +562,10 @@ def scaled_dot_product_attention(function, seed=0, batch=(3, 2), Lq=5, Lk=7, d_k
                                         current_dims(), d_k=d_k),
                  condition=_condition(query.double() @ key.double().transpose(-2, -1)
                                       / math.sqrt(d_k), None).amax(-1, keepdim=True),
-                 hint="With mask=None, nothing is masked: a plain softmax.")
-    passed(f"scaled_dot_product_attention ({dtype}, padding & causal mask {tuple(mask.shape)}, "
-           f"lengths {lengths.tolist()}): equals F.scaled_dot_product_attention on every query "
-           f"with a key to attend to, exact zeros on {int(fully.sum())} "
-           "fully masked rows, finite gradients equal to the reference's, and mask=None works (in float64 too)")
+                 hint=MESSAGES["plain_attention"])
+    passed(MESSAGES["attention_passed"].format(dtype=dtype, mask_shape=tuple(mask.shape),
+                                               lengths=lengths.tolist(),
+                                               fully=int(fully.sum())))
 
 
 # ----------------------------------------------------------------------------- invariances
@@ -537,30 +613,21 @@ def invariances(function, seed=0, batch=3, num_heads=2, L=6, d_k=8, dtype=torch.
     query, key, value = inputs
     for echoed, what in ((query, "query"), (value, "value")):
         if not beyond_tolerance(before, echoed, dtype):
-            fail(f"the output is the {what} itself, which no mask can change: the invariances "
-                 "count only for an attention (weights @ value).")
+            fail(MESSAGES["echoed"].format(what=what))
     moved = run(query, key, 2 * value + 1, pad)                 # every output moves: 2 out + 1
     if not beyond_tolerance(moved.masked_select(rows), before.masked_select(rows), dtype):
-        fail("the output does not change when the values change (a constant, or zeros?): the "
-             "invariances count only for an attention (weights @ value).")
+        fail(MESSAGES["constant"])
     # 1. padding: new random keys, values (and queries) at padded positions
     after = run(*padded_inputs, pad)
     if not close(after.masked_select(rows), before.masked_select(rows), dtype):
         err = max_error(after.masked_select(rows), before.masked_select(rows))
-        fail("changing the values at padded positions changed the outputs of real tokens "
-             f"(by up to {err:.3g}): padded keys still take part in the attention. A common "
-             "cause: masking where the mask is True, which masks the real tokens and attends "
-             "to the padding (the bug of seed 003); True means may attend.")
+        fail(MESSAGES["padding_leaks"].format(error=err))
     # 2. causality: new random tokens after position t
     before, after = run(*inputs, causal), run(*future_inputs, causal)
     if not close(after[..., :t + 1, :], before[..., :t + 1, :], dtype):
         err = max_error(after[..., :t + 1, :], before[..., :t + 1, :])
-        fail(f"changing the tokens after position {t} changed the outputs at positions 0..{t} "
-             f"(by up to {err:.3g}): queries see the future. With a causal mask (lower "
-             "triangular, True = may attend) query i may attend to keys 0..i only.")
-    passed(f"invariances ({dtype}): outputs of real tokens ignore the values at padded positions "
-           f"(lengths {lengths.tolist()}), and outputs at positions 0..{t} ignore the tokens "
-           "after them under a causal mask")
+        fail(MESSAGES["future_leaks"].format(t=t, error=err))
+    passed(MESSAGES["invariances_passed"].format(dtype=dtype, lengths=lengths.tolist(), t=t))
 
 
 # ----------------------------------------------------------------------------- conversions
@@ -604,32 +671,30 @@ def to_torch_key_padding_mask(function, seed=0, batch=3, Lk=6, d_model=8, num_he
     name = f"to_torch_key_padding_mask(mask of shape {tuple(given.shape)})"
     actual = call(function, given.clone())
     expect_tensor(actual, name)
-    _expect_singletons(actual, expected, name, "(B, Lk)", KEY_PADDING_SHAPE)
+    _expect_singletons(actual, expected, name, "(B, Lk)", MESSAGES["key_padding_shape"])
     expect_tensor(actual, name, shape=expected.shape, shape_names="(B, Lk)")
     if actual.dtype != torch.bool:
-        fail(f"{name}: return a torch.bool mask, got {actual.dtype}. (A float key_padding_mask "
-             "is added to the scores, so 1.0 would not hide anything.)")
+        fail(MESSAGES["key_padding_bool"].format(name=name, dtype=actual.dtype))
     _expect_mask(actual, expected, name, "(B, Lk)",
-                 f"For lengths {lengths.tolist()}: expected {expected.int().tolist()}, got "
-                 f"{actual.int().tolist()} (1 = True).")
+                 MESSAGES["key_padding_shown"].format(lengths=lengths.tolist(),
+                                                      want=expected.int().tolist(),
+                                                      got=actual.int().tolist()))
     # a batch of one sequence: a bare .squeeze() drops the batch axis too
     one = call(function, given[:1].clone())
-    expect_tensor(one, f"to_torch_key_padding_mask(mask of shape {tuple(given[:1].shape)})")
+    one_name = f"to_torch_key_padding_mask(mask of shape {tuple(given[:1].shape)})"
+    expect_tensor(one, one_name)
     if tuple(one.shape) != (1, Lk):
         words = diagnose.wrong_shape(tuple(one.shape), (1, Lk), current_dims(), "(B, Lk)")
-        fail(f"to_torch_key_padding_mask(mask of shape {tuple(given[:1].shape)}), a batch of one "
-             f"sequence: expected shape (1, {Lk}) = (B, Lk), got {tuple(one.shape)}: {words}. A "
-             "bare .squeeze() removes every axis of size 1, the batch axis too when B = 1: "
-             "remove only the two singleton axes (mask[:, 0, 0, :], or squeeze(2).squeeze(1)).")
-    if not bool((one == expected[:1]).all()):
-        fail(f"to_torch_key_padding_mask is wrong for a batch of one sequence (lengths "
-             f"{lengths[:1].tolist()}): expected {expected[:1].int().tolist()}, got "
-             f"{one.int().tolist()} (1 = True).")
+        fail(MESSAGES["batch_of_one"].format(name=one_name, Lk=Lk, got=tuple(one.shape),
+                                             words=words))
+    _expect_mask(one, expected[:1], f"{one_name}, a batch of one sequence,", "(B, Lk)",
+                 MESSAGES["key_padding_shown"].format(lengths=lengths[:1].tolist(),
+                                                      want=expected[:1].int().tolist(),
+                                                      got=one.int().tolist()))
     with torch.random.fork_rng():  # its initial weights, replaced at once, draw from the RNG
         mha = nn.MultiheadAttention(d_model, num_heads, batch_first=True).double()
     mha.load_state_dict(state)
     with torch.no_grad():
         out, _ = mha(x, x, x, key_padding_mask=actual, need_weights=False)
         expect_close(out, expected_out, "nn.MultiheadAttention's output", dtype=torch.float64)
-    passed(f"to_torch_key_padding_mask: (B, Lk) = {tuple(expected.shape)}, True at padding; "
-           "nn.MultiheadAttention with it equals our attention with our mask")
+    passed(MESSAGES["key_padding_passed"].format(shape=tuple(expected.shape)))
