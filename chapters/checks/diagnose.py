@@ -67,6 +67,24 @@ MESSAGES = {
     "raised": "{name} raised {kind}: {message}\n(the sizes in it: {named}; called with "
               "tensors of shapes {shapes})",
     "explained": "{name} is wrong: {reason}.",
+    "nonfinite": "it holds NaN or inf where the right answer is finite: {count} of {total} "
+                 "entries ({kinds}), {where}",
+    "nonfinite_region": "all of them in {region}: {covered}",
+    "runs": "each run of True along {axis} is {k} position{s} {longer} than it should be "
+            "(off by {k}: a bound such as p < length written p <= length, or the reverse)",
+    "runs_complement": "it is the complement of the right mask (True where it should be "
+                       "False), and besides each run of True along {axis} is {k} position{s} "
+                       "{longer} than in that complement (off by {k})",
+    "overflow": "a number your code writes does not fit in {dtype}: its finite values end at "
+                "-{top:.6g} and {top:.6g}, so {dtype} cannot hold it (torch.finfo({dtype}).min "
+                "and .max are the extreme values it can)",
+    "singleton_missing": "it lacks {count} axes of size 1, at positions {positions} of "
+                         "({want_axes}): its other sizes are right, but without those axes "
+                         "it broadcasts along other axes than intended",
+    "singleton_extra": "it has {count} extra axes of size 1, at positions {positions}; "
+                       "expected ({want_axes})",
+    "parameter": "your {function} has no parameter {parameter}, which the exercise's "
+                 "signature promises: add it, and use it",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -463,7 +481,9 @@ def explain(actual, expected, same, wrong, dims, axes=None, mistakes=None):
                     lambda: other_layout(actual, expected, same, dims, axes),
                     lambda: constant(actual, expected, same, dims),
                     lambda: shifted(actual, expected, same, dims, axes),
-                    lambda: localized(wrong, dims, axes)):
+                    lambda: localized(wrong, dims, axes),
+                    lambda: nonfinite(actual, expected, dims, axes),
+                    lambda: mask_runs(actual, expected, dims, axes)):
         reason = attempt()
         if reason:
             return reason
@@ -479,6 +499,154 @@ def explained(name, reason):
 FAMILY_PATTERN = re.compile("|".join(
     re.escape(MESSAGES[key].split("{")[0]) for key in
     ("swap", "view", "reversed", "factors", "times", "plus", "shifted", "complement",
-     "diagonal", "localized", "step")) + r"|has \d+(?: = \w+)* entries; it should have"
+     "diagonal", "localized", "step",
+     "nonfinite", "runs", "runs_complement", "overflow", "singleton_missing",
+     "singleton_extra", "parameter")) + r"|has \d+(?: = \w+)* entries; it should have"
     r"|the sizes are right but the axes|an extra axis of size|it lacks the \S+ axis"
     r"|\(the sizes in it: ")
+
+
+# ------------------------------------------------------------------- non-finite entries
+
+def nonfinite(actual, expected, dims, axes=None, regions=None):
+    """The non-finite family: `actual` holds NaN or inf where `expected` is finite; the
+    sentence says where, in the exercise's words: the first of `regions` ({words: bool
+    tensor that broadcasts to the shape}, places the check can name, e.g. "the rows of the
+    queries with no key to attend to") that holds every such entry, else the indices of
+    each axis where only some hold one (as localized() says them)."""
+    if tuple(actual.shape) != tuple(expected.shape) or actual.numel() == 0:
+        return None
+    a, e = actual.detach(), expected.detach()
+    bad = ~torch.isfinite(a) & torch.isfinite(e)
+    if not bool(bad.any()):
+        return None
+    kinds = [word for word, found in (("NaN", torch.isnan(a) & bad),
+                                      ("inf", torch.isinf(a) & bad)) if bool(found.any())]
+    where = None
+    for words, region in (regions or {}).items():
+        region = region.to(bad.device).bool().expand(bad.shape)
+        if not bool((bad & ~region).any()):
+            inside = int(region.sum())
+            covered = (f"every entry there ({inside})" if torch.equal(bad, region)
+                       else f"{int(bad.sum())} of the {inside} entries there")
+            where = MESSAGES["nonfinite_region"].format(region=words, covered=covered)
+            break
+    if where is None:
+        names = axis_names(tuple(bad.shape), dims, axes)
+        parts = []
+        for axis in range(bad.dim()):
+            others = [o for o in range(bad.dim()) if o != axis]
+            hit = bad.any(dim=others) if others else bad
+            index = hit.nonzero().flatten().tolist()
+            if 1 < hit.numel() and len(index) < hit.numel():
+                block = index == list(range(index[0], index[-1] + 1))
+                parts.append(_indices_text(index, hit.numel(), names[axis], block))
+        where = "at " + "; ".join(parts) if parts else "spread along every axis"
+    return MESSAGES["nonfinite"].format(count=int(bad.sum()), total=bad.numel(),
+                                        kinds=" and ".join(kinds), where=where)
+
+
+# ------------------------------------------------------------------------ mask boundaries
+
+def _run_counts(lines):
+    """(kind, counts) when every line (..., n) of the bool `lines` is one run of True at
+    its start ("prefix") or every one a run at its end ("suffix"); else None. A line of all
+    True or all False counts as either."""
+    n = lines.shape[-1]
+    counts = lines.sum(dim=-1)
+    positions = torch.arange(n, device=lines.device)
+    for kind, run in (("prefix", positions < counts[..., None]),
+                      ("suffix", positions >= n - counts[..., None])):
+        if torch.equal(lines, run):
+            return kind, counts
+    return None
+
+
+def mask_runs(actual, expected, dims, axes=None, most=3):
+    """The boundary family, for 0/1 masks of one shape: along some axis every line of both
+    is one run of True at its start (or every one at its end), as a padding mask's are, and
+    each of actual's runs is the right one's lengthened or shortened by the same k
+    (0 < |k| <= most; clipped at the ends): off by k, e.g. p <= length where p < length is
+    right; or the same of the right mask's complement."""
+    if tuple(actual.shape) != tuple(expected.shape) or expected.dim() == 0:
+        return None
+    a, e = actual.detach(), expected.detach()
+    if not (_binary(a) and _binary(e)):
+        return None
+    a, e = a.bool().cpu(), e.bool().cpu()
+    names = axis_names(tuple(e.shape), dims, axes)
+    for axis, size in enumerate(e.shape):
+        if size < 2:
+            continue
+        got = _run_counts(a.movedim(axis, -1))
+        for template, right in (("runs", e), ("runs_complement", ~e)):
+            want = _run_counts(right.movedim(axis, -1))
+            if not (got and want and got[0] == want[0]):
+                continue
+            for k in (step * sign for step in range(1, most + 1) for sign in (1, -1)):
+                moved = (want[1] + k).clamp(0, size)
+                if torch.equal(got[1], moved) and not torch.equal(moved, want[1]):
+                    return MESSAGES[template].format(
+                        axis=_axis_label(names[axis]), k=abs(k), s="" if abs(k) == 1 else "s",
+                        longer="longer" if k > 0 else "shorter")
+    return None
+
+
+# ------------------------------------------------------------------ a number beyond a dtype
+
+# the names PyTorch's overflow error gives a dtype (c10's C++ type names)
+_C10_DTYPES = {"c10::Half": torch.float16, "c10::BFloat16": torch.bfloat16,
+               "float": torch.float32, "double": torch.float64}
+_OVERFLOW = re.compile(r"cannot be converted to type (\S+) without overflow")
+
+
+def overflow(message):
+    """The overflow family, for an error the student's code raised: a number it writes into
+    a tensor (masked_fill, fill_, full) is beyond the tensor's dtype, e.g. -1e9 in float16;
+    the sentence names the dtype and its range. None for any other error."""
+    found = _OVERFLOW.search(message or "")
+    dtype = found and _C10_DTYPES.get(found.group(1))
+    if not dtype:
+        return None
+    return MESSAGES["overflow"].format(dtype=dtype, top=torch.finfo(dtype).max)
+
+
+# ------------------------------------------------------------------- axes of size 1
+
+def singleton_axes(got, want, dims, axes=None):
+    """The singleton family for shapes: `got` is `want` with two or more axes of size 1
+    left out or added, its other sizes in order (one axis is wrong_shape's), e.g. a (B, Lk)
+    mask where (B, 1, 1, Lk) is asked for, so that it broadcasts over heads and queries."""
+    got, want = tuple(got), tuple(want)
+    longer, shorter = (want, got) if len(want) > len(got) else (got, want)
+    if len(longer) - len(shorter) < 2:
+        return None
+    extra, matched = [], 0
+    for index, size in enumerate(longer):   # match the shorter shape's sizes in order
+        if matched < len(shorter) and size == shorter[matched]:
+            matched += 1
+        elif size == 1:
+            extra.append(index)
+        else:
+            return None
+    if matched < len(shorter) or len(extra) != len(longer) - len(shorter):
+        return None
+    positions = ", ".join(str(i) for i in extra[:-1]) + f" and {extra[-1]}"
+    key = "singleton_missing" if longer == want else "singleton_extra"
+    return MESSAGES[key].format(count=len(extra), positions=positions,
+                                want_axes=", ".join(axis_names(want, dims, axes)))
+
+
+# --------------------------------------------------------------- a promised parameter
+
+_UNEXPECTED = re.compile(r"(\w+)\(\) got an unexpected keyword argument '(\w+)'")
+
+
+def missing_parameter(message):
+    """The parameter family, for an error the student's code raised: a check passed a
+    parameter the exercise promises (cache=, device=, mask=) and the student's function
+    has none of that name. None for any other error."""
+    found = _UNEXPECTED.search(message or "")
+    if not found:
+        return None
+    return MESSAGES["parameter"].format(function=found.group(1), parameter=found.group(2))

@@ -213,6 +213,119 @@ FORMULAS["multi-head weights"] = (
 
 # ==== chapter 4: masks ====================================================================
 
+class _UpToTwoSteps(Formula):
+    """A Formula whose mistakes also include two steps changed at once (each left out or
+    done another way), for an exercise whose steps are often got wrong together (filling
+    the masked scores and zeroing the masked weights); outputs that agree on the inputs
+    are one mistake, named by all its sentences, and a pair that agrees with a single
+    change is that change."""
+
+    def mistakes(self, inputs):
+        ways = [(f"the {name} step is left out", name, skip or (lambda value, _x: value))
+                for name, skip in self.optional.items()]
+        ways += [(f"the {name} step {description}", name, function)
+                 for name, options in self.variants.items()
+                 for description, function in options.items()]
+        tried = [(sentence, {name: function}) for sentence, name, function in ways]
+        order = [name for name, _ in self.steps]
+        ways.sort(key=lambda way: order.index(way[1]))   # a pair is said in step order
+        tried += [(f"{first}, and {second}", {a: f, b: g})
+                  for i, (first, a, f) in enumerate(ways) for second, b, g in ways[i + 1:]
+                  if a != b]
+        found = []   # [[sentences], output]
+        for sentence, replace in tried:
+            try:
+                output = self.run(inputs, replace)
+            except (RuntimeError, KeyError):
+                continue
+            same = next((entry for entry in found
+                         if entry[1].shape == output.shape
+                         and torch.allclose(entry[1], output, rtol=1e-9, atol=1e-12,
+                                            equal_nan=True)), None)
+            if same is None:
+                found.append([[sentence], output])
+            elif len(replace) == 1 or all(", and " in s for s in same[0]):
+                same[0].append(sentence)   # the same values: either description fits
+        return {", or ".join(sentences): output for sentences, output in found}
+
+
+def _mask_products(fill):
+    """The fill step of masked_softmax_formula: `fill(scores, masked)`, where masked (bool,
+    broadcastable) is True at the keys that may not be attended (None: no mask)."""
+    def step(st, _x):
+        return st if st["masked"] is None else _with(st, s=fill(st["s"], st["masked"]))
+    return step
+
+
+def masked_softmax_formula(dims):
+    """Chapter 4's masked softmax, the course's rule: the masked keys are where the mask is
+    False (True = may attend), their scores are filled with torch.finfo(dtype).min, a
+    softmax runs over the keys (the last axis), and the masked weights are set to 0 (which
+    zeroes a row with no allowed key). Inputs {"scores" (..., Lq, Lk), "mask" (bool,
+    broadcastable) or None}; output (..., Lq, Lk)."""
+    def lowest(s):
+        return torch.finfo(s.dtype).min
+
+    def zero(st, _x):
+        return st["w"] if st["masked"] is None else st["w"].masked_fill(st["masked"], 0.0)
+
+    def softmax(dim):
+        return lambda st, _x: _with(st, w=torch.softmax(st["s"], dim=dim))
+
+    steps = [("masked keys", lambda _v, x: {
+                 "s": x["scores"], "masked": None if x.get("mask") is None else ~x["mask"]}),
+             ("fill", _mask_products(lambda s, masked: s.masked_fill(masked, lowest(s)))),
+             ("softmax", softmax(-1)),
+             ("zeroing of the masked weights", zero)]
+    variants = {
+        "masked keys": {
+            "takes the keys where the mask is True (the complement: True means may attend)":
+                lambda _v, x: {"s": x["scores"], "masked": x.get("mask")}},
+        "fill": {
+            "fills the masked scores with 0 (or multiplies the scores by the mask) instead "
+            "of torch.finfo(scores.dtype).min": _mask_products(
+                lambda s, masked: s.masked_fill(masked, 0.0)),
+            "adds the mask to the scores (True = +1, False = +0) as if it were a float "
+            "additive mask": _mask_products(lambda s, masked: s + ~masked),
+            "fills the masked scores with a fixed number such as -1e4, which is not below "
+            "every real score, instead of torch.finfo(scores.dtype).min":
+                _mask_products(lambda s, masked: s.masked_fill(masked, -1e4))},
+        "softmax": {"runs over the queries (dim=-2) instead of the keys": softmax(-2)},
+    }
+    skips = {"fill": None, "zeroing of the masked weights": lambda st, _x: st["w"]}
+    return _UpToTwoSteps(steps, variants, skips)
+
+
+FORMULAS["masked softmax"] = masked_softmax_formula
+
+
+def masked_attention_formula(dims, d_k):
+    """Chapter 4's masked attention: chapter 1's formula (attention_formula), whose mask
+    step may also be done by multiplying or adding the mask, and whose scale may be
+    sqrt(d_k) rounded to float32 (common.float32_sqrt: visible in a float64 run)."""
+    from .common import float32_sqrt   # common imports this module lazily (step_mistakes)
+    formula = attention_formula(dims, d_k)
+    formula.variants["mask"] = {
+        **formula.variants["mask"],
+        "multiplies the scores by the mask (a masked score becomes 0, not very negative)":
+            lambda s, x: s if x.get("mask") is None else s * x["mask"],
+        "adds the mask to the scores (True = +1, False = +0) as if it were a float "
+        "additive mask": lambda s, x: s if x.get("mask") is None else s + x["mask"],
+        "fills the masked scores with a finite number (finfo.min, -1e9) and never zeroes the "
+        "masked weights, so a query with no key to attend to gets uniform weights":
+            lambda s, x: s if x.get("mask") is None
+            else s.masked_fill(~x["mask"], torch.finfo(s.dtype).min)}
+    root32 = float32_sqrt(d_k)
+    if root32 is not None:
+        formula.variants["scale"] = {
+            **formula.variants["scale"],
+            "divides by sqrt(d_k) held in float32 (a float32 constant)":
+                lambda s, _x: s / root32}
+    return formula
+
+
+FORMULAS["masked attention"] = masked_attention_formula
+
 
 # ==== chapter 5: why heads diversify ======================================================
 
