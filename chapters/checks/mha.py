@@ -585,6 +585,11 @@ def load_from_torch(fn, *, seed=0, d_model=16, num_heads=4, key_size=None, value
             actual = revive(copied[f"{attr}.{part}"])
             expected = table[n].detach()
             label = f"ours.{attr}.{part}"
+            # the loading's steps (checks/formulas.py): which tensor it took, whether it
+            # copied; asked on every run, so that the kit's fixtures hold them too
+            mistakes = step_mistakes("loaded weight",
+                                     {**torch_state, "stale": stale[f"{attr}.{part}"]},
+                                     current_dims(), name=n, part=part)
             if actual is None:
                 fail(f"{label} is None after load_from_torch: copy the values into the existing "
                      "parameters (with torch.no_grad(): ours.q_proj.weight.copy_(w_q)).")
@@ -598,11 +603,7 @@ def load_from_torch(fn, *, seed=0, d_model=16, num_heads=4, key_size=None, value
                 continue
             hint = (f"With kdim or vdim != embed_dim, in_proj_weight is None and the matrices "
                     f"are {where}." if separate else f"Take the q, k, v matrices from {where}.")
-            # the loading's steps (checks/formulas.py): which tensor it took, whether it copied
-            expect_close(actual, expected, label, dtype=dtype, hint=hint,
-                         mistakes=step_mistakes("loaded weight",
-                                                {**torch_state, "stale": stale[f"{attr}.{part}"]},
-                                                current_dims(), name=n, part=part))
+            expect_close(actual, expected, label, dtype=dtype, hint=hint, mistakes=mistakes)
             fail(f"{label} does not hold torch's values exactly (largest error "
                  f"{(actual.detach().double() - expected.double()).abs().max().item():.3g}): "
                  "copy them as they are. " + hint)
@@ -681,14 +682,15 @@ def count_parameters(fn, *, seed=0):
                      hint="return the count as an int (// and *, never /, and no tensors)")
         got.append(int(value))
     expected = [_count_reference(d, h, **kw) for d, h, kw in configs]
+    # every layer shape at once: a mistake in one step of the formula fits all of them (asked
+    # on every run, so that the kit's fixtures hold it too)
+    mistakes = step_mistakes("parameter count", _count_inputs(configs), {})
     wrong = [i for i, (g, e) in enumerate(zip(got, expected)) if g != e]
     if wrong:
         i = wrong[0]
         actual, answer = (torch.tensor(v, dtype=torch.float64) for v in (got, expected))
-        # every layer shape at once: a mistake in one step of the formula fits all of them
         reason = diagnose.explain(actual, answer, torch.equal, actual != answer, {},
-                                  ("layer shape",),
-                                  step_mistakes("parameter count", _count_inputs(configs), {}))
+                                  ("layer shape",), mistakes)
         (d, h, kw) = configs[i]
         qs, ks, vs = kw.get("query_size") or d, kw.get("key_size") or d, kw.get("value_size") or d
         formula = (f"W_Q {qs}*{d} + W_K {ks}*{d} + W_V {vs}*{d} + W_O {d}*{d}"
