@@ -54,6 +54,85 @@ INTERFACE = ("The checks use: attributes d_model, num_heads, head_dim and q_proj
              "v_proj, out_proj, each an nn.Linear (or anything with .weight of shape "
              "(out_features, in_features) and .bias).")
 
+# Every message of this module: one template each, with named fields (a second language
+# translates them here). The mistakes inside a wrong value are named by the families of
+# checks/diagnose.py and the formulas' step sentences of checks/formulas.py.
+MESSAGES = {
+    # the documented interface, where a check loads its weights
+    "no_attribute": "MultiHeadAttention has no attribute `{attr}`. " + INTERFACE,
+    "bias_without_bias": "{attr}.{part} exists although bias=False: pass bias=bias to every "
+                         "nn.Linear.",
+    "bias_missing": "{attr}.{part} is missing although bias=True. " + INTERFACE,
+    "part_shape": "{attr}.{part} has shape {got}, expected {want}: nn.Linear(in_features, "
+                  "out_features) stores its weight as (out_features, in_features).",
+    "kind": "{reason}: {hint}.",
+    # exercise 1
+    "changed_input": "output_projection_by_heads changed its input `{name}` in place: compute "
+                     "new tensors instead (avoid +=, add_ and friends on the inputs).",
+    "projection_passed": "output_projection_by_heads: sum over {h} heads of head_i @ W_O^i"
+                         "{bias} equals Concat(heads) @ W_O{bias} (B={batch}, L={L}, "
+                         "head_dim={hd}, d_model={d_model}, {dtype}).",
+    # exercise 2: the constructor
+    "int_attribute": "store d_model, num_heads and head_dim = d_model // num_heads as int "
+                     "attributes (with //, not /: reshapes such as view(B, L, num_heads, "
+                     "head_dim) refuse a float size)",
+    "attribute_value": "MultiHeadAttention({shown}).{attr} is {got!r}, expected {want}. Store "
+                       "d_model, num_heads and head_dim = d_model // num_heads as attributes.",
+    "weight_shape": "{attr}.weight has shape {got}, expected {want} = (d_model, {inputs}). In "
+                    "words: {words}. {attr} maps {inputs} = {size} input features to d_model "
+                    "= {d_model}, and nn.Linear(in_features, out_features) stores "
+                    "(out_features, in_features).",
+    "bias_shape": "{attr}.bias should be a tensor of shape ({d_model},) when bias=True, got "
+                  "{got}.",
+    "pass_bias": "pass bias=bias to every nn.Linear",
+    "shared": "two of q_proj, k_proj, v_proj, out_proj share one weight tensor: each needs its "
+              "own parameters.",
+    "count": "MultiHeadAttention({shown}) has {count} parameters, expected {expected} = "
+             "{weights} weights + {biases} biases: the four nn.Linear layers and nothing else "
+             "(no per-head copies of the matrices).",
+    "not_implemented": "{name} is not implemented yet: replace `raise NotImplementedError()` "
+                       "with your code.",
+    "refuse": "head_dim = d_model / num_heads must be a whole number, so raise ValueError when "
+              "num_heads does not divide d_model (an assert disappears under python -O){said}",
+    "structure_passed": "MultiHeadAttention({shown}): q_proj, k_proj, v_proj, out_proj have "
+                        "the right shapes, {count} parameters in all, and a ValueError for "
+                        "d_model % num_heads != 0.",
+    # exercise 2: forward
+    "to_raised": "MultiHeadAttention({shown}).to(dtype={dtype}) raised {kind}: {message}",
+    "pair": "forward ({label}) must return a tuple (output, weights), got a tuple of length "
+            "{length}.",
+    "output_hint": "Compare each step with the formula: project, split, attend, merge, W_O.",
+    "weights_hint": "Each head's weights are softmax(q_i k_i^T / sqrt(head_dim)) over the "
+                    "keys.",
+    "forward_passed": "MultiHeadAttention({shown}): outputs and per-head weights equal {what} "
+                      "({cases}; {dtype}).",
+    # exercise 3
+    "not_ours": "load_from_torch must copy the weights into `ours` in place and return "
+                "`ours`; it returned a different object ({result}).",
+    "wrote_torch": "load_from_torch changed torch_mha.{name}: copy from it, never into it.",
+    "none_after": "{label} is None after load_from_torch: copy the values into the existing "
+                  "parameters (with torch.no_grad(): ours.q_proj.weight.copy_(w_q)).",
+    "shares": "{label} shares memory with torch_mha's parameters: copy the values "
+              "(ours.q_proj.weight.copy_(w_q) under torch.no_grad()) so that the two modules "
+              "stay independent.",
+    "separate_hint": "With kdim or vdim != embed_dim, in_proj_weight is None and the matrices "
+                     "are {where}.",
+    "stacked_hint": "Take the q, k, v matrices from {where}.",
+    "inexact": "{label} does not hold torch's values exactly (largest error {error:.3g}): copy "
+               "them as they are. {hint}",
+    "load_passed": "load_from_torch copied {layout}{biases} and out_proj into q_proj, k_proj, "
+                   "v_proj, out_proj (d_model={d_model}, kdim={ks}, vdim={vs}, bias={bias}).",
+    # exercise 4
+    "count_int": "return the count as an int (// and *, never /, and no tensors)",
+    "count_wrong": "count_parameters({shown}) returned {got}, expected {expected} = W_Q "
+                   "{qs}*{d} + W_K {ks}*{d} + W_V {vs}*{d} + W_O {d}*{d}{biases}{reason}.",
+    "count_refuse": "num_heads={h} does not divide d_model={d} (head_dim would be {ratio:g}), "
+                    "so raise ValueError",
+    "count_passed": "count_parameters is exact on {n} layer shapes (checked against "
+                    "nn.MultiheadAttention where it applies) and refuses d_model % num_heads "
+                    "!= 0.",
+}
+
 # ------------------------------------------------------------------ references and helpers
 
 
@@ -92,20 +171,18 @@ def _judge_load_into(targets, P):
     `targets` is what it found (a common.Loaded, validated when made)."""
     for attr, name in zip(PROJECTIONS, "qkvo"):
         if not targets.has(attr):
-            fail(f"MultiHeadAttention has no attribute `{attr}`. {INTERFACE}")
+            fail(MESSAGES["no_attribute"].format(attr=attr))
         for part, value in (("weight", P[name + "_w"]), ("bias", P[name + "_b"])):
             target = targets.slot(attr, part)
             if value is None:
                 if target is not None:
-                    fail(f"{attr}.{part} exists although bias=False: pass bias=bias to "
-                         "every nn.Linear.")
+                    fail(MESSAGES["bias_without_bias"].format(attr=attr, part=part))
                 continue
             if not isinstance(target, tuple):
-                fail(f"{attr}.{part} is missing although bias=True. {INTERFACE}")
+                fail(MESSAGES["bias_missing"].format(attr=attr, part=part))
             if target != tuple(value.shape):
-                fail(f"{attr}.{part} has shape {target}, expected "
-                     f"{tuple(value.shape)}: nn.Linear(in_features, out_features) stores its "
-                     "weight as (out_features, in_features).")
+                fail(MESSAGES["part_shape"].format(attr=attr, part=part, got=target,
+                                                   want=tuple(value.shape)))
 
 
 def _shown(d_model, num_heads, kwargs):
@@ -126,7 +203,7 @@ def _expect_kind(what, documented, value=None, kinds=(), raised=None, hint=""):
     exception `raised`) is not of the documented kind."""
     reason = diagnose.kind(what, documented, value, kinds, raised)
     if reason:
-        fail(f"{reason}: {hint}" if hint else f"{reason}.")
+        fail(MESSAGES["kind"].format(reason=reason, hint=hint) if hint else f"{reason}.")
 
 
 @check
@@ -144,8 +221,7 @@ def output_projection_by_heads(fn, *, seed=0, batch=2, num_heads=4, L=5, head_di
     output, inputs = call_keeping(fn, heads, W_O, b_O, name="output_projection_by_heads")
     for before, after, name in zip(originals, inputs, ("heads", "W_O", "b_O")):
         if not (isinstance(after, torch.Tensor) and torch.equal(before, after)):
-            fail(f"output_projection_by_heads changed its input `{name}` in place: "
-                 "compute new tensors instead (avoid +=, add_ and friends on the inputs).")
+            fail(MESSAGES["changed_input"].format(name=name))
     _expect_kind("output_projection_by_heads(heads, W_O, b_O)", "a tensor (B, L, d_model)",
                  output, (torch.Tensor,))
     expect_tensor(output, "output", shape=(batch, L, d_model), dtype=dtype, device=device,
@@ -155,9 +231,8 @@ def output_projection_by_heads(fn, *, seed=0, batch=2, num_heads=4, L=5, head_di
                  mistakes=step_mistakes("output projection by heads",
                                         {"heads": heads, "W_O": W_O, "b_O": b_O},
                                         current_dims(), num_heads=h))
-    passed(f"output_projection_by_heads: sum over {h} heads of head_i @ W_O^i"
-           f"{' + b_O' if bias else ''} equals Concat(heads) @ W_O{' + b_O' if bias else ''} "
-           f"(B={batch}, L={L}, head_dim={hd}, d_model={d_model}, {dtype}).")
+    passed(MESSAGES["projection_passed"].format(h=h, bias=" + b_O" if bias else "", batch=batch,
+                                                L=L, hd=hd, d_model=d_model, dtype=dtype))
 
 
 # ------------------------------------------------------------------ exercise 2
@@ -220,12 +295,9 @@ def multi_head_attention_structure(cls, *, d_model=16, num_heads=4, query_size=N
         # an int: a float equal in value still fails view() and range()
         _expect_kind(f"MultiHeadAttention({shown}).{attr}", f"an int ({value})", got,
                      (numbers.Integral,),
-                     hint="store d_model, num_heads and head_dim = d_model // num_heads as "
-                          "int attributes (with //, not /: reshapes such as view(B, L, "
-                          "num_heads, head_dim) refuse a float size)")
+                     hint=MESSAGES["int_attribute"])
         if differs(got, value):
-            fail(f"MultiHeadAttention({shown}).{attr} is {got!r}, expected {value}. "
-                 "Store d_model, num_heads and head_dim = d_model // num_heads as attributes.")
+            fail(MESSAGES["attribute_value"].format(shown=shown, attr=attr, got=got, want=value))
     sizes = {"q_proj": query_size or d_model, "k_proj": key_size or d_model,
              "v_proj": value_size or d_model, "out_proj": d_model}
     inputs = {"q_proj": "query_size", "k_proj": "key_size", "v_proj": "value_size",
@@ -236,44 +308,37 @@ def multi_head_attention_structure(cls, *, d_model=16, num_heads=4, query_size=N
         if proj is None:
             _expect_kind(f"MultiHeadAttention({shown}).{attr}", "an nn.Linear", kinds=(nn.Linear,),
                          raised="AttributeError",
-                         hint=f"MultiHeadAttention has no attribute `{attr}`. {INTERFACE}")
+                         hint=MESSAGES["no_attribute"].format(attr=attr).rstrip("."))
         weight, b = revive(take(proj, "weight", object)), revive(take(proj, "bias", object))
         expect_tensor(weight, f"{attr}.weight")
         want = (d_model, sizes[attr])
         if tuple(weight.shape) != want:
             words = diagnose.wrong_shape(tuple(weight.shape), want, current_dims(),
                                          ("d_model", inputs[attr]))
-            fail(f"{attr}.weight has shape {tuple(weight.shape)}, expected "
-                 f"{want} = (d_model, {inputs[attr]}). In words: {words}. {attr} maps "
-                 f"{inputs[attr]} = {sizes[attr]} input features to d_model = {d_model}, and "
-                 "nn.Linear(in_features, out_features) stores (out_features, in_features).")
+            fail(MESSAGES["weight_shape"].format(attr=attr, got=tuple(weight.shape), want=want,
+                                                 inputs=inputs[attr], words=words,
+                                                 size=sizes[attr], d_model=d_model))
         if bias and (not isinstance(b, torch.Tensor) or tuple(b.shape) != (d_model,)):
-            fail(f"{attr}.bias should be a tensor of shape ({d_model},) when bias=True, got "
-                 f"{b if b is None else tuple(b.shape) if isinstance(b, torch.Tensor) else b}.")
+            fail(MESSAGES["bias_shape"].format(
+                attr=attr, d_model=d_model,
+                got=tuple(b.shape) if isinstance(b, torch.Tensor) else b))
         if not bias:
             _expect_kind(f"{attr}.bias", "None (bias=False)", b, (type(None),),
-                         hint="pass bias=bias to every nn.Linear")
+                         hint=MESSAGES["pass_bias"])
     if take(data, "shared", bool):
-        fail("two of q_proj, k_proj, v_proj, out_proj share one weight tensor: each needs its "
-             "own parameters.")
+        fail(MESSAGES["shared"])
     count = take(data, "count", int)
     weights, expected = answers["weights"], answers["count"]
     if count != expected:
-        fail(f"MultiHeadAttention({shown}) has {count} parameters, expected {expected} = "
-             f"{weights} weights + {expected - weights} biases: the four nn.Linear layers and "
-             "nothing else (no per-head copies of the matrices).")
+        fail(MESSAGES["count"].format(shown=shown, count=count, expected=expected,
+                                      weights=weights, biases=expected - weights))
     bad = take_error(data, "bad")
     if bad is not None and bad[0] == "NotImplementedError":
-        fail("MultiHeadAttention is not implemented yet: replace `raise "
-             "NotImplementedError()` with your code.")
+        fail(MESSAGES["not_implemented"].format(name="MultiHeadAttention"))
     _expect_kind(f"MultiHeadAttention({bad_d}, {bad_h})", "a ValueError",
                  raised=None if bad is None else bad[0],
-                 hint="head_dim = d_model / num_heads must be a whole number, so raise "
-                      "ValueError when num_heads does not divide d_model (an assert "
-                      "disappears under python -O)"
-                      + ("" if bad is None else f"; it said: {bad[1]}"))
-    passed(f"MultiHeadAttention({shown}): q_proj, k_proj, v_proj, out_proj have the right "
-           f"shapes, {count} parameters in all, and a ValueError for d_model % num_heads != 0.")
+                 hint=MESSAGES["refuse"].format(said="" if bad is None else f"; it said: {bad[1]}"))
+    passed(MESSAGES["structure_passed"].format(shown=shown, count=count))
 
 
 # forward must not hand the work to PyTorch's own implementation, which the check compares
@@ -390,7 +455,8 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
     judge_construct(data, f"MultiHeadAttention({shown})")
     error = take_error(data, "to_error")
     if error is not None:
-        fail(f"MultiHeadAttention({shown}).to(dtype={dtype}) raised {error[0]}: {error[1]}")
+        fail(MESSAGES["to_raised"].format(shown=shown, dtype=dtype, kind=error[0],
+                                          message=error[1]))
     _judge_load_into(take(data, "targets", dict), P)
     results = take(data, "results", list)
     if len(results) != len(cases):
@@ -404,8 +470,7 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
         result = revive(item[0])
         _expect_kind(f"forward ({label})", "a tuple (output, weights)", result, (tuple,))
         if len(result) != 2:
-            fail(f"forward ({label}) must return a tuple (output, weights), got a tuple of "
-                 f"length {len(result)}.")
+            fail(MESSAGES["pair"].format(label=label, length=len(result)))
         output, weights = result
         Lk_case = k_in.shape[1]
         expected, expected_w = answer
@@ -421,8 +486,7 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
                      mistakes=step_mistakes("multi-head attention", inputs, current_dims(),
                                             num_heads=h),
                      scale=scale, condition=condition.amax(), axes=("B", "Lq", "d_model"),
-                     hint="Compare each step with the formula: project, split, attend, merge, "
-                          "W_O.")
+                     hint=MESSAGES["output_hint"])
         expect_tensor(weights, "weights" + context)
         shape = (batch, h, q_in.shape[1], Lk_case)
         if weights.dim() + 1 == len(shape):  # the fewer-axes family: averaged, flattened
@@ -434,12 +498,11 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
                      condition=condition, axes=("B", "num_heads", "Lq", "Lk"),
                      mistakes=step_mistakes("multi-head weights", inputs, current_dims(),
                                             num_heads=h),
-                     hint="Each head's weights are softmax(q_i k_i^T / sqrt(head_dim)) over the "
-                          "keys.")
+                     hint=MESSAGES["weights_hint"])
     what = ("nn.MultiheadAttention with the same weights" if sizes[0] == d_model
             else "a float64 reference (nn.MultiheadAttention needs query_size == d_model)")
-    passed(f"MultiHeadAttention({shown}): outputs and per-head weights equal {what} "
-           f"({', '.join(c[0] for c in cases)}; {dtype}).")
+    passed(MESSAGES["forward_passed"].format(shown=shown, what=what, dtype=dtype,
+                                             cases=", ".join(c[0] for c in cases)))
 
 
 # ------------------------------------------------------------------ exercise 3
@@ -565,12 +628,11 @@ def load_from_torch(fn, *, seed=0, d_model=16, num_heads=4, key_size=None, value
         fail(MALFORMED.format(what="`ours` before load_from_torch ran"))
     raised(data["error"], "load_from_torch")
     if data["result"] is not None and data["is_ours"] is False:
-        fail("load_from_torch must copy the weights into `ours` in place and return `ours`; "
-             f"it returned a different object ({data['result']}).")
+        fail(MESSAGES["not_ours"].format(result=data["result"]))
     after = data["torch_mha"]
     for name, p in torch_state.items():
         if _differs_tensor(after[name], p):
-            fail(f"load_from_torch changed torch_mha.{name}: copy from it, never into it.")
+            fail(MESSAGES["wrote_torch"].format(name=name))
     separate = "in_proj_weight" not in torch_state
     copied, shares = data["ours"], data["shares"]
     if separate:
@@ -591,27 +653,22 @@ def load_from_torch(fn, *, seed=0, d_model=16, num_heads=4, key_size=None, value
                                      {**torch_state, "stale": stale[f"{attr}.{part}"]},
                                      current_dims(), name=n, part=part)
             if actual is None:
-                fail(f"{label} is None after load_from_torch: copy the values into the existing "
-                     "parameters (with torch.no_grad(): ours.q_proj.weight.copy_(w_q)).")
+                fail(MESSAGES["none_after"].format(label=label))
             expect_tensor(actual, label, shape=expected.shape, dtype=dtype,
                           shape_names="(out_features, in_features)" if part == "weight" else None)
             if torch.equal(actual.detach(), expected):
                 if shares[f"{attr}.{part}"]:
-                    fail(f"{label} shares memory with torch_mha's parameters: copy the values "
-                         "(ours.q_proj.weight.copy_(w_q) under torch.no_grad()) so that the two "
-                         "modules stay independent.")
+                    fail(MESSAGES["shares"].format(label=label))
                 continue
-            hint = (f"With kdim or vdim != embed_dim, in_proj_weight is None and the matrices "
-                    f"are {where}." if separate else f"Take the q, k, v matrices from {where}.")
+            hint = MESSAGES["separate_hint" if separate else "stacked_hint"].format(where=where)
             expect_close(actual, expected, label, dtype=dtype, hint=hint, mistakes=mistakes)
-            fail(f"{label} does not hold torch's values exactly (largest error "
-                 f"{(actual.detach().double() - expected.double()).abs().max().item():.3g}): "
-                 "copy them as they are. " + hint)
+            fail(MESSAGES["inexact"].format(
+                label=label, hint=hint,
+                error=(actual.detach().double() - expected.double()).abs().max().item()))
     layout = ("q_proj_weight, k_proj_weight, v_proj_weight" if separate
               else "in_proj_weight (3*d_model, d_model)")
-    passed(f"load_from_torch copied {layout}{', in_proj_bias' if bias else ''} and out_proj "
-           f"into q_proj, k_proj, v_proj, out_proj (d_model={d_model}, kdim={ks}, vdim={vs}, "
-           f"bias={bias}).")
+    passed(MESSAGES["load_passed"].format(layout=layout, biases=", in_proj_bias" if bias else "",
+                                          d_model=d_model, ks=ks, vs=vs, bias=bias))
 
 
 # ------------------------------------------------------------------ exercise 4
@@ -679,7 +736,7 @@ def count_parameters(fn, *, seed=0):
         value = call(fn, d, h, name=f"count_parameters({shown[-1]})", **kw)
         # an int (numpy's integers are ints too); a float, a bool or a tensor is not
         _expect_kind(f"count_parameters({shown[-1]})", "an int", value, (numbers.Integral,),
-                     hint="return the count as an int (// and *, never /, and no tensors)")
+                     hint=MESSAGES["count_int"])
         got.append(int(value))
     expected = [_count_reference(d, h, **kw) for d, h, kw in configs]
     # every layer shape at once: a mistake in one step of the formula fits all of them (asked
@@ -693,17 +750,15 @@ def count_parameters(fn, *, seed=0):
                                   ("layer shape",), mistakes)
         (d, h, kw) = configs[i]
         qs, ks, vs = kw.get("query_size") or d, kw.get("key_size") or d, kw.get("value_size") or d
-        formula = (f"W_Q {qs}*{d} + W_K {ks}*{d} + W_V {vs}*{d} + W_O {d}*{d}"
-                   + (f" + biases 4*{d}" if kw.get("bias", True) else " (no biases)"))
-        fail(f"count_parameters({shown[i]}) returned {got[i]}, expected {expected[i]} = "
-             f"{formula}" + (f": {reason}." if reason else "."))
+        fail(MESSAGES["count_wrong"].format(
+            shown=shown[i], got=got[i], expected=expected[i], qs=qs, ks=ks, vs=vs, d=d,
+            biases=f" + biases 4*{d}" if kw.get("bias", True) else " (no biases)",
+            reason=f": {reason}" if reason else ""))
     for d, h in ((10, 4), (12, 5)):
         value, error = attempt(fn, d, h)
         if error is not None and error[0] == "NotImplementedError":
-            fail("count_parameters is not implemented yet.")
+            fail(MESSAGES["not_implemented"].format(name="count_parameters"))
         _expect_kind(f"count_parameters({d}, {h})", "a ValueError", value,
                      raised=None if error is None else error[0],
-                     hint=f"num_heads={h} does not divide d_model={d} (head_dim would be "
-                          f"{d / h:g}), so raise ValueError.")
-    passed(f"count_parameters is exact on {len(configs)} layer shapes (checked against "
-           "nn.MultiheadAttention where it applies) and refuses d_model % num_heads != 0.")
+                     hint=MESSAGES["count_refuse"].format(h=h, d=d, ratio=d / h))
+    passed(MESSAGES["count_passed"].format(n=len(configs)))
