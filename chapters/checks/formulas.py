@@ -322,7 +322,8 @@ def loaded_weight_formula(dims, name, part):
 
     variants = {"source": {}}
     if name != "o":
-        stack = "in_proj_weight stacks [W_Q; W_K; W_V]" if part == "weight" else             "in_proj_bias stacks [b_q; b_k; b_v]"
+        stack = ("in_proj_weight stacks [W_Q; W_K; W_V]" if part == "weight"
+                 else "in_proj_bias stacks [b_q; b_k; b_v]")
         letters = "w_q, w_k, w_v" if part == "weight" else "b_q, b_k, b_v"
         separate = ("; where kdim or vdim differ, q_proj_weight, k_proj_weight, v_proj_weight"
                     if part == "weight" else "")
@@ -359,7 +360,9 @@ def parameter_count_formula(dims):
     def inputs(x):
         return x["query_size"] + x["key_size"] + x["value_size"]
 
-    d = lambda x: x["d_model"]   # noqa: E731
+    def d(x):
+        return x["d_model"]
+
     steps = [("W_Q, W_K, W_V", lambda _v, x: inputs(x) * d(x)),
              ("W_O", lambda n, x: n + d(x) * d(x)),
              ("biases", lambda n, x: n + 4 * d(x) * x["bias"])]

@@ -462,7 +462,8 @@ BUGS.update({
     "projection_heads_averaged": Bug(
         cells={"output_projection_by_heads": _edit(
             _PROJECTION, "for i in range(h))", "for i in range(h)) / h   # mean over heads")},
-        fails=["test_output_projection_by_heads"], diagnosis=r"averages the heads instead of summing"),
+        fails=["test_output_projection_by_heads"],
+        diagnosis=r"averages the heads instead of summing"),
     "projection_first_block_for_all": Bug(
         cells={"output_projection_by_heads": _edit(_PROJECTION, "heads[:, i] @ blocks[i]",
                                                    "heads[:, i] @ W_O[:hd]")},
@@ -476,7 +477,8 @@ BUGS.update({
         cells={"output_projection_by_heads": _edit(
             _PROJECTION, "output = sum(heads[:, i] @ blocks[i] for i in range(h))",
             "output = heads.reshape(B, L, h * hd) @ W_O")},
-        fails=["test_output_projection_by_heads"], diagnosis=r"reshapes without the transpose \(heads and positions mixed\)"),
+        fails=["test_output_projection_by_heads"],
+        diagnosis=r"reshapes without the transpose \(heads and positions mixed\)"),
     "projection_transposes_heads_in_place": Bug(
         cells={"output_projection_by_heads": _edit(
             _PROJECTION, "output = sum(heads[:, i] @ blocks[i] for i in range(h))",
@@ -552,7 +554,8 @@ BUGS.update({
         cells={"MultiHeadAttention": _forward(
             "math.sqrt(self.head_dim)",
             "torch.sqrt(torch.tensor(self.head_dim, dtype=torch.float32))")},
-        fails=_FORWARD, diagnosis=r"sqrt\(head_dim\) rounded to float32: your sqrt\(d_k\) is a float32 number",
+        fails=_FORWARD,
+        diagnosis=r"sqrt\(head_dim\) rounded to float32: your sqrt\(d_k\) is a float32 number",
         notes="hidden only: the float64 test at head_dim 6"),
     "forward_not_scaled": Bug(
         cells={"MultiHeadAttention": _forward(" / math.sqrt(self.head_dim)", "")},
@@ -669,11 +672,13 @@ BUGS.update({
     "loader_forgets_biases": Bug(
         cells={"load_from_torch": _edit(_LOADER, "            if b is not None:\n"
                                                  "                proj.bias.copy_(b)\n", "")},
-        fails=["test_load_from_torch"], diagnosis=r"copy step is left out: ours keeps its old values.*in_proj_bias"),
+        fails=["test_load_from_torch"],
+        diagnosis=r"copy step is left out: ours keeps its old values.*in_proj_bias"),
     "loader_out_proj_from_ours": Bug(
         cells={"load_from_torch": _edit(_LOADER, "(w_q, w_k, w_v, torch_mha.out_proj.weight)",
                                         "(w_q, w_k, w_v, ours.out_proj.weight)")},
-        fails=["test_load_from_torch"], diagnosis=r"out_proj\.weight is wrong: .*copy step is left out"),
+        fails=["test_load_from_torch"],
+        diagnosis=r"out_proj\.weight is wrong: .*copy step is left out"),
     "loader_bias_chunks_swapped": Bug(
         cells={"load_from_torch": _edit(_LOADER, "b_q, b_k, b_v = torch_mha.in_proj_bias",
                                         "b_k, b_q, b_v = torch_mha.in_proj_bias")},
@@ -709,7 +714,8 @@ BUGS.update({
         fails=["test_count_parameters"], diagnosis=r"output projection's bias"),
     "count_qkv_per_head": Bug(
         cells={"count_parameters": _edit(_COUNT, "weights = sum(", "weights = num_heads * sum(")},
-        fails=["test_count_parameters"], diagnosis=r"whole \(input size x d_model\) matrix per head"),
+        fails=["test_count_parameters"],
+        diagnosis=r"whole \(input size x d_model\) matrix per head"),
     "count_one_head": Bug(
         cells={"count_parameters": _edit(_COUNT, "sum(size * d_model",
                                          "sum(size * (d_model // num_heads)")},
