@@ -306,3 +306,55 @@ def test_missing_parameter_names_the_parameter_the_function_lacks():
                        "signature promises: add it, and use it")
     assert diagnose.FAMILY_PATTERN.search(message)
     assert diagnose.missing_parameter("f() missing 1 required positional argument: 'x'") is None
+# ------------------------------------------------------------------------------ fewer axes
+
+def test_fewer_axes_names_an_axis_reduced_or_two_axes_merged():
+    x = heads(8).softmax(-1)                                   # (batch, num_heads, L, head_dim)
+    assert diagnose.fewer_axes(x.mean(1), x, same, DIMS) == \
+        "it is the right answer averaged over the num_heads axis: the answer keeps that axis"
+    assert "summed over the L axis" in diagnose.fewer_axes(x.sum(2), x, same, DIMS)
+    assert "at the first index of the num_heads axis" in diagnose.fewer_axes(x[:, 0], x, same,
+                                                                             DIMS)
+    merged = diagnose.fewer_axes(x.flatten(0, 1), x, same, DIMS)
+    assert "batch and num_heads merged into one axis of 8 = batch * num_heads" in merged
+    assert diagnose.FAMILY_PATTERN.search(diagnose.explained("weights", merged))
+    # values of that shape that are none of these, or a shape with no such relation: None
+    assert diagnose.fewer_axes(heads(9)[:, 0], x, same, DIMS) is None
+    assert diagnose.fewer_axes(x, x, same, DIMS) is None
+    assert diagnose.fewer_axes(x[..., :2].mean(1), x, same, DIMS) is None
+
+
+def test_expect_close_names_a_lost_axis_before_the_shape_message():
+    x = heads(10).softmax(-1)
+    with pytest.raises(common.CheckFailure) as failure:
+        common.expect_close(x.mean(1), x, "weights", axes=("B", "num_heads", "L", "head_dim"))
+    assert "weights is wrong: it is the right answer averaged over the num_heads axis" in \
+        str(failure.value)
+
+
+# ------------------------------------------------------------------------------ kinds
+
+@pytest.mark.parametrize("what, documented, value, kinds, raised, words", [
+    ("head_dim", "an int (4)", 4.0, (int,), None, "head_dim is a float (4.0) where the "
+                                                   "exercise documents an int (4)"),
+    ("count(8, 2)", "an int", True, (int,), None, "count(8, 2) returned a bool (True)"),
+    ("f(x)", "a tensor", (1, 2), (torch.Tensor,), None, "returned a tuple of 2 items"),
+    ("gap(x)", "a float", torch.tensor(0.5), (float,), None, "returned a 0-d Tensor"),
+    ("m.out_proj", "an nn.Linear", None, (torch.nn.Linear,), "AttributeError",
+     "m.out_proj raised AttributeError where the exercise documents an nn.Linear"),
+    ("count(10, 4)", "a ValueError", 440, (), None, "returned an int (440) and raised nothing"),
+    ("M(13, 4)", "a ValueError", None, (), None, "M(13, 4) raised nothing where"),
+    ("M(13, 4)", "a ValueError", None, (), "AssertionError", "raised AssertionError where"),
+])
+def test_kind_names_what_came_instead_of_the_documented_kind(what, documented, value, kinds,
+                                                             raised, words):
+    reason = diagnose.kind(what, documented, value, kinds, raised)
+    assert words in reason
+    assert diagnose.FAMILY_PATTERN.search(reason)
+
+
+def test_kind_is_silent_when_the_kind_is_the_documented_one():
+    assert diagnose.kind("count(8, 2)", "an int", 1088, (int,)) is None
+    assert diagnose.kind("m.bias", "None (bias=False)", None, (type(None),)) is None
+    assert diagnose.kind("f(x)", "a tensor", torch.zeros(2), (torch.Tensor,)) is None
+    assert diagnose.kind("M(13, 4)", "a ValueError", raised="ValueError") is None

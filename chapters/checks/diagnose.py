@@ -85,6 +85,13 @@ MESSAGES = {
                        "expected ({want_axes})",
     "parameter": "your {function} has no parameter {parameter}, which the exercise's "
                  "signature promises: add it, and use it",
+    # fewer_axes, kind (chapter 3)
+    "reduced": "it is the right answer {how} {axis}: the answer keeps that axis",
+    "merged": "it is the right answer with {first} and {second} merged into one axis of "
+              "{size} = {first} * {second} entries: keep them apart",
+    "kind": "{what} {outcome} where the exercise documents {documented}",
+    "steps": "it is what the formula gives when {first}; or when {others} (these give the "
+             "same numbers on these inputs)",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -442,12 +449,14 @@ class Formula:
 
 def one_step(actual, mistakes, same):
     """The formula family: which of `mistakes` ({sentence: output}, from Formula.mistakes)
-    `actual` equals."""
-    for sentence, value in (mistakes or {}).items():
-        if (isinstance(value, torch.Tensor) and tuple(value.shape) == tuple(actual.shape)
-                and same(actual, value)):
-            return MESSAGES["step"].format(step=sentence)
-    return None
+    `actual` equals; all of them where several give the same numbers on these inputs
+    (dividing by head_dim = 4 is dividing by sqrt(d_model) when d_model = 16)."""
+    found = [sentence for sentence, value in (mistakes or {}).items()
+             if isinstance(value, torch.Tensor) and tuple(value.shape) == tuple(actual.shape)
+             and same(actual, value)]
+    if len(found) > 1:
+        return MESSAGES["steps"].format(first=found[0], others="; or when ".join(found[1:]))
+    return MESSAGES["step"].format(step=found[0]) if found else None
 
 
 # --------------------------------------------------------------------------------- errors
@@ -501,7 +510,9 @@ FAMILY_PATTERN = re.compile("|".join(
     ("swap", "view", "reversed", "factors", "times", "plus", "shifted", "complement",
      "diagonal", "localized", "step",
      "nonfinite", "runs", "runs_complement", "overflow", "singleton_missing",
-     "singleton_extra", "parameter")) + r"|has \d+(?: = \w+)* entries; it should have"
+     "singleton_extra", "parameter",
+     "reduced", "merged"))
+    + r"| where the exercise documents |has \d+(?: = \w+)* entries; it should have"
     r"|the sizes are right but the axes|an extra axis of size|it lacks the \S+ axis"
     r"|\(the sizes in it: ")
 
@@ -650,3 +661,71 @@ def missing_parameter(message):
     if not found:
         return None
     return MESSAGES["parameter"].format(function=found.group(1), parameter=found.group(2))
+# ------------------------------------------------------------------- fewer axes (chapter 3)
+
+def fewer_axes(actual, expected, same, dims, axes=None):
+    """The fewer-axes family: `actual` has one axis less than `expected` and holds its
+    values with one axis reduced (averaged, summed, or one index of it taken: the first or
+    the last) or two neighbouring axes merged into one (a flatten or reshape too many)."""
+    got, want = tuple(actual.shape), tuple(expected.shape)
+    if len(got) + 1 != len(want):
+        return None
+    names = axis_names(want, dims, axes)
+    for axis in range(len(want)):
+        if want[:axis] + want[axis + 1:] != got or want[axis] < 2:
+            continue
+        for how, reduce in (("averaged over", lambda e: e.mean(axis)),
+                            ("summed over", lambda e: e.sum(axis)),
+                            ("at the first index of", lambda e: e.select(axis, 0)),
+                            ("at the last index of", lambda e: e.select(axis, -1))):
+            if same(actual, reduce(expected.to(actual.dtype))):
+                return MESSAGES["reduced"].format(how=how, axis=_axis_label(names[axis]))
+    for axis in range(len(want) - 1):
+        if want[:axis] + (want[axis] * want[axis + 1],) + want[axis + 2:] == got and \
+                same(actual, expected.flatten(axis, axis + 1)):
+            return MESSAGES["merged"].format(first=names[axis], second=names[axis + 1],
+                                             size=got[axis])
+    return None
+
+
+# ------------------------------------------------------------------------- kinds (chapter 3)
+
+def _described(value):
+    """A value in words, for the kind family: "a float (4.0)", "None", "a tuple of 2 items",
+    "a Tensor of shape (2, 5)", "a 0-d Tensor"."""
+    if value is None:
+        return "None"
+    if isinstance(value, torch.Tensor):
+        return "a 0-d Tensor" if value.dim() == 0 else f"a Tensor of shape {tuple(value.shape)}"
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} of {len(value)} items"
+    kind = type(value).__name__
+    article = "an" if kind[:1].lower() in "aeiou" else "a"
+    if isinstance(value, (bool, int, float, str)):
+        return f"{article} {kind} ({value!r})"
+    return f"{article} {kind}"
+
+
+def kind(what, documented, value=None, kinds=(), raised=None):
+    """The kind family: what a call or an attribute gave is of another kind than the
+    exercise documents. what: the call or attribute as the student reads it ("head_dim",
+    "count_parameters(10, 4)"); documented: the documented kind in words ("an int", "a
+    ValueError"); kinds: the documented Python types (a value of one of them fits: None),
+    or () when an exception is documented (the exception's name is `documented`'s last
+    word); value: what it returned; raised: the name of the exception it raised, or None.
+    A bool is no int here (True == 1 would hide a flag returned for a count)."""
+    if raised is not None:
+        if not kinds and raised == documented.split()[-1]:
+            return None
+        outcome = f"raised {raised}"
+    elif kinds:
+        fits = isinstance(value, tuple(kinds)) and not (
+            isinstance(value, bool) and bool not in kinds)
+        if fits:
+            return None
+        # a call (its arguments shown) returned the value; an attribute is it
+        outcome = f"{'returned' if what.endswith(')') else 'is'} {_described(value)}"
+    else:
+        outcome = ("raised nothing" if value is None
+                   else f"returned {_described(value)} and raised nothing")
+    return MESSAGES["kind"].format(what=what, outcome=outcome, documented=documented)
