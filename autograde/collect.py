@@ -25,6 +25,7 @@ File names, one regular expression per platform (PLATFORMS):
 - Blackboard, "Assignment File Download": <Assignment>_<username>_attempt_
   <YYYY-MM-DD-HH-MM-SS>_<file>, plus a receipt <Assignment>_<username>_attempt_<time>.txt
   per attempt. The time is kept in nbgrader's timestamp.txt (late penalties read it).
+  Both names may hold "_": the roster's usernames tell where one ends (_blackboard_username).
 """
 import csv
 import datetime
@@ -68,7 +69,8 @@ PLATFORMS = {
         "name", "name", "name"),
     "blackboard": Platform(
         "Blackboard",
-        r"(?:.*/)?(?P<bb_assignment>[^/]+)_(?P<username>[^/_]+)_attempt_"
+        # "<Assignment>_<username>" is read whole: either may hold "_" (see _student)
+        r"(?:.*/)?(?P<bb_head>[^/]+?)_attempt_"
         r"(?P<timestamp>\d{4}-\d\d-\d\d-\d\d-\d\d-\d\d)(?:_(?P<file_id>[^/]+)|\.txt)$",
         "username", "username", "username"),
 }
@@ -155,6 +157,11 @@ def _timestamp(text):
 def _student(platform, info, roster):
     """(student id, None) or (None, why no student): the roster's student whose
     platform column holds the file name's key; without a roster, an id made from it."""
+    if info.get("bb_head") is not None:  # Blackboard
+        key, why = _blackboard_username(info["bb_head"], roster)
+        if why:
+            return None, why
+        info = {**info, "username": key}
     key = info.get(platform.file_key) or ""
     if roster is None:
         student_id = safe_id(info.get(platform.default_id) or "")
@@ -167,6 +174,28 @@ def _student(platform, info, roster):
         return None, f"no student on the roster has {platform.roster_column} {key!r}"
     return None, (f"{len(found)} students on the roster have {platform.roster_column} "
                   f"{key!r} ({', '.join(s.student_id for s in found)})")
+
+
+def _blackboard_username(head, roster):
+    """(username, None) or (None, why) from Blackboard's "<Assignment>_<username>", where
+    either may hold "_" (Blackboard writes an assignment name's spaces as "_", and a login
+    may be jane_doe): with a roster, the one ending of `head` after an "_" that is a
+    username on it; without one, the text after the last "_" (a login with "_" in it needs
+    the roster)."""
+    endings = [head[index + 1:] for index, char in enumerate(head) if char == "_"]
+    if not endings:
+        return None, f"no username in {head!r} (Blackboard writes <Assignment>_<username>)"
+    if roster is None:
+        return endings[-1], None
+    on_roster = [ending for ending in endings if roster.find("username", ending)]
+    if len(on_roster) == 1:
+        return on_roster[0], None
+    if not on_roster:
+        return None, (f"no student on the roster has username {endings[-1]!r}"
+                      + (f" (nor {', '.join(map(repr, endings[:-1]))})" if endings[:-1]
+                         else ""))
+    return None, (f"{head!r} may end with any of the usernames "
+                  f"{', '.join(map(repr, on_roster))} on the roster")
 
 
 def _sha256(path):

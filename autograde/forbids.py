@@ -21,8 +21,11 @@ Each verdict is a plain message that names what was found and where.
 """
 import ast
 import builtins
+import functools
 import re
 from dataclasses import dataclass
+
+import torch
 
 from autograde import notebook  # notebook.parse: every parse in the grader's process, one lock
 
@@ -77,6 +80,9 @@ REFLECTING_MODULES = {"sys", "builtins", "operator", "importlib", "inspect", "gc
 STAR_SAFE = {"math", "torch", "torch.nn", "torch.nn.functional", "numpy", "typing",
              "dataclasses", "collections", "itertools", "functools", "random", "statistics"}
 _REFLECTING_BUILTINS = {p.split(".")[1] for p in REFLECTING if p.startswith("builtins.")}
+# torch's namespaces, whose names a computed getattr could be after (see _bounded_name)
+TORCH_NAMESPACES = (torch, torch.nn, torch.nn.functional, torch.Tensor, torch.nn.Module,
+                    torch.linalg, torch.special, torch.fft, torch.nn.init, torch.autograd)
 _IDENTIFIER_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
@@ -224,6 +230,69 @@ def _walk(tree):
         todo.extend(ast.iter_child_nodes(node))
 
 
+@functools.lru_cache(maxsize=None)
+def _watched_names():
+    """Every attribute name the grader watches: torch's (any of them may be what a forbid
+    names), the reaching attributes and the reflecting builtins, and a private one."""
+    names = {n for space in TORCH_NAMESPACES for n in dir(space)}
+    names |= REACHING_ATTRIBUTES | {attribute for _, attribute in REACHING_ON}
+    names |= {p.rpartition(".")[2] for p in REFLECTING} | REACHING_CALLS
+    return frozenset(names)
+
+
+def _constant_ends(expression):
+    """(prefix, suffix): the constant text that `expression`, a computed attribute name,
+    surely starts and ends with: f"w_{i}" -> ("w_", ""), name + "_proj" -> ("", "_proj")."""
+    if isinstance(expression, ast.JoinedStr):
+        parts = expression.values
+    elif isinstance(expression, ast.BinOp) and isinstance(expression.op, ast.Add):
+        parts, todo = [], [expression]
+        while todo:  # a + b + c is ((a + b) + c): flatten, left to right
+            node = todo.pop()
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+                todo += [node.right, node.left]
+            else:
+                parts.append(node)
+    else:
+        return "", ""
+
+    def text(node):
+        return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+            else None
+    prefix = text(parts[0]) if parts else None
+    suffix = text(parts[-1]) if len(parts) > 1 else None
+    return prefix or "", suffix or ""
+
+
+def _bounded_name(expression):
+    """True when the computed attribute name `expression` cannot be any name the grader
+    watches (_watched_names), whatever its variable part: a constant prefix that no watched
+    name starts with and that is not private (getattr(self, f"w_{i}"), one of an honest
+    student's per-head weights), or a constant suffix that no watched name ends with and
+    that cannot end a dunder (getattr(self, name + "_proj"))."""
+    prefix, suffix = _constant_ends(expression)
+    watched = _watched_names()
+    if prefix and not prefix.startswith("_") \
+            and not any(name.startswith(prefix) for name in watched):
+        return True
+    return bool(suffix) and not suffix.endswith("_") \
+        and not any(name.endswith(suffix) for name in watched)
+
+
+
+def _harmless_setattr(call):
+    """setattr(obj, name, value) whose name is no name the grader watches: a constant that is
+    neither watched nor private, or a bounded computed one (setattr(self, f"w_{i}", ...),
+    an honest student's per-head weights). Patching torch needs a name torch has."""
+    if len(call.args) < 2:
+        return False
+    name = call.args[1]
+    if isinstance(name, ast.Constant):
+        return isinstance(name.value, str) and not name.value.startswith("_") \
+            and name.value not in _watched_names()
+    return _bounded_name(name)
+
+
 def _reflection(node, where, bound, parents):
     """[Finding] for one node: reflection followed through names (see REFLECTING)."""
     found = []
@@ -272,7 +341,8 @@ def _reflection(node, where, bound, parents):
                 found.append(Finding(where, f"calls {name} with a computed name "
                                             f"({_unparse(parent)})", True))
         elif called and path == "builtins.getattr" and len(parent.args) >= 2 \
-                and not isinstance(parent.args[1], ast.Constant):
+                and not isinstance(parent.args[1], ast.Constant) \
+                and not _bounded_name(parent.args[1]):
             found.append(Finding(where, f"calls getattr with a computed name "
                                         f"({_unparse(parent)})", True))
         return found
@@ -334,7 +404,7 @@ def reaching(label, source, is_solution, aliases, bound=None):
             found.append(Finding(where, f"uses {node.id}", True))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             name = node.func.id
-            if name in REACHING_CALLS:
+            if name in REACHING_CALLS and not (name == "setattr" and _harmless_setattr(node)):
                 found.append(Finding(where, f"calls {name}()", True))
 
     return found

@@ -18,6 +18,7 @@ from .masks import (causal_mask, from_torch_attn_mask, from_torch_key_padding_ma
 from .mha import HeadWeights, MultiHeadAttention
 from .kv import (GroupedQueryAttention, KVCache, cached_attention, count_gqa_parameters,
                  count_kv_cache_bytes, decoding_causal_mask, repeat_kv)
+from .positions import LearnedPositions, shift_matrix, sinusoidal_positions
 from .rotary import apply_rotary, rotary_angles
 from .capstone import TransformerBlock, generate, train_step
 
@@ -36,5 +37,6 @@ __all__ = [
     "HeadImportance", "prune_heads", "head_similarity",
     "repeat_kv", "GroupedQueryAttention", "KVCache", "decoding_causal_mask", "cached_attention",
     "count_gqa_parameters", "count_kv_cache_bytes", "rotary_angles", "apply_rotary",
+    "sinusoidal_positions", "shift_matrix", "LearnedPositions",
     "TransformerBlock", "train_step", "generate",
 ]

@@ -159,3 +159,36 @@ def test_a_mistake_outside_the_catalogue_is_located():
     _fails(lambda: check.multi_head_attention(ns["MultiHeadAttention"]),
            r"is wrong: it is right everywhere except at index 1 of num_heads; indices 0, 1, 3, "
            r"4 of Lk \(40 of 200 entries off\)")  # (flip keeps the middle key)
+
+
+# ------------------------------------------------------------------ the documented kinds
+@pytest.mark.parametrize("returned, fails", [
+    ("float(n)", True),                      # a float of equal value: not the documented int
+    ("torch.tensor(n)", True),               # a 0-d tensor
+    ("n > 0", True),                         # a bool is no count
+    ("numpy.int64(n)", False),               # numpy's integers are ints (numbers.Integral)
+    ("n", False),
+])
+def test_count_parameters_returns_the_documented_int(returned, fails):
+    code = "import numpy\n" + COUNT.replace("    return weights + biases\n",
+                                            "    n = weights + biases\n"
+                                            f"    return {returned}\n")
+    def run():
+        check.count_parameters(_ns_with("count_parameters", code)["count_parameters"])
+    if fails:
+        _fails(run, r"count_parameters\(512, 8\) returned a \w+.* where the exercise documents "
+                    r"an int")
+    else:
+        run()
+
+
+def test_forward_is_called_with_the_documented_mask_none():
+    """forward(query, key, value, mask=None): the check passes exactly mask=None (chapter 4
+    passes masks; the catalogue's forward_without_mask_parameter fails on it)."""
+    forward = catalogue._mha_forward_with().replace(
+        "def forward(self, query, key, value, mask=None):",
+        "def forward(self, query, key, value, **options):\n"
+        "        assert options == {'mask': None}, options")
+    forward = forward.replace("(q, k, v, mask)", "(q, k, v)")
+    ns = _ns_with("MultiHeadAttention", _mha_class(forward))
+    check.multi_head_attention(ns["MultiHeadAttention"])

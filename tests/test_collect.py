@@ -209,3 +209,36 @@ def test_a_zip_that_escapes_its_folder_is_refused(tmp_path):
     not_zip.write_text(json.dumps({}))
     assert cli.main(["collect", str(not_zip), ASSIGNMENT, "--from", "moodle",
                      "--course-dir", str(tmp_path / "course")]) == 2
+
+
+def test_blackboard_usernames_and_assignments_with_underscores(tmp_path):
+    """Blackboard writes an assignment's spaces as "_", and a login may hold "_" too: the
+    roster's usernames tell where the assignment ends; one ending that two usernames fit,
+    or none, is a problem, never a guess."""
+    members = {
+        "Homework_1_jane_doe_attempt_2026-11-20-09-15-00_01_attention.ipynb": notebook("jane"),
+        "Homework_1_doe_attempt_2026-11-20-09-16-00_01_attention.ipynb": notebook("doe"),
+        "Homework_1_alan_attempt_2026-11-20-09-17-00_01_attention.ipynb": notebook("alan"),
+        "Homework_1_nobody_here_attempt_2026-11-20-09-18-00_01_attention.ipynb": notebook("?"),
+    }
+    roster = write_roster(tmp_path / "roster.csv", [
+        {"student_id": "s1", "username": "jane_doe"}, {"student_id": "s2", "username": "doe"},
+        {"student_id": "s3", "username": "alan"}])
+    course = tmp_path / "course"
+    report = collect(write_zip(tmp_path / "bb.zip", members), ASSIGNMENT, "blackboard",
+                     course, roster=roster)
+    # "Homework_1_doe" ends with one username; "Homework_1_jane_doe" with two (jane_doe, doe)
+    assert sorted(report.added) == ["s2", "s3"]
+    why = {p.path.rpartition("/")[2].split("_attempt_")[0]: p.message
+           for p in report.problems}
+    assert why["Homework_1_jane_doe"] == ("'Homework_1_jane_doe' may end with any of the "
+                                          "usernames 'jane_doe', 'doe' on the roster")
+    assert why["Homework_1_nobody_here"].startswith(
+        "no student on the roster has username 'here' (nor '1_nobody_here', 'nobody_here')")
+    # without a roster: the text after the last "_" (the README says a login with "_"
+    # needs the roster): jane_doe's file reads as an earlier attempt of doe's
+    report = collect(write_zip(tmp_path / "bb.zip", members), ASSIGNMENT, "blackboard",
+                     tmp_path / "bare")
+    assert sorted(report.added) == ["alan", "doe", "here"]
+    assert [(p.kind, p.path.rpartition("/")[2].split("_attempt_")[0])
+            for p in report.problems] == [("older-attempt", "Homework_1_jane_doe")]

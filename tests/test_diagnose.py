@@ -207,7 +207,160 @@ def test_expect_close_names_a_family_before_the_generic_message():
     assert "output is wrong: it is the right answer times 1.73205" in str(failure.value)
 
 
-# ------------------------------------------------------------------ zeros, returned types
+# ------------------------------------------------------------------- non-finite entries
+
+def test_nonfinite_names_the_region_that_holds_the_nan_or_the_indices():
+    right = heads(8)
+    wrong = right.clone()
+    wrong[:, :, 2] = float("nan")                       # every entry of position 2 of L
+    rows = torch.zeros(1, 1, 5, 1, dtype=torch.bool)
+    rows[..., 2, :] = True
+    message = diagnose.nonfinite(wrong, right, DIMS, regions={"the empty rows": rows})
+    assert message.startswith("it holds NaN or inf where the right answer is finite: 24 of 120 "
+                              "entries (NaN), all of them in the empty rows: every entry there")
+    wrong[0, 1, 2, 0] = float("inf")
+    message = diagnose.nonfinite(wrong, right, DIMS)
+    assert "(NaN and inf)" in message and "index 2 of L" in message
+    assert diagnose.nonfinite(right, right, DIMS) is None
+    both = right.clone()
+    both[0, 0, 0, 0] = float("nan")
+    assert diagnose.nonfinite(both, both, DIMS) is None  # NaN where the answer is NaN too
+    assert diagnose.FAMILY_PATTERN.search(diagnose.explained("f(x)", message))
+
+
+# ------------------------------------------------------------------------ mask boundaries
+
+def test_mask_runs_names_runs_off_by_k_and_their_complement():
+    lengths = torch.tensor([7, 4, 0, 2])
+    positions = torch.arange(7)
+    right = (positions < lengths[:, None])[:, None, None, :]          # (B, 1, 1, L) prefixes
+    dims = {"batch": 4, "L": 7}
+    longer = (positions <= lengths[:, None])[:, None, None, :]
+    message = diagnose.mask_runs(longer, right, dims, axes="(batch, 1, 1, L)")
+    assert message.startswith("each run of True along the L axis is 1 position longer")
+    shorter = (positions < lengths[:, None] - 2)[:, None, None, :]
+    assert "2 positions shorter" in diagnose.mask_runs(shorter, right, dims)
+    flipped = (positions > lengths[:, None])[:, None, None, :]        # inverted, and off by one
+    message = diagnose.mask_runs(flipped, right, dims)
+    assert message.startswith("it is the complement of the right mask") and "1 position" in message
+    assert diagnose.mask_runs(right, right, dims) is None
+    assert diagnose.mask_runs(right.flip(-1) & ~right, right, dims) is None
+    assert diagnose.mask_runs(heads(9), heads(9) + 1, DIMS) is None   # not a mask
+    assert diagnose.FAMILY_PATTERN.search(diagnose.explained("mask", message))
+
+
+def test_masked_softmax_formula_names_two_steps_and_joins_sentences_that_coincide():
+    from chapters.checks import formulas   # grader-only: the exercises' formulas
+    scores = heads(10)
+    mask = torch.rand(2, 1, 5, 3, generator=torch.Generator().manual_seed(1)) < 0.6
+    mistakes = formulas.FORMULAS["masked softmax"]({}).mistakes({"scores": scores, "mask": mask})
+    zero_filled = scores.masked_fill(~mask, 0.0).softmax(-1)           # no zeroing afterwards
+    message = diagnose.one_step(zero_filled, mistakes, same)
+    assert "fill step fills the masked scores with 0" in message
+    assert message.endswith("and the zeroing of the masked weights step is left out")
+    assert ", or " not in message
+    multiplied = (scores * mask).softmax(-1).masked_fill(~mask, 0.0)
+    assert "fills the masked scores with 0 (or multiplies the scores by the mask)" in \
+        diagnose.one_step(multiplied, mistakes, same)
+    right = scores.masked_fill(~mask, torch.finfo(scores.dtype).min).softmax(-1)
+    assert diagnose.one_step(right.masked_fill(~mask, 0.0) / 2, mistakes, same) is None
+
+
+# ------------------------------------------------------------------ a number beyond a dtype
+
+def test_overflow_names_the_dtype_a_number_does_not_fit_in():
+    with pytest.raises(RuntimeError) as error:
+        torch.zeros(2, dtype=torch.float16).masked_fill(torch.ones(2, dtype=torch.bool), -1e9)
+    message = diagnose.overflow(str(error.value))
+    assert message.startswith("a number your code writes does not fit in torch.float16: its "
+                              "finite values end at -65504 and 65504")
+    assert diagnose.FAMILY_PATTERN.search(message)
+    assert diagnose.overflow("The size of tensor a (4) must match the size of tensor b (2)") \
+        is None
+
+
+# ------------------------------------------------------------------- axes of size 1
+
+def test_singleton_axes_names_axes_of_size_1_left_out_or_added():
+    dims = {"batch": 4, "max_len": 7}
+    message = diagnose.singleton_axes((4, 7), (4, 1, 1, 7), dims, "(B, 1, 1, max_len)")
+    assert message.startswith("it lacks 2 axes of size 1, at positions 1 and 2 of (B, 1, 1, "
+                              "max_len)")
+    assert diagnose.singleton_axes((4, 1, 1, 7), (4, 7), dims, "(B, Lk)") == \
+        "it has 2 extra axes of size 1, at positions 1 and 2; expected (B, Lk)"
+    assert diagnose.singleton_axes((4, 1, 7), (4, 7), dims) is None       # wrong_shape's
+    assert diagnose.singleton_axes((7, 1, 1, 4), (4, 7), dims) is None    # another order
+    assert diagnose.singleton_axes((4, 2, 1, 7), (4, 7), dims) is None
+    assert diagnose.FAMILY_PATTERN.search(message)
+
+
+# --------------------------------------------------------------- a promised parameter
+
+def test_missing_parameter_names_the_parameter_the_function_lacks():
+    def causal_mask(q_len, k_len=None):
+        return q_len
+    with pytest.raises(TypeError) as error:
+        causal_mask(4, device="cpu")
+    message = diagnose.missing_parameter(str(error.value))
+    assert message == ("your causal_mask has no parameter device, which the exercise's "
+                       "signature promises: add it, and use it")
+    assert diagnose.FAMILY_PATTERN.search(message)
+    assert diagnose.missing_parameter("f() missing 1 required positional argument: 'x'") is None
+# ------------------------------------------------------------------------------ fewer axes
+
+def test_fewer_axes_names_an_axis_reduced_or_two_axes_merged():
+    x = heads(8).softmax(-1)                                   # (batch, num_heads, L, head_dim)
+    assert diagnose.fewer_axes(x.mean(1), x, same, DIMS) == \
+        "it is the right answer averaged over the num_heads axis: the answer keeps that axis"
+    assert "summed over the L axis" in diagnose.fewer_axes(x.sum(2), x, same, DIMS)
+    assert "at the first index of the num_heads axis" in diagnose.fewer_axes(x[:, 0], x, same,
+                                                                             DIMS)
+    merged = diagnose.fewer_axes(x.flatten(0, 1), x, same, DIMS)
+    assert "batch and num_heads merged into one axis of 8 = batch * num_heads" in merged
+    assert diagnose.FAMILY_PATTERN.search(diagnose.explained("weights", merged))
+    # values of that shape that are none of these, or a shape with no such relation: None
+    assert diagnose.fewer_axes(heads(9)[:, 0], x, same, DIMS) is None
+    assert diagnose.fewer_axes(x, x, same, DIMS) is None
+    assert diagnose.fewer_axes(x[..., :2].mean(1), x, same, DIMS) is None
+
+
+def test_expect_close_names_a_lost_axis_before_the_shape_message():
+    x = heads(10).softmax(-1)
+    with pytest.raises(common.CheckFailure) as failure:
+        common.expect_close(x.mean(1), x, "weights", axes=("B", "num_heads", "L", "head_dim"))
+    assert "weights is wrong: it is the right answer averaged over the num_heads axis" in \
+        str(failure.value)
+
+
+# ------------------------------------------------------------------------------ kinds
+
+@pytest.mark.parametrize("what, documented, value, kinds, raised, words", [
+    ("head_dim", "an int (4)", 4.0, (int,), None, "head_dim is a float (4.0) where the "
+                                                   "exercise documents an int (4)"),
+    ("count(8, 2)", "an int", True, (int,), None, "count(8, 2) returned a bool (True)"),
+    ("f(x)", "a tensor", (1, 2), (torch.Tensor,), None, "returned a tuple of 2 items"),
+    ("gap(x)", "a float", torch.tensor(0.5), (float,), None, "returned a 0-d Tensor"),
+    ("m.out_proj", "an nn.Linear", None, (torch.nn.Linear,), "AttributeError",
+     "m.out_proj raised AttributeError where the exercise documents an nn.Linear"),
+    ("count(10, 4)", "a ValueError", 440, (), None, "returned an int (440) and raised nothing"),
+    ("M(13, 4)", "a ValueError", None, (), None, "M(13, 4) raised nothing where"),
+    ("M(13, 4)", "a ValueError", None, (), "AssertionError", "raised AssertionError where"),
+])
+def test_kind_names_what_came_instead_of_the_documented_kind(what, documented, value, kinds,
+                                                             raised, words):
+    reason = diagnose.kind(what, documented, value, kinds, raised)
+    assert words in reason
+    assert diagnose.FAMILY_PATTERN.search(reason)
+
+
+def test_kind_is_silent_when_the_kind_is_the_documented_one():
+    assert diagnose.kind("count(8, 2)", "an int", 1088, (int,)) is None
+    assert diagnose.kind("m.bias", "None (bias=False)", None, (type(None),)) is None
+    assert diagnose.kind("f(x)", "a tensor", torch.zeros(2), (torch.Tensor,)) is None
+    assert diagnose.kind("M(13, 4)", "a ValueError", raised="ValueError") is None
+
+
+# ------------------------------------------------------------------ zeros (chapter 5)
 
 def test_all_zero_names_values_never_written_and_nothing_else():
     x = heads(8)
@@ -219,16 +372,6 @@ def test_all_zero_names_values_never_written_and_nothing_else():
     assert diagnose.all_zero(zeros, zeros) is None          # zeros that are right
     assert diagnose.all_zero(x * 0.5, x) is None            # wrong, but not zeros
     assert diagnose.all_zero(torch.zeros(3), x) is None     # another shape: not this family
-
-
-def test_wrong_type_names_what_came_back_against_the_documented_return():
-    documented = "a (num_heads,) torch.Tensor"
-    reason = diagnose.wrong_type("list", documented)
-    assert reason == ("the returned value is an object of type list where the exercise "
-                      "documents a (num_heads,) torch.Tensor")
-    assert diagnose.wrong_type("NoneType", documented).startswith("the returned value is None")
-    assert diagnose.wrong_type(documented, documented) is None
-    assert diagnose.FAMILY_PATTERN.search(diagnose.explained("f(x)", reason))
 
 
 # ------------------------------------------------------------------ in place, states

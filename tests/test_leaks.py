@@ -129,27 +129,21 @@ def grader_only_lines():
     (kit.kit_source) and of the modules no chapter's kit ships (formulas.py)."""
     shipped = set().union(*(course.checks_modules(a, kit_form=True)
                             for a in course.assignments()))
-    full, kept = set(), set()
+    full, kept = set(), []
     for path in sorted(course.CHECKS.glob("*.py")):
         text = path.read_text()
         full |= code_lines(text)
         if path.stem in shipped:
-            kept |= code_lines(kit.kit_source(text, str(path)))
-    return full - kept
+            kept.append(squash(kit.kit_source(text, str(path))))
+    kept = "\n".join(kept)
+    # (a line that the kit holds anyway, whole or inside a longer line, is no secret)
+    return {line for line in full if line not in kept}
 
 
 def needles():
     """{squashed line: (chapter number, what it is)}: the answers, the hidden tests and the
     grader-only checks code."""
     found = {}
-    shown = given_text(max(chapter_number(a) for a in course.assignments()))
-    # the reference package's lines are searched for as their chapter's answers (above)
-    shown += squash("".join((REPO / "solutions").joinpath(p).read_text()
-                            for p in sorted(o.name for o in (REPO / "solutions").glob("*.py"))))
-    for line in grader_only_lines():  # (a line some chapter shows anyway is no secret)
-        if len(line) >= MIN_LENGTH and line[:1] not in "\"'" and not TRIVIAL.fullmatch(line) \
-                and line not in shown:
-            found[line] = (GRADER_ONLY, "grader-only checks code", "checks")
     for assignment in course.assignments():
         number = chapter_number(assignment)
         given = given_text(number)
@@ -168,6 +162,15 @@ def needles():
                 if len(line) >= MIN_LENGTH and line not in given and line[:1] not in "\"'" \
                         and not TRIVIAL.fullmatch(line):
                     found.setdefault(line, (number, what, assignment))
+    shown = given_text(max(chapter_number(a) for a in course.assignments()))
+    # the reference package's lines are searched for as their chapter's answers (above)
+    shown += squash("".join((REPO / "solutions").joinpath(p).read_text()
+                            for p in sorted(o.name for o in (REPO / "solutions").glob("*.py"))))
+    # last: a line that is also an answer keeps its chapter (its own page may show it)
+    for line in grader_only_lines():  # (a line some chapter shows anyway is no secret)
+        if len(line) >= MIN_LENGTH and line[:1] not in "\"'" and not TRIVIAL.fullmatch(line) \
+                and line not in shown:
+            found.setdefault(line, (GRADER_ONLY, "grader-only checks code", "checks"))
     return found
 
 

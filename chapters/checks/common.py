@@ -559,6 +559,11 @@ def expect_close(actual, expected, name, bugs=None, hint=None, dtype=None, scale
     {sentence: output} of the exercise's formula with one step left out or moved
     (diagnose.Formula.mistakes(), computed by a @reference).
     """
+    if isinstance(actual, _Tensor) and actual.dim() + 1 == expected.dim():  # an axis lost
+        reason = diagnose.fewer_axes(actual.detach(), expected.detach(), _same_within(
+            dtype or expected.dtype, None, 1.0), current_dims(), axes)
+        if reason:
+            fail(diagnose.explained(name, reason))
     expect_tensor(actual, name, shape=expected.shape)
     if not bool(_isfinite(actual.detach()).all()) and bool(_isfinite(expected).all()):
         bad = (~_isfinite(actual.detach())).sum().item()

@@ -67,9 +67,34 @@ MESSAGES = {
     "raised": "{name} raised {kind}: {message}\n(the sizes in it: {named}; called with "
               "tensors of shapes {shapes})",
     "explained": "{name} is wrong: {reason}.",
+    "nonfinite": "it holds NaN or inf where the right answer is finite: {count} of {total} "
+                 "entries ({kinds}), {where}",
+    "nonfinite_region": "all of them in {region}: {covered}",
+    "runs": "each run of True along {axis} is {k} position{s} {longer} than it should be "
+            "(off by {k}: a bound such as p < length written p <= length, or the reverse)",
+    "runs_complement": "it is the complement of the right mask (True where it should be "
+                       "False), and besides each run of True along {axis} is {k} position{s} "
+                       "{longer} than in that complement (off by {k})",
+    "overflow": "a number your code writes does not fit in {dtype}: its finite values end at "
+                "-{top:.6g} and {top:.6g}, so {dtype} cannot hold it (torch.finfo({dtype}).min "
+                "and .max are the extreme values it can)",
+    "singleton_missing": "it lacks {count} axes of size 1, at positions {positions} of "
+                         "({want_axes}): its other sizes are right, but without those axes "
+                         "it broadcasts along other axes than intended",
+    "singleton_extra": "it has {count} extra axes of size 1, at positions {positions}; "
+                       "expected ({want_axes})",
+    "parameter": "your {function} has no parameter {parameter}, which the exercise's "
+                 "signature promises: add it, and use it",
+    # fewer_axes, kind (chapter 3)
+    "reduced": "it is the right answer {how} {axis}: the answer keeps that axis",
+    "merged": "it is the right answer with {first} and {second} merged into one axis of "
+              "{size} = {first} * {second} entries: keep them apart",
+    "kind": "{what} {outcome} where the exercise documents {documented}",
+    "steps": "it is what the formula gives when {first}; or when {others} (these give the "
+             "same numbers on these inputs)",
+    # all_zero, changed_in_place, wrong_state (chapter 5)
     "zeros": "every entry is 0 where the right answer is not: nothing was written into it "
              "(a new tensor, or a new layer's bias, starts at zeros) or it was set to 0",
-    "returned_type": "the returned value is {got} where the exercise documents {want}",
     "in_place": "it changed {what} in place: {count} of {total} entries differ from what was "
                 "passed in",
     "state": "its {quantity} is {got} where it should be {want}{why}",
@@ -430,12 +455,14 @@ class Formula:
 
 def one_step(actual, mistakes, same):
     """The formula family: which of `mistakes` ({sentence: output}, from Formula.mistakes)
-    `actual` equals."""
-    for sentence, value in (mistakes or {}).items():
-        if (isinstance(value, torch.Tensor) and tuple(value.shape) == tuple(actual.shape)
-                and same(actual, value)):
-            return MESSAGES["step"].format(step=sentence)
-    return None
+    `actual` equals; all of them where several give the same numbers on these inputs
+    (dividing by head_dim = 4 is dividing by sqrt(d_model) when d_model = 16)."""
+    found = [sentence for sentence, value in (mistakes or {}).items()
+             if isinstance(value, torch.Tensor) and tuple(value.shape) == tuple(actual.shape)
+             and same(actual, value)]
+    if len(found) > 1:
+        return MESSAGES["steps"].format(first=found[0], others="; or when ".join(found[1:]))
+    return MESSAGES["step"].format(step=found[0]) if found else None
 
 
 # --------------------------------------------------------------------------------- errors
@@ -470,6 +497,8 @@ def explain(actual, expected, same, wrong, dims, axes=None, mistakes=None):
                     lambda: constant(actual, expected, same, dims),
                     lambda: shifted(actual, expected, same, dims, axes),
                     lambda: localized(wrong, dims, axes),
+                    lambda: nonfinite(actual, expected, dims, axes),
+                    lambda: mask_runs(actual, expected, dims, axes),
                     lambda: all_zero(actual, expected)):
         reason = attempt()
         if reason:
@@ -487,12 +516,230 @@ FAMILY_PATTERN = re.compile("|".join(
     re.escape(MESSAGES[key].split("{")[0]) for key in
     ("swap", "view", "reversed", "factors", "times", "plus", "shifted", "complement",
      "diagonal", "localized", "step",
-     "zeros", "returned_type", "in_place", "state")) + r"|has \d+(?: = \w+)* entries; it should have"
+     "nonfinite", "runs", "runs_complement", "overflow", "singleton_missing",
+     "singleton_extra", "parameter",
+     "reduced", "merged",
+     "zeros", "in_place", "state"))
+    + r"| where the exercise documents |has \d+(?: = \w+)* entries; it should have"
     r"|the sizes are right but the axes|an extra axis of size|it lacks the \S+ axis"
     r"|\(the sizes in it: ")
 
 
-# ------------------------------------------------------------------ zeros, returned types
+# ------------------------------------------------------------------- non-finite entries
+
+def nonfinite(actual, expected, dims, axes=None, regions=None):
+    """The non-finite family: `actual` holds NaN or inf where `expected` is finite; the
+    sentence says where, in the exercise's words: the first of `regions` ({words: bool
+    tensor that broadcasts to the shape}, places the check can name, e.g. "the rows of the
+    queries with no key to attend to") that holds every such entry, else the indices of
+    each axis where only some hold one (as localized() says them)."""
+    if tuple(actual.shape) != tuple(expected.shape) or actual.numel() == 0:
+        return None
+    a, e = actual.detach(), expected.detach()
+    bad = ~torch.isfinite(a) & torch.isfinite(e)
+    if not bool(bad.any()):
+        return None
+    kinds = [word for word, found in (("NaN", torch.isnan(a) & bad),
+                                      ("inf", torch.isinf(a) & bad)) if bool(found.any())]
+    where = None
+    for words, region in (regions or {}).items():
+        region = region.to(bad.device).bool().expand(bad.shape)
+        if not bool((bad & ~region).any()):
+            inside = int(region.sum())
+            covered = (f"every entry there ({inside})" if torch.equal(bad, region)
+                       else f"{int(bad.sum())} of the {inside} entries there")
+            where = MESSAGES["nonfinite_region"].format(region=words, covered=covered)
+            break
+    if where is None:
+        names = axis_names(tuple(bad.shape), dims, axes)
+        parts = []
+        for axis in range(bad.dim()):
+            others = [o for o in range(bad.dim()) if o != axis]
+            hit = bad.any(dim=others) if others else bad
+            index = hit.nonzero().flatten().tolist()
+            if 1 < hit.numel() and len(index) < hit.numel():
+                block = index == list(range(index[0], index[-1] + 1))
+                parts.append(_indices_text(index, hit.numel(), names[axis], block))
+        where = "at " + "; ".join(parts) if parts else "spread along every axis"
+    return MESSAGES["nonfinite"].format(count=int(bad.sum()), total=bad.numel(),
+                                        kinds=" and ".join(kinds), where=where)
+
+
+# ------------------------------------------------------------------------ mask boundaries
+
+def _run_counts(lines):
+    """(kind, counts) when every line (..., n) of the bool `lines` is one run of True at
+    its start ("prefix") or every one a run at its end ("suffix"); else None. A line of all
+    True or all False counts as either."""
+    n = lines.shape[-1]
+    counts = lines.sum(dim=-1)
+    positions = torch.arange(n, device=lines.device)
+    for kind, run in (("prefix", positions < counts[..., None]),
+                      ("suffix", positions >= n - counts[..., None])):
+        if torch.equal(lines, run):
+            return kind, counts
+    return None
+
+
+def mask_runs(actual, expected, dims, axes=None, most=3):
+    """The boundary family, for 0/1 masks of one shape: along some axis every line of both
+    is one run of True at its start (or every one at its end), as a padding mask's are, and
+    each of actual's runs is the right one's lengthened or shortened by the same k
+    (0 < |k| <= most; clipped at the ends): off by k, e.g. p <= length where p < length is
+    right; or the same of the right mask's complement."""
+    if tuple(actual.shape) != tuple(expected.shape) or expected.dim() == 0:
+        return None
+    a, e = actual.detach(), expected.detach()
+    if not (_binary(a) and _binary(e)):
+        return None
+    a, e = a.bool().cpu(), e.bool().cpu()
+    names = axis_names(tuple(e.shape), dims, axes)
+    for axis, size in enumerate(e.shape):
+        if size < 2:
+            continue
+        got = _run_counts(a.movedim(axis, -1))
+        for template, right in (("runs", e), ("runs_complement", ~e)):
+            want = _run_counts(right.movedim(axis, -1))
+            if not (got and want and got[0] == want[0]):
+                continue
+            for k in (step * sign for step in range(1, most + 1) for sign in (1, -1)):
+                moved = (want[1] + k).clamp(0, size)
+                if torch.equal(got[1], moved) and not torch.equal(moved, want[1]):
+                    return MESSAGES[template].format(
+                        axis=_axis_label(names[axis]), k=abs(k), s="" if abs(k) == 1 else "s",
+                        longer="longer" if k > 0 else "shorter")
+    return None
+
+
+# ------------------------------------------------------------------ a number beyond a dtype
+
+# the names PyTorch's overflow error gives a dtype (c10's C++ type names)
+_C10_DTYPES = {"c10::Half": torch.float16, "c10::BFloat16": torch.bfloat16,
+               "float": torch.float32, "double": torch.float64}
+_OVERFLOW = re.compile(r"cannot be converted to type (\S+) without overflow")
+
+
+def overflow(message):
+    """The overflow family, for an error the student's code raised: a number it writes into
+    a tensor (masked_fill, fill_, full) is beyond the tensor's dtype, e.g. -1e9 in float16;
+    the sentence names the dtype and its range. None for any other error."""
+    found = _OVERFLOW.search(message or "")
+    dtype = found and _C10_DTYPES.get(found.group(1))
+    if not dtype:
+        return None
+    return MESSAGES["overflow"].format(dtype=dtype, top=torch.finfo(dtype).max)
+
+
+# ------------------------------------------------------------------- axes of size 1
+
+def singleton_axes(got, want, dims, axes=None):
+    """The singleton family for shapes: `got` is `want` with two or more axes of size 1
+    left out or added, its other sizes in order (one axis is wrong_shape's), e.g. a (B, Lk)
+    mask where (B, 1, 1, Lk) is asked for, so that it broadcasts over heads and queries."""
+    got, want = tuple(got), tuple(want)
+    longer, shorter = (want, got) if len(want) > len(got) else (got, want)
+    if len(longer) - len(shorter) < 2:
+        return None
+    extra, matched = [], 0
+    for index, size in enumerate(longer):   # match the shorter shape's sizes in order
+        if matched < len(shorter) and size == shorter[matched]:
+            matched += 1
+        elif size == 1:
+            extra.append(index)
+        else:
+            return None
+    if matched < len(shorter) or len(extra) != len(longer) - len(shorter):
+        return None
+    positions = ", ".join(str(i) for i in extra[:-1]) + f" and {extra[-1]}"
+    key = "singleton_missing" if longer == want else "singleton_extra"
+    return MESSAGES[key].format(count=len(extra), positions=positions,
+                                want_axes=", ".join(axis_names(want, dims, axes)))
+
+
+# --------------------------------------------------------------- a promised parameter
+
+_UNEXPECTED = re.compile(r"(\w+)\(\) got an unexpected keyword argument '(\w+)'")
+
+
+def missing_parameter(message):
+    """The parameter family, for an error the student's code raised: a check passed a
+    parameter the exercise promises (cache=, device=, mask=) and the student's function
+    has none of that name. None for any other error."""
+    found = _UNEXPECTED.search(message or "")
+    if not found:
+        return None
+    return MESSAGES["parameter"].format(function=found.group(1), parameter=found.group(2))
+# ------------------------------------------------------------------- fewer axes (chapter 3)
+
+def fewer_axes(actual, expected, same, dims, axes=None):
+    """The fewer-axes family: `actual` has one axis less than `expected` and holds its
+    values with one axis reduced (averaged, summed, or one index of it taken: the first or
+    the last) or two neighbouring axes merged into one (a flatten or reshape too many)."""
+    got, want = tuple(actual.shape), tuple(expected.shape)
+    if len(got) + 1 != len(want):
+        return None
+    names = axis_names(want, dims, axes)
+    for axis in range(len(want)):
+        if want[:axis] + want[axis + 1:] != got or want[axis] < 2:
+            continue
+        for how, reduce in (("averaged over", lambda e: e.mean(axis)),
+                            ("summed over", lambda e: e.sum(axis)),
+                            ("at the first index of", lambda e: e.select(axis, 0)),
+                            ("at the last index of", lambda e: e.select(axis, -1))):
+            if same(actual, reduce(expected.to(actual.dtype))):
+                return MESSAGES["reduced"].format(how=how, axis=_axis_label(names[axis]))
+    for axis in range(len(want) - 1):
+        if want[:axis] + (want[axis] * want[axis + 1],) + want[axis + 2:] == got and \
+                same(actual, expected.flatten(axis, axis + 1)):
+            return MESSAGES["merged"].format(first=names[axis], second=names[axis + 1],
+                                             size=got[axis])
+    return None
+
+
+# ------------------------------------------------------------------------- kinds (chapter 3)
+
+def _described(value):
+    """A value in words, for the kind family: "a float (4.0)", "None", "a tuple of 2 items",
+    "a Tensor of shape (2, 5)", "a 0-d Tensor"."""
+    if value is None:
+        return "None"
+    if isinstance(value, torch.Tensor):
+        return "a 0-d Tensor" if value.dim() == 0 else f"a Tensor of shape {tuple(value.shape)}"
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} of {len(value)} items"
+    kind = type(value).__name__
+    article = "an" if kind[:1].lower() in "aeiou" else "a"
+    if isinstance(value, (bool, int, float, str)):
+        return f"{article} {kind} ({value!r})"
+    return f"{article} {kind}"
+
+
+def kind(what, documented, value=None, kinds=(), raised=None):
+    """The kind family: what a call or an attribute gave is of another kind than the
+    exercise documents. what: the call or attribute as the student reads it ("head_dim",
+    "count_parameters(10, 4)"); documented: the documented kind in words ("an int", "a
+    ValueError"); kinds: the documented Python types (a value of one of them fits: None),
+    or () when an exception is documented (the exception's name is `documented`'s last
+    word); value: what it returned; raised: the name of the exception it raised, or None.
+    A bool is no int here (True == 1 would hide a flag returned for a count)."""
+    if raised is not None:
+        if not kinds and raised == documented.split()[-1]:
+            return None
+        outcome = f"raised {raised}"
+    elif kinds:
+        fits = isinstance(value, tuple(kinds)) and not (
+            isinstance(value, bool) and bool not in kinds)
+        if fits:
+            return None
+        # a call (its arguments shown) returned the value; an attribute is it
+        outcome = f"{'returned' if what.endswith(')') else 'is'} {_described(value)}"
+    else:
+        outcome = ("raised nothing" if value is None
+                   else f"returned {_described(value)} and raised nothing")
+    return MESSAGES["kind"].format(what=what, outcome=outcome, documented=documented)
+
+
+# ----------------------------------------------------------------- zeros (chapter 5)
 
 def all_zero(actual, expected):
     """The zeros family: every entry of `actual` is 0 and some entry of `expected` is not
@@ -502,16 +749,6 @@ def all_zero(actual, expected):
     if bool((actual.detach() == 0).all()) and not bool((expected.detach() == 0).all()):
         return MESSAGES["zeros"]
     return None
-
-
-def wrong_type(got, want):
-    """The returned-type family: `got` is the type name of what the student's function
-    returned (common.type_name; "NoneType" or "None" for None), `want` the documented return
-    in the exercise's words ("a (num_heads,) tensor"); None when they agree (got == want)."""
-    if got == want:
-        return None
-    shown = "None" if got in ("None", "NoneType") else f"an object of type {got}"
-    return MESSAGES["returned_type"].format(got=shown, want=want)
 
 
 # ----------------------------------------------------------------- in place, states

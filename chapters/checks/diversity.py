@@ -75,9 +75,8 @@ MESSAGES = {
     "forward_pair": "{where} must return (output, weights) from forward. {interface}",
     # exercise 1
     "pair": "a pair RelationScores(prev, first) of two (num_heads,) tensors",
-    "pair_one_tensor": "It is one tensor of shape {shape}: return the two (num_heads,) tensors "
-                       "as RelationScores(prev, first).",
-    "pair_items": "It has {count} items.",
+    "pair_one_tensor": "Return the two (num_heads,) tensors as RelationScores(prev, first), "
+                       "not one tensor that stacks them.",
     "pair_none": "Did you forget to return it?",
     "relation_shape": "{name}: {label} has shape {got}, expected ({h},) = (num_heads,).{words} "
                       "Keep the head axis (dim 1) and average over the batch (dim 0) and over "
@@ -182,10 +181,8 @@ MESSAGES = {
                          "0.",
     "no_head": "there is no head {h} (the heads are 0 .. {last})",
     "none_left": "no head would be left",
-    "did_not_raise": "did not raise",
-    "raised_other": "raised {kind}: {message}",
-    "prune_refusal": "prune_heads(mha, {bad}) {what}: {why}; the exercise asks for ValueError "
-                     "there (check the indices before building anything).",
+    "value_error": "a ValueError",
+    "prune_refusal": "{reason}: {why} (check the indices before building anything).",
     "prune_passed": "prune_heads: {where} ({dtype}) without heads {remove} -> {kept} heads of "
                     "head_dim {hd}; its output equals the original's with those heads masked",
 }
@@ -203,12 +200,22 @@ def _attention_maps(B, h, Lq, Lk, seed, causal):
     return torch.softmax(scores, dim=-1)
 
 
+class _Undocumented:
+    """No value is one: the kinds that make diagnose.kind() describe what came back, once
+    the check itself has found it is not what the exercise documents."""
+
+
 def _returned(result, name, documented, ok, advice=""):
-    """Fails unless ok(result), naming the type returned (diagnose.wrong_type) against the
-    documented one (`documented`, in the exercise's words); advice follows."""
-    if not ok(result):
-        fail(diagnose.explained(name, diagnose.wrong_type(type_name(result), documented))
-             + (f" {advice}" if advice else ""))
+    """Fails unless ok(result), naming what came back (diagnose.kind) against the documented
+    return (`documented`, in the exercise's words); advice follows."""
+    if ok(result):
+        return
+    plain = result is None or isinstance(result, (torch.Tensor, tuple, list, bool, int, float,
+                                                  str))
+    # an object of the student's process: a stand-in that bears its class's name
+    shown = result if plain else type(type_name(result), (), {})()
+    fail(diagnose.kind(name, documented, shown, kinds=(_Undocumented,)) + "."
+         + (f" {advice}" if advice else ""))
 
 
 def _unchanged(name, what, before, after, advice=MESSAGES["new_tensors"]):
@@ -239,10 +246,7 @@ def _shape_words(got, want, axes):
 
 def _pair(result, name):
     """The (prev, first) pair the student returned."""
-    advice = (MESSAGES["pair_one_tensor"].format(shape=tuple(result.shape))
-              if isinstance(result, torch.Tensor) else
-              MESSAGES["pair_items"].format(count=len(result))
-              if isinstance(result, (tuple, list)) else
+    advice = (MESSAGES["pair_one_tensor"] if isinstance(result, torch.Tensor) else
               MESSAGES["pair_none"] if result is None else "")
     _returned(result, name, MESSAGES["pair"],
               lambda r: isinstance(r, (tuple, list)) and len(r) == 2, advice)
@@ -903,9 +907,9 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
     for bad, why in (([h], MESSAGES["no_head"].format(h=h, last=h - 1)),
                      (list(range(h)), MESSAGES["none_left"])):
         error = refusal(fn, module, bad)
-        if error is None or error[0] != "ValueError":
-            what = (MESSAGES["did_not_raise"] if error is None else
-                    MESSAGES["raised_other"].format(kind=error[0], message=error[1]))
-            fail(MESSAGES["prune_refusal"].format(bad=bad, what=what, why=why))
+        reason = diagnose.kind(f"prune_heads(mha, {bad})", MESSAGES["value_error"],
+                               raised=error[0] if error else None)
+        if reason:
+            fail(MESSAGES["prune_refusal"].format(reason=reason, why=why))
     passed(MESSAGES["prune_passed"].format(where=where, dtype=dtype, remove=remove,
                                            kept=len(keep), hd=hd))

@@ -16,6 +16,7 @@ import math
 
 import torch
 
+from .common import FLOAT32_SQRT
 from .diagnose import Formula, constant_names
 
 # name -> function(dims, **options) -> Formula; each chapter's section adds its own
@@ -162,7 +163,11 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
     scale_ways = {f"divides by {label} instead of sqrt(head_dim)":
                   scale_by(lambda st, value=value: value)
                   for label, value in constant_names(dims).items()
-                  if value > 1 and f"sqrt({label})" != "sqrt(head_dim)"}
+                  if value > 1 and label != "sqrt(head_dim)"}
+    # sqrt(head_dim) held by a float32 number: visible in the float64 runs only (common.py's
+    # one rule and message for it, in every chapter)
+    scale_ways["divides by sqrt(head_dim) rounded to float32: " + FLOAT32_SQRT] = scale_by(
+        lambda st: float(torch.tensor(float(head_dim(st)), dtype=torch.float32).sqrt()))
     variants = {
         "projection": {
             "projects the keys with q_proj": lambda st, x: project(st, x, k="q"),
@@ -199,7 +204,14 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
             "multiplies by W_O untransposed (o @ out_proj.weight)":
                 lambda st, x: st["o"] @ x["o_w"] + (0 if x.get("o_b") is None else x["o_b"]),
             "adds the query (a residual) to the output":
-                lambda st, x: _linear(st["o"], x, "o") + x["query"]}
+                lambda st, x: _linear(st["o"], x, "o") + x["query"],
+            # the chapter 3 view, sum_i head_i W_O^i + b_O: the per-head terms done wrong
+            "uses only the diagonal blocks of W_O (each head projected only into its own "
+            "slice of the output)": lambda st, x: _linear(
+                st["o"], {"o_w": _diagonal_blocks(x["o_w"], h), "o_b": x.get("o_b")}, "o"),
+            "adds b_O once per head (num_heads times)":
+                lambda st, x: _linear(st["o"], x, "o", bias=False)
+                + (0 if x.get("o_b") is None else h * x["o_b"])}
         skips["output projection"] = lambda st, _x: st["o"]
     else:
         steps.append(("weights", lambda st, _x: st["w"]))
@@ -211,7 +223,286 @@ FORMULAS["multi-head weights"] = (
     lambda dims, num_heads: multihead_formula(dims, num_heads, output=False))
 
 
+def _diagonal_blocks(weight, h):
+    """`weight` (D, h * hd), nn.Linear's layout of W_O, with only its h diagonal (hd, hd)
+    blocks kept: head i reaches only its own slice of the output. A RuntimeError where
+    D != h * hd (no such blocks)."""
+    size = weight.shape[1] // h
+    if weight.shape[0] != weight.shape[1]:
+        raise RuntimeError("W_O is not square: it has no diagonal blocks")
+    return torch.block_diag(*[weight[i * size:(i + 1) * size, i * size:(i + 1) * size]
+                              for i in range(h)])
+
+
+# ---- chapter 3, exercise 1: output_projection_by_heads ------------------------------------
+
+def projection_by_heads_formula(dims, num_heads):
+    """Concat(head_0, ..., head_{h-1}) W_O + b_O = sum_i head_i W_O^i + b_O, with W_O^i the
+    i-th block of head_dim rows of W_O (x @ W convention). Inputs {"heads" (B, h, L, hd),
+    "W_O" (h * hd, d_model), "b_O" (d_model,) or None}; the output is (B, L, d_model). The
+    state between steps: "c" the concatenation (B, L, h * hd), "W" the heads' blocks
+    (h, hd, d_model), "terms" head_i W_O^i (B, L, h, d_model), "o" their sum."""
+    h = num_heads
+
+    def concatenate(how):
+        return lambda _v, x: {"c": _merge_heads(x["heads"], how)}
+
+    def blocks(how):
+        def step(st, x):
+            W = x["W_O"]
+            hd, d = W.shape[0] // h, W.shape[1]
+            if how == "interleaved":        # W_O.view(head_dim, num_heads, d_model)
+                found = W.reshape(hd, h, d).transpose(0, 1)
+            elif how == "first":            # W_O[:head_dim] for every head
+                found = W[:hd].expand(h, hd, d)
+            elif how == "diagonal":         # W_O^i restricted to head i's own columns
+                found = _diagonal_blocks(W.T, h).T.reshape(h, hd, d)
+            elif how == "identity":         # no W_O: each head stays in its own slice
+                if h * hd != d:
+                    raise RuntimeError("without W_O the output would not have d_model features")
+                found = torch.eye(d, dtype=W.dtype, device=W.device).reshape(h, hd, d)
+            else:                           # rows [i * hd, (i + 1) * hd) for head i
+                found = W.reshape(h, hd, d)
+            return _with(st, W=found)
+        return step
+
+    def products(st, _x):
+        B, L, _ = st["c"].shape
+        c = st["c"].reshape(B, L, h, -1)                               # (B, L, h, hd)
+        return _with(st, terms=torch.einsum("blhk,hkd->blhd", c, st["W"]))
+
+    def bias(times=1):
+        return lambda st, x: st["o"] if x.get("b_O") is None else st["o"] + times * x["b_O"]
+
+    steps = [("concatenation", concatenate("transpose")),
+             ("projection by W_O", blocks("rows")),
+             ("per-head products", products),
+             ("sum over the heads", lambda st, _x: _with(st, o=st["terms"].sum(2))),
+             ("bias b_O", bias())]
+    variants = {
+        "concatenation": {"reshapes without the transpose (heads and positions mixed)":
+                          concatenate("view"),
+                          "interleaves the heads' features": concatenate("interleaved")},
+        "projection by W_O": {
+            "cuts W_O into interleaved rows (W_O.view(head_dim, num_heads, d_model): head i "
+            "gets rows i, i + num_heads, ...; W_O^i is the block of rows [i*head_dim, "
+            "(i+1)*head_dim))": blocks("interleaved"),
+            "gives every head the first block W_O[:head_dim]": blocks("first"),
+            "uses only the diagonal blocks of W_O (each head projected only into its own "
+            "slice of the output)": blocks("diagonal")},
+        "sum over the heads": {"averages the heads instead of summing them":
+                               lambda st, _x: _with(st, o=st["terms"].mean(2))},
+        "bias b_O": {"adds b_O once per head (num_heads times) instead of once after the sum":
+                     bias(h)}}
+    skips = {"projection by W_O": blocks("identity"), "bias b_O": lambda st, _x: st["o"]}
+    return Formula(steps, variants, skips)
+
+
+FORMULAS["output projection by heads"] = projection_by_heads_formula
+
+
+# ---- chapter 3, exercise 3: load_from_torch -------------------------------------------------
+
+def loaded_weight_formula(dims, name, part):
+    """What load_from_torch must leave in ours' `name` ("q", "k", "v", "o") projection's
+    `part` ("weight", "bias"): the tensor of nn.MultiheadAttention that holds it
+    (in_proj_weight.chunk(3)[i], or q_proj_weight ... where kdim or vdim differ; in_proj_bias
+    .chunk(3)[i]; out_proj), copied as it is. Inputs: torch_mha's named_parameters and
+    "stale" (what ours held before the call)."""
+    def source(which, transposed=False):
+        def step(_v, x):
+            if which == "o":
+                found = x[f"out_proj.{part}"]
+            elif f"in_proj_{part}" in x:
+                found = x[f"in_proj_{part}"].chunk(3)[dict(q=0, k=1, v=2)[which]]
+            else:
+                found = x[f"{which}_proj_{part}"]   # a KeyError where there is none
+            return found.T if transposed else found
+        return step
+
+    variants = {"source": {}}
+    if name != "o":
+        stack = ("in_proj_weight stacks [W_Q; W_K; W_V]" if part == "weight"
+                 else "in_proj_bias stacks [b_q; b_k; b_v]")
+        letters = "w_q, w_k, w_v" if part == "weight" else "b_q, b_k, b_v"
+        separate = ("; where kdim or vdim differ, q_proj_weight, k_proj_weight, v_proj_weight"
+                    if part == "weight" else "")
+        for other in "qkv":
+            if other != name:
+                variants["source"][f"takes torch's {other}-{part} instead of its {name}-{part}: "
+                                   f"the q, k, v order is wrong ({stack} in this order: "
+                                   f"{letters} = in_proj_{part}.chunk(3){separate})"] = \
+                    source(other)
+    if part == "weight":
+        variants["source"]["copies the transpose of torch's matrix (nn.Linear.weight, "
+                           "in_proj_weight and out_proj.weight all store (out_features, "
+                           "in_features): copy without transposing)"] = source(name, True)
+    hint = (" (W_O lives in torch_mha.out_proj, weight and bias)" if name == "o" else
+            " (in_proj_bias stacks [b_q; b_k; b_v]: chunk(3) it like in_proj_weight)"
+            if part == "bias" else "")
+    # the copy left out: ours keeps what it held (a variant, for the sentence's hint)
+    variants["copy"] = {f"is left out: ours keeps its old values{hint}":
+                        lambda _v, x: x["stale"]}
+    steps = [("source", source(name)), ("copy", lambda value, _x: value)]
+    return Formula(steps, variants)
+
+
+FORMULAS["loaded weight"] = loaded_weight_formula
+
+
+# ---- chapter 3, exercise 4: count_parameters ------------------------------------------------
+
+def parameter_count_formula(dims):
+    """d_model (query_size + key_size + value_size + d_model) + 4 d_model (no biases when
+    bias=False), the count of MultiHeadAttention's parameters, for several layer shapes at
+    once: inputs {"d_model", "num_heads", "query_size", "key_size", "value_size", "bias"
+    (1 or 0)}, each a float64 tensor (one entry per layer shape)."""
+    def inputs(x):
+        return x["query_size"] + x["key_size"] + x["value_size"]
+
+    def d(x):
+        return x["d_model"]
+
+    steps = [("W_Q, W_K, W_V", lambda _v, x: inputs(x) * d(x)),
+             ("W_O", lambda n, x: n + d(x) * d(x)),
+             ("biases", lambda n, x: n + 4 * d(x) * x["bias"])]
+    variants = {
+        "W_Q, W_K, W_V": {
+            "counts a whole (input size x d_model) matrix per head (num_heads times): the "
+            "heads slice W_Q, W_K, W_V, they do not copy them":
+                lambda _v, x: x["num_heads"] * inputs(x) * d(x),
+            "counts only one head's columns (input size x head_dim): the heads together hold "
+            "input size x d_model each": lambda _v, x: inputs(x) * d(x) / x["num_heads"],
+            "ignores query_size, key_size and value_size (counts d_model inputs for each): "
+            "W_Q has query_size * d_model weights, W_K key_size * d_model, W_V value_size * "
+            "d_model": lambda _v, x: 3 * d(x) * d(x)},
+        "W_O": {"counts W_O once per head (num_heads matrices): there is one W_O, shared by "
+                "all heads": lambda n, x: n + x["num_heads"] * d(x) * d(x)},
+        "biases": {"leaves out the output projection's bias (counts 3 * d_model): out_proj "
+                   "has d_model biases too": lambda n, x: n + 3 * d(x) * x["bias"]}}
+    # the biases left out (a variant rather than an optional step, for the sentence's hint)
+    variants["biases"]["is left out: each of the four nn.Linear layers has d_model biases "
+                       "(4 * d_model in all when bias=True)"] = lambda n, _x: n
+    return Formula(steps, variants)
+
+
+FORMULAS["parameter count"] = parameter_count_formula
+
+
 # ==== chapter 4: masks ====================================================================
+
+class _UpToTwoSteps(Formula):
+    """A Formula whose mistakes also include two steps changed at once (each left out or
+    done another way), for an exercise whose steps are often got wrong together (filling
+    the masked scores and zeroing the masked weights); outputs that agree on the inputs
+    are one mistake, named by all its sentences, and a pair that agrees with a single
+    change is that change."""
+
+    def mistakes(self, inputs):
+        ways = [(f"the {name} step is left out", name, skip or (lambda value, _x: value))
+                for name, skip in self.optional.items()]
+        ways += [(f"the {name} step {description}", name, function)
+                 for name, options in self.variants.items()
+                 for description, function in options.items()]
+        tried = [(sentence, {name: function}) for sentence, name, function in ways]
+        order = [name for name, _ in self.steps]
+        ways.sort(key=lambda way: order.index(way[1]))   # a pair is said in step order
+        tried += [(f"{first}, and {second}", {a: f, b: g})
+                  for i, (first, a, f) in enumerate(ways) for second, b, g in ways[i + 1:]
+                  if a != b]
+        found = []   # [[sentences], output]
+        for sentence, replace in tried:
+            try:
+                output = self.run(inputs, replace)
+            except (RuntimeError, KeyError):
+                continue
+            same = next((entry for entry in found
+                         if entry[1].shape == output.shape
+                         and torch.allclose(entry[1], output, rtol=1e-9, atol=1e-12,
+                                            equal_nan=True)), None)
+            if same is None:
+                found.append([[sentence], output])
+            elif len(replace) == 1 or all(", and " in s for s in same[0]):
+                same[0].append(sentence)   # the same values: either description fits
+        return {", or ".join(sentences): output for sentences, output in found}
+
+
+def _mask_products(fill):
+    """The fill step of masked_softmax_formula: `fill(scores, masked)`, where masked (bool,
+    broadcastable) is True at the keys that may not be attended (None: no mask)."""
+    def step(st, _x):
+        return st if st["masked"] is None else _with(st, s=fill(st["s"], st["masked"]))
+    return step
+
+
+def masked_softmax_formula(dims):
+    """Chapter 4's masked softmax, the course's rule: the masked keys are where the mask is
+    False (True = may attend), their scores are filled with torch.finfo(dtype).min, a
+    softmax runs over the keys (the last axis), and the masked weights are set to 0 (which
+    zeroes a row with no allowed key). Inputs {"scores" (..., Lq, Lk), "mask" (bool,
+    broadcastable) or None}; output (..., Lq, Lk)."""
+    def lowest(s):
+        return torch.finfo(s.dtype).min
+
+    def zero(st, _x):
+        return st["w"] if st["masked"] is None else st["w"].masked_fill(st["masked"], 0.0)
+
+    def softmax(dim):
+        return lambda st, _x: _with(st, w=torch.softmax(st["s"], dim=dim))
+
+    steps = [("masked keys", lambda _v, x: {
+                 "s": x["scores"], "masked": None if x.get("mask") is None else ~x["mask"]}),
+             ("fill", _mask_products(lambda s, masked: s.masked_fill(masked, lowest(s)))),
+             ("softmax", softmax(-1)),
+             ("zeroing of the masked weights", zero)]
+    variants = {
+        "masked keys": {
+            "takes the keys where the mask is True (the complement: True means may attend)":
+                lambda _v, x: {"s": x["scores"], "masked": x.get("mask")}},
+        "fill": {
+            "fills the masked scores with 0 (or multiplies the scores by the mask) instead "
+            "of torch.finfo(scores.dtype).min": _mask_products(
+                lambda s, masked: s.masked_fill(masked, 0.0)),
+            "adds the mask to the scores (True = +1, False = +0) as if it were a float "
+            "additive mask": _mask_products(lambda s, masked: s + ~masked),
+            "fills the masked scores with a fixed number such as -1e4, which is not below "
+            "every real score, instead of torch.finfo(scores.dtype).min":
+                _mask_products(lambda s, masked: s.masked_fill(masked, -1e4))},
+        "softmax": {"runs over the queries (dim=-2) instead of the keys": softmax(-2)},
+    }
+    skips = {"fill": None, "zeroing of the masked weights": lambda st, _x: st["w"]}
+    return _UpToTwoSteps(steps, variants, skips)
+
+
+FORMULAS["masked softmax"] = masked_softmax_formula
+
+
+def masked_attention_formula(dims, d_k):
+    """Chapter 4's masked attention: chapter 1's formula (attention_formula), whose mask
+    step may also be done by multiplying or adding the mask, and whose scale may be
+    sqrt(d_k) rounded to float32 (common.float32_sqrt: visible in a float64 run)."""
+    from .common import float32_sqrt   # common imports this module lazily (step_mistakes)
+    formula = attention_formula(dims, d_k)
+    formula.variants["mask"] = {
+        **formula.variants["mask"],
+        "multiplies the scores by the mask (a masked score becomes 0, not very negative)":
+            lambda s, x: s if x.get("mask") is None else s * x["mask"],
+        "adds the mask to the scores (True = +1, False = +0) as if it were a float "
+        "additive mask": lambda s, x: s if x.get("mask") is None else s + x["mask"],
+        "fills the masked scores with a finite number (finfo.min, -1e9) and never zeroes the "
+        "masked weights, so a query with no key to attend to gets uniform weights":
+            lambda s, x: s if x.get("mask") is None
+            else s.masked_fill(~x["mask"], torch.finfo(s.dtype).min)}
+    root32 = float32_sqrt(d_k)
+    if root32 is not None:
+        formula.variants["scale"] = {
+            **formula.variants["scale"],
+            "divides by sqrt(d_k) held in float32 (a float32 constant)":
+                lambda s, _x: s / root32}
+    return formula
+
+
+FORMULAS["masked attention"] = masked_attention_formula
 
 
 # ==== chapter 5: why heads diversify ======================================================

@@ -13,6 +13,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from . import diagnose
 from .common import (FLOAT32_SQRT, CheckFailure, Forbidden, _isfinite, beyond_tolerance, call,
                      check, close, expect_close, expect_tensor, fail, float32_sqrt, forbid_spec,
                      fresh_seed, generator, max_error, passed, random_inputs, reference,
@@ -29,6 +30,119 @@ FORBIDS = (Forbidden("scaled_dot_product_attention",
                      r"scaled_dot_product", "which does the whole exercise for you",
                      label="F.scaled_dot_product_attention"),)
 
+# Every message of this module, one template per message with named fields (one place, for
+# a second language); the families' sentences are diagnose.MESSAGES.
+MESSAGES = {
+    # where NaN or inf can sit (diagnose.nonfinite's regions), and why it comes there
+    "fully_masked": "the fully masked rows (queries with no key they may attend to)",
+    "allowed": "the keys that may be attended",
+    "attending": "the queries that have a key to attend to",
+    "nan_fully_masked": (
+        "The softmax of a row that is all -inf is 0/0 = NaN.{fp16} Fill masked scores with "
+        "torch.finfo(scores.dtype).min (finite), and after the softmax set the weights of "
+        "masked keys to 0, which turns those rows into zeros."),
+    "fp16_note": (" In float16, -1e9 is -inf too: float16's finite range ends at -65504, and "
+                  "score + finfo.min also overflows to -inf when the score is below about -16."),
+    "nan_allowed": (
+        "A common cause: a mask multiplied by -inf gives 0 * -inf = NaN at every allowed key; "
+        "build the fill with masked_fill or torch.where instead of multiplying by -inf. "
+        "Another: a softmax of your own that subtracts the row's minimum (or nothing) instead "
+        "of its maximum: a row with a masked key holds finfo.min, so it spans far more than "
+        "exp's range and exp overflows to inf (inf / inf = NaN). The row's maximum, not its "
+        "minimum, keeps every exponent <= 0."),
+    "nan_grad": (
+        "The forward pass is fine, so most likely a -inf reached the softmax of a fully "
+        "masked row (a -inf fill, -1e9 in float16, or score + finfo.min overflowing to -inf in "
+        "float16), the softmax's backward made NaN, and an addition passed it back to the "
+        "scores. Cleaning the forward output (nan_to_num, masked_fill after the softmax) does "
+        "not clean the gradient. Put torch.finfo(scores.dtype).min into the scores with "
+        "masked_fill or torch.where, not with an addition."),
+    "nonfinite": "{failure} {cause}",
+    # the student's call raised
+    "raised_named": "{raised}\nThat is: {reason}. {hint}",
+    "raised_hint": "{raised}\n{hint}",
+    "fill_lowest": ("Fill with torch.finfo(scores.dtype).min, the most negative finite value of "
+                    "whatever dtype the scores have."),
+    "no_mask": "With mask=None nothing is masked: handle it first (if mask is None: ...).",
+    "no_device": ("The exercise's signature is causal_mask(q_len, k_len=None, device=None): "
+                  "create the mask on `device`."),
+    # gradients
+    "no_graph": ("no gradient can reach {what}: your result is not connected to it in the "
+                 "autograd graph (did you use .detach(), .data, torch.no_grad() or a new "
+                 "tensor?)."),
+    "no_grad": ("no gradient reached {what}: your result is not connected to it in the "
+                "autograd graph (did you use .detach(), .data, torch.no_grad() or a new "
+                "tensor?)."),
+    "grad_hint": ("The forward values are right, so look for an operation that blocks or "
+                  "bends the gradient (an in-place change, .detach(), a rounding)."),
+    # shapes and dtypes of masks
+    "singletons": "{name}: expected shape {want} = {want_axes}, got {got}: {reason}. {hint}",
+    "broadcasting": ("Against scores of shape (B, num_heads, Lq, Lk), broadcasting aligns "
+                     "shapes from the right, so a (B, Lk) mask acts as (1, 1, B, Lk): the "
+                     "batch axis lines up with the queries. Keep the two axes of size 1: "
+                     "mask[:, None, None, :]."),
+    "key_padding_shape": "nn.MultiheadAttention wants its key_padding_mask of shape (B, Lk).",
+    "masks_queries": ("padding_mask returned shape {got} = (B, 1, Lk, 1): {words}. The "
+                      "positions are on the query axis, so this masks queries (rows) instead "
+                      "of keys (columns). Put the position axis last: (B, 1, 1, Lk)."),
+    "padding_bool": ("padding_mask must return a torch.bool tensor (True = may attend), got "
+                     "{dtype}. A comparison such as positions < lengths already gives bool."),
+    "causal_bool": "{name} must return a torch.bool tensor (True = may attend), got {dtype}.",
+    "key_padding_bool": ("{name}: return a torch.bool mask, got {dtype}. (A float "
+                         "key_padding_mask is added to the scores, so 1.0 would not hide "
+                         "anything.)"),
+    "batch_of_one": ("{name}, a batch of one sequence: expected shape (1, {Lk}) = (B, Lk), got "
+                     "{got}: {words}. A bare .squeeze() removes every axis of size 1, the "
+                     "batch axis too when B = 1: remove only the two singleton axes "
+                     "(mask[:, 0, 0, :], or squeeze(2).squeeze(1))."),
+    # what the generic message of a wrong mask shows
+    "padding_shown": "Expected {want}, got {got} (1 = True, per sequence).",
+    "causal_shown": "Expected\n{want}\ngot\n{got}",
+    "key_padding_shown": "For lengths {lengths}: expected {want}, got {got} (1 = True).",
+    # weights and outputs
+    "masked_not_zero": ("{name}: the weights of masked keys must be exactly 0, got values up "
+                        "to {top:.3g}."),
+    "plain_softmax": "With mask=None, return a plain softmax over the last axis.",
+    "not_a_pair": "{name} must return (output, weights), got {got}.",
+    "weights_hint": ("Return the softmax weights (after masking), before multiplying by "
+                     "value."),
+    "output_not_zero": "output: queries with no key to attend to must output exactly 0.",
+    "plain_attention": "With mask=None, nothing is masked: a plain softmax.",
+    # invariances
+    "echoed": ("the output is the {what} itself, which no mask can change: the invariances "
+               "count only for an attention (weights @ value)."),
+    "constant": ("the output does not change when the values change (a constant, or zeros?): "
+                 "the invariances count only for an attention (weights @ value)."),
+    "padding_leaks": (
+        "changing the values at padded positions changed the outputs of real tokens (by up "
+        "to {error:.3g}): padded keys still take part in the attention. A common cause: "
+        "masking where the mask is True, which masks the real tokens and attends to the "
+        "padding (the bug of seed 003); True means may attend."),
+    "future_leaks": (
+        "changing the tokens after position {t} changed the outputs at positions 0..{t} (by "
+        "up to {error:.3g}): queries see the future. With a causal mask (lower triangular, "
+        "True = may attend) query i may attend to keys 0..i only."),
+    # what a passing check verified
+    "padding_passed": ("padding_mask: shape (B, 1, 1, max_len) = {shape}, bool, True exactly "
+                       "at positions < length for lengths {lengths}"),
+    "causal_passed": ("causal_mask: shape {shape}, bool, query i attends to keys 0..i, as "
+                      "F.scaled_dot_product_attention(is_causal=True), and on device={device!r}"),
+    "softmax_passed": ("masked_softmax ({dtype}, scores {shape}, mask {mask_shape}): right "
+                       "weights, exact zeros on masked keys and on {fully} fully masked rows, "
+                       "no NaN in forward or backward, gradient equal to the reference's"),
+    "attention_passed": (
+        "scaled_dot_product_attention ({dtype}, padding & causal mask {mask_shape}, lengths "
+        "{lengths}): equals F.scaled_dot_product_attention on every query with a key to "
+        "attend to, exact zeros on {fully} fully masked rows, finite gradients equal to the "
+        "reference's, and mask=None works (in float64 too)"),
+    "invariances_passed": (
+        "invariances ({dtype}): outputs of real tokens ignore the values at padded positions "
+        "(lengths {lengths}), and outputs at positions 0..{t} ignore the tokens after them "
+        "under a causal mask"),
+    "key_padding_passed": ("to_torch_key_padding_mask: (B, Lk) = {shape}, True at padding; "
+                           "nn.MultiheadAttention with it equals our attention with our mask"),
+}
+
 
 # ----------------------------------------------------------------------------- references
 @reference
@@ -42,27 +156,22 @@ def _ref_causal_mask(q_len, k_len):
 
 
 @reference
-def _ref_masked_softmax(scores, mask, fill_zero=True):
+def _ref_masked_softmax(scores, mask):
     """The course's rule in float64: fill with the most negative finite value, softmax,
     then zero the masked weights (which zeroes the rows with no allowed key)."""
     scores = scores.double()
     if mask is None:
         return _softmax(scores, dim=-1)
     weights = _softmax(scores.masked_fill(~mask, torch.finfo(scores.dtype).min), dim=-1)
-    return weights.masked_fill(~mask, 0.0) if fill_zero else weights
+    return weights.masked_fill(~mask, 0.0)
 
 
 @reference
-def _ref_attention(query, key, value, mask, scale=True, fill_zero=True):
-    """(output, weights) of masked scaled dot-product attention, in float64. scale: True
-    (divide by sqrt(d_k)), False (do not), or the number to divide by."""
+def _ref_attention(query, key, value, mask):
+    """(output, weights) of masked scaled dot-product attention, in float64."""
     query, key, value = query.double(), key.double(), value.double()
-    scores = query @ key.transpose(-2, -1)                                 # (..., Lq, Lk)
-    if scale is True:
-        scores = scores / math.sqrt(query.shape[-1])
-    elif scale is not False:
-        scores = scores / scale
-    weights = _ref_masked_softmax(scores, mask, fill_zero)                 # (..., Lq, Lk)
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])   # (..., Lq, Lk)
+    weights = _ref_masked_softmax(scores, mask)                            # (..., Lq, Lk)
     return weights @ value, weights                                        # (..., Lq, d_v)
 
 
@@ -90,224 +199,150 @@ def _condition(scores, mask):
     return softmax_condition(_where(mask, s, torch.zeros((), dtype=torch.float64)))
 
 
-def _match_bug(actual, bugs, name):
-    """Fail with the bug's message when `actual` equals one of `bugs` ({message: tensor})."""
-    for message, candidate in bugs.items():
-        if bool((actual == candidate).all()):
-            fail(f"{name} is wrong: {message}")
+def _expect_mask(actual, expected, name, axes, shown):
+    """Require the bool mask `actual` (of the right shape) to equal `expected`; else name
+    the mistake by the families of checks/diagnose.py through expect_close (a complement,
+    a diagonal or a run of True off by k, two axes swapped, ...), or show both (`shown`)."""
+    if not torch.equal(actual, expected):
+        expect_close(actual, expected, name, axes=axes, hint=shown)
 
 
-# ----------------------------------------------------------------------------- messages
-INVERTED = ("True means may attend: you masked where mask is True (the keys that may be "
-            "attended) and kept the others. Mask where the mask is False: "
-            "masked_fill(~mask, ...) or torch.where(mask, scores, ...).")
-NAN_FULLY_MASKED = (
-    "{n} fully masked rows (queries with no key they may attend to) came out as NaN: the "
-    "softmax of a row that is all -inf is 0/0 = NaN.{fp16} Fill masked scores with "
-    "torch.finfo(scores.dtype).min (finite), and after the softmax set the weights of masked "
-    "keys to 0, which turns those rows into zeros.")
-FP16_NOTE = (" In float16, -1e9 is -inf too: float16's finite range ends at -65504, and "
-             "score + finfo.min also overflows to -inf when the score is below about -16.")
-NAN_ALLOWED = ("NaN or inf where keys may be attended. A common cause: a mask multiplied by "
-               "-inf gives 0 * -inf = NaN at every allowed key; build the fill with masked_fill "
-               "or torch.where instead of multiplying by -inf. Another: a softmax of your own "
-               "that subtracts the row's minimum (or nothing) instead of its maximum: a row "
-               "with a masked key holds finfo.min, so it spans far more than exp's range and "
-               "exp overflows to inf (inf / inf = NaN). The row's maximum, not its minimum, "
-               "keeps every exponent <= 0.")
-NAN_GRAD = ("the forward pass is fine but the gradient of {what} has {n} NaN entries. Most "
-            "likely a -inf reached the softmax of a fully masked row (a -inf fill, -1e9 in "
-            "float16, or score + finfo.min overflowing to -inf in float16), the softmax's "
-            "backward made NaN, and an addition passed it back to the scores. Cleaning the "
-            "forward output (nan_to_num, masked_fill after the softmax) does not clean the "
-            "gradient. Put torch.finfo(scores.dtype).min into the scores with masked_fill or "
-            "torch.where, not with an addition.")
-OVERFLOW = ("your fill value does not fit in {dtype}: -1e9 is far beyond float16's range "
-            "(its most negative finite value is -65504), and masked_fill refuses it. Use "
-            "torch.finfo(scores.dtype).min, which is the most negative finite value of "
-            "whatever dtype the scores have.")
-UNIFORM = ("rows whose keys are all masked got uniform weights 1/Lk instead of zeros (every "
-           "score in such a row is the same fill value, so the softmax spreads evenly over "
-           "padding). After the softmax, set the weights of masked keys to 0.")
-ZERO_AFTER = ("you applied a plain softmax and zeroed the masked weights afterwards, so the "
-              "rows no longer sum to 1: mask the scores before the softmax (and zero the "
-              "masked weights after it).")
-IGNORED = "the mask is ignored: the weights equal a plain softmax of the scores."
-FILL_ZERO = ("the masked scores were set to 0, not to a very negative number: exp(0) = 1, so "
-             "masked keys still get weight{after}. Fill with torch.finfo(scores.dtype).min.")
-MASK_ADDED = ("the boolean mask was added to the scores (True counts as 1, False as 0): a mask "
-              "that says may / may not attend is not an additive bias. Fill the scores where the "
-              "mask is False with torch.finfo(scores.dtype).min (masked_fill(~mask, ...)).")
-SCALED_BY_D_V = ("the scores are divided by sqrt(d_v), the size of the values: divide by "
-                 "sqrt(d_k), d_k = query.shape[-1], the length of the vectors in each dot "
-                 "product.")
-PAD_OFF_BY_ONE = ("off by one: position p is a real token when p < length; with <= you also "
-                  "let the first padding position through.")
-PAD_INVERTED = ("True means may attend: real tokens (positions < length) must be True and "
-                "padding False; your mask is the other way round.")
-PAD_INVERTED_OFF_BY_ONE = ("inverted and off by one: real tokens are the positions "
-                           "p < length, and they must be True.")
-CAUSAL_UPPER = ("it lets query i attend to the future keys j > i and hides the past: causal "
-                "attention is lower triangular (tril), not upper (triu).")
-CAUSAL_NO_DIAGONAL = ("the diagonal is excluded: query i must be allowed to attend to itself "
-                      "(key i), so use tril() with diagonal=0, not -1.")
-CAUSAL_TORCH_CONVENTION = (
-    "this is nn.MultiheadAttention's convention (True = not allowed, the strict upper "
-    "triangle). In this course True means may attend: the lower triangle with the "
-    "diagonal.")
-CAUSAL_BOTTOM_RIGHT = (
-    "it is aligned at the bottom-right corner. Here, as in "
-    "F.scaled_dot_product_attention(is_causal=True), query i may attend to keys 0..i "
-    "(top-left alignment): torch.ones(q_len, k_len).tril().")
-WRONG_AXIS = ("the softmax runs over the wrong axis: each query's weights over the keys (the "
-              "last axis, dim=-1) must sum to 1.")
-OUTPUT_UNIFORM = ("queries with no key to attend to must output zeros, but yours output the "
-                  "mean of all values (uniform weights): after the softmax, zero the weights "
-                  "of masked keys.")
-MULTIPLIED = ("the scores were multiplied by the mask: a masked score becomes 0, not a very "
-              "negative number, and exp(0) still gives that key weight. Fill the scores where "
-              "the mask is False with torch.finfo(scores.dtype).min (masked_fill(~mask, ...)).")
-FILL_ABOVE = ("your fill value is not below every score: here the scores of the keys that may "
-              "be attended are near -16384, so masked keys filled with a fixed number such as "
-              "-1e4 took the weight{after}. Fill with torch.finfo(scores.dtype).min, the most "
-              "negative finite value of the scores' dtype.")
-UNSCALED = "the scores are not scaled: divide Q K^T by sqrt(d_k), d_k = query.shape[-1]."
-NOT_INVERTED = ("nn.MultiheadAttention's key_padding_mask means the opposite of ours: "
-                "True = ignore this key (padding). Invert the mask with ~.")
-
-
-def _call(function, *args, dtype=None, hint=None, **kwargs):
-    """call(), with a hint when a fill value overflowed the dtype (or the given hint)."""
+def _call(function, *args, hint=None, **kwargs):
+    """call(), naming a number beyond the dtype (diagnose.overflow: a fill value such as
+    -1e9 in float16) with the fill that fits, a promised parameter the function lacks
+    (diagnose.missing_parameter), and adding the given hint."""
     try:
         return call(function, *args, **kwargs)
     except CheckFailure as failure:
         text = str(failure)
-        if "without overflow" in text:
-            raise CheckFailure(f"{text}\n{OVERFLOW.format(dtype=dtype)}") from None
+        beyond = diagnose.overflow(text)
+        if beyond:
+            raise CheckFailure(MESSAGES["raised_named"].format(
+                raised=text, reason=beyond, hint=MESSAGES["fill_lowest"])) from None
+        missing = diagnose.missing_parameter(text)
+        if missing:
+            raise CheckFailure(MESSAGES["raised_named"].format(
+                raised=text, reason=missing, hint=hint or "").rstrip()) from None
         if hint:
-            raise CheckFailure(f"{text}\n{hint}") from None
+            raise CheckFailure(MESSAGES["raised_hint"].format(raised=text, hint=hint)) from None
         raise
-
-
-NO_MASK = "With mask=None nothing is masked: handle it first (if mask is None: ...)."
 
 
 def _expect_graph(result, what):
     if not result.requires_grad:
-        fail(f"no gradient can reach {what}: your result is not connected to it in the autograd "
-             "graph (did you use .detach(), .data, torch.no_grad() or a new tensor?).")
+        fail(MESSAGES["no_graph"].format(what=what))
 
 
-def _expect_finite_forward(actual, mask, shape, name, dtype, is_output=False):
-    """Fail with the likely cause when the forward output holds NaN or inf.
-    shape: the scores' shape (..., Lq, Lk); is_output: `actual` is (..., Lq, d_v)."""
+def _nonfinite_reason(actual, expected, regions):
+    """diagnose.nonfinite's sentence for `actual` against the finite `expected`, the
+    entries that are NaN or inf located in `regions` ({words: bool tensor that broadcasts})."""
+    return diagnose.nonfinite(actual.detach(), expected.detach().to(actual.device),
+                              current_dims(), regions=regions)
+
+
+def _expect_finite_forward(actual, expected, mask, shape, name, dtype, is_output=False):
+    """Fail, saying where (diagnose.nonfinite) and the likely cause, when the forward output
+    holds NaN or inf. shape: the scores' shape (..., Lq, Lk); is_output: `actual` is
+    (..., Lq, d_v)."""
     bad = ~_isfinite(actual.detach())
     if not bool(bad.any()):
         return
     fully = _fully_masked_rows(mask, shape)                      # (..., Lq, 1)
-    if is_output:
-        allowed_bad = bad & ~fully
-    else:
-        allowed_bad = bad & mask.expand(shape)
-    if bool(allowed_bad.any()):
-        fail(f"{name}: {int(bad.sum())} entries are NaN or inf. {NAN_ALLOWED}")
-    rows = int((bad.any(dim=-1, keepdim=True) & fully).sum())
-    fp16 = FP16_NOTE if dtype == torch.float16 else ""
-    fail(f"{name}: " + NAN_FULLY_MASKED.format(n=rows, fp16=fp16))
+    regions = ({MESSAGES["fully_masked"]: fully, MESSAGES["attending"]: ~fully} if is_output
+               else {MESSAGES["fully_masked"]: fully, MESSAGES["allowed"]: mask.expand(shape)})
+    on_fully = not bool((bad & ~fully).any())
+    fp16 = MESSAGES["fp16_note"] if dtype == torch.float16 else ""
+    cause = (MESSAGES["nan_fully_masked"].format(fp16=fp16) if on_fully
+             else MESSAGES["nan_allowed"])
+    fail(MESSAGES["nonfinite"].format(
+        failure=diagnose.explained(name, _nonfinite_reason(actual, expected, regions)),
+        cause=cause))
 
 
-def _expect_grad(tensor, expected, what, dtype, scale=None, condition=1.0):
+def _expect_grad(tensor, expected, what, dtype, scale=None, condition=1.0, regions=None):
     """scale, condition: see common.excess(); a gradient that cancels (w * (g - sum(w g)))
-    is off by the rounding of its terms, so its scale is theirs, not its own."""
+    is off by the rounding of its terms, so its scale is theirs, not its own. regions:
+    {words: bool tensor} of the places a NaN of the gradient is named by."""
     grad = tensor.grad
     if grad is None:
-        fail(f"no gradient reached {what}: your result is not connected to it in the autograd "
-             "graph (did you use .detach(), .data, torch.no_grad() or a new tensor?).")
+        fail(MESSAGES["no_grad"].format(what=what))
     if not bool(_isfinite(grad).all()):
-        n = int((~_isfinite(grad)).sum())
-        fail(NAN_GRAD.format(what=what, n=n))
+        reason = _nonfinite_reason(grad, expected, regions)
+        fail(MESSAGES["nonfinite"].format(
+            failure=diagnose.explained(f"the gradient of {what}", reason),
+            cause=MESSAGES["nan_grad"]))
     expect_close(grad, expected, f"the gradient of {what}", dtype=dtype, scale=scale,
-                 condition=condition, hint="The forward values are right, so look for an operation that blocks or "
-                      "bends the gradient (an in-place change, .detach(), a rounding).")
+                 condition=condition, hint=MESSAGES["grad_hint"])
+
+
+def _expect_singletons(actual, expected, name, shape_names, hint):
+    """Fail when the shape of `actual` is `expected`'s with axes of size 1 left out or
+    added (diagnose.singleton_axes), with `hint`."""
+    reason = diagnose.singleton_axes(actual.shape, expected.shape, current_dims(), shape_names)
+    if reason:
+        fail(MESSAGES["singletons"].format(name=name, want=tuple(expected.shape),
+                                           want_axes=shape_names, got=tuple(actual.shape),
+                                           reason=reason, hint=hint))
 
 
 # ----------------------------------------------------------------------------- padding_mask
 @reference
 def _padding_answers(seed, batch, max_len, allow_zero):
-    """(lengths, the expected (B, 1, 1, max_len) mask, {bug message: mask})."""
+    """(lengths, the expected (B, 1, 1, max_len) mask)."""
     lengths = _lengths(batch, max_len, seed, allow_zero)
-    expected = _ref_padding_mask(lengths, max_len)
-    positions = torch.arange(max_len)
-    return lengths, expected, {
-        PAD_OFF_BY_ONE: (positions <= lengths[:, None])[:, None, None, :],
-        PAD_INVERTED: ~expected,
-        PAD_INVERTED_OFF_BY_ONE: (positions > lengths[:, None])[:, None, None, :],
-    }
+    return lengths, _ref_padding_mask(lengths, max_len)
 
 
 @check
 def padding_mask(function, seed=0, batch=4, max_len=7, allow_zero=False):
     """The student's padding_mask(lengths, max_len) -> (B, 1, 1, max_len) bool."""
-    lengths, expected, bugs = _padding_answers(seed, batch, max_len, allow_zero)
+    lengths, expected = _padding_answers(seed, batch, max_len, allow_zero)
     actual = call(function, lengths.clone(), max_len)
     expect_tensor(actual, "padding_mask(lengths, max_len)")
+    _expect_singletons(actual, expected, "padding_mask(lengths, max_len)", "(B, 1, 1, max_len)",
+                       MESSAGES["broadcasting"])
     B = batch
-    if tuple(actual.shape) == (B, max_len):
-        fail(f"padding_mask returned shape {(B, max_len)} = (B, Lk). Against scores of shape "
-             "(B, num_heads, Lq, Lk), broadcasting aligns shapes from the right, so (B, Lk) acts "
-             "as (1, 1, B, Lk): the batch axis lines up with the queries. Add the two singleton "
-             "axes: (B, 1, 1, Lk), e.g. mask[:, None, None, :].")
     if tuple(actual.shape) == (B, 1, max_len, 1):
-        fail(f"padding_mask returned shape {(B, 1, max_len, 1)} = (B, 1, Lk, 1): the positions "
-             "are on the query axis, so this masks queries (rows) instead of keys (columns). "
-             "Put the position axis last: (B, 1, 1, Lk).")
+        words = diagnose.wrong_shape((B, 1, max_len, 1), tuple(expected.shape), current_dims(),
+                                     "(B, 1, 1, max_len)")
+        fail(MESSAGES["masks_queries"].format(got=(B, 1, max_len, 1), words=words))
     expect_tensor(actual, "padding_mask(lengths, max_len)", shape=expected.shape,
                   shape_names="(B, 1, 1, max_len)")
     if actual.dtype != torch.bool:
-        fail(f"padding_mask must return a torch.bool tensor (True = may attend), got "
-             f"{actual.dtype}. A comparison such as positions < lengths already gives bool.")
-    if not bool((actual == expected).all()):
-        _match_bug(actual, bugs, "padding_mask")
-        fail(f"padding_mask is wrong for lengths {lengths.tolist()}, max_len={max_len}: expected "
-             f"{expected[:, 0, 0].int().tolist()}, got {actual[:, 0, 0].int().tolist()} "
-             "(1 = True, per sequence).")
-    passed(f"padding_mask: shape (B, 1, 1, max_len) = {tuple(expected.shape)}, bool, True exactly "
-           f"at positions < length for lengths {lengths.tolist()}")
+        fail(MESSAGES["padding_bool"].format(dtype=actual.dtype))
+    _expect_mask(actual, expected, f"padding_mask(lengths={lengths.tolist()}, max_len={max_len})",
+                 "(B, 1, 1, max_len)",
+                 MESSAGES["padding_shown"].format(want=expected[:, 0, 0].int().tolist(),
+                                                  got=actual[:, 0, 0].int().tolist()))
+    passed(MESSAGES["padding_passed"].format(shape=tuple(expected.shape),
+                                             lengths=lengths.tolist()))
 
 
 # ----------------------------------------------------------------------------- causal_mask
-@reference
-def _causal_answers(q_len, k_len):
-    """(the expected (q_len, k_len) mask, {bug message: mask})."""
-    ones = torch.ones(q_len, k_len, dtype=torch.bool)
-    return _ref_causal_mask(q_len, k_len), {
-        CAUSAL_UPPER: ones.triu(),
-        CAUSAL_NO_DIAGONAL: ones.tril(-1),
-        CAUSAL_TORCH_CONVENTION: ones.triu(1),
-        CAUSAL_BOTTOM_RIGHT: ones.tril(k_len - q_len),
-    }
+def _expect_causal(actual, expected, name):
+    """Require the (q_len, k_len) bool mask `expected` of the student's `actual`."""
+    expect_tensor(actual, name, shape=expected.shape, shape_names="(q_len, k_len)")
+    if actual.dtype != torch.bool:
+        fail(MESSAGES["causal_bool"].format(name=name, dtype=actual.dtype))
+    _expect_mask(actual, expected, name, "(q_len, k_len)",
+                 MESSAGES["causal_shown"].format(want=expected.int(), got=actual.int()))
 
 
 @check
 def causal_mask(function, q_len=5, k_len=None):
-    """The student's causal_mask(q_len, k_len=None) -> (q_len, k_len) bool, lower triangular."""
+    """The student's causal_mask(q_len, k_len=None, device=None) -> (q_len, k_len) bool,
+    lower triangular, on `device` (asked for the device of the check's own tensors: the
+    grader receives every tensor on the CPU, so a device it cannot see is not asked for)."""
     Lk = q_len if k_len is None else k_len
     args = (q_len,) if k_len is None else (q_len, k_len)
-    actual = call(function, *args)
-    name = f"causal_mask{args}"
-    expected, bugs = _causal_answers(q_len, Lk)
-    expect_tensor(actual, name)
-    if q_len != Lk and tuple(actual.shape) == (Lk, q_len):
-        fail(f"{name}: expected shape {(q_len, Lk)} = (q_len, k_len), got {tuple(actual.shape)}: "
-             "rows are queries and columns are keys.")
-    expect_tensor(actual, name, shape=expected.shape, shape_names="(q_len, k_len)")
-    if actual.dtype != torch.bool:
-        fail(f"{name} must return a torch.bool tensor (True = may attend), got {actual.dtype}.")
-    if not bool((actual == expected).all()):
-        _match_bug(actual, bugs, name)
-        fail(f"{name} is wrong: expected\n{expected.int()}\ngot\n{actual.int()}")
-    passed(f"causal_mask: shape {(q_len, Lk)}, bool, query i attends to keys 0..i, "
-           "as F.scaled_dot_product_attention(is_causal=True)")
+    expected = _ref_causal_mask(q_len, Lk)
+    _expect_causal(call(function, *args), expected, f"causal_mask{args}")
+    device = expected.device
+    on_device = _call(function, *args, device=device, name="causal_mask",
+                      hint=MESSAGES["no_device"])
+    _expect_causal(on_device, expected, f"causal_mask{args}, device={str(device)!r}")
+    expect_tensor(on_device, f"causal_mask{args}, device={str(device)!r}", device=device)
+    passed(MESSAGES["causal_passed"].format(shape=(q_len, Lk), device=str(device)))
 
 
 # ----------------------------------------------------------------------------- masked_softmax
@@ -337,43 +372,26 @@ def _softmax_inputs(seed, batch, Lq, Lk, dtype):
 
 @reference
 def _masked_softmax_answers(scores, mask, upstream):
-    """(expected weights, {bug message: weights}, the expected gradient of the scores when
-    `upstream` flows back into the weights, the expected weights with mask=None), float64."""
+    """(expected weights, the expected gradient of the scores when `upstream` flows back
+    into the weights, the expected weights with mask=None), float64."""
     plain = _softmax(scores.double(), -1)
-    bugs = {
-        INVERTED: _ref_masked_softmax(scores, ~mask),
-        UNIFORM: _ref_masked_softmax(scores, mask, fill_zero=False),
-        ZERO_AFTER: plain * mask,
-        IGNORED: plain,
-        WRONG_AXIS: _softmax(scores.double().masked_fill(
-            ~mask, torch.finfo(torch.float64).min), -2).masked_fill(~mask, 0.0),
-        FILL_ZERO.format(after=""): _softmax(scores.double().masked_fill(~mask, 0.0), -1),
-        FILL_ZERO.format(after=" (and zeroing them afterwards leaves rows that do not sum to "
-                         "1)"): _softmax(scores.double().masked_fill(~mask, 0.0),
-                                         -1).masked_fill(~mask, 0.0),
-        MASK_ADDED: _softmax(scores.double() + mask, -1),
-        MULTIPLIED: _softmax(scores.double() * mask, -1),
-    }
     ref_s = scores.double().clone().requires_grad_()
     (_ref_masked_softmax(ref_s, mask) * upstream.double()).sum().backward()
-    return _ref_masked_softmax(scores, mask), bugs, ref_s.grad, plain
+    return _ref_masked_softmax(scores, mask), ref_s.grad, plain
 
 
 @reference
 def _low_scores_case(dtype):
-    """Scores (2, 4) near -16384 (exact in every float dtype) at the keys that may be attended and 0
-    at masked ones, the mask, the expected weights and {bug message: weights} of a fill value
-    above the real scores (float64)."""
+    """Scores (2, 4) near -16384 (exact in every float dtype) at the keys that may be attended and
+    -20480 at masked ones, the mask and the expected weights (float64): a fill value above the real
+    scores (a fixed -1e4) lets the masked keys take the weight."""
     step = max(1.0, 16384 * torch.finfo(dtype).eps)  # the spacing at 16384: 16 in float16
     mask = torch.tensor([[True, True, False, False], [False, True, True, False]])
     offsets = torch.tensor([[0.0, 1.0, 2.0, 3.0], [3.0, 0.0, 2.0, 1.0]], dtype=torch.float64)
-    scores = (-16384.0 - step * offsets).masked_fill(~mask, 0.0)   # (2, 4)
-    expected = _ref_masked_softmax(scores, mask)
-    on_masked = _ref_masked_softmax(scores, ~mask, fill_zero=False)  # the masked keys win
-    bugs = {FILL_ABOVE.format(after=" (and zeroing them afterwards left rows of zeros)"):
-                torch.zeros_like(expected),
-            FILL_ABOVE.format(after=""): on_masked}
-    return scores.to(dtype), mask, expected, bugs
+    # masked scores below the real ones (exact in every float dtype): only a fill value
+    # above the real scores, not an absent fill, lets the masked keys win
+    scores = (-16384.0 - step * offsets).masked_fill(~mask, -20480.0)   # (2, 4)
+    return scores.to(dtype), mask, _ref_masked_softmax(scores, mask)
 
 
 @check
@@ -383,21 +401,23 @@ def masked_softmax(function, seed=0, batch=(2, 3), Lq=5, Lk=6, dtype=torch.float
     scores, mask = _softmax_inputs(seed, batch, Lq, Lk, dtype)
     shape = scores.shape
     upstream = random_inputs(shape, seed=seed + 3, dtype=dtype)[0]
-    expected, bugs, expected_grad, expected_plain = _masked_softmax_answers(scores, mask,
-                                                                            upstream)
+    expected, expected_grad, expected_plain = _masked_softmax_answers(scores, mask, upstream)
     fully = _fully_masked_rows(mask, shape)
     s = scores.clone().requires_grad_()
-    weights = _call(function, s, mask.clone(), dtype=dtype, name="masked_softmax")
+    weights = _call(function, s, mask.clone(), name="masked_softmax")
     name = "masked_softmax(scores, mask)"
     expect_tensor(weights, name, shape=shape, shape_names="(..., Lq, Lk)")
     expect_tensor(weights, name, dtype=dtype)
-    _expect_finite_forward(weights, mask, shape, name, dtype)
-    expect_close(weights, expected, name, bugs=bugs, dtype=dtype,
-                 condition=_condition(scores, mask))
+    _expect_finite_forward(weights, expected, mask, shape, name, dtype)
+    # the formula with one step left out or done another way (checks/formulas.py), for the
+    # families of checks/diagnose.py to name the mistake by
+    expect_close(weights, expected, name, dtype=dtype, condition=_condition(scores, mask),
+                 mistakes=step_mistakes("masked softmax", {"scores": scores, "mask": mask},
+                                        current_dims()))
     w = weights.detach()
     if bool((w.masked_select(~mask.expand(shape)) != 0).any()):
-        fail(f"{name}: the weights of masked keys must be exactly 0, got values up to "
-             f"{w.masked_select(~mask.expand(shape)).abs().max().item():.3g}.")
+        fail(MESSAGES["masked_not_zero"].format(
+            name=name, top=w.masked_select(~mask.expand(shape)).abs().max().item()))
     # backward: the gradient must be finite and equal to the reference's
     _expect_graph(weights, "the scores")
     (weights * upstream).sum().backward()
@@ -406,21 +426,28 @@ def masked_softmax(function, seed=0, batch=(2, 3), Lq=5, Lk=6, dtype=torch.float
     terms = w64 * (g + (w64 * g).sum(dim=-1, keepdim=True))
     _expect_grad(s, expected_grad, "the scores", dtype,
                  scale=terms.amax(dim=-1, keepdim=True),
-                 condition=_condition(scores, mask).amax(-1, keepdim=True))
+                 condition=_condition(scores, mask).amax(-1, keepdim=True),
+                 regions={MESSAGES["fully_masked"]: fully,
+                          MESSAGES["allowed"]: mask.expand(shape)})
     # mask=None: a plain softmax
-    plain = _call(function, scores.clone(), None, dtype=dtype, name="masked_softmax",
-                  hint=NO_MASK)
+    plain = _call(function, scores.clone(), None, name="masked_softmax",
+                  hint=MESSAGES["no_mask"])
     expect_close(plain, expected_plain, "masked_softmax(scores, None)",
-                 dtype=dtype, condition=_condition(scores, None), hint="With mask=None, return a plain softmax over the last axis.")
+                 dtype=dtype, condition=_condition(scores, None),
+                 mistakes=step_mistakes("masked softmax", {"scores": scores, "mask": None},
+                                        current_dims()),
+                 hint=MESSAGES["plain_softmax"])
     # real scores far below 0: a fixed fill value (-1e4) is no longer below them
-    low, low_mask, low_expected, low_bugs = _low_scores_case(dtype)
-    low_weights = _call(function, low.clone(), low_mask.clone(), dtype=dtype,
+    low, low_mask, low_expected = _low_scores_case(dtype)
+    low_weights = _call(function, low.clone(), low_mask.clone(),
                         name="masked_softmax")
     expect_close(low_weights, low_expected, "masked_softmax(scores near -16384, mask)",
-                 bugs=low_bugs, dtype=dtype, condition=_condition(low, low_mask))
-    passed(f"masked_softmax ({dtype}, scores {tuple(shape)}, mask {tuple(mask.shape)}): right "
-           f"weights, exact zeros on masked keys and on {int(fully.sum())} "
-           "fully masked rows, no NaN in forward or backward, gradient equal to the reference's")
+                 dtype=dtype, condition=_condition(low, low_mask),
+                 mistakes=step_mistakes("masked softmax", {"scores": low, "mask": low_mask},
+                                        current_dims()))
+    passed(MESSAGES["softmax_passed"].format(dtype=dtype, shape=tuple(shape),
+                                             mask_shape=tuple(mask.shape),
+                                             fully=int(fully.sum())))
 
 
 # ----------------------------------------------------------------- scaled_dot_product_attention
@@ -439,9 +466,10 @@ def _attention_inputs(seed, batch, Lq, Lk, d_k, d_v, dtype):
 
 @reference
 def _attention_answers(query, key, value, mask, upstream):
-    """(expected output, expected weights, {bug message: output}, the expected gradients of
-    (query, key, value) when `upstream` flows back into the output, the expected output with
-    mask=None), in float64: F.scaled_dot_product_attention for the outputs."""
+    """(expected output, expected weights, the expected gradients of (query, key, value)
+    when `upstream` flows back into the output, (the expected output with mask=None,
+    {FLOAT32_SQRT: its output})), in float64: F.scaled_dot_product_attention for the
+    outputs."""
     q, k, v = query.double(), key.double(), value.double()
     fully = _fully_masked_rows(mask, (*q.shape[:-1], k.shape[-2]))        # (..., Lq, 1)
     # The trusted reference on every query that has a key to attend to; zeros elsewhere.
@@ -449,31 +477,20 @@ def _attention_answers(query, key, value, mask, upstream):
     expected = _where(fully, torch.zeros((), dtype=torch.float64), sdpa)
     ref_out, ref_w = _ref_attention(query, key, value, mask)
     assert close(ref_out, expected, torch.float64), "internal: reference disagrees with SDPA"
-    bugs = {
-        INVERTED: _ref_attention(query, key, value, ~mask)[0],
-        OUTPUT_UNIFORM: _ref_attention(query, key, value, mask, fill_zero=False)[0],
-        IGNORED: _ref_attention(query, key, value, None)[0],
-        UNSCALED: _ref_attention(query, key, value, mask, scale=False)[0],
-        MULTIPLIED: _softmax((q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1]) * mask, -1) @ v,
-    }
-    if value.shape[-1] != q.shape[-1]:
-        bugs[SCALED_BY_D_V] = _ref_attention(query, key, value, mask,
-                                             scale=math.sqrt(value.shape[-1]))[0]
-    root32 = float32_sqrt(q.shape[-1])  # common.py's rule, for the float64 runs
-    if root32 is not None:
-        bugs[FLOAT32_SQRT] = _ref_attention(query, key, value, mask, scale=root32)[0]
     rq, rk, rv = (t.double().clone().requires_grad_() for t in (query, key, value))
     (_ref_attention(rq, rk, rv, mask)[0] * upstream.double()).sum().backward()
     plain = F.scaled_dot_product_attention(q, k, v)
+    # common.py's rule for a float32 sqrt(d_k) constant, which shows in the float64 run
+    root32 = float32_sqrt(q.shape[-1])
     plain_bugs = {} if root32 is None else {
-        FLOAT32_SQRT: _ref_attention(query, key, value, None, scale=root32)[0]}
-    return expected, ref_w, bugs, (rq.grad, rk.grad, rv.grad), (plain, plain_bugs)
+        FLOAT32_SQRT: _softmax(q @ k.transpose(-2, -1) / root32, dim=-1) @ v}
+    return expected, ref_w, (rq.grad, rk.grad, rv.grad), (plain, plain_bugs)
 
 
 def _unpack(result, name):
     if not (isinstance(result, tuple) and len(result) == 2):
         got = f"a tuple of {len(result)}" if isinstance(result, tuple) else type_name(result)
-        fail(f"{name} must return (output, weights), got {got}.")
+        fail(MESSAGES["not_a_pair"].format(name=name, got=got))
     return result
 
 
@@ -486,33 +503,34 @@ def scaled_dot_product_attention(function, seed=0, batch=(3, 2), Lq=5, Lk=7, d_k
     query, key, value, mask, lengths = _attention_inputs(seed, batch, Lq, Lk, d_k, d_v, dtype)
     scores_shape = (*batch, Lq, Lk)
     upstream = random_inputs((*batch, Lq, d_v), seed=seed + 3, dtype=dtype)[0]
-    expected, expected_w, bugs, expected_grads, (expected_plain, plain_bugs) = (
-        _attention_answers(query, key, value, mask, upstream))
+    expected, expected_w, expected_grads, (expected_plain, plain_bugs) = _attention_answers(
+        query, key, value, mask, upstream)
     fully = _fully_masked_rows(mask, scores_shape)                          # (..., Lq, 1)
     q, k, v = (t.clone().requires_grad_() for t in (query, key, value))
     name = "scaled_dot_product_attention(query, key, value, mask)"
     with forbid_spec(*FORBIDS):
-        result = _call(function, q, k, v, mask.clone(), dtype=dtype,
+        result = _call(function, q, k, v, mask.clone(),
                        name="scaled_dot_product_attention")
     output, weights = _unpack(result, name)
     expect_tensor(output, "output", shape=(*batch, Lq, d_v), shape_names="(..., Lq, d_v)")
     expect_tensor(weights, "weights", shape=scores_shape, shape_names="(..., Lq, Lk)")
     expect_tensor(output, "output", dtype=dtype)
-    _expect_finite_forward(output, mask, scores_shape, "output", dtype, is_output=True)
-    _expect_finite_forward(weights, mask, scores_shape, "weights", dtype)
+    _expect_finite_forward(output, expected, mask, scores_shape, "output", dtype,
+                           is_output=True)
+    _expect_finite_forward(weights, expected_w, mask, scores_shape, "weights", dtype)
     # the weights' rounding follows the scores' magnitude; the output's, the values'
     condition = _condition(query.double() @ key.double().transpose(-2, -1) / math.sqrt(d_k),
                            mask)
-    # the formula with one step left out or moved (checks/diagnose.py), for a mistake that
-    # no entry of the tables names
+    # the formula with one step left out or done another way (checks/formulas.py), for the
+    # families of checks/diagnose.py to name the mistake by
     inputs = {"query": query, "key": key, "value": value, "mask": mask}
-    expect_close(output, expected, "output", bugs=bugs, dtype=dtype,
-                 mistakes=step_mistakes("attention", inputs, current_dims(), d_k=d_k),
+    expect_close(output, expected, "output", dtype=dtype,
+                 mistakes=step_mistakes("masked attention", inputs, current_dims(), d_k=d_k),
                  scale=value.double().abs().max(), condition=condition.amax(-1, keepdim=True))
     expect_close(weights, expected_w, "weights", dtype=dtype, condition=condition,
-                 hint="Return the softmax weights (after masking), before multiplying by value.")
+                 hint=MESSAGES["weights_hint"])
     if bool((output.detach().masked_select(fully) != 0).any()):
-        fail("output: queries with no key to attend to must output exactly 0.")
+        fail(MESSAGES["output_not_zero"])
     # backward
     _expect_graph(output, "query, key and value")
     (output * upstream).sum().backward()
@@ -528,25 +546,26 @@ def scaled_dot_product_attention(function, seed=0, batch=(3, 2), Lq=5, Lk=7, d_k
               "value": w64.transpose(-2, -1) @ ag}
     for tensor, grad, what in zip((q, k, v), expected_grads, ("query", "key", "value")):
         _expect_grad(tensor, grad, what, dtype, scale=scales[what].amax(dim=-1, keepdim=True),
-                     condition=condition.amax())
+                     condition=condition.amax(),
+                     regions={MESSAGES["fully_masked"]: fully} if what == "query" else None)
     # mask=None, on the same inputs in float64: the chapter has no float64 test of its
     # own, and a float64 run is where a float32 sqrt(d_k) constant shows (common.py's rule)
     with forbid_spec(*FORBIDS):
         result = _call(function, query.double(), key.double(), value.double(),
-                       dtype=torch.float64, name="scaled_dot_product_attention", hint=NO_MASK)
+                       name="scaled_dot_product_attention",
+                       hint=MESSAGES["no_mask"])
     plain, _ = _unpack(result, "scaled_dot_product_attention(query, key, value)")
     expect_tensor(plain, "output without a mask (float64 inputs)", dtype=torch.float64)
     expect_close(plain, expected_plain, "output without a mask (float64 inputs)",
                  bugs=plain_bugs, dtype=torch.float64, scale=value.double().abs().max(),
-                 mistakes=step_mistakes("attention", dict(inputs, mask=None), current_dims(),
-                                        d_k=d_k),
+                 mistakes=step_mistakes("masked attention", dict(inputs, mask=None),
+                                        current_dims(), d_k=d_k),
                  condition=_condition(query.double() @ key.double().transpose(-2, -1)
                                       / math.sqrt(d_k), None).amax(-1, keepdim=True),
-                 hint="With mask=None, nothing is masked: a plain softmax.")
-    passed(f"scaled_dot_product_attention ({dtype}, padding & causal mask {tuple(mask.shape)}, "
-           f"lengths {lengths.tolist()}): equals F.scaled_dot_product_attention on every query "
-           f"with a key to attend to, exact zeros on {int(fully.sum())} "
-           "fully masked rows, finite gradients equal to the reference's, and mask=None works (in float64 too)")
+                 hint=MESSAGES["plain_attention"])
+    passed(MESSAGES["attention_passed"].format(dtype=dtype, mask_shape=tuple(mask.shape),
+                                               lengths=lengths.tolist(),
+                                               fully=int(fully.sum())))
 
 
 # ----------------------------------------------------------------------------- invariances
@@ -582,7 +601,7 @@ def invariances(function, seed=0, batch=3, num_heads=2, L=6, d_k=8, dtype=torch.
 
     def run(q, k, v, mask):
         with forbid_spec(*FORBIDS):
-            result = _call(function, q.clone(), k.clone(), v.clone(), mask.clone(), dtype=dtype,
+            result = _call(function, q.clone(), k.clone(), v.clone(), mask.clone(),
                            name="scaled_dot_product_attention")
         out, _ = _unpack(result, "scaled_dot_product_attention")
         return out.detach()
@@ -594,30 +613,21 @@ def invariances(function, seed=0, batch=3, num_heads=2, L=6, d_k=8, dtype=torch.
     query, key, value = inputs
     for echoed, what in ((query, "query"), (value, "value")):
         if not beyond_tolerance(before, echoed, dtype):
-            fail(f"the output is the {what} itself, which no mask can change: the invariances "
-                 "count only for an attention (weights @ value).")
+            fail(MESSAGES["echoed"].format(what=what))
     moved = run(query, key, 2 * value + 1, pad)                 # every output moves: 2 out + 1
     if not beyond_tolerance(moved.masked_select(rows), before.masked_select(rows), dtype):
-        fail("the output does not change when the values change (a constant, or zeros?): the "
-             "invariances count only for an attention (weights @ value).")
+        fail(MESSAGES["constant"])
     # 1. padding: new random keys, values (and queries) at padded positions
     after = run(*padded_inputs, pad)
     if not close(after.masked_select(rows), before.masked_select(rows), dtype):
         err = max_error(after.masked_select(rows), before.masked_select(rows))
-        fail("changing the values at padded positions changed the outputs of real tokens "
-             f"(by up to {err:.3g}): padded keys still take part in the attention. A common "
-             "cause: masking where the mask is True, which masks the real tokens and attends "
-             "to the padding (the bug of seed 003); True means may attend.")
+        fail(MESSAGES["padding_leaks"].format(error=err))
     # 2. causality: new random tokens after position t
     before, after = run(*inputs, causal), run(*future_inputs, causal)
     if not close(after[..., :t + 1, :], before[..., :t + 1, :], dtype):
         err = max_error(after[..., :t + 1, :], before[..., :t + 1, :])
-        fail(f"changing the tokens after position {t} changed the outputs at positions 0..{t} "
-             f"(by up to {err:.3g}): queries see the future. With a causal mask (lower "
-             "triangular, True = may attend) query i may attend to keys 0..i only.")
-    passed(f"invariances ({dtype}): outputs of real tokens ignore the values at padded positions "
-           f"(lengths {lengths.tolist()}), and outputs at positions 0..{t} ignore the tokens "
-           "after them under a causal mask")
+        fail(MESSAGES["future_leaks"].format(t=t, error=err))
+    passed(MESSAGES["invariances_passed"].format(dtype=dtype, lengths=lengths.tolist(), t=t))
 
 
 # ----------------------------------------------------------------------------- conversions
@@ -636,7 +646,7 @@ def _mha_reference(mha, x, mask):
 @reference
 def _key_padding_answers(seed, batch, Lk, d_model, num_heads, flat):
     """(the lengths, our padding mask as given to the student ((B, 1, 1, Lk), or (B, Lk) if
-    flat), the expected (B, Lk) key_padding_mask, {bug message: mask}, the state of an nn.MultiheadAttention
+    flat), the expected (B, Lk) key_padding_mask, the state of an nn.MultiheadAttention
     (float64), an input x and the output our attention with our mask gives for x)."""
     lengths = _lengths(batch, Lk, seed, allow_zero=False)
     ours = _ref_padding_mask(lengths, Lk)                                   # (B, 1, 1, Lk)
@@ -648,7 +658,7 @@ def _key_padding_answers(seed, batch, Lk, d_model, num_heads, flat):
     with torch.no_grad():
         out = _mha_reference(mha, x, ours)
     expected = ~ours[:, 0, 0, :]                                            # (B, Lk)
-    return lengths, given, expected, {NOT_INVERTED: ~expected}, dict(mha.state_dict()), x, out
+    return lengths, given, expected, dict(mha.state_dict()), x, out
 
 
 @check
@@ -656,39 +666,35 @@ def to_torch_key_padding_mask(function, seed=0, batch=3, Lk=6, d_model=8, num_he
                               flat=False):
     """The student's to_torch_key_padding_mask(mask) -> (B, Lk) bool, True = padding, checked
     on its own and by feeding it to nn.MultiheadAttention."""
-    lengths, given, expected, bugs, state, x, expected_out = _key_padding_answers(
+    lengths, given, expected, state, x, expected_out = _key_padding_answers(
         seed, batch, Lk, d_model, num_heads, flat)
     name = f"to_torch_key_padding_mask(mask of shape {tuple(given.shape)})"
     actual = call(function, given.clone())
     expect_tensor(actual, name)
-    if tuple(actual.shape) == (batch, 1, 1, Lk):
-        fail(f"{name}: nn.MultiheadAttention wants key_padding_mask of shape (B, Lk) = "
-             f"{(batch, Lk)}, got {tuple(actual.shape)}: drop the two singleton axes.")
+    _expect_singletons(actual, expected, name, "(B, Lk)", MESSAGES["key_padding_shape"])
     expect_tensor(actual, name, shape=expected.shape, shape_names="(B, Lk)")
     if actual.dtype != torch.bool:
-        fail(f"{name}: return a torch.bool mask, got {actual.dtype}. (A float key_padding_mask "
-             "is added to the scores, so 1.0 would not hide anything.)")
-    if not bool((actual == expected).all()):
-        _match_bug(actual, bugs, name)
-        fail(f"{name} is wrong for lengths {lengths.tolist()}: expected "
-             f"{expected.int().tolist()}, got {actual.int().tolist()} (1 = True).")
+        fail(MESSAGES["key_padding_bool"].format(name=name, dtype=actual.dtype))
+    _expect_mask(actual, expected, name, "(B, Lk)",
+                 MESSAGES["key_padding_shown"].format(lengths=lengths.tolist(),
+                                                      want=expected.int().tolist(),
+                                                      got=actual.int().tolist()))
     # a batch of one sequence: a bare .squeeze() drops the batch axis too
     one = call(function, given[:1].clone())
-    expect_tensor(one, f"to_torch_key_padding_mask(mask of shape {tuple(given[:1].shape)})")
+    one_name = f"to_torch_key_padding_mask(mask of shape {tuple(given[:1].shape)})"
+    expect_tensor(one, one_name)
     if tuple(one.shape) != (1, Lk):
-        fail(f"to_torch_key_padding_mask(mask of shape {tuple(given[:1].shape)}), a batch of one "
-             f"sequence: expected shape (1, {Lk}) = (B, Lk), got {tuple(one.shape)}. A bare "
-             ".squeeze() removes every axis of size 1, the batch axis too when B = 1: remove "
-             "only the two singleton axes (mask[:, 0, 0, :], or squeeze(2).squeeze(1)).")
-    if not bool((one == expected[:1]).all()):
-        fail(f"to_torch_key_padding_mask is wrong for a batch of one sequence (lengths "
-             f"{lengths[:1].tolist()}): expected {expected[:1].int().tolist()}, got "
-             f"{one.int().tolist()} (1 = True).")
+        words = diagnose.wrong_shape(tuple(one.shape), (1, Lk), current_dims(), "(B, Lk)")
+        fail(MESSAGES["batch_of_one"].format(name=one_name, Lk=Lk, got=tuple(one.shape),
+                                             words=words))
+    _expect_mask(one, expected[:1], f"{one_name}, a batch of one sequence,", "(B, Lk)",
+                 MESSAGES["key_padding_shown"].format(lengths=lengths[:1].tolist(),
+                                                      want=expected[:1].int().tolist(),
+                                                      got=one.int().tolist()))
     with torch.random.fork_rng():  # its initial weights, replaced at once, draw from the RNG
         mha = nn.MultiheadAttention(d_model, num_heads, batch_first=True).double()
     mha.load_state_dict(state)
     with torch.no_grad():
         out, _ = mha(x, x, x, key_padding_mask=actual, need_weights=False)
         expect_close(out, expected_out, "nn.MultiheadAttention's output", dtype=torch.float64)
-    passed(f"to_torch_key_padding_mask: (B, Lk) = {tuple(expected.shape)}, True at padding; "
-           "nn.MultiheadAttention with it equals our attention with our mask")
+    passed(MESSAGES["key_padding_passed"].format(shape=tuple(expected.shape)))

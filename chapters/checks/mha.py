@@ -4,8 +4,11 @@ count_parameters.
 
 Each check builds random inputs from `seed`, runs the student's code, compares with
 nn.MultiheadAttention (or a few-line float64 reference where PyTorch has no counterpart)
-and, when the numbers differ, with the outputs of the classic mistakes on the same input,
-so that the message names the mistake. The @reference functions compute those answers and
+and, when the numbers differ, names the mistake by its shape (checks/diagnose.py): one step
+of the exercise's formula left out or done another way (checks/formulas.py: "multi-head
+attention", "multi-head weights", "output projection by heads", "loaded weight",
+"parameter count"), an axis lost, another layout, or a value of another kind than the
+exercise documents (diagnose.kind). The @reference functions compute those answers and
 draw the inputs (in the student's kit they are read from its fixtures instead, see
 common.py); the messages stay in the judging code.
 
@@ -29,159 +32,120 @@ Shape letters: B batch, Lq/Lk query/key length, h num_heads, hd head_dim,
 D d_model = num_heads * head_dim.
 """
 import math
+import numbers
 import random
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import (FLOAT32_SQRT, MALFORMED, Forbidden, attempt, by_owner, call,
+from .common import (MALFORMED, Forbidden, attempt, by_owner, call,
                      call_keeping, check, construct, differs, expect_close, expect_tensor,
-                     export, fail, float32_sqrt, forbid_spec, generator, given, is_module,
+                     export, fail, forbid_spec, generator, given, is_module,
                      judge_construct, load_weights, observe, passed, raised, random_inputs,
                      read_back, reference, refusal, revive, softmax_condition, take,
                      take_error, type_name)
 from .common import current_dims, step_mistakes
+from . import diagnose
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
 INTERFACE = ("The checks use: attributes d_model, num_heads, head_dim and q_proj, k_proj, "
              "v_proj, out_proj, each an nn.Linear (or anything with .weight of shape "
              "(out_features, in_features) and .bias).")
-SCALE_D_MODEL = ("the scores are divided by sqrt(d_model). Each head's dot product q . k has "
-                 "head_dim terms, not d_model, so divide by sqrt(head_dim).")
-NO_SCALE = "the scores are not scaled: divide Q K^T by sqrt(head_dim) before the softmax."
-K_FROM_Q = ("the keys were projected with q_proj: use k_proj for the keys (a copy-paste slip "
-            "that no shape error reveals when query_size == key_size).")
-V_FROM_K = "the values were projected with k_proj: use v_proj for the values."
-KV_SWAPPED = ("keys and values are swapped: the scores compare queries with k_proj(key), "
-              "and the weights average v_proj(value).")
-SOFTMAX_DIM = ("the softmax normalises over the queries (dim=-2): it must normalise over the "
-               "keys (dim=-1), so that each query's weights sum to 1.")
-SOFTMAX_HEADS = ("the softmax normalises over the heads (dim=1): it must normalise over the keys "
-                 "(dim=-1), each head separately.")
-SCALE_HEAD_DIM = ("the scores are divided by head_dim instead of sqrt(head_dim): the dot product "
-                  "of head_dim terms grows like sqrt(head_dim).")
-SCORES_K_Q = ("you computed K Q^T instead of Q K^T: scores[i, j] must be q_i . k_j, query i "
-              "against key j (q @ k.transpose(-2, -1)).")
-QK_PROJ_SWAPPED = ("q_proj and k_proj are swapped: the queries are projected with q_proj, the "
-                   "keys with k_proj.")
-V_FROM_KEY = ("the values were computed as v_proj(key): project the `value` input, "
-              "v_proj(value) (self-attention hides the slip, where key is value).")
-SPLIT_INTERLEAVED = ("head i got strided features (i, i + num_heads, ...) when splitting: "
-                     "reshape to (B, L, num_heads, head_dim), so that head i owns the contiguous "
-                     "block [i*head_dim, (i+1)*head_dim), then transpose(1, 2).")
-MERGE_INTERLEAVED = ("the heads' features are interleaved when merging (permuted to (B, Lq, "
-                     "head_dim, num_heads)): transpose to (B, Lq, num_heads, head_dim) before "
-                     "reshaping, so that head i fills [i*head_dim, (i+1)*head_dim).")
-NO_B_O_FORWARD = ("the output bias b_O is missing: out_proj(x) = x @ out_proj.weight.T + "
-                  "out_proj.bias.")
-NO_IN_BIASES = ("the biases of q_proj, k_proj, v_proj are missing: call the layers (q_proj(query)) "
-                "or add their .bias.")
-RESIDUAL = ("the output has the query added to it (a residual connection): that belongs to the "
-            "Transformer block around the layer, not to MultiHeadAttention.")
-SCORES_AS_WEIGHTS = ("the weights returned are the scores before the softmax: return "
-                     "softmax(Q K^T / sqrt(head_dim)), the weights each query gives the keys.")
-SPLIT_MIXED = ("heads and positions are mixed when splitting: reshape to (B, L, num_heads, "
-               "head_dim), then transpose(1, 2) (split_heads from chapter 2).")
-MERGE_MIXED = ("heads and positions are mixed when merging: transpose (B, num_heads, Lq, "
-               "head_dim) back to (B, Lq, num_heads, head_dim) before reshaping to "
-               "(B, Lq, d_model) (merge_heads from chapter 2).")
-NO_W_O = ("W_O is missing: your output equals the concatenated heads. Apply out_proj to the "
-          "merged heads: MultiHead = Concat(head_1, ..., head_h) W_O.")
-W_O_UNTRANSPOSED = ("W_O was applied without the transpose. nn.Linear stores W_O transposed: "
-                    "out_proj.weight is (d_model, num_heads * head_dim), so use out_proj(x) = "
-                    "x @ out_proj.weight.T + bias, and head i's block W_O^i is "
-                    "out_proj.weight[:, i*head_dim:(i+1)*head_dim].T, not rows of out_proj.weight.")
-W_O_BLOCK_DIAGONAL = ("each head was projected only into its own slice of the output (only the "
-                      "diagonal blocks of W_O were used). W_O^i has d_model columns: every head "
-                      "writes into all d_model output features, and the sum over heads mixes them.")
-B_O_PER_HEAD = ("the output bias was added once per head (num_heads times): add b_O once, "
-                "after summing the heads' contributions.")
-# output_projection_by_heads's mistakes
-INTERLEAVED_BLOCKS = (
-    "head i's block of W_O must be rows [i*head_dim, (i+1)*head_dim). W_O.view(head_dim, "
-    "num_heads, d_model) interleaves the rows of different heads (head i gets rows i, "
-    "i + num_heads, ...); use W_O.view(num_heads, head_dim, d_model)")
-FIRST_BLOCK = ("every head was multiplied by the first block W_O[:head_dim]: head i needs its own "
-               "block W_O[i*head_dim:(i+1)*head_dim]")
-HEADS_AVERAGED = "you averaged the heads' contributions: the formula is a sum over heads, not a mean"
-CONCAT_MIXED = ("heads and positions are mixed: the concatenation must put head i's features of "
-                "position l at [l, i*head_dim:(i+1)*head_dim] (transpose before reshape)")
-NO_B_O = "the bias b_O is missing: add it once, after the sum over heads"
-NO_W_O_MATRIX = NO_W_O.replace("Apply out_proj to the merged heads", "Multiply by W_O")
-# count_parameters's mistakes
-COUNT_NO_BIASES = ("the biases are missing: each of the four nn.Linear layers has d_model biases "
-                   "(4 * d_model in all when bias=True)")
-COUNT_W_O_PER_HEAD = ("W_O was counted once per head: there is one W_O of shape (num_heads * "
-                      "head_dim, d_model) = (d_model, d_model), shared by all heads (head i uses "
-                      "its row block)")
-COUNT_QKV_PER_HEAD = ("W_Q, W_K, W_V were counted as full matrices per head: all heads together "
-                      "have one (input size, d_model) matrix each, head i owning head_dim of its "
-                      "columns")
-COUNT_ONE_HEAD = ("only one head's W_Q, W_K, W_V (input size x head_dim) were counted: the heads "
-                  "together hold (input size x d_model) each")
-COUNT_SIZES_IGNORED = ("query_size, key_size and value_size were ignored: W_Q has query_size * "
-                       "d_model weights, W_K key_size * d_model, W_V value_size * d_model")
-COUNT_NO_OUT_BIAS = ("the output projection's bias is missing: W_O (out_proj) has d_model biases "
-                     "too")
 
+# Every message of this module: one template each, with named fields (a second language
+# translates them here). The mistakes inside a wrong value are named by the families of
+# checks/diagnose.py and the formulas' step sentences of checks/formulas.py.
+MESSAGES = {
+    # the documented interface, where a check loads its weights
+    "no_attribute": "MultiHeadAttention has no attribute `{attr}`. " + INTERFACE,
+    "bias_without_bias": "{attr}.{part} exists although bias=False: pass bias=bias to every "
+                         "nn.Linear.",
+    "bias_missing": "{attr}.{part} is missing although bias=True. " + INTERFACE,
+    "part_shape": "{attr}.{part} has shape {got}, expected {want}: nn.Linear(in_features, "
+                  "out_features) stores its weight as (out_features, in_features).",
+    "kind": "{reason}: {hint}.",
+    # exercise 1
+    "changed_input": "output_projection_by_heads changed its input `{name}` in place{how}: "
+                     "compute new tensors instead (avoid +=, add_ and friends on the inputs).",
+    "changed_shape": " (its shape became {got}; in words: {words})",
+    "projection_passed": "output_projection_by_heads: sum over {h} heads of head_i @ W_O^i"
+                         "{bias} equals Concat(heads) @ W_O{bias} (B={batch}, L={L}, "
+                         "head_dim={hd}, d_model={d_model}, {dtype}).",
+    # exercise 2: the constructor
+    "int_attribute": "store d_model, num_heads and head_dim = d_model // num_heads as int "
+                     "attributes (with //, not /: reshapes such as view(B, L, num_heads, "
+                     "head_dim) refuse a float size)",
+    "attribute_value": "MultiHeadAttention({shown}).{attr} is {got!r}, expected {want}. Store "
+                       "d_model, num_heads and head_dim = d_model // num_heads as attributes.",
+    "weight_shape": "{attr}.weight has shape {got}, expected {want} = (d_model, {inputs}). In "
+                    "words: {words}. {attr} maps {inputs} = {size} input features to d_model "
+                    "= {d_model}, and nn.Linear(in_features, out_features) stores "
+                    "(out_features, in_features).",
+    "bias_shape": "{attr}.bias should be a tensor of shape ({d_model},) when bias=True, got "
+                  "{got}.",
+    "pass_bias": "pass bias=bias to every nn.Linear",
+    "shared": "two of q_proj, k_proj, v_proj, out_proj share one weight tensor: each needs its "
+              "own parameters.",
+    "count": "MultiHeadAttention({shown}) has {count} parameters, expected {expected} = "
+             "{weights} weights + {biases} biases: the four nn.Linear layers and nothing else "
+             "(no per-head copies of the matrices).",
+    "not_implemented": "{name} is not implemented yet: replace `raise NotImplementedError()` "
+                       "with your code.",
+    "refuse": "head_dim = d_model / num_heads must be a whole number, so raise ValueError when "
+              "num_heads does not divide d_model (an assert disappears under python -O){said}",
+    "structure_passed": "MultiHeadAttention({shown}): q_proj, k_proj, v_proj, out_proj have "
+                        "the right shapes, {count} parameters in all, and a ValueError for "
+                        "d_model % num_heads != 0.",
+    # exercise 2: forward
+    "to_raised": "MultiHeadAttention({shown}).to(dtype={dtype}) raised {kind}: {message}",
+    "pair": "forward ({label}) must return a tuple (output, weights), got a tuple of length "
+            "{length}.",
+    "output_hint": "Compare each step with the formula: project, split, attend, merge, W_O.",
+    "weights_hint": "Each head's weights are softmax(q_i k_i^T / sqrt(head_dim)) over the "
+                    "keys.",
+    "forward_passed": "MultiHeadAttention({shown}): outputs and per-head weights equal {what} "
+                      "({cases}; {dtype}).",
+    # exercise 3
+    "not_ours": "load_from_torch must copy the weights into `ours` in place and return "
+                "`ours`; it returned a different object ({result}).",
+    "wrote_torch": "load_from_torch changed torch_mha.{name}: copy from it, never into it.",
+    "none_after": "{label} is None after load_from_torch: copy the values into the existing "
+                  "parameters (with torch.no_grad(): ours.q_proj.weight.copy_(w_q)).",
+    "shares": "{label} shares memory with torch_mha's parameters: copy the values "
+              "(ours.q_proj.weight.copy_(w_q) under torch.no_grad()) so that the two modules "
+              "stay independent.",
+    "separate_hint": "With kdim or vdim != embed_dim, in_proj_weight is None and the matrices "
+                     "are {where}.",
+    "stacked_hint": "Take the q, k, v matrices from {where}.",
+    "inexact": "{label} does not hold torch's values exactly (largest error {error:.3g}): copy "
+               "them as they are. {hint}",
+    "load_passed": "load_from_torch copied {layout}{biases} and out_proj into q_proj, k_proj, "
+                   "v_proj, out_proj (d_model={d_model}, kdim={ks}, vdim={vs}, bias={bias}).",
+    # exercise 4
+    "count_int": "return the count as an int (// and *, never /, and no tensors)",
+    "count_wrong": "count_parameters({shown}) returned {got}, expected {expected} = W_Q "
+                   "{qs}*{d} + W_K {ks}*{d} + W_V {vs}*{d} + W_O {d}*{d}{biases}{reason}.",
+    "count_refuse": "num_heads={h} does not divide d_model={d} (head_dim would be {ratio:g}), "
+                    "so raise ValueError",
+    "count_passed": "count_parameters is exact on {n} layer shapes (checked against "
+                    "nn.MultiheadAttention where it applies) and refuses d_model % num_heads "
+                    "!= 0.",
+}
 
 # ------------------------------------------------------------------ references and helpers
 
 
 @reference
-def _reference(P, query, key, value, h, *, scale="head_dim", q_with="q", k_with="k",
-               v_with="v", v_input="value", in_bias=True, swap_kv=False, scores="qk",
-               softmax_dim=-1, split="ok", merge="ok", out="ok"):
-    """Multi-head attention in float64 from the weights P (nn.Linear layout); the keyword
-    arguments reproduce known mistakes. Returns (output (B, Lq, D), weights (B, h, Lq, Lk))."""
-    bias = (lambda n: P[n + "_b"]) if in_bias else (lambda n: None)
-    v_in = value if v_input == "value" else key
-    q = F.linear(query.double(), P[q_with + "_w"], bias(q_with))      # (B, Lq, D)
-    k = F.linear(key.double(), P[k_with + "_w"], bias(k_with))        # (B, Lk, D)
-    v = F.linear(v_in.double(), P[v_with + "_w"], bias(v_with))       # (B, Lk, D)
-    if swap_kv:
-        k, v = v, k
-    B, Lq, D = q.shape
-    hd = D // h
-    if split == "ok":
-        q, k, v = _split(q, h), _split(k, h), _split(v, h)            # (B, h, L, hd)
-    elif split == "interleaved":  # (B, L, hd, h): head i gets features i, i + h, ...
-        q, k, v = (t.reshape(B, t.shape[1], hd, h).permute(0, 3, 1, 2) for t in (q, k, v))
-    else:  # reshape straight to (B, h, L, hd)
-        q, k, v = (t.reshape(B, h, t.shape[1], hd) for t in (q, k, v))
-    divisor = {"head_dim": math.sqrt(hd), "d_model": math.sqrt(D), "none": 1.0,
-               "head_dim_plain": float(hd), "float32": float32_sqrt(hd) or math.sqrt(hd)}[scale]
-    products = q @ k.transpose(-2, -1) if scores == "qk" else k @ q.transpose(-2, -1)
-    weights = torch.softmax(products / divisor, dim=softmax_dim)     # (B, h, Lq, Lk)
-    heads = weights @ v                                               # (B, h, Lq, hd)
-    if merge == "ok":
-        merged = _merge(heads)                                        # (B, Lq, h*hd)
-    elif merge == "interleaved":  # (B, Lq, hd, h) flattened
-        merged = heads.permute(0, 2, 3, 1).reshape(B, Lq, h * hd)
-    else:
-        merged = heads.reshape(B, Lq, h * hd)
-    W, b = P["o_w"], P["o_b"]                                         # W: (D, h*hd) = W_O^T
-    if out == "ok":
-        output = F.linear(merged, W, b)
-    elif out == "no_bias":
-        output = F.linear(merged, W)
-    elif out == "residual":
-        output = F.linear(merged, W, b) + query.double()
-    elif out == "missing":
-        output = merged
-    elif out == "untransposed":
-        output = merged @ W + (0 if b is None else b)
-    elif out == "block_diagonal":
-        blocks = torch.zeros_like(W)
-        for i in range(h):
-            s = slice(i * hd, (i + 1) * hd)
-            blocks[s, s] = W[s, s]
-        output = F.linear(merged, blocks, b)
-    elif out == "bias_per_head":
-        output = F.linear(merged, W, None) + h * b
-    return output, weights
+def _reference(P, query, key, value, h):
+    """Multi-head attention in float64 from the weights P (nn.Linear layout), for the sizes
+    nn.MultiheadAttention does not support (query_size != d_model). Returns (output
+    (B, Lq, D), weights (B, h, Lq, Lk))."""
+    q, k, v = (_split(F.linear(t.double(), P[n + "_w"], P[n + "_b"]), h)   # (B, h, L, hd)
+               for n, t in (("q", query), ("k", key), ("v", value)))
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
+    return F.linear(_merge(weights @ v), P["o_w"], P["o_b"]), weights  # (B, Lq, D), (B, h, Lq, Lk)
 
 
 @reference
@@ -208,20 +172,18 @@ def _judge_load_into(targets, P):
     `targets` is what it found (a common.Loaded, validated when made)."""
     for attr, name in zip(PROJECTIONS, "qkvo"):
         if not targets.has(attr):
-            fail(f"MultiHeadAttention has no attribute `{attr}`. {INTERFACE}")
+            fail(MESSAGES["no_attribute"].format(attr=attr))
         for part, value in (("weight", P[name + "_w"]), ("bias", P[name + "_b"])):
             target = targets.slot(attr, part)
             if value is None:
                 if target is not None:
-                    fail(f"{attr}.{part} exists although bias=False: pass bias=bias to "
-                         "every nn.Linear.")
+                    fail(MESSAGES["bias_without_bias"].format(attr=attr, part=part))
                 continue
             if not isinstance(target, tuple):
-                fail(f"{attr}.{part} is missing although bias=True. {INTERFACE}")
+                fail(MESSAGES["bias_missing"].format(attr=attr, part=part))
             if target != tuple(value.shape):
-                fail(f"{attr}.{part} has shape {target}, expected "
-                     f"{tuple(value.shape)}: nn.Linear(in_features, out_features) stores its "
-                     "weight as (out_features, in_features).")
+                fail(MESSAGES["part_shape"].format(attr=attr, part=part, got=target,
+                                                   want=tuple(value.shape)))
 
 
 def _shown(d_model, num_heads, kwargs):
@@ -230,30 +192,19 @@ def _shown(d_model, num_heads, kwargs):
 
 # ------------------------------------------------------------------ exercise 1
 @reference
-def _projection_answers(heads, W_O, b_O):
-    """(expected output, {bug message: output}) of output_projection_by_heads, in the inputs'
-    dtype: Concat(heads) @ W_O + b_O, and what the classic mistakes give instead."""
-    batch, h, L, hd = heads.shape
-    d_model = W_O.shape[1]
-    Hd, Wd = heads.double(), W_O.double()
-    bd = 0 if b_O is None else b_O.double()
-    merged = _merge(Hd)                                     # (B, L, h*hd)
-    expected = merged @ Wd + bd                             # (B, L, d_model)
-    bugs = {
-        INTERLEAVED_BLOCKS: torch.einsum("bhld,dhe->ble", Hd, Wd.reshape(hd, h, d_model)) + bd,
-        FIRST_BLOCK: (Hd @ Wd[:hd]).sum(1) + bd,
-        HEADS_AVERAGED: (merged @ Wd) / h + bd,
-        CONCAT_MIXED: Hd.reshape(batch, L, h * hd) @ Wd + bd,
-    }
-    if b_O is not None:
-        bugs[NO_B_O] = merged @ Wd
-        bugs[B_O_PER_HEAD] = merged @ Wd + h * bd
-    if d_model == h * hd:
-        bugs[NO_W_O_MATRIX] = merged + bd
-        blocks = torch.block_diag(*[Wd[i * hd:(i + 1) * hd, i * hd:(i + 1) * hd] for i in range(h)])
-        bugs[W_O_BLOCK_DIAGONAL] = merged @ blocks + bd
-    dtype = heads.dtype
-    return expected.to(dtype), {m: c.to(dtype) for m, c in bugs.items()}
+def _projection_answer(heads, W_O, b_O):
+    """Concat(heads) @ W_O + b_O (B, L, d_model), output_projection_by_heads's answer,
+    computed in float64 and returned in the inputs' dtype."""
+    bias = 0 if b_O is None else b_O.double()
+    return (_merge(heads.double()) @ W_O.double() + bias).to(heads.dtype)
+
+
+def _expect_kind(what, documented, value=None, kinds=(), raised=None, hint=""):
+    """Fail with the kind family's sentence (diagnose.kind) and `hint` when `value` (or the
+    exception `raised`) is not of the documented kind."""
+    reason = diagnose.kind(what, documented, value, kinds, raised)
+    if reason:
+        fail(MESSAGES["kind"].format(reason=reason, hint=hint) if hint else f"{reason}.")
 
 
 @check
@@ -266,19 +217,29 @@ def output_projection_by_heads(fn, *, seed=0, batch=2, num_heads=4, L=5, head_di
     heads, W_O, b_O = random_inputs((batch, h, L, hd), (h * hd, d_model), (d_model,),
                                     seed=seed, dtype=dtype, device=device)
     b_O = b_O if bias else None
-    expected, bugs = _projection_answers(heads, W_O, b_O)
+    expected = _projection_answer(heads, W_O, b_O)
     originals = [t.clone() for t in (heads, W_O) + ((b_O,) if bias else ())]
     output, inputs = call_keeping(fn, heads, W_O, b_O, name="output_projection_by_heads")
     for before, after, name in zip(originals, inputs, ("heads", "W_O", "b_O")):
         if not (isinstance(after, torch.Tensor) and torch.equal(before, after)):
-            fail(f"output_projection_by_heads changed its input `{name}` in place: "
-                 "compute new tensors instead (avoid +=, add_ and friends on the inputs).")
+            how = ""
+            if isinstance(after, torch.Tensor) and after.shape != before.shape:
+                # a transpose_ or resize_ of the input: the shape family says which axes
+                how = MESSAGES["changed_shape"].format(
+                    got=tuple(after.shape), words=diagnose.wrong_shape(
+                        tuple(after.shape), tuple(before.shape), current_dims()))
+            fail(MESSAGES["changed_input"].format(name=name, how=how))
+    _expect_kind("output_projection_by_heads(heads, W_O, b_O)", "a tensor (B, L, d_model)",
+                 output, (torch.Tensor,))
     expect_tensor(output, "output", shape=(batch, L, d_model), dtype=dtype, device=device,
                   shape_names="(B, L, d_model)")
-    expect_close(output, expected, "output", bugs=bugs, dtype=dtype)
-    passed(f"output_projection_by_heads: sum over {h} heads of head_i @ W_O^i"
-           f"{' + b_O' if bias else ''} equals Concat(heads) @ W_O{' + b_O' if bias else ''} "
-           f"(B={batch}, L={L}, head_dim={hd}, d_model={d_model}, {dtype}).")
+    # the formula's steps (checks/formulas.py) name a mistake in one of them
+    expect_close(output, expected, "output", dtype=dtype, axes=("B", "L", "d_model"),
+                 mistakes=step_mistakes("output projection by heads",
+                                        {"heads": heads, "W_O": W_O, "b_O": b_O},
+                                        current_dims(), num_heads=h))
+    passed(MESSAGES["projection_passed"].format(h=h, bias=" + b_O" if bias else "", batch=batch,
+                                                L=L, hd=hd, d_model=d_model, dtype=dtype))
 
 
 # ------------------------------------------------------------------ exercise 2
@@ -338,13 +299,12 @@ def multi_head_attention_structure(cls, *, d_model=16, num_heads=4, query_size=N
     attrs = take(data, "attrs", dict)
     for attr, value in (("d_model", d_model), ("num_heads", num_heads), ("head_dim", head_dim)):
         got = revive(attrs.get(attr))
+        # an int: a float equal in value still fails view() and range()
+        _expect_kind(f"MultiHeadAttention({shown}).{attr}", f"an int ({value})", got,
+                     (numbers.Integral,),
+                     hint=MESSAGES["int_attribute"])
         if differs(got, value):
-            fail(f"MultiHeadAttention({shown}).{attr} is {got!r}, expected {value}. "
-                 "Store d_model, num_heads and head_dim = d_model // num_heads as attributes.")
-        if isinstance(got, float):  # equal in value, but view() and range() refuse a float
-            fail(f"MultiHeadAttention({shown}).{attr} is {got!r}, a float: store an int "
-                 "(head_dim = d_model // num_heads, with //, not /). Reshapes such as "
-                 "view(B, L, num_heads, head_dim) refuse a float size.")
+            fail(MESSAGES["attribute_value"].format(shown=shown, attr=attr, got=got, want=value))
     sizes = {"q_proj": query_size or d_model, "k_proj": key_size or d_model,
              "v_proj": value_size or d_model, "out_proj": d_model}
     inputs = {"q_proj": "query_size", "k_proj": "key_size", "v_proj": "value_size",
@@ -353,42 +313,39 @@ def multi_head_attention_structure(cls, *, d_model=16, num_heads=4, query_size=N
     for attr in PROJECTIONS:
         proj = projections.get(attr)
         if proj is None:
-            fail(f"MultiHeadAttention({shown}) has no attribute `{attr}`. {INTERFACE}")
+            _expect_kind(f"MultiHeadAttention({shown}).{attr}", "an nn.Linear", kinds=(nn.Linear,),
+                         raised="AttributeError",
+                         hint=MESSAGES["no_attribute"].format(attr=attr).rstrip("."))
         weight, b = revive(take(proj, "weight", object)), revive(take(proj, "bias", object))
         expect_tensor(weight, f"{attr}.weight")
-        if tuple(weight.shape) != (d_model, sizes[attr]):
-            fail(f"{attr}.weight has shape {tuple(weight.shape)}, expected "
-                 f"{(d_model, sizes[attr])} = (d_model, {inputs[attr]}): {attr} maps "
-                 f"{inputs[attr]} = {sizes[attr]} input features to d_model = {d_model}, and "
-                 "nn.Linear(in_features, out_features) stores (out_features, in_features).")
+        want = (d_model, sizes[attr])
+        if tuple(weight.shape) != want:
+            words = diagnose.wrong_shape(tuple(weight.shape), want, current_dims(),
+                                         ("d_model", inputs[attr]))
+            fail(MESSAGES["weight_shape"].format(attr=attr, got=tuple(weight.shape), want=want,
+                                                 inputs=inputs[attr], words=words,
+                                                 size=sizes[attr], d_model=d_model))
         if bias and (not isinstance(b, torch.Tensor) or tuple(b.shape) != (d_model,)):
-            fail(f"{attr}.bias should be a tensor of shape ({d_model},) when bias=True, got "
-                 f"{b if b is None else tuple(b.shape) if isinstance(b, torch.Tensor) else b}.")
-        if not bias and b is not None:
-            fail(f"{attr}.bias exists although bias=False: pass bias=bias to every nn.Linear.")
+            fail(MESSAGES["bias_shape"].format(
+                attr=attr, d_model=d_model,
+                got=tuple(b.shape) if isinstance(b, torch.Tensor) else b))
+        if not bias:
+            _expect_kind(f"{attr}.bias", "None (bias=False)", b, (type(None),),
+                         hint=MESSAGES["pass_bias"])
     if take(data, "shared", bool):
-        fail("two of q_proj, k_proj, v_proj, out_proj share one weight tensor: each needs its "
-             "own parameters.")
+        fail(MESSAGES["shared"])
     count = take(data, "count", int)
     weights, expected = answers["weights"], answers["count"]
     if count != expected:
-        fail(f"MultiHeadAttention({shown}) has {count} parameters, expected {expected} = "
-             f"{weights} weights + {expected - weights} biases: the four nn.Linear layers and "
-             "nothing else (no per-head copies of the matrices).")
+        fail(MESSAGES["count"].format(shown=shown, count=count, expected=expected,
+                                      weights=weights, biases=expected - weights))
     bad = take_error(data, "bad")
-    if bad is None:
-        fail(f"MultiHeadAttention({bad_d}, {bad_h}) did not raise: head_dim = d_model / "
-             "num_heads must be a whole number, so raise ValueError when num_heads does not "
-             "divide d_model.")
-    if bad[0] != "ValueError":
-        if bad[0] == "NotImplementedError":
-            fail("MultiHeadAttention is not implemented yet: replace `raise "
-                 "NotImplementedError()` with your code.")
-        fail(f"MultiHeadAttention({bad_d}, {bad_h}) raised {bad[0]}: {bad[1]}; "
-             "raise ValueError when num_heads does not divide d_model (an assert disappears "
-             "under python -O).")
-    passed(f"MultiHeadAttention({shown}): q_proj, k_proj, v_proj, out_proj have the right "
-           f"shapes, {count} parameters in all, and a ValueError for d_model % num_heads != 0.")
+    if bad is not None and bad[0] == "NotImplementedError":
+        fail(MESSAGES["not_implemented"].format(name="MultiHeadAttention"))
+    _expect_kind(f"MultiHeadAttention({bad_d}, {bad_h})", "a ValueError",
+                 raised=None if bad is None else bad[0],
+                 hint=MESSAGES["refuse"].format(said="" if bad is None else f"; it said: {bad[1]}"))
+    passed(MESSAGES["structure_passed"].format(shown=shown, count=count))
 
 
 # forward must not hand the work to PyTorch's own implementation, which the check compares
@@ -416,17 +373,18 @@ def _forward(cls, d_model, num_heads, kwargs, P, dtype, device, inputs):
     data["results"] = []
     for query, key, value in inputs:
         with forbid_spec(*FORBIDS):
-            seen = observe(module, query, key, value)
+            # mask=None, as the exercise documents it (chapter 4 gives masks)
+            seen = observe(module, query, key, value, mask=None)
         data["results"].append([seen.result, seen.error])
     return data
 
 
 @reference
 def _forward_answers(P, inputs, num_heads, key_size, value_size, bias, dtype, device):
-    """For each (query, key, value) of `inputs`: (expected output, expected weights,
-    {bug message: output}, {bug message: weights}) in `dtype`. The expected values come from
-    nn.MultiheadAttention holding the weights P where it supports the sizes
-    (query_size == d_model), else from the float64 _reference."""
+    """For each (query, key, value) of `inputs`: (expected output (B, Lq, D), expected
+    weights (B, h, Lq, Lk)) in `dtype`, from nn.MultiheadAttention holding the weights P where
+    it supports the sizes (query_size == d_model), else from the float64 _reference. What a
+    mistake gives instead comes from the formula's steps (step_mistakes)."""
     d_model = P["q_w"].shape[0]
     torch_mha = None
     if P["q_w"].shape[1] == d_model:
@@ -446,24 +404,6 @@ def _forward_answers(P, inputs, num_heads, key_size, value_size, bias, dtype, de
                 torch_mha.in_proj_bias.copy_(torch.cat([P[n + "_b"] for n in "qkv"]))
                 torch_mha.out_proj.bias.copy_(P["o_b"])
         torch_mha.eval()
-    variants = {
-        NO_W_O: dict(out="missing"), W_O_UNTRANSPOSED: dict(out="untransposed"),
-        W_O_BLOCK_DIAGONAL: dict(out="block_diagonal"),
-        SCALE_D_MODEL: dict(scale="d_model"), NO_SCALE: dict(scale="none"),
-        K_FROM_Q: dict(k_with="q"), V_FROM_K: dict(v_with="k"),
-        KV_SWAPPED: dict(swap_kv=True), SOFTMAX_DIM: dict(softmax_dim=-2),
-        SPLIT_MIXED: dict(split="mixed"), MERGE_MIXED: dict(merge="mixed"),
-        SOFTMAX_HEADS: dict(softmax_dim=1), SCALE_HEAD_DIM: dict(scale="head_dim_plain"),
-        SCORES_K_Q: dict(scores="kq"), QK_PROJ_SWAPPED: dict(q_with="k", k_with="q"),
-        V_FROM_KEY: dict(v_input="key"), SPLIT_INTERLEAVED: dict(split="interleaved"),
-        MERGE_INTERLEAVED: dict(merge="interleaved"), RESIDUAL: dict(out="residual"),
-    }
-    if bias:
-        variants[B_O_PER_HEAD] = dict(out="bias_per_head")
-        variants[NO_B_O_FORWARD] = dict(out="no_bias")
-        variants[NO_IN_BIASES] = dict(in_bias=False)
-    if float32_sqrt(d_model // num_heads) is not None:  # common.py's rule (float64 runs)
-        variants[FLOAT32_SQRT] = dict(scale="float32")
     answers = []
     for q_in, k_in, v_in in inputs:
         if torch_mha is not None:
@@ -473,21 +413,7 @@ def _forward_answers(P, inputs, num_heads, key_size, value_size, bias, dtype, de
         else:
             expected, expected_w = (t.to(dtype) for t in _reference(P, q_in, k_in, v_in,
                                                                      num_heads))
-        bugs = ({}, {})
-        for message, variant in variants.items():
-            try:
-                out = _reference(P, q_in, k_in, v_in, num_heads, **variant)
-            except RuntimeError:  # the mistake would have raised for these sizes
-                continue
-            bugs[0][message] = out[0].to(dtype)
-            if not {"out", "merge", "v_with", "v_input"} & set(variant):
-                # mistakes after the softmax, or in the values, leave the weights right
-                bugs[1][message] = out[1].to(dtype)
-        q, k = (_split(F.linear(t.double(), P[n + "_w"], P[n + "_b"]), num_heads)
-                for n, t in (("q", q_in), ("k", k_in)))
-        bugs[1][SCORES_AS_WEIGHTS] = (q @ k.transpose(-2, -1)
-                                      / math.sqrt(d_model // num_heads)).to(dtype)
-        answers.append((expected, expected_w, bugs[0], bugs[1]))
+        answers.append((expected, expected_w))
     return answers
 
 
@@ -536,7 +462,8 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
     judge_construct(data, f"MultiHeadAttention({shown})")
     error = take_error(data, "to_error")
     if error is not None:
-        fail(f"MultiHeadAttention({shown}).to(dtype={dtype}) raised {error[0]}: {error[1]}")
+        fail(MESSAGES["to_raised"].format(shown=shown, dtype=dtype, kind=error[0],
+                                          message=error[1]))
     _judge_load_into(take(data, "targets", dict), P)
     results = take(data, "results", list)
     if len(results) != len(cases):
@@ -548,13 +475,12 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
             fail(MALFORMED.format(what="results"))
         raised(item[1], f"forward ({label})")
         result = revive(item[0])
-        if not (isinstance(result, tuple) and len(result) == 2):
-            fail(f"forward ({label}) must return a tuple (output, weights), got "
-                 f"{type_name(result)}" + (f" of length {len(result)}"
-                                           if isinstance(result, tuple) else "") + ".")
+        _expect_kind(f"forward ({label})", "a tuple (output, weights)", result, (tuple,))
+        if len(result) != 2:
+            fail(MESSAGES["pair"].format(label=label, length=len(result)))
         output, weights = result
         Lk_case = k_in.shape[1]
-        expected, expected_w, output_bugs, weight_bugs = answer
+        expected, expected_w = answer
 
         context = f" ({label}, B={batch}, Lq={q_in.shape[1]}, Lk={Lk_case}, {dtype})"
         expect_tensor(output, "output" + context, dtype=dtype, device=device)
@@ -563,32 +489,27 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
         # that no entry of the tables names
         inputs = {"query": q_in, "key": k_in, "value": v_in, "mask": None,
                   **{f"{n}_{part}": P[f"{n}_{part}"] for n in "qkvo" for part in "wb"}}
-        expect_close(output, expected, "output" + context, bugs=output_bugs, dtype=dtype,
+        expect_close(output, expected, "output" + context, dtype=dtype,
                      mistakes=step_mistakes("multi-head attention", inputs, current_dims(),
                                             num_heads=h),
                      scale=scale, condition=condition.amax(), axes=("B", "Lq", "d_model"),
-                     hint="Compare each step with the formula: project, split, attend, merge, "
-                          "W_O.")
+                     hint=MESSAGES["output_hint"])
         expect_tensor(weights, "weights" + context)
         shape = (batch, h, q_in.shape[1], Lk_case)
-        if tuple(weights.shape) == (batch, q_in.shape[1], Lk_case):
-            fail(f"weights{context} have shape {tuple(weights.shape)} = (B, Lq, Lk): they were "
-                 "averaged over the heads (nn.MultiheadAttention's default, "
-                 "average_attn_weights=True). Return the weights of every head, "
-                 f"(B, num_heads, Lq, Lk) = {shape}.")
-        if tuple(weights.shape) == (batch * h, q_in.shape[1], Lk_case):
-            fail(f"weights{context} have shape {tuple(weights.shape)} = (B * num_heads, Lq, Lk): "
-                 f"keep the head axis separate, (B, num_heads, Lq, Lk) = {shape}.")
+        if weights.dim() + 1 == len(shape):  # the fewer-axes family: averaged, flattened
+            expect_close(weights, expected_w, "weights" + context, dtype=dtype,
+                         axes=("B", "num_heads", "Lq", "Lk"))
         expect_tensor(weights, "weights" + context, shape=shape, dtype=dtype,
                       shape_names="(B, num_heads, Lq, Lk)")
-        expect_close(weights, expected_w, "weights" + context, bugs=weight_bugs, dtype=dtype,
+        expect_close(weights, expected_w, "weights" + context, dtype=dtype,
                      condition=condition, axes=("B", "num_heads", "Lq", "Lk"),
-                     hint="Each head's weights are softmax(q_i k_i^T / sqrt(head_dim)) over the "
-                          "keys.")
+                     mistakes=step_mistakes("multi-head weights", inputs, current_dims(),
+                                            num_heads=h),
+                     hint=MESSAGES["weights_hint"])
     what = ("nn.MultiheadAttention with the same weights" if sizes[0] == d_model
             else "a float64 reference (nn.MultiheadAttention needs query_size == d_model)")
-    passed(f"MultiHeadAttention({shown}): outputs and per-head weights equal {what} "
-           f"({', '.join(c[0] for c in cases)}; {dtype}).")
+    passed(MESSAGES["forward_passed"].format(shown=shown, what=what, dtype=dtype,
+                                             cases=", ".join(c[0] for c in cases)))
 
 
 # ------------------------------------------------------------------ exercise 3
@@ -714,12 +635,11 @@ def load_from_torch(fn, *, seed=0, d_model=16, num_heads=4, key_size=None, value
         fail(MALFORMED.format(what="`ours` before load_from_torch ran"))
     raised(data["error"], "load_from_torch")
     if data["result"] is not None and data["is_ours"] is False:
-        fail("load_from_torch must copy the weights into `ours` in place and return `ours`; "
-             f"it returned a different object ({data['result']}).")
+        fail(MESSAGES["not_ours"].format(result=data["result"]))
     after = data["torch_mha"]
     for name, p in torch_state.items():
         if _differs_tensor(after[name], p):
-            fail(f"load_from_torch changed torch_mha.{name}: copy from it, never into it.")
+            fail(MESSAGES["wrote_torch"].format(name=name))
     separate = "in_proj_weight" not in torch_state
     copied, shares = data["ours"], data["shares"]
     if separate:
@@ -727,8 +647,6 @@ def load_from_torch(fn, *, seed=0, d_model=16, num_heads=4, key_size=None, value
     else:
         where = "in_proj_weight.chunk(3)"
     w, b = answers["weight"], answers["bias"]
-    order = ("in_proj_weight stacks [W_q; W_k; W_v] in this order: "
-             "w_q, w_k, w_v = in_proj_weight.chunk(3)")
     for attr, n in zip(PROJECTIONS, "qkvo"):
         for part, table in (("weight", w), ("bias", b)):
             if part == "bias" and not bias:
@@ -736,49 +654,28 @@ def load_from_torch(fn, *, seed=0, d_model=16, num_heads=4, key_size=None, value
             actual = revive(copied[f"{attr}.{part}"])
             expected = table[n].detach()
             label = f"ours.{attr}.{part}"
+            # the loading's steps (checks/formulas.py): which tensor it took, whether it
+            # copied; asked on every run, so that the kit's fixtures hold them too
+            mistakes = step_mistakes("loaded weight",
+                                     {**torch_state, "stale": stale[f"{attr}.{part}"]},
+                                     current_dims(), name=n, part=part)
             if actual is None:
-                fail(f"{label} is None after load_from_torch: copy the values into the existing "
-                     "parameters (with torch.no_grad(): ours.q_proj.weight.copy_(w_q)).")
+                fail(MESSAGES["none_after"].format(label=label))
             expect_tensor(actual, label, shape=expected.shape, dtype=dtype,
                           shape_names="(out_features, in_features)" if part == "weight" else None)
             if torch.equal(actual.detach(), expected):
                 if shares[f"{attr}.{part}"]:
-                    fail(f"{label} shares memory with torch_mha's parameters: copy the values "
-                         "(ours.q_proj.weight.copy_(w_q) under torch.no_grad()) so that the two "
-                         "modules stay independent.")
+                    fail(MESSAGES["shares"].format(label=label))
                 continue
-            if torch.equal(actual.detach(), stale[f"{attr}.{part}"]):
-                hint = ""
-                if attr == "out_proj":
-                    hint = " W_O lives in torch_mha.out_proj (weight and bias)."
-                elif part == "bias":
-                    hint = " in_proj_bias stacks [b_q; b_k; b_v]: chunk(3) it like in_proj_weight."
-                fail(f"{label} was not copied: it still holds its old values.{hint}")
-            for other, tensor in table.items():
-                if other != n and tuple(tensor.shape) == tuple(actual.shape) and \
-                        torch.equal(actual.detach(), tensor.detach()):
-                    if part == "bias":
-                        fix = "in_proj_bias stacks [b_q; b_k; b_v]: b_q, b_k, b_v = in_proj_bias.chunk(3)"
-                    elif separate:
-                        fix = f"use {where}, in that order"
-                    else:
-                        fix = order
-                    fail(f"{label} holds torch's {other}-{part} instead of its {n}-{part}: the "
-                         f"q, k, v order is wrong. {fix}.")
-            if part == "weight" and tuple(expected.shape[::-1]) == tuple(actual.shape) and \
-                    torch.equal(actual.detach(), expected.T):
-                fail(f"{label} holds the transpose of torch's matrix: nn.Linear.weight, "
-                     "in_proj_weight and out_proj.weight all store (out_features, in_features), "
-                     "so copy them without transposing.")
-            fail(f"{label} does not hold torch's values (largest error "
-                 f"{(actual.detach().double() - expected.double()).abs().max().item():.3g}). "
-                 + (f"With kdim or vdim != embed_dim, in_proj_weight is None and the matrices "
-                    f"are {where}." if separate else f"Take the q, k, v matrices from {where}."))
+            hint = MESSAGES["separate_hint" if separate else "stacked_hint"].format(where=where)
+            expect_close(actual, expected, label, dtype=dtype, hint=hint, mistakes=mistakes)
+            fail(MESSAGES["inexact"].format(
+                label=label, hint=hint,
+                error=(actual.detach().double() - expected.double()).abs().max().item()))
     layout = ("q_proj_weight, k_proj_weight, v_proj_weight" if separate
               else "in_proj_weight (3*d_model, d_model)")
-    passed(f"load_from_torch copied {layout}{', in_proj_bias' if bias else ''} and out_proj "
-           f"into q_proj, k_proj, v_proj, out_proj (d_model={d_model}, kdim={ks}, vdim={vs}, "
-           f"bias={bias}).")
+    passed(MESSAGES["load_passed"].format(layout=layout, biases=", in_proj_bias" if bias else "",
+                                          d_model=d_model, ks=ks, vs=vs, bias=bias))
 
 
 # ------------------------------------------------------------------ exercise 4
@@ -818,64 +715,57 @@ def _count_configs(seed):
     return configs
 
 
-@reference
-def _count_answers(configs):
-    """[(expected count, {bug message: what the mistake counts})] for each (d_model,
-    num_heads, {keyword arguments}) of `configs`."""
-    answers = []
+def _count_inputs(configs):
+    """The layer shapes of `configs` ([(d_model, num_heads, {keyword arguments})]) as the
+    inputs of formulas.parameter_count_formula: {"d_model", "num_heads", "query_size",
+    "key_size", "value_size", "bias" (1 or 0)}, each a float64 tensor (one entry a shape)."""
+    columns = {name: [] for name in ("d_model", "num_heads", "query_size", "key_size",
+                                     "value_size", "bias")}
     for d, h, kw in configs:
-        qs, ks, vs = kw.get("query_size") or d, kw.get("key_size") or d, kw.get("value_size") or d
-        bias = kw.get("bias", True)
-        biases = 4 * d if bias else 0
-        answers.append((_count_reference(d, h, **kw), {
-            COUNT_NO_BIASES: d * (qs + ks + vs + d),
-            COUNT_W_O_PER_HEAD: d * (qs + ks + vs) + h * d * d + biases,
-            COUNT_QKV_PER_HEAD: h * d * (qs + ks + vs) + d * d + biases,
-            COUNT_ONE_HEAD: (d // h) * (qs + ks + vs) + d * d + biases,
-            COUNT_SIZES_IGNORED: 4 * d * d + biases,
-            COUNT_NO_OUT_BIAS: d * (qs + ks + vs + d) + (3 * d if bias else 0),
-        }))
-    return answers
+        for name, value in (("d_model", d), ("num_heads", h),
+                            ("query_size", kw.get("query_size") or d),
+                            ("key_size", kw.get("key_size") or d),
+                            ("value_size", kw.get("value_size") or d),
+                            ("bias", int(kw.get("bias", True)))):
+            columns[name].append(value)
+    return {name: torch.tensor(values, dtype=torch.float64) for name, values in columns.items()}
 
 
 @check
 def count_parameters(fn, *, seed=0):
     """fn(d_model, num_heads, *, query_size=None, key_size=None, value_size=None, bias=True)
-    -> the exact number of parameters; ValueError when num_heads does not divide d_model."""
+    -> the exact number of parameters, an int; ValueError when num_heads does not divide
+    d_model."""
     configs = _count_configs(seed)
-    rows = []
-    for (d, h, kw), (expected, bugs) in zip(configs, _count_answers(configs)):
-        shown = ", ".join([str(d), str(h)] + [f"{k}={v}" for k, v in kw.items()])
-        got = call(fn, d, h, name=f"count_parameters({shown})", **kw)
-        if isinstance(got, bool) or not isinstance(got, (int, float)) and not (
-                isinstance(got, torch.Tensor) and got.numel() == 1):
-            fail(f"count_parameters({shown}) returned {got!r}: return a number (an int).")
-        got = got.item() if isinstance(got, torch.Tensor) else got
-        qs, ks, vs = kw.get("query_size") or d, kw.get("key_size") or d, kw.get("value_size") or d
-        rows.append(dict(shown=shown, got=got, expected=expected, d=d, sizes=(qs, ks, vs),
-                         bias=kw.get("bias", True), bugs=bugs))
-    wrong = [r for r in rows if r["got"] != r["expected"]]
+    shown, got = [], []
+    for d, h, kw in configs:
+        shown.append(", ".join([str(d), str(h)] + [f"{k}={v}" for k, v in kw.items()]))
+        value = call(fn, d, h, name=f"count_parameters({shown[-1]})", **kw)
+        # an int (numpy's integers are ints too); a float, a bool or a tensor is not
+        _expect_kind(f"count_parameters({shown[-1]})", "an int", value, (numbers.Integral,),
+                     hint=MESSAGES["count_int"])
+        got.append(int(value))
+    expected = [_count_reference(d, h, **kw) for d, h, kw in configs]
+    # every layer shape at once: a mistake in one step of the formula fits all of them (asked
+    # on every run, so that the kit's fixtures hold it too)
+    mistakes = step_mistakes("parameter count", _count_inputs(configs), {})
+    wrong = [i for i, (g, e) in enumerate(zip(got, expected)) if g != e]
     if wrong:
-        for message in wrong[0]["bugs"]:
-            if all(r["got"] == r["bugs"][message] for r in rows):
-                fail(f"count_parameters({wrong[0]['shown']}) returned {wrong[0]['got']}, "
-                     f"expected {wrong[0]['expected']}: {message}.")
-        r = wrong[0]
-        (qs, ks, vs), d = r["sizes"], r["d"]
-        fail(f"count_parameters({r['shown']}) returned {r['got']}, expected {r['expected']} = "
-             f"W_Q {qs}*{d} + W_K {ks}*{d} + W_V {vs}*{d} + W_O {d}*{d}"
-             + (f" + biases 4*{d}" if r["bias"] else " (no biases)") + ".")
+        i = wrong[0]
+        actual, answer = (torch.tensor(v, dtype=torch.float64) for v in (got, expected))
+        reason = diagnose.explain(actual, answer, torch.equal, actual != answer, {},
+                                  ("layer shape",), mistakes)
+        (d, h, kw) = configs[i]
+        qs, ks, vs = kw.get("query_size") or d, kw.get("key_size") or d, kw.get("value_size") or d
+        fail(MESSAGES["count_wrong"].format(
+            shown=shown[i], got=got[i], expected=expected[i], qs=qs, ks=ks, vs=vs, d=d,
+            biases=f" + biases 4*{d}" if kw.get("bias", True) else " (no biases)",
+            reason=f": {reason}" if reason else ""))
     for d, h in ((10, 4), (12, 5)):
-        try:
-            got = fn(d, h)
-        except ValueError:
-            continue
-        except NotImplementedError:
-            fail("count_parameters is not implemented yet.")
-        except Exception as error:
-            fail(f"count_parameters({d}, {h}) raised {type(error).__name__}: {error}; raise "
-                 "ValueError when num_heads does not divide d_model.")
-        fail(f"count_parameters({d}, {h}) returned {got!r}: num_heads={h} does not divide "
-             f"d_model={d} (head_dim would be {d / h:g}), so raise ValueError.")
-    passed(f"count_parameters is exact on {len(rows)} layer shapes (checked against "
-           "nn.MultiheadAttention where it applies) and refuses d_model % num_heads != 0.")
+        value, error = attempt(fn, d, h)
+        if error is not None and error[0] == "NotImplementedError":
+            fail(MESSAGES["not_implemented"].format(name="count_parameters"))
+        _expect_kind(f"count_parameters({d}, {h})", "a ValueError", value,
+                     raised=None if error is None else error[0],
+                     hint=MESSAGES["count_refuse"].format(h=h, d=d, ratio=d / h))
+    passed(MESSAGES["count_passed"].format(n=len(configs)))

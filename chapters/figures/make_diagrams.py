@@ -5,7 +5,10 @@ phone's screen (380 units wide, no text under 13 units):
 - split_shapes.svg (chapter 2): the path of the features through split_heads and back;
 - mha_shapes.svg (chapter 3): multi-head attention with the shape of every tensor;
 - mask_shapes.svg (chapter 4): how a padding mask and a causal mask broadcast to the scores;
-- tiny_model.svg (chapter 5): the path of the tokens through chapter 5's model.
+- tiny_model.svg (chapter 5): the path of the tokens through chapter 5's model;
+- grouped_heads.svg (chapter 6): which key/value head each query head reads, and repeat_kv;
+- kv_cache.svg (chapter 6): one decoding step with a cache, and its bottom-right mask;
+- pre_ln_block.svg (chapter 7): the pre-LayerNorm decoder block.
 
 Generated files; edit this script and run it (python chapters/figures/make_diagrams.py).
 """
@@ -66,6 +69,33 @@ class Diagram:
             self.parts.append(f'<text x="22" y="{self.y + 21 + 18 * n}" style="{SANS}; '
                               f'font-size: 13px; fill: #9b2c2c">{escape(text)}</text>')
         self.y += height
+
+    def grid(self, rows, columns, allowed, row_labels, caption):
+        """A mask as a grid of cells, one row per query and one column per key: green where
+        allowed(row, column), grey where not; each row named at its left, the keys numbered
+        above, `caption` (lines) under it."""
+        cell = min(26, (W - 110) / columns)
+        left = W - 20 - cell * columns
+        for column in range(columns):
+            self.parts.append(f'<text x="{left + (column + 0.5) * cell:.1f}" y="{self.y + 16}" '
+                              f'text-anchor="middle" style="{MONO}; font-size: 13px; '
+                              f'fill: #4a5568">{column}</text>')
+        top = self.y + 24
+        for row in range(rows):
+            y = top + row * cell
+            self.parts.append(f'<text x="{left - 8:.1f}" y="{y + cell / 2 + 5:.1f}" '
+                              f'text-anchor="end" style="{MONO}; font-size: 13px; '
+                              f'fill: #1a202c">{escape(row_labels[row])}</text>')
+            for column in range(columns):
+                fill = "#b5e48c" if allowed(row, column) else "#edf2f7"
+                self.parts.append(f'<rect x="{left + column * cell:.1f}" y="{y:.1f}" '
+                                  f'width="{cell:.1f}" height="{cell:.1f}" fill="{fill}" '
+                                  'stroke="#4a5568" stroke-width="1"/>')
+        self.y = top + rows * cell + 4
+        for n, text in enumerate(caption):
+            self.parts.append(f'<text x="{W / 2}" y="{self.y + 16 + 18 * n}" text-anchor="middle" '
+                              f'style="{SANS}; font-size: 13px; fill: #1a202c">{escape(text)}</text>')
+        self.y += 6 + 18 * len(caption)
 
     def write(self, name):
         h = self.y + 8
@@ -161,3 +191,59 @@ d.arrow(["two linear readouts, no residual, no MLP:", "all they know of other po
 d.box([("logits of both relations", "title"), ("previous  (N, L, vocab_size)", "shape"),
        ("first     (N, L, vocab_size)", "shape")], "#e6fffa")
 d.write("tiny_model.svg")
+
+QUERY_COLOURS = ["#8ecae6"] * 4 + ["#ffb703"] * 4  # query heads by the key/value head they read
+
+d = Diagram()
+d.box([("queries: num_heads = 8 heads", "title"), ("Q  (B, 8, L, head_dim)", "shape")], "#ebf8ff")
+d.strip([f"q{i}" for i in range(8)], QUERY_COLOURS)
+d.box([("keys and values: num_kv_heads = 2", "title"),
+       ("K, V  (B, 2, L, head_dim)", "shape")], "#fefcbf")
+d.strip(["kv0", "kv1"], ["#8ecae6", "#ffb703"])
+d.arrow(["repeat_kv: repeat_interleave(G, dim=1),", "G = num_heads // num_kv_heads = 4"])
+d.box([("K, V for every query head", "title"), ("(B, 8, L, head_dim)", "shape")], "#fefcbf")
+d.strip(["kv0"] * 4 + ["kv1"] * 4, QUERY_COLOURS)
+d.arrow(["query head i reads key/value head i // G:", "G consecutive query heads share one"])
+d.box([("then chapter 3's attention, per head", "title"),
+       ("output  (B, L, d_model)", "shape")], "#e6fffa")
+d.note(["The trap: repeat(1, 4, 1, 1) tiles instead:",
+        "kv0 kv1 kv0 kv1 ..., so query head 1 reads kv1.",
+        "Same shape, no error, other weights' heads."])
+d.write("grouped_heads.svg")
+
+d = Diagram()
+d.box([("the cache holds 4 earlier positions", "title"),
+       ("keys, values  (B, num_kv_heads, 4, head_dim)", "shape")], "#edf2f7")
+d.arrow(["L_new = 3 new positions: project them,", "cache.append: torch.cat along dim=2"])
+d.box([("keys, values of all T = 7 positions", "title"),
+       ("(B, num_kv_heads, 7, head_dim)", "shape"),
+       ("queries of the 3 new positions only", "title"),
+       ("(B, num_heads, 3, head_dim)", "shape")], "#fefcbf")
+d.arrow(["scores (B, num_heads, 3, 7): which keys", "may new query i read?"])
+d.grid(3, 7, lambda row, column: column <= 4 + row, ["pos 4", "pos 5", "pos 6"],
+       ["keys 0..6; new query i sits at position 4 + i", "and reads keys 0..4 + i: the lower",
+        "triangle aligned at the bottom-right corner:",
+        "its diagonal moved T − L_new = 4 to the right"])
+d.arrow(["softmax, weights @ values, W_O"])
+d.box([("output of the new positions", "title"), ("(B, 3, d_model)", "shape")], "#e6fffa")
+d.note(["The trap: chapter 4's causal_mask(3, 7) is aligned",
+        "top-left: new query 0 would read key 0 only.",
+        "One new token (L_new = 1) reads every cached key:",
+        "it needs no mask at all."])
+d.write("kv_cache.svg")
+
+d = Diagram()
+d.box([("x, the residual stream", "title"), ("(B, L, d_model)", "shape")], "#edf2f7")
+d.arrow(["ln1: LayerNorm(d_model), on a copy;", "x itself goes round, untouched"])
+d.box([("h = ln1(x)", "title"), ("(B, L, d_model)", "shape")], "#ebf8ff")
+d.arrow(["causal multi-head attention on h", "(dropout on its weights), then dropout"])
+d.box([("x = x + dropout(attn(h))", "title"), ("(B, L, d_model)", "shape")], "#fefcbf")
+d.arrow(["ln2, then the feed-forward:", "Linear(d_model, d_ff), GELU,",
+         "Linear(d_ff, d_model), then dropout"])
+d.box([("x + dropout(ff(ln2(x)))", "title"), ("(B, L, d_model)", "shape")], "#e6fffa")
+d.note(["Pre-LN normalises what enters each sublayer and",
+        "adds the sublayer's output to the raw x. Post-LN",
+        "(the 2017 paper) normalises after the addition:",
+        "LayerNorm(x + attn(x)). Dropout goes on the",
+        "sublayer's output, never on x + sublayer(x)."])
+d.write("pre_ln_block.svg")

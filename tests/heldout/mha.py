@@ -167,5 +167,5 @@ BUGS = {
                                         "    weights = sum(size * num_heads * head_dim for size in inputs)")},
         fails=["test_count_parameters"],
         diagnosis=r"(?i)\bint\b|integer|float|whole number",
-        notes="false pass: the check accepts 444.0 where the exercise asks for an int"),
+        notes="the check accepts 444.0 where the exercise asks for an int"),
 }
