@@ -205,3 +205,19 @@ def test_expect_close_names_a_family_before_the_generic_message():
     with pytest.raises(common.CheckFailure) as failure:
         common.expect_close(x * math.sqrt(3), x, "output")
     assert "output is wrong: it is the right answer times 1.73205" in str(failure.value)
+
+
+# ------------------------------------------------------------------------------ states
+
+def test_state_dependent_names_the_starting_states_right_and_wrong():
+    outcomes = {"a model in training mode": (False, "it left the model in eval mode"),
+                "a model in eval mode": (True, "")}
+    reason = diagnose.state_dependent(outcomes)
+    assert reason == ("it is right from a model in eval mode but not from a model in training "
+                      "mode: it left the model in eval mode")
+    assert diagnose.FAMILY_PATTERN.search(diagnose.explained("generate(model)", reason))
+    # right from every state, or wrong from every state: nothing depends on the state
+    assert diagnose.state_dependent({"an empty cache": (True, ""),
+                                     "a filled cache": (True, "")}) is None
+    assert diagnose.state_dependent({"an empty cache": (False, "wrong"),
+                                     "a filled cache": (False, "wrong")}) is None

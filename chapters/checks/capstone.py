@@ -27,12 +27,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import current_dims, step_mistakes
+from .common import close, current_dims, family_reason, step_mistakes
 from .common import (MALFORMED, CheckFailure, attempt, by_owner, check, construct, expect_close,
                      expect_tensor, fail, generator, given, is_class, is_module,
                      judge_construct, load_weights, max_error, observe, passed, raised,
-                     random_inputs, read_back, reference, revive, type_name,
-                     where_it_differs)
+                     random_inputs, read_back, reference, revive, type_name)
+from .diagnose import explained, one_step, state_dependent
 
 BLOCK_PARAMS = ("ln1.weight", "ln1.bias", "attn.q_proj.weight", "attn.q_proj.bias",
                 "attn.k_proj.weight", "attn.k_proj.bias", "attn.v_proj.weight",
@@ -88,10 +88,10 @@ def _block_run(cls, cache_cls, d_model, num_heads, d_ff, P, x, x_future, dtype, 
     """Build cls(d_model, num_heads, d_ff, 0.3) where the student's code runs, move it to
     dtype and device in eval mode and load the grader's parameters P ("found": what
     load_weights found there). Then call it on the grader's inputs, each output sent back by
-    value ([result, error] pairs): on x, x_future and x again; with a cache_cls() cache, the
-    first half of the positions as a prefill, then one position per call ("cached"); and in
-    training mode with the attention's own dropout off, after torch.manual_seed(0)
-    ("train")."""
+    value ([result, error] pairs): after torch.manual_seed(0), on x, x_future and x again;
+    with a cache_cls() cache, the first half of the positions as a prefill, then one position
+    per call ("cached"); and in training mode with the attention's own dropout off, after
+    torch.manual_seed(0) ("train")."""
     block, data = construct(cls, d_model, num_heads, d_ff, 0.3)
     if block is None:
         return data
@@ -107,6 +107,9 @@ def _block_run(cls, cache_cls, d_model, num_heads, d_ff, P, x, x_future, dtype, 
         seen = observe(block, *args, **kwargs)
         return [seen.result, seen.error]
 
+    # eval mode: dropout must be off; seeded as the training-mode run below is, so that a
+    # dropout left on draws the masks the grader knows (_dropout_masks) and shows in values
+    given("torch:manual_seed", 0)
     data["out"], data["future"] = run(x), run(x_future)
     data["again"] = run(x)
     cache, data["cache_error"] = attempt(cache_cls)
@@ -136,14 +139,26 @@ def _dropout_masks(shape, p, dtype, count=2, seed=0):
             for _ in range(count)]
 
 
-@reference
-def _block_train_answer(P, x, num_heads, masks):
-    """The block's output in training mode (attention dropout off) with the dropout masks
-    `masks` on each sublayer's output: x + m1 attn(ln1(x)), then + m2 ff(ln2(.)), float64."""
+def _formula_inputs(P, x, masks):
+    """The inputs of formulas.block_formula from the block's parameters P {parameter name:
+    tensor}, x (B, L, D) and the two dropout masks (B, L, D): "x", the causal "mask" (L, L),
+    "ln1_w" ... "ff2_b", the attention's "q_w" ... "o_b" and "drop" (2, B, L, D)."""
     L = x.shape[1]
-    causal = torch.ones(L, L, dtype=torch.bool).tril()
-    x = x + masks[0].double() * _attention(P, _layer_norm(x, P, "ln1"), num_heads, causal)
-    return x + masks[1].double() * _ff(P, _layer_norm(x, P, "ln2"))
+    renamed = {"ln1": "ln1", "ln2": "ln2", "ff.0": "ff0", "ff.2": "ff2", "attn.q_proj": "q",
+               "attn.k_proj": "k", "attn.v_proj": "v", "attn.out_proj": "o"}
+    inputs = {f"{renamed[name.rpartition('.')[0]]}_{name.rpartition('.')[2][0]}": value
+              for name, value in P.items()}
+    return {**inputs, "x": x, "mask": torch.ones(L, L, dtype=torch.bool).tril(),
+            "drop": torch.stack(masks)}
+
+
+@reference
+def _block_answer(inputs, num_heads, training=False):
+    """The block's output (B, L, D), float64, for formulas.block_formula's `inputs`: in eval
+    mode, or (training) under the dropout masks inputs["drop"]."""
+    from . import formulas  # grader-only (the right answers): the kit removes this body
+    inputs = {k: v.double() if v.is_floating_point() else v for k, v in inputs.items()}
+    return formulas.block_formula({}, num_heads, training).run(inputs)
 
 
 def _missing(found, P):
@@ -171,60 +186,6 @@ def _output(item, name, shape, dtype):
     return out.detach().double().cpu()
 
 
-def _layer_norm(x, P, name):
-    return F.layer_norm(x, x.shape[-1:], P[f"{name}.weight"], P[f"{name}.bias"])
-
-
-def _attention(P, h, num_heads, allowed):
-    """Self-attention of h (B, L, D) in float64 with the weights P; allowed (L, L) bool
-    (True = may attend) or None; a row with no allowed key gives zeros (the course's rule)."""
-    B, L, D = h.shape
-    hd = D // num_heads
-
-    def project(name):
-        y = F.linear(h, P[f"attn.{name}_proj.weight"], P[f"attn.{name}_proj.bias"])
-        return y.view(B, L, num_heads, hd).transpose(1, 2)                   # (B, nh, L, hd)
-
-    q, k, v = project("q"), project("k"), project("v")
-    scores = q @ k.transpose(-2, -1) / math.sqrt(hd)                          # (B, nh, L, L)
-    if allowed is not None:
-        scores = scores.masked_fill(~allowed, float("-inf"))
-    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)                   # (B, nh, L, L)
-    merged = (weights @ v).transpose(1, 2).reshape(B, L, D)                   # (B, L, D)
-    return F.linear(merged, P["attn.out_proj.weight"], P["attn.out_proj.bias"])
-
-
-def _ff(P, h, activation=F.gelu):
-    return F.linear(activation(F.linear(h, P["ff.0.weight"], P["ff.0.bias"])),
-                    P["ff.2.weight"], P["ff.2.bias"])
-
-
-NO_MASK = ("every position attends to every other, future ones included: pass chapter 4's "
-           "causal mask, causal_mask(L) (True on and below the diagonal), to the attention.")
-REVERSED_MASK = ("the causal mask is reversed: position i attends to the positions after it. "
-                 "True means *may attend*: keys 0..i, causal_mask(L), not ~causal_mask(L).")
-UPPER_MASK = ("the mask lets position i attend to positions i..L-1 (an upper triangle, "
-              "e.g. triu): the causal mask is the lower triangle, keys 0..i (causal_mask(L)).")
-POST_LN = ("that is a post-LayerNorm block (the 2017 Transformer's x = ln(x + sublayer(x))). "
-           "This chapter's block is pre-LayerNorm (GPT-2): x + attn(ln1(x)), then "
-           "x + ff(ln2(x)); the LayerNorm is applied to the sublayer's input only.")
-NORMED_RESIDUAL = ("the residual adds the *normalised* input: h = ln1(x); x = h + attn(h). "
-                   "The residual stream carries x itself: x = x + attn(ln1(x)).")
-NO_RESIDUAL = ("the residual connections are missing: each sublayer's output is added to its "
-               "input, x = x + attn(ln1(x)), then x = x + ff(ln2(x)).")
-NO_FF_RESIDUAL = ("the feed-forward sublayer replaces x instead of adding to it: "
-                  "x = x + ff(ln2(x)).")
-SAME_NORM = ("ln1 is used before both sublayers: the feed-forward sublayer has its own "
-             "LayerNorm, ln2: x = x + ff(ln2(x)).")
-FF_ON_INPUT = ("the feed-forward sublayer reads the block's input instead of the output of "
-               "the attention sublayer: x = x + attn(ln1(x)) first, then x = x + ff(ln2(x)) "
-               "on that new x.")
-RELU = ("the feed-forward sublayer uses ReLU: this block (GPT-2's) uses GELU between its two "
-        "linear layers, nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), "
-        "nn.Linear(d_ff, d_model)), as the notebook's __init__ gives it.")
-ATTN_ON_X = ("the attention reads x instead of ln1(x): pre-LayerNorm normalises each "
-             "sublayer's input, h = ln1(x), attn(h, h, h), while the residual adds x itself: "
-             "x = x + attn(ln1(x)).")
 LEAK = ("future tokens leak: changing the positions >= {cut} changed the output at positions "
         "< {cut} (largest change {change:.3g}). Each position may read only itself and the "
         "positions before it: apply causal_mask(L) in the attention.")
@@ -232,47 +193,12 @@ DROPOUT_AT_EVAL = ("in eval mode two calls on the same input gave different outp
                    "is still on. Use the block's nn.Dropout modules (self.drop, and the "
                    "attention's own dropout), which model.eval() switches off; not "
                    "F.dropout(x, p) with its default training=True.")
-NO_DROPOUT = ("in training mode the output equals the eval-mode output: dropout is never "
-              "applied. Pass each sublayer's output through self.drop before adding it to x.")
-DROPOUT_PLACEMENT = ("in training mode, with the dropout masks that torch.manual_seed(0) gives "
-                     "(the grader's), the output is not the block's ({where}): dropout applies "
-                     "to each sublayer's output before it is added to x, x = x + "
-                     "drop(attn(ln1(x))), then x = x + drop(ff(ln2(x))); never to the sum "
-                     "x + sublayer(x), and on both branches, through self.drop.")
-CACHE_IGNORED = ("with a cache the block gives other outputs than without: with `cache`, "
-                 "call cached_attention(self.attn, h, cache) (chapter 6) instead of "
-                 "self-attention over the new positions only.")
-
-
-@reference
-def _block_answers(P, x, num_heads):
-    """(expected (B, L, D), {bug message: output}), float64, for the block holding P."""
-    L = x.shape[1]
-    causal = torch.ones(L, L, dtype=torch.bool).tril()
-
-    def pre_ln(x, allowed=causal):
-        x = x + _attention(P, _layer_norm(x, P, "ln1"), num_heads, allowed)
-        return x + _ff(P, _layer_norm(x, P, "ln2"))
-
-    h = _layer_norm(x, P, "ln1")
-    attended = x + _attention(P, h, num_heads, causal)
-    post = _layer_norm(x + _attention(P, x, num_heads, causal), P, "ln1")
-    bugs = {
-        NO_MASK: pre_ln(x, None),
-        REVERSED_MASK: pre_ln(x, ~causal),
-        UPPER_MASK: pre_ln(x, causal.T),
-        POST_LN: _layer_norm(post + _ff(P, post), P, "ln2"),
-        NORMED_RESIDUAL: (lambda y: y + _ff(P, _layer_norm(y, P, "ln2")))(
-            h + _attention(P, h, num_heads, causal)),
-        NO_RESIDUAL: _ff(P, _layer_norm(_attention(P, h, num_heads, causal), P, "ln2")),
-        NO_FF_RESIDUAL: _ff(P, _layer_norm(attended, P, "ln2")),
-        SAME_NORM: attended + _ff(P, _layer_norm(attended, P, "ln1")),
-        FF_ON_INPUT: attended + _ff(P, _layer_norm(x, P, "ln2")),
-        RELU: attended + _ff(P, _layer_norm(attended, P, "ln2"), F.relu),
-        ATTN_ON_X: (lambda y: y + _ff(P, _layer_norm(y, P, "ln2")))(
-            x + _attention(P, x, num_heads, causal)),
-    }
-    return pre_ln(x), bugs
+DROPOUT_PLACEMENT = ("Dropout applies to each sublayer's output before it is added to x, "
+                     "x = x + drop(attn(ln1(x))), then x = x + drop(ff(ln2(x))); never to the "
+                     "sum x + sublayer(x), and on both branches, through self.drop.")
+CACHE_HINT = ("With `cache`, the block must give the outputs it gives without: call "
+              "cached_attention(self.attn, h, cache) (chapter 6) instead of self-attention "
+              "over the new positions only.")
 
 
 @check
@@ -280,7 +206,8 @@ def transformer_block(cls, cache_cls, *, seed=0, B=2, L=6, d_model=8, num_heads=
                       dtype=torch.float32, device="cpu"):
     """cls(d_model, num_heads, d_ff, dropout): forward(x (B, L, D), cache=None) -> (B, L, D),
     a pre-LayerNorm causal block; with cache_cls() caches, prefill + one position per call
-    equals the full forward; dropout only in training mode."""
+    equals the full forward; dropout on each sublayer's output, only in training mode (judged
+    under the dropout masks the grader's seed draws)."""
     if not (is_class(cls) and is_class(cache_cls)):
         fail("pass the two classes to the check: check.transformer_block(TransformerBlock, "
              f"KVCache); got {type_name(cls)} and {type_name(cache_cls)}")
@@ -301,31 +228,30 @@ def transformer_block(cls, cache_cls, *, seed=0, B=2, L=6, d_model=8, num_heads=
     out = _output(data["out"], f"{where}(x)", shape, dtype)
     future = _output(data["future"], f"{where}(x)", shape, dtype)
     again = _output(data["again"], f"{where}(x)", shape, dtype)
-    expected, bugs = _block_answers(P, x, num_heads)
+    cut = max(L // 2, 1)  # x_future differs from position L // 2 on; the cache's prefill
+    # the formula with one step left out or moved (checks/diagnose.py, formulas.py), in eval
+    # mode, with the cache, and in training mode under the masks of the grader's seed
+    inputs = _formula_inputs(P, x, _dropout_masks(shape, 0.3, dtype))
+    expected = _block_answer(inputs, num_heads).to(dtype).double()
+    in_training = _block_answer(inputs, num_heads, training=True).to(dtype).double()
+    mistakes = {state: step_mistakes(formula, inputs, current_dims(), num_heads=num_heads,
+                                     **options) for state, formula, options in (
+        ("eval", "pre-LayerNorm block", {}),
+        ("cached", "pre-LayerNorm block with a cache", {"prefill": cut}),
+        ("training", "pre-LayerNorm block", {"training": True}))}
     tolerance = dict(dtype=dtype, condition=CONDITION)
-    bugs = {m: c.to(dtype).double() for m, c in bugs.items()}
+
+    def named(name):
+        """A family's message for the eval-mode output, or None."""
+        reason = family_reason(out, expected, mistakes=mistakes["eval"], **tolerance)
+        return reason and explained(name, reason)
+
     if not torch.equal(out, again):
-        fail(f"{where}: {DROPOUT_AT_EVAL}")
-    cut = max(L // 2, 1)  # x_future differs from position L // 2 on
+        fail(named(f"{where}(x) in eval mode") or f"{where}: {DROPOUT_AT_EVAL}")
     change = max_error(future[:, :L // 2], out[:, :L // 2]) if L > 1 else 0.0
     if change > 0 and not expect_close_quiet(future[:, :L // 2], out[:, :L // 2], **tolerance):
-        for message in (NO_MASK, REVERSED_MASK, UPPER_MASK):
-            if expect_close_quiet(out, bugs[message], **tolerance):
-                fail(f"{where}: {message}")
-        fail(f"{where}: " + LEAK.format(cut=L // 2, change=change))
-    # the formula with one step left out or moved (checks/diagnose.py), for a mistake that
-    # no entry of the tables names
-    inputs = {"x": x, "mask": torch.ones(L, L, dtype=torch.bool).tril(),
-              **{f"{n}_{part[0]}": P[f"{n}.{part}"] for n in ("ln1", "ln2")
-                 for part in ("weight", "bias")},
-              **{f"ff{i}_{part[0]}": P[f"ff.{i}.{part}"] for i in (0, 2)
-                 for part in ("weight", "bias")},
-              **{f"{n}_{part[0]}": P[f"attn.{n}_proj.{part}"] for n in ("q", "k", "v", "out")
-                 for part in ("weight", "bias")}}
-    inputs["o_w"], inputs["o_b"] = inputs.pop("out_w"), inputs.pop("out_b")
-    expect_close(out, expected.to(dtype).double(), f"{where}(x)", bugs=bugs,
-                 mistakes=step_mistakes("pre-LayerNorm block", inputs, current_dims(),
-                                        num_heads=num_heads),
+        fail(named(f"{where}(x)") or f"{where}: " + LEAK.format(cut=L // 2, change=change))
+    expect_close(out, expected, f"{where}(x)", mistakes=mistakes["eval"],
                  hint="Pre-LayerNorm: x = x + attn(ln1(x)) with the causal mask, then "
                       "x = x + ff(ln2(x)).", **tolerance)
     raised(data["cache_error"], "KVCache()")
@@ -333,21 +259,18 @@ def transformer_block(cls, cache_cls, *, seed=0, B=2, L=6, d_model=8, num_heads=
     pieces = [_output(item, f"{where}(x[:, {i}], cache=cache)" if i else
                       f"{where}(x[:, :{cut}], cache=cache)",
                       (B, cut if i == 0 else 1, d_model), dtype) for i, item in enumerate(steps)]
-    cached = torch.cat(pieces, dim=1)
-    if not expect_close_quiet(cached, expected.to(dtype).double(), **tolerance):
-        fail(f"{where} with a cache (a prefill of {cut} positions, then one per call): "
-             f"{CACHE_IGNORED} (largest error {max_error(cached, expected):.3g})")
+    expect_close(torch.cat(pieces, dim=1), expected,
+                 f"{where} with a cache (a prefill of {cut} positions, then one per call)",
+                 mistakes=mistakes["cached"], hint=CACHE_HINT, **tolerance)
     raised(data["train_error"], f"{where}.train()")
     trained = _output(data["train"], f"{where}(x) in training mode", shape, dtype)
-    if torch.equal(trained, out):
-        fail(f"{where}: {NO_DROPOUT}")
-    in_training = _block_train_answer(P, x, num_heads, _dropout_masks(shape, 0.3, dtype))
-    if not expect_close_quiet(trained, in_training.to(dtype).double(), **tolerance):
-        fail(f"{where}: " + DROPOUT_PLACEMENT.format(where=where_it_differs(
-            trained, in_training.to(dtype).double(), "(B, L, d_model)", **tolerance).strip(". ")))
+    expect_close(trained, in_training,
+                 f"{where}(x) in training mode, under the dropout masks that "
+                 "torch.manual_seed(0) draws (the grader's),", mistakes=mistakes["training"],
+                 hint=DROPOUT_PLACEMENT, **tolerance)
     passed(f"TransformerBlock: x (B, L, d_model) = {shape} ({dtype}) -> pre-LayerNorm causal "
            f"block; no future leakage; prefill + {L - cut} cached steps equal the full "
-           "forward; dropout in training mode only")
+           "forward; dropout on each sublayer's output in training mode only")
 
 
 def expect_close_quiet(actual, expected, **tolerance):
@@ -424,56 +347,25 @@ def _step_run(fn, params, keep, stale, batch, p, lr, device):
     return data
 
 
-NO_ZERO_GRAD = ("the gradients of an earlier step were added to this step's: call "
-                "optimizer.zero_grad() before loss.backward() (PyTorch accumulates gradients "
-                "in .grad).")
-NOT_UPDATED = ("the parameters did not change: the step needs loss.backward() and then "
-               "optimizer.step(), with optimizer.zero_grad() before the backward pass, not "
-               "between it and the step.")
 EVAL_MODE = ("the model ran in eval mode, so its dropout was off during training: call "
              "model.train() at the start of the step (the model may come from an evaluation).")
-UNSHIFTED = ("the targets are the input tokens themselves: the model must predict the *next* "
-             "token, so inputs = batch[:, :-1] and targets = batch[:, 1:].")
-PREVIOUS = ("the targets are the previous tokens (inputs batch[:, 1:], targets batch[:, :-1]): "
-            "the model predicts the next token: inputs = batch[:, :-1], targets = batch[:, 1:].")
-SOFTMAX_FIRST = ("you applied softmax before F.cross_entropy, which applies log_softmax "
-                 "itself: pass the raw logits.")
-SUMMED = ("the loss is summed over positions: use the mean (F.cross_entropy's default "
-          "reduction), so that the step size does not grow with the batch.")
-LOSS_KIND = ("train_step must return the loss as a number (loss.item()), got {got}.")
+LOSS_KIND = ("train_step must return the loss as a Python number (loss.item()), got {got}.")
+
+
+def _step_formula_inputs(params, keep, stale, batch):
+    """The inputs of formulas.training_step_formula: the parameters by name, "keep",
+    "stale_<name>" and "batch"."""
+    return {**params, "keep": keep, **{f"stale_{k}": v for k, v in stale.items()},
+            "batch": batch}
 
 
 @reference
-def _step_answers(params, keep, stale, batch, p, lr):
-    """(expected loss, expected parameters after the step, {bug message: (loss, params)}),
-    float64, SGD without momentum."""
-    def run(inputs, targets, training=True, loss_fn=None, accumulate=False, step=True):
-        model = StepModel({k: v.double() for k, v in params.items()}, keep.double(), p)
-        model.train(training)
-        logits = model(inputs)                                               # (B, L, V)
-        flat = logits.flatten(0, 1)
-        loss = (loss_fn or F.cross_entropy)(flat, targets.flatten())
-        loss.backward()
-        new = {}
-        for name, parameter in model.named_parameters():
-            grad = parameter.grad + (stale[name].double() if accumulate else 0.0)
-            new[name] = (parameter - lr * grad).detach() if step else parameter.detach()
-        return loss.detach(), new
-
-    inputs, targets = batch[:, :-1], batch[:, 1:]
-    expected = run(inputs, targets)
-    bugs = {
-        NO_ZERO_GRAD: run(inputs, targets, accumulate=True),
-        NOT_UPDATED: run(inputs, targets, step=False),
-        EVAL_MODE: run(inputs, targets, training=False),
-        UNSHIFTED: run(inputs, inputs),
-        PREVIOUS: run(batch[:, 1:], batch[:, :-1]),
-        SOFTMAX_FIRST: run(inputs, targets,
-                           loss_fn=lambda z, t: F.cross_entropy(torch.softmax(z, -1), t)),
-        SUMMED: run(inputs, targets,
-                    loss_fn=lambda z, t: F.cross_entropy(z, t, reduction="sum")),
-    }
-    return expected[0], expected[1], {m: (loss, new) for m, (loss, new) in bugs.items()}
+def _step_answer(inputs, p, lr):
+    """The loss, then every parameter after one SGD step (without momentum), flattened in
+    the order of `params`, float64 (formulas.training_step_formula)."""
+    from . import formulas  # grader-only (the right answers): the kit removes this body
+    inputs = {k: v.double() if v.is_floating_point() else v for k, v in inputs.items()}
+    return formulas.training_step_formula({}, p, lr).run(inputs)
 
 
 def _same(actual, expected):
@@ -494,8 +386,9 @@ def _close_quiet(actual, expected, dtype):
 @check
 def train_step(fn, *, seed=0, B=3, L=6, vocab_size=7, d_model=8, p=0.5, lr=0.5,
                dtype=torch.float32, device="cpu"):
-    """fn(model, optimizer, batch (B, L + 1)) -> loss (a number): model.train(), logits of
-    batch[:, :-1], mean cross-entropy against batch[:, 1:], zero_grad, backward, step."""
+    """fn(model, optimizer, batch (B, L + 1)) -> loss (a Python number): model.train(),
+    logits of batch[:, :-1], mean cross-entropy against batch[:, 1:], zero_grad, backward,
+    step."""
     name = "train_step(model, optimizer, batch)"
     params, keep, stale, batch = _step_inputs(seed, B, L, vocab_size, d_model, p, dtype)
     data = _step_run(fn, params, keep, stale, batch, p, lr, device)
@@ -511,41 +404,45 @@ def train_step(fn, *, seed=0, B=3, L=6, vocab_size=7, d_model=8, p=0.5, lr=0.5,
         fail(f"{name} changed the batch in place; slice it instead (batch[:, :-1], "
              "batch[:, 1:]).")
     loss = revive(data["loss"])
-    if isinstance(loss, torch.Tensor) and loss.dim() == 0:
-        loss = loss.item()
     if isinstance(loss, bool) or not isinstance(loss, (int, float)):
         fail(f"{name}: " + LOSS_KIND.format(got=type_name(loss) if not isinstance(
-            loss, torch.Tensor) else f"a tensor of shape {tuple(loss.shape)}"))
+            loss, torch.Tensor) else f"a tensor of shape {tuple(loss.shape)} (its .item() is "
+            "the number; a tensor keeps the step's graph alive)"))
     after = data["params"]
     for k in params:
         expect_tensor(after[k], f"model.{k} after {name}", shape=params[k].shape)
-    got = {k: after[k].double() for k in params}
-    expected_loss, expected_params, bugs = _step_answers(params, keep, stale, batch, p, lr)
-    loss_t = torch.tensor([float(loss)], dtype=torch.float64)
-
-    def matches(candidate):
-        c_loss, c_params = candidate
-        return (_close_quiet(loss_t, c_loss.reshape(1), dtype)
-                and all(_close_quiet(got[k], c_params[k], dtype) for k in params))
-
-    if matches((expected_loss, expected_params)):
+    # the loss and every parameter after the step as one vector, each part compared at the
+    # scale of its own values (as one comparison per tensor would)
+    inputs = _step_formula_inputs(params, keep, stale, batch)
+    expected = _step_answer(inputs, p, lr).to(dtype).double()
+    mistakes = step_mistakes("training step", inputs, current_dims(), p=p, lr=lr)
+    got = torch.cat([torch.tensor([float(loss)], dtype=torch.float64)]
+                    + [after[k].double().flatten() for k in params])
+    sizes = [1] + [params[k].numel() for k in params]
+    scale = torch.cat([part.abs().max().expand(part.numel())
+                       for part in expected.split(sizes)])
+    if close(got, expected, dtype, scale, CONDITION):
         passed(f"train_step: batch (B, L + 1) = {tuple(batch.shape)} ({dtype}) -> one SGD step "
                "in training mode on the mean next-token cross-entropy; loss returned as a "
                "number")
         return
-    for message, candidate in bugs.items():
-        if matches(candidate):
-            fail(f"{name}: {message}")
-    # (b) the values failed: the model's record of its calls may say why
+    # the formula family alone: the vector's layout is the check's, not the exercise's
+    reason = one_step(got, mistakes, lambda a, b: close(a, b, dtype, scale, CONDITION))
+    if reason:
+        fail(explained(name, reason))
+    # (b) the values failed and no family names how: the model's record of its calls may
+    # say why
     if not modes:
         fail(f"{name} never called the model: logits = model(batch[:, :-1]).")
     if False in modes:
         fail(f"{name}: {EVAL_MODE}")
-    if not _close_quiet(loss_t, expected_loss.reshape(1), dtype):
+    expected_loss, *expected_params = expected.split(sizes)
+    if not _close_quiet(got[:1], expected_loss, dtype):
         fail(f"{name} returned the loss {float(loss):.6g}, expected {expected_loss.item():.6g} "
              "(the mean cross-entropy of the logits of batch[:, :-1] against batch[:, 1:], "
              "before the step).")
-    wrong = [k for k in params if not _close_quiet(got[k], expected_params[k], dtype)]
+    wrong = [k for k, part, want in zip(params, got[1:].split(sizes[1:]), expected_params)
+             if not _close_quiet(part, want, dtype)]
     fail(f"{name}: the loss is right but the parameters {', '.join(wrong)} are not those of one "
          "step of the optimizer: optimizer.zero_grad(), loss.backward(), optimizer.step(), "
          "each once.")
@@ -635,23 +532,20 @@ def _decoder_inputs(seed, B, P, T, vocab_size, d_model, dtype):
     return params, keep, prompt
 
 
+def _generation_inputs(params, keep, prompt):
+    """The inputs of formulas.generation_formula: the parameters by name, "keep", "prompt"."""
+    return {**params, "keep": keep, "prompt": prompt}
+
+
 @reference
-def _greedy(params, keep, prompt, T, first_position=0, cached=False):
+def _greedy(inputs, T, cached=False):
     """(tokens (B, P + T), logits (B, T, V)) of greedy decoding, float64, eval mode: by the
     whole sequence each step, or (`cached`) a prefill then one token per call into the
-    model's cache; the first `first_position` steps read the logits of position 0 instead
-    of the last one (a catalogued mistake)."""
-    model = DecoderModel({k: v.double() for k, v in params.items()}, keep.double()).eval()
-    tokens, chosen = prompt, []
-    caches = model.new_caches() if cached else None
-    with torch.no_grad():
-        for step in range(T):
-            fed, start = (tokens[:, -1:], tokens.shape[1] - 1) if cached and step else (tokens, 0)
-            logits = model(fed, caches=caches, start=start)                # (B, L, V)
-            last = logits[:, 0 if step < first_position else -1]            # (B, V)
-            chosen.append(last)
-            tokens = torch.cat([tokens, last.argmax(-1, keepdim=True)], 1)
-    return tokens, torch.stack(chosen, 1)
+    model's cache (formulas.generation_formula)."""
+    from . import formulas  # grader-only (the right answers): the kit removes this body
+    inputs = {k: v.double() if v.is_floating_point() else v for k, v in inputs.items()}
+    logits = formulas.generation_formula({}, T, cached).run(inputs)          # (B, T, V)
+    return torch.cat([inputs["prompt"], logits.argmax(-1)], 1), logits
 
 
 def _generate_run(fn, params, keep, prompt, T, device):
@@ -692,16 +586,9 @@ GEN_START = ("the position of the newest token is off: a call with {cached} cach
              "from 0).")
 GEN_UNCACHED_CALLS = ("use_cache=False but the model was given caches: without the cache, "
                       "call model(tokens) on the whole sequence at every step.")
-GEN_MODE_RESTORE = ("generate left the model in eval mode: restore the mode it had "
-                    "(model.train(was_training)), so that training can continue after sampling.")
-GEN_MODE_FROM_EVAL = ("generate left the model in training mode although it came in eval mode: "
-                      "restore the mode it had, whichever it was (model.train(was_training)), "
-                      "not always model.train().")
-GEN_PROBABILITIES = ("you returned probabilities (the softmax of the logits): return the logits "
-                     "themselves, logits[:, -1] of each step; the argmax picks the same token "
-                     "from either.")
-GEN_FIRST = ("the logits of the *first* position were used: the next token is predicted by the "
-             "last position, logits[:, -1].")
+GEN_MODE = ("it left the model in {left} mode although it came in {came} mode (restore the "
+            "mode it had, model.train(was_training), so that training can continue after "
+            "sampling)")
 
 
 def _judge_run(run, name, B, P, T, V, dtype):
@@ -761,32 +648,37 @@ def generate(fn, *, seed=0, B=2, P=3, num_tokens=5, vocab_size=9, d_model=8,
              dtype=torch.float64, device="cpu"):
     """fn(model, prompt (B, P), num_tokens, use_cache) -> (tokens (B, P + T), logits (B, T, V)):
     greedy decoding in eval mode without gradients; with use_cache, a prefill of the prompt
-    then one token per call at start = len(cache); the same tokens either way."""
+    then one token per call at start = len(cache); the same tokens either way; the model
+    left in the mode it came in (training, or eval)."""
     T = num_tokens
     params, keep, prompt = _decoder_inputs(seed, B, P, T, vocab_size, d_model, dtype)
     runs = _generate_run(fn, params, keep, prompt, T, device)
     # with the cache, each step's logits attend over the keys the cache stored (rounded),
     # so they show that step's call: the prefill, then one position into the given cache
-    answers = {cached: _greedy(params, keep, prompt, T, cached=cached)
-               for cached in (False, True)}
-    # logits[:, 0]: every step without the cache, the prefill's step with it (the later
-    # steps feed one position, where first and last coincide)
-    first_logits = {False: _greedy(params, keep, prompt, T, first_position=T)[1],
-                    True: _greedy(params, keep, prompt, T, first_position=1, cached=True)[1]}
+    inputs = _generation_inputs(params, keep, prompt)
+    answers = {cached: _greedy(inputs, T, cached=cached) for cached in (False, True)}
     for use_cache in (False, True):
         name = f"generate(model, prompt, {T}, use_cache={use_cache})"
         run = runs[use_cache]
         expected_tokens, expected_logits = answers[use_cache]
+        expected_logits = expected_logits.to(dtype).double()
+        mistakes = step_mistakes("greedy generation", inputs, current_dims(), num_tokens=T,
+                                 use_cache=use_cache)
         try:  # the values: what generate returned, on the grader's model and prompt
             tokens, logits = _judge_run(run, name, B, P, T, vocab_size, dtype)
             if not torch.equal(tokens[:, :P], prompt):
                 fail(f"{name}: tokens[:, :P] must be the prompt itself, followed by the new "
                      "tokens.")
-            expect_close(logits, expected_logits.to(dtype).double(), f"{name}: logits",
-                         dtype=dtype, condition=CONDITION,
-                         bugs={GEN_FIRST: first_logits[use_cache].to(dtype).double(),
-                               GEN_PROBABILITIES: expected_logits.softmax(-1).to(dtype)
-                               .double()},
+            reason = family_reason(logits, expected_logits, dtype=dtype, condition=CONDITION,
+                                   mistakes=mistakes)
+        except CheckFailure:
+            _name_from_log(run, use_cache, name)
+            raise
+        if reason:  # the values name the mistake (the call log would only restate it)
+            fail(explained(f"{name}: logits", reason))
+        try:
+            expect_close(logits, expected_logits, f"{name}: logits", dtype=dtype,
+                         condition=CONDITION,
                          hint="Each step: the logits of the last position, logits[:, -1], "
                               "then the argmax over the vocabulary appended to the tokens.")
             if not torch.equal(tokens, expected_tokens):
@@ -812,13 +704,23 @@ def generate(fn, *, seed=0, B=2, P=3, num_tokens=5, vocab_size=9, d_model=8,
                 fail(f"{name}: {GEN_NO_CACHE}")
         elif filled:
             fail(f"{name}: {GEN_UNCACHED_CALLS}")
-        # (a) the model's mode after the call, read back by value
-        if run["training_after"] is not True:
-            fail(f"{name}: {GEN_MODE_RESTORE}")
-    name = f"generate(model in eval mode, prompt, {T}, use_cache=False)"
+    # (a) the model's mode after each call, read back by value, from both starting states
+    name = f"generate(model, prompt, {T}, use_cache=False) on a model in eval mode"
     raised(runs["from_eval"]["error"], name)
-    if runs["from_eval"]["training_after"] is not False:
-        fail(f"{name}: {GEN_MODE_FROM_EVAL}")
+    left = {"training": [runs[c]["training_after"] for c in (True, False)],
+            "eval": [runs["from_eval"]["training_after"]]}
+    outcomes = {}
+    for came, values in left.items():
+        wrong = [v for v in values if v is not (came == "training")]
+        outcomes[f"a model in {came} mode"] = (not wrong, GEN_MODE.format(
+            left="training" if wrong[0] else "eval", came=came)
+            if wrong and isinstance(wrong[0], bool) else "")
+    if not all(right for right, _ in outcomes.values()):
+        reason = all(what for right, what in outcomes.values() if not right) and \
+            state_dependent(outcomes)
+        fail(explained(f"generate(model, prompt, {T})", reason) if reason else
+             f"generate(model, prompt, {T}): it does not leave the model in the mode it came "
+             "in, model.training as it was (restore it with model.train(was_training)).")
     passed(f"generate: prompt (B, P) = {(B, P)} -> {T} greedy tokens, the same with and without "
            "the KV cache (prefill, then one token per step at start = len(cache)); eval mode, "
-           "no gradients")
+           "no gradients; the model left in the mode it came in")

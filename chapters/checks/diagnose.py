@@ -67,6 +67,7 @@ MESSAGES = {
     "raised": "{name} raised {kind}: {message}\n(the sizes in it: {named}; called with "
               "tensors of shapes {shapes})",
     "explained": "{name} is wrong: {reason}.",
+    "state": "it is right from {right} but not from {wrong}: {detail}",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -481,4 +482,23 @@ FAMILY_PATTERN = re.compile("|".join(
     ("swap", "view", "reversed", "factors", "times", "plus", "shifted", "complement",
      "diagonal", "localized", "step")) + r"|has \d+(?: = \w+)* entries; it should have"
     r"|the sizes are right but the axes|an extra axis of size|it lacks the \S+ axis"
-    r"|\(the sizes in it: ")
+    r"|\(the sizes in it: "
+    r"|" + re.escape(MESSAGES["state"].split("{")[0]))
+
+
+
+# -------------------------------------------------------------------------- starting states
+
+def state_dependent(outcomes):
+    """The state family: a result right from some starting states and wrong from others (a
+    mode, an empty or a filled cache that the code does not treat alike). outcomes: {the
+    starting state, in words: (whether the result from it is right, what went wrong from it
+    (a sentence, for the wrong ones))}, in the order the check tried them; None unless some
+    are right and some wrong. It runs on what the check read back, not on tensors, so
+    explain() does not try it."""
+    right = [state for state, (ok, _) in outcomes.items() if ok]
+    wrong = {state: what for state, (ok, what) in outcomes.items() if not ok}
+    if not right or not wrong:
+        return None
+    return MESSAGES["state"].format(right=" and ".join(right), wrong=" and ".join(wrong),
+                                    detail="; ".join(wrong.values()))
