@@ -67,7 +67,7 @@ MESSAGES = {
     "raised": "{name} raised {kind}: {message}\n(the sizes in it: {named}; called with "
               "tensors of shapes {shapes})",
     "explained": "{name} is wrong: {reason}.",
-    "state": "it is right from {right} but not from {wrong}: {detail}",
+    "starting_states": "it is right from {right} but not from {wrong}: {detail}",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -483,8 +483,7 @@ FAMILY_PATTERN = re.compile("|".join(
      "diagonal", "localized", "step")) + r"|has \d+(?: = \w+)* entries; it should have"
     r"|the sizes are right but the axes|an extra axis of size|it lacks the \S+ axis"
     r"|\(the sizes in it: "
-    r"|" + re.escape(MESSAGES["state"].split("{")[0]))
-
+    r"|" + re.escape(MESSAGES["starting_states"].split("{")[0]))
 
 
 # -------------------------------------------------------------------------- starting states
@@ -500,5 +499,6 @@ def state_dependent(outcomes):
     wrong = {state: what for state, (ok, what) in outcomes.items() if not ok}
     if not right or not wrong:
         return None
-    return MESSAGES["state"].format(right=" and ".join(right), wrong=" and ".join(wrong),
-                                    detail="; ".join(wrong.values()))
+    return MESSAGES["starting_states"].format(right=" and ".join(right),
+                                              wrong=" and ".join(wrong),
+                                              detail="; ".join(wrong.values()))
