@@ -38,8 +38,113 @@ BLOCK_PARAMS = ("ln1.weight", "ln1.bias", "attn.q_proj.weight", "attn.q_proj.bia
                 "attn.k_proj.weight", "attn.k_proj.bias", "attn.v_proj.weight",
                 "attn.v_proj.bias", "attn.out_proj.weight", "attn.out_proj.bias",
                 "ln2.weight", "ln2.bias", "ff.0.weight", "ff.0.bias", "ff.2.weight", "ff.2.bias")
-INTERFACE = ("Keep the __init__ the notebook gives: ln1, attn (MultiHeadAttention), ln2, ff "
-             "(nn.Sequential(Linear, GELU, Linear)) and drop.")
+# Every message of the chapter's checks, one template each with named fields, in one place
+# (a second language translates them here); the families' sentences are diagnose.MESSAGES.
+MESSAGES = {
+    # ---------------------------------------------------------------- exercise 1: the block
+    "classes": "pass the two classes to the check: check.transformer_block(TransformerBlock, "
+               "KVCache); got {cls} and {cache_cls}",
+    "to_raised": "{where}.to(dtype={dtype}, device={device}) raised {kind}: {message}",
+    "parameter": "{where}: parameter {name} {found}, expected {want}. Keep the __init__ the "
+                 "notebook gives: ln1, attn (MultiHeadAttention), ln2, ff "
+                 "(nn.Sequential(Linear, GELU, Linear)) and drop.",
+    "parameter_shape": "has shape {shape}",
+    "parameter_missing": "is missing",
+    "block_tuple": "{name} returned a tuple of {count} items; a block returns one tensor "
+                   "(B, L, d_model): unpack the attention's (output, weights) inside forward.",
+    "eval_run": "{where}(x) in eval mode",
+    "dropout_at_eval": "{where}: in eval mode two calls on the same input gave different "
+                       "outputs: dropout is still on. Use the block's nn.Dropout modules "
+                       "(self.drop, and the attention's own dropout), which model.eval() "
+                       "switches off; not F.dropout(x, p) with its default training=True.",
+    "leak": "{where}: future tokens leak: changing the positions >= {cut} changed the output at "
+            "positions < {cut} (largest change {change:.3g}). Each position may read only "
+            "itself and the positions before it: apply causal_mask(L) in the attention.",
+    "block_hint": "Pre-LayerNorm: x = x + attn(ln1(x)) with the causal mask, then "
+                  "x = x + ff(ln2(x)).",
+    "cached_run": "{where} with a cache (a prefill of {cut} positions, then one per call)",
+    "cache_hint": "With `cache`, the block must give the outputs it gives without: call "
+                  "cached_attention(self.attn, h, cache) (chapter 6) instead of "
+                  "self-attention over the new positions only.",
+    "training_run": "{where}(x) in training mode, under the dropout masks that "
+                    "torch.manual_seed(0) draws (the grader's),",
+    "training_call": "{where}(x) in training mode",
+    "dropout_hint": "Dropout applies to each sublayer's output before it is added to x, "
+                    "x = x + drop(attn(ln1(x))), then x = x + drop(ff(ln2(x))); never to the "
+                    "sum x + sublayer(x), and on both branches, through self.drop.",
+    "block_passed": "TransformerBlock: x (B, L, d_model) = {shape} ({dtype}) -> pre-LayerNorm "
+                    "causal block; no future leakage; prefill + {steps} cached steps equal the "
+                    "full forward; dropout on each sublayer's output in training mode only",
+    # ----------------------------------------------------------- exercise 2: train_step
+    "model_before": "the model before train_step ran",
+    "parameter_after": "model.{parameter} after {name}",
+    "step_never_called": "{name} never called the model: logits = model(batch[:, :-1]).",
+    "batch_changed": "{name} changed the batch in place; slice it instead (batch[:, :-1], "
+                     "batch[:, 1:]).",
+    "loss_kind": "{name}: train_step must return the loss as a Python number (loss.item()), "
+                 "got {got}.",
+    "loss_tensor": "a tensor of shape {shape} (its .item() is the number; a tensor keeps the "
+                   "step's graph alive)",
+    "step_passed": "train_step: batch (B, L + 1) = {shape} ({dtype}) -> one SGD step in "
+                   "training mode on the mean next-token cross-entropy; loss returned as a "
+                   "number",
+    "step_eval_mode": "{name}: the model ran in eval mode, so its dropout was off during "
+                      "training: call model.train() at the start of the step (the model may "
+                      "come from an evaluation).",
+    "loss_value": "{name} returned the loss {got:.6g}, expected {want:.6g} (the mean "
+                  "cross-entropy of the logits of batch[:, :-1] against batch[:, 1:], before "
+                  "the step).",
+    "parameters": "{name}: the loss is right but the parameters {wrong} are not those of one "
+                  "step of the optimizer: optimizer.zero_grad(), loss.backward(), "
+                  "optimizer.step(), each once.",
+    # ------------------------------------------------------------- exercise 3: generate
+    "gradients": "gradients enabled: generation needs none; decorate generate with "
+                 "@torch.no_grad() (or use `with torch.no_grad():`), which saves the memory "
+                 "of the whole graph.",
+    "generate_call": "generate(model, prompt, {T}, use_cache={use_cache})",
+    "pair": "{name} must return a pair (tokens, logits), got {got}{forgot}.",
+    "forgot": " (did you forget to return it?)",
+    "token_ids": "{name}: tokens must be token ids (torch.long), got {dtype}",
+    "gen_never_called": "{name} never called the model.",
+    "gen_training": "{name}: the model ran in training mode, so dropout changed its "
+                    "predictions: call model.eval() before generating (and restore the mode "
+                    "after).",
+    "gen_gradients": "{name}: the model ran with {gradients}",
+    "gen_no_cache": "{name}: use_cache=True but the model was never given the caches: create "
+                    "them with model.new_caches() and pass caches=caches at every call.",
+    "gen_uncached_calls": "{name}: use_cache=False but the model was given caches: without the "
+                          "cache, call model(tokens) on the whole sequence at every step.",
+    "gen_refeed": "{name}: with the cache, step {step} fed {L} positions: after the prefill, "
+                  "feed only the newest token, tokens[:, -1:]; the cache holds the keys and "
+                  "values of the others, and feeding them again appends them twice.",
+    "gen_start": "{name}: the position of the newest token is off: a call with {cached} cached "
+                 "positions passed start={start}. The tokens fed sit right after the cached "
+                 "ones, start = len(cache) = tokens.shape[1] - 1 after the prefill (positions "
+                 "count from 0).",
+    "prompt_kept": "{name}: tokens[:, :P] must be the prompt itself, followed by the new "
+                   "tokens.",
+    "tokens": "{name}: tokens",
+    "logits": "{name}: logits",
+    "beyond_positions": "positions {first}..{last} are beyond the model's {positions} "
+                        "positions",
+    "generate_hint": "Each step: the logits of the last position, logits[:, -1], then the "
+                     "argmax over the vocabulary appended to the tokens.",
+    "token": "{name}: token {index} of sequence {sequence} is {got}, but the largest logit of "
+             "that step is at {want}: greedy decoding appends logits[:, -1].argmax(-1).",
+    "from_eval": "generate(model, prompt, {T}, use_cache=False) on a model in eval mode",
+    "came_in": "a model in {came} mode",
+    "mode": "it left the model in {left} mode although it came in {came} mode (restore the mode "
+            "it had, model.train(was_training), so that training can continue after "
+            "sampling)",
+    "generate": "generate(model, prompt, {T})",
+    "mode_kept": "generate(model, prompt, {T}): it does not leave the model in the mode it "
+                 "came in, model.training as it was (restore it with "
+                 "model.train(was_training)).",
+    "generate_passed": "generate: prompt (B, P) = {shape} -> {T} greedy tokens, the same with "
+                       "and without the KV cache (prefill, then one token per step at start = "
+                       "len(cache)); eval mode, no gradients; the model left in the mode it "
+                       "came in",
+}
 # A block chains a LayerNorm (a mean, a variance and a division), the attention and a
 # two-layer MLP: about three times the roundings of chapter 3's forward, with the softmax's
 # amplification on top, so its comparisons allow `CONDITION` times the base tolerance.
@@ -180,25 +285,9 @@ def _output(item, name, shape, dtype):
     raised(item[1], name)
     out = revive(item[0])
     if isinstance(out, tuple):
-        fail(f"{name} returned a tuple of {len(out)} items; a block returns one tensor "
-             "(B, L, d_model): unpack the attention's (output, weights) inside forward.")
+        fail(MESSAGES["block_tuple"].format(name=name, count=len(out)))
     expect_tensor(out, name, shape=shape, dtype=dtype, shape_names="(B, L, d_model)")
     return out.detach().double().cpu()
-
-
-LEAK = ("future tokens leak: changing the positions >= {cut} changed the output at positions "
-        "< {cut} (largest change {change:.3g}). Each position may read only itself and the "
-        "positions before it: apply causal_mask(L) in the attention.")
-DROPOUT_AT_EVAL = ("in eval mode two calls on the same input gave different outputs: dropout "
-                   "is still on. Use the block's nn.Dropout modules (self.drop, and the "
-                   "attention's own dropout), which model.eval() switches off; not "
-                   "F.dropout(x, p) with its default training=True.")
-DROPOUT_PLACEMENT = ("Dropout applies to each sublayer's output before it is added to x, "
-                     "x = x + drop(attn(ln1(x))), then x = x + drop(ff(ln2(x))); never to the "
-                     "sum x + sublayer(x), and on both branches, through self.drop.")
-CACHE_HINT = ("With `cache`, the block must give the outputs it gives without: call "
-              "cached_attention(self.attn, h, cache) (chapter 6) instead of self-attention "
-              "over the new positions only.")
 
 
 @check
@@ -209,21 +298,23 @@ def transformer_block(cls, cache_cls, *, seed=0, B=2, L=6, d_model=8, num_heads=
     equals the full forward; dropout on each sublayer's output, only in training mode (judged
     under the dropout masks the grader's seed draws)."""
     if not (is_class(cls) and is_class(cache_cls)):
-        fail("pass the two classes to the check: check.transformer_block(TransformerBlock, "
-             f"KVCache); got {type_name(cls)} and {type_name(cache_cls)}")
+        fail(MESSAGES["classes"].format(cls=type_name(cls), cache_cls=type_name(cache_cls)))
     where = f"TransformerBlock({d_model}, {num_heads}, {d_ff}, 0.3)"
     P, x, x_future = _block_inputs(seed, B, L, d_model, d_ff, dtype)
     data = _block_run(cls, cache_cls, d_model, num_heads, d_ff, P, x, x_future, dtype, device)
     judge_construct(data, where)
     error = data["to_error"]
     if error is not None:
-        fail(f"{where}.to(dtype={dtype}, device={device}) raised {error[0]}: {error[1]}")
+        fail(MESSAGES["to_raised"].format(where=where, dtype=dtype, device=device,
+                                          kind=error[0], message=error[1]))
     missing = _missing(data["found"], P)
     for name in P:
         if name in missing:
             shape = missing[name]
-            got = f"has shape {shape}" if isinstance(shape, tuple) else "is missing"
-            fail(f"{where}: parameter {name} {got}, expected {tuple(P[name].shape)}. {INTERFACE}")
+            fail(MESSAGES["parameter"].format(
+                where=where, name=name, want=tuple(P[name].shape),
+                found=MESSAGES["parameter_shape"].format(shape=shape)
+                if isinstance(shape, tuple) else MESSAGES["parameter_missing"]))
     shape = (B, L, d_model)
     out = _output(data["out"], f"{where}(x)", shape, dtype)
     future = _output(data["future"], f"{where}(x)", shape, dtype)
@@ -247,30 +338,28 @@ def transformer_block(cls, cache_cls, *, seed=0, B=2, L=6, d_model=8, num_heads=
         return reason and explained(name, reason)
 
     if not torch.equal(out, again):
-        fail(named(f"{where}(x) in eval mode") or f"{where}: {DROPOUT_AT_EVAL}")
+        fail(named(MESSAGES["eval_run"].format(where=where))
+             or MESSAGES["dropout_at_eval"].format(where=where))
     change = max_error(future[:, :L // 2], out[:, :L // 2]) if L > 1 else 0.0
     if change > 0 and not expect_close_quiet(future[:, :L // 2], out[:, :L // 2], **tolerance):
-        fail(named(f"{where}(x)") or f"{where}: " + LEAK.format(cut=L // 2, change=change))
+        fail(named(f"{where}(x)") or MESSAGES["leak"].format(where=where, cut=L // 2,
+                                                             change=change))
     expect_close(out, expected, f"{where}(x)", mistakes=mistakes["eval"],
-                 hint="Pre-LayerNorm: x = x + attn(ln1(x)) with the causal mask, then "
-                      "x = x + ff(ln2(x)).", **tolerance)
+                 hint=MESSAGES["block_hint"], **tolerance)
     raised(data["cache_error"], "KVCache()")
     steps = data["cached"]
     pieces = [_output(item, f"{where}(x[:, {i}], cache=cache)" if i else
                       f"{where}(x[:, :{cut}], cache=cache)",
                       (B, cut if i == 0 else 1, d_model), dtype) for i, item in enumerate(steps)]
     expect_close(torch.cat(pieces, dim=1), expected,
-                 f"{where} with a cache (a prefill of {cut} positions, then one per call)",
-                 mistakes=mistakes["cached"], hint=CACHE_HINT, **tolerance)
+                 MESSAGES["cached_run"].format(where=where, cut=cut),
+                 mistakes=mistakes["cached"], hint=MESSAGES["cache_hint"], **tolerance)
     raised(data["train_error"], f"{where}.train()")
-    trained = _output(data["train"], f"{where}(x) in training mode", shape, dtype)
-    expect_close(trained, in_training,
-                 f"{where}(x) in training mode, under the dropout masks that "
-                 "torch.manual_seed(0) draws (the grader's),", mistakes=mistakes["training"],
-                 hint=DROPOUT_PLACEMENT, **tolerance)
-    passed(f"TransformerBlock: x (B, L, d_model) = {shape} ({dtype}) -> pre-LayerNorm causal "
-           f"block; no future leakage; prefill + {L - cut} cached steps equal the full "
-           "forward; dropout on each sublayer's output in training mode only")
+    trained = _output(data["train"], MESSAGES["training_call"].format(where=where),
+                      shape, dtype)
+    expect_close(trained, in_training, MESSAGES["training_run"].format(where=where),
+                 mistakes=mistakes["training"], hint=MESSAGES["dropout_hint"], **tolerance)
+    passed(MESSAGES["block_passed"].format(shape=shape, dtype=dtype, steps=L - cut))
 
 
 def expect_close_quiet(actual, expected, **tolerance):
@@ -347,11 +436,6 @@ def _step_run(fn, params, keep, stale, batch, p, lr, device):
     return data
 
 
-EVAL_MODE = ("the model ran in eval mode, so its dropout was off during training: call "
-             "model.train() at the start of the step (the model may come from an evaluation).")
-LOSS_KIND = ("train_step must return the loss as a Python number (loss.item()), got {got}.")
-
-
 def _step_formula_inputs(params, keep, stale, batch):
     """The inputs of formulas.training_step_formula: the parameters by name, "keep",
     "stale_<name>" and "batch"."""
@@ -393,24 +477,23 @@ def train_step(fn, *, seed=0, B=3, L=6, vocab_size=7, d_model=8, p=0.5, lr=0.5,
     params, keep, stale, batch = _step_inputs(seed, B, L, vocab_size, d_model, p, dtype)
     data = _step_run(fn, params, keep, stale, batch, p, lr, device)
     if not all(_same(data["built"][k], v) for k, v in params.items()):
-        fail(MALFORMED.format(what="the model before train_step ran"))
+        fail(MALFORMED.format(what=MESSAGES["model_before"]))
     # (b) the model's record of its calls: it only names a mistake the values fail
     modes = data["modes"] if isinstance(data["modes"], list) else []
     if data["error"] is None and not modes and _same(data["params"], params):
-        fail(f"{name} never called the model: logits = model(batch[:, :-1]).")
+        fail(MESSAGES["step_never_called"].format(name=name))
     raised(data["error"], name)
     # (a) an in-place change: the batch as the call left it, by value
     if not _same(data["batch"], batch):
-        fail(f"{name} changed the batch in place; slice it instead (batch[:, :-1], "
-             "batch[:, 1:]).")
+        fail(MESSAGES["batch_changed"].format(name=name))
     loss = revive(data["loss"])
     if isinstance(loss, bool) or not isinstance(loss, (int, float)):
-        fail(f"{name}: " + LOSS_KIND.format(got=type_name(loss) if not isinstance(
-            loss, torch.Tensor) else f"a tensor of shape {tuple(loss.shape)} (its .item() is "
-            "the number; a tensor keeps the step's graph alive)"))
+        fail(MESSAGES["loss_kind"].format(name=name, got=type_name(loss) if not isinstance(
+            loss, torch.Tensor) else MESSAGES["loss_tensor"].format(shape=tuple(loss.shape))))
     after = data["params"]
     for k in params:
-        expect_tensor(after[k], f"model.{k} after {name}", shape=params[k].shape)
+        expect_tensor(after[k], MESSAGES["parameter_after"].format(parameter=k, name=name),
+                      shape=params[k].shape)
     # the loss and every parameter after the step as one vector, each part compared at the
     # scale of its own values (as one comparison per tensor would)
     inputs = _step_formula_inputs(params, keep, stale, batch)
@@ -422,9 +505,7 @@ def train_step(fn, *, seed=0, B=3, L=6, vocab_size=7, d_model=8, p=0.5, lr=0.5,
     scale = torch.cat([part.abs().max().expand(part.numel())
                        for part in expected.split(sizes)])
     if close(got, expected, dtype, scale, CONDITION):
-        passed(f"train_step: batch (B, L + 1) = {tuple(batch.shape)} ({dtype}) -> one SGD step "
-               "in training mode on the mean next-token cross-entropy; loss returned as a "
-               "number")
+        passed(MESSAGES["step_passed"].format(shape=tuple(batch.shape), dtype=dtype))
         return
     # the formula family alone: the vector's layout is the check's, not the exercise's
     reason = one_step(got, mistakes, lambda a, b: close(a, b, dtype, scale, CONDITION))
@@ -433,19 +514,16 @@ def train_step(fn, *, seed=0, B=3, L=6, vocab_size=7, d_model=8, p=0.5, lr=0.5,
     # (b) the values failed and no family names how: the model's record of its calls may
     # say why
     if not modes:
-        fail(f"{name} never called the model: logits = model(batch[:, :-1]).")
+        fail(MESSAGES["step_never_called"].format(name=name))
     if False in modes:
-        fail(f"{name}: {EVAL_MODE}")
+        fail(MESSAGES["step_eval_mode"].format(name=name))
     expected_loss, *expected_params = expected.split(sizes)
     if not _close_quiet(got[:1], expected_loss, dtype):
-        fail(f"{name} returned the loss {float(loss):.6g}, expected {expected_loss.item():.6g} "
-             "(the mean cross-entropy of the logits of batch[:, :-1] against batch[:, 1:], "
-             "before the step).")
+        fail(MESSAGES["loss_value"].format(name=name, got=float(loss),
+                                           want=expected_loss.item()))
     wrong = [k for k, part, want in zip(params, got[1:].split(sizes[1:]), expected_params)
              if not _close_quiet(part, want, dtype)]
-    fail(f"{name}: the loss is right but the parameters {', '.join(wrong)} are not those of one "
-         "step of the optimizer: optimizer.zero_grad(), loss.backward(), optimizer.step(), "
-         "each once.")
+    fail(MESSAGES["parameters"].format(name=name, wrong=", ".join(wrong)))
 
 
 # ============================================================ exercise 3: generate
@@ -464,10 +542,10 @@ class DecoderModel(nn.Module):
     """A one-layer, one-head causal decoder with the interface of the chapter's CharLM:
     forward(tokens (B, L), caches=None, start=0) -> logits (B, L, V), new_caches(). Built so
     that generate's mistakes show in what it returns: a fixed dropout mask acts in training
-    mode, positions beyond the model's raise, a call with gradients enabled raises (GEN_GRAD),
-    and the caches it made (`made`) can be read back. Each call is logged in `calls` as [L,
-    start, cached positions before the call or None, training mode, gradients enabled]: only
-    to name a mistake that the values already fail.
+    mode, positions beyond the model's raise, a call with gradients enabled raises
+    (MESSAGES["gradients"]), and the caches it made (`made`) can be read back. Each call is
+    logged in `calls` as [L, start, cached positions before the call or None, training mode,
+    gradients enabled]: only to name a mistake that the values already fail.
     Its cache stores keys and values rounded to bfloat16 (_stored), while the positions fed
     in a call attend with their own exact ones: the logits of each step then show how its
     keys were made (a prefill, then one new position per call appended to the cache it was
@@ -491,10 +569,10 @@ class DecoderModel(nn.Module):
         self.calls.append([L, int(start), None if cache is None else len(cache),
                            bool(self.training), bool(torch.is_grad_enabled())])
         if torch.is_grad_enabled() and self.emb.requires_grad:
-            raise RuntimeError(f"DecoderModel: called with {GEN_GRAD}")
+            raise RuntimeError("DecoderModel: called with " + MESSAGES["gradients"])
         if not 0 <= start <= self.pos.shape[0] - L:
-            raise IndexError(f"positions {start}..{start + L - 1} are beyond the model's "
-                             f"{self.pos.shape[0]} positions")
+            raise IndexError(MESSAGES["beyond_positions"].format(
+                first=start, last=start + L - 1, positions=self.pos.shape[0]))
         x = self.emb[tokens] + self.pos[start:start + L]                     # (B, L, D)
         q, k, v = x @ self.wq, x @ self.wk, x @ self.wv                       # (B, L, D)
         if cache is not None:
@@ -570,39 +648,19 @@ def _generate_run(fn, params, keep, prompt, T, device):
     return runs
 
 
-GEN_EVAL = ("the model ran in training mode, so dropout changed its predictions: call "
-            "model.eval() before generating (and restore the mode after).")
-GEN_GRAD = ("gradients enabled: generation needs none; decorate generate with "
-            "@torch.no_grad() (or use `with torch.no_grad():`), which saves the memory of the "
-            "whole graph.")
-GEN_NO_CACHE = ("use_cache=True but the model was never given the caches: create them with "
-                "model.new_caches() and pass caches=caches at every call.")
-GEN_REFEED = ("with the cache, step {step} fed {L} positions: after the prefill, feed only "
-              "the newest token, tokens[:, -1:]; the cache holds the keys and values of the "
-              "others, and feeding them again appends them twice.")
-GEN_START = ("the position of the newest token is off: a call with {cached} cached positions "
-             "passed start={start}. The tokens fed sit right after the cached ones, "
-             "start = len(cache) = tokens.shape[1] - 1 after the prefill (positions count "
-             "from 0).")
-GEN_UNCACHED_CALLS = ("use_cache=False but the model was given caches: without the cache, "
-                      "call model(tokens) on the whole sequence at every step.")
-GEN_MODE = ("it left the model in {left} mode although it came in {came} mode (restore the "
-            "mode it had, model.train(was_training), so that training can continue after "
-            "sampling)")
-
-
 def _judge_run(run, name, B, P, T, V, dtype):
     """(tokens (B, P + T), logits (B, T, V)) of one observed run."""
     raised(run["error"], name)
     out = revive(run["out"])
     if not (isinstance(out, tuple) and len(out) == 2):
-        fail(f"{name} must return a pair (tokens, logits), got {type_name(out)}"
-             + (" (did you forget to return it?)" if out is None else "") + ".")
+        fail(MESSAGES["pair"].format(name=name, got=type_name(out),
+                                     forgot=MESSAGES["forgot"] if out is None else ""))
     tokens, logits = out
-    expect_tensor(tokens, f"{name}: tokens", shape=(B, P + T), shape_names="(B, P + num_tokens)")
+    expect_tensor(tokens, MESSAGES["tokens"].format(name=name), shape=(B, P + T),
+                  shape_names="(B, P + num_tokens)")
     if tokens.dtype != torch.long:
-        fail(f"{name}: tokens must be token ids (torch.long), got {tokens.dtype}")
-    expect_tensor(logits, f"{name}: logits", shape=(B, T, V), dtype=dtype,
+        fail(MESSAGES["token_ids"].format(name=name, dtype=tokens.dtype))
+    expect_tensor(logits, MESSAGES["logits"].format(name=name), shape=(B, T, V), dtype=dtype,
                   shape_names="(B, num_tokens, vocab_size)")
     return tokens.cpu(), logits.detach().double().cpu()
 
@@ -615,23 +673,23 @@ def _name_from_log(run, use_cache, name):
     if not isinstance(calls, list):
         return
     if not calls and run["error"] is None:  # (what raised says more)
-        fail(f"{name} never called the model.")
+        fail(MESSAGES["gen_never_called"].format(name=name))
     for i, call in enumerate(calls):
         if not (isinstance(call, list) and len(call) == 5):
             return
         L, start, cached, training, grad = call
         if training:
-            fail(f"{name}: {GEN_EVAL}")
+            fail(MESSAGES["gen_training"].format(name=name))
         if grad:
-            fail(f"{name}: the model ran with {GEN_GRAD}")
+            fail(MESSAGES["gen_gradients"].format(name=name, gradients=MESSAGES["gradients"]))
         if use_cache and cached is None:
-            fail(f"{name}: {GEN_NO_CACHE}")
+            fail(MESSAGES["gen_no_cache"].format(name=name))
         if not use_cache and cached is not None:
-            fail(f"{name}: {GEN_UNCACHED_CALLS}")
+            fail(MESSAGES["gen_uncached_calls"].format(name=name))
         if use_cache and i > 0 and L != 1:
-            fail(f"{name}: " + GEN_REFEED.format(step=i, L=L))
+            fail(MESSAGES["gen_refeed"].format(name=name, step=i, L=L))
         if use_cache and start != cached:
-            fail(f"{name}: " + GEN_START.format(cached=cached, start=start))
+            fail(MESSAGES["gen_start"].format(name=name, cached=cached, start=start))
 
 
 @reference
@@ -658,7 +716,7 @@ def generate(fn, *, seed=0, B=2, P=3, num_tokens=5, vocab_size=9, d_model=8,
     inputs = _generation_inputs(params, keep, prompt)
     answers = {cached: _greedy(inputs, T, cached=cached) for cached in (False, True)}
     for use_cache in (False, True):
-        name = f"generate(model, prompt, {T}, use_cache={use_cache})"
+        name = MESSAGES["generate_call"].format(T=T, use_cache=use_cache)
         run = runs[use_cache]
         expected_tokens, expected_logits = answers[use_cache]
         expected_logits = expected_logits.to(dtype).double()
@@ -667,26 +725,22 @@ def generate(fn, *, seed=0, B=2, P=3, num_tokens=5, vocab_size=9, d_model=8,
         try:  # the values: what generate returned, on the grader's model and prompt
             tokens, logits = _judge_run(run, name, B, P, T, vocab_size, dtype)
             if not torch.equal(tokens[:, :P], prompt):
-                fail(f"{name}: tokens[:, :P] must be the prompt itself, followed by the new "
-                     "tokens.")
+                fail(MESSAGES["prompt_kept"].format(name=name))
             reason = family_reason(logits, expected_logits, dtype=dtype, condition=CONDITION,
                                    mistakes=mistakes)
         except CheckFailure:
             _name_from_log(run, use_cache, name)
             raise
         if reason:  # the values name the mistake (the call log would only restate it)
-            fail(explained(f"{name}: logits", reason))
+            fail(explained(MESSAGES["logits"].format(name=name), reason))
         try:
-            expect_close(logits, expected_logits, f"{name}: logits", dtype=dtype,
-                         condition=CONDITION,
-                         hint="Each step: the logits of the last position, logits[:, -1], "
-                              "then the argmax over the vocabulary appended to the tokens.")
+            expect_close(logits, expected_logits, MESSAGES["logits"].format(name=name),
+                         dtype=dtype, condition=CONDITION, hint=MESSAGES["generate_hint"])
             if not torch.equal(tokens, expected_tokens):
                 wrong = (tokens != expected_tokens).nonzero()[0].tolist()
-                fail(f"{name}: token {wrong[1]} of sequence {wrong[0]} is "
-                     f"{int(tokens[tuple(wrong)])}, but the largest logit of that step is at "
-                     f"{int(expected_tokens[tuple(wrong)])}: greedy decoding appends "
-                     "logits[:, -1].argmax(-1).")
+                fail(MESSAGES["token"].format(name=name, index=wrong[1], sequence=wrong[0],
+                                              got=int(tokens[tuple(wrong)]),
+                                              want=int(expected_tokens[tuple(wrong)])))
         except CheckFailure:
             _name_from_log(run, use_cache, name)
             raise
@@ -701,26 +755,23 @@ def generate(fn, *, seed=0, B=2, P=3, num_tokens=5, vocab_size=9, d_model=8,
                                               dtype=dtype, condition=CONDITION)
                        for k in filled):
                 _name_from_log(run, use_cache, name)  # (b): failed on values already
-                fail(f"{name}: {GEN_NO_CACHE}")
+                fail(MESSAGES["gen_no_cache"].format(name=name))
         elif filled:
-            fail(f"{name}: {GEN_UNCACHED_CALLS}")
+            fail(MESSAGES["gen_uncached_calls"].format(name=name))
     # (a) the model's mode after each call, read back by value, from both starting states
-    name = f"generate(model, prompt, {T}, use_cache=False) on a model in eval mode"
+    name = MESSAGES["from_eval"].format(T=T)
     raised(runs["from_eval"]["error"], name)
     left = {"training": [runs[c]["training_after"] for c in (True, False)],
             "eval": [runs["from_eval"]["training_after"]]}
     outcomes = {}
     for came, values in left.items():
         wrong = [v for v in values if v is not (came == "training")]
-        outcomes[f"a model in {came} mode"] = (not wrong, GEN_MODE.format(
+        outcomes[MESSAGES["came_in"].format(came=came)] = (not wrong, MESSAGES["mode"].format(
             left="training" if wrong[0] else "eval", came=came)
             if wrong and isinstance(wrong[0], bool) else "")
     if not all(right for right, _ in outcomes.values()):
         reason = all(what for right, what in outcomes.values() if not right) and \
             state_dependent(outcomes)
-        fail(explained(f"generate(model, prompt, {T})", reason) if reason else
-             f"generate(model, prompt, {T}): it does not leave the model in the mode it came "
-             "in, model.training as it was (restore it with model.train(was_training)).")
-    passed(f"generate: prompt (B, P) = {(B, P)} -> {T} greedy tokens, the same with and without "
-           "the KV cache (prefill, then one token per step at start = len(cache)); eval mode, "
-           "no gradients; the model left in the mode it came in")
+        fail(explained(MESSAGES["generate"].format(T=T), reason) if reason else
+             MESSAGES["mode_kept"].format(T=T))
+    passed(MESSAGES["generate_passed"].format(shape=(B, P), T=T))
