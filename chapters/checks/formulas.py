@@ -249,8 +249,9 @@ def block_formula(dims, num_heads, training=False):
     """A pre-LayerNorm decoder block: x + drop(attn(ln1(x))) under the causal mask, then
     x + drop(ff(ln2(x))), ff = Linear, GELU, Linear. Inputs: "x" (B, L, d_model), "mask"
     (L, L), "ln1_w", "ln1_b", "ln2_w", "ln2_b", "ff0_w", "ff0_b", "ff2_w", "ff2_b", the
-    attention's "q_w" ... "o_b" (multihead_formula) and "drop" (2, B, L, d_model): the two
-    dropout masks (kept / (1 - p), else 0) of the attention's and the feed-forward's output.
+    attention's "q_w" ... "o_b" (multihead_formula) and "drop" (2, B, L, d_model): the
+    dropout masks (kept / (1 - p), else 0) of the first and the second dropout call, in the
+    order they are made (the attention's output, then the feed-forward's).
     training: the dropout masks act (else dropout is the identity, as in eval mode)."""
     attention = multihead_formula(dims, num_heads)
     functional = torch.nn.functional
@@ -267,13 +268,16 @@ def block_formula(dims, num_heads, training=False):
     def ff(t, x, activation=functional.gelu):
         return _linear(activation(_linear(t, x, "ff0")), x, "ff2")
 
+    # the masks go to the dropout calls in the order they are made (as a seeded nn.Dropout
+    # draws them): a dropout left out shifts the later ones to the earlier masks
     def dropout(which, on=training):
-        index = "af".index(which)
-        return (lambda st, x: _with(st, **{which: st[which] * x["drop"][index]})) if on \
+        return (lambda st, x: _with(st, **{which: st[which] * x["drop"][st.get("drawn", 0)],
+                                           "drawn": st.get("drawn", 0) + 1})) if on \
             else (lambda st, _x: st)
 
-    def sum_dropped(index):  # dropout on x + sublayer(x): the residual and the dropout as one
-        return lambda st, x: x["drop"][index] * (st["x"] + st["af"[index]])
+    def sum_dropped(which):  # dropout on x + sublayer(x): the residual and the dropout as one
+        return lambda st, x: _with(st, x=x["drop"][st.get("drawn", 0)] * (st["x"] + st[which]),
+                                   drawn=st.get("drawn", 0) + 1)
 
     steps = [("ln1", lambda _v, x: {"x": x["x"], "h": norm(x["x"], x, "ln1")}),
              ("attention", lambda st, x: _with(st, a=attend(st["h"], x))),
@@ -333,9 +337,9 @@ def block_formula(dims, num_heads, training=False):
             "the dropout applies to the sum x + sublayer(x) instead of the sublayer's output "
             "before it is added to x": {
                 "attention dropout": lambda st, _x: st,
-                "first residual": lambda st, x: _with(st, x=sum_dropped(0)(st, x)),
+                "first residual": sum_dropped("a"),
                 "feed-forward dropout": lambda st, _x: st,
-                "second residual": sum_dropped(1)}})
+                "second residual": lambda st, x: sum_dropped("f")(st, x)["x"]}})
     else:
         together["dropout acts in eval mode (the masks of the grader's seed applied): use "
                  "self.drop, or F.dropout(..., training=self.training), which eval() turns "
