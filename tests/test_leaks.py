@@ -135,9 +135,7 @@ def grader_only_lines():
         full |= code_lines(text)
         if path.stem in shipped:
             kept |= code_lines(kit.kit_source(text, str(path)))
-    # a fragment of a statement (a continuation line) that shipped code holds is no secret
-    shipped_text = "\n".join(kept)
-    return {line for line in full - kept if line not in shipped_text}
+    return full - kept
 
 
 def needles():
