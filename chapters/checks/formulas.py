@@ -444,15 +444,14 @@ def generation_formula(dims, num_tokens, use_cache):
     def decode(cfg, x):
         params = {n: x[n] for n in ("emb", "pos", "wq", "wk", "wv", "readout")}
         model = DecoderModel(params, x["keep"]).train(cfg["training"])
-        caches = model.new_caches() if use_cache else None
+        held = model.new_caches() if use_cache else None
         tokens, chosen = x["prompt"], []
         with torch.no_grad():
             for step in range(num_tokens):
-                if use_cache and step:
-                    logits = model(tokens[:, -1:], caches=caches,
-                                   start=cfg["start"](len(caches[0])))
-                else:
-                    logits = model(tokens, caches=caches)                   # (B, L, V)
+                fed, start = tokens, 0                       # the prefill, or no cache
+                if use_cache and step:                       # then the newest token alone
+                    fed, start = tokens[:, -1:], cfg["start"](len(held[0]))
+                logits = model(fed, caches=held, start=start)               # (B, L, V)
                 chosen.append(logits[:, cfg["position"]])                   # (B, V)
                 tokens = torch.cat([tokens, chosen[-1].argmax(-1, keepdim=True)], 1)
         return torch.stack(chosen, 1)                                       # (B, T, V)
