@@ -68,11 +68,11 @@ def generate(model, prompt, num_tokens, use_cache=True):
     """Greedy decoding: append `num_tokens` tokens, each the argmax of the next-token logits.
 
     prompt (B, P) long, P >= 1. model(tokens, caches=None, start=0) -> (B, L, V), with
-    model.new_caches() giving one empty cache per block. Returns (tokens (B, P + T), the
-    logits each new token was chosen from (B, T, V)). With use_cache, the prompt runs once
-    (prefill) and every later step feeds only the newest token at position start = the
-    number of positions already cached; without, every step reruns the whole sequence.
-    Both give the same tokens. Runs in eval mode (no dropout) and restores the mode.
+    model.new_caches() giving one empty cache per block. Returns (tokens (B, P + num_tokens),
+    the logits each new token was chosen from (B, num_tokens, V)). With use_cache, the prompt
+    runs once (prefill) and every later step feeds only the newest token at position
+    start = the number of positions already cached; without, every step reruns the whole
+    sequence. Both give the same tokens. Runs in eval mode (no dropout) and restores the mode.
     """
     if not isinstance(prompt, torch.Tensor) or prompt.dim() != 2 or prompt.shape[1] < 1:
         raise ValueError("prompt must be a (B, P) tensor of token ids with P >= 1, got "
@@ -95,4 +95,5 @@ def generate(model, prompt, num_tokens, use_cache=True):
         model.train(was_training)
     vocab = chosen[0].shape[-1] if chosen else 0
     empty = prompt.new_zeros((prompt.shape[0], 0, vocab), dtype=torch.float32)
-    return tokens, torch.stack(chosen, dim=1) if chosen else empty            # (B, P+T), (B, T, V)
+    # (B, P + num_tokens), (B, num_tokens, V)
+    return tokens, torch.stack(chosen, dim=1) if chosen else empty

@@ -150,3 +150,15 @@ def test_a_generation_that_keeps_no_cache_is_told_by_the_caches_contents():
         return REF["generate"](model, prompt, num_tokens, use_cache=False)
 
     assert "never given the caches" in failure(check.generate, no_cache)
+
+
+def test_dropout_missing_on_the_attention_branch_is_named_by_the_formula():
+    """Not a catalogued mistake: dropout on the feed-forward branch only. The training-mode
+    run under the grader's seeded masks shows which dropout step is missing (issue 20)."""
+    ns = with_cells(transformer_block=INIT + '''
+    def forward(self, x, cache=None):
+        h = self.ln1(x)''' + capstone_catalogue.ATTEND + '''        x = x + a
+        return x + self.drop(self.ff(self.ln2(x)))
+''')
+    message = failure(check.transformer_block, ns["TransformerBlock"], ns["KVCache"])
+    assert "in training mode" in message and "attention dropout step is left out" in message

@@ -395,3 +395,27 @@ def test_wrong_state_names_the_state_found_and_the_one_expected():
     assert reason == "its mode is training where it should be eval (mha's mode)"
     assert diagnose.FAMILY_PATTERN.search(diagnose.explained("f(x)", reason))
     assert diagnose.wrong_state("mode", "eval", "eval") is None
+# ------------------------------------------------------------------------------ states
+
+def test_state_dependent_names_the_starting_states_right_and_wrong():
+    outcomes = {"a model in training mode": (False, "it left the model in eval mode"),
+                "a model in eval mode": (True, "")}
+    reason = diagnose.state_dependent(outcomes)
+    assert reason == ("it is right from a model in eval mode but not from a model in training "
+                      "mode: it left the model in eval mode")
+    assert diagnose.FAMILY_PATTERN.search(diagnose.explained("generate(model)", reason))
+    # right from every state, or wrong from every state: nothing depends on the state
+    assert diagnose.state_dependent({"an empty cache": (True, ""),
+                                     "a filled cache": (True, "")}) is None
+    assert diagnose.state_dependent({"an empty cache": (False, "wrong"),
+                                     "a filled cache": (False, "wrong")}) is None
+
+
+def test_every_familys_sentence_is_recognised_by_words_of_its_own():
+    """FAMILY_PATTERN (what counts as a family's sentence when the families alone are
+    measured) reads each template's longest fixed text: long enough not to match a check's
+    ordinary message ("its " would match most of them)."""
+    for key in diagnose.FAMILY_KEYS:
+        assert len(diagnose._signature(key).strip()) >= 12, key
+    assert not diagnose.FAMILY_PATTERN.search(
+        "output is wrong (largest error 0.5). Its shape is right; compare its steps.")

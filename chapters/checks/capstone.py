@@ -27,19 +27,124 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import current_dims, step_mistakes
+from .common import close, current_dims, family_reason, step_mistakes
 from .common import (MALFORMED, CheckFailure, attempt, by_owner, check, construct, expect_close,
                      expect_tensor, fail, generator, given, is_class, is_module,
                      judge_construct, load_weights, max_error, observe, passed, raised,
-                     random_inputs, read_back, reference, revive, type_name,
-                     where_it_differs)
+                     random_inputs, read_back, reference, revive, type_name)
+from .diagnose import explained, one_step, state_dependent
 
 BLOCK_PARAMS = ("ln1.weight", "ln1.bias", "attn.q_proj.weight", "attn.q_proj.bias",
                 "attn.k_proj.weight", "attn.k_proj.bias", "attn.v_proj.weight",
                 "attn.v_proj.bias", "attn.out_proj.weight", "attn.out_proj.bias",
                 "ln2.weight", "ln2.bias", "ff.0.weight", "ff.0.bias", "ff.2.weight", "ff.2.bias")
-INTERFACE = ("Keep the __init__ the notebook gives: ln1, attn (MultiHeadAttention), ln2, ff "
-             "(nn.Sequential(Linear, GELU, Linear)) and drop.")
+# Every message of the chapter's checks, one template each with named fields, in one place
+# (a second language translates them here); the families' sentences are diagnose.MESSAGES.
+MESSAGES = {
+    # ---------------------------------------------------------------- exercise 1: the block
+    "classes": "pass the two classes to the check: check.transformer_block(TransformerBlock, "
+               "KVCache); got {cls} and {cache_cls}",
+    "to_raised": "{where}.to(dtype={dtype}, device={device}) raised {kind}: {message}",
+    "parameter": "{where}: parameter {name} {found}, expected {want}. Keep the __init__ the "
+                 "notebook gives: ln1, attn (MultiHeadAttention), ln2, ff "
+                 "(nn.Sequential(Linear, GELU, Linear)) and drop.",
+    "parameter_shape": "has shape {shape}",
+    "parameter_missing": "is missing",
+    "block_tuple": "{name} returned a tuple of {count} items; a block returns one tensor "
+                   "(B, L, d_model): unpack the attention's (output, weights) inside forward.",
+    "eval_run": "{where}(x) in eval mode",
+    "dropout_at_eval": "{where}: in eval mode two calls on the same input gave different "
+                       "outputs: dropout is still on. Use the block's nn.Dropout modules "
+                       "(self.drop, and the attention's own dropout), which model.eval() "
+                       "switches off; not F.dropout(x, p) with its default training=True.",
+    "leak": "{where}: future tokens leak: changing the positions >= {cut} changed the output at "
+            "positions < {cut} (largest change {change:.3g}). Each position may read only "
+            "itself and the positions before it: apply causal_mask(L) in the attention.",
+    "block_hint": "Pre-LayerNorm: x = x + attn(ln1(x)) with the causal mask, then "
+                  "x = x + ff(ln2(x)).",
+    "cached_run": "{where} with a cache (a prefill of {cut} positions, then one per call)",
+    "cache_hint": "With `cache`, the block must give the outputs it gives without: call "
+                  "cached_attention(self.attn, h, cache) (chapter 6) instead of "
+                  "self-attention over the new positions only.",
+    "training_run": "{where}(x) in training mode, under the dropout masks that "
+                    "torch.manual_seed(0) draws (the grader's),",
+    "training_call": "{where}(x) in training mode",
+    "dropout_hint": "Dropout applies to each sublayer's output before it is added to x, "
+                    "x = x + drop(attn(ln1(x))), then x = x + drop(ff(ln2(x))); never to the "
+                    "sum x + sublayer(x), and on both branches, through self.drop.",
+    "block_passed": "TransformerBlock: x (B, L, d_model) = {shape} ({dtype}) -> pre-LayerNorm "
+                    "causal block; no future leakage; prefill + {steps} cached steps equal the "
+                    "full forward; dropout on each sublayer's output in training mode only",
+    # ----------------------------------------------------------- exercise 2: train_step
+    "model_before": "the model before train_step ran",
+    "parameter_after": "model.{parameter} after {name}",
+    "step_never_called": "{name} never called the model: logits = model(batch[:, :-1]).",
+    "batch_changed": "{name} changed the batch in place; slice it instead (batch[:, :-1], "
+                     "batch[:, 1:]).",
+    "loss_kind": "{name}: train_step must return the loss as a Python number (loss.item()), "
+                 "got {got}.",
+    "loss_tensor": "a tensor of shape {shape} (its .item() is the number; a tensor keeps the "
+                   "step's graph alive)",
+    "step_passed": "train_step: batch (B, L + 1) = {shape} ({dtype}) -> one SGD step in "
+                   "training mode on the mean next-token cross-entropy; loss returned as a "
+                   "number",
+    "step_eval_mode": "{name}: the model ran in eval mode, so its dropout was off during "
+                      "training: call model.train() at the start of the step (the model may "
+                      "come from an evaluation).",
+    "loss_value": "{name} returned the loss {got:.6g}, expected {want:.6g} (the mean "
+                  "cross-entropy of the logits of batch[:, :-1] against batch[:, 1:], before "
+                  "the step).",
+    "parameters": "{name}: the loss is right but the parameters {wrong} are not those of one "
+                  "step of the optimizer: optimizer.zero_grad(), loss.backward(), "
+                  "optimizer.step(), each once.",
+    # ------------------------------------------------------------- exercise 3: generate
+    "gradients": "gradients enabled: generation needs none; decorate generate with "
+                 "@torch.no_grad() (or use `with torch.no_grad():`), which saves the memory "
+                 "of the whole graph.",
+    "generate_call": "generate(model, prompt, {T}, use_cache={use_cache})",
+    "pair": "{name} must return a pair (tokens, logits), got {got}{forgot}.",
+    "forgot": " (did you forget to return it?)",
+    "token_ids": "{name}: tokens must be token ids (torch.long), got {dtype}",
+    "gen_never_called": "{name} never called the model.",
+    "gen_training": "{name}: the model ran in training mode, so dropout changed its "
+                    "predictions: call model.eval() before generating (and restore the mode "
+                    "after).",
+    "gen_gradients": "{name}: the model ran with {gradients}",
+    "gen_no_cache": "{name}: use_cache=True but the model was never given the caches: create "
+                    "them with model.new_caches() and pass caches=caches at every call.",
+    "gen_uncached_calls": "{name}: use_cache=False but the model was given caches: without the "
+                          "cache, call model(tokens) on the whole sequence at every step.",
+    "gen_refeed": "{name}: with the cache, step {step} fed {L} positions: after the prefill, "
+                  "feed only the newest token, tokens[:, -1:]; the cache holds the keys and "
+                  "values of the others, and feeding them again appends them twice.",
+    "gen_start": "{name}: the position of the newest token is off: a call with {cached} cached "
+                 "positions passed start={start}. The tokens fed sit right after the cached "
+                 "ones, start = len(cache) = tokens.shape[1] - 1 after the prefill (positions "
+                 "count from 0).",
+    "prompt_kept": "{name}: tokens[:, :P] must be the prompt itself, followed by the new "
+                   "tokens.",
+    "tokens": "{name}: tokens",
+    "logits": "{name}: logits",
+    "beyond_positions": "positions {first}..{last} are beyond the model's {positions} "
+                        "positions",
+    "generate_hint": "Each step: the logits of the last position, logits[:, -1], then the "
+                     "argmax over the vocabulary appended to the tokens.",
+    "token": "{name}: token {index} of sequence {sequence} is {got}, but the largest logit of "
+             "that step is at {want}: greedy decoding appends logits[:, -1].argmax(-1).",
+    "from_eval": "generate(model, prompt, {T}, use_cache=False) on a model in eval mode",
+    "came_in": "a model in {came} mode",
+    "mode": "it left the model in {left} mode although it came in {came} mode (restore the mode "
+            "it had, model.train(was_training), so that training can continue after "
+            "sampling)",
+    "generate": "generate(model, prompt, {T})",
+    "mode_kept": "generate(model, prompt, {T}): it does not leave the model in the mode it "
+                 "came in, model.training as it was (restore it with "
+                 "model.train(was_training)).",
+    "generate_passed": "generate: prompt (B, P) = {shape} -> {T} greedy tokens, the same with "
+                       "and without the KV cache (prefill, then one token per step at start = "
+                       "len(cache)); eval mode, no gradients; the model left in the mode it "
+                       "came in",
+}
 # A block chains a LayerNorm (a mean, a variance and a division), the attention and a
 # two-layer MLP: about three times the roundings of chapter 3's forward, with the softmax's
 # amplification on top, so its comparisons allow `CONDITION` times the base tolerance.
@@ -88,10 +193,10 @@ def _block_run(cls, cache_cls, d_model, num_heads, d_ff, P, x, x_future, dtype, 
     """Build cls(d_model, num_heads, d_ff, 0.3) where the student's code runs, move it to
     dtype and device in eval mode and load the grader's parameters P ("found": what
     load_weights found there). Then call it on the grader's inputs, each output sent back by
-    value ([result, error] pairs): on x, x_future and x again; with a cache_cls() cache, the
-    first half of the positions as a prefill, then one position per call ("cached"); and in
-    training mode with the attention's own dropout off, after torch.manual_seed(0)
-    ("train")."""
+    value ([result, error] pairs): after torch.manual_seed(0), on x, x_future and x again;
+    with a cache_cls() cache, the first half of the positions as a prefill, then one position
+    per call ("cached"); and in training mode with the attention's own dropout off, after
+    torch.manual_seed(0) ("train")."""
     block, data = construct(cls, d_model, num_heads, d_ff, 0.3)
     if block is None:
         return data
@@ -107,6 +212,9 @@ def _block_run(cls, cache_cls, d_model, num_heads, d_ff, P, x, x_future, dtype, 
         seen = observe(block, *args, **kwargs)
         return [seen.result, seen.error]
 
+    # eval mode: dropout must be off; seeded as the training-mode run below is, so that a
+    # dropout left on draws the masks the grader knows (_dropout_masks) and shows in values
+    given("torch:manual_seed", 0)
     data["out"], data["future"] = run(x), run(x_future)
     data["again"] = run(x)
     cache, data["cache_error"] = attempt(cache_cls)
@@ -136,14 +244,26 @@ def _dropout_masks(shape, p, dtype, count=2, seed=0):
             for _ in range(count)]
 
 
-@reference
-def _block_train_answer(P, x, num_heads, masks):
-    """The block's output in training mode (attention dropout off) with the dropout masks
-    `masks` on each sublayer's output: x + m1 attn(ln1(x)), then + m2 ff(ln2(.)), float64."""
+def _formula_inputs(P, x, masks):
+    """The inputs of formulas.block_formula from the block's parameters P {parameter name:
+    tensor}, x (B, L, D) and the two dropout masks (B, L, D): "x", the causal "mask" (L, L),
+    "ln1_w" ... "ff2_b", the attention's "q_w" ... "o_b" and "drop" (2, B, L, D)."""
     L = x.shape[1]
-    causal = torch.ones(L, L, dtype=torch.bool).tril()
-    x = x + masks[0].double() * _attention(P, _layer_norm(x, P, "ln1"), num_heads, causal)
-    return x + masks[1].double() * _ff(P, _layer_norm(x, P, "ln2"))
+    renamed = {"ln1": "ln1", "ln2": "ln2", "ff.0": "ff0", "ff.2": "ff2", "attn.q_proj": "q",
+               "attn.k_proj": "k", "attn.v_proj": "v", "attn.out_proj": "o"}
+    inputs = {f"{renamed[name.rpartition('.')[0]]}_{name.rpartition('.')[2][0]}": value
+              for name, value in P.items()}
+    return {**inputs, "x": x, "mask": torch.ones(L, L, dtype=torch.bool).tril(),
+            "drop": torch.stack(masks)}
+
+
+@reference
+def _block_answer(inputs, num_heads, training=False):
+    """The block's output (B, L, D), float64, for formulas.block_formula's `inputs`: in eval
+    mode, or (training) under the dropout masks inputs["drop"]."""
+    from . import formulas  # grader-only (the right answers): the kit removes this body
+    inputs = {k: v.double() if v.is_floating_point() else v for k, v in inputs.items()}
+    return formulas.block_formula({}, num_heads, training).run(inputs)
 
 
 def _missing(found, P):
@@ -165,114 +285,9 @@ def _output(item, name, shape, dtype):
     raised(item[1], name)
     out = revive(item[0])
     if isinstance(out, tuple):
-        fail(f"{name} returned a tuple of {len(out)} items; a block returns one tensor "
-             "(B, L, d_model): unpack the attention's (output, weights) inside forward.")
+        fail(MESSAGES["block_tuple"].format(name=name, count=len(out)))
     expect_tensor(out, name, shape=shape, dtype=dtype, shape_names="(B, L, d_model)")
     return out.detach().double().cpu()
-
-
-def _layer_norm(x, P, name):
-    return F.layer_norm(x, x.shape[-1:], P[f"{name}.weight"], P[f"{name}.bias"])
-
-
-def _attention(P, h, num_heads, allowed):
-    """Self-attention of h (B, L, D) in float64 with the weights P; allowed (L, L) bool
-    (True = may attend) or None; a row with no allowed key gives zeros (the course's rule)."""
-    B, L, D = h.shape
-    hd = D // num_heads
-
-    def project(name):
-        y = F.linear(h, P[f"attn.{name}_proj.weight"], P[f"attn.{name}_proj.bias"])
-        return y.view(B, L, num_heads, hd).transpose(1, 2)                   # (B, nh, L, hd)
-
-    q, k, v = project("q"), project("k"), project("v")
-    scores = q @ k.transpose(-2, -1) / math.sqrt(hd)                          # (B, nh, L, L)
-    if allowed is not None:
-        scores = scores.masked_fill(~allowed, float("-inf"))
-    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)                   # (B, nh, L, L)
-    merged = (weights @ v).transpose(1, 2).reshape(B, L, D)                   # (B, L, D)
-    return F.linear(merged, P["attn.out_proj.weight"], P["attn.out_proj.bias"])
-
-
-def _ff(P, h, activation=F.gelu):
-    return F.linear(activation(F.linear(h, P["ff.0.weight"], P["ff.0.bias"])),
-                    P["ff.2.weight"], P["ff.2.bias"])
-
-
-NO_MASK = ("every position attends to every other, future ones included: pass chapter 4's "
-           "causal mask, causal_mask(L) (True on and below the diagonal), to the attention.")
-REVERSED_MASK = ("the causal mask is reversed: position i attends to the positions after it. "
-                 "True means *may attend*: keys 0..i, causal_mask(L), not ~causal_mask(L).")
-UPPER_MASK = ("the mask lets position i attend to positions i..L-1 (an upper triangle, "
-              "e.g. triu): the causal mask is the lower triangle, keys 0..i (causal_mask(L)).")
-POST_LN = ("that is a post-LayerNorm block (the 2017 Transformer's x = ln(x + sublayer(x))). "
-           "This chapter's block is pre-LayerNorm (GPT-2): x + attn(ln1(x)), then "
-           "x + ff(ln2(x)); the LayerNorm is applied to the sublayer's input only.")
-NORMED_RESIDUAL = ("the residual adds the *normalised* input: h = ln1(x); x = h + attn(h). "
-                   "The residual stream carries x itself: x = x + attn(ln1(x)).")
-NO_RESIDUAL = ("the residual connections are missing: each sublayer's output is added to its "
-               "input, x = x + attn(ln1(x)), then x = x + ff(ln2(x)).")
-NO_FF_RESIDUAL = ("the feed-forward sublayer replaces x instead of adding to it: "
-                  "x = x + ff(ln2(x)).")
-SAME_NORM = ("ln1 is used before both sublayers: the feed-forward sublayer has its own "
-             "LayerNorm, ln2: x = x + ff(ln2(x)).")
-FF_ON_INPUT = ("the feed-forward sublayer reads the block's input instead of the output of "
-               "the attention sublayer: x = x + attn(ln1(x)) first, then x = x + ff(ln2(x)) "
-               "on that new x.")
-RELU = ("the feed-forward sublayer uses ReLU: this block (GPT-2's) uses GELU between its two "
-        "linear layers, nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), "
-        "nn.Linear(d_ff, d_model)), as the notebook's __init__ gives it.")
-ATTN_ON_X = ("the attention reads x instead of ln1(x): pre-LayerNorm normalises each "
-             "sublayer's input, h = ln1(x), attn(h, h, h), while the residual adds x itself: "
-             "x = x + attn(ln1(x)).")
-LEAK = ("future tokens leak: changing the positions >= {cut} changed the output at positions "
-        "< {cut} (largest change {change:.3g}). Each position may read only itself and the "
-        "positions before it: apply causal_mask(L) in the attention.")
-DROPOUT_AT_EVAL = ("in eval mode two calls on the same input gave different outputs: dropout "
-                   "is still on. Use the block's nn.Dropout modules (self.drop, and the "
-                   "attention's own dropout), which model.eval() switches off; not "
-                   "F.dropout(x, p) with its default training=True.")
-NO_DROPOUT = ("in training mode the output equals the eval-mode output: dropout is never "
-              "applied. Pass each sublayer's output through self.drop before adding it to x.")
-DROPOUT_PLACEMENT = ("in training mode, with the dropout masks that torch.manual_seed(0) gives "
-                     "(the grader's), the output is not the block's ({where}): dropout applies "
-                     "to each sublayer's output before it is added to x, x = x + "
-                     "drop(attn(ln1(x))), then x = x + drop(ff(ln2(x))); never to the sum "
-                     "x + sublayer(x), and on both branches, through self.drop.")
-CACHE_IGNORED = ("with a cache the block gives other outputs than without: with `cache`, "
-                 "call cached_attention(self.attn, h, cache) (chapter 6) instead of "
-                 "self-attention over the new positions only.")
-
-
-@reference
-def _block_answers(P, x, num_heads):
-    """(expected (B, L, D), {bug message: output}), float64, for the block holding P."""
-    L = x.shape[1]
-    causal = torch.ones(L, L, dtype=torch.bool).tril()
-
-    def pre_ln(x, allowed=causal):
-        x = x + _attention(P, _layer_norm(x, P, "ln1"), num_heads, allowed)
-        return x + _ff(P, _layer_norm(x, P, "ln2"))
-
-    h = _layer_norm(x, P, "ln1")
-    attended = x + _attention(P, h, num_heads, causal)
-    post = _layer_norm(x + _attention(P, x, num_heads, causal), P, "ln1")
-    bugs = {
-        NO_MASK: pre_ln(x, None),
-        REVERSED_MASK: pre_ln(x, ~causal),
-        UPPER_MASK: pre_ln(x, causal.T),
-        POST_LN: _layer_norm(post + _ff(P, post), P, "ln2"),
-        NORMED_RESIDUAL: (lambda y: y + _ff(P, _layer_norm(y, P, "ln2")))(
-            h + _attention(P, h, num_heads, causal)),
-        NO_RESIDUAL: _ff(P, _layer_norm(_attention(P, h, num_heads, causal), P, "ln2")),
-        NO_FF_RESIDUAL: _ff(P, _layer_norm(attended, P, "ln2")),
-        SAME_NORM: attended + _ff(P, _layer_norm(attended, P, "ln1")),
-        FF_ON_INPUT: attended + _ff(P, _layer_norm(x, P, "ln2")),
-        RELU: attended + _ff(P, _layer_norm(attended, P, "ln2"), F.relu),
-        ATTN_ON_X: (lambda y: y + _ff(P, _layer_norm(y, P, "ln2")))(
-            x + _attention(P, x, num_heads, causal)),
-    }
-    return pre_ln(x), bugs
 
 
 @check
@@ -280,74 +295,71 @@ def transformer_block(cls, cache_cls, *, seed=0, B=2, L=6, d_model=8, num_heads=
                       dtype=torch.float32, device="cpu"):
     """cls(d_model, num_heads, d_ff, dropout): forward(x (B, L, D), cache=None) -> (B, L, D),
     a pre-LayerNorm causal block; with cache_cls() caches, prefill + one position per call
-    equals the full forward; dropout only in training mode."""
+    equals the full forward; dropout on each sublayer's output, only in training mode (judged
+    under the dropout masks the grader's seed draws)."""
     if not (is_class(cls) and is_class(cache_cls)):
-        fail("pass the two classes to the check: check.transformer_block(TransformerBlock, "
-             f"KVCache); got {type_name(cls)} and {type_name(cache_cls)}")
+        fail(MESSAGES["classes"].format(cls=type_name(cls), cache_cls=type_name(cache_cls)))
     where = f"TransformerBlock({d_model}, {num_heads}, {d_ff}, 0.3)"
     P, x, x_future = _block_inputs(seed, B, L, d_model, d_ff, dtype)
     data = _block_run(cls, cache_cls, d_model, num_heads, d_ff, P, x, x_future, dtype, device)
     judge_construct(data, where)
     error = data["to_error"]
     if error is not None:
-        fail(f"{where}.to(dtype={dtype}, device={device}) raised {error[0]}: {error[1]}")
+        fail(MESSAGES["to_raised"].format(where=where, dtype=dtype, device=device,
+                                          kind=error[0], message=error[1]))
     missing = _missing(data["found"], P)
     for name in P:
         if name in missing:
             shape = missing[name]
-            got = f"has shape {shape}" if isinstance(shape, tuple) else "is missing"
-            fail(f"{where}: parameter {name} {got}, expected {tuple(P[name].shape)}. {INTERFACE}")
+            fail(MESSAGES["parameter"].format(
+                where=where, name=name, want=tuple(P[name].shape),
+                found=MESSAGES["parameter_shape"].format(shape=shape)
+                if isinstance(shape, tuple) else MESSAGES["parameter_missing"]))
     shape = (B, L, d_model)
     out = _output(data["out"], f"{where}(x)", shape, dtype)
     future = _output(data["future"], f"{where}(x)", shape, dtype)
     again = _output(data["again"], f"{where}(x)", shape, dtype)
-    expected, bugs = _block_answers(P, x, num_heads)
+    cut = max(L // 2, 1)  # x_future differs from position L // 2 on; the cache's prefill
+    # the formula with one step left out or moved (checks/diagnose.py, formulas.py), in eval
+    # mode, with the cache, and in training mode under the masks of the grader's seed
+    inputs = _formula_inputs(P, x, _dropout_masks(shape, 0.3, dtype))
+    expected = _block_answer(inputs, num_heads).to(dtype).double()
+    in_training = _block_answer(inputs, num_heads, training=True).to(dtype).double()
+    mistakes = {state: step_mistakes(formula, inputs, current_dims(), num_heads=num_heads,
+                                     **options) for state, formula, options in (
+        ("eval", "pre-LayerNorm block", {}),
+        ("cached", "pre-LayerNorm block with a cache", {"prefill": cut}),
+        ("training", "pre-LayerNorm block", {"training": True}))}
     tolerance = dict(dtype=dtype, condition=CONDITION)
-    bugs = {m: c.to(dtype).double() for m, c in bugs.items()}
+
+    def named(name):
+        """A family's message for the eval-mode output, or None."""
+        reason = family_reason(out, expected, mistakes=mistakes["eval"], **tolerance)
+        return reason and explained(name, reason)
+
     if not torch.equal(out, again):
-        fail(f"{where}: {DROPOUT_AT_EVAL}")
-    cut = max(L // 2, 1)  # x_future differs from position L // 2 on
+        fail(named(MESSAGES["eval_run"].format(where=where))
+             or MESSAGES["dropout_at_eval"].format(where=where))
     change = max_error(future[:, :L // 2], out[:, :L // 2]) if L > 1 else 0.0
     if change > 0 and not expect_close_quiet(future[:, :L // 2], out[:, :L // 2], **tolerance):
-        for message in (NO_MASK, REVERSED_MASK, UPPER_MASK):
-            if expect_close_quiet(out, bugs[message], **tolerance):
-                fail(f"{where}: {message}")
-        fail(f"{where}: " + LEAK.format(cut=L // 2, change=change))
-    # the formula with one step left out or moved (checks/diagnose.py), for a mistake that
-    # no entry of the tables names
-    inputs = {"x": x, "mask": torch.ones(L, L, dtype=torch.bool).tril(),
-              **{f"{n}_{part[0]}": P[f"{n}.{part}"] for n in ("ln1", "ln2")
-                 for part in ("weight", "bias")},
-              **{f"ff{i}_{part[0]}": P[f"ff.{i}.{part}"] for i in (0, 2)
-                 for part in ("weight", "bias")},
-              **{f"{n}_{part[0]}": P[f"attn.{n}_proj.{part}"] for n in ("q", "k", "v", "out")
-                 for part in ("weight", "bias")}}
-    inputs["o_w"], inputs["o_b"] = inputs.pop("out_w"), inputs.pop("out_b")
-    expect_close(out, expected.to(dtype).double(), f"{where}(x)", bugs=bugs,
-                 mistakes=step_mistakes("pre-LayerNorm block", inputs, current_dims(),
-                                        num_heads=num_heads),
-                 hint="Pre-LayerNorm: x = x + attn(ln1(x)) with the causal mask, then "
-                      "x = x + ff(ln2(x)).", **tolerance)
+        fail(named(f"{where}(x)") or MESSAGES["leak"].format(where=where, cut=L // 2,
+                                                             change=change))
+    expect_close(out, expected, f"{where}(x)", mistakes=mistakes["eval"],
+                 hint=MESSAGES["block_hint"], **tolerance)
     raised(data["cache_error"], "KVCache()")
     steps = data["cached"]
     pieces = [_output(item, f"{where}(x[:, {i}], cache=cache)" if i else
                       f"{where}(x[:, :{cut}], cache=cache)",
                       (B, cut if i == 0 else 1, d_model), dtype) for i, item in enumerate(steps)]
-    cached = torch.cat(pieces, dim=1)
-    if not expect_close_quiet(cached, expected.to(dtype).double(), **tolerance):
-        fail(f"{where} with a cache (a prefill of {cut} positions, then one per call): "
-             f"{CACHE_IGNORED} (largest error {max_error(cached, expected):.3g})")
+    expect_close(torch.cat(pieces, dim=1), expected,
+                 MESSAGES["cached_run"].format(where=where, cut=cut),
+                 mistakes=mistakes["cached"], hint=MESSAGES["cache_hint"], **tolerance)
     raised(data["train_error"], f"{where}.train()")
-    trained = _output(data["train"], f"{where}(x) in training mode", shape, dtype)
-    if torch.equal(trained, out):
-        fail(f"{where}: {NO_DROPOUT}")
-    in_training = _block_train_answer(P, x, num_heads, _dropout_masks(shape, 0.3, dtype))
-    if not expect_close_quiet(trained, in_training.to(dtype).double(), **tolerance):
-        fail(f"{where}: " + DROPOUT_PLACEMENT.format(where=where_it_differs(
-            trained, in_training.to(dtype).double(), "(B, L, d_model)", **tolerance).strip(". ")))
-    passed(f"TransformerBlock: x (B, L, d_model) = {shape} ({dtype}) -> pre-LayerNorm causal "
-           f"block; no future leakage; prefill + {L - cut} cached steps equal the full "
-           "forward; dropout in training mode only")
+    trained = _output(data["train"], MESSAGES["training_call"].format(where=where),
+                      shape, dtype)
+    expect_close(trained, in_training, MESSAGES["training_run"].format(where=where),
+                 mistakes=mistakes["training"], hint=MESSAGES["dropout_hint"], **tolerance)
+    passed(MESSAGES["block_passed"].format(shape=shape, dtype=dtype, steps=L - cut))
 
 
 def expect_close_quiet(actual, expected, **tolerance):
@@ -424,56 +436,20 @@ def _step_run(fn, params, keep, stale, batch, p, lr, device):
     return data
 
 
-NO_ZERO_GRAD = ("the gradients of an earlier step were added to this step's: call "
-                "optimizer.zero_grad() before loss.backward() (PyTorch accumulates gradients "
-                "in .grad).")
-NOT_UPDATED = ("the parameters did not change: the step needs loss.backward() and then "
-               "optimizer.step(), with optimizer.zero_grad() before the backward pass, not "
-               "between it and the step.")
-EVAL_MODE = ("the model ran in eval mode, so its dropout was off during training: call "
-             "model.train() at the start of the step (the model may come from an evaluation).")
-UNSHIFTED = ("the targets are the input tokens themselves: the model must predict the *next* "
-             "token, so inputs = batch[:, :-1] and targets = batch[:, 1:].")
-PREVIOUS = ("the targets are the previous tokens (inputs batch[:, 1:], targets batch[:, :-1]): "
-            "the model predicts the next token: inputs = batch[:, :-1], targets = batch[:, 1:].")
-SOFTMAX_FIRST = ("you applied softmax before F.cross_entropy, which applies log_softmax "
-                 "itself: pass the raw logits.")
-SUMMED = ("the loss is summed over positions: use the mean (F.cross_entropy's default "
-          "reduction), so that the step size does not grow with the batch.")
-LOSS_KIND = ("train_step must return the loss as a number (loss.item()), got {got}.")
+def _step_formula_inputs(params, keep, stale, batch):
+    """The inputs of formulas.training_step_formula: the parameters by name, "keep",
+    "stale_<name>" and "batch"."""
+    return {**params, "keep": keep, **{f"stale_{k}": v for k, v in stale.items()},
+            "batch": batch}
 
 
 @reference
-def _step_answers(params, keep, stale, batch, p, lr):
-    """(expected loss, expected parameters after the step, {bug message: (loss, params)}),
-    float64, SGD without momentum."""
-    def run(inputs, targets, training=True, loss_fn=None, accumulate=False, step=True):
-        model = StepModel({k: v.double() for k, v in params.items()}, keep.double(), p)
-        model.train(training)
-        logits = model(inputs)                                               # (B, L, V)
-        flat = logits.flatten(0, 1)
-        loss = (loss_fn or F.cross_entropy)(flat, targets.flatten())
-        loss.backward()
-        new = {}
-        for name, parameter in model.named_parameters():
-            grad = parameter.grad + (stale[name].double() if accumulate else 0.0)
-            new[name] = (parameter - lr * grad).detach() if step else parameter.detach()
-        return loss.detach(), new
-
-    inputs, targets = batch[:, :-1], batch[:, 1:]
-    expected = run(inputs, targets)
-    bugs = {
-        NO_ZERO_GRAD: run(inputs, targets, accumulate=True),
-        NOT_UPDATED: run(inputs, targets, step=False),
-        EVAL_MODE: run(inputs, targets, training=False),
-        UNSHIFTED: run(inputs, inputs),
-        PREVIOUS: run(batch[:, 1:], batch[:, :-1]),
-        SOFTMAX_FIRST: run(inputs, targets,
-                           loss_fn=lambda z, t: F.cross_entropy(torch.softmax(z, -1), t)),
-        SUMMED: run(inputs, targets,
-                    loss_fn=lambda z, t: F.cross_entropy(z, t, reduction="sum")),
-    }
-    return expected[0], expected[1], {m: (loss, new) for m, (loss, new) in bugs.items()}
+def _step_answer(inputs, p, lr):
+    """The loss, then every parameter after one SGD step (without momentum), flattened in
+    the order of `params`, float64 (formulas.training_step_formula)."""
+    from . import formulas  # grader-only (the right answers): the kit removes this body
+    inputs = {k: v.double() if v.is_floating_point() else v for k, v in inputs.items()}
+    return formulas.training_step_formula({}, p, lr).run(inputs)
 
 
 def _same(actual, expected):
@@ -494,61 +470,60 @@ def _close_quiet(actual, expected, dtype):
 @check
 def train_step(fn, *, seed=0, B=3, L=6, vocab_size=7, d_model=8, p=0.5, lr=0.5,
                dtype=torch.float32, device="cpu"):
-    """fn(model, optimizer, batch (B, L + 1)) -> loss (a number): model.train(), logits of
-    batch[:, :-1], mean cross-entropy against batch[:, 1:], zero_grad, backward, step."""
+    """fn(model, optimizer, batch (B, L + 1)) -> loss (a Python number): model.train(),
+    logits of batch[:, :-1], mean cross-entropy against batch[:, 1:], zero_grad, backward,
+    step."""
     name = "train_step(model, optimizer, batch)"
     params, keep, stale, batch = _step_inputs(seed, B, L, vocab_size, d_model, p, dtype)
     data = _step_run(fn, params, keep, stale, batch, p, lr, device)
     if not all(_same(data["built"][k], v) for k, v in params.items()):
-        fail(MALFORMED.format(what="the model before train_step ran"))
+        fail(MALFORMED.format(what=MESSAGES["model_before"]))
     # (b) the model's record of its calls: it only names a mistake the values fail
     modes = data["modes"] if isinstance(data["modes"], list) else []
     if data["error"] is None and not modes and _same(data["params"], params):
-        fail(f"{name} never called the model: logits = model(batch[:, :-1]).")
+        fail(MESSAGES["step_never_called"].format(name=name))
     raised(data["error"], name)
     # (a) an in-place change: the batch as the call left it, by value
     if not _same(data["batch"], batch):
-        fail(f"{name} changed the batch in place; slice it instead (batch[:, :-1], "
-             "batch[:, 1:]).")
+        fail(MESSAGES["batch_changed"].format(name=name))
     loss = revive(data["loss"])
-    if isinstance(loss, torch.Tensor) and loss.dim() == 0:
-        loss = loss.item()
     if isinstance(loss, bool) or not isinstance(loss, (int, float)):
-        fail(f"{name}: " + LOSS_KIND.format(got=type_name(loss) if not isinstance(
-            loss, torch.Tensor) else f"a tensor of shape {tuple(loss.shape)}"))
+        fail(MESSAGES["loss_kind"].format(name=name, got=type_name(loss) if not isinstance(
+            loss, torch.Tensor) else MESSAGES["loss_tensor"].format(shape=tuple(loss.shape))))
     after = data["params"]
     for k in params:
-        expect_tensor(after[k], f"model.{k} after {name}", shape=params[k].shape)
-    got = {k: after[k].double() for k in params}
-    expected_loss, expected_params, bugs = _step_answers(params, keep, stale, batch, p, lr)
-    loss_t = torch.tensor([float(loss)], dtype=torch.float64)
-
-    def matches(candidate):
-        c_loss, c_params = candidate
-        return (_close_quiet(loss_t, c_loss.reshape(1), dtype)
-                and all(_close_quiet(got[k], c_params[k], dtype) for k in params))
-
-    if matches((expected_loss, expected_params)):
-        passed(f"train_step: batch (B, L + 1) = {tuple(batch.shape)} ({dtype}) -> one SGD step "
-               "in training mode on the mean next-token cross-entropy; loss returned as a "
-               "number")
+        expect_tensor(after[k], MESSAGES["parameter_after"].format(parameter=k, name=name),
+                      shape=params[k].shape)
+    # the loss and every parameter after the step as one vector, each part compared at the
+    # scale of its own values (as one comparison per tensor would)
+    inputs = _step_formula_inputs(params, keep, stale, batch)
+    expected = _step_answer(inputs, p, lr).to(dtype).double()
+    mistakes = step_mistakes("training step", inputs, current_dims(), p=p, lr=lr)
+    got = torch.cat([torch.tensor([float(loss)], dtype=torch.float64)]
+                    + [after[k].double().flatten() for k in params])
+    sizes = [1] + [params[k].numel() for k in params]
+    scale = torch.cat([part.abs().max().expand(part.numel())
+                       for part in expected.split(sizes)])
+    if close(got, expected, dtype, scale, CONDITION):
+        passed(MESSAGES["step_passed"].format(shape=tuple(batch.shape), dtype=dtype))
         return
-    for message, candidate in bugs.items():
-        if matches(candidate):
-            fail(f"{name}: {message}")
-    # (b) the values failed: the model's record of its calls may say why
+    # the formula family alone: the vector's layout is the check's, not the exercise's
+    reason = one_step(got, mistakes, lambda a, b: close(a, b, dtype, scale, CONDITION))
+    if reason:
+        fail(explained(name, reason))
+    # (b) the values failed and no family names how: the model's record of its calls may
+    # say why
     if not modes:
-        fail(f"{name} never called the model: logits = model(batch[:, :-1]).")
+        fail(MESSAGES["step_never_called"].format(name=name))
     if False in modes:
-        fail(f"{name}: {EVAL_MODE}")
-    if not _close_quiet(loss_t, expected_loss.reshape(1), dtype):
-        fail(f"{name} returned the loss {float(loss):.6g}, expected {expected_loss.item():.6g} "
-             "(the mean cross-entropy of the logits of batch[:, :-1] against batch[:, 1:], "
-             "before the step).")
-    wrong = [k for k in params if not _close_quiet(got[k], expected_params[k], dtype)]
-    fail(f"{name}: the loss is right but the parameters {', '.join(wrong)} are not those of one "
-         "step of the optimizer: optimizer.zero_grad(), loss.backward(), optimizer.step(), "
-         "each once.")
+        fail(MESSAGES["step_eval_mode"].format(name=name))
+    expected_loss, *expected_params = expected.split(sizes)
+    if not _close_quiet(got[:1], expected_loss, dtype):
+        fail(MESSAGES["loss_value"].format(name=name, got=float(loss),
+                                           want=expected_loss.item()))
+    wrong = [k for k, part, want in zip(params, got[1:].split(sizes[1:]), expected_params)
+             if not _close_quiet(part, want, dtype)]
+    fail(MESSAGES["parameters"].format(name=name, wrong=", ".join(wrong)))
 
 
 # ============================================================ exercise 3: generate
@@ -567,10 +542,10 @@ class DecoderModel(nn.Module):
     """A one-layer, one-head causal decoder with the interface of the chapter's CharLM:
     forward(tokens (B, L), caches=None, start=0) -> logits (B, L, V), new_caches(). Built so
     that generate's mistakes show in what it returns: a fixed dropout mask acts in training
-    mode, positions beyond the model's raise, a call with gradients enabled raises (GEN_GRAD),
-    and the caches it made (`made`) can be read back. Each call is logged in `calls` as [L,
-    start, cached positions before the call or None, training mode, gradients enabled]: only
-    to name a mistake that the values already fail.
+    mode, positions beyond the model's raise, a call with gradients enabled raises
+    (MESSAGES["gradients"]), and the caches it made (`made`) can be read back. Each call is
+    logged in `calls` as [L, start, cached positions before the call or None, training mode,
+    gradients enabled]: only to name a mistake that the values already fail.
     Its cache stores keys and values rounded to bfloat16 (_stored), while the positions fed
     in a call attend with their own exact ones: the logits of each step then show how its
     keys were made (a prefill, then one new position per call appended to the cache it was
@@ -594,10 +569,10 @@ class DecoderModel(nn.Module):
         self.calls.append([L, int(start), None if cache is None else len(cache),
                            bool(self.training), bool(torch.is_grad_enabled())])
         if torch.is_grad_enabled() and self.emb.requires_grad:
-            raise RuntimeError(f"DecoderModel: called with {GEN_GRAD}")
+            raise RuntimeError("DecoderModel: called with " + MESSAGES["gradients"])
         if not 0 <= start <= self.pos.shape[0] - L:
-            raise IndexError(f"positions {start}..{start + L - 1} are beyond the model's "
-                             f"{self.pos.shape[0]} positions")
+            raise IndexError(MESSAGES["beyond_positions"].format(
+                first=start, last=start + L - 1, positions=self.pos.shape[0]))
         x = self.emb[tokens] + self.pos[start:start + L]                     # (B, L, D)
         q, k, v = x @ self.wq, x @ self.wk, x @ self.wv                       # (B, L, D)
         if cache is not None:
@@ -635,23 +610,20 @@ def _decoder_inputs(seed, B, P, T, vocab_size, d_model, dtype):
     return params, keep, prompt
 
 
+def _generation_inputs(params, keep, prompt):
+    """The inputs of formulas.generation_formula: the parameters by name, "keep", "prompt"."""
+    return {**params, "keep": keep, "prompt": prompt}
+
+
 @reference
-def _greedy(params, keep, prompt, T, first_position=0, cached=False):
+def _greedy(inputs, T, cached=False):
     """(tokens (B, P + T), logits (B, T, V)) of greedy decoding, float64, eval mode: by the
     whole sequence each step, or (`cached`) a prefill then one token per call into the
-    model's cache; the first `first_position` steps read the logits of position 0 instead
-    of the last one (a catalogued mistake)."""
-    model = DecoderModel({k: v.double() for k, v in params.items()}, keep.double()).eval()
-    tokens, chosen = prompt, []
-    caches = model.new_caches() if cached else None
-    with torch.no_grad():
-        for step in range(T):
-            fed, start = (tokens[:, -1:], tokens.shape[1] - 1) if cached and step else (tokens, 0)
-            logits = model(fed, caches=caches, start=start)                # (B, L, V)
-            last = logits[:, 0 if step < first_position else -1]            # (B, V)
-            chosen.append(last)
-            tokens = torch.cat([tokens, last.argmax(-1, keepdim=True)], 1)
-    return tokens, torch.stack(chosen, 1)
+    model's cache (formulas.generation_formula)."""
+    from . import formulas  # grader-only (the right answers): the kit removes this body
+    inputs = {k: v.double() if v.is_floating_point() else v for k, v in inputs.items()}
+    logits = formulas.generation_formula({}, T, cached).run(inputs)          # (B, T, V)
+    return torch.cat([inputs["prompt"], logits.argmax(-1)], 1), logits
 
 
 def _generate_run(fn, params, keep, prompt, T, device):
@@ -676,46 +648,19 @@ def _generate_run(fn, params, keep, prompt, T, device):
     return runs
 
 
-GEN_EVAL = ("the model ran in training mode, so dropout changed its predictions: call "
-            "model.eval() before generating (and restore the mode after).")
-GEN_GRAD = ("gradients enabled: generation needs none; decorate generate with "
-            "@torch.no_grad() (or use `with torch.no_grad():`), which saves the memory of the "
-            "whole graph.")
-GEN_NO_CACHE = ("use_cache=True but the model was never given the caches: create them with "
-                "model.new_caches() and pass caches=caches at every call.")
-GEN_REFEED = ("with the cache, step {step} fed {L} positions: after the prefill, feed only "
-              "the newest token, tokens[:, -1:]; the cache holds the keys and values of the "
-              "others, and feeding them again appends them twice.")
-GEN_START = ("the position of the newest token is off: a call with {cached} cached positions "
-             "passed start={start}. The tokens fed sit right after the cached ones, "
-             "start = len(cache) = tokens.shape[1] - 1 after the prefill (positions count "
-             "from 0).")
-GEN_UNCACHED_CALLS = ("use_cache=False but the model was given caches: without the cache, "
-                      "call model(tokens) on the whole sequence at every step.")
-GEN_MODE_RESTORE = ("generate left the model in eval mode: restore the mode it had "
-                    "(model.train(was_training)), so that training can continue after sampling.")
-GEN_MODE_FROM_EVAL = ("generate left the model in training mode although it came in eval mode: "
-                      "restore the mode it had, whichever it was (model.train(was_training)), "
-                      "not always model.train().")
-GEN_PROBABILITIES = ("you returned probabilities (the softmax of the logits): return the logits "
-                     "themselves, logits[:, -1] of each step; the argmax picks the same token "
-                     "from either.")
-GEN_FIRST = ("the logits of the *first* position were used: the next token is predicted by the "
-             "last position, logits[:, -1].")
-
-
 def _judge_run(run, name, B, P, T, V, dtype):
     """(tokens (B, P + T), logits (B, T, V)) of one observed run."""
     raised(run["error"], name)
     out = revive(run["out"])
     if not (isinstance(out, tuple) and len(out) == 2):
-        fail(f"{name} must return a pair (tokens, logits), got {type_name(out)}"
-             + (" (did you forget to return it?)" if out is None else "") + ".")
+        fail(MESSAGES["pair"].format(name=name, got=type_name(out),
+                                     forgot=MESSAGES["forgot"] if out is None else ""))
     tokens, logits = out
-    expect_tensor(tokens, f"{name}: tokens", shape=(B, P + T), shape_names="(B, P + num_tokens)")
+    expect_tensor(tokens, MESSAGES["tokens"].format(name=name), shape=(B, P + T),
+                  shape_names="(B, P + num_tokens)")
     if tokens.dtype != torch.long:
-        fail(f"{name}: tokens must be token ids (torch.long), got {tokens.dtype}")
-    expect_tensor(logits, f"{name}: logits", shape=(B, T, V), dtype=dtype,
+        fail(MESSAGES["token_ids"].format(name=name, dtype=tokens.dtype))
+    expect_tensor(logits, MESSAGES["logits"].format(name=name), shape=(B, T, V), dtype=dtype,
                   shape_names="(B, num_tokens, vocab_size)")
     return tokens.cpu(), logits.detach().double().cpu()
 
@@ -728,23 +673,23 @@ def _name_from_log(run, use_cache, name):
     if not isinstance(calls, list):
         return
     if not calls and run["error"] is None:  # (what raised says more)
-        fail(f"{name} never called the model.")
+        fail(MESSAGES["gen_never_called"].format(name=name))
     for i, call in enumerate(calls):
         if not (isinstance(call, list) and len(call) == 5):
             return
         L, start, cached, training, grad = call
         if training:
-            fail(f"{name}: {GEN_EVAL}")
+            fail(MESSAGES["gen_training"].format(name=name))
         if grad:
-            fail(f"{name}: the model ran with {GEN_GRAD}")
+            fail(MESSAGES["gen_gradients"].format(name=name, gradients=MESSAGES["gradients"]))
         if use_cache and cached is None:
-            fail(f"{name}: {GEN_NO_CACHE}")
+            fail(MESSAGES["gen_no_cache"].format(name=name))
         if not use_cache and cached is not None:
-            fail(f"{name}: {GEN_UNCACHED_CALLS}")
+            fail(MESSAGES["gen_uncached_calls"].format(name=name))
         if use_cache and i > 0 and L != 1:
-            fail(f"{name}: " + GEN_REFEED.format(step=i, L=L))
+            fail(MESSAGES["gen_refeed"].format(name=name, step=i, L=L))
         if use_cache and start != cached:
-            fail(f"{name}: " + GEN_START.format(cached=cached, start=start))
+            fail(MESSAGES["gen_start"].format(name=name, cached=cached, start=start))
 
 
 @reference
@@ -761,40 +706,41 @@ def generate(fn, *, seed=0, B=2, P=3, num_tokens=5, vocab_size=9, d_model=8,
              dtype=torch.float64, device="cpu"):
     """fn(model, prompt (B, P), num_tokens, use_cache) -> (tokens (B, P + T), logits (B, T, V)):
     greedy decoding in eval mode without gradients; with use_cache, a prefill of the prompt
-    then one token per call at start = len(cache); the same tokens either way."""
+    then one token per call at start = len(cache); the same tokens either way; the model
+    left in the mode it came in (training, or eval)."""
     T = num_tokens
     params, keep, prompt = _decoder_inputs(seed, B, P, T, vocab_size, d_model, dtype)
     runs = _generate_run(fn, params, keep, prompt, T, device)
     # with the cache, each step's logits attend over the keys the cache stored (rounded),
     # so they show that step's call: the prefill, then one position into the given cache
-    answers = {cached: _greedy(params, keep, prompt, T, cached=cached)
-               for cached in (False, True)}
-    # logits[:, 0]: every step without the cache, the prefill's step with it (the later
-    # steps feed one position, where first and last coincide)
-    first_logits = {False: _greedy(params, keep, prompt, T, first_position=T)[1],
-                    True: _greedy(params, keep, prompt, T, first_position=1, cached=True)[1]}
+    inputs = _generation_inputs(params, keep, prompt)
+    answers = {cached: _greedy(inputs, T, cached=cached) for cached in (False, True)}
     for use_cache in (False, True):
-        name = f"generate(model, prompt, {T}, use_cache={use_cache})"
+        name = MESSAGES["generate_call"].format(T=T, use_cache=use_cache)
         run = runs[use_cache]
         expected_tokens, expected_logits = answers[use_cache]
+        expected_logits = expected_logits.to(dtype).double()
+        mistakes = step_mistakes("greedy generation", inputs, current_dims(), num_tokens=T,
+                                 use_cache=use_cache)
         try:  # the values: what generate returned, on the grader's model and prompt
             tokens, logits = _judge_run(run, name, B, P, T, vocab_size, dtype)
             if not torch.equal(tokens[:, :P], prompt):
-                fail(f"{name}: tokens[:, :P] must be the prompt itself, followed by the new "
-                     "tokens.")
-            expect_close(logits, expected_logits.to(dtype).double(), f"{name}: logits",
-                         dtype=dtype, condition=CONDITION,
-                         bugs={GEN_FIRST: first_logits[use_cache].to(dtype).double(),
-                               GEN_PROBABILITIES: expected_logits.softmax(-1).to(dtype)
-                               .double()},
-                         hint="Each step: the logits of the last position, logits[:, -1], "
-                              "then the argmax over the vocabulary appended to the tokens.")
+                fail(MESSAGES["prompt_kept"].format(name=name))
+            reason = family_reason(logits, expected_logits, dtype=dtype, condition=CONDITION,
+                                   mistakes=mistakes)
+        except CheckFailure:
+            _name_from_log(run, use_cache, name)
+            raise
+        if reason:  # the values name the mistake (the call log would only restate it)
+            fail(explained(MESSAGES["logits"].format(name=name), reason))
+        try:
+            expect_close(logits, expected_logits, MESSAGES["logits"].format(name=name),
+                         dtype=dtype, condition=CONDITION, hint=MESSAGES["generate_hint"])
             if not torch.equal(tokens, expected_tokens):
                 wrong = (tokens != expected_tokens).nonzero()[0].tolist()
-                fail(f"{name}: token {wrong[1]} of sequence {wrong[0]} is "
-                     f"{int(tokens[tuple(wrong)])}, but the largest logit of that step is at "
-                     f"{int(expected_tokens[tuple(wrong)])}: greedy decoding appends "
-                     "logits[:, -1].argmax(-1).")
+                fail(MESSAGES["token"].format(name=name, index=wrong[1], sequence=wrong[0],
+                                              got=int(tokens[tuple(wrong)]),
+                                              want=int(expected_tokens[tuple(wrong)])))
         except CheckFailure:
             _name_from_log(run, use_cache, name)
             raise
@@ -809,16 +755,23 @@ def generate(fn, *, seed=0, B=2, P=3, num_tokens=5, vocab_size=9, d_model=8,
                                               dtype=dtype, condition=CONDITION)
                        for k in filled):
                 _name_from_log(run, use_cache, name)  # (b): failed on values already
-                fail(f"{name}: {GEN_NO_CACHE}")
+                fail(MESSAGES["gen_no_cache"].format(name=name))
         elif filled:
-            fail(f"{name}: {GEN_UNCACHED_CALLS}")
-        # (a) the model's mode after the call, read back by value
-        if run["training_after"] is not True:
-            fail(f"{name}: {GEN_MODE_RESTORE}")
-    name = f"generate(model in eval mode, prompt, {T}, use_cache=False)"
+            fail(MESSAGES["gen_uncached_calls"].format(name=name))
+    # (a) the model's mode after each call, read back by value, from both starting states
+    name = MESSAGES["from_eval"].format(T=T)
     raised(runs["from_eval"]["error"], name)
-    if runs["from_eval"]["training_after"] is not False:
-        fail(f"{name}: {GEN_MODE_FROM_EVAL}")
-    passed(f"generate: prompt (B, P) = {(B, P)} -> {T} greedy tokens, the same with and without "
-           "the KV cache (prefill, then one token per step at start = len(cache)); eval mode, "
-           "no gradients")
+    left = {"training": [runs[c]["training_after"] for c in (True, False)],
+            "eval": [runs["from_eval"]["training_after"]]}
+    outcomes = {}
+    for came, values in left.items():
+        wrong = [v for v in values if v is not (came == "training")]
+        outcomes[MESSAGES["came_in"].format(came=came)] = (not wrong, MESSAGES["mode"].format(
+            left="training" if wrong[0] else "eval", came=came)
+            if wrong and isinstance(wrong[0], bool) else "")
+    if not all(right for right, _ in outcomes.values()):
+        reason = all(what for right, what in outcomes.values() if not right) and \
+            state_dependent(outcomes)
+        fail(explained(MESSAGES["generate"].format(T=T), reason) if reason else
+             MESSAGES["mode_kept"].format(T=T))
+    passed(MESSAGES["generate_passed"].format(shape=(B, P), T=T))

@@ -964,3 +964,18 @@ def random_inputs(*shapes, seed, dtype=torch.float32, device="cpu"):
     return [torch.randn(*s, generator=gen, dtype=torch.float64).to(dtype=dtype, device=device)
             for s in shapes]
 
+
+
+def family_reason(actual, expected, dtype=None, scale=None, condition=1.0, axes=None,
+                  mistakes=None):
+    """The reason (a sentence) that the first family of checks/diagnose.py gives for how
+    `actual` differs from `expected` (tensors of one shape) beyond expect_close's tolerance,
+    or None (also where they agree): for a check whose own message for what no family names
+    says more than expect_close's generic one (a leak, a mode, a call log)."""
+    if close(actual, expected, dtype, scale, condition):
+        return None
+    return diagnose.explain(
+        actual.detach(), expected.detach(), _same_within(dtype or expected.dtype, scale,
+                                                         condition),
+        _ratios(actual, expected, dtype, scale, condition) > 1, current_dims(), axes,
+        mistakes)

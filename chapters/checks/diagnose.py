@@ -29,6 +29,7 @@ Every sentence is a template of MESSAGES (one place, for a second language).
 import itertools
 import math
 import re
+import string
 
 import torch
 
@@ -98,6 +99,7 @@ MESSAGES = {
     "in_place": "it changed {what} in place: {count} of {total} entries differ from what was "
                 "passed in",
     "state": "its {quantity} is {got} where it should be {want}{why}",
+    "starting_states": "it is right from {right} but not from {wrong}: {detail}",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -511,16 +513,26 @@ def explained(name, reason):
     return MESSAGES["explained"].format(name=name, reason=reason)
 
 
+def _signature(key):
+    """The longest fixed text of MESSAGES[key], which every sentence of that template holds
+    (its start alone may be as common as "its ")."""
+    return max((literal for literal, *_ in string.Formatter().parse(MESSAGES[key]) if literal),
+               key=len)
+
+
+# the templates of the families' sentences (the shape family's and restate_error's are
+# matched below by their own words)
+FAMILY_KEYS = ("swap", "view", "reversed", "factors", "times", "plus", "shifted",
+               "complement", "diagonal", "localized", "step", "steps",
+               "nonfinite", "runs", "runs_complement", "overflow", "singleton_missing",
+               "singleton_extra", "parameter",
+               "reduced", "merged", "kind",
+               "zeros", "in_place", "state",
+               "starting_states")
 # a message that a family produced, for tests and the measurement of the families alone
-FAMILY_PATTERN = re.compile("|".join(
-    re.escape(MESSAGES[key].split("{")[0]) for key in
-    ("swap", "view", "reversed", "factors", "times", "plus", "shifted", "complement",
-     "diagonal", "localized", "step",
-     "nonfinite", "runs", "runs_complement", "overflow", "singleton_missing",
-     "singleton_extra", "parameter",
-     "reduced", "merged",
-     "zeros", "in_place", "state"))
-    + r"| where the exercise documents |has \d+(?: = \w+)* entries; it should have"
+FAMILY_PATTERN = re.compile(
+    "|".join(re.escape(_signature(key)) for key in FAMILY_KEYS)
+    + r"|has \d+(?: = \w+)* entries; it should have"
     r"|the sizes are right but the axes|an extra axis of size|it lacks the \S+ axis"
     r"|\(the sizes in it: ")
 
@@ -773,3 +785,21 @@ def wrong_state(quantity, got, want, why=""):
     if got == want:
         return None
     return MESSAGES["state"].format(quantity=quantity, got=got, want=want, why=why)
+
+
+# -------------------------------------------------------------------------- starting states
+
+def state_dependent(outcomes):
+    """The state family: a result right from some starting states and wrong from others (a
+    mode, an empty or a filled cache that the code does not treat alike). outcomes: {the
+    starting state, in words: (whether the result from it is right, what went wrong from it
+    (a sentence, for the wrong ones))}, in the order the check tried them; None unless some
+    are right and some wrong. It runs on what the check read back, not on tensors, so
+    explain() does not try it."""
+    right = [state for state, (ok, _) in outcomes.items() if ok]
+    wrong = {state: what for state, (ok, what) in outcomes.items() if not ok}
+    if not right or not wrong:
+        return None
+    return MESSAGES["starting_states"].format(right=" and ".join(right),
+                                              wrong=" and ".join(wrong),
+                                              detail="; ".join(wrong.values()))

@@ -157,7 +157,7 @@ BUGS = {
     "train_returns_tensor": _step_bug(
         "    return loss.item()", "    return loss",
         r"(?i)\.item\(\)|a (Python )?(float|number)|tensor",
-        "false pass: the check turns a 0-d tensor into a number where the exercise asks for one"),
+        "the check turns a 0-d tensor into a number where the exercise asks for one"),
 
     # --- generate
     # Sampling instead of greedy decoding.

@@ -125,7 +125,8 @@ def generate(model, prompt, num_tokens, use_cache=True):
 ''',
     },
     # F.dropout bound to the module's mode, a loss from model(batch)[:, :-1] (the same
-    # logits: the model is causal), parameters' gradients cleared by hand
+    # logits: the model is causal), parameters' gradients cleared by hand, the loss's number
+    # through a detached tensor
     "functional_dropout_full_batch": {
         "transformer_block": block('''
     def forward(self, x, cache=None):
@@ -148,7 +149,7 @@ def train_step(model, optimizer, batch):
     loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
     loss.backward()
     optimizer.step()
-    return loss.detach()
+    return loss.detach().item()
 ''',
         "generate": '''
 def generate(model, prompt, num_tokens, use_cache=True):
@@ -338,10 +339,10 @@ def _step_with(old, new):
 BUGS = {
     # one mistake per exercise first: tests/test_nbgrader.py grades the first three
     "no_zero_grad": _step_bug(_step_with("    optimizer.zero_grad()\n", ""),
-                              r"gradients of an earlier step.*zero_grad"),
+                              r"optimizer\.zero_grad\(\) step is left out"),
     "start_off_by_one": _generate_bug(
         _generate_with("start=tokens.shape[1] - 1)", "start=tokens.shape[1])"),
-        r"position of the newest token is off"),
+        r"passes len\(cache\) \+ 1.*position len\(cache\)"),
     # ---------------------------------------------------------------- the block
     "post_layernorm": _block_bug('''
     def forward(self, x, cache=None):
@@ -351,13 +352,13 @@ BUGS = {
             a = cached_attention(self.attn, x, cache)
         x = self.ln1(x + self.drop(a))
         return self.ln2(x + self.drop(self.ff(x)))
-''', r"post-LayerNorm.*pre-LayerNorm"),
+''', r"LayerNorms come after the residual additions.*post-LN"),
     "residual_of_normed_input": _block_bug('''
     def forward(self, x, cache=None):
         x = self.ln1(x)
         h = x''' + ATTEND + '''        x = x + self.drop(a)
         return x + self.drop(self.ff(self.ln2(x)))
-''', r"residual adds the \*normalised\* input"),
+''', r"first residual step adds the normalised input instead of x"),
     "no_causal_mask": _block_bug('''
     def forward(self, x, cache=None):
         h = self.ln1(x)
@@ -399,12 +400,12 @@ BUGS = {
     def forward(self, x, cache=None):
         h = self.ln1(x)''' + ATTEND + '''        x = x + self.drop(a)
         return self.drop(self.ff(self.ln2(x)))
-''', r"replaces x instead of adding"),
+''', r"second residual step is left out"),
     "ln1_twice": _block_bug('''
     def forward(self, x, cache=None):
         h = self.ln1(x)''' + ATTEND + '''        x = x + self.drop(a)
         return x + self.drop(self.ff(self.ln1(x)))
-''', r"ln1 is used before both"),
+''', r"ln2 step uses ln1"),
     "ff_reads_block_input": _block_bug('''
     def forward(self, x, cache=None):
         h = self.ln1(x)''' + ATTEND + '''        return x + self.drop(a) + self.drop(self.ff(self.ln2(x)))
@@ -413,12 +414,12 @@ BUGS = {
     def forward(self, x, cache=None):
         h = self.ln1(x)''' + ATTEND + '''        x = x + F.dropout(a, self.drop.p)
         return x + F.dropout(self.ff(self.ln2(x)), self.drop.p)
-''', r"dropout is still on"),
+''', r"in eval mode is wrong: .*dropout acts in eval mode"),
     "no_residual_dropout": _block_bug('''
     def forward(self, x, cache=None):
         h = self.ln1(x)''' + ATTEND + '''        x = x + a
         return x + self.ff(self.ln2(x))
-''', r"dropout is never applied"),
+''', r"training mode.*both dropout steps are left out \(dropout is never applied"),
     "cache_ignored": _block_bug('''
     def forward(self, x, cache=None):
         h = self.ln1(x)
@@ -431,36 +432,41 @@ BUGS = {
         _step_with("    optimizer.zero_grad()\n    loss.backward()\n",
                    "    loss.backward()\n    optimizer.zero_grad()\n"),
         r"parameters did not change"),
-    "no_train_mode": _step_bug(_step_with("    model.train()\n", ""), r"eval mode.*model\.train\(\)"),
+    "no_train_mode": _step_bug(_step_with("    model.train()\n", ""),
+                               r"model\.train\(\) step is left out"),
     "unshifted_targets": _step_bug(_step_with("batch[:, 1:]", "batch[:, :-1]"),
-                                   r"targets are the input tokens themselves"),
+                                   r"uses batch\[:, :-1\] as the targets too"),
     "targets_are_previous_tokens": _step_bug(
         _step_with("inputs, targets = batch[:, :-1], batch[:, 1:]",
                    "inputs, targets = batch[:, 1:], batch[:, :-1]"),
-        r"targets are the previous tokens"),
+        r"exchanges them: inputs batch\[:, 1:\], targets batch\[:, :-1\]"),
     "softmax_before_cross_entropy": _step_bug(
         _step_with("F.cross_entropy(logits.flatten(0, 1)",
                    "F.cross_entropy(logits.softmax(-1).flatten(0, 1)"),
-        r"softmax before F\.cross_entropy"),
+        r"given the softmax of the logits"),
     "summed_loss": _step_bug(
         _step_with("targets.flatten())", "targets.flatten(), reduction='sum')"),
-        r"summed over positions"),
+        r"sums over the positions \(reduction='sum'\)"),
     "loss_not_returned": _step_bug(_step_with("    return loss.item()\n", ""),
-                                   r"return the loss as a number.*NoneType"),
+                                   r"return the loss as a Python number.*NoneType"),
+    # the exercise promises a Python number: a 0-d tensor is not one (issue 20's return types)
+    "loss_as_tensor": _step_bug(
+        _step_with("    return loss.item()\n", "    return loss.detach()\n"),
+        r"return the loss as a Python number.*a tensor of shape \(\)"),
     # ---------------------------------------------------------------- generation
     "generate_in_training_mode": _generate_bug(
-        _generate_with("    model.eval()\n", ""), r"training mode.*model\.eval\(\)"),
+        _generate_with("    model.eval()\n", ""), r"model\.eval\(\) step is left out"),
     "generate_with_gradients": _generate_bug(
         _generate_with("@torch.no_grad()\n", ""), r"gradients enabled.*no_grad"),
     "start_always_zero": _generate_bug(
         _generate_with("caches=caches, start=tokens.shape[1] - 1)", "caches=caches)"),
-        r"position of the newest token is off.*start=0"),
+        r"start = len\(cache\) step passes 0"),
     "whole_sequence_with_cache": _generate_bug(
         _generate_with("model(tokens[:, -1:], caches=caches,", "model(tokens, caches=caches,"),
         r"fed \d+ positions.*newest token"),
     "first_position_logits": _generate_bug(
         _generate_with("last = logits[:, -1]", "last = logits[:, 0]"),
-        r"\*first\* position.*logits\[:, -1\]"),
+        r"reads logits\[:, 0\] \(the first position"),
     "cache_never_passed": _generate_bug(
         _generate_with("        elif step == 0:\n            logits = model(tokens, caches=caches)\n"
                        "        else:\n            logits = model(tokens[:, -1:], caches=caches, "
@@ -468,14 +474,16 @@ BUGS = {
                        "        else:\n            logits = model(tokens[:, -1:])\n"),
         r"never given the caches"),
     "mode_not_restored": _generate_bug(
-        _generate_with("    model.train(was_training)\n", ""), r"left the model in eval mode"),
+        _generate_with("    model.train(was_training)\n", ""),
+        r"right from a model in eval mode but not from a model in training mode: it left the "
+        r"model in eval mode"),
     # held-out mistakes (the outside tester's set), each a generic message before
     "ff_relu": Bug(
         cells={"transformer_block": edit(INIT, "nn.GELU()", "nn.ReLU()") + '''
     def forward(self, x, cache=None):
         h = self.ln1(x)''' + ATTEND + '''        x = x + self.drop(a)
         return x + self.drop(self.ff(self.ln2(x)))
-'''}, fails=["test_transformer_block"], diagnosis=r"uses ReLU.*nn\.GELU\(\)"),
+'''}, fails=["test_transformer_block"], diagnosis=r"feed-forward step uses ReLU instead of GELU"),
     "attention_reads_x": _block_bug('''
     def forward(self, x, cache=None):
         h = self.ln1(x)
@@ -485,25 +493,26 @@ BUGS = {
             a = cached_attention(self.attn, h, cache)
         x = x + self.drop(a)
         return x + self.drop(self.ff(self.ln2(x)))
-''', r"attention reads x instead of ln1\(x\)"),
-    # issue 20's false passes, caught by completed checks (not by table entries): the block
+''', r"the attention reads x instead of ln1\(x\)"),
+    # issue 20's false passes, caught by completed checks (not by table entries): the block's
     # output in training mode is compared with the block's under the dropout masks the grader
-    # seeded, where dropout's placement shows in the values; generate also starts from eval
-    # mode
+    # seeded, where dropout's placement shows in the values (the formula's dropout steps name
+    # it); generate also starts from eval mode (the state family names the difference)
     "dropout_on_residual_sum": _block_bug('''
     def forward(self, x, cache=None):
         h = self.ln1(x)''' + ATTEND + '''        x = self.drop(x + a)
         return self.drop(x + self.ff(self.ln2(x)))
-''', r"with the dropout masks that torch\.manual_seed\(0\) gives.*never to the sum"),
+''', r"torch\.manual_seed\(0\) draws.*dropout applies to the sum x \+ sublayer\(x\)"),
     "no_dropout_on_ff": _block_bug('''
     def forward(self, x, cache=None):
         h = self.ln1(x)''' + ATTEND + '''        x = x + self.drop(a)
         return x + self.ff(self.ln2(x))
-''', r"with the dropout masks that torch\.manual_seed\(0\) gives.*never to the sum"),
+''', r"torch\.manual_seed\(0\) draws.*feed-forward dropout step is left out"),
     "generate_always_ends_in_training": _generate_bug(
         _generate_with("    model.train(was_training)\n", "    model.train()\n"),
-        r"left the model in training mode although it came in eval mode"),
+        r"right from a model in training mode but not from a model in eval mode: it left the "
+        r"model in training mode although it came in eval mode"),
     "returns_probabilities": _generate_bug(
         _generate_with("chosen.append(last)", "chosen.append(last.softmax(-1))"),
-        r"returned probabilities.*return the logits"),
+        r"returned as probabilities \(their softmax\): return the logits"),
 }
