@@ -205,3 +205,72 @@ def test_expect_close_names_a_family_before_the_generic_message():
     with pytest.raises(common.CheckFailure) as failure:
         common.expect_close(x * math.sqrt(3), x, "output")
     assert "output is wrong: it is the right answer times 1.73205" in str(failure.value)
+
+
+# ------------------------------------------------- chapters 1 and 2 (helper ch12's additions)
+
+def _raise_in_a_cell(source, filename, function, *args):
+    """Run `function` (defined by `source`, compiled as a notebook cell named `filename`,
+    its lines registered as the kit and the grader register them) on args: attempt()'s
+    error."""
+    import linecache
+
+    from chapters.checks import operations
+    namespace = {"torch": torch}
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), namespace)
+    return operations.attempt(namespace[function], *args)[1]
+
+
+def test_student_line_quotes_the_line_of_the_cell_not_torch_internals():
+    source = ("def merge(x):\n"
+              "    y = x.transpose(1, 2)\n"
+              "    return y.view(y.shape[0], y.shape[1], -1)\n")
+    error = _raise_in_a_cell(source, "cell merge_heads, line 1", "merge", heads())
+    kind, message, shapes, where = error
+    assert kind == "RuntimeError" and shapes == "(2, 4, 5, 3)"
+    # the innermost frame of the student's cell, not torch's, named as the grader names it
+    assert where == "line 3 of cell merge_heads: return y.view(y.shape[0], y.shape[1], -1)"
+    text = diagnose.restate_error("merge_heads", kind, message, DIMS, shapes, where=where)
+    assert "(at line 3 of cell merge_heads: return y.view" in text
+    assert diagnose.FAMILY_PATTERN.search(text)
+    # Jupyter's generated file names read as "your cell"; no traceback: no line, no claim
+    error = _raise_in_a_cell("def f(x):\n    return x @ x\n", "<ipython-input-3-ab>", "f",
+                             heads())
+    assert error[3] == "line 2 of your cell: return x @ x"
+    assert diagnose.restate_error("f", "TypeError", "no sizes", DIMS, "", where="") is None
+    assert diagnose.located("") == ""
+
+
+def test_student_line_reads_the_traceback_the_students_process_sent():
+    from chapters.checks import operations
+    error = RuntimeError("shape '[2, -1, 3, 3]' is invalid for input of size 100")
+    error.student_traceback = (
+        '  File "cell split_heads, line 3", line 6, in split_heads\n'
+        '    x = x.view(B, L, num_heads, -1)\n'
+        f'  File "{torch.__file__}", line 9, in view\n')
+    assert operations.student_line(error) == (
+        "line 6 of cell split_heads: x = x.view(B, L, num_heads, -1)")
+
+
+def test_item_order_names_items_returned_in_another_order():
+    out, weights = (2, 6, 4), (2, 6, 6)
+    reason = diagnose.item_order([weights, out], [out, weights], ["output", "weights"])
+    assert "you returned (weights, output)" in reason and "(output, weights)" in reason
+    assert diagnose.FAMILY_PATTERN.search(reason)
+    assert diagnose.item_order([out, weights], [out, weights], ["output", "weights"]) is None
+    # items of one shape cannot be told apart: no claim
+    assert diagnose.item_order([out, out], [out, out], ["a", "b"]) is None
+    assert diagnose.item_order([(2, 6, 5), out], [out, weights], ["output", "weights"]) is None
+
+
+def test_wrong_shape_names_an_axis_left_split_in_two():
+    dims = diagnose.named_dims({"B": 2, "L": 5, "num_heads": 3, "head_dim": 4})
+    reason = diagnose.wrong_shape((2, 3, 5, 4), (2, 5, 12), dims)
+    assert reason.startswith("the d_model axis (12) is still split into two axes, "
+                             "num_heads x head_dim: you gave (B, num_heads, L, head_dim)")
+    assert diagnose.FAMILY_PATTERN.search(reason)
+    assert diagnose.split_axis((2, 5, 3, 4), (2, 5, 12), dims).endswith("(B, L, d_model)")
+    # one more axis whose sizes multiply to none of the expected ones: not this family
+    assert diagnose.split_axis((2, 5, 3, 5), (2, 5, 12), dims) is None
+    assert diagnose.split_axis((2, 5, 12), (2, 5, 12), dims) is None

@@ -23,8 +23,8 @@ if str(course.CHAPTERS) not in sys.path:  # the grader's checks, as the notebook
 
 # {assignment: {"function.parameter", ...}}: promises no check exercises yet (open gaps).
 UNEXERCISED = {
-    # the mask parameter that chapter 4 teaches: no chapter 1 or chapter 3 check passes one
-    "01_attention": {"scaled_dot_product_attention.mask"},
+    # the mask parameter that chapter 4 teaches: no chapter 3 check passes one (chapter 1's
+    # test_sdpa passes mask=None by name, the chapter's "no mask")
     "03_mha": {"MultiHeadAttention.forward.mask"},
     # causal_mask(q_len, k_len=None, device=None): no check asks for a device
     "04_masks": {"causal_mask.device"},

@@ -15,6 +15,7 @@ import re
 import torch
 import torch.nn.functional as F
 
+from . import diagnose
 from .common import (FLOAT32_SQRT, CheckFailure, Forbidden, check, current_dims, expect_close,
                      expect_tensor, fail, float32_sqrt, forbid_spec, generator, observe, passed,
                      raised, random_inputs, reference, revive, softmax_condition, step_mistakes,
@@ -36,8 +37,12 @@ HINTS = {
     "max_pair": r"return_types\.max",
     "view": r"view size is not compatible",
     "dim_name": r"unexpected keyword argument 'dim'",
+    "mask_name": r"unexpected keyword argument 'mask'",
 }
 ATTENTION_HINTS = [
+    ("mask_name", "Hint: keep the exercise's signature, scaled_dot_product_attention(query, "
+                  "key, value, mask=None): the check passes mask=None (no mask) by name, and "
+                  "chapter 4 passes boolean masks through it."),
     ("t2d", "Hint: .t() and .T are for 2-D matrices (on more axes .T reverses all of them). "
             "Transpose the last two axes only: key.transpose(-2, -1) (or key.mT)."),
     ("matmul", "Hint: a matrix product A @ B needs A's last axis to equal B's second-to-last. "
@@ -182,14 +187,12 @@ def attention_scores(attention_scores, seed=0, batch=(2,), Lq=3, Lk=5, d_k=4,
     scores = _run(attention_scores, query, key, name="attention_scores",
                   hints=ATTENTION_HINTS)
     shape = (*batch, Lq, Lk)
-    if isinstance(scores, torch.Tensor) and Lq != Lk and tuple(scores.shape) == (*batch, Lk, Lq):
-        fail(f"{name}: expected shape {shape} = (..., Lq, Lk), got {tuple(scores.shape)} = "
-             "(..., Lk, Lq): you computed K Q^T. Each row belongs to one query: "
-             "query @ key.transpose(-2, -1).")
     expect_tensor(scores, name, shape=shape, dtype=dtype, device=device,
                   shape_names="(..., Lq, Lk)")
     expected, bugs = _scores_answers(query, key, _other_sizes(batch, Lq, Lk))
-    expect_close(scores, expected, name, bugs=bugs, dtype=dtype)
+    expect_close(scores, expected, name, bugs=bugs, dtype=dtype,
+                 mistakes=step_mistakes("attention scores", {"query": query, "key": key},
+                                        current_dims(), d_k=d_k))
     passed(f"attention_scores: shape (..., Lq, Lk) = {shape}, dtype {dtype}, values "
            f"Q K^T / sqrt(d_k) (batch {_batch_text(batch)}, Lq={Lq}, Lk={Lk}, d_k={d_k})")
 
@@ -242,10 +245,6 @@ def attention_entropy(attention_entropy, seed=0, batch=(2,), Lq=4, Lk=6,
     entropy = _run(attention_entropy, weights, name="attention_entropy",
                    hints=[h for h in ATTENTION_HINTS if h[0] == "axis"])
     shape = (*batch, Lq)
-    if isinstance(entropy, torch.Tensor) and Lq != Lk and tuple(entropy.shape) == (*batch, Lk):
-        fail(f"{name}: expected shape {shape} = (..., Lq), got {tuple(entropy.shape)} = "
-             "(..., Lk): you summed over the queries (dim=-2). Each query's weights are a "
-             "row: sum over the keys, the last axis (dim=-1).")
     if isinstance(entropy, torch.Tensor) and tuple(entropy.shape) == (*batch, Lq, 1):
         fail(f"{name}: expected shape {shape} = (..., Lq), got {tuple(entropy.shape)}: "
              "drop keepdim=True, one number per query.")
@@ -257,7 +256,9 @@ def attention_entropy(attention_entropy, seed=0, batch=(2,), Lq=4, Lk=6,
              "saturated softmax gives). In floating point 0 * log(0) = 0 * (-inf) = NaN, but "
              "the entropy's limit is 0: use torch.special.xlogy(w, w), which is 0 where w is 0, "
              "or torch.where(w > 0, w * w.log(), 0).")
-    expect_close(entropy, expected, name, bugs=bugs, dtype=dtype)
+    expect_close(entropy, expected, name, bugs=bugs, dtype=dtype,
+                 mistakes=step_mistakes("attention entropy", {"weights": weights},
+                                        current_dims()))
     passed(f"attention_entropy: shape (..., Lq) = {shape}, values in nats, 0 for one-hot rows "
            f"(batch {_batch_text(batch)}, Lq={Lq}, Lk={Lk}, {dtype})")
 
@@ -304,7 +305,9 @@ def stable_softmax(stable_softmax, seed=0, shape=(2, 3, 5), dims=(-1, -2),
         out = _stable_call(stable_softmax, scores, dim)
         expected, bugs = _softmax_answers(scores, dim)
         expect_close(out, expected, f"stable_softmax(scores, dim={dim})", bugs=bugs,
-                     dtype=dtype, condition=softmax_condition(scores, dim))
+                     dtype=dtype, condition=softmax_condition(scores, dim),
+                     mistakes=step_mistakes("stable softmax", {"scores": scores},
+                                            current_dims(), dim=dim))
     passed(f"stable_softmax matches torch.softmax along dims {tuple(dims)} of a tensor "
            f"of shape {tuple(shape)} ({dtype})")
 
@@ -445,15 +448,17 @@ def _attention_answers(query, key, value, sizes):
     return expected_out, expected_w, weight_bugs, output_bugs
 
 
-def _check_attention(fn, query, key, value, label):
-    """Run fn(query, key, value) and compare (output, weights) with the reference."""
+def _check_attention(fn, query, key, value, label, **mask):
+    """Run fn(query, key, value, **mask) and compare (output, weights) with the reference.
+    mask: {"mask": None} to pass the exercise's mask parameter by name, as "no mask" (this
+    chapter's promise; chapter 4's checks pass real masks), or nothing."""
     name = "scaled_dot_product_attention"
     *batch, Lq, d_k = query.shape
     Lk, d_v = value.shape[-2:]
     batch = tuple(batch)
     dtype, device = query.dtype, query.device
     result = _run(fn, query, key, value, name=name, hints=ATTENTION_HINTS,
-                  forbidden="attention")
+                  forbidden="attention", **mask)
 
     out_shape, w_shape = (*batch, Lq, d_v), (*batch, Lq, Lk)
     if isinstance(result, torch.Tensor):
@@ -464,11 +469,11 @@ def _check_attention(fn, query, key, value, label):
              + (f" of {len(result)} items" if isinstance(result, (tuple, list)) else "")
              + "; return the pair (output, weights).")
     output, weights = result
-    if (isinstance(output, torch.Tensor) and isinstance(weights, torch.Tensor)
-            and out_shape != w_shape and tuple(output.shape) == w_shape
-            and tuple(weights.shape) == out_shape):
-        fail(f"{name} returned (weights, output): the first item has the weights' shape "
-             f"{w_shape} = (..., Lq, Lk). Return (output, weights), in that order.")
+    if isinstance(output, torch.Tensor) and isinstance(weights, torch.Tensor):
+        swapped = diagnose.item_order((output.shape, weights.shape), (out_shape, w_shape),
+                                      ("output", "weights"))
+        if swapped:
+            fail(diagnose.explained(name, swapped))
     if isinstance(weights, torch.Tensor) and Lq != Lk and tuple(weights.shape) == (*batch, Lk, Lq):
         fail(f"weights: expected shape {w_shape} = (..., Lq, Lk), got {tuple(weights.shape)} = "
              "(..., Lk, Lq): you computed K Q^T (or transposed the weights). One row per "
@@ -500,10 +505,11 @@ def _check_attention(fn, query, key, value, label):
 @check
 def scaled_dot_product_attention(scaled_dot_product_attention, seed=0, batch=(2,), L=6,
                                  d_k=4, d_v=4, dtype=torch.float32, device="cpu"):
-    """Self-attention shapes: query, key and value all of length L."""
+    """Self-attention shapes: query, key and value all of length L, and mask=None passed
+    by name (the exercise's signature; no mask in this chapter)."""
     query, key, value = random_inputs((*batch, L, d_k), (*batch, L, d_k), (*batch, L, d_v),
                                       seed=seed, dtype=dtype, device=device)
-    _check_attention(scaled_dot_product_attention, query, key, value,
+    _check_attention(scaled_dot_product_attention, query, key, value, mask=None,
                      label=f"self-attention, batch {_batch_text(batch)}, L={L}, d_k={d_k}")
     passed(f"scaled_dot_product_attention matches F.scaled_dot_product_attention: "
            f"output {(*batch, L, d_v)}, weights {(*batch, L, L)} ({dtype})")

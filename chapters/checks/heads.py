@@ -20,6 +20,8 @@ from .common import (FLOAT32_SQRT, CheckFailure, Forbidden, attempt, call_keepin
                      expect_close, expect_tensor, fail, float32_sqrt, forbid_spec, passed,
                      random_inputs, reference, softmax_condition, type_name)
 from .common import current_dims, step_mistakes
+from .diagnose import located
+from .operations import student_line
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
 
 # The shortcut the core exercise forbids (see common.Forbidden): decided by the grader from
@@ -151,7 +153,7 @@ def _run(function, *args, name):
         return call_keeping(function, *args, name=name)
     except CheckFailure as failure:
         if "view size is not compatible" in str(failure):
-            fail(f"{name} raised RuntimeError from .view(). {VIEW_ERROR}")
+            fail(f"{failure}\n{VIEW_ERROR}")
         raise
 
 
@@ -207,23 +209,11 @@ def split_heads(split_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
     original = x.clone()
     name = "split_heads(x, num_heads)"
     out, (x_after, _) = _run(split_heads, _copy(x), num_heads, name=name)
-    sizes = dict(B=B, L=L, num_heads=num_heads, head_dim=head_dim, d_model=D)
-    _expect_layout(out, (B, num_heads, L, head_dim), name, SPLIT_LAYOUT, sizes, known={
-        "(B, L, num_heads, head_dim)": "You split d_model into heads but left the head axis "
-        "after L: add .transpose(1, 2) so that each head holds a whole (L, head_dim) sequence.",
-        "(B, L, head_dim, num_heads)": "You transposed the last two axes (or split d_model as "
-        "(head_dim, num_heads)): reshape to (B, L, num_heads, head_dim), then transpose(1, 2) "
-        "swaps L and num_heads.",
-        "(B, head_dim, num_heads, L)": "You transposed the wrong axes (1 and 3): after "
-        "reshaping to (B, L, num_heads, head_dim), transpose(1, 2) swaps L and num_heads.",
-        "(B, head_dim, L, num_heads)": "You moved head_dim forward; transpose(1, 2) of "
-        "(B, L, num_heads, head_dim) swaps L and num_heads instead.",
-        "(num_heads, L, B, head_dim)": "You transposed axes 0 and 2 and moved the batch: "
-        "the batch axis B stays first; transpose(1, 2) swaps L and num_heads.",
-    }, wrong_order="You transposed the wrong axes: reshape to (B, L, num_heads, head_dim), "
-                   "then transpose(1, 2) swaps L and num_heads.")
+    expect_tensor(out, name, shape=(B, num_heads, L, head_dim), shape_names=SPLIT_LAYOUT)
     expect_tensor(out, name, dtype=x.dtype)
     expect_close(out, expected, name, bugs=bugs, axes=SPLIT_LAYOUT,
+                 mistakes=step_mistakes("split heads", {"x": x}, current_dims(),
+                                        num_heads=num_heads),
                  hint="Reshape to (B, L, num_heads, head_dim), then transpose(1, 2).")
     if not _unchanged(x_after, original):
         fail(f"{name} changed its input x in place; return a new view instead.")
@@ -275,14 +265,14 @@ def split_heads_divisibility(split_heads, *, seed=0, B=2, L=5, d_model=10, num_h
     except AssertionError as error:
         fail(f"{name} raised AssertionError ({error}). Raise ValueError instead: an assert "
              "is skipped under `python -O`, and AssertionError reports a bug in your code, "
-             "not a bad argument from the caller.")
+             "not a bad argument from the caller." + located(student_line(error)))
     except RuntimeError as error:
         fail(f"{name} raised PyTorch's RuntimeError ({error}). That message does not say "
              "what the caller did wrong: check d_model % num_heads before reshaping and raise "
-             "ValueError naming d_model and num_heads.")
+             "ValueError naming d_model and num_heads." + located(student_line(error)))
     except Exception as error:
         fail(f"{name} raised {type(error).__name__}: {error}. Expected ValueError naming "
-             "d_model and num_heads.")
+             "d_model and num_heads." + located(student_line(error)))
     shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type_name(out)
     fail(f"{name} returned {shape} without an error, but {d_model} features cannot be cut "
          f"into {num_heads} equal heads (head_dim would be {d_model / num_heads:.3g}). "
@@ -325,15 +315,7 @@ def merge_heads(merge_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
     original = heads.clone()
     name = "merge_heads(x)"
     out, (heads_after,) = _run(merge_heads, _copy(heads), name=name)
-    sizes = dict(B=B, L=L, num_heads=num_heads, head_dim=head_dim, d_model=D)
-    _expect_layout(out, (B, L, D), name, "(B, L, d_model)", sizes, known={
-        "(B, L, num_heads, head_dim)": "The axes are back in place, but num_heads and head_dim "
-        "must be flattened into d_model: reshape(B, L, num_heads * head_dim).",
-        "(B, num_heads, L, head_dim)": "You returned the heads unchanged: transpose(1, 2), "
-        "then reshape to (B, L, d_model).",
-        "(B, d_model, L)": "d_model and L are swapped: transpose(1, 2) the heads back to "
-        "(B, L, num_heads, head_dim) before flattening the last two axes.",
-    })
+    expect_tensor(out, name, shape=(B, L, D), shape_names="(B, L, d_model)")
     expect_tensor(out, name, dtype=heads.dtype)
     expect_close(out, expected, name, bugs=bugs, axes="(B, L, d_model)",
                  hint="Transpose(1, 2) to (B, L, num_heads, head_dim), then reshape(B, L, d_model).")
@@ -431,12 +413,8 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
                                            else ""))
     out, weights = result
     out = expect_tensor(out, f"{name}: output")
-    if tuple(out.shape) != (B, Lq, D):
-        _expect_layout(out, (B, Lq, D), f"{name}: output", "(B, Lq, d_model)",
-                       dict(B=B, Lq=Lq, num_heads=num_heads, head_dim=head_dim, d_model=D),
-                       known={"(B, num_heads, Lq, head_dim)": "Merge the heads back into "
-                              "(B, Lq, d_model) with merge_heads."})
-    expect_tensor(out, f"{name}: output", dtype=q.dtype)
+    expect_tensor(out, f"{name}: output", shape=(B, Lq, D), dtype=q.dtype,
+                  shape_names="(B, Lq, d_model)")
     # common.py's rule: each head's weights round with its scores' magnitude, the output
     # (weighted means of the values) with the values'
     def heads(t):
@@ -448,7 +426,7 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
     inputs = {"query": q, "key": k, "value": v, "mask": None,
               **{f"{n}_w": identity for n in "qkvo"}}
     expect_close(out, expected_out, f"{name}: output", bugs=bugs,
-                 mistakes=step_mistakes("multi-head attention", inputs, current_dims(),
+                 mistakes=step_mistakes("multi-head attention core", inputs, current_dims(),
                                         num_heads=num_heads),
                  scale=v.detach().double().abs().max(), condition=condition.amax(),
                  axes="(B, Lq, d_model)", hint="Split query, key and value with split_heads, run "
@@ -460,10 +438,6 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
         fail(f"{name}: weights have shape {tuple(weights.shape)} = (B, L, num_heads, "
              "num_heads): attention ran across heads instead of positions (the silent bug "
              "shown in this chapter).")
-    if tuple(weights.shape) == (B, Lq, Lk):
-        fail(f"{name}: weights have shape {tuple(weights.shape)} = (B, Lq, Lk): return every "
-             "head's weights, (B, num_heads, Lq, Lk), not their average (nor their sum, "
-             "nor one head's).")
     expect_tensor(weights, f"{name}: weights", shape=(B, num_heads, Lq, Lk),
                   shape_names="(B, num_heads, Lq, Lk)")
     expect_close(weights, expected_weights, f"{name}: weights", condition=condition,
@@ -527,6 +501,8 @@ def head_projection(head_projection, *, seed=0, B=2, L=5, in_features=None, num_
     })
     expect_tensor(out, name, dtype=x.dtype)
     expect_close(out, expected, name, bugs=bugs,
+                 mistakes=step_mistakes("head projection", {"x": x, "weight": weight, "bias": b},
+                                        current_dims(), i=i, num_heads=num_heads),
                  hint="Head i's weight is weight[i*head_dim:(i+1)*head_dim] (and the same "
                       "slice of the bias); project x with it as nn.Linear does, x @ W^T + b.")
     if not (_unchanged(weight_after, originals[0]) and _unchanged(b_after, originals[1])):
