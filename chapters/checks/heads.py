@@ -32,6 +32,14 @@ FORBIDS = (Forbidden("multihead_attention_core", ("test_multihead_attention_core
                      label="nn.MultiheadAttention (F.multi_head_attention_forward)"),)
 
 SPLIT_LAYOUT = "(B, num_heads, L, head_dim)"
+# what each exercise asks, after the shape family has named a wrong shape
+SPLIT_SHAPE = ("Reshape to (B, L, num_heads, head_dim), then transpose(1, 2) swaps L and "
+               "num_heads, so that each head holds a whole (L, head_dim) sequence.")
+MERGE_SHAPE = ("Transpose(1, 2) back to (B, L, num_heads, head_dim), then flatten num_heads and "
+               "head_dim into d_model: reshape(B, L, num_heads * head_dim).")
+CORE_SHAPE = "Merge the heads back into (B, Lq, d_model) with merge_heads."
+CORE_WEIGHTS_SHAPE = ("Return every head's weights, (B, num_heads, Lq, Lk), not their average "
+                      "(nor their sum, nor one head's).")
 MIXED = ("heads and positions are mixed: reshape to (B, L, num_heads, head_dim), then "
          "transpose(1, 2). A direct reshape to (B, num_heads, L, head_dim) runs without error "
          "but cuts the numbers in memory order, so a 'head' gets pieces of several positions.")
@@ -146,6 +154,18 @@ def _expect_layout(actual, shape, name, shape_names, sizes, known=None, wrong_or
     expect_tensor(actual, name, shape=shape, shape_names=shape_names)  # generic message
 
 
+def _expect_shape(actual, name, shape, shape_names, hint):
+    """expect_tensor(actual, name, shape=shape): a wrong shape is named by the shape family
+    (checks/diagnose.py, expect_tensor's "In words"), then `hint` says what the exercise
+    asks."""
+    try:
+        return expect_tensor(actual, name, shape=shape, shape_names=shape_names)
+    except CheckFailure as failure:
+        if isinstance(actual, torch.Tensor) and tuple(actual.shape) != tuple(shape):
+            fail(f"{failure} {hint}")
+        raise
+
+
 def _run(function, *args, name):
     """call_keeping(): (result, the arguments as the student's code left them), with a
     specific message for .view() on a non-contiguous tensor."""
@@ -209,7 +229,7 @@ def split_heads(split_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
     original = x.clone()
     name = "split_heads(x, num_heads)"
     out, (x_after, _) = _run(split_heads, _copy(x), num_heads, name=name)
-    expect_tensor(out, name, shape=(B, num_heads, L, head_dim), shape_names=SPLIT_LAYOUT)
+    _expect_shape(out, name, (B, num_heads, L, head_dim), SPLIT_LAYOUT, SPLIT_SHAPE)
     expect_tensor(out, name, dtype=x.dtype)
     expect_close(out, expected, name, bugs=bugs, axes=SPLIT_LAYOUT,
                  mistakes=step_mistakes("split heads", {"x": x}, current_dims(),
@@ -315,7 +335,7 @@ def merge_heads(merge_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
     original = heads.clone()
     name = "merge_heads(x)"
     out, (heads_after,) = _run(merge_heads, _copy(heads), name=name)
-    expect_tensor(out, name, shape=(B, L, D), shape_names="(B, L, d_model)")
+    _expect_shape(out, name, (B, L, D), "(B, L, d_model)", MERGE_SHAPE)
     expect_tensor(out, name, dtype=heads.dtype)
     expect_close(out, expected, name, bugs=bugs, axes="(B, L, d_model)",
                  hint="Transpose(1, 2) to (B, L, num_heads, head_dim), then reshape(B, L, d_model).")
@@ -413,8 +433,8 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
                                            else ""))
     out, weights = result
     out = expect_tensor(out, f"{name}: output")
-    expect_tensor(out, f"{name}: output", shape=(B, Lq, D), dtype=q.dtype,
-                  shape_names="(B, Lq, d_model)")
+    _expect_shape(out, f"{name}: output", (B, Lq, D), "(B, Lq, d_model)", CORE_SHAPE)
+    expect_tensor(out, f"{name}: output", dtype=q.dtype)
     # common.py's rule: each head's weights round with its scores' magnitude, the output
     # (weighted means of the values) with the values'
     def heads(t):
@@ -438,8 +458,8 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
         fail(f"{name}: weights have shape {tuple(weights.shape)} = (B, L, num_heads, "
              "num_heads): attention ran across heads instead of positions (the silent bug "
              "shown in this chapter).")
-    expect_tensor(weights, f"{name}: weights", shape=(B, num_heads, Lq, Lk),
-                  shape_names="(B, num_heads, Lq, Lk)")
+    _expect_shape(weights, f"{name}: weights", (B, num_heads, Lq, Lk), "(B, num_heads, Lq, Lk)",
+                  CORE_WEIGHTS_SHAPE)
     expect_close(weights, expected_weights, f"{name}: weights", condition=condition,
                  axes="(B, num_heads, Lq, Lk)",
                  hint="Return the softmax weights of every head, before they multiply V.")
