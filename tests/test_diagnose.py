@@ -274,3 +274,44 @@ def test_wrong_shape_names_an_axis_left_split_in_two():
     # one more axis whose sizes multiply to none of the expected ones: not this family
     assert diagnose.split_axis((2, 5, 3, 5), (2, 5, 12), dims) is None
     assert diagnose.split_axis((2, 5, 12), (2, 5, 12), dims) is None
+
+
+def test_chapter_1_and_2_formulas_give_the_right_answer_and_their_variants():
+    """Each formula of chapters 1 and 2 (checks/formulas.py), with no step replaced, is the
+    exercise's answer as PyTorch computes it; and a variant's output is what one_step names."""
+    import torch.nn.functional as F
+
+    from chapters.checks import formulas
+    gen = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(2, 5, 12, generator=gen, dtype=torch.float64) for _ in range(3))
+    dims = diagnose.named_dims({"B": 2, "L": 5, "num_heads": 3, "head_dim": 4})
+    scores = formulas.FORMULAS["attention scores"](dims, d_k=12)
+    assert torch.allclose(scores.run({"query": q, "key": k}), q @ k.mT / math.sqrt(12))
+    softmax = formulas.FORMULAS["stable softmax"](dims, dim=-2)
+    assert torch.allclose(softmax.run({"scores": q}), torch.softmax(q, dim=-2))
+    found = softmax.mistakes({"scores": q})
+    assert diagnose.one_step(torch.softmax(q, dim=-1), found, same).endswith(
+        "the reduction axis step is the last axis instead of dim=-2 (in the max and the sum)")
+    weights = torch.softmax(q, dim=-1)
+    entropy = formulas.FORMULAS["attention entropy"](dims)
+    assert torch.allclose(entropy.run({"weights": weights}),
+                          -(weights * weights.log()).sum(dim=-1))
+    split = formulas.FORMULAS["split heads"](dims, num_heads=3)
+    assert torch.equal(split.run({"x": q}), q.view(2, 5, 3, 4).transpose(1, 2))
+    weight, bias = torch.randn(12, 7, generator=gen), torch.randn(12, generator=gen)
+    x = torch.randn(2, 5, 7, generator=gen)
+    projection = formulas.FORMULAS["head projection"](dims, i=1, num_heads=3)
+    assert torch.allclose(projection.run({"x": x, "weight": weight, "bias": bias}),
+                          F.linear(x, weight, bias)[..., 4:8])
+    # the core: identity projections, so the formula is attention per head
+    eye = torch.eye(12, dtype=torch.float64)
+    core = formulas.FORMULAS["multi-head attention core"](dims, num_heads=3)
+    inputs = {"query": q, "key": k, "value": v, "mask": None,
+              **{f"{n}_w": eye for n in "qkvo"}}
+    heads = [t.view(2, 5, 3, 4).transpose(1, 2) for t in (q, k, v)]
+    expected = F.scaled_dot_product_attention(*heads).transpose(1, 2).reshape(2, 5, 12)
+    assert torch.allclose(core.run(inputs), expected)
+    keys_from_query = F.scaled_dot_product_attention(heads[0], heads[0], heads[2])
+    assert diagnose.one_step(keys_from_query.transpose(1, 2).reshape(2, 5, 12),
+                             core.mistakes(inputs), same).endswith(
+        "the projection step reads the query input for the keys")

@@ -99,11 +99,10 @@ def scores_formula(dims, d_k):
     {"query", "key"}."""
     steps = [("Q K^T product", _scores),
              ("scale", lambda s, _x: s / math.sqrt(d_k)),
-             ("end before the softmax", lambda s, _x: s)]
+             ("output", lambda s, _x: s)]
     variants = {"scale": _scale_variants(dims, d_k),
-                "end before the softmax": {
-                    "applies the softmax too (the scores are what goes into it)":
-                    _softmax_over(-1)}}
+                "output": {"is the softmax of the scores (the weights), not the scores that "
+                           "go into it": _softmax_over(-1)}}
     return Formula(steps, variants, ["scale"])
 
 
@@ -122,13 +121,13 @@ def softmax_formula(dims, dim):
             return _with(state, s=s / total)
         return step
 
-    steps = [("axis", lambda _v, x: {"s": x["scores"], "dim": dim}),
+    steps = [("reduction axis", lambda _v, x: {"s": x["scores"], "dim": dim}),
              ("subtraction of the maximum", reduce("max")),
              ("exponential", reduce("exp")),
              ("division by the sum", reduce("sum")),
              ("result", lambda state, _x: state["s"])]
-    variants = {"axis": {"runs along the last axis instead of dim":
-                         lambda _v, x: {"s": x["scores"], "dim": -1}},
+    variants = {"reduction axis": {f"is the last axis instead of dim={dim} (in the max and "
+                                   "the sum)": lambda _v, x: {"s": x["scores"], "dim": -1}},
                 "division by the sum": {
                     "sums the whole tensor instead of along dim":
                     lambda state, _x: _with(state, s=state["s"] / state["s"].sum())}}
