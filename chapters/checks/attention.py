@@ -27,6 +27,63 @@ _sdpa = F.scaled_dot_product_attention
 _xlogy = torch.special.xlogy
 _equal = torch.equal
 
+# Every message of this chapter's checks (but the per-bug tables of the @reference
+# functions), one template each with named fields, for a second language.
+MESSAGES = {
+    "in_place": "{name} changed its input tensor in place (e.g. `scores -= ...` or `.sub_()`); "
+                "compute a new tensor instead and leave the inputs as they were.",
+    "warning": "Note: {name} emitted a warning: {text}",
+    "scores_passed": "attention_scores: shape (..., Lq, Lk) = {shape}, dtype {dtype}, values "
+                     "Q K^T / sqrt(d_k) (batch {batch}, Lq={Lq}, Lk={Lk}, d_k={d_k})",
+    "entropy_keepdim": "{name}: expected shape {shape} = (..., Lq), got {got}: drop "
+                       "keepdim=True, one number per query.",
+    "entropy_nan": "{name}: NaN where the weights contain exact zeros (a one-hot row, as a "
+                   "saturated softmax gives). In floating point 0 * log(0) = 0 * (-inf) = NaN, "
+                   "but the entropy's limit is 0: use torch.special.xlogy(w, w), which is 0 "
+                   "where w is 0, or torch.where(w > 0, w * w.log(), 0).",
+    "entropy_passed": "attention_entropy: shape (..., Lq) = {shape}, values in nats, 0 for "
+                      "one-hot rows (batch {batch}, Lq={Lq}, Lk={Lk}, {dtype})",
+    "softmax_passed": "stable_softmax matches torch.softmax along dims {dims} of a tensor of "
+                      "shape {shape} ({dtype})",
+    "overflow": "stable_softmax: NaN or inf for {label}. exp({offset:g}) overflows to inf (the "
+                "largest finite exp() is about exp(88.7) in float32, exp(709.8) in float64), "
+                "and inf / inf = NaN. Subtract the maximum along dim first: "
+                "scores - scores.amax(dim=dim, keepdim=True), so every exponent is <= 0.",
+    "underflow": "stable_softmax: NaN or inf for {label}. exp(-{offset:g}) underflows to 0, and "
+                 "0 / 0 = NaN. Subtracting the maximum along dim first fixes this too: the "
+                 "largest entry of every row becomes exp(0) = 1.",
+    "one_max": "stable_softmax: NaN or inf for {label}, although it works when all rows are "
+               "alike: you subtracted ONE maximum for the whole tensor, so the rows near "
+               "-{offset:g} become exp(-{twice:g}) = 0 and 0 / 0 = NaN. Subtract each row's "
+               "own maximum: scores.amax(dim=dim, keepdim=True).",
+    "min_subtracted": "stable_softmax: NaN or inf for {label}: {where}you subtracted each "
+                      "row's minimum (or another value below its maximum): softmax does not "
+                      "change, but the exponents are then >= 0 and, in a row whose scores span "
+                      "more than {range:.1f} (exp's range in {dtype}), the largest overflows to "
+                      "inf and inf / inf = NaN. The row's maximum, not its minimum, keeps every "
+                      "exponent <= 0: scores - scores.amax(dim=dim, keepdim=True).",
+    "min_subtracted_where": "NaN or inf where the softmax is finite: ",
+    "large_passed": "stable_softmax is finite and right for scores near +-{offset:g} and for "
+                    "rows that span more than exp's range ({dtype}), where exp() alone "
+                    "overflows or underflows",
+    "one_tensor": "{name} returned one tensor of shape {shape}; return the pair (output, "
+                  "weights): output (..., Lq, d_v) and weights (..., Lq, Lk).",
+    "not_pair": "{name} returned {what}; return the pair (output, weights).",
+    "items": "{kind} of {count} items",
+    "weights_K_Q": "weights: expected shape {shape} = (..., Lq, Lk), got {got} = (..., Lk, Lq): "
+                   "you computed K Q^T (or transposed the weights). One row per query: "
+                   "query @ key.transpose(-2, -1).",
+    "sdpa_passed": "scaled_dot_product_attention matches F.scaled_dot_product_attention: "
+                   "output {output}, weights {weights} ({dtype})",
+    "cross_passed": "cross-attention: batch dims {batch}, Lq={Lq} queries, Lk={Lk} keys, "
+                    "d_k={d_k}, d_v={d_v}: output {output}, weights {weights} ({dtype})",
+    "large_overflow": "{error}\nWith scores as large as {top:.0f}, exp(score) overflows {dtype} "
+                      "to inf and inf / inf = NaN: a softmax must subtract each row's maximum "
+                      "first (torch.softmax does; so does your stable_softmax).",
+    "sdpa_large_passed": "scaled_dot_product_attention is finite and right with scores up to "
+                         "{top:.0f} ({dtype})",
+}
+
 # Error messages of common slips, and what to do about them: (regex, hint).
 HINTS = {
     "matmul": r"Expected size for first two dimensions of batch2|shapes cannot be multiplied",
@@ -107,10 +164,10 @@ def _run(function, *args, name, hints=(), forbidden=None, **kwargs):
                                                    or _hint(message, hints)))) from None
     for old, new in zip(before, seen.args):
         if old is not None and not (isinstance(new, torch.Tensor) and _equal(old, new)):
-            fail(f"{name} changed its input tensor in place (e.g. `scores -= ...` or "
-                 "`.sub_()`); compute a new tensor instead and leave the inputs as they were.")
+            fail(MESSAGES["in_place"].format(name=name))
     for text in seen.warnings[:3]:  # they cost nothing, but often name a mistake
-        print("\n".join([f"Note: {name} emitted a warning: {text}"] + _hint(text, hints)))
+        print("\n".join([MESSAGES["warning"].format(name=name, text=text)]
+                        + _hint(text, hints)))
     return revive(seen.result)
 
 
@@ -193,8 +250,8 @@ def attention_scores(attention_scores, seed=0, batch=(2,), Lq=3, Lk=5, d_k=4,
     expect_close(scores, expected, name, bugs=bugs, dtype=dtype,
                  mistakes=step_mistakes("attention scores", {"query": query, "key": key},
                                         current_dims(), d_k=d_k))
-    passed(f"attention_scores: shape (..., Lq, Lk) = {shape}, dtype {dtype}, values "
-           f"Q K^T / sqrt(d_k) (batch {_batch_text(batch)}, Lq={Lq}, Lk={Lk}, d_k={d_k})")
+    passed(MESSAGES["scores_passed"].format(shape=shape, dtype=dtype, batch=_batch_text(batch),
+                                            Lq=Lq, Lk=Lk, d_k=d_k))
 
 
 # ---------------------------------------------------------------------------------------
@@ -246,21 +303,18 @@ def attention_entropy(attention_entropy, seed=0, batch=(2,), Lq=4, Lk=6,
                    hints=[h for h in ATTENTION_HINTS if h[0] == "axis"])
     shape = (*batch, Lq)
     if isinstance(entropy, torch.Tensor) and tuple(entropy.shape) == (*batch, Lq, 1):
-        fail(f"{name}: expected shape {shape} = (..., Lq), got {tuple(entropy.shape)}: "
-             "drop keepdim=True, one number per query.")
+        fail(MESSAGES["entropy_keepdim"].format(name=name, shape=shape,
+                                                got=tuple(entropy.shape)))
     expect_tensor(entropy, name, shape=shape, dtype=dtype, device=device,
                   shape_names="(..., Lq)")
     expected, bugs = _entropy_answers(weights)
     if not bool(torch.isfinite(entropy.detach()).all()):
-        fail(f"{name}: NaN where the weights contain exact zeros (a one-hot row, as a "
-             "saturated softmax gives). In floating point 0 * log(0) = 0 * (-inf) = NaN, but "
-             "the entropy's limit is 0: use torch.special.xlogy(w, w), which is 0 where w is 0, "
-             "or torch.where(w > 0, w * w.log(), 0).")
+        fail(MESSAGES["entropy_nan"].format(name=name))
     expect_close(entropy, expected, name, bugs=bugs, dtype=dtype,
                  mistakes=step_mistakes("attention entropy", {"weights": weights},
                                         current_dims()))
-    passed(f"attention_entropy: shape (..., Lq) = {shape}, values in nats, 0 for one-hot rows "
-           f"(batch {_batch_text(batch)}, Lq={Lq}, Lk={Lk}, {dtype})")
+    passed(MESSAGES["entropy_passed"].format(shape=shape, batch=_batch_text(batch), Lq=Lq,
+                                             Lk=Lk, dtype=dtype))
 
 
 # ---------------------------------------------------------------------------------------
@@ -308,8 +362,7 @@ def stable_softmax(stable_softmax, seed=0, shape=(2, 3, 5), dims=(-1, -2),
                      dtype=dtype, condition=softmax_condition(scores, dim),
                      mistakes=step_mistakes("stable softmax", {"scores": scores},
                                             current_dims(), dim=dim))
-    passed(f"stable_softmax matches torch.softmax along dims {tuple(dims)} of a tensor "
-           f"of shape {tuple(shape)} ({dtype})")
+    passed(MESSAGES["softmax_passed"].format(dims=tuple(dims), shape=tuple(shape), dtype=dtype))
 
 
 def _exp_range(dtype):
@@ -355,14 +408,6 @@ def _large_score_cases(shape, seed, dim, offset, dtype):
     return found
 
 
-MIN_SUBTRACTED = ("you subtracted each row's minimum (or another value below its maximum): "
-                  "softmax does not change, but the exponents are then >= 0 and, in a row "
-                  "whose scores span more than {range:.1f} (exp's range in {dtype}), the "
-                  "largest overflows to inf and inf / inf = NaN. The row's maximum, not its "
-                  "minimum, keeps every exponent <= 0: "
-                  "scores - scores.amax(dim=dim, keepdim=True).")
-
-
 @check
 def stable_softmax_large_scores(stable_softmax, seed=0, shape=(2, 3, 5), dim=-1,
                                 offset=1000.0, dtype=torch.float32, device="cpu"):
@@ -380,30 +425,16 @@ def stable_softmax_large_scores(stable_softmax, seed=0, shape=(2, 3, 5), dim=-1,
         out = _stable_call(stable_softmax, scores, dim)
         expected, bugs = _softmax_answers(scores, dim, whole=False)
         if not bool(torch.isfinite(out.detach()).all()):
-            if i == 0:
-                fail(f"stable_softmax: NaN or inf for {label}. exp({offset:g}) overflows to inf "
-                     f"(the largest finite exp() is about exp(88.7) in float32, exp(709.8) in "
-                     f"float64), and inf / inf = NaN. Subtract the maximum along dim first: "
-                     f"scores - scores.amax(dim=dim, keepdim=True), so every exponent is <= 0.")
-            if i == 1:
-                fail(f"stable_softmax: NaN or inf for {label}. exp(-{offset:g}) underflows to 0, "
-                     "and 0 / 0 = NaN. Subtracting the maximum along dim first fixes this too: "
-                     "the largest entry of every row becomes exp(0) = 1.")
-            if i == 2:
-                fail(f"stable_softmax: NaN or inf for {label}, although it works when all "
-                     "rows are alike: you subtracted ONE maximum for the whole tensor, so the "
-                     f"rows near -{offset:g} become exp(-{2 * offset:g}) = 0 and 0 / 0 = NaN. "
-                     "Subtract each row's own maximum: scores.amax(dim=dim, keepdim=True).")
+            if i < 3:  # the case's own cause: overflow, underflow, one maximum for all
+                fail(MESSAGES[("overflow", "underflow", "one_max")[i]].format(
+                    label=label, offset=offset, twice=2 * offset))
             bad = ~torch.isfinite(out.detach()).cpu()
-            which = ("" if _equal(bad, min_bad)
-                     else "NaN or inf where the softmax is finite: ")
-            fail(f"stable_softmax: NaN or inf for {label}: {which}"
-                 + MIN_SUBTRACTED.format(range=_exp_range(dtype), dtype=dtype))
+            where = "" if _equal(bad, min_bad) else MESSAGES["min_subtracted_where"]
+            fail(MESSAGES["min_subtracted"].format(label=label, where=where,
+                                                   range=_exp_range(dtype), dtype=dtype))
         expect_close(out, expected, f"stable_softmax(scores, dim={dim}) for {label}",
                      bugs=bugs, dtype=dtype, condition=softmax_condition(scores, dim))
-    passed(f"stable_softmax is finite and right for scores near +-{offset:g} and for rows "
-           f"that span more than exp's range ({dtype}), where exp() alone overflows or "
-           "underflows")
+    passed(MESSAGES["large_passed"].format(offset=offset, dtype=dtype))
 
 
 # ---------------------------------------------------------------------------------------
@@ -462,12 +493,11 @@ def _check_attention(fn, query, key, value, label, **mask):
 
     out_shape, w_shape = (*batch, Lq, d_v), (*batch, Lq, Lk)
     if isinstance(result, torch.Tensor):
-        fail(f"{name} returned one tensor of shape {tuple(result.shape)}; return the pair "
-             "(output, weights): output (..., Lq, d_v) and weights (..., Lq, Lk).")
+        fail(MESSAGES["one_tensor"].format(name=name, shape=tuple(result.shape)))
     if not isinstance(result, (tuple, list)) or len(result) != 2:
-        fail(f"{name} returned {type_name(result)}"
-             + (f" of {len(result)} items" if isinstance(result, (tuple, list)) else "")
-             + "; return the pair (output, weights).")
+        what = (MESSAGES["items"].format(kind=type_name(result), count=len(result))
+                if isinstance(result, (tuple, list)) else type_name(result))
+        fail(MESSAGES["not_pair"].format(name=name, what=what))
     output, weights = result
     if isinstance(output, torch.Tensor) and isinstance(weights, torch.Tensor):
         swapped = diagnose.item_order((output.shape, weights.shape), (out_shape, w_shape),
@@ -475,9 +505,7 @@ def _check_attention(fn, query, key, value, label, **mask):
         if swapped:
             fail(diagnose.explained(name, swapped))
     if isinstance(weights, torch.Tensor) and Lq != Lk and tuple(weights.shape) == (*batch, Lk, Lq):
-        fail(f"weights: expected shape {w_shape} = (..., Lq, Lk), got {tuple(weights.shape)} = "
-             "(..., Lk, Lq): you computed K Q^T (or transposed the weights). One row per "
-             "query: query @ key.transpose(-2, -1).")
+        fail(MESSAGES["weights_K_Q"].format(shape=w_shape, got=tuple(weights.shape)))
     expect_tensor(output, "output", shape=out_shape, dtype=dtype, device=device,
                   shape_names="(..., Lq, d_v)")
     expect_tensor(weights, "weights", shape=w_shape, dtype=dtype, device=device,
@@ -511,8 +539,8 @@ def scaled_dot_product_attention(scaled_dot_product_attention, seed=0, batch=(2,
                                       seed=seed, dtype=dtype, device=device)
     _check_attention(scaled_dot_product_attention, query, key, value, mask=None,
                      label=f"self-attention, batch {_batch_text(batch)}, L={L}, d_k={d_k}")
-    passed(f"scaled_dot_product_attention matches F.scaled_dot_product_attention: "
-           f"output {(*batch, L, d_v)}, weights {(*batch, L, L)} ({dtype})")
+    passed(MESSAGES["sdpa_passed"].format(output=(*batch, L, d_v), weights=(*batch, L, L),
+                                          dtype=dtype))
 
 
 @check
@@ -523,8 +551,9 @@ def cross_attention(scaled_dot_product_attention, seed=0, batch=(2, 3), Lq=3, Lk
                                       seed=seed, dtype=dtype, device=device)
     _check_attention(scaled_dot_product_attention, query, key, value,
                      label=f"batch {_batch_text(batch)}, Lq={Lq}, Lk={Lk}, d_k={d_k}, d_v={d_v}")
-    passed(f"cross-attention: batch dims {_batch_text(batch)}, Lq={Lq} queries, Lk={Lk} keys, "
-           f"d_k={d_k}, d_v={d_v}: output {(*batch, Lq, d_v)}, weights {(*batch, Lq, Lk)} ({dtype})")
+    passed(MESSAGES["cross_passed"].format(batch=_batch_text(batch), Lq=Lq, Lk=Lk, d_k=d_k,
+                                           d_v=d_v, output=(*batch, Lq, d_v),
+                                           weights=(*batch, Lq, Lk), dtype=dtype))
 
 
 @reference
@@ -566,10 +595,7 @@ def sdpa_large_scores(scaled_dot_product_attention, seed=0, batch=(2,), Lq=5, Lk
                          label=f"scores up to {top:.0f}")
     except CheckFailure as error:
         if "NaN or inf" in str(error):
-            raise CheckFailure(
-                f"{error}\nWith scores as large as {top:.0f}, exp(score) overflows "
-                f"{dtype} to inf and inf / inf = NaN: a softmax must subtract each row's "
-                "maximum first (torch.softmax does; so does your stable_softmax).") from None
+            raise CheckFailure(MESSAGES["large_overflow"].format(error=error, top=top,
+                                                                 dtype=dtype)) from None
         raise
-    passed(f"scaled_dot_product_attention is finite and right with scores up to {top:.0f} "
-           f"({dtype})")
+    passed(MESSAGES["sdpa_large_passed"].format(top=top, dtype=dtype))
