@@ -27,8 +27,8 @@ _sdpa = F.scaled_dot_product_attention
 _xlogy = torch.special.xlogy
 _equal = torch.equal
 
-# Every message of this chapter's checks (but the per-bug tables of the @reference
-# functions), one template each with named fields, for a second language.
+# Every message of this chapter's checks, one template each with named fields, for a second
+# language: the checks' own, then the per-bug tables' (filled in by the @reference functions).
 MESSAGES = {
     "in_place": "{name} changed its input tensor in place (e.g. `scores -= ...` or `.sub_()`); "
                 "compute a new tensor instead and leave the inputs as they were.",
@@ -82,6 +82,46 @@ MESSAGES = {
                       "first (torch.softmax does; so does your stable_softmax).",
     "sdpa_large_passed": "scaled_dot_product_attention is finite and right with scores up to "
                          "{top:.0f} ({dtype})",
+    # the per-bug tables: what the classic mistakes get, when their outputs match
+    "not_scaled": "the scores are not scaled: divide Q K^T by sqrt(d_k) = sqrt({d_k}).",
+    "by_d_k": "you divided by d_k = {d_k}; divide by sqrt(d_k) = {root:.4g} instead. Q K^T has "
+              "variance d_k, so its standard deviation is sqrt(d_k); dividing by d_k leaves "
+              "variance 1/d_k and flattens the weights.",
+    "times_root": "you multiplied by sqrt(d_k) = {root:.4g}; divide by it instead.",
+    "by_2_d_k": "you divided by 2 * d_k = {twice}: in Python, x / d_k ** 1/2 means "
+                "(x / d_k) / 2, because ** binds tighter than /; write d_k ** 0.5 or "
+                "math.sqrt(d_k).",
+    "by_half_d_k": "you divided by d_k / 2 = {half:g}: in Python d_k ** 1/2 means "
+                   "(d_k ** 1) / 2, because ** binds tighter than /; write d_k ** 0.5 or "
+                   "math.sqrt(d_k).",
+    "wrong_axis": "you scaled by sqrt({size}), the size of {axis}; d_k is the size of the last "
+                  "axis of query and key: query.shape[-1].",
+    "scores_softmax": "you returned the softmax weights; attention_scores returns the scaled "
+                      "scores, before the softmax.",
+    "entropy_sign": "the entropy is negative: it is MINUS the sum of w log w.",
+    "entropy_bits": "you used log base 2 (bits); the chapter measures entropy in nats, with the "
+                    "natural log (torch.log): the uniform row over Lk keys has entropy log(Lk).",
+    "entropy_mean": "you took the mean over the keys instead of the sum.",
+    "entropy_log10": "you used log base 10; the chapter measures entropy in nats, with the "
+                     "natural log (torch.log).",
+    "entropy_largest": "you took the largest term -w log w of each row instead of their sum "
+                       "over the keys.",
+    "not_normalised": "you return exp(scores - max) without dividing by its sum along dim.",
+    "whole_sum": "you divided by the sum of the whole tensor; divide by the sum along dim: "
+                 ".sum(dim=dim, keepdim=True).",
+    "last_axis": "you normalised along the last axis, but dim={dim} was asked: use the `dim` "
+                 "argument in the max and in the sum.",
+    "softmax_queries": "the softmax runs over the wrong axis (dim=-2, the queries): each "
+                       "query's weights over the keys must sum to 1, so use dim=-1.",
+    "scores_as_weights": "you returned the scores, before the softmax, as the weights.",
+    "unscaled_output": "the weights are right, but the output was computed from the softmax "
+                       "of the UNSCALED scores: use the same (scaled) weights for the output.",
+    "output_from_scores": "output = scores @ value: the softmax is missing in the output.",
+    "other_weights": "the output uses other weights than the ones returned: {bug}",
+    "values_scaled": "the values were divided by sqrt(d_k) = {root:.4g} too: only the scores "
+                     "Q K^T are scaled; the output is weights @ value.",
+    "weights_transposed": "you returned the weights transposed, one column per query (K Q^T, "
+                          "or .transpose(-2, -1)): each row belongs to one query and sums to 1.",
 }
 
 # Error messages of common slips, and what to do about them: (regex, hint).
@@ -185,29 +225,20 @@ def _score_bugs(qk, d_k, sizes):
 
     sizes: {"axis name": size} of the other axes, for "scaled by the wrong axis".
     """
-    bugs = {
-        f"the scores are not scaled: divide Q K^T by sqrt(d_k) = sqrt({d_k}).": qk,
-        f"you divided by d_k = {d_k}; divide by sqrt(d_k) = {math.sqrt(d_k):.4g} instead. "
-        "Q K^T has variance d_k, so its standard deviation is sqrt(d_k); dividing by d_k "
-        "leaves variance 1/d_k and flattens the weights.": qk / d_k,
-        f"you multiplied by sqrt(d_k) = {math.sqrt(d_k):.4g}; divide by it instead.":
-            qk * math.sqrt(d_k),
-    }
+    root = math.sqrt(d_k)
+    bugs = {MESSAGES["not_scaled"].format(d_k=d_k): qk,
+            MESSAGES["by_d_k"].format(d_k=d_k, root=root): qk / d_k,
+            MESSAGES["times_root"].format(root=root): qk * root}
     # d_k ** 1/2 is (d_k ** 1) / 2, because ** binds tighter than /
-    bugs[f"you divided by 2 * d_k = {2 * d_k}: in Python, x / d_k ** 1/2 means "
-         "(x / d_k) / 2, because ** binds tighter than /; write d_k ** 0.5 or "
-         "math.sqrt(d_k)."] = qk / (2 * d_k)
+    bugs[MESSAGES["by_2_d_k"].format(twice=2 * d_k)] = qk / (2 * d_k)
     if d_k != 4:  # d_k / 2 equals sqrt(d_k) only at d_k = 4
-        bugs[f"you divided by d_k / 2 = {d_k / 2:g}: in Python d_k ** 1/2 means "
-             "(d_k ** 1) / 2, because ** binds tighter than /; write d_k ** 0.5 or "
-             "math.sqrt(d_k)."] = qk / (d_k / 2)
+        bugs[MESSAGES["by_half_d_k"].format(half=d_k / 2)] = qk / (d_k / 2)
     root32 = float32_sqrt(d_k)
     if root32 is not None:  # common.py's rule: within tolerance of the answer but in float64
         bugs[FLOAT32_SQRT] = qk / root32
     for axis, size in sizes.items():
         if size not in (d_k, 1):
-            bugs[f"you scaled by sqrt({size}), the size of {axis}; d_k is the size of the "
-                 "last axis of query and key: query.shape[-1]."] = qk / math.sqrt(size)
+            bugs[MESSAGES["wrong_axis"].format(size=size, axis=axis)] = qk / math.sqrt(size)
     return bugs
 
 
@@ -229,8 +260,7 @@ def _scores_answers(query, key, sizes):
     qk = query.double() @ key.double().transpose(-2, -1)
     expected = qk / math.sqrt(d_k)
     bugs = _score_bugs(qk, d_k, sizes)
-    bugs["you returned the softmax weights; attention_scores returns the scaled scores, "
-         "before the softmax."] = _softmax(expected, dim=-1)
+    bugs[MESSAGES["scores_softmax"]] = _softmax(expected, dim=-1)
     return expected, bugs
 
 
@@ -281,15 +311,11 @@ def _entropy_answers(weights):
     w = weights.double()
     expected = -_xlogy(w, w).sum(dim=-1)
     return expected, {
-        "the entropy is negative: it is MINUS the sum of w log w.": -expected,
-        "you used log base 2 (bits); the chapter measures entropy in nats, with the natural "
-        "log (torch.log): the uniform row over Lk keys has entropy log(Lk).":
-            expected / math.log(2),
-        "you took the mean over the keys instead of the sum.": expected / w.shape[-1],
-        "you used log base 10; the chapter measures entropy in nats, with the natural log "
-        "(torch.log).": expected / math.log(10),
-        "you took the largest term -w log w of each row instead of their sum over the keys.":
-            -_xlogy(w, w).amax(dim=-1),
+        MESSAGES["entropy_sign"]: -expected,
+        MESSAGES["entropy_bits"]: expected / math.log(2),
+        MESSAGES["entropy_mean"]: expected / w.shape[-1],
+        MESSAGES["entropy_log10"]: expected / math.log(10),
+        MESSAGES["entropy_largest"]: -_xlogy(w, w).amax(dim=-1),
     }
 
 
@@ -338,14 +364,9 @@ def _softmax_answers(scores, dim, whole=True):
     bugs = {}
     if whole:
         exp = (s - s.amax(dim=dim, keepdim=True)).exp()
-        bugs = {
-            "you return exp(scores - max) without dividing by its sum along dim.": exp,
-            "you divided by the sum of the whole tensor; divide by the sum along dim: "
-            ".sum(dim=dim, keepdim=True).": exp / exp.sum(),
-        }
+        bugs = {MESSAGES["not_normalised"]: exp, MESSAGES["whole_sum"]: exp / exp.sum()}
     if dim % s.dim() != s.dim() - 1:
-        bugs[f"you normalised along the last axis, but dim={dim} was asked: use the "
-             "`dim` argument in the max and in the sum."] = _softmax(s, dim=-1)
+        bugs[MESSAGES["last_axis"].format(dim=dim)] = _softmax(s, dim=-1)
     return expected, bugs
 
 
@@ -454,28 +475,22 @@ def _attention_answers(query, key, value, sizes):
     expected_w = _softmax(scores, dim=-1)
     expected_out = _sdpa(q, k, v)
     weight_bugs = {m: _softmax(s, dim=-1) for m, s in _score_bugs(qk, d_k, sizes).items()}
-    weight_bugs["the softmax runs over the wrong axis (dim=-2, the queries): each query's "
-                "weights over the keys must sum to 1, so use dim=-1."] = _softmax(scores, dim=-2)
-    weight_bugs["you returned the scores, before the softmax, as the weights."] = scores
+    weight_bugs[MESSAGES["softmax_queries"]] = _softmax(scores, dim=-2)
+    weight_bugs[MESSAGES["scores_as_weights"]] = scores
     output_bugs = {
         FLOAT32_SQRT: weight_bugs.get(FLOAT32_SQRT),  # common.py's rule; None: invisible
-        "the weights are right, but the output was computed from the softmax of the "
-        "UNSCALED scores: use the same (scaled) weights for the output.":
-            _softmax(qk, dim=-1) @ v,
-        "output = scores @ value: the softmax is missing in the output.": scores @ v,
+        MESSAGES["unscaled_output"]: _softmax(qk, dim=-1) @ v,
+        MESSAGES["output_from_scores"]: scores @ v,
     }
     if output_bugs[FLOAT32_SQRT] is not None:
         output_bugs[FLOAT32_SQRT] = output_bugs[FLOAT32_SQRT] @ v
     for message, w in weight_bugs.items():
         if message != FLOAT32_SQRT:
-            output_bugs["the output uses other weights than the ones returned: " + message] = w @ v
-    output_bugs[f"the values were divided by sqrt(d_k) = {math.sqrt(d_k):.4g} too: only the "
-                "scores Q K^T are scaled; the output is weights @ value."] = \
+            output_bugs[MESSAGES["other_weights"].format(bug=message)] = w @ v
+    output_bugs[MESSAGES["values_scaled"].format(root=math.sqrt(d_k))] = \
         expected_out / math.sqrt(d_k)
     if q.shape[-2] == k.shape[-2]:  # with Lq != Lk the shape check names it
-        weight_bugs["you returned the weights transposed, one column per query (K Q^T, or "
-                    ".transpose(-2, -1)): each row belongs to one query and sums to 1."] = \
-            expected_w.transpose(-2, -1)
+        weight_bugs[MESSAGES["weights_transposed"]] = expected_w.transpose(-2, -1)
     return expected_out, expected_w, weight_bugs, output_bugs
 
 
