@@ -32,82 +32,90 @@ FORBIDS = (Forbidden("multihead_attention_core", ("test_multihead_attention_core
                      label="nn.MultiheadAttention (F.multi_head_attention_forward)"),)
 
 SPLIT_LAYOUT = "(B, num_heads, L, head_dim)"
-# what each exercise asks, after the shape family has named a wrong shape
-SPLIT_SHAPE = ("Reshape to (B, L, num_heads, head_dim), then transpose(1, 2) swaps L and "
-               "num_heads, so that each head holds a whole (L, head_dim) sequence.")
-MERGE_SHAPE = ("Transpose(1, 2) back to (B, L, num_heads, head_dim), then flatten num_heads and "
-               "head_dim into d_model: reshape(B, L, num_heads * head_dim).")
-CORE_SHAPE = "Merge the heads back into (B, Lq, d_model) with merge_heads."
-CORE_WEIGHTS_SHAPE = ("Return every head's weights, (B, num_heads, Lq, Lk), not their average "
-                      "(nor their sum, nor one head's).")
-MIXED = ("heads and positions are mixed: reshape to (B, L, num_heads, head_dim), then "
-         "transpose(1, 2). A direct reshape to (B, num_heads, L, head_dim) runs without error "
-         "but cuts the numbers in memory order, so a 'head' gets pieces of several positions.")
-STRIDED_SPLIT = ("head i holds the strided features i, i + num_heads, i + 2*num_heads, ... : it "
-                 "must hold the contiguous block [i*head_dim, (i+1)*head_dim). Split the last "
-                 "axis as (num_heads, head_dim), in that order, not (head_dim, num_heads).")
-TRANSPOSED_FIRST = ("you transposed before splitting: x.transpose(1, 2) is (B, d_model, L), and "
-                    "reshaping that cuts across positions. Split d_model first "
-                    "(B, L, num_heads, head_dim), then transpose(1, 2).")
-VIEW_ERROR = ("view() cannot flatten a non-contiguous tensor: after transpose(1, 2) the numbers "
-              "of one position are no longer next to each other in memory, so .view(B, L, d_model) "
-              "fails. Use .reshape(B, L, d_model) (it copies only when it must) or "
-              ".contiguous().view(B, L, d_model).")
-MERGE_MIXED = ("heads and positions are mixed: transpose(1, 2) back to (B, L, num_heads, head_dim) "
-               "before flattening (num_heads, head_dim) into d_model. A plain reshape of "
-               "(B, num_heads, L, head_dim) runs without error and scrambles positions.")
-MERGE_INTERLEAVED = ("the features of the heads are interleaved (head i went to features i, "
-                     "i + num_heads, ...): head i must fill the block [i*head_dim, "
-                     "(i+1)*head_dim); flatten (num_heads, head_dim) in that order.")
-CORE_SCALE_D_MODEL = ("scores scaled by sqrt(d_model); each head's scores must be divided by "
-                      "sqrt(head_dim), the size of the vectors that head compares.")
-CORE_UNSCALED = "scores not scaled: divide Q K^T by sqrt(head_dim)."
-CORE_NOT_MERGED_BACK = ("the heads were merged without transposing back: heads and positions are "
-                        "mixed in the output. merge_heads must transpose(1, 2) before flattening.")
-CORE_SOFTMAX_QUERIES = ("the softmax normalises over the queries (dim=-2): it must normalise over "
-                        "the keys (dim=-1), so that each query's weights sum to 1.")
-CORE_K_Q = ("you computed K Q^T instead of Q K^T: scores[i, j] must be q_i . k_j, query i "
-            "against key j (q @ k.transpose(-2, -1)).")
-CORE_KEYS_FROM_QUERY = ("the keys were taken from `query`: split `key` for the keys (in "
-                        "self-attention the three inputs coincide; here they differ).")
-CORE_VALUES_FROM_KEY = ("the values were taken from `key`: split `value` for the values (in "
-                        "self-attention the three inputs coincide; here they differ).")
-CORE_SPLIT_MIXED = ("split_heads mixes heads and positions (it reshapes straight to (B, num_heads, "
-                    "L, head_dim)): fix it first, its own check says how.")
-CORE_SPLIT_STRIDED = ("split_heads gives head i the strided features i, i + num_heads, ...: fix it "
-                      "first, its own check says how.")
-CORE_MERGE_INTERLEAVED = ("merge_heads interleaves the heads' features: fix it first, its own check "
-                          "says how.")
-CORE_ACROSS_HEADS = ("attention ran across heads instead of positions (the silent bug shown in this "
-                     "chapter): the head axis was never moved, so the scores were (B, L, num_heads, "
-                     "num_heads) and each position attended only over its own heads. Split to "
-                     "(B, num_heads, L, head_dim) (reshape, then transpose(1, 2)) before the "
-                     "matmul.")
-CORE_RESHAPED = ("heads and positions are mixed: the tensors were reshaped straight to "
-                 "(B, num_heads, L, head_dim) and back without transpose(1, 2). Use split_heads "
-                 "and merge_heads.")
-# head_projection's mistakes: str.format templates (i, num_heads; j and word: the neighbour)
-PROJ_STRIDED = ("you took the strided rows i, i + num_heads, ... (weight[{i}::{num_heads}]); "
-                "head i's W_i is the contiguous block of rows [i*head_dim, (i+1)*head_dim).")
-PROJ_NO_BIAS = ("the bias is missing: add head i's part of it, "
-                "bias[i*head_dim:(i+1)*head_dim].")
-PROJ_BIAS_BLOCK = ("the bias block is wrong: head i's bias is bias[i*head_dim:(i+1)*head_dim], "
-                   "the same rows as the weight.")
-PROJ_BIAS_HEAD0 = ("the bias block is wrong: you added head 0's bias, bias[:head_dim], to head "
-                   "{i}: head i's bias is bias[i*head_dim:(i+1)*head_dim], the same rows as the "
-                   "weight.")
-PROJ_COLUMNS = ("you took columns of the weight: nn.Linear stores W transposed, as "
-                "(out_features, in_features), so head i's W_i^Q is rows [i*head_dim, "
-                "(i+1)*head_dim) of weight (transposed), i.e. columns of the x @ W matrix.")
-PROJ_NEIGHBOUR = ("you returned the {word} head's block (head {j}): heads are numbered from 0, "
-                  "head i holds rows [i*head_dim, (i+1)*head_dim).")
-FUSE_NOT_TRANSPOSED = ("each W_i must be transposed: nn.Linear computes x @ weight^T, so its "
-                       "weight holds W_i^T (head_dim, in_features) in rows [i*head_dim, "
-                       "(i+1)*head_dim). A plain reshape of (num_heads, in_features, head_dim) "
-                       "scrambles the numbers.")
-FUSE_INTERLEAVED = ("the heads' rows are interleaved (row j*num_heads + i holds head i's feature "
-                    "j): head i's W_i^T must fill the contiguous rows [i*head_dim, "
-                    "(i+1)*head_dim).")
+# Every message of this chapter's checks, one template each with named fields (str.format),
+# in one place for a second language.
+MESSAGES = {
+    # what each exercise asks, after the shape family has named a wrong shape
+    "split_shape": "Reshape to (B, L, num_heads, head_dim), then transpose(1, 2) swaps L and "
+                   "num_heads, so that each head holds a whole (L, head_dim) sequence.",
+    "merge_shape": "Transpose(1, 2) back to (B, L, num_heads, head_dim), then flatten num_heads "
+                   "and head_dim into d_model: reshape(B, L, num_heads * head_dim).",
+    "core_shape": "Merge the heads back into (B, Lq, d_model) with merge_heads.",
+    "core_weights_shape": "Return every head's weights, (B, num_heads, Lq, Lk), not their "
+                          "average (nor their sum, nor one head's).",
+    "mixed": "heads and positions are mixed: reshape to (B, L, num_heads, head_dim), then "
+             "transpose(1, 2). A direct reshape to (B, num_heads, L, head_dim) runs without "
+             "error but cuts the numbers in memory order, so a 'head' gets pieces of several "
+             "positions.",
+    "strided_split": "head i holds the strided features i, i + num_heads, i + 2*num_heads, ... : "
+                     "it must hold the contiguous block [i*head_dim, (i+1)*head_dim). Split the "
+                     "last axis as (num_heads, head_dim), in that order, not (head_dim, "
+                     "num_heads).",
+    "transposed_first": "you transposed before splitting: x.transpose(1, 2) is (B, d_model, L), "
+                        "and reshaping that cuts across positions. Split d_model first (B, L, "
+                        "num_heads, head_dim), then transpose(1, 2).",
+    "view_error": "view() cannot flatten a non-contiguous tensor: after transpose(1, 2) the "
+                  "numbers of one position are no longer next to each other in memory, so "
+                  ".view(B, L, d_model) fails. Use .reshape(B, L, d_model) (it copies only when "
+                  "it must) or .contiguous().view(B, L, d_model).",
+    "merge_mixed": "heads and positions are mixed: transpose(1, 2) back to (B, L, num_heads, "
+                   "head_dim) before flattening (num_heads, head_dim) into d_model. A plain "
+                   "reshape of (B, num_heads, L, head_dim) runs without error and scrambles "
+                   "positions.",
+    "merge_interleaved": "the features of the heads are interleaved (head i went to features i, "
+                         "i + num_heads, ...): head i must fill the block [i*head_dim, "
+                         "(i+1)*head_dim); flatten (num_heads, head_dim) in that order.",
+    "core_scale_d_model": "scores scaled by sqrt(d_model); each head's scores must be divided by "
+                          "sqrt(head_dim), the size of the vectors that head compares.",
+    "core_unscaled": "scores not scaled: divide Q K^T by sqrt(head_dim).",
+    "core_not_merged_back": "the heads were merged without transposing back: heads and positions "
+                            "are mixed in the output. merge_heads must transpose(1, 2) before "
+                            "flattening.",
+    "core_softmax_queries": "the softmax normalises over the queries (dim=-2): it must normalise "
+                            "over the keys (dim=-1), so that each query's weights sum to 1.",
+    "core_k_q": "you computed K Q^T instead of Q K^T: scores[i, j] must be q_i . k_j, query i "
+                "against key j (q @ k.transpose(-2, -1)).",
+    "core_keys_from_query": "the keys were taken from `query`: split `key` for the keys (in "
+                            "self-attention the three inputs coincide; here they differ).",
+    "core_values_from_key": "the values were taken from `key`: split `value` for the values (in "
+                            "self-attention the three inputs coincide; here they differ).",
+    "core_split_mixed": "split_heads mixes heads and positions (it reshapes straight to (B, "
+                        "num_heads, L, head_dim)): fix it first, its own check says how.",
+    "core_split_strided": "split_heads gives head i the strided features i, i + num_heads, ...: "
+                          "fix it first, its own check says how.",
+    "core_merge_interleaved": "merge_heads interleaves the heads' features: fix it first, its "
+                              "own check says how.",
+    "core_across_heads": "attention ran across heads instead of positions (the silent bug shown "
+                         "in this chapter): the head axis was never moved, so the scores were "
+                         "(B, L, num_heads, num_heads) and each position attended only over its "
+                         "own heads. Split to (B, num_heads, L, head_dim) (reshape, then "
+                         "transpose(1, 2)) before the matmul.",
+    "core_reshaped": "heads and positions are mixed: the tensors were reshaped straight to (B, "
+                     "num_heads, L, head_dim) and back without transpose(1, 2). Use split_heads "
+                     "and merge_heads.",
+    # head_projection's mistakes: str.format templates (i, num_heads; j and word: the neighbour)
+    "proj_strided": "you took the strided rows i, i + num_heads, ... (weight[{i}::{num_heads}]); "
+                    "head i's W_i is the contiguous block of rows [i*head_dim, (i+1)*head_dim).",
+    "proj_no_bias": "the bias is missing: add head i's part of it, "
+                    "bias[i*head_dim:(i+1)*head_dim].",
+    "proj_bias_block": "the bias block is wrong: head i's bias is "
+                       "bias[i*head_dim:(i+1)*head_dim], the same rows as the weight.",
+    "proj_bias_head0": "the bias block is wrong: you added head 0's bias, bias[:head_dim], to "
+                       "head {i}: head i's bias is bias[i*head_dim:(i+1)*head_dim], the same "
+                       "rows as the weight.",
+    "proj_columns": "you took columns of the weight: nn.Linear stores W transposed, as "
+                    "(out_features, in_features), so head i's W_i^Q is rows [i*head_dim, "
+                    "(i+1)*head_dim) of weight (transposed), i.e. columns of the x @ W matrix.",
+    "proj_neighbour": "you returned the {word} head's block (head {j}): heads are numbered from "
+                      "0, head i holds rows [i*head_dim, (i+1)*head_dim).",
+    "fuse_not_transposed": "each W_i must be transposed: nn.Linear computes x @ weight^T, so its "
+                           "weight holds W_i^T (head_dim, in_features) in rows [i*head_dim, "
+                           "(i+1)*head_dim). A plain reshape of (num_heads, in_features, "
+                           "head_dim) scrambles the numbers.",
+    "fuse_interleaved": "the heads' rows are interleaved (row j*num_heads + i holds head i's "
+                        "feature j): head i's W_i^T must fill the contiguous rows [i*head_dim, "
+                        "(i+1)*head_dim).",
+}
 
 
 # ------------------------------------------------------------------ references and helpers
@@ -134,34 +142,22 @@ def _layout(shape, sizes):
     return "(" + ", ".join(names) + ")"
 
 
-def _expect_layout(actual, shape, name, shape_names, sizes, known=None, wrong_order=None):
-    """Require a tensor of `shape`; on a wrong shape, name its axes and the likely mistake.
-
-    sizes: {axis name: size} used to name the axes of a wrong shape; known: {layout string:
-    message} for wrong layouts with a known cause; wrong_order: message for any other
-    permutation of the right sizes.
-    """
+def _expect_layout(actual, shape, name, shape_names, sizes, known):
+    """_expect_shape(), its hint chosen by the wrong layout: sizes {axis name: size} name the
+    axes of the shape found; known {layout string: what that layout likely means}."""
     expect_tensor(actual, name)
-    if tuple(actual.shape) == tuple(shape):
-        return actual
-    layout = _layout(tuple(actual.shape), sizes)
-    got = f"{tuple(actual.shape)}" + (f" = {layout}" if layout else "")
-    message = f"{name}: expected shape {tuple(shape)} = {shape_names}, got {got}."
-    if layout and known and layout in known:
-        fail(f"{message} {known[layout]}")
-    if sorted(actual.shape) == sorted(shape) and wrong_order:
-        fail(f"{message} {wrong_order}")
-    expect_tensor(actual, name, shape=shape, shape_names=shape_names)  # generic message
+    return _expect_shape(actual, name, shape, shape_names,
+                         known.get(_layout(tuple(actual.shape), sizes), ""))
 
 
 def _expect_shape(actual, name, shape, shape_names, hint):
     """expect_tensor(actual, name, shape=shape): a wrong shape is named by the shape family
-    (checks/diagnose.py, expect_tensor's "In words"), then `hint` says what the exercise
-    asks."""
+    (checks/diagnose.py, expect_tensor's "In words"), then `hint` (if any) says what the
+    exercise asks."""
     try:
         return expect_tensor(actual, name, shape=shape, shape_names=shape_names)
     except CheckFailure as failure:
-        if isinstance(actual, torch.Tensor) and tuple(actual.shape) != tuple(shape):
+        if hint and isinstance(actual, torch.Tensor) and tuple(actual.shape) != tuple(shape):
             fail(f"{failure} {hint}")
         raise
 
@@ -173,7 +169,7 @@ def _run(function, *args, name):
         return call_keeping(function, *args, name=name)
     except CheckFailure as failure:
         if "view size is not compatible" in str(failure):
-            fail(f"{failure}\n{VIEW_ERROR}")
+            fail(f"{failure}\n" + MESSAGES["view_error"])
         raise
 
 
@@ -212,9 +208,9 @@ def _split_answers(x, num_heads):
     B, L, D = x.shape
     head_dim = D // num_heads
     return _split(x, num_heads), {
-        MIXED: x.reshape(B, num_heads, L, head_dim),
-        STRIDED_SPLIT: x.reshape(B, L, head_dim, num_heads).permute(0, 3, 1, 2),
-        TRANSPOSED_FIRST: x.transpose(1, 2).reshape(B, num_heads, L, head_dim),
+        MESSAGES["mixed"]: x.reshape(B, num_heads, L, head_dim),
+        MESSAGES["strided_split"]: x.reshape(B, L, head_dim, num_heads).permute(0, 3, 1, 2),
+        MESSAGES["transposed_first"]: x.transpose(1, 2).reshape(B, num_heads, L, head_dim),
     }
 
 
@@ -229,7 +225,7 @@ def split_heads(split_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
     original = x.clone()
     name = "split_heads(x, num_heads)"
     out, (x_after, _) = _run(split_heads, _copy(x), num_heads, name=name)
-    _expect_shape(out, name, (B, num_heads, L, head_dim), SPLIT_LAYOUT, SPLIT_SHAPE)
+    _expect_shape(out, name, (B, num_heads, L, head_dim), SPLIT_LAYOUT, MESSAGES["split_shape"])
     expect_tensor(out, name, dtype=x.dtype)
     expect_close(out, expected, name, bugs=bugs, axes=SPLIT_LAYOUT,
                  mistakes=step_mistakes("split heads", {"x": x}, current_dims(),
@@ -313,8 +309,8 @@ def _merge_answers(heads):
     B, num_heads, L, head_dim = heads.shape
     D = num_heads * head_dim
     return _merge(heads), {
-        MERGE_MIXED: heads.reshape(B, L, D),
-        MERGE_INTERLEAVED: heads.permute(0, 2, 3, 1).reshape(B, L, D),
+        MESSAGES["merge_mixed"]: heads.reshape(B, L, D),
+        MESSAGES["merge_interleaved"]: heads.permute(0, 2, 3, 1).reshape(B, L, D),
     }
 
 
@@ -335,7 +331,7 @@ def merge_heads(merge_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
     original = heads.clone()
     name = "merge_heads(x)"
     out, (heads_after,) = _run(merge_heads, _copy(heads), name=name)
-    _expect_shape(out, name, (B, L, D), "(B, L, d_model)", MERGE_SHAPE)
+    _expect_shape(out, name, (B, L, D), "(B, L, d_model)", MESSAGES["merge_shape"])
     expect_tensor(out, name, dtype=heads.dtype)
     expect_close(out, expected, name, bugs=bugs, axes="(B, L, d_model)",
                  hint="Transpose(1, 2) to (B, L, num_heads, head_dim), then reshape(B, L, d_model).")
@@ -372,13 +368,13 @@ def _core_answers(q, k, v, num_heads):
     Lk, head_dim = k.shape[1], D // num_heads
     expected_out, expected_weights = _torch_core(q, k, v, num_heads)
     bugs = {
-        CORE_SCALE_D_MODEL:
+        MESSAGES["core_scale_d_model"]:
             _merge(_attend(_split(q, num_heads), _split(k, num_heads), _split(v, num_heads),
                            1 / math.sqrt(D))[0]),
-        CORE_UNSCALED:
+        MESSAGES["core_unscaled"]:
             _merge(_attend(_split(q, num_heads), _split(k, num_heads), _split(v, num_heads),
                            1.0)[0]),
-        CORE_NOT_MERGED_BACK:
+        MESSAGES["core_not_merged_back"]:
             _attend(_split(q, num_heads), _split(k, num_heads), _split(v, num_heads),
                     1 / math.sqrt(head_dim))[0].reshape(B, Lq, D),
     }
@@ -388,28 +384,28 @@ def _core_answers(q, k, v, num_heads):
                                             _split(v, num_heads), 1 / root32)[0])
     scale = 1 / math.sqrt(head_dim)
     hq, hk, hv = _split(q, num_heads), _split(k, num_heads), _split(v, num_heads)
-    bugs[CORE_SOFTMAX_QUERIES] = _merge(torch.softmax(hq @ hk.transpose(-2, -1) * scale,
+    bugs[MESSAGES["core_softmax_queries"]] = _merge(torch.softmax(hq @ hk.transpose(-2, -1) * scale,
                                                       dim=-2) @ hv)
     if Lq == Lk:
-        bugs[CORE_K_Q] = _merge(torch.softmax(hk @ hq.transpose(-2, -1) * scale, dim=-1) @ hv)
-        bugs[CORE_KEYS_FROM_QUERY] = _merge(_attend(hq, hq, hv, scale)[0])
-    bugs[CORE_VALUES_FROM_KEY] = _merge(_attend(hq, hk, hk, scale)[0])
+        bugs[MESSAGES["core_k_q"]] = _merge(torch.softmax(hk @ hq.transpose(-2, -1) * scale, dim=-1) @ hv)
+        bugs[MESSAGES["core_keys_from_query"]] = _merge(_attend(hq, hq, hv, scale)[0])
+    bugs[MESSAGES["core_values_from_key"]] = _merge(_attend(hq, hk, hk, scale)[0])
     for message, split in (
-        (CORE_SPLIT_MIXED, lambda t: t.reshape(t.shape[0], num_heads, t.shape[1], head_dim)),
-        (CORE_SPLIT_STRIDED,
+        (MESSAGES["core_split_mixed"], lambda t: t.reshape(t.shape[0], num_heads, t.shape[1], head_dim)),
+        (MESSAGES["core_split_strided"],
          lambda t: t.reshape(t.shape[0], t.shape[1], head_dim, num_heads).permute(0, 3, 1, 2)),
     ):
         bugs[message] = _merge(_attend(split(q), split(k), split(v), scale)[0])
-    bugs[CORE_MERGE_INTERLEAVED] = _attend(_split(q, num_heads), _split(k, num_heads),
+    bugs[MESSAGES["core_merge_interleaved"]] = _attend(_split(q, num_heads), _split(k, num_heads),
                                            _split(v, num_heads),
                                            scale)[0].permute(0, 2, 3, 1).reshape(B, Lq, D)
     if Lq == Lk:
         # The Keras code of one of the course's source tutorials: reshape to (B, L, h, hd)
         # and multiply without moving the head axis; the scores are (B, L, h, h).
         hq, hk, hv = (t.reshape(B, Lq, num_heads, head_dim) for t in (q, k, v))
-        bugs[CORE_ACROSS_HEADS] = _attend(hq, hk, hv, 1 / math.sqrt(head_dim))[0].reshape(B, Lq, D)
+        bugs[MESSAGES["core_across_heads"]] = _attend(hq, hk, hv, 1 / math.sqrt(head_dim))[0].reshape(B, Lq, D)
         mq, mk, mv = (t.reshape(B, num_heads, Lq, head_dim) for t in (q, k, v))
-        bugs[CORE_RESHAPED] = _attend(mq, mk, mv, 1 / math.sqrt(head_dim))[0].reshape(B, Lq, D)
+        bugs[MESSAGES["core_reshaped"]] = _attend(mq, mk, mv, 1 / math.sqrt(head_dim))[0].reshape(B, Lq, D)
     return expected_out, expected_weights, bugs
 
 
@@ -433,7 +429,7 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
                                            else ""))
     out, weights = result
     out = expect_tensor(out, f"{name}: output")
-    _expect_shape(out, f"{name}: output", (B, Lq, D), "(B, Lq, d_model)", CORE_SHAPE)
+    _expect_shape(out, f"{name}: output", (B, Lq, D), "(B, Lq, d_model)", MESSAGES["core_shape"])
     expect_tensor(out, f"{name}: output", dtype=q.dtype)
     # common.py's rule: each head's weights round with its scores' magnitude, the output
     # (weighted means of the values) with the values'
@@ -459,7 +455,7 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
              "num_heads): attention ran across heads instead of positions (the silent bug "
              "shown in this chapter).")
     _expect_shape(weights, f"{name}: weights", (B, num_heads, Lq, Lk), "(B, num_heads, Lq, Lk)",
-                  CORE_WEIGHTS_SHAPE)
+                  MESSAGES["core_weights_shape"])
     expect_close(weights, expected_weights, f"{name}: weights", condition=condition,
                  axes="(B, num_heads, Lq, Lk)",
                  hint="Return the softmax weights of every head, before they multiply V.")
@@ -481,17 +477,17 @@ def _projection_answers(x, weight, b, i, num_heads):
         return F.linear(x, weight[rows], None if b is None else b[rows])
 
     rows = slice(i * head_dim, (i + 1) * head_dim)
-    bugs = {PROJ_STRIDED.format(i=i, num_heads=num_heads): block(slice(i, None, num_heads))}
+    bugs = {MESSAGES["proj_strided"].format(i=i, num_heads=num_heads): block(slice(i, None, num_heads))}
     if b is not None:
-        bugs[PROJ_NO_BIAS] = F.linear(x, weight[rows])
-        bugs[PROJ_BIAS_BLOCK] = F.linear(x, weight[rows]) + b[i::num_heads]
+        bugs[MESSAGES["proj_no_bias"]] = F.linear(x, weight[rows])
+        bugs[MESSAGES["proj_bias_block"]] = F.linear(x, weight[rows]) + b[i::num_heads]
         if i != 0:
-            bugs[PROJ_BIAS_HEAD0.format(i=i)] = F.linear(x, weight[rows]) + b[:head_dim]
+            bugs[MESSAGES["proj_bias_head0"].format(i=i)] = F.linear(x, weight[rows]) + b[:head_dim]
     if in_features == D:
-        bugs[PROJ_COLUMNS] = x @ weight[:, rows] + (0 if b is None else b[rows])
+        bugs[MESSAGES["proj_columns"]] = x @ weight[:, rows] + (0 if b is None else b[rows])
     for j, word in ((i + 1, "next"), (i - 1, "previous")):
         if 0 <= j < num_heads:
-            bugs[PROJ_NEIGHBOUR.format(word=word, j=j)] = \
+            bugs[MESSAGES["proj_neighbour"].format(word=word, j=j)] = \
                 block(slice(j * head_dim, (j + 1) * head_dim))
     return expected, bugs
 
@@ -541,8 +537,8 @@ def _fuse_answers(w, x):
     D = num_heads * head_dim
     expected = w.transpose(1, 2).reshape(D, in_features)
     bugs = {
-        FUSE_NOT_TRANSPOSED: w.reshape(D, in_features),
-        FUSE_INTERLEAVED: w.permute(2, 0, 1).reshape(D, in_features),
+        MESSAGES["fuse_not_transposed"]: w.reshape(D, in_features),
+        MESSAGES["fuse_interleaved"]: w.permute(2, 0, 1).reshape(D, in_features),
     }
     per_head = torch.stack([x @ w[i] for i in range(num_heads)], dim=1)   # (B, h, L, hd)
     return expected, bugs, _merge(per_head)
