@@ -115,6 +115,70 @@ MESSAGES = {
     "fuse_interleaved": "the heads' rows are interleaved (row j*num_heads + i holds head i's "
                         "feature j): head i's W_i^T must fill the contiguous rows [i*head_dim, "
                         "(i+1)*head_dim).",
+    # the checks' own messages
+    "refuses_all": "split_heads(x, num_heads={num_heads}) with d_model={d_model} raised "
+                   "{kind}: {message}. But {num_heads} divides {d_model}: your function refuses "
+                   "every input. Raise ValueError only when d_model % num_heads != 0.",
+    "not_implemented": "split_heads is not implemented yet: replace `raise "
+                       "NotImplementedError()` with your code.",
+    "unnamed_numbers": "{name} raised ValueError, good, but its message {message!r} does not "
+                       "name {missing}. Say which numbers do not divide, e.g. 'd_model={d_model} "
+                       "is not divisible by num_heads={num_heads}'.",
+    "refuses_passed": "split_heads refuses d_model={d_model}, num_heads={num_heads} with "
+                      "ValueError: {message}",
+    "assert_raised": "{name} raised AssertionError ({error}). Raise ValueError instead: an "
+                     "assert is skipped under `python -O`, and AssertionError reports a bug in "
+                     "your code, not a bad argument from the caller.{where}",
+    "torch_raised": "{name} raised PyTorch's RuntimeError ({error}). That message does not say "
+                    "what the caller did wrong: check d_model % num_heads before reshaping and "
+                    "raise ValueError naming d_model and num_heads.{where}",
+    "other_raised": "{name} raised {kind}: {error}. Expected ValueError naming d_model and "
+                    "num_heads.{where}",
+    "no_refusal": "{name} returned {shape} without an error, but {d_model} features cannot be "
+                  "cut into {num_heads} equal heads (head_dim would be {head_dim:.3g}). Check "
+                  "d_model % num_heads and raise ValueError naming both.",
+    "split_hint": "Reshape to (B, L, num_heads, head_dim), then transpose(1, 2).",
+    "split_in_place": "{name} changed its input x in place; return a new view instead.",
+    "split_passed": "split_heads: (B, L, d_model) = {x} -> {layout} = {out} ({dtype}, {memory} "
+                    "input), head i holds features [i*head_dim, (i+1)*head_dim)",
+    "merge_hint": "Transpose(1, 2) to (B, L, num_heads, head_dim), then reshape(B, L, d_model).",
+    "merge_in_place": "{name} changed its input in place; return a new tensor instead.",
+    "roundtrip_hint": "merge_heads must undo split_heads exactly.",
+    "merge_passed": "merge_heads: (B, num_heads, L, head_dim) = {heads} ({memory}, {dtype}) -> "
+                    "(B, L, d_model) = {out}, and merge_heads(split_heads(x)) == x",
+    "not_pair": "{name} must return a tuple (output, weights); got {what}",
+    "items": "{kind} of {count} items",
+    "core_hint": "Split query, key and value with split_heads, run "
+                 "scaled_dot_product_attention on the (B, num_heads, L, head_dim) tensors, and "
+                 "merge the output with merge_heads. If split_heads or merge_heads fails its own "
+                 "check, fix that first.",
+    "weights_across_heads": "{name}: weights have shape {shape} = (B, L, num_heads, num_heads): "
+                            "attention ran across heads instead of positions (the silent bug "
+                            "shown in this chapter).",
+    "weights_hint": "Return the softmax weights of every head, before they multiply V.",
+    "core_passed": "multihead_attention_core matches nn.MultiheadAttention (identity "
+                   "projections) with num_heads={num_heads}, head_dim={head_dim}, Lq={Lq}, "
+                   "Lk={Lk} ({kind}, {dtype}): output (B, Lq, d_model), weights (B, num_heads, "
+                   "Lq, Lk)",
+    "proj_every_head": "That is every head's projection: keep only head i's rows [i*head_dim, "
+                       "(i+1)*head_dim) of the weight (and of the bias).",
+    "proj_all_heads": "That is every head: return only head i.",
+    "proj_hint": "Head i's weight is weight[i*head_dim:(i+1)*head_dim] (and the same slice of "
+                 "the bias); project x with it as nn.Linear does, x @ W^T + b.",
+    "proj_in_place": "{name} changed the weight or bias in place.",
+    "proj_passed": "head_projection: head {i} of {num_heads} (x {x}, weight {weight}, {bias} "
+                   "bias, {dtype}) equals split_heads(nn.Linear(x))[:, {i}]",
+    "fuse_x_at_w": "That is the x @ W matrix [W_0 | W_1 | ... ] of shape (in_features, "
+                   "d_model); nn.Linear stores its transpose, (d_model, in_features).",
+    "fuse_unstacked": "Right blocks, but stack them into one matrix: reshape to (num_heads * "
+                      "head_dim, in_features).",
+    "fuse_unchanged": "You returned the per-head matrices unchanged.",
+    "fuse_hint": "Transpose each W_i to (head_dim, in_features) and stack them in head order "
+                 "along the first axis.",
+    "fuse_in_place": "{name} changed its input in place.",
+    "fuse_per_head": "split_heads(F.linear(x, fused)) vs x @ W_i for each head",
+    "fuse_passed": "fuse_head_weights: {num_heads} matrices {shape} -> one nn.Linear weight {out} "
+                   "({dtype}); projecting once and splitting equals x @ W_i for every head",
 }
 
 
@@ -230,12 +294,12 @@ def split_heads(split_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
     expect_close(out, expected, name, bugs=bugs, axes=SPLIT_LAYOUT,
                  mistakes=step_mistakes("split heads", {"x": x}, current_dims(),
                                         num_heads=num_heads),
-                 hint="Reshape to (B, L, num_heads, head_dim), then transpose(1, 2).")
+                 hint=MESSAGES["split_hint"])
     if not _unchanged(x_after, original):
-        fail(f"{name} changed its input x in place; return a new view instead.")
-    passed(f"split_heads: (B, L, d_model) = {tuple(x.shape)} -> {SPLIT_LAYOUT} = "
-           f"{tuple(out.shape)} ({x.dtype}, {'contiguous' if contiguous else 'non-contiguous'} "
-           "input), head i holds features [i*head_dim, (i+1)*head_dim)")
+        fail(MESSAGES["split_in_place"].format(name=name))
+    passed(MESSAGES["split_passed"].format(
+        x=tuple(x.shape), layout=SPLIT_LAYOUT, out=tuple(out.shape), dtype=x.dtype,
+        memory="contiguous" if contiguous else "non-contiguous"))
 
 
 def _accepts_what_divides(split_heads, x, num_heads):
@@ -247,9 +311,8 @@ def _accepts_what_divides(split_heads, x, num_heads):
         torch.cat([x, x.new_zeros(*x.shape[:-1], d_model - x.shape[-1])], dim=-1)
     _, error = attempt(split_heads, fits, num_heads)
     if error is not None:
-        fail(f"split_heads(x, num_heads={num_heads}) with d_model={d_model} raised "
-             f"{error[0]}: {error[1]}. But {num_heads} divides {d_model}: your function "
-             "refuses every input. Raise ValueError only when d_model % num_heads != 0.")
+        fail(MESSAGES["refuses_all"].format(num_heads=num_heads, d_model=d_model,
+                                            kind=error[0], message=error[1]))
 
 
 @check
@@ -262,37 +325,33 @@ def split_heads_divisibility(split_heads, *, seed=0, B=2, L=5, d_model=10, num_h
     try:
         out = split_heads(_copy(x), num_heads)
     except NotImplementedError:
-        fail("split_heads is not implemented yet: replace `raise NotImplementedError()` "
-             "with your code.")
+        fail(MESSAGES["not_implemented"])
     except ValueError as error:
         message = str(error)
         missing = [w for w in ("d_model", "num_heads", str(d_model), str(num_heads))
                    if w not in message]
         if missing:
-            fail(f"{name} raised ValueError, good, but its message {message!r} does not name "
-                 f"{', '.join(missing)}. Say which numbers do not divide, e.g. "
-                 f"'d_model={d_model} is not divisible by num_heads={num_heads}'.")
+            fail(MESSAGES["unnamed_numbers"].format(name=name, message=message,
+                                                    missing=", ".join(missing),
+                                                    d_model=d_model, num_heads=num_heads))
         _accepts_what_divides(split_heads, x, num_heads)
-        passed(f"split_heads refuses d_model={d_model}, num_heads={num_heads} with "
-               f"ValueError: {message}")
+        passed(MESSAGES["refuses_passed"].format(d_model=d_model, num_heads=num_heads,
+                                                 message=message))
         return
     except CheckFailure:
         raise
     except AssertionError as error:
-        fail(f"{name} raised AssertionError ({error}). Raise ValueError instead: an assert "
-             "is skipped under `python -O`, and AssertionError reports a bug in your code, "
-             "not a bad argument from the caller." + located(student_line(error)))
+        fail(MESSAGES["assert_raised"].format(name=name, error=error,
+                                              where=located(student_line(error))))
     except RuntimeError as error:
-        fail(f"{name} raised PyTorch's RuntimeError ({error}). That message does not say "
-             "what the caller did wrong: check d_model % num_heads before reshaping and raise "
-             "ValueError naming d_model and num_heads." + located(student_line(error)))
+        fail(MESSAGES["torch_raised"].format(name=name, error=error,
+                                             where=located(student_line(error))))
     except Exception as error:
-        fail(f"{name} raised {type(error).__name__}: {error}. Expected ValueError naming "
-             "d_model and num_heads." + located(student_line(error)))
+        fail(MESSAGES["other_raised"].format(name=name, kind=type(error).__name__, error=error,
+                                             where=located(student_line(error))))
     shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type_name(out)
-    fail(f"{name} returned {shape} without an error, but {d_model} features cannot be cut "
-         f"into {num_heads} equal heads (head_dim would be {d_model / num_heads:.3g}). "
-         "Check d_model % num_heads and raise ValueError naming both.")
+    fail(MESSAGES["no_refusal"].format(name=name, shape=shape, d_model=d_model,
+                                       num_heads=num_heads, head_dim=d_model / num_heads))
 
 
 # ------------------------------------------------------------------ exercise 2: merge_heads
@@ -334,16 +393,16 @@ def merge_heads(merge_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
     _expect_shape(out, name, (B, L, D), "(B, L, d_model)", MESSAGES["merge_shape"])
     expect_tensor(out, name, dtype=heads.dtype)
     expect_close(out, expected, name, bugs=bugs, axes="(B, L, d_model)",
-                 hint="Transpose(1, 2) to (B, L, num_heads, head_dim), then reshape(B, L, d_model).")
+                 hint=MESSAGES["merge_hint"])
     if not _unchanged(heads_after, original):
-        fail(f"{name} changed its input in place; return a new tensor instead.")
+        fail(MESSAGES["merge_in_place"].format(name=name))
     # the heads as split_heads(merged heads) returns them: a view, not contiguous
     roundtrip, _ = _run(merge_heads, _in_split_layout(heads), name=name)
     expect_close(roundtrip, expected, "merge_heads(split_heads(x))",
-                 hint="merge_heads must undo split_heads exactly.")
-    passed(f"merge_heads: (B, num_heads, L, head_dim) = {tuple(heads.shape)} "
-           f"({'contiguous' if contiguous else 'a non-contiguous view'}, {heads.dtype}) -> "
-           f"(B, L, d_model) = {tuple(out.shape)}, and merge_heads(split_heads(x)) == x")
+                 hint=MESSAGES["roundtrip_hint"])
+    passed(MESSAGES["merge_passed"].format(
+        heads=tuple(heads.shape), memory="contiguous" if contiguous else "a non-contiguous view",
+        dtype=heads.dtype, out=tuple(out.shape)))
 
 
 # ------------------------------------------------------------------ exercise 3: the core
@@ -387,11 +446,13 @@ def _core_answers(q, k, v, num_heads):
     bugs[MESSAGES["core_softmax_queries"]] = _merge(torch.softmax(hq @ hk.transpose(-2, -1) * scale,
                                                       dim=-2) @ hv)
     if Lq == Lk:
-        bugs[MESSAGES["core_k_q"]] = _merge(torch.softmax(hk @ hq.transpose(-2, -1) * scale, dim=-1) @ hv)
+        bugs[MESSAGES["core_k_q"]] = _merge(
+            torch.softmax(hk @ hq.transpose(-2, -1) * scale, dim=-1) @ hv)
         bugs[MESSAGES["core_keys_from_query"]] = _merge(_attend(hq, hq, hv, scale)[0])
     bugs[MESSAGES["core_values_from_key"]] = _merge(_attend(hq, hk, hk, scale)[0])
     for message, split in (
-        (MESSAGES["core_split_mixed"], lambda t: t.reshape(t.shape[0], num_heads, t.shape[1], head_dim)),
+        (MESSAGES["core_split_mixed"],
+         lambda t: t.reshape(t.shape[0], num_heads, t.shape[1], head_dim)),
         (MESSAGES["core_split_strided"],
          lambda t: t.reshape(t.shape[0], t.shape[1], head_dim, num_heads).permute(0, 3, 1, 2)),
     ):
@@ -403,9 +464,11 @@ def _core_answers(q, k, v, num_heads):
         # The Keras code of one of the course's source tutorials: reshape to (B, L, h, hd)
         # and multiply without moving the head axis; the scores are (B, L, h, h).
         hq, hk, hv = (t.reshape(B, Lq, num_heads, head_dim) for t in (q, k, v))
-        bugs[MESSAGES["core_across_heads"]] = _attend(hq, hk, hv, 1 / math.sqrt(head_dim))[0].reshape(B, Lq, D)
+        bugs[MESSAGES["core_across_heads"]] = _attend(hq, hk, hv, 1 / math.sqrt(head_dim))[0] \
+            .reshape(B, Lq, D)
         mq, mk, mv = (t.reshape(B, num_heads, Lq, head_dim) for t in (q, k, v))
-        bugs[MESSAGES["core_reshaped"]] = _attend(mq, mk, mv, 1 / math.sqrt(head_dim))[0].reshape(B, Lq, D)
+        bugs[MESSAGES["core_reshaped"]] = _attend(mq, mk, mv, 1 / math.sqrt(head_dim))[0] \
+            .reshape(B, Lq, D)
     return expected_out, expected_weights, bugs
 
 
@@ -424,9 +487,9 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
         result, _ = _run(multihead_attention_core, _copy(q), _copy(k), _copy(v), num_heads,
                          name=name)
     if not (isinstance(result, tuple) and len(result) == 2):
-        fail(f"{name} must return a tuple (output, weights); got "
-             f"{type_name(result)}" + (f" of {len(result)} items" if isinstance(result, tuple)
-                                           else ""))
+        what = (MESSAGES["items"].format(kind=type_name(result), count=len(result))
+                if isinstance(result, tuple) else type_name(result))
+        fail(MESSAGES["not_pair"].format(name=name, what=what))
     out, weights = result
     out = expect_tensor(out, f"{name}: output")
     _expect_shape(out, f"{name}: output", (B, Lq, D), "(B, Lq, d_model)", MESSAGES["core_shape"])
@@ -445,24 +508,18 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
                  mistakes=step_mistakes("multi-head attention core", inputs, current_dims(),
                                         num_heads=num_heads),
                  scale=v.detach().double().abs().max(), condition=condition.amax(),
-                 axes="(B, Lq, d_model)", hint="Split query, key and value with split_heads, run "
-                      "scaled_dot_product_attention on the (B, num_heads, L, head_dim) "
-                      "tensors, and merge the output with merge_heads. If split_heads or "
-                      "merge_heads fails its own check, fix that first.")
+                 axes="(B, Lq, d_model)", hint=MESSAGES["core_hint"])
     weights = expect_tensor(weights, f"{name}: weights")
     if tuple(weights.shape) == (B, Lq, num_heads, num_heads) and Lq != num_heads:
-        fail(f"{name}: weights have shape {tuple(weights.shape)} = (B, L, num_heads, "
-             "num_heads): attention ran across heads instead of positions (the silent bug "
-             "shown in this chapter).")
+        fail(MESSAGES["weights_across_heads"].format(name=name, shape=tuple(weights.shape)))
     _expect_shape(weights, f"{name}: weights", (B, num_heads, Lq, Lk), "(B, num_heads, Lq, Lk)",
                   MESSAGES["core_weights_shape"])
     expect_close(weights, expected_weights, f"{name}: weights", condition=condition,
                  axes="(B, num_heads, Lq, Lk)",
-                 hint="Return the softmax weights of every head, before they multiply V.")
+                 hint=MESSAGES["weights_hint"])
     kind = "self-attention" if Lq == Lk else "cross-attention"
-    passed(f"multihead_attention_core matches nn.MultiheadAttention (identity projections) "
-           f"with num_heads={num_heads}, head_dim={head_dim}, Lq={Lq}, Lk={Lk} ({kind}, "
-           f"{q.dtype}): output (B, Lq, d_model), weights (B, num_heads, Lq, Lk)")
+    passed(MESSAGES["core_passed"].format(num_heads=num_heads, head_dim=head_dim, Lq=Lq, Lk=Lk,
+                                          kind=kind, dtype=q.dtype))
 
 
 # ------------------------------------------------------------------ exercise 4: head i's block
@@ -477,7 +534,8 @@ def _projection_answers(x, weight, b, i, num_heads):
         return F.linear(x, weight[rows], None if b is None else b[rows])
 
     rows = slice(i * head_dim, (i + 1) * head_dim)
-    bugs = {MESSAGES["proj_strided"].format(i=i, num_heads=num_heads): block(slice(i, None, num_heads))}
+    bugs = {MESSAGES["proj_strided"].format(i=i, num_heads=num_heads):
+            block(slice(i, None, num_heads))}
     if b is not None:
         bugs[MESSAGES["proj_no_bias"]] = F.linear(x, weight[rows])
         bugs[MESSAGES["proj_bias_block"]] = F.linear(x, weight[rows]) + b[i::num_heads]
@@ -511,21 +569,18 @@ def head_projection(head_projection, *, seed=0, B=2, L=5, in_features=None, num_
     if in_features != D:
         sizes["in_features"] = in_features
     _expect_layout(out, (B, L, head_dim), name, "(B, L, head_dim)", sizes, known={
-        "(B, L, d_model)": "That is every head's projection: keep only head i's rows "
-        "[i*head_dim, (i+1)*head_dim) of the weight (and of the bias).",
-        "(B, num_heads, L, head_dim)": "That is every head: return only head i.",
-    })
+        "(B, L, d_model)": MESSAGES["proj_every_head"],
+        "(B, num_heads, L, head_dim)": MESSAGES["proj_all_heads"]})
     expect_tensor(out, name, dtype=x.dtype)
     expect_close(out, expected, name, bugs=bugs,
                  mistakes=step_mistakes("head projection", {"x": x, "weight": weight, "bias": b},
                                         current_dims(), i=i, num_heads=num_heads),
-                 hint="Head i's weight is weight[i*head_dim:(i+1)*head_dim] (and the same "
-                      "slice of the bias); project x with it as nn.Linear does, x @ W^T + b.")
+                 hint=MESSAGES["proj_hint"])
     if not (_unchanged(weight_after, originals[0]) and _unchanged(b_after, originals[1])):
-        fail(f"{name} changed the weight or bias in place.")
-    passed(f"head_projection: head {i} of {num_heads} (x {tuple(x.shape)}, weight "
-           f"{tuple(weight.shape)}, {'with' if bias else 'no'} bias, {x.dtype}) equals "
-           f"split_heads(nn.Linear(x))[:, {i}]")
+        fail(MESSAGES["proj_in_place"].format(name=name))
+    passed(MESSAGES["proj_passed"].format(i=i, num_heads=num_heads, x=tuple(x.shape),
+                                          weight=tuple(weight.shape),
+                                          bias="with" if bias else "no", dtype=x.dtype))
 
 
 # ------------------------------------------------------------------ exercise 5: fusing
@@ -558,22 +613,16 @@ def fuse_head_weights(fuse_head_weights, *, seed=0, num_heads=3, in_features=7, 
     out, (w_after,) = _run(fuse_head_weights, _copy(w), name=name)
     sizes = dict(num_heads=num_heads, in_features=in_features, head_dim=head_dim, d_model=D)
     _expect_layout(out, (D, in_features), name, "(d_model, in_features)", sizes, known={
-        "(in_features, d_model)": "That is the x @ W matrix [W_0 | W_1 | ... ] of shape "
-        "(in_features, d_model); nn.Linear stores its transpose, (d_model, in_features).",
-        "(num_heads, head_dim, in_features)": "Right blocks, but stack them into one matrix: "
-        "reshape to (num_heads * head_dim, in_features).",
-        "(num_heads, in_features, head_dim)": "You returned the per-head matrices unchanged.",
-    })
+        "(in_features, d_model)": MESSAGES["fuse_x_at_w"],
+        "(num_heads, head_dim, in_features)": MESSAGES["fuse_unstacked"],
+        "(num_heads, in_features, head_dim)": MESSAGES["fuse_unchanged"]})
     expect_tensor(out, name, dtype=w.dtype)
     expect_close(out, expected, name, bugs=bugs,
-                 hint="Transpose each W_i to (head_dim, in_features) and stack them in head "
-                      "order along the first axis.")
+                 hint=MESSAGES["fuse_hint"])
     if not _unchanged(w_after, original):
-        fail(f"{name} changed its input in place.")
+        fail(MESSAGES["fuse_in_place"].format(name=name))
     # head i's outputs are features [i*head_dim, (i+1)*head_dim) of F.linear(x, fused): the
     # same numbers as comparing split_heads of it with x @ W_i, head by head
-    expect_close(F.linear(x, out), per_head,
-                 "split_heads(F.linear(x, fused)) vs x @ W_i for each head")
-    passed(f"fuse_head_weights: {num_heads} matrices {tuple(w.shape[1:])} -> one nn.Linear "
-           f"weight {tuple(out.shape)} ({w.dtype}); projecting once and splitting equals "
-           "x @ W_i for every head")
+    expect_close(F.linear(x, out), per_head, MESSAGES["fuse_per_head"])
+    passed(MESSAGES["fuse_passed"].format(num_heads=num_heads, shape=tuple(w.shape[1:]),
+                                          out=tuple(out.shape), dtype=w.dtype))
