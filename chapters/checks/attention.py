@@ -534,10 +534,13 @@ def _check_attention(fn, query, key, value, label, **mask):
     # the formula with one step left out or moved (checks/diagnose.py), for a mistake that
     # no entry of the tables names
     inputs = {"query": query, "key": key, "value": value, "mask": None}
+    # the axes' names, for the families' sentences (as diagnose.named_dims names the batch)
+    leading = ("batch",) if len(batch) == 1 else tuple(f"batch[{i}]" for i in range(len(batch)))
     expect_close(weights, expected_w, f"weights ({label})", bugs=weight_bugs, dtype=dtype,
-                 condition=condition, mistakes=step_mistakes("attention weights", inputs,
-                                                             current_dims(), d_k=d_k))
+                 condition=condition, axes=(*leading, "Lq", "Lk"),
+                 mistakes=step_mistakes("attention weights", inputs, current_dims(), d_k=d_k))
     expect_close(output, expected_out, f"output ({label})", bugs=output_bugs, dtype=dtype,
+                 axes=(*leading, "Lq", "d_v"),
                  mistakes=step_mistakes("attention", inputs, current_dims(), d_k=d_k),
                  scale=value.detach().double().abs().max(),
                  condition=condition.amax(dim=-1, keepdim=True),

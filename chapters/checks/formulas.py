@@ -46,6 +46,11 @@ def _scale_variants(dims, d_k):
     """{description: step} of a scale by another named constant than 1/sqrt(d_k)."""
     right = 1.0 / math.sqrt(d_k)
     ways = {}
+    if d_k / 2 != math.sqrt(d_k):  # ** binds tighter than /: d_k ** 1/2 is (d_k ** 1) / 2
+        ways[f"divides by d_k / 2 = {d_k / 2:g} instead of sqrt(d_k) = sqrt({d_k}) (d_k ** 1/2 "
+             "is (d_k ** 1) / 2: write d_k ** 0.5)"] = lambda s, _x: s / (d_k / 2)
+    ways[f"divides by 2 * d_k = {2 * d_k} instead of sqrt(d_k) = sqrt({d_k}) (x / d_k ** 1/2 "
+         "is (x / d_k) / 2: write d_k ** 0.5)"] = lambda s, _x: s / (2 * d_k)
     for label, value in constant_names(dims).items():
         if value > 0 and not math.isclose(1.0 / value, right) and not math.isclose(value, 1.0):
             ways[f"divides by {label} instead of sqrt(d_k) = sqrt({d_k})"] = (
