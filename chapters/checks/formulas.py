@@ -348,6 +348,28 @@ def core_formula(dims, num_heads):
     sqrt(head_dim) allow: keys or values split from another input, a float32 root."""
     formula = multihead_formula(dims, num_heads)
     project = dict(formula.steps)["projection"]
+    merge = dict(formula.steps)["merge of the heads"]
+
+    def heads_after_positions(st, _x):
+        """The split without its transpose: (B, L, num_heads, head_dim), so that the
+        attention's last two axes are the heads and their features (this chapter's silent
+        bug); the merge then flattens them back in place."""
+        return _with(st, across=True, **{n: st[n].reshape(*st[n].shape[:2], num_heads, -1)
+                                         for n in "qkv"})
+
+    def merge_in_place(st, x):
+        if not st.get("across"):
+            return merge(st, x)
+        B, L, h, head_dim = st["o"].shape
+        return _with(st, o=st["o"].reshape(B, L, h * head_dim))
+
+    formula.steps = tuple((name, merge_in_place if name == "merge of the heads" else step)
+                          for name, step in formula.steps)
+    formula.variants["split into heads"] = {
+        **formula.variants["split into heads"],
+        "leaves the heads after the positions, (B, L, num_heads, head_dim), with no "
+        "transpose: the attention runs across the heads of each position instead of across "
+        "positions": heads_after_positions}
 
     def reading(which, source):
         return lambda st, x: project(st, {**x, which: x[source]})
