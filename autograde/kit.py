@@ -15,6 +15,7 @@ so that nothing of the caller's state reaches the fixtures.
 """
 import ast
 import json
+import linecache
 import os
 import re
 import shutil
@@ -100,6 +101,14 @@ def _code_cells(notebook_path):
             for number, cell in enumerate(nb["cells"]) if cell["cell_type"] == "code"]
 
 
+def _compiled_cell(source, filename):
+    """compile(source, filename), its lines registered in linecache, as Jupyter does: a
+    traceback through the student's cell then quotes their line (checks.operations.
+    student_line names it in a check's message)."""
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    return compile(source, filename, "exec")
+
+
 def chapter_namespace(notebook_path, cells=None, checks=None):
     """The names a chapter's test cells see: its given cells' imports, definitions and
     constants (the demonstrations grade nothing), and its solution cells, with `cells`
@@ -113,7 +122,7 @@ def chapter_namespace(notebook_path, cells=None, checks=None):
             continue
         if meta.get("solution"):
             code = (cells or {}).get(meta.get("grade_id"), solution_code(source))
-            exec(compile(transform(code), f"{name} cell {number}", "exec"), namespace)
+            exec(_compiled_cell(transform(code), f"{name} cell {number}"), namespace)
         for _, text in ([] if meta.get("solution") else definitions(source, transform)):
             try:  # one at a time, as the grader runs them: e.g. `x[:, 4:] = 1` needs a
                 exec(compile(text, f"{name} cell {number}", "exec"), namespace)  # demo's x

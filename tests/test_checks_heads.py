@@ -121,9 +121,10 @@ def split_heads(x, num_heads):
 
 
 @pytest.mark.parametrize("layout, pattern", [
-    ("x.view(B, L, h, hd)", r"\(B, L, num_heads, head_dim\).*add \.transpose\(1, 2\)"),
-    ("x.view(B, L, h, hd).transpose(2, 3)", r"transposed the last two axes"),
-    ("x.view(B, L, h, hd).permute(2, 1, 0, 3)", r"batch axis B stays first"),
+    ("x.view(B, L, h, hd)", r"you gave \(B, L, num_heads, head_dim\), the answer is "
+                            r"\(B, num_heads, L, head_dim\)"),
+    ("x.view(B, L, h, hd).transpose(2, 3)", r"you gave \(B, L, head_dim, num_heads\)"),
+    ("x.view(B, L, h, hd).permute(2, 1, 0, 3)", r"you gave \(num_heads, L, B, head_dim\)"),
 ])
 def test_split_heads_names_wrong_layouts(layout, pattern):
     def split(x, num_heads):
@@ -135,7 +136,8 @@ def test_split_heads_names_wrong_layouts(layout, pattern):
 
 
 def test_merge_heads_names_the_missing_flatten():
-    with pytest.raises(CheckFailure, match=r"must be flattened into d_model"):
+    with pytest.raises(CheckFailure, match=r"the d_model axis \(12\) is still split into two "
+                                            r"axes, num_heads x head_dim"):
         check.merge_heads(lambda x: x.transpose(1, 2))
 
 

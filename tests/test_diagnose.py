@@ -419,3 +419,115 @@ def test_every_familys_sentence_is_recognised_by_words_of_its_own():
         assert len(diagnose._signature(key).strip()) >= 12, key
     assert not diagnose.FAMILY_PATTERN.search(
         "output is wrong (largest error 0.5). Its shape is right; compare its steps.")
+# ------------------------------------------------- chapters 1 and 2 (helper ch12's additions)
+
+def _raise_in_a_cell(source, filename, function, *args):
+    """Run `function` (defined by `source`, compiled as a notebook cell named `filename`,
+    its lines registered as the kit and the grader register them) on args: attempt()'s
+    error."""
+    import linecache
+
+    from chapters.checks import operations
+    namespace = {"torch": torch}
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), namespace)
+    return operations.attempt(namespace[function], *args)[1]
+
+
+def test_student_line_quotes_the_line_of_the_cell_not_torch_internals():
+    source = ("def merge(x):\n"
+              "    y = x.transpose(1, 2)\n"
+              "    return y.view(y.shape[0], y.shape[1], -1)\n")
+    error = _raise_in_a_cell(source, "cell merge_heads, line 1", "merge", heads())
+    kind, message, shapes, where = error
+    assert kind == "RuntimeError" and shapes == "(2, 4, 5, 3)"
+    # the innermost frame of the student's cell, not torch's, named as the grader names it
+    assert where == "line 3 of cell merge_heads: return y.view(y.shape[0], y.shape[1], -1)"
+    text = diagnose.restate_error("merge_heads", kind, message, DIMS, shapes, where=where)
+    assert "(at line 3 of cell merge_heads: return y.view" in text
+    assert diagnose.FAMILY_PATTERN.search(text)
+    # Jupyter's generated file names read as "your cell"; no traceback: no line, no claim
+    error = _raise_in_a_cell("def f(x):\n    return x @ x\n", "<ipython-input-3-ab>", "f",
+                             heads())
+    assert error[3] == "line 2 of your cell: return x @ x"
+    assert diagnose.restate_error("f", "TypeError", "no sizes", DIMS, "", where="") is None
+    assert diagnose.located("") == ""
+
+
+def test_student_line_reads_the_traceback_the_students_process_sent():
+    from chapters.checks import operations
+    error = RuntimeError("shape '[2, -1, 3, 3]' is invalid for input of size 100")
+    error.student_traceback = (
+        '  File "cell split_heads, line 3", line 6, in split_heads\n'
+        '    x = x.view(B, L, num_heads, -1)\n'
+        f'  File "{torch.__file__}", line 9, in view\n')
+    assert operations.student_line(error) == (
+        "line 6 of cell split_heads: x = x.view(B, L, num_heads, -1)")
+
+
+def test_item_order_names_items_returned_in_another_order():
+    out, weights = (2, 6, 4), (2, 6, 6)
+    reason = diagnose.item_order([weights, out], [out, weights], ["output", "weights"])
+    assert "you returned (weights, output)" in reason and "(output, weights)" in reason
+    assert diagnose.FAMILY_PATTERN.search(reason)
+    assert diagnose.item_order([out, weights], [out, weights], ["output", "weights"]) is None
+    # items of one shape cannot be told apart: no claim
+    assert diagnose.item_order([out, out], [out, out], ["a", "b"]) is None
+    assert diagnose.item_order([(2, 6, 5), out], [out, weights], ["output", "weights"]) is None
+
+
+def test_wrong_shape_names_an_axis_left_split_in_two():
+    dims = diagnose.named_dims({"B": 2, "L": 5, "num_heads": 3, "head_dim": 4})
+    reason = diagnose.wrong_shape((2, 3, 5, 4), (2, 5, 12), dims)
+    assert reason.startswith("the d_model axis (12) is still split into two axes, "
+                             "num_heads x head_dim: you gave (B, num_heads, L, head_dim)")
+    assert diagnose.FAMILY_PATTERN.search(reason)
+    assert diagnose.split_axis((2, 5, 3, 4), (2, 5, 12), dims).endswith("(B, L, d_model)")
+    # one more axis whose sizes multiply to none of the expected ones: not this family
+    assert diagnose.split_axis((2, 5, 3, 5), (2, 5, 12), dims) is None
+    assert diagnose.split_axis((2, 5, 12), (2, 5, 12), dims) is None
+
+
+def test_chapter_1_and_2_formulas_give_the_right_answer_and_their_variants():
+    """Each formula of chapters 1 and 2 (checks/formulas.py), with no step replaced, is the
+    exercise's answer as PyTorch computes it; and a variant's output is what one_step names."""
+    import torch.nn.functional as F
+
+    from chapters.checks import formulas
+    gen = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(2, 5, 12, generator=gen, dtype=torch.float64) for _ in range(3))
+    dims = diagnose.named_dims({"B": 2, "L": 5, "num_heads": 3, "head_dim": 4})
+    scores = formulas.FORMULAS["attention scores"](dims, d_k=12)
+    assert torch.allclose(scores.run({"query": q, "key": k}), q @ k.mT / math.sqrt(12))
+    softmax = formulas.FORMULAS["stable softmax"](dims, dim=-2)
+    assert torch.allclose(softmax.run({"scores": q}), torch.softmax(q, dim=-2))
+    found = softmax.mistakes({"scores": q})
+    assert diagnose.one_step(torch.softmax(q, dim=-1), found, same).endswith(
+        "the reduction axis step is the last axis instead of dim=-2 (in the max and the sum)")
+    weights = torch.softmax(q, dim=-1)
+    entropy = formulas.FORMULAS["attention entropy"](dims)
+    assert torch.allclose(entropy.run({"weights": weights}),
+                          -(weights * weights.log()).sum(dim=-1))
+    split = formulas.FORMULAS["split heads"](dims, num_heads=3)
+    assert torch.equal(split.run({"x": q}), q.view(2, 5, 3, 4).transpose(1, 2))
+    weight, bias = torch.randn(12, 7, generator=gen), torch.randn(12, generator=gen)
+    x = torch.randn(2, 5, 7, generator=gen)
+    projection = formulas.FORMULAS["head projection"](dims, i=1, num_heads=3)
+    assert torch.allclose(projection.run({"x": x, "weight": weight, "bias": bias}),
+                          F.linear(x, weight, bias)[..., 4:8])
+    # the core: identity projections, so the formula is attention per head
+    eye = torch.eye(12, dtype=torch.float64)
+    core = formulas.FORMULAS["multi-head attention core"](dims, num_heads=3)
+    inputs = {"query": q, "key": k, "value": v, "mask": None,
+              **{f"{n}_w": eye for n in "qkvo"}}
+    heads = [t.view(2, 5, 3, 4).transpose(1, 2) for t in (q, k, v)]
+    expected = F.scaled_dot_product_attention(*heads).transpose(1, 2).reshape(2, 5, 12)
+    assert torch.allclose(core.run(inputs), expected)
+    keys_from_query = F.scaled_dot_product_attention(heads[0], heads[0], heads[2])
+    assert diagnose.one_step(keys_from_query.transpose(1, 2).reshape(2, 5, 12),
+                             core.mistakes(inputs), same).endswith(
+        "the projection step reads the query input for the keys")
+    # the chapter's silent bug: the head axis left after L, attention across the heads
+    across = F.scaled_dot_product_attention(*(t.view(2, 5, 3, 4) for t in (q, k, v)))
+    assert "the attention runs across the heads of each position" in diagnose.one_step(
+        across.reshape(2, 5, 12), core.mistakes(inputs), same)

@@ -23,8 +23,6 @@ if str(course.CHAPTERS) not in sys.path:  # the grader's checks, as the notebook
 
 # {assignment: {"function.parameter", ...}}: promises no check exercises yet (open gaps).
 UNEXERCISED = {
-    # the mask parameter that chapter 4 teaches: no chapter 1 check passes one
-    "01_attention": {"scaled_dot_product_attention.mask"},
     # rotary's base (10000 by default) is never changed by a check; project_heads,
     # attend_heads and decoding_causal_mask are helpers of the solution cells, checked only
     # through GroupedQueryAttention and cached_attention, which call them

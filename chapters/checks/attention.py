@@ -15,6 +15,7 @@ import re
 import torch
 import torch.nn.functional as F
 
+from . import diagnose
 from .common import (FLOAT32_SQRT, CheckFailure, Forbidden, check, current_dims, expect_close,
                      expect_tensor, fail, float32_sqrt, forbid_spec, generator, observe, passed,
                      raised, random_inputs, reference, revive, softmax_condition, step_mistakes,
@@ -26,6 +27,103 @@ _sdpa = F.scaled_dot_product_attention
 _xlogy = torch.special.xlogy
 _equal = torch.equal
 
+# Every message of this chapter's checks, one template each with named fields, for a second
+# language: the checks' own, then the per-bug tables' (filled in by the @reference functions).
+MESSAGES = {
+    "in_place": "{name} changed its input tensor in place (e.g. `scores -= ...` or `.sub_()`); "
+                "compute a new tensor instead and leave the inputs as they were.",
+    "warning": "Note: {name} emitted a warning: {text}",
+    "scores_passed": "attention_scores: shape (..., Lq, Lk) = {shape}, dtype {dtype}, values "
+                     "Q K^T / sqrt(d_k) (batch {batch}, Lq={Lq}, Lk={Lk}, d_k={d_k})",
+    "entropy_keepdim": "{name}: expected shape {shape} = (..., Lq), got {got}: drop "
+                       "keepdim=True, one number per query.",
+    "entropy_nan": "{name}: NaN where the weights contain exact zeros (a one-hot row, as a "
+                   "saturated softmax gives). In floating point 0 * log(0) = 0 * (-inf) = NaN, "
+                   "but the entropy's limit is 0: use torch.special.xlogy(w, w), which is 0 "
+                   "where w is 0, or torch.where(w > 0, w * w.log(), 0).",
+    "entropy_passed": "attention_entropy: shape (..., Lq) = {shape}, values in nats, 0 for "
+                      "one-hot rows (batch {batch}, Lq={Lq}, Lk={Lk}, {dtype})",
+    "softmax_passed": "stable_softmax matches torch.softmax along dims {dims} of a tensor of "
+                      "shape {shape} ({dtype})",
+    "overflow": "stable_softmax: NaN or inf for {label}. exp({offset:g}) overflows to inf (the "
+                "largest finite exp() is about exp(88.7) in float32, exp(709.8) in float64), "
+                "and inf / inf = NaN. Subtract the maximum along dim first: "
+                "scores - scores.amax(dim=dim, keepdim=True), so every exponent is <= 0.",
+    "underflow": "stable_softmax: NaN or inf for {label}. exp(-{offset:g}) underflows to 0, and "
+                 "0 / 0 = NaN. Subtracting the maximum along dim first fixes this too: the "
+                 "largest entry of every row becomes exp(0) = 1.",
+    "one_max": "stable_softmax: NaN or inf for {label}, although it works when all rows are "
+               "alike: you subtracted ONE maximum for the whole tensor, so the rows near "
+               "-{offset:g} become exp(-{twice:g}) = 0 and 0 / 0 = NaN. Subtract each row's "
+               "own maximum: scores.amax(dim=dim, keepdim=True).",
+    "min_subtracted": "stable_softmax: NaN or inf for {label}: {where}you subtracted each "
+                      "row's minimum (or another value below its maximum): softmax does not "
+                      "change, but the exponents are then >= 0 and, in a row whose scores span "
+                      "more than {range:.1f} (exp's range in {dtype}), the largest overflows to "
+                      "inf and inf / inf = NaN. The row's maximum, not its minimum, keeps every "
+                      "exponent <= 0: scores - scores.amax(dim=dim, keepdim=True).",
+    "min_subtracted_where": "NaN or inf where the softmax is finite: ",
+    "large_passed": "stable_softmax is finite and right for scores near +-{offset:g} and for "
+                    "rows that span more than exp's range ({dtype}), where exp() alone "
+                    "overflows or underflows",
+    "one_tensor": "{name} returned one tensor of shape {shape}; return the pair (output, "
+                  "weights): output (..., Lq, d_v) and weights (..., Lq, Lk).",
+    "not_pair": "{name} returned {what}; return the pair (output, weights).",
+    "items": "{kind} of {count} items",
+    "weights_K_Q": "weights: expected shape {shape} = (..., Lq, Lk), got {got} = (..., Lk, Lq): "
+                   "you computed K Q^T (or transposed the weights). One row per query: "
+                   "query @ key.transpose(-2, -1).",
+    "sdpa_passed": "scaled_dot_product_attention matches F.scaled_dot_product_attention: "
+                   "output {output}, weights {weights} ({dtype})",
+    "cross_passed": "cross-attention: batch dims {batch}, Lq={Lq} queries, Lk={Lk} keys, "
+                    "d_k={d_k}, d_v={d_v}: output {output}, weights {weights} ({dtype})",
+    "large_overflow": "{error}\nWith scores as large as {top:.0f}, exp(score) overflows {dtype} "
+                      "to inf and inf / inf = NaN: a softmax must subtract each row's maximum "
+                      "first (torch.softmax does; so does your stable_softmax).",
+    "sdpa_large_passed": "scaled_dot_product_attention is finite and right with scores up to "
+                         "{top:.0f} ({dtype})",
+    # the per-bug tables: what the classic mistakes get, when their outputs match
+    "not_scaled": "the scores are not scaled: divide Q K^T by sqrt(d_k) = sqrt({d_k}).",
+    "by_d_k": "you divided by d_k = {d_k}; divide by sqrt(d_k) = {root:.4g} instead. Q K^T has "
+              "variance d_k, so its standard deviation is sqrt(d_k); dividing by d_k leaves "
+              "variance 1/d_k and flattens the weights.",
+    "times_root": "you multiplied by sqrt(d_k) = {root:.4g}; divide by it instead.",
+    "by_2_d_k": "you divided by 2 * d_k = {twice}: in Python, x / d_k ** 1/2 means "
+                "(x / d_k) / 2, because ** binds tighter than /; write d_k ** 0.5 or "
+                "math.sqrt(d_k).",
+    "by_half_d_k": "you divided by d_k / 2 = {half:g}: in Python d_k ** 1/2 means "
+                   "(d_k ** 1) / 2, because ** binds tighter than /; write d_k ** 0.5 or "
+                   "math.sqrt(d_k).",
+    "wrong_axis": "you scaled by sqrt({size}), the size of {axis}; d_k is the size of the last "
+                  "axis of query and key: query.shape[-1].",
+    "scores_softmax": "you returned the softmax weights; attention_scores returns the scaled "
+                      "scores, before the softmax.",
+    "entropy_sign": "the entropy is negative: it is MINUS the sum of w log w.",
+    "entropy_bits": "you used log base 2 (bits); the chapter measures entropy in nats, with the "
+                    "natural log (torch.log): the uniform row over Lk keys has entropy log(Lk).",
+    "entropy_mean": "you took the mean over the keys instead of the sum.",
+    "entropy_log10": "you used log base 10; the chapter measures entropy in nats, with the "
+                     "natural log (torch.log).",
+    "entropy_largest": "you took the largest term -w log w of each row instead of their sum "
+                       "over the keys.",
+    "not_normalised": "you return exp(scores - max) without dividing by its sum along dim.",
+    "whole_sum": "you divided by the sum of the whole tensor; divide by the sum along dim: "
+                 ".sum(dim=dim, keepdim=True).",
+    "last_axis": "you normalised along the last axis, but dim={dim} was asked: use the `dim` "
+                 "argument in the max and in the sum.",
+    "softmax_queries": "the softmax runs over the wrong axis (dim=-2, the queries): each "
+                       "query's weights over the keys must sum to 1, so use dim=-1.",
+    "scores_as_weights": "you returned the scores, before the softmax, as the weights.",
+    "unscaled_output": "the weights are right, but the output was computed from the softmax "
+                       "of the UNSCALED scores: use the same (scaled) weights for the output.",
+    "output_from_scores": "output = scores @ value: the softmax is missing in the output.",
+    "other_weights": "the output uses other weights than the ones returned: {bug}",
+    "values_scaled": "the values were divided by sqrt(d_k) = {root:.4g} too: only the scores "
+                     "Q K^T are scaled; the output is weights @ value.",
+    "weights_transposed": "you returned the weights transposed, one column per query (K Q^T, "
+                          "or .transpose(-2, -1)): each row belongs to one query and sums to 1.",
+}
+
 # Error messages of common slips, and what to do about them: (regex, hint).
 HINTS = {
     "matmul": r"Expected size for first two dimensions of batch2|shapes cannot be multiplied",
@@ -36,8 +134,12 @@ HINTS = {
     "max_pair": r"return_types\.max",
     "view": r"view size is not compatible",
     "dim_name": r"unexpected keyword argument 'dim'",
+    "mask_name": r"unexpected keyword argument 'mask'",
 }
 ATTENTION_HINTS = [
+    ("mask_name", "Hint: keep the exercise's signature, scaled_dot_product_attention(query, "
+                  "key, value, mask=None): the check passes mask=None (no mask) by name, and "
+                  "chapter 4 passes boolean masks through it."),
     ("t2d", "Hint: .t() and .T are for 2-D matrices (on more axes .T reverses all of them). "
             "Transpose the last two axes only: key.transpose(-2, -1) (or key.mT)."),
     ("matmul", "Hint: a matrix product A @ B needs A's last axis to equal B's second-to-last. "
@@ -102,10 +204,10 @@ def _run(function, *args, name, hints=(), forbidden=None, **kwargs):
                                                    or _hint(message, hints)))) from None
     for old, new in zip(before, seen.args):
         if old is not None and not (isinstance(new, torch.Tensor) and _equal(old, new)):
-            fail(f"{name} changed its input tensor in place (e.g. `scores -= ...` or "
-                 "`.sub_()`); compute a new tensor instead and leave the inputs as they were.")
+            fail(MESSAGES["in_place"].format(name=name))
     for text in seen.warnings[:3]:  # they cost nothing, but often name a mistake
-        print("\n".join([f"Note: {name} emitted a warning: {text}"] + _hint(text, hints)))
+        print("\n".join([MESSAGES["warning"].format(name=name, text=text)]
+                        + _hint(text, hints)))
     return revive(seen.result)
 
 
@@ -123,29 +225,20 @@ def _score_bugs(qk, d_k, sizes):
 
     sizes: {"axis name": size} of the other axes, for "scaled by the wrong axis".
     """
-    bugs = {
-        f"the scores are not scaled: divide Q K^T by sqrt(d_k) = sqrt({d_k}).": qk,
-        f"you divided by d_k = {d_k}; divide by sqrt(d_k) = {math.sqrt(d_k):.4g} instead. "
-        "Q K^T has variance d_k, so its standard deviation is sqrt(d_k); dividing by d_k "
-        "leaves variance 1/d_k and flattens the weights.": qk / d_k,
-        f"you multiplied by sqrt(d_k) = {math.sqrt(d_k):.4g}; divide by it instead.":
-            qk * math.sqrt(d_k),
-    }
+    root = math.sqrt(d_k)
+    bugs = {MESSAGES["not_scaled"].format(d_k=d_k): qk,
+            MESSAGES["by_d_k"].format(d_k=d_k, root=root): qk / d_k,
+            MESSAGES["times_root"].format(root=root): qk * root}
     # d_k ** 1/2 is (d_k ** 1) / 2, because ** binds tighter than /
-    bugs[f"you divided by 2 * d_k = {2 * d_k}: in Python, x / d_k ** 1/2 means "
-         "(x / d_k) / 2, because ** binds tighter than /; write d_k ** 0.5 or "
-         "math.sqrt(d_k)."] = qk / (2 * d_k)
+    bugs[MESSAGES["by_2_d_k"].format(twice=2 * d_k)] = qk / (2 * d_k)
     if d_k != 4:  # d_k / 2 equals sqrt(d_k) only at d_k = 4
-        bugs[f"you divided by d_k / 2 = {d_k / 2:g}: in Python d_k ** 1/2 means "
-             "(d_k ** 1) / 2, because ** binds tighter than /; write d_k ** 0.5 or "
-             "math.sqrt(d_k)."] = qk / (d_k / 2)
+        bugs[MESSAGES["by_half_d_k"].format(half=d_k / 2)] = qk / (d_k / 2)
     root32 = float32_sqrt(d_k)
     if root32 is not None:  # common.py's rule: within tolerance of the answer but in float64
         bugs[FLOAT32_SQRT] = qk / root32
     for axis, size in sizes.items():
         if size not in (d_k, 1):
-            bugs[f"you scaled by sqrt({size}), the size of {axis}; d_k is the size of the "
-                 "last axis of query and key: query.shape[-1]."] = qk / math.sqrt(size)
+            bugs[MESSAGES["wrong_axis"].format(size=size, axis=axis)] = qk / math.sqrt(size)
     return bugs
 
 
@@ -167,8 +260,7 @@ def _scores_answers(query, key, sizes):
     qk = query.double() @ key.double().transpose(-2, -1)
     expected = qk / math.sqrt(d_k)
     bugs = _score_bugs(qk, d_k, sizes)
-    bugs["you returned the softmax weights; attention_scores returns the scaled scores, "
-         "before the softmax."] = _softmax(expected, dim=-1)
+    bugs[MESSAGES["scores_softmax"]] = _softmax(expected, dim=-1)
     return expected, bugs
 
 
@@ -182,16 +274,14 @@ def attention_scores(attention_scores, seed=0, batch=(2,), Lq=3, Lk=5, d_k=4,
     scores = _run(attention_scores, query, key, name="attention_scores",
                   hints=ATTENTION_HINTS)
     shape = (*batch, Lq, Lk)
-    if isinstance(scores, torch.Tensor) and Lq != Lk and tuple(scores.shape) == (*batch, Lk, Lq):
-        fail(f"{name}: expected shape {shape} = (..., Lq, Lk), got {tuple(scores.shape)} = "
-             "(..., Lk, Lq): you computed K Q^T. Each row belongs to one query: "
-             "query @ key.transpose(-2, -1).")
     expect_tensor(scores, name, shape=shape, dtype=dtype, device=device,
                   shape_names="(..., Lq, Lk)")
     expected, bugs = _scores_answers(query, key, _other_sizes(batch, Lq, Lk))
-    expect_close(scores, expected, name, bugs=bugs, dtype=dtype)
-    passed(f"attention_scores: shape (..., Lq, Lk) = {shape}, dtype {dtype}, values "
-           f"Q K^T / sqrt(d_k) (batch {_batch_text(batch)}, Lq={Lq}, Lk={Lk}, d_k={d_k})")
+    expect_close(scores, expected, name, bugs=bugs, dtype=dtype,
+                 mistakes=step_mistakes("attention scores", {"query": query, "key": key},
+                                        current_dims(), d_k=d_k))
+    passed(MESSAGES["scores_passed"].format(shape=shape, dtype=dtype, batch=_batch_text(batch),
+                                            Lq=Lq, Lk=Lk, d_k=d_k))
 
 
 # ---------------------------------------------------------------------------------------
@@ -221,15 +311,11 @@ def _entropy_answers(weights):
     w = weights.double()
     expected = -_xlogy(w, w).sum(dim=-1)
     return expected, {
-        "the entropy is negative: it is MINUS the sum of w log w.": -expected,
-        "you used log base 2 (bits); the chapter measures entropy in nats, with the natural "
-        "log (torch.log): the uniform row over Lk keys has entropy log(Lk).":
-            expected / math.log(2),
-        "you took the mean over the keys instead of the sum.": expected / w.shape[-1],
-        "you used log base 10; the chapter measures entropy in nats, with the natural log "
-        "(torch.log).": expected / math.log(10),
-        "you took the largest term -w log w of each row instead of their sum over the keys.":
-            -_xlogy(w, w).amax(dim=-1),
+        MESSAGES["entropy_sign"]: -expected,
+        MESSAGES["entropy_bits"]: expected / math.log(2),
+        MESSAGES["entropy_mean"]: expected / w.shape[-1],
+        MESSAGES["entropy_log10"]: expected / math.log(10),
+        MESSAGES["entropy_largest"]: -_xlogy(w, w).amax(dim=-1),
     }
 
 
@@ -242,24 +328,19 @@ def attention_entropy(attention_entropy, seed=0, batch=(2,), Lq=4, Lk=6,
     entropy = _run(attention_entropy, weights, name="attention_entropy",
                    hints=[h for h in ATTENTION_HINTS if h[0] == "axis"])
     shape = (*batch, Lq)
-    if isinstance(entropy, torch.Tensor) and Lq != Lk and tuple(entropy.shape) == (*batch, Lk):
-        fail(f"{name}: expected shape {shape} = (..., Lq), got {tuple(entropy.shape)} = "
-             "(..., Lk): you summed over the queries (dim=-2). Each query's weights are a "
-             "row: sum over the keys, the last axis (dim=-1).")
     if isinstance(entropy, torch.Tensor) and tuple(entropy.shape) == (*batch, Lq, 1):
-        fail(f"{name}: expected shape {shape} = (..., Lq), got {tuple(entropy.shape)}: "
-             "drop keepdim=True, one number per query.")
+        fail(MESSAGES["entropy_keepdim"].format(name=name, shape=shape,
+                                                got=tuple(entropy.shape)))
     expect_tensor(entropy, name, shape=shape, dtype=dtype, device=device,
                   shape_names="(..., Lq)")
     expected, bugs = _entropy_answers(weights)
     if not bool(torch.isfinite(entropy.detach()).all()):
-        fail(f"{name}: NaN where the weights contain exact zeros (a one-hot row, as a "
-             "saturated softmax gives). In floating point 0 * log(0) = 0 * (-inf) = NaN, but "
-             "the entropy's limit is 0: use torch.special.xlogy(w, w), which is 0 where w is 0, "
-             "or torch.where(w > 0, w * w.log(), 0).")
-    expect_close(entropy, expected, name, bugs=bugs, dtype=dtype)
-    passed(f"attention_entropy: shape (..., Lq) = {shape}, values in nats, 0 for one-hot rows "
-           f"(batch {_batch_text(batch)}, Lq={Lq}, Lk={Lk}, {dtype})")
+        fail(MESSAGES["entropy_nan"].format(name=name))
+    expect_close(entropy, expected, name, bugs=bugs, dtype=dtype,
+                 mistakes=step_mistakes("attention entropy", {"weights": weights},
+                                        current_dims()))
+    passed(MESSAGES["entropy_passed"].format(shape=shape, batch=_batch_text(batch), Lq=Lq,
+                                             Lk=Lk, dtype=dtype))
 
 
 # ---------------------------------------------------------------------------------------
@@ -283,14 +364,9 @@ def _softmax_answers(scores, dim, whole=True):
     bugs = {}
     if whole:
         exp = (s - s.amax(dim=dim, keepdim=True)).exp()
-        bugs = {
-            "you return exp(scores - max) without dividing by its sum along dim.": exp,
-            "you divided by the sum of the whole tensor; divide by the sum along dim: "
-            ".sum(dim=dim, keepdim=True).": exp / exp.sum(),
-        }
+        bugs = {MESSAGES["not_normalised"]: exp, MESSAGES["whole_sum"]: exp / exp.sum()}
     if dim % s.dim() != s.dim() - 1:
-        bugs[f"you normalised along the last axis, but dim={dim} was asked: use the "
-             "`dim` argument in the max and in the sum."] = _softmax(s, dim=-1)
+        bugs[MESSAGES["last_axis"].format(dim=dim)] = _softmax(s, dim=-1)
     return expected, bugs
 
 
@@ -304,9 +380,10 @@ def stable_softmax(stable_softmax, seed=0, shape=(2, 3, 5), dims=(-1, -2),
         out = _stable_call(stable_softmax, scores, dim)
         expected, bugs = _softmax_answers(scores, dim)
         expect_close(out, expected, f"stable_softmax(scores, dim={dim})", bugs=bugs,
-                     dtype=dtype, condition=softmax_condition(scores, dim))
-    passed(f"stable_softmax matches torch.softmax along dims {tuple(dims)} of a tensor "
-           f"of shape {tuple(shape)} ({dtype})")
+                     dtype=dtype, condition=softmax_condition(scores, dim),
+                     mistakes=step_mistakes("stable softmax", {"scores": scores},
+                                            current_dims(), dim=dim))
+    passed(MESSAGES["softmax_passed"].format(dims=tuple(dims), shape=tuple(shape), dtype=dtype))
 
 
 def _exp_range(dtype):
@@ -352,14 +429,6 @@ def _large_score_cases(shape, seed, dim, offset, dtype):
     return found
 
 
-MIN_SUBTRACTED = ("you subtracted each row's minimum (or another value below its maximum): "
-                  "softmax does not change, but the exponents are then >= 0 and, in a row "
-                  "whose scores span more than {range:.1f} (exp's range in {dtype}), the "
-                  "largest overflows to inf and inf / inf = NaN. The row's maximum, not its "
-                  "minimum, keeps every exponent <= 0: "
-                  "scores - scores.amax(dim=dim, keepdim=True).")
-
-
 @check
 def stable_softmax_large_scores(stable_softmax, seed=0, shape=(2, 3, 5), dim=-1,
                                 offset=1000.0, dtype=torch.float32, device="cpu"):
@@ -377,30 +446,16 @@ def stable_softmax_large_scores(stable_softmax, seed=0, shape=(2, 3, 5), dim=-1,
         out = _stable_call(stable_softmax, scores, dim)
         expected, bugs = _softmax_answers(scores, dim, whole=False)
         if not bool(torch.isfinite(out.detach()).all()):
-            if i == 0:
-                fail(f"stable_softmax: NaN or inf for {label}. exp({offset:g}) overflows to inf "
-                     f"(the largest finite exp() is about exp(88.7) in float32, exp(709.8) in "
-                     f"float64), and inf / inf = NaN. Subtract the maximum along dim first: "
-                     f"scores - scores.amax(dim=dim, keepdim=True), so every exponent is <= 0.")
-            if i == 1:
-                fail(f"stable_softmax: NaN or inf for {label}. exp(-{offset:g}) underflows to 0, "
-                     "and 0 / 0 = NaN. Subtracting the maximum along dim first fixes this too: "
-                     "the largest entry of every row becomes exp(0) = 1.")
-            if i == 2:
-                fail(f"stable_softmax: NaN or inf for {label}, although it works when all "
-                     "rows are alike: you subtracted ONE maximum for the whole tensor, so the "
-                     f"rows near -{offset:g} become exp(-{2 * offset:g}) = 0 and 0 / 0 = NaN. "
-                     "Subtract each row's own maximum: scores.amax(dim=dim, keepdim=True).")
+            if i < 3:  # the case's own cause: overflow, underflow, one maximum for all
+                fail(MESSAGES[("overflow", "underflow", "one_max")[i]].format(
+                    label=label, offset=offset, twice=2 * offset))
             bad = ~torch.isfinite(out.detach()).cpu()
-            which = ("" if _equal(bad, min_bad)
-                     else "NaN or inf where the softmax is finite: ")
-            fail(f"stable_softmax: NaN or inf for {label}: {which}"
-                 + MIN_SUBTRACTED.format(range=_exp_range(dtype), dtype=dtype))
+            where = "" if _equal(bad, min_bad) else MESSAGES["min_subtracted_where"]
+            fail(MESSAGES["min_subtracted"].format(label=label, where=where,
+                                                   range=_exp_range(dtype), dtype=dtype))
         expect_close(out, expected, f"stable_softmax(scores, dim={dim}) for {label}",
                      bugs=bugs, dtype=dtype, condition=softmax_condition(scores, dim))
-    passed(f"stable_softmax is finite and right for scores near +-{offset:g} and for rows "
-           f"that span more than exp's range ({dtype}), where exp() alone overflows or "
-           "underflows")
+    passed(MESSAGES["large_passed"].format(offset=offset, dtype=dtype))
 
 
 # ---------------------------------------------------------------------------------------
@@ -420,59 +475,52 @@ def _attention_answers(query, key, value, sizes):
     expected_w = _softmax(scores, dim=-1)
     expected_out = _sdpa(q, k, v)
     weight_bugs = {m: _softmax(s, dim=-1) for m, s in _score_bugs(qk, d_k, sizes).items()}
-    weight_bugs["the softmax runs over the wrong axis (dim=-2, the queries): each query's "
-                "weights over the keys must sum to 1, so use dim=-1."] = _softmax(scores, dim=-2)
-    weight_bugs["you returned the scores, before the softmax, as the weights."] = scores
+    weight_bugs[MESSAGES["softmax_queries"]] = _softmax(scores, dim=-2)
+    weight_bugs[MESSAGES["scores_as_weights"]] = scores
     output_bugs = {
         FLOAT32_SQRT: weight_bugs.get(FLOAT32_SQRT),  # common.py's rule; None: invisible
-        "the weights are right, but the output was computed from the softmax of the "
-        "UNSCALED scores: use the same (scaled) weights for the output.":
-            _softmax(qk, dim=-1) @ v,
-        "output = scores @ value: the softmax is missing in the output.": scores @ v,
+        MESSAGES["unscaled_output"]: _softmax(qk, dim=-1) @ v,
+        MESSAGES["output_from_scores"]: scores @ v,
     }
     if output_bugs[FLOAT32_SQRT] is not None:
         output_bugs[FLOAT32_SQRT] = output_bugs[FLOAT32_SQRT] @ v
     for message, w in weight_bugs.items():
         if message != FLOAT32_SQRT:
-            output_bugs["the output uses other weights than the ones returned: " + message] = w @ v
-    output_bugs[f"the values were divided by sqrt(d_k) = {math.sqrt(d_k):.4g} too: only the "
-                "scores Q K^T are scaled; the output is weights @ value."] = \
+            output_bugs[MESSAGES["other_weights"].format(bug=message)] = w @ v
+    output_bugs[MESSAGES["values_scaled"].format(root=math.sqrt(d_k))] = \
         expected_out / math.sqrt(d_k)
     if q.shape[-2] == k.shape[-2]:  # with Lq != Lk the shape check names it
-        weight_bugs["you returned the weights transposed, one column per query (K Q^T, or "
-                    ".transpose(-2, -1)): each row belongs to one query and sums to 1."] = \
-            expected_w.transpose(-2, -1)
+        weight_bugs[MESSAGES["weights_transposed"]] = expected_w.transpose(-2, -1)
     return expected_out, expected_w, weight_bugs, output_bugs
 
 
-def _check_attention(fn, query, key, value, label):
-    """Run fn(query, key, value) and compare (output, weights) with the reference."""
+def _check_attention(fn, query, key, value, label, **mask):
+    """Run fn(query, key, value, **mask) and compare (output, weights) with the reference.
+    mask: {"mask": None} to pass the exercise's mask parameter by name, as "no mask" (this
+    chapter's promise; chapter 4's checks pass real masks), or nothing."""
     name = "scaled_dot_product_attention"
     *batch, Lq, d_k = query.shape
     Lk, d_v = value.shape[-2:]
     batch = tuple(batch)
     dtype, device = query.dtype, query.device
     result = _run(fn, query, key, value, name=name, hints=ATTENTION_HINTS,
-                  forbidden="attention")
+                  forbidden="attention", **mask)
 
     out_shape, w_shape = (*batch, Lq, d_v), (*batch, Lq, Lk)
     if isinstance(result, torch.Tensor):
-        fail(f"{name} returned one tensor of shape {tuple(result.shape)}; return the pair "
-             "(output, weights): output (..., Lq, d_v) and weights (..., Lq, Lk).")
+        fail(MESSAGES["one_tensor"].format(name=name, shape=tuple(result.shape)))
     if not isinstance(result, (tuple, list)) or len(result) != 2:
-        fail(f"{name} returned {type_name(result)}"
-             + (f" of {len(result)} items" if isinstance(result, (tuple, list)) else "")
-             + "; return the pair (output, weights).")
+        what = (MESSAGES["items"].format(kind=type_name(result), count=len(result))
+                if isinstance(result, (tuple, list)) else type_name(result))
+        fail(MESSAGES["not_pair"].format(name=name, what=what))
     output, weights = result
-    if (isinstance(output, torch.Tensor) and isinstance(weights, torch.Tensor)
-            and out_shape != w_shape and tuple(output.shape) == w_shape
-            and tuple(weights.shape) == out_shape):
-        fail(f"{name} returned (weights, output): the first item has the weights' shape "
-             f"{w_shape} = (..., Lq, Lk). Return (output, weights), in that order.")
+    if isinstance(output, torch.Tensor) and isinstance(weights, torch.Tensor):
+        swapped = diagnose.item_order((output.shape, weights.shape), (out_shape, w_shape),
+                                      ("output", "weights"))
+        if swapped:
+            fail(diagnose.explained(name, swapped))
     if isinstance(weights, torch.Tensor) and Lq != Lk and tuple(weights.shape) == (*batch, Lk, Lq):
-        fail(f"weights: expected shape {w_shape} = (..., Lq, Lk), got {tuple(weights.shape)} = "
-             "(..., Lk, Lq): you computed K Q^T (or transposed the weights). One row per "
-             "query: query @ key.transpose(-2, -1).")
+        fail(MESSAGES["weights_K_Q"].format(shape=w_shape, got=tuple(weights.shape)))
     expect_tensor(output, "output", shape=out_shape, dtype=dtype, device=device,
                   shape_names="(..., Lq, d_v)")
     expect_tensor(weights, "weights", shape=w_shape, dtype=dtype, device=device,
@@ -486,10 +534,13 @@ def _check_attention(fn, query, key, value, label):
     # the formula with one step left out or moved (checks/diagnose.py), for a mistake that
     # no entry of the tables names
     inputs = {"query": query, "key": key, "value": value, "mask": None}
+    # the axes' names, for the families' sentences (as diagnose.named_dims names the batch)
+    leading = ("batch",) if len(batch) == 1 else tuple(f"batch[{i}]" for i in range(len(batch)))
     expect_close(weights, expected_w, f"weights ({label})", bugs=weight_bugs, dtype=dtype,
-                 condition=condition, mistakes=step_mistakes("attention weights", inputs,
-                                                             current_dims(), d_k=d_k))
+                 condition=condition, axes=(*leading, "Lq", "Lk"),
+                 mistakes=step_mistakes("attention weights", inputs, current_dims(), d_k=d_k))
     expect_close(output, expected_out, f"output ({label})", bugs=output_bugs, dtype=dtype,
+                 axes=(*leading, "Lq", "d_v"),
                  mistakes=step_mistakes("attention", inputs, current_dims(), d_k=d_k),
                  scale=value.detach().double().abs().max(),
                  condition=condition.amax(dim=-1, keepdim=True),
@@ -500,13 +551,14 @@ def _check_attention(fn, query, key, value, label):
 @check
 def scaled_dot_product_attention(scaled_dot_product_attention, seed=0, batch=(2,), L=6,
                                  d_k=4, d_v=4, dtype=torch.float32, device="cpu"):
-    """Self-attention shapes: query, key and value all of length L."""
+    """Self-attention shapes: query, key and value all of length L, and mask=None passed
+    by name (the exercise's signature; no mask in this chapter)."""
     query, key, value = random_inputs((*batch, L, d_k), (*batch, L, d_k), (*batch, L, d_v),
                                       seed=seed, dtype=dtype, device=device)
-    _check_attention(scaled_dot_product_attention, query, key, value,
+    _check_attention(scaled_dot_product_attention, query, key, value, mask=None,
                      label=f"self-attention, batch {_batch_text(batch)}, L={L}, d_k={d_k}")
-    passed(f"scaled_dot_product_attention matches F.scaled_dot_product_attention: "
-           f"output {(*batch, L, d_v)}, weights {(*batch, L, L)} ({dtype})")
+    passed(MESSAGES["sdpa_passed"].format(output=(*batch, L, d_v), weights=(*batch, L, L),
+                                          dtype=dtype))
 
 
 @check
@@ -517,8 +569,9 @@ def cross_attention(scaled_dot_product_attention, seed=0, batch=(2, 3), Lq=3, Lk
                                       seed=seed, dtype=dtype, device=device)
     _check_attention(scaled_dot_product_attention, query, key, value,
                      label=f"batch {_batch_text(batch)}, Lq={Lq}, Lk={Lk}, d_k={d_k}, d_v={d_v}")
-    passed(f"cross-attention: batch dims {_batch_text(batch)}, Lq={Lq} queries, Lk={Lk} keys, "
-           f"d_k={d_k}, d_v={d_v}: output {(*batch, Lq, d_v)}, weights {(*batch, Lq, Lk)} ({dtype})")
+    passed(MESSAGES["cross_passed"].format(batch=_batch_text(batch), Lq=Lq, Lk=Lk, d_k=d_k,
+                                           d_v=d_v, output=(*batch, Lq, d_v),
+                                           weights=(*batch, Lq, Lk), dtype=dtype))
 
 
 @reference
@@ -560,10 +613,7 @@ def sdpa_large_scores(scaled_dot_product_attention, seed=0, batch=(2,), Lq=5, Lk
                          label=f"scores up to {top:.0f}")
     except CheckFailure as error:
         if "NaN or inf" in str(error):
-            raise CheckFailure(
-                f"{error}\nWith scores as large as {top:.0f}, exp(score) overflows "
-                f"{dtype} to inf and inf / inf = NaN: a softmax must subtract each row's "
-                "maximum first (torch.softmax does; so does your stable_softmax).") from None
+            raise CheckFailure(MESSAGES["large_overflow"].format(error=error, top=top,
+                                                                 dtype=dtype)) from None
         raise
-    passed(f"scaled_dot_product_attention is finite and right with scores up to {top:.0f} "
-           f"({dtype})")
+    passed(MESSAGES["sdpa_large_passed"].format(top=top, dtype=dtype))

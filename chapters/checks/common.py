@@ -266,9 +266,10 @@ def take(data, key, *kinds):
 
 def take_error(data, key):
     """data[key] of a report: None, or what attempt() caught: [class name, message,
-    shapes]."""
+    shapes] and, from attempt(), where in the student's code."""
     error = take(data, key, type(None), list, tuple)
-    if error is not None and not (len(error) == 3 and all(isinstance(e, str) for e in error)):
+    if error is not None and not (len(error) in (3, 4) and all(isinstance(e, str)
+                                                               for e in error)):
         fail(MALFORMED.format(what=key))
     return error
 
@@ -318,16 +319,16 @@ def raised(error, name):
     """For the judge: fail, as call() does, when attempt() caught an error."""
     if error is None:
         return
-    if not (isinstance(error, (list, tuple)) and len(error) == 3
+    if not (isinstance(error, (list, tuple)) and len(error) in (3, 4)
             and all(isinstance(e, str) for e in error)):
         fail(MALFORMED.format(what=f"the error of {name}"))
-    kind, message, shapes = error
+    kind, message, shapes, where = (*error, "")[:4]
     if kind == "NotImplementedError":
         fail(f"{name} is not implemented yet: replace `raise NotImplementedError()` "
              "with your code.")
     if kind == "CheckFailure" and runtime().own_failures:  # the forbid's, in their Jupyter
         fail(message)
-    fail(diagnose.restate_error(name, kind, message, current_dims(), shapes)
+    fail(diagnose.restate_error(name, kind, message, current_dims(), shapes, where=where)
          or f"{name} raised {kind}: {message}\n(called with tensors of shapes {shapes})")
 
 

@@ -100,6 +100,14 @@ MESSAGES = {
                 "passed in",
     "state": "its {quantity} is {got} where it should be {want}{why}",
     "starting_states": "it is right from {right} but not from {wrong}: {detail}",
+    "raised_at": "{name} raised {kind}: {message}\n(at {where}\n called with tensors of "
+                 "shapes {shapes}{sizes})",
+    "raised_sizes": "; the sizes in it: {named}",
+    "item_order": "the items are in another order: you returned ({got}), the exercise asks "
+                  "for ({want}) in this order",
+    "split_axis": "the {axis} axis ({size}) is still split into two axes, {first} x {second}: "
+                  "you gave ({got_axes}), the answer is ({want_axes})",
+    "raised_where": "\n(at {where})",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -200,6 +208,9 @@ def wrong_shape(got, want, dims, axes=None):
                 return MESSAGES["shape_rank_missing"].format(
                     axis=want_names[index], size=want[index], want_rank=len(want),
                     want_axes=want_axes)
+    unmerged = split_axis(got, want, dims, axes)
+    if unmerged:
+        return unmerged
     return MESSAGES["shape_rank"].format(got_rank=len(got), got=got, want_rank=len(want),
                                          want_axes=want_axes)
 
@@ -472,15 +483,20 @@ def one_step(actual, mistakes, same):
 _NUMBER = re.compile(r"(?<![\w.])(\d+)(?![\w.])")
 
 
-def restate_error(name, kind, message, dims, shapes=""):
+def restate_error(name, kind, message, dims, shapes="", where=""):
     """The student's exception, with the sizes it quotes named by the exercise's quantities
-    ("6 = num_heads"); None when no size in it is one. shapes: those of the call's tensor
-    arguments, as text."""
+    ("6 = num_heads") and the line of the student's code it came from (`where`, "line 5 of
+    cell stable_softmax: e = ...", see checks.operations.student_line); None when it has
+    neither. shapes: those of the call's tensor arguments, as text."""
     named = []
     for number in dict.fromkeys(_NUMBER.findall(message)):
         quantity = _quantity(int(number), dims)
         if quantity and int(number) > 1:
             named.append(f"{number}{quantity}")
+    if where:
+        sizes = MESSAGES["raised_sizes"].format(named=", ".join(named)) if named else ""
+        return MESSAGES["raised_at"].format(name=name, kind=kind, where=where,
+                                            message=message, shapes=shapes, sizes=sizes)
     if not named:
         return None
     return MESSAGES["raised"].format(name=name, kind=kind, named=", ".join(named),
@@ -528,13 +544,14 @@ FAMILY_KEYS = ("swap", "view", "reversed", "factors", "times", "plus", "shifted"
                "singleton_extra", "parameter",
                "reduced", "merged", "kind",
                "zeros", "in_place", "state",
-               "starting_states")
+               "starting_states",
+     "item_order", "split_axis")
 # a message that a family produced, for tests and the measurement of the families alone
 FAMILY_PATTERN = re.compile(
     "|".join(re.escape(_signature(key)) for key in FAMILY_KEYS)
     + r"|has \d+(?: = \w+)* entries; it should have"
     r"|the sizes are right but the axes|an extra axis of size|it lacks the \S+ axis"
-    r"|\(the sizes in it: ")
+    r"|\(the sizes in it: |\(at line \d+ of ")
 
 
 # ------------------------------------------------------------------- non-finite entries
@@ -803,3 +820,42 @@ def state_dependent(outcomes):
     return MESSAGES["starting_states"].format(right=" and ".join(right),
                                               wrong=" and ".join(wrong),
                                               detail="; ".join(wrong.values()))
+
+
+# ------------------------------------------------------------------------------ tuples
+
+def item_order(got_shapes, want_shapes, names):
+    """The tuple family: a returned tuple whose items have the shapes of the expected items
+    in another order (e.g. (weights, output) for (output, weights)). got_shapes,
+    want_shapes: one shape per item; names: the expected items' names. None when the
+    shapes do not tell the items apart or are in the right order."""
+    got, want = [tuple(s) for s in got_shapes], [tuple(s) for s in want_shapes]
+    if got == want or len(set(want)) != len(want) or sorted(got) != sorted(want):
+        return None
+    return MESSAGES["item_order"].format(got=", ".join(names[want.index(s)] for s in got),
+                                         want=", ".join(names))
+
+
+def split_axis(got, want, dims, axes=None):
+    """The unmerged-axis family of shapes: `got` has one axis more than `want`, two of its
+    axes multiply to the size of one axis of `want`, and the other sizes are `want`'s (the
+    heads not flattened back into d_model, say). got, want: tuples of sizes."""
+    got, want = tuple(got), tuple(want)
+    if len(got) != len(want) + 1:
+        return None
+    want_names = axis_names(want, dims, axes)
+    for i, j in itertools.combinations(range(len(got)), 2):
+        rest = [size for k, size in enumerate(got) if k not in (i, j)]
+        for k, size in enumerate(want):
+            if got[i] * got[j] == size and sorted(rest) == sorted(want[:k] + want[k + 1:]):
+                got_names = axis_names(got, dims)
+                return MESSAGES["split_axis"].format(
+                    axis=want_names[k], size=size, first=got_names[i], second=got_names[j],
+                    got_axes=", ".join(got_names), want_axes=", ".join(want_names))
+    return None
+
+
+def located(where):
+    """The line saying where the student's code raised (`where`: checks.operations.
+    student_line), for a check that words the error itself; "" where it is not known."""
+    return MESSAGES["raised_where"].format(where=where) if where else ""

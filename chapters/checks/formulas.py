@@ -47,11 +47,29 @@ def _scale_variants(dims, d_k):
     """{description: step} of a scale by another named constant than 1/sqrt(d_k)."""
     right = 1.0 / math.sqrt(d_k)
     ways = {}
+    if d_k / 2 != math.sqrt(d_k):  # ** binds tighter than /: d_k ** 1/2 is (d_k ** 1) / 2
+        ways[f"divides by d_k / 2 = {d_k / 2:g} instead of sqrt(d_k) = sqrt({d_k}) (d_k ** 1/2 "
+             "is (d_k ** 1) / 2: write d_k ** 0.5)"] = lambda s, _x: s / (d_k / 2)
+    ways[f"divides by 2 * d_k = {2 * d_k} instead of sqrt(d_k) = sqrt({d_k}) (x / d_k ** 1/2 "
+         "is (x / d_k) / 2: write d_k ** 0.5)"] = lambda s, _x: s / (2 * d_k)
     for label, value in constant_names(dims).items():
         if value > 0 and not math.isclose(1.0 / value, right) and not math.isclose(value, 1.0):
             ways[f"divides by {label} instead of sqrt(d_k) = sqrt({d_k})"] = (
                 lambda s, _x, by=value: s / by)
+    ways.update(_float32_root(d_k, "d_k"))
     return ways
+
+
+def _float32_root(size, label):
+    """{description: step} of a scale by sqrt(size) rounded to float32 (a torch.sqrt of a
+    float32 tensor), where it differs from the Python float math.sqrt(size)."""
+    root32 = float(torch.tensor(float(size), dtype=torch.float32).sqrt())
+    if root32 == math.sqrt(size):   # a perfect square: the same number
+        return {}
+    return {f"divides by sqrt({label}) rounded to float32 ({root32!r}, a torch.sqrt of a "
+            f"float32 tensor), not the Python float math.sqrt({label})":
+            lambda s, _x: s / root32 if isinstance(s, torch.Tensor)
+            else _with(s, s=s["s"] / root32)}
 
 
 def attention_formula(dims, d_k, output=True):
@@ -80,6 +98,64 @@ def attention_formula(dims, d_k, output=True):
 FORMULAS["attention"] = attention_formula
 FORMULAS["attention weights"] = (
     lambda dims, d_k: attention_formula(dims, d_k, output=False))
+
+
+def scores_formula(dims, d_k):
+    """attention_scores: Q K^T / sqrt(d_k), the scores before the softmax; inputs
+    {"query", "key"}."""
+    steps = [("Q K^T product", _scores),
+             ("scale", lambda s, _x: s / math.sqrt(d_k)),
+             ("output", lambda s, _x: s)]
+    variants = {"scale": _scale_variants(dims, d_k),
+                "output": {"is the softmax of the scores (the weights), not the scores that "
+                           "go into it": _softmax_over(-1)}}
+    return Formula(steps, variants, ["scale"])
+
+
+def softmax_formula(dims, dim):
+    """stable_softmax(scores, dim): exp(s - max) / sum exp(s - max), the max and the sum
+    along `dim`; inputs {"scores"}. The first step chooses the axis the reductions run
+    along, so that one variant moves both."""
+    def reduce(kind):
+        def step(state, _x):
+            s, axis = state["s"], state["dim"]
+            if kind == "max":
+                return _with(state, s=s - s.amax(dim=axis, keepdim=True))
+            if kind == "exp":
+                return _with(state, s=s.exp())
+            total = s.sum() if axis is None else s.sum(dim=axis, keepdim=True)
+            return _with(state, s=s / total)
+        return step
+
+    steps = [("reduction axis", lambda _v, x: {"s": x["scores"], "dim": dim}),
+             ("subtraction of the maximum", reduce("max")),
+             ("exponential", reduce("exp")),
+             ("division by the sum", reduce("sum")),
+             ("result", lambda state, _x: state["s"])]
+    variants = {"reduction axis": {f"is the last axis instead of dim={dim} (in the max and "
+                                   "the sum)": lambda _v, x: {"s": x["scores"], "dim": -1}},
+                "division by the sum": {
+                    "sums the whole tensor instead of along dim":
+                    lambda state, _x: _with(state, s=state["s"] / state["s"].sum())}}
+    return Formula(steps, variants, ["division by the sum"])
+
+
+def entropy_formula(dims):
+    """attention_entropy(weights): -sum_k w log w over the keys (the last axis), in nats,
+    with 0 log 0 = 0; inputs {"weights"}."""
+    reductions = {"takes the mean instead of the sum": lambda t: t.mean(dim=-1),
+                  "takes the largest term instead of the sum": lambda t: t.amax(dim=-1)}
+    steps = [("w log w", lambda _v, x: torch.special.xlogy(x["weights"], x["weights"])),
+             ("sum over the keys", lambda t, _x: t.sum(dim=-1)),
+             ("minus sign", lambda t, _x: -t)]
+    variants = {"sum over the keys": {what: (lambda t, _x, r=r: r(t))
+                                      for what, r in reductions.items()}}
+    return Formula(steps, variants, ["minus sign"])
+
+
+FORMULAS["attention scores"] = scores_formula
+FORMULAS["stable softmax"] = softmax_formula
+FORMULAS["attention entropy"] = entropy_formula
 
 
 # ==== chapters 2 and 3 (and 6): multi-head and grouped-query attention ====================
@@ -387,6 +463,106 @@ def parameter_count_formula(dims):
 
 
 FORMULAS["parameter count"] = parameter_count_formula
+def split_formula(dims, num_heads):
+    """split_heads(x, num_heads): (B, L, d_model) -> (B, num_heads, L, head_dim), d_model cut
+    as (num_heads, head_dim) (head i holds features [i*head_dim, (i+1)*head_dim)), then
+    transpose(1, 2); inputs {"x"}."""
+    def cut(order):
+        def step(_v, x):
+            B, L, D = x["x"].shape
+            if order == "heads first":
+                return x["x"].reshape(B, L, num_heads, D // num_heads)
+            return x["x"].reshape(B, L, D // num_heads, num_heads).transpose(-2, -1)
+        return step
+
+    steps = [("cut of d_model into (num_heads, head_dim)", cut("heads first")),
+             ("transpose(1, 2)", lambda t, _x: t.transpose(1, 2))]
+    variants = {"cut of d_model into (num_heads, head_dim)": {
+        "cuts it as (head_dim, num_heads): head i gets the strided features i, "
+        "i + num_heads, ...": cut("head_dim first")}}
+    return Formula(steps, variants)
+
+
+def head_projection_formula(dims, i, num_heads):
+    """head_projection(x, weight, bias, i, num_heads): head i's block of nn.Linear's
+    weight (d_model, in_features), rows [i*head_dim, (i+1)*head_dim), and of its bias, then
+    x W_i^T + b_i; inputs {"x", "weight", "bias" (or None)}."""
+    def rows(which):
+        def step(_v, x):
+            head_dim = x["weight"].shape[0] // num_heads
+            block = (slice(i, None, num_heads) if which == "strided"
+                     else slice(which * head_dim, (which + 1) * head_dim))
+            bias = x.get("bias")
+            return {"w": x["weight"][block], "b": None if bias is None else bias[block]}
+        return step
+
+    def columns(_v, x):
+        head_dim = x["weight"].shape[0] // num_heads
+        block = slice(i * head_dim, (i + 1) * head_dim)
+        bias = x.get("bias")
+        return {"w": x["weight"][:, block].transpose(0, 1),
+                "b": None if bias is None else bias[block]}
+
+    def add_bias(state, _x):
+        return state["y"] if state["b"] is None else state["y"] + state["b"]
+
+    steps = [("block of rows of head i", rows(i)),
+             ("product x W_i^T", lambda st, x: _with(st, y=x["x"] @ st["w"].transpose(0, 1))),
+             ("bias", add_bias)]
+    ways = {"takes the strided rows i, i + num_heads, ... instead of a block": rows("strided"),
+            "takes columns of the weight instead of rows (nn.Linear stores W transposed)":
+            columns}
+    ways.update({f"takes head {j}'s block (off by one: head i = {i} is asked, counted "
+                 "from 0)": rows(j) for j in (i - 1, i + 1) if 0 <= j < num_heads})
+    return Formula(steps, {"block of rows of head i": ways},
+                   {"bias": lambda st, _x: st["y"]})
+
+
+def core_formula(dims, num_heads):
+    """multihead_attention_core (chapter 2): multihead_formula with identity projections,
+    and the other ways of its steps that reading the three inputs and scaling by
+    sqrt(head_dim) allow: keys or values split from another input, a float32 root."""
+    formula = multihead_formula(dims, num_heads)
+    project = dict(formula.steps)["projection"]
+    merge = dict(formula.steps)["merge of the heads"]
+
+    def heads_after_positions(st, _x):
+        """The split without its transpose: (B, L, num_heads, head_dim), so that the
+        attention's last two axes are the heads and their features (this chapter's silent
+        bug); the merge then flattens them back in place."""
+        return _with(st, across=True, **{n: st[n].reshape(*st[n].shape[:2], num_heads, -1)
+                                         for n in "qkv"})
+
+    def merge_in_place(st, x):
+        if not st.get("across"):
+            return merge(st, x)
+        B, L, h, head_dim = st["o"].shape
+        return _with(st, o=st["o"].reshape(B, L, h * head_dim))
+
+    formula.steps = tuple((name, merge_in_place if name == "merge of the heads" else step)
+                          for name, step in formula.steps)
+    formula.variants["split into heads"] = {
+        **formula.variants["split into heads"],
+        "leaves the heads after the positions, (B, L, num_heads, head_dim), with no "
+        "transpose: the attention runs across the heads of each position instead of across "
+        "positions": heads_after_positions}
+
+    def reading(which, source):
+        return lambda st, x: project(st, {**x, which: x[source]})
+
+    formula.variants["projection"] = {
+        **formula.variants["projection"],
+        "reads the query input for the keys": reading("key", "query"),
+        "reads the query input for the values": reading("value", "query")}
+    if "head_dim" in dims:
+        formula.variants["scale"] = {**formula.variants["scale"],
+                                     **_float32_root(dims["head_dim"], "head_dim")}
+    return formula
+
+
+FORMULAS["split heads"] = split_formula
+FORMULAS["head projection"] = head_projection_formula
+FORMULAS["multi-head attention core"] = core_formula
 
 
 # ==== chapter 4: masks ====================================================================

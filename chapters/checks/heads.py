@@ -20,6 +20,8 @@ from .common import (FLOAT32_SQRT, CheckFailure, Forbidden, attempt, call_keepin
                      expect_close, expect_tensor, fail, float32_sqrt, forbid_spec, passed,
                      random_inputs, reference, softmax_condition, type_name)
 from .common import current_dims, step_mistakes
+from .diagnose import located
+from .operations import student_line
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
 
 # The shortcut the core exercise forbids (see common.Forbidden): decided by the grader from
@@ -30,74 +32,154 @@ FORBIDS = (Forbidden("multihead_attention_core", ("test_multihead_attention_core
                      label="nn.MultiheadAttention (F.multi_head_attention_forward)"),)
 
 SPLIT_LAYOUT = "(B, num_heads, L, head_dim)"
-MIXED = ("heads and positions are mixed: reshape to (B, L, num_heads, head_dim), then "
-         "transpose(1, 2). A direct reshape to (B, num_heads, L, head_dim) runs without error "
-         "but cuts the numbers in memory order, so a 'head' gets pieces of several positions.")
-STRIDED_SPLIT = ("head i holds the strided features i, i + num_heads, i + 2*num_heads, ... : it "
-                 "must hold the contiguous block [i*head_dim, (i+1)*head_dim). Split the last "
-                 "axis as (num_heads, head_dim), in that order, not (head_dim, num_heads).")
-TRANSPOSED_FIRST = ("you transposed before splitting: x.transpose(1, 2) is (B, d_model, L), and "
-                    "reshaping that cuts across positions. Split d_model first "
-                    "(B, L, num_heads, head_dim), then transpose(1, 2).")
-VIEW_ERROR = ("view() cannot flatten a non-contiguous tensor: after transpose(1, 2) the numbers "
-              "of one position are no longer next to each other in memory, so .view(B, L, d_model) "
-              "fails. Use .reshape(B, L, d_model) (it copies only when it must) or "
-              ".contiguous().view(B, L, d_model).")
-MERGE_MIXED = ("heads and positions are mixed: transpose(1, 2) back to (B, L, num_heads, head_dim) "
-               "before flattening (num_heads, head_dim) into d_model. A plain reshape of "
-               "(B, num_heads, L, head_dim) runs without error and scrambles positions.")
-MERGE_INTERLEAVED = ("the features of the heads are interleaved (head i went to features i, "
-                     "i + num_heads, ...): head i must fill the block [i*head_dim, "
-                     "(i+1)*head_dim); flatten (num_heads, head_dim) in that order.")
-CORE_SCALE_D_MODEL = ("scores scaled by sqrt(d_model); each head's scores must be divided by "
-                      "sqrt(head_dim), the size of the vectors that head compares.")
-CORE_UNSCALED = "scores not scaled: divide Q K^T by sqrt(head_dim)."
-CORE_NOT_MERGED_BACK = ("the heads were merged without transposing back: heads and positions are "
-                        "mixed in the output. merge_heads must transpose(1, 2) before flattening.")
-CORE_SOFTMAX_QUERIES = ("the softmax normalises over the queries (dim=-2): it must normalise over "
-                        "the keys (dim=-1), so that each query's weights sum to 1.")
-CORE_K_Q = ("you computed K Q^T instead of Q K^T: scores[i, j] must be q_i . k_j, query i "
-            "against key j (q @ k.transpose(-2, -1)).")
-CORE_KEYS_FROM_QUERY = ("the keys were taken from `query`: split `key` for the keys (in "
-                        "self-attention the three inputs coincide; here they differ).")
-CORE_VALUES_FROM_KEY = ("the values were taken from `key`: split `value` for the values (in "
-                        "self-attention the three inputs coincide; here they differ).")
-CORE_SPLIT_MIXED = ("split_heads mixes heads and positions (it reshapes straight to (B, num_heads, "
-                    "L, head_dim)): fix it first, its own check says how.")
-CORE_SPLIT_STRIDED = ("split_heads gives head i the strided features i, i + num_heads, ...: fix it "
-                      "first, its own check says how.")
-CORE_MERGE_INTERLEAVED = ("merge_heads interleaves the heads' features: fix it first, its own check "
-                          "says how.")
-CORE_ACROSS_HEADS = ("attention ran across heads instead of positions (the silent bug shown in this "
-                     "chapter): the head axis was never moved, so the scores were (B, L, num_heads, "
-                     "num_heads) and each position attended only over its own heads. Split to "
-                     "(B, num_heads, L, head_dim) (reshape, then transpose(1, 2)) before the "
-                     "matmul.")
-CORE_RESHAPED = ("heads and positions are mixed: the tensors were reshaped straight to "
-                 "(B, num_heads, L, head_dim) and back without transpose(1, 2). Use split_heads "
-                 "and merge_heads.")
-# head_projection's mistakes: str.format templates (i, num_heads; j and word: the neighbour)
-PROJ_STRIDED = ("you took the strided rows i, i + num_heads, ... (weight[{i}::{num_heads}]); "
-                "head i's W_i is the contiguous block of rows [i*head_dim, (i+1)*head_dim).")
-PROJ_NO_BIAS = ("the bias is missing: add head i's part of it, "
-                "bias[i*head_dim:(i+1)*head_dim].")
-PROJ_BIAS_BLOCK = ("the bias block is wrong: head i's bias is bias[i*head_dim:(i+1)*head_dim], "
-                   "the same rows as the weight.")
-PROJ_BIAS_HEAD0 = ("the bias block is wrong: you added head 0's bias, bias[:head_dim], to head "
-                   "{i}: head i's bias is bias[i*head_dim:(i+1)*head_dim], the same rows as the "
-                   "weight.")
-PROJ_COLUMNS = ("you took columns of the weight: nn.Linear stores W transposed, as "
-                "(out_features, in_features), so head i's W_i^Q is rows [i*head_dim, "
-                "(i+1)*head_dim) of weight (transposed), i.e. columns of the x @ W matrix.")
-PROJ_NEIGHBOUR = ("you returned the {word} head's block (head {j}): heads are numbered from 0, "
-                  "head i holds rows [i*head_dim, (i+1)*head_dim).")
-FUSE_NOT_TRANSPOSED = ("each W_i must be transposed: nn.Linear computes x @ weight^T, so its "
-                       "weight holds W_i^T (head_dim, in_features) in rows [i*head_dim, "
-                       "(i+1)*head_dim). A plain reshape of (num_heads, in_features, head_dim) "
-                       "scrambles the numbers.")
-FUSE_INTERLEAVED = ("the heads' rows are interleaved (row j*num_heads + i holds head i's feature "
-                    "j): head i's W_i^T must fill the contiguous rows [i*head_dim, "
-                    "(i+1)*head_dim).")
+# Every message of this chapter's checks, one template each with named fields (str.format),
+# in one place for a second language.
+MESSAGES = {
+    # what each exercise asks, after the shape family has named a wrong shape
+    "split_shape": "Reshape to (B, L, num_heads, head_dim), then transpose(1, 2) swaps L and "
+                   "num_heads, so that each head holds a whole (L, head_dim) sequence.",
+    "merge_shape": "Transpose(1, 2) back to (B, L, num_heads, head_dim), then flatten num_heads "
+                   "and head_dim into d_model: reshape(B, L, num_heads * head_dim).",
+    "core_shape": "Merge the heads back into (B, Lq, d_model) with merge_heads.",
+    "core_weights_shape": "Return every head's weights, (B, num_heads, Lq, Lk), not their "
+                          "average (nor their sum, nor one head's).",
+    "mixed": "heads and positions are mixed: reshape to (B, L, num_heads, head_dim), then "
+             "transpose(1, 2). A direct reshape to (B, num_heads, L, head_dim) runs without "
+             "error but cuts the numbers in memory order, so a 'head' gets pieces of several "
+             "positions.",
+    "strided_split": "head i holds the strided features i, i + num_heads, i + 2*num_heads, ... : "
+                     "it must hold the contiguous block [i*head_dim, (i+1)*head_dim). Split the "
+                     "last axis as (num_heads, head_dim), in that order, not (head_dim, "
+                     "num_heads).",
+    "transposed_first": "you transposed before splitting: x.transpose(1, 2) is (B, d_model, L), "
+                        "and reshaping that cuts across positions. Split d_model first (B, L, "
+                        "num_heads, head_dim), then transpose(1, 2).",
+    "view_error": "view() cannot flatten a non-contiguous tensor: after transpose(1, 2) the "
+                  "numbers of one position are no longer next to each other in memory, so "
+                  ".view(B, L, d_model) fails. Use .reshape(B, L, d_model) (it copies only when "
+                  "it must) or .contiguous().view(B, L, d_model).",
+    "merge_mixed": "heads and positions are mixed: transpose(1, 2) back to (B, L, num_heads, "
+                   "head_dim) before flattening (num_heads, head_dim) into d_model. A plain "
+                   "reshape of (B, num_heads, L, head_dim) runs without error and scrambles "
+                   "positions.",
+    "merge_interleaved": "the features of the heads are interleaved (head i went to features i, "
+                         "i + num_heads, ...): head i must fill the block [i*head_dim, "
+                         "(i+1)*head_dim); flatten (num_heads, head_dim) in that order.",
+    "core_scale_d_model": "scores scaled by sqrt(d_model); each head's scores must be divided by "
+                          "sqrt(head_dim), the size of the vectors that head compares.",
+    "core_unscaled": "scores not scaled: divide Q K^T by sqrt(head_dim).",
+    "core_not_merged_back": "the heads were merged without transposing back: heads and positions "
+                            "are mixed in the output. merge_heads must transpose(1, 2) before "
+                            "flattening.",
+    "core_softmax_queries": "the softmax normalises over the queries (dim=-2): it must normalise "
+                            "over the keys (dim=-1), so that each query's weights sum to 1.",
+    "core_k_q": "you computed K Q^T instead of Q K^T: scores[i, j] must be q_i . k_j, query i "
+                "against key j (q @ k.transpose(-2, -1)).",
+    "core_keys_from_query": "the keys were taken from `query`: split `key` for the keys (in "
+                            "self-attention the three inputs coincide; here they differ).",
+    "core_values_from_key": "the values were taken from `key`: split `value` for the values (in "
+                            "self-attention the three inputs coincide; here they differ).",
+    "core_split_mixed": "split_heads mixes heads and positions (it reshapes straight to (B, "
+                        "num_heads, L, head_dim)): fix it first, its own check says how.",
+    "core_split_strided": "split_heads gives head i the strided features i, i + num_heads, ...: "
+                          "fix it first, its own check says how.",
+    "core_merge_interleaved": "merge_heads interleaves the heads' features: fix it first, its "
+                              "own check says how.",
+    "core_across_heads": "attention ran across heads instead of positions (the silent bug shown "
+                         "in this chapter): the head axis was never moved, so the scores were "
+                         "(B, L, num_heads, num_heads) and each position attended only over its "
+                         "own heads. Split to (B, num_heads, L, head_dim) (reshape, then "
+                         "transpose(1, 2)) before the matmul.",
+    "core_reshaped": "heads and positions are mixed: the tensors were reshaped straight to (B, "
+                     "num_heads, L, head_dim) and back without transpose(1, 2). Use split_heads "
+                     "and merge_heads.",
+    # head_projection's mistakes: str.format templates (i, num_heads; j and word: the neighbour)
+    "proj_strided": "you took the strided rows i, i + num_heads, ... (weight[{i}::{num_heads}]); "
+                    "head i's W_i is the contiguous block of rows [i*head_dim, (i+1)*head_dim).",
+    "proj_no_bias": "the bias is missing: add head i's part of it, "
+                    "bias[i*head_dim:(i+1)*head_dim].",
+    "proj_bias_block": "the bias block is wrong: head i's bias is "
+                       "bias[i*head_dim:(i+1)*head_dim], the same rows as the weight.",
+    "proj_bias_head0": "the bias block is wrong: you added head 0's bias, bias[:head_dim], to "
+                       "head {i}: head i's bias is bias[i*head_dim:(i+1)*head_dim], the same "
+                       "rows as the weight.",
+    "proj_columns": "you took columns of the weight: nn.Linear stores W transposed, as "
+                    "(out_features, in_features), so head i's W_i^Q is rows [i*head_dim, "
+                    "(i+1)*head_dim) of weight (transposed), i.e. columns of the x @ W matrix.",
+    "proj_neighbour": "you returned the {word} head's block (head {j}): heads are numbered from "
+                      "0, head i holds rows [i*head_dim, (i+1)*head_dim).",
+    "fuse_not_transposed": "each W_i must be transposed: nn.Linear computes x @ weight^T, so its "
+                           "weight holds W_i^T (head_dim, in_features) in rows [i*head_dim, "
+                           "(i+1)*head_dim). A plain reshape of (num_heads, in_features, "
+                           "head_dim) scrambles the numbers.",
+    "fuse_interleaved": "the heads' rows are interleaved (row j*num_heads + i holds head i's "
+                        "feature j): head i's W_i^T must fill the contiguous rows [i*head_dim, "
+                        "(i+1)*head_dim).",
+    # the checks' own messages
+    "refuses_all": "split_heads(x, num_heads={num_heads}) with d_model={d_model} raised "
+                   "{kind}: {message}. But {num_heads} divides {d_model}: your function refuses "
+                   "every input. Raise ValueError only when d_model % num_heads != 0.",
+    "not_implemented": "split_heads is not implemented yet: replace `raise "
+                       "NotImplementedError()` with your code.",
+    "unnamed_numbers": "{name} raised ValueError, good, but its message {message!r} does not "
+                       "name {missing}. Say which numbers do not divide, e.g. 'd_model={d_model} "
+                       "is not divisible by num_heads={num_heads}'.",
+    "refuses_passed": "split_heads refuses d_model={d_model}, num_heads={num_heads} with "
+                      "ValueError: {message}",
+    "assert_raised": "{name} raised AssertionError ({error}). Raise ValueError instead: an "
+                     "assert is skipped under `python -O`, and AssertionError reports a bug in "
+                     "your code, not a bad argument from the caller.{where}",
+    "torch_raised": "{name} raised PyTorch's RuntimeError ({error}). That message does not say "
+                    "what the caller did wrong: check d_model % num_heads before reshaping and "
+                    "raise ValueError naming d_model and num_heads.{where}",
+    "other_raised": "{name} raised {kind}: {error}. Expected ValueError naming d_model and "
+                    "num_heads.{where}",
+    "no_refusal": "{name} returned {shape} without an error, but {d_model} features cannot be "
+                  "cut into {num_heads} equal heads (head_dim would be {head_dim:.3g}). Check "
+                  "d_model % num_heads and raise ValueError naming both.",
+    "split_hint": "Reshape to (B, L, num_heads, head_dim), then transpose(1, 2).",
+    "split_in_place": "{name} changed its input x in place; return a new view instead.",
+    "split_passed": "split_heads: (B, L, d_model) = {x} -> {layout} = {out} ({dtype}, {memory} "
+                    "input), head i holds features [i*head_dim, (i+1)*head_dim)",
+    "merge_hint": "Transpose(1, 2) to (B, L, num_heads, head_dim), then reshape(B, L, d_model).",
+    "merge_in_place": "{name} changed its input in place; return a new tensor instead.",
+    "roundtrip_hint": "merge_heads must undo split_heads exactly.",
+    "merge_passed": "merge_heads: (B, num_heads, L, head_dim) = {heads} ({memory}, {dtype}) -> "
+                    "(B, L, d_model) = {out}, and merge_heads(split_heads(x)) == x",
+    "not_pair": "{name} must return a tuple (output, weights); got {what}",
+    "items": "{kind} of {count} items",
+    "core_hint": "Split query, key and value with split_heads, run "
+                 "scaled_dot_product_attention on the (B, num_heads, L, head_dim) tensors, and "
+                 "merge the output with merge_heads. If split_heads or merge_heads fails its own "
+                 "check, fix that first.",
+    "weights_across_heads": "{name}: weights have shape {shape} = (B, L, num_heads, num_heads): "
+                            "attention ran across heads instead of positions (the silent bug "
+                            "shown in this chapter).",
+    "weights_hint": "Return the softmax weights of every head, before they multiply V.",
+    "core_passed": "multihead_attention_core matches nn.MultiheadAttention (identity "
+                   "projections) with num_heads={num_heads}, head_dim={head_dim}, Lq={Lq}, "
+                   "Lk={Lk} ({kind}, {dtype}): output (B, Lq, d_model), weights (B, num_heads, "
+                   "Lq, Lk)",
+    "proj_every_head": "That is every head's projection: keep only head i's rows [i*head_dim, "
+                       "(i+1)*head_dim) of the weight (and of the bias).",
+    "proj_all_heads": "That is every head: return only head i.",
+    "proj_hint": "Head i's weight is weight[i*head_dim:(i+1)*head_dim] (and the same slice of "
+                 "the bias); project x with it as nn.Linear does, x @ W^T + b.",
+    "proj_in_place": "{name} changed the weight or bias in place.",
+    "proj_passed": "head_projection: head {i} of {num_heads} (x {x}, weight {weight}, {bias} "
+                   "bias, {dtype}) equals split_heads(nn.Linear(x))[:, {i}]",
+    "fuse_x_at_w": "That is the x @ W matrix [W_0 | W_1 | ... ] of shape (in_features, "
+                   "d_model); nn.Linear stores its transpose, (d_model, in_features).",
+    "fuse_unstacked": "Right blocks, but stack them into one matrix: reshape to (num_heads * "
+                      "head_dim, in_features).",
+    "fuse_unchanged": "You returned the per-head matrices unchanged.",
+    "fuse_hint": "Transpose each W_i to (head_dim, in_features) and stack them in head order "
+                 "along the first axis.",
+    "fuse_in_place": "{name} changed its input in place.",
+    "fuse_per_head": "split_heads(F.linear(x, fused)) vs x @ W_i for each head",
+    "fuse_passed": "fuse_head_weights: {num_heads} matrices {shape} -> one nn.Linear weight {out} "
+                   "({dtype}); projecting once and splitting equals x @ W_i for every head",
+}
 
 
 # ------------------------------------------------------------------ references and helpers
@@ -124,24 +206,24 @@ def _layout(shape, sizes):
     return "(" + ", ".join(names) + ")"
 
 
-def _expect_layout(actual, shape, name, shape_names, sizes, known=None, wrong_order=None):
-    """Require a tensor of `shape`; on a wrong shape, name its axes and the likely mistake.
-
-    sizes: {axis name: size} used to name the axes of a wrong shape; known: {layout string:
-    message} for wrong layouts with a known cause; wrong_order: message for any other
-    permutation of the right sizes.
-    """
+def _expect_layout(actual, shape, name, shape_names, sizes, known):
+    """_expect_shape(), its hint chosen by the wrong layout: sizes {axis name: size} name the
+    axes of the shape found; known {layout string: what that layout likely means}."""
     expect_tensor(actual, name)
-    if tuple(actual.shape) == tuple(shape):
-        return actual
-    layout = _layout(tuple(actual.shape), sizes)
-    got = f"{tuple(actual.shape)}" + (f" = {layout}" if layout else "")
-    message = f"{name}: expected shape {tuple(shape)} = {shape_names}, got {got}."
-    if layout and known and layout in known:
-        fail(f"{message} {known[layout]}")
-    if sorted(actual.shape) == sorted(shape) and wrong_order:
-        fail(f"{message} {wrong_order}")
-    expect_tensor(actual, name, shape=shape, shape_names=shape_names)  # generic message
+    return _expect_shape(actual, name, shape, shape_names,
+                         known.get(_layout(tuple(actual.shape), sizes), ""))
+
+
+def _expect_shape(actual, name, shape, shape_names, hint):
+    """expect_tensor(actual, name, shape=shape): a wrong shape is named by the shape family
+    (checks/diagnose.py, expect_tensor's "In words"), then `hint` (if any) says what the
+    exercise asks."""
+    try:
+        return expect_tensor(actual, name, shape=shape, shape_names=shape_names)
+    except CheckFailure as failure:
+        if hint and isinstance(actual, torch.Tensor) and tuple(actual.shape) != tuple(shape):
+            fail(f"{failure} {hint}")
+        raise
 
 
 def _run(function, *args, name):
@@ -151,7 +233,7 @@ def _run(function, *args, name):
         return call_keeping(function, *args, name=name)
     except CheckFailure as failure:
         if "view size is not compatible" in str(failure):
-            fail(f"{name} raised RuntimeError from .view(). {VIEW_ERROR}")
+            fail(f"{failure}\n" + MESSAGES["view_error"])
         raise
 
 
@@ -190,9 +272,9 @@ def _split_answers(x, num_heads):
     B, L, D = x.shape
     head_dim = D // num_heads
     return _split(x, num_heads), {
-        MIXED: x.reshape(B, num_heads, L, head_dim),
-        STRIDED_SPLIT: x.reshape(B, L, head_dim, num_heads).permute(0, 3, 1, 2),
-        TRANSPOSED_FIRST: x.transpose(1, 2).reshape(B, num_heads, L, head_dim),
+        MESSAGES["mixed"]: x.reshape(B, num_heads, L, head_dim),
+        MESSAGES["strided_split"]: x.reshape(B, L, head_dim, num_heads).permute(0, 3, 1, 2),
+        MESSAGES["transposed_first"]: x.transpose(1, 2).reshape(B, num_heads, L, head_dim),
     }
 
 
@@ -207,29 +289,17 @@ def split_heads(split_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
     original = x.clone()
     name = "split_heads(x, num_heads)"
     out, (x_after, _) = _run(split_heads, _copy(x), num_heads, name=name)
-    sizes = dict(B=B, L=L, num_heads=num_heads, head_dim=head_dim, d_model=D)
-    _expect_layout(out, (B, num_heads, L, head_dim), name, SPLIT_LAYOUT, sizes, known={
-        "(B, L, num_heads, head_dim)": "You split d_model into heads but left the head axis "
-        "after L: add .transpose(1, 2) so that each head holds a whole (L, head_dim) sequence.",
-        "(B, L, head_dim, num_heads)": "You transposed the last two axes (or split d_model as "
-        "(head_dim, num_heads)): reshape to (B, L, num_heads, head_dim), then transpose(1, 2) "
-        "swaps L and num_heads.",
-        "(B, head_dim, num_heads, L)": "You transposed the wrong axes (1 and 3): after "
-        "reshaping to (B, L, num_heads, head_dim), transpose(1, 2) swaps L and num_heads.",
-        "(B, head_dim, L, num_heads)": "You moved head_dim forward; transpose(1, 2) of "
-        "(B, L, num_heads, head_dim) swaps L and num_heads instead.",
-        "(num_heads, L, B, head_dim)": "You transposed axes 0 and 2 and moved the batch: "
-        "the batch axis B stays first; transpose(1, 2) swaps L and num_heads.",
-    }, wrong_order="You transposed the wrong axes: reshape to (B, L, num_heads, head_dim), "
-                   "then transpose(1, 2) swaps L and num_heads.")
+    _expect_shape(out, name, (B, num_heads, L, head_dim), SPLIT_LAYOUT, MESSAGES["split_shape"])
     expect_tensor(out, name, dtype=x.dtype)
     expect_close(out, expected, name, bugs=bugs, axes=SPLIT_LAYOUT,
-                 hint="Reshape to (B, L, num_heads, head_dim), then transpose(1, 2).")
+                 mistakes=step_mistakes("split heads", {"x": x}, current_dims(),
+                                        num_heads=num_heads),
+                 hint=MESSAGES["split_hint"])
     if not _unchanged(x_after, original):
-        fail(f"{name} changed its input x in place; return a new view instead.")
-    passed(f"split_heads: (B, L, d_model) = {tuple(x.shape)} -> {SPLIT_LAYOUT} = "
-           f"{tuple(out.shape)} ({x.dtype}, {'contiguous' if contiguous else 'non-contiguous'} "
-           "input), head i holds features [i*head_dim, (i+1)*head_dim)")
+        fail(MESSAGES["split_in_place"].format(name=name))
+    passed(MESSAGES["split_passed"].format(
+        x=tuple(x.shape), layout=SPLIT_LAYOUT, out=tuple(out.shape), dtype=x.dtype,
+        memory="contiguous" if contiguous else "non-contiguous"))
 
 
 def _accepts_what_divides(split_heads, x, num_heads):
@@ -241,9 +311,8 @@ def _accepts_what_divides(split_heads, x, num_heads):
         torch.cat([x, x.new_zeros(*x.shape[:-1], d_model - x.shape[-1])], dim=-1)
     _, error = attempt(split_heads, fits, num_heads)
     if error is not None:
-        fail(f"split_heads(x, num_heads={num_heads}) with d_model={d_model} raised "
-             f"{error[0]}: {error[1]}. But {num_heads} divides {d_model}: your function "
-             "refuses every input. Raise ValueError only when d_model % num_heads != 0.")
+        fail(MESSAGES["refuses_all"].format(num_heads=num_heads, d_model=d_model,
+                                            kind=error[0], message=error[1]))
 
 
 @check
@@ -256,37 +325,33 @@ def split_heads_divisibility(split_heads, *, seed=0, B=2, L=5, d_model=10, num_h
     try:
         out = split_heads(_copy(x), num_heads)
     except NotImplementedError:
-        fail("split_heads is not implemented yet: replace `raise NotImplementedError()` "
-             "with your code.")
+        fail(MESSAGES["not_implemented"])
     except ValueError as error:
         message = str(error)
         missing = [w for w in ("d_model", "num_heads", str(d_model), str(num_heads))
                    if w not in message]
         if missing:
-            fail(f"{name} raised ValueError, good, but its message {message!r} does not name "
-                 f"{', '.join(missing)}. Say which numbers do not divide, e.g. "
-                 f"'d_model={d_model} is not divisible by num_heads={num_heads}'.")
+            fail(MESSAGES["unnamed_numbers"].format(name=name, message=message,
+                                                    missing=", ".join(missing),
+                                                    d_model=d_model, num_heads=num_heads))
         _accepts_what_divides(split_heads, x, num_heads)
-        passed(f"split_heads refuses d_model={d_model}, num_heads={num_heads} with "
-               f"ValueError: {message}")
+        passed(MESSAGES["refuses_passed"].format(d_model=d_model, num_heads=num_heads,
+                                                 message=message))
         return
     except CheckFailure:
         raise
     except AssertionError as error:
-        fail(f"{name} raised AssertionError ({error}). Raise ValueError instead: an assert "
-             "is skipped under `python -O`, and AssertionError reports a bug in your code, "
-             "not a bad argument from the caller.")
+        fail(MESSAGES["assert_raised"].format(name=name, error=error,
+                                              where=located(student_line(error))))
     except RuntimeError as error:
-        fail(f"{name} raised PyTorch's RuntimeError ({error}). That message does not say "
-             "what the caller did wrong: check d_model % num_heads before reshaping and raise "
-             "ValueError naming d_model and num_heads.")
+        fail(MESSAGES["torch_raised"].format(name=name, error=error,
+                                             where=located(student_line(error))))
     except Exception as error:
-        fail(f"{name} raised {type(error).__name__}: {error}. Expected ValueError naming "
-             "d_model and num_heads.")
+        fail(MESSAGES["other_raised"].format(name=name, kind=type(error).__name__, error=error,
+                                             where=located(student_line(error))))
     shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type_name(out)
-    fail(f"{name} returned {shape} without an error, but {d_model} features cannot be cut "
-         f"into {num_heads} equal heads (head_dim would be {d_model / num_heads:.3g}). "
-         "Check d_model % num_heads and raise ValueError naming both.")
+    fail(MESSAGES["no_refusal"].format(name=name, shape=shape, d_model=d_model,
+                                       num_heads=num_heads, head_dim=d_model / num_heads))
 
 
 # ------------------------------------------------------------------ exercise 2: merge_heads
@@ -303,8 +368,8 @@ def _merge_answers(heads):
     B, num_heads, L, head_dim = heads.shape
     D = num_heads * head_dim
     return _merge(heads), {
-        MERGE_MIXED: heads.reshape(B, L, D),
-        MERGE_INTERLEAVED: heads.permute(0, 2, 3, 1).reshape(B, L, D),
+        MESSAGES["merge_mixed"]: heads.reshape(B, L, D),
+        MESSAGES["merge_interleaved"]: heads.permute(0, 2, 3, 1).reshape(B, L, D),
     }
 
 
@@ -325,27 +390,19 @@ def merge_heads(merge_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
     original = heads.clone()
     name = "merge_heads(x)"
     out, (heads_after,) = _run(merge_heads, _copy(heads), name=name)
-    sizes = dict(B=B, L=L, num_heads=num_heads, head_dim=head_dim, d_model=D)
-    _expect_layout(out, (B, L, D), name, "(B, L, d_model)", sizes, known={
-        "(B, L, num_heads, head_dim)": "The axes are back in place, but num_heads and head_dim "
-        "must be flattened into d_model: reshape(B, L, num_heads * head_dim).",
-        "(B, num_heads, L, head_dim)": "You returned the heads unchanged: transpose(1, 2), "
-        "then reshape to (B, L, d_model).",
-        "(B, d_model, L)": "d_model and L are swapped: transpose(1, 2) the heads back to "
-        "(B, L, num_heads, head_dim) before flattening the last two axes.",
-    })
+    _expect_shape(out, name, (B, L, D), "(B, L, d_model)", MESSAGES["merge_shape"])
     expect_tensor(out, name, dtype=heads.dtype)
     expect_close(out, expected, name, bugs=bugs, axes="(B, L, d_model)",
-                 hint="Transpose(1, 2) to (B, L, num_heads, head_dim), then reshape(B, L, d_model).")
+                 hint=MESSAGES["merge_hint"])
     if not _unchanged(heads_after, original):
-        fail(f"{name} changed its input in place; return a new tensor instead.")
+        fail(MESSAGES["merge_in_place"].format(name=name))
     # the heads as split_heads(merged heads) returns them: a view, not contiguous
     roundtrip, _ = _run(merge_heads, _in_split_layout(heads), name=name)
     expect_close(roundtrip, expected, "merge_heads(split_heads(x))",
-                 hint="merge_heads must undo split_heads exactly.")
-    passed(f"merge_heads: (B, num_heads, L, head_dim) = {tuple(heads.shape)} "
-           f"({'contiguous' if contiguous else 'a non-contiguous view'}, {heads.dtype}) -> "
-           f"(B, L, d_model) = {tuple(out.shape)}, and merge_heads(split_heads(x)) == x")
+                 hint=MESSAGES["roundtrip_hint"])
+    passed(MESSAGES["merge_passed"].format(
+        heads=tuple(heads.shape), memory="contiguous" if contiguous else "a non-contiguous view",
+        dtype=heads.dtype, out=tuple(out.shape)))
 
 
 # ------------------------------------------------------------------ exercise 3: the core
@@ -370,13 +427,13 @@ def _core_answers(q, k, v, num_heads):
     Lk, head_dim = k.shape[1], D // num_heads
     expected_out, expected_weights = _torch_core(q, k, v, num_heads)
     bugs = {
-        CORE_SCALE_D_MODEL:
+        MESSAGES["core_scale_d_model"]:
             _merge(_attend(_split(q, num_heads), _split(k, num_heads), _split(v, num_heads),
                            1 / math.sqrt(D))[0]),
-        CORE_UNSCALED:
+        MESSAGES["core_unscaled"]:
             _merge(_attend(_split(q, num_heads), _split(k, num_heads), _split(v, num_heads),
                            1.0)[0]),
-        CORE_NOT_MERGED_BACK:
+        MESSAGES["core_not_merged_back"]:
             _attend(_split(q, num_heads), _split(k, num_heads), _split(v, num_heads),
                     1 / math.sqrt(head_dim))[0].reshape(B, Lq, D),
     }
@@ -386,28 +443,32 @@ def _core_answers(q, k, v, num_heads):
                                             _split(v, num_heads), 1 / root32)[0])
     scale = 1 / math.sqrt(head_dim)
     hq, hk, hv = _split(q, num_heads), _split(k, num_heads), _split(v, num_heads)
-    bugs[CORE_SOFTMAX_QUERIES] = _merge(torch.softmax(hq @ hk.transpose(-2, -1) * scale,
+    bugs[MESSAGES["core_softmax_queries"]] = _merge(torch.softmax(hq @ hk.transpose(-2, -1) * scale,
                                                       dim=-2) @ hv)
     if Lq == Lk:
-        bugs[CORE_K_Q] = _merge(torch.softmax(hk @ hq.transpose(-2, -1) * scale, dim=-1) @ hv)
-        bugs[CORE_KEYS_FROM_QUERY] = _merge(_attend(hq, hq, hv, scale)[0])
-    bugs[CORE_VALUES_FROM_KEY] = _merge(_attend(hq, hk, hk, scale)[0])
+        bugs[MESSAGES["core_k_q"]] = _merge(
+            torch.softmax(hk @ hq.transpose(-2, -1) * scale, dim=-1) @ hv)
+        bugs[MESSAGES["core_keys_from_query"]] = _merge(_attend(hq, hq, hv, scale)[0])
+    bugs[MESSAGES["core_values_from_key"]] = _merge(_attend(hq, hk, hk, scale)[0])
     for message, split in (
-        (CORE_SPLIT_MIXED, lambda t: t.reshape(t.shape[0], num_heads, t.shape[1], head_dim)),
-        (CORE_SPLIT_STRIDED,
+        (MESSAGES["core_split_mixed"],
+         lambda t: t.reshape(t.shape[0], num_heads, t.shape[1], head_dim)),
+        (MESSAGES["core_split_strided"],
          lambda t: t.reshape(t.shape[0], t.shape[1], head_dim, num_heads).permute(0, 3, 1, 2)),
     ):
         bugs[message] = _merge(_attend(split(q), split(k), split(v), scale)[0])
-    bugs[CORE_MERGE_INTERLEAVED] = _attend(_split(q, num_heads), _split(k, num_heads),
+    bugs[MESSAGES["core_merge_interleaved"]] = _attend(_split(q, num_heads), _split(k, num_heads),
                                            _split(v, num_heads),
                                            scale)[0].permute(0, 2, 3, 1).reshape(B, Lq, D)
     if Lq == Lk:
         # The Keras code of one of the course's source tutorials: reshape to (B, L, h, hd)
         # and multiply without moving the head axis; the scores are (B, L, h, h).
         hq, hk, hv = (t.reshape(B, Lq, num_heads, head_dim) for t in (q, k, v))
-        bugs[CORE_ACROSS_HEADS] = _attend(hq, hk, hv, 1 / math.sqrt(head_dim))[0].reshape(B, Lq, D)
+        bugs[MESSAGES["core_across_heads"]] = _attend(hq, hk, hv, 1 / math.sqrt(head_dim))[0] \
+            .reshape(B, Lq, D)
         mq, mk, mv = (t.reshape(B, num_heads, Lq, head_dim) for t in (q, k, v))
-        bugs[CORE_RESHAPED] = _attend(mq, mk, mv, 1 / math.sqrt(head_dim))[0].reshape(B, Lq, D)
+        bugs[MESSAGES["core_reshaped"]] = _attend(mq, mk, mv, 1 / math.sqrt(head_dim))[0] \
+            .reshape(B, Lq, D)
     return expected_out, expected_weights, bugs
 
 
@@ -426,16 +487,12 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
         result, _ = _run(multihead_attention_core, _copy(q), _copy(k), _copy(v), num_heads,
                          name=name)
     if not (isinstance(result, tuple) and len(result) == 2):
-        fail(f"{name} must return a tuple (output, weights); got "
-             f"{type_name(result)}" + (f" of {len(result)} items" if isinstance(result, tuple)
-                                           else ""))
+        what = (MESSAGES["items"].format(kind=type_name(result), count=len(result))
+                if isinstance(result, tuple) else type_name(result))
+        fail(MESSAGES["not_pair"].format(name=name, what=what))
     out, weights = result
     out = expect_tensor(out, f"{name}: output")
-    if tuple(out.shape) != (B, Lq, D):
-        _expect_layout(out, (B, Lq, D), f"{name}: output", "(B, Lq, d_model)",
-                       dict(B=B, Lq=Lq, num_heads=num_heads, head_dim=head_dim, d_model=D),
-                       known={"(B, num_heads, Lq, head_dim)": "Merge the heads back into "
-                              "(B, Lq, d_model) with merge_heads."})
+    _expect_shape(out, f"{name}: output", (B, Lq, D), "(B, Lq, d_model)", MESSAGES["core_shape"])
     expect_tensor(out, f"{name}: output", dtype=q.dtype)
     # common.py's rule: each head's weights round with its scores' magnitude, the output
     # (weighted means of the values) with the values'
@@ -448,31 +505,21 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
     inputs = {"query": q, "key": k, "value": v, "mask": None,
               **{f"{n}_w": identity for n in "qkvo"}}
     expect_close(out, expected_out, f"{name}: output", bugs=bugs,
-                 mistakes=step_mistakes("multi-head attention", inputs, current_dims(),
+                 mistakes=step_mistakes("multi-head attention core", inputs, current_dims(),
                                         num_heads=num_heads),
                  scale=v.detach().double().abs().max(), condition=condition.amax(),
-                 axes="(B, Lq, d_model)", hint="Split query, key and value with split_heads, run "
-                      "scaled_dot_product_attention on the (B, num_heads, L, head_dim) "
-                      "tensors, and merge the output with merge_heads. If split_heads or "
-                      "merge_heads fails its own check, fix that first.")
+                 axes="(B, Lq, d_model)", hint=MESSAGES["core_hint"])
     weights = expect_tensor(weights, f"{name}: weights")
     if tuple(weights.shape) == (B, Lq, num_heads, num_heads) and Lq != num_heads:
-        fail(f"{name}: weights have shape {tuple(weights.shape)} = (B, L, num_heads, "
-             "num_heads): attention ran across heads instead of positions (the silent bug "
-             "shown in this chapter).")
-    if tuple(weights.shape) == (B, Lq, Lk):
-        fail(f"{name}: weights have shape {tuple(weights.shape)} = (B, Lq, Lk): return every "
-             "head's weights, (B, num_heads, Lq, Lk), not their average (nor their sum, "
-             "nor one head's).")
-    expect_tensor(weights, f"{name}: weights", shape=(B, num_heads, Lq, Lk),
-                  shape_names="(B, num_heads, Lq, Lk)")
+        fail(MESSAGES["weights_across_heads"].format(name=name, shape=tuple(weights.shape)))
+    _expect_shape(weights, f"{name}: weights", (B, num_heads, Lq, Lk), "(B, num_heads, Lq, Lk)",
+                  MESSAGES["core_weights_shape"])
     expect_close(weights, expected_weights, f"{name}: weights", condition=condition,
                  axes="(B, num_heads, Lq, Lk)",
-                 hint="Return the softmax weights of every head, before they multiply V.")
+                 hint=MESSAGES["weights_hint"])
     kind = "self-attention" if Lq == Lk else "cross-attention"
-    passed(f"multihead_attention_core matches nn.MultiheadAttention (identity projections) "
-           f"with num_heads={num_heads}, head_dim={head_dim}, Lq={Lq}, Lk={Lk} ({kind}, "
-           f"{q.dtype}): output (B, Lq, d_model), weights (B, num_heads, Lq, Lk)")
+    passed(MESSAGES["core_passed"].format(num_heads=num_heads, head_dim=head_dim, Lq=Lq, Lk=Lk,
+                                          kind=kind, dtype=q.dtype))
 
 
 # ------------------------------------------------------------------ exercise 4: head i's block
@@ -487,17 +534,18 @@ def _projection_answers(x, weight, b, i, num_heads):
         return F.linear(x, weight[rows], None if b is None else b[rows])
 
     rows = slice(i * head_dim, (i + 1) * head_dim)
-    bugs = {PROJ_STRIDED.format(i=i, num_heads=num_heads): block(slice(i, None, num_heads))}
+    bugs = {MESSAGES["proj_strided"].format(i=i, num_heads=num_heads):
+            block(slice(i, None, num_heads))}
     if b is not None:
-        bugs[PROJ_NO_BIAS] = F.linear(x, weight[rows])
-        bugs[PROJ_BIAS_BLOCK] = F.linear(x, weight[rows]) + b[i::num_heads]
+        bugs[MESSAGES["proj_no_bias"]] = F.linear(x, weight[rows])
+        bugs[MESSAGES["proj_bias_block"]] = F.linear(x, weight[rows]) + b[i::num_heads]
         if i != 0:
-            bugs[PROJ_BIAS_HEAD0.format(i=i)] = F.linear(x, weight[rows]) + b[:head_dim]
+            bugs[MESSAGES["proj_bias_head0"].format(i=i)] = F.linear(x, weight[rows]) + b[:head_dim]
     if in_features == D:
-        bugs[PROJ_COLUMNS] = x @ weight[:, rows] + (0 if b is None else b[rows])
+        bugs[MESSAGES["proj_columns"]] = x @ weight[:, rows] + (0 if b is None else b[rows])
     for j, word in ((i + 1, "next"), (i - 1, "previous")):
         if 0 <= j < num_heads:
-            bugs[PROJ_NEIGHBOUR.format(word=word, j=j)] = \
+            bugs[MESSAGES["proj_neighbour"].format(word=word, j=j)] = \
                 block(slice(j * head_dim, (j + 1) * head_dim))
     return expected, bugs
 
@@ -521,19 +569,18 @@ def head_projection(head_projection, *, seed=0, B=2, L=5, in_features=None, num_
     if in_features != D:
         sizes["in_features"] = in_features
     _expect_layout(out, (B, L, head_dim), name, "(B, L, head_dim)", sizes, known={
-        "(B, L, d_model)": "That is every head's projection: keep only head i's rows "
-        "[i*head_dim, (i+1)*head_dim) of the weight (and of the bias).",
-        "(B, num_heads, L, head_dim)": "That is every head: return only head i.",
-    })
+        "(B, L, d_model)": MESSAGES["proj_every_head"],
+        "(B, num_heads, L, head_dim)": MESSAGES["proj_all_heads"]})
     expect_tensor(out, name, dtype=x.dtype)
     expect_close(out, expected, name, bugs=bugs,
-                 hint="Head i's weight is weight[i*head_dim:(i+1)*head_dim] (and the same "
-                      "slice of the bias); project x with it as nn.Linear does, x @ W^T + b.")
+                 mistakes=step_mistakes("head projection", {"x": x, "weight": weight, "bias": b},
+                                        current_dims(), i=i, num_heads=num_heads),
+                 hint=MESSAGES["proj_hint"])
     if not (_unchanged(weight_after, originals[0]) and _unchanged(b_after, originals[1])):
-        fail(f"{name} changed the weight or bias in place.")
-    passed(f"head_projection: head {i} of {num_heads} (x {tuple(x.shape)}, weight "
-           f"{tuple(weight.shape)}, {'with' if bias else 'no'} bias, {x.dtype}) equals "
-           f"split_heads(nn.Linear(x))[:, {i}]")
+        fail(MESSAGES["proj_in_place"].format(name=name))
+    passed(MESSAGES["proj_passed"].format(i=i, num_heads=num_heads, x=tuple(x.shape),
+                                          weight=tuple(weight.shape),
+                                          bias="with" if bias else "no", dtype=x.dtype))
 
 
 # ------------------------------------------------------------------ exercise 5: fusing
@@ -545,8 +592,8 @@ def _fuse_answers(w, x):
     D = num_heads * head_dim
     expected = w.transpose(1, 2).reshape(D, in_features)
     bugs = {
-        FUSE_NOT_TRANSPOSED: w.reshape(D, in_features),
-        FUSE_INTERLEAVED: w.permute(2, 0, 1).reshape(D, in_features),
+        MESSAGES["fuse_not_transposed"]: w.reshape(D, in_features),
+        MESSAGES["fuse_interleaved"]: w.permute(2, 0, 1).reshape(D, in_features),
     }
     per_head = torch.stack([x @ w[i] for i in range(num_heads)], dim=1)   # (B, h, L, hd)
     return expected, bugs, _merge(per_head)
@@ -566,22 +613,16 @@ def fuse_head_weights(fuse_head_weights, *, seed=0, num_heads=3, in_features=7, 
     out, (w_after,) = _run(fuse_head_weights, _copy(w), name=name)
     sizes = dict(num_heads=num_heads, in_features=in_features, head_dim=head_dim, d_model=D)
     _expect_layout(out, (D, in_features), name, "(d_model, in_features)", sizes, known={
-        "(in_features, d_model)": "That is the x @ W matrix [W_0 | W_1 | ... ] of shape "
-        "(in_features, d_model); nn.Linear stores its transpose, (d_model, in_features).",
-        "(num_heads, head_dim, in_features)": "Right blocks, but stack them into one matrix: "
-        "reshape to (num_heads * head_dim, in_features).",
-        "(num_heads, in_features, head_dim)": "You returned the per-head matrices unchanged.",
-    })
+        "(in_features, d_model)": MESSAGES["fuse_x_at_w"],
+        "(num_heads, head_dim, in_features)": MESSAGES["fuse_unstacked"],
+        "(num_heads, in_features, head_dim)": MESSAGES["fuse_unchanged"]})
     expect_tensor(out, name, dtype=w.dtype)
     expect_close(out, expected, name, bugs=bugs,
-                 hint="Transpose each W_i to (head_dim, in_features) and stack them in head "
-                      "order along the first axis.")
+                 hint=MESSAGES["fuse_hint"])
     if not _unchanged(w_after, original):
-        fail(f"{name} changed its input in place.")
+        fail(MESSAGES["fuse_in_place"].format(name=name))
     # head i's outputs are features [i*head_dim, (i+1)*head_dim) of F.linear(x, fused): the
     # same numbers as comparing split_heads of it with x @ W_i, head by head
-    expect_close(F.linear(x, out), per_head,
-                 "split_heads(F.linear(x, fused)) vs x @ W_i for each head")
-    passed(f"fuse_head_weights: {num_heads} matrices {tuple(w.shape[1:])} -> one nn.Linear "
-           f"weight {tuple(out.shape)} ({w.dtype}); projecting once and splitting equals "
-           "x @ W_i for every head")
+    expect_close(F.linear(x, out), per_head, MESSAGES["fuse_per_head"])
+    passed(MESSAGES["fuse_passed"].format(num_heads=num_heads, shape=tuple(w.shape[1:]),
+                                          out=tuple(out.shape), dtype=w.dtype))

@@ -15,7 +15,10 @@ sandbox around a call; the grader decides from the submitted source (autograde/f
 It imports torch, and nothing of the course.
 """
 import importlib
+import os
 import re
+import sysconfig
+import traceback
 import warnings
 from dataclasses import dataclass
 
@@ -39,12 +42,60 @@ class CheckFailure(AssertionError):
 
 def attempt(function, *args, **kwargs):
     """(function(*args, **kwargs), None), or (None, [class name, message, shapes of the
-    tensor arguments]) when it raised. The judge passes the error to raised()."""
+    tensor arguments, where in the student's code it raised (student_line)]) when it
+    raised. The judge passes the error to raised()."""
     try:
         return function(*args, **kwargs), None
     except Exception as error:
         shapes = ", ".join(str(tuple(a.shape)) for a in args if isinstance(a, _Tensor))
-        return None, [type(error).__name__, str(error), shapes]
+        return None, [type(error).__name__, str(error), shapes, student_line(error)]
+
+
+# Files that are no student's code: this package (the checks), torch, the standard library
+# and installed packages. What remains in a traceback is a notebook cell (compiled under a
+# name such as "cell stable_softmax, line 4" by the grader, "01_attention.ipynb cell 12" by
+# the kit, "/tmp/ipykernel_.../....py" or "<ipython-input-...>" by Jupyter) or a file of
+# the student's own.
+_LIBRARIES = tuple(sorted({os.path.dirname(__file__) + os.sep,
+                           os.path.dirname(torch.__file__) + os.sep,
+                           # the grader's package, beside chapters/ (its remote proxies)
+                           os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+                               os.path.abspath(__file__)))), "autograde") + os.sep}
+                          | {path + os.sep for key in ("stdlib", "platstdlib", "purelib",
+                                                       "platlib")
+                             if (path := sysconfig.get_paths().get(key))}))
+
+
+def _cell_name(filename):
+    """How the student knows the file of a traceback frame: the cell's name where the
+    grader or the kit named it, "your cell" for Jupyter's generated names."""
+    name = filename.rpartition(", line ")[0] if ", line " in filename else filename
+    if name.startswith("<") or "ipykernel_" in name:
+        return "your cell"
+    return name
+
+
+def student_line(error):
+    """"line N of <cell>: <code>" of the innermost frame of `error`'s traceback that runs
+    the student's code (not torch's, not the checks' own): the line of *their* cell the
+    error came from, or "" where none is found (the code text is left out where the
+    source is not at hand). An error that the student's process raised and the grader's
+    proxy raised again (autograde.remote) carries that process's traceback as text, in
+    `student_traceback`: its frames are the innermost."""
+    frames = [(f.filename, f.lineno, f.line) for f in traceback.extract_tb(error.__traceback__)]
+    remote = getattr(error, "student_traceback", None)
+    if isinstance(remote, str):
+        frames += [(name, int(line), code) for name, line, code in _FRAME.findall(remote)]
+    for filename, lineno, code in reversed(frames):
+        if filename.startswith(_LIBRARIES) or filename.startswith("<frozen"):
+            continue
+        code = (code or "").strip()
+        return f"line {lineno} of {_cell_name(filename)}" + (f": {code}" if code else "")
+    return ""
+
+
+# one frame of traceback.format_list(): its file, its line number and its code (if known)
+_FRAME = re.compile(r'  File "(.+?)", line (\d+), in [^\n]*\n(?:    ([^\n]*)\n)?')
 
 
 def observe(function, args, kwargs, copy):

@@ -154,7 +154,8 @@ def attention_scores(query, key):
 def attention_scores(query, key):
     return key @ query.transpose(-2, -1) / math.sqrt(query.shape[-1])
 '''},
-        fails=["test_attention_scores"], diagnosis=r"you computed K Q\^T"),
+        fails=["test_attention_scores"],
+        diagnosis=r"you gave \(batch, Lk, Lq\), the answer is \(batch, Lq, Lk\)"),
     "scaled_by_wrong_axis": Bug(
         cells={"attention_scores": '''
 def attention_scores(query, key):
@@ -190,7 +191,8 @@ def attention_entropy(weights):
 def attention_entropy(weights):
     return -torch.special.xlogy(weights, weights).sum(dim=-2)
 '''},
-        fails=["test_attention_entropy"], diagnosis=r"summed over the queries \(dim=-2\)"),
+        fails=["test_attention_entropy"],
+        diagnosis=r"the Lq axis has 6 = Lk entries; it should have 4 = Lq"),
 
     # --- stable_softmax ---------------------------------------------------------------
     "naive_softmax_overflow": Bug(
@@ -453,4 +455,19 @@ def attention_scores(query, key):
         cells={"scaled_dot_product_attention": _edit(
             _SDPA, "output = weights @ value", "output = weights @ (value / math.sqrt(d_k))")},
         fails=_SDPA_ALL, diagnosis=r"the values were divided by sqrt\(d_k\) = 2 too"),
+})
+
+# ------------------------------------------------------------------ the exercise's signature
+# Chapter 1 leaves `mask` as None, but the signature is the exercise's (chapter 4 passes
+# masks through it): test_sdpa passes mask=None by name.
+BUGS.update({
+    "sdpa_without_mask_parameter": Bug(
+        cells={"scaled_dot_product_attention": _edit(
+            _SDPA, "def scaled_dot_product_attention(query, key, value, mask=None):\n"
+                   "    if mask is not None:\n"
+                   "        raise NotImplementedError(\"masks come in chapter 4\")\n",
+            "def scaled_dot_product_attention(query, key, value):\n")},
+        fails=["test_sdpa"],
+        diagnosis=r"unexpected keyword argument 'mask'.*scaled_dot_product_attention\(query, "
+                  r"key, value, mask=None\)"),
 })

@@ -182,7 +182,7 @@ def split_heads(x, num_heads):
     return x.view(B, L, num_heads, d_model // num_heads).transpose(1, 3)
 '''},
         fails=["test_split_heads", _CORE_FAILS],
-        diagnosis=r"\(B, head_dim, num_heads, L\).*transposed the wrong axes",
+        diagnosis=r"you gave \(B, head_dim, num_heads, L\), the answer is \(B, num_heads, L, head_dim\)",
         notes="transpose(1, 3) instead of transpose(1, 2)"),
     "split_assert": Bug(
         cells={"split_heads": '''
@@ -270,7 +270,7 @@ def multihead_attention_core(query, key, value, num_heads):
     return merge_heads(heads), weights.mean(dim=1)
 '''},
         fails=[_CORE_FAILS],
-        diagnosis=r"not their average",
+        diagnosis=r"weights: .*it lacks the num_heads axis \(size 3\)",
         notes="nn.MultiheadAttention's default average_attn_weights=True"),
     "projection_columns": Bug(
         cells={"head_projection": '''
@@ -373,13 +373,14 @@ BUGS.update({
     # --- split_heads: layouts
     "split_forgets_transpose": _bug(
         "split_heads", _SPLIT, "    return x.transpose(1, 2)               # (B, h, L, hd)\n",
-        "    return x\n", _SPLIT_FAILS, r"\(B, L, num_heads, head_dim\).*add \.transpose\(1, 2\)"),
+        "    return x\n", _SPLIT_FAILS,
+        r"you gave \(B, L, num_heads, head_dim\), the answer is \(B, num_heads, L, head_dim\)"),
     "split_transposes_last_axes": _bug(
         "split_heads", _SPLIT, "x.transpose(1, 2)               # (B, h, L, hd)",
-        "x.transpose(2, 3)", _SPLIT_FAILS, r"transposed the last two axes"),
+        "x.transpose(2, 3)", _SPLIT_FAILS, r"you gave \(B, L, head_dim, num_heads\), the answer"),
     "split_permutes_batch_away": _bug(
         "split_heads", _SPLIT, "x.transpose(1, 2)               # (B, h, L, hd)",
-        "x.permute(2, 1, 0, 3)", _SPLIT_FAILS, r"batch axis B stays first"),
+        "x.permute(2, 1, 0, 3)", _SPLIT_FAILS, r"you gave \(num_heads, L, B, head_dim\), the answer"),
     "split_transposes_first": _bug(
         "split_heads", _SPLIT, "    x = x.view(B, L, num_heads, head_dim)  # (B, L, h, hd)\n"
                                "    return x.transpose(1, 2)               # (B, h, L, hd)\n",
@@ -395,12 +396,13 @@ BUGS.update({
     "merge_forgets_flatten": _bug(
         "merge_heads", _MERGE, "    return x.reshape(B, L, num_heads * head_dim)   # (B, L, d_model)\n",
         "    return x\n", ["test_merge_heads", "test_multihead_attention_core"],
-        r"must be flattened into d_model"),
+        r"the d_model axis \(12\) is still split into two axes, num_heads x head_dim: "
+        r"you gave \(B, L, num_heads, head_dim\)"),
     "merge_returns_heads": _bug(
         "merge_heads", _MERGE, "    x = x.transpose(1, 2)                          # (B, L, h, hd)\n"
                                "    return x.reshape(B, L, num_heads * head_dim)   # (B, L, d_model)\n",
         "    return x\n", ["test_merge_heads", "test_multihead_attention_core"],
-        r"returned the heads unchanged"),
+        r"still split into two axes, num_heads x head_dim: you gave \(B, num_heads, L, head_dim\)"),
     "merge_transposes_in_place": _bug(
         "merge_heads", _MERGE, "    x = x.transpose(1, 2)                          # (B, L, h, hd)\n",
         "    x.transpose_(1, 2)                             # (B, L, h, hd), no copy\n",
@@ -432,7 +434,9 @@ BUGS.update({
         "return heads.reshape(query.shape), weights", _CORE_FAILS,
         r"merged without transposing back"),
     "core_forgets_merge": _bug("multihead_attention_core", _CORE, "return merge_heads(heads), weights",
-                               "return heads, weights", _CORE_FAILS, r"Merge the heads back"),
+                               "return heads, weights", _CORE_FAILS,
+                               r"still split into two axes, num_heads x head_dim: you gave "
+                               r"\(B, num_heads, Lq, head_dim\)"),
     "core_returns_output_only": _bug("multihead_attention_core", _CORE,
                                      "return merge_heads(heads), weights",
                                      "return merge_heads(heads)", _CORE_FAILS,
