@@ -205,3 +205,17 @@ def test_expect_close_names_a_family_before_the_generic_message():
     with pytest.raises(common.CheckFailure) as failure:
         common.expect_close(x * math.sqrt(3), x, "output")
     assert "output is wrong: it is the right answer times 1.73205" in str(failure.value)
+
+
+# ------------------------------------------------------------------------------ return types
+
+def test_wrong_type_names_a_0d_tensor_where_a_float_is_documented():
+    import numpy
+    reason = diagnose.wrong_type(torch.tensor(0.5), float, "a Python float")
+    assert "Tensor (a 0-d tensor of shape ())" in reason and ".item()" in reason
+    assert diagnose.FAMILY_PATTERN.search(reason)
+    assert "is int" in diagnose.wrong_type(3, float, "a Python float")
+    assert "is bool" in diagnose.wrong_type(True, int, "an int")
+    assert "return statement" in diagnose.wrong_type(None, float, "a Python float")
+    assert diagnose.wrong_type(0.5, float, "a Python float") is None
+    assert diagnose.wrong_type(numpy.float64(0.5), float, "a Python float") is None

@@ -67,6 +67,8 @@ MESSAGES = {
     "raised": "{name} raised {kind}: {message}\n(the sizes in it: {named}; called with "
               "tensors of shapes {shapes})",
     "explained": "{name} is wrong: {reason}.",
+    "type": "the returned value's type is {got}{detail}, where the exercise documents "
+            "{want}{hint}",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -479,6 +481,28 @@ def explained(name, reason):
 FAMILY_PATTERN = re.compile("|".join(
     re.escape(MESSAGES[key].split("{")[0]) for key in
     ("swap", "view", "reversed", "factors", "times", "plus", "shifted", "complement",
-     "diagonal", "localized", "step")) + r"|has \d+(?: = \w+)* entries; it should have"
+     "diagonal", "localized", "step", "type")) + r"|has \d+(?: = \w+)* entries; it should have"
     r"|the sizes are right but the axes|an extra axis of size|it lacks the \S+ axis"
     r"|\(the sizes in it: ")
+
+
+# ---------------------------------------------------------------------------- return types
+
+def wrong_type(value, documented, want, got_name=None):
+    """The type family: `value` (what the student's code returned) is no instance of the
+    `documented` type(s) (e.g. float: a 0-d tensor, an int or None is not one; a subclass,
+    numpy.float64, is). want: the documented type in words ("a Python float"); got_name:
+    the value's class name where type() cannot tell it (an object of the student's
+    process). The sentence, or None when the type is the documented one."""
+    documented = documented if isinstance(documented, tuple) else (documented,)
+    if isinstance(value, documented) and not (isinstance(value, bool) and bool not in documented):
+        return None
+    detail, hint = "", ""
+    if isinstance(value, torch.Tensor):
+        detail = f" (a {value.dim()}-d tensor of shape {tuple(value.shape)})"
+        if value.numel() == 1 and any(t in (float, int) for t in documented):
+            hint = ": .item() gives the Python number it holds"
+    elif value is None:
+        hint = ": a return statement is missing, or returns nothing"
+    return MESSAGES["type"].format(got=got_name or type(value).__name__, detail=detail,
+                                   want=want, hint=hint)

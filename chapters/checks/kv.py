@@ -40,6 +40,7 @@ from .common import (attempt, by_owner, call, check, close, construct, differs, 
                      load_weights, observe, passed, raised, random_inputs, reference, refusal,
                      revive, softmax_condition, type_name)
 from .common import current_dims, step_mistakes
+from . import common, diagnose
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
 
@@ -48,8 +49,6 @@ TILED = ("the key/value heads are tiled (heads 0, 1, 0, 1, ...), as kv.repeat(1,
          "does: query head i must use key/value head i // G, so each head is repeated G times "
          "in place (0, 0, 1, 1, ...): repeat_interleave(G, dim=1), or expand on a new axis "
          "after the head axis.")
-WRONG_GROUP = ("each key/value head was repeated num_kv_heads times instead of "
-               "G = num_heads // num_kv_heads times.")
 KV_FULL_SIZE = ("k_proj and v_proj map d_model to d_model, as in chapter 3: with shared "
                 "heads they map d_model to num_kv_heads * head_dim, the only place where "
                 "grouped-query attention saves parameters.")
@@ -81,8 +80,8 @@ ROTARY_TWICE = ("the cached keys are rotated again at every step: rotate each ke
 NO_ROTARY = "no rotary positions: rotate the queries and the new keys with apply_rotary."
 KEYS_ONLY = "only the keys were rotated: rotate the queries too, with the same positions."
 INTERLEAVED = ("you paired neighbouring features (2i, 2i + 1), the paper's layout: this course, "
-               "like Llama's rotate_half, pairs feature i with feature i + head_dim // 2 (the "
-               "two layouts differ by a permutation of the features).")
+               "like Hugging Face's rotate_half, pairs feature i with feature i + head_dim // 2 "
+               "(the two layouts differ by a permutation of the features).")
 WRONG_WAY = ("each pair is rotated the wrong way (by -angle): the rotation is "
              "(x1 cos - x2 sin, x1 sin + x2 cos).")
 FREQ_NO_2 = ("the frequencies are base ** (-i / head_dim): pair i turns at "
@@ -219,6 +218,13 @@ def _ref_run(state, x, h, g, chunks, mask="causal", variant=None, rotary=False):
     return torch.cat(outs, 1), torch.cat(conditions, 1), torch.cat(sizes, 1)
 
 
+def _formula_weights(state):
+    """The weights `state` ({"q_proj.weight": ...}) under the names of the formulas'
+    inputs ("q_w", "q_b", ..., "o_b"; None where there is no bias)."""
+    return {f"{attr[0]}_{part[0]}": state.get(f"{attr}.{part}") for attr in PROJECTIONS
+            for part in ("weight", "bias")}
+
+
 def _compare(actual, answers, name, dtype, hint, mistakes=None):
     """expect_close against answers = (expected, condition, size, {bug: output});
     mistakes: the formula's with one step left out or moved (common.step_mistakes)."""
@@ -236,7 +242,7 @@ def _repeat_answers(kv, num_heads):
 
 
 @check
-def repeat_kv(function, seed=0, batch=2, num_kv_heads=2, num_heads=6, L=4, head_dim=3,
+def repeat_kv(function, seed=0, batch=2, num_kv_heads=2, num_heads=6, L=5, head_dim=3,
               dtype=torch.float32):
     """The student's repeat_kv(kv, num_heads): (B, g, L, hd) -> (B, num_heads, L, hd),
     key/value head j serving query heads j*G .. j*G + G - 1."""
@@ -244,10 +250,7 @@ def repeat_kv(function, seed=0, batch=2, num_kv_heads=2, num_heads=6, L=4, head_
     expected, bugs = _repeat_answers(kv, num_heads)
     actual = call(function, kv.clone(), num_heads, name="repeat_kv")
     name = f"repeat_kv(kv of shape {tuple(kv.shape)}, num_heads={num_heads})"
-    expect_tensor(actual, name)
-    wrong = (batch, num_kv_heads * num_kv_heads, L, head_dim)
-    if tuple(actual.shape) == wrong and wrong != tuple(expected.shape):
-        fail(f"{name}: got shape {wrong}: {WRONG_GROUP}")
+    # (L = 5 by default, so that the size a wrong repeat gives, 4 = 2 * 2, is no quantity's)
     expect_tensor(actual, name, shape=expected.shape, dtype=dtype,
                   shape_names="(B, num_heads, L, head_dim)")
     expect_close(actual, expected, name, bugs=bugs, dtype=dtype,
@@ -316,14 +319,9 @@ def gqa_structure(cls, d_model=16, num_heads=4, num_kv_heads=2, bias=True):
         if proj is None:
             fail(f"GroupedQueryAttention({shown}) has no attribute `{attr}`. {INTERFACE}")
         weight, b = proj["weight"], proj["bias"]
-        expect_tensor(weight, f"{attr}.weight")
         shape = answers["shapes"][attr]
-        if tuple(weight.shape) != shape:
-            if attr in ("k_proj", "v_proj") and tuple(weight.shape) == (d_model, d_model):
-                fail(f"{attr}.weight has shape {tuple(weight.shape)}, expected {shape}: "
-                     + KV_FULL_SIZE)
-            fail(f"{attr}.weight has shape {tuple(weight.shape)}, expected {shape} = "
-                 "(out_features, in_features).")
+        expect_tensor(weight, f"{attr}.weight", shape=shape,
+                      shape_names="(out_features, in_features)")
         if bias and (not isinstance(b, torch.Tensor) or tuple(b.shape) != (shape[0],)):
             fail(f"{attr}.bias should be a tensor of shape ({shape[0]},) when bias=True.")
         if not bias and b is not None:
@@ -433,9 +431,7 @@ def gqa_forward(cls, seed=0, batch=2, L=6, d_model=16, num_heads=4, num_kv_heads
                       shape_names="(B, L, d_model)")
         # the formula with one step left out or moved (checks/diagnose.py), for a mistake
         # that no entry of the tables names
-        inputs = {"query": x, "key": x, "value": x, "mask": mask,
-                  **{f"{n[0]}_{part[0]}": state.get(f"{n}.{part}") for n in PROJECTIONS
-                     for part in ("weight", "bias")}}
+        inputs = {"query": x, "key": x, "value": x, "mask": mask, **_formula_weights(state)}
         _compare(output, answer, name, dtype,
                  hint="Project, split into num_heads query heads and num_kv_heads key/value "
                       "heads, repeat_kv, attend per head, merge, out_proj.",
@@ -508,17 +504,31 @@ def _number(got, shown):
     return got
 
 
-def _judge_counts(rows, formula):
-    """rows: [(shown, got, expected, {bug: value})]. Fail naming the bug that explains every
-    wrong row, else with the formula."""
+def _judge_counts(rows, formula, mistakes):
+    """rows: [(shown, got, expected, {bug: value})], one per configuration; mistakes: the
+    formula's values with one step left out or moved (common.step_mistakes), a tensor of one
+    entry per configuration each. Fail naming the bug that explains every wrong row, else
+    the family that fits all rows (diagnose.explain), else with the formula."""
     wrong = [r for r in rows if r[1] != r[2]]
     if not wrong:
         return
     shown, got, expected, bugs = wrong[0]
-    for message in bugs:
+    for message in bugs if common.TABLES else ():
         if all(r[1] == r[3][message] for r in rows):
             fail(f"{shown} returned {got}, expected {expected}: {message}")
+    actual, right = (torch.tensor([float(r[i]) for r in rows], dtype=torch.float64)
+                     for i in (1, 2))
+    reason = diagnose.explain(actual, right, lambda a, b: close(a, b, torch.float64),
+                              actual != right, current_dims(), ("configuration",), mistakes)
+    if reason:
+        fail(diagnose.explained(f"{shown} = {got} (expected {expected})", reason))
     fail(f"{shown} returned {got}, expected {expected}. {formula}")
+
+
+def _config_tensors(configs, names):
+    """{name: tensor of one entry per configuration} of `configs` (tuples of numbers in the
+    order of `names`; None and bools become ints): the formulas' inputs."""
+    return {name: torch.tensor([int(c[i]) for c in configs]) for i, name in enumerate(names)}
 
 
 @reference
@@ -562,8 +572,10 @@ def count_gqa_parameters(fn, seed=0):
         shown = f"count_gqa_parameters({d}, {h}, {g}, bias={bias})"
         rows.append((shown, _number(call(fn, d, h, g, bias=bias, name=shown), shown), expected,
                      bugs))
+    inputs = _config_tensors(configs, ("d_model", "num_heads", "num_kv_heads", "bias"))
     _judge_counts(rows, "W_Q and W_O are d_model x d_model, W_K and W_V d_model x "
-                        "(num_kv_heads * head_dim), plus one bias per output feature.")
+                        "(num_kv_heads * head_dim), plus one bias per output feature.",
+                  step_mistakes("GQA parameter count", inputs, current_dims()))
     _, error = attempt(fn, 32, 8, 3)
     if error is None or error[0] != "ValueError":
         if error is not None and error[0] == "NotImplementedError":
@@ -609,8 +621,12 @@ def count_kv_cache_bytes(fn, seed=0):
         shown = "count_kv_cache_bytes(" + _shown((layers, g, hd), extra) + ")"
         rows.append((shown, _number(call(fn, layers, g, hd, name=shown, **extra), shown),
                      expected, bugs))
+    inputs = _config_tensors([(layers, g, hd, 2 if nbytes is None else nbytes)
+                              for layers, g, hd, nbytes in configs],
+                             ("num_layers", "num_kv_heads", "head_dim", "bytes_per_value"))
     _judge_counts(rows, "Per token: a key and a value (2) of head_dim numbers, for each "
-                        "key/value head of each layer, bytes_per_value bytes each.")
+                        "key/value head of each layer, bytes_per_value bytes each.",
+                  step_mistakes("KV-cache bytes", inputs, current_dims()))
     passed(f"count_kv_cache_bytes is exact on {len(rows)} configurations")
 
 
@@ -768,10 +784,15 @@ def _decoding(fn, cache_cls, name, seed, batch, d_model, num_heads, num_kv_heads
             fail(f"len(cache) after {shown} is {length!r}, expected {start + n}.{hint}")
         sl = slice(start, start + n)
         step_bugs = {m: b[:, sl] for m, b in bugs.items()}
+        # this call's formula, the cache holding the right keys and values of the positions
+        # before it (the first call that goes wrong is the one judged)
+        inputs = {"x": x[:, :start + n], "start": start, **_formula_weights(state)}
         _compare(result, (expected[:, sl], condition[:, sl], size[:, sl], step_bugs),
                  f"the output of {shown}", dtype,
                  hint="It must equal the row of full causal attention over the whole sequence "
-                      "at the same positions.")
+                      "at the same positions.",
+                 mistakes=step_mistakes("cached attention", inputs, current_dims(),
+                                        num_heads=h, num_kv_heads=g, rotary=rotary))
         start += n
     passed(f"{name} ({layer}, {dtype}): a prompt of {chunks[0]}, then "
            f"{len(chunks) - 1} more calls ({chunks[1:]} positions), every output equals full "
@@ -852,6 +873,8 @@ def apply_rotary(fn, seed=0, batch=2, num_heads=2, L=5, head_dim=8, start=3,
     expect_close(actual, expected, name, bugs=bugs, dtype=dtype,
                  scale=x.double().abs().amax(-1, keepdim=True),
                  condition=1 + int(positions.abs().max()),
+                 mistakes=step_mistakes("rotary", {"x": x, "positions": positions},
+                                        current_dims()),
                  hint="Pair feature i with i + head_dim // 2, angle position * "
                       "base ** (-2 i / head_dim).")
     passed(f"apply_rotary ({dtype}): equals the reference for positions {positions.tolist()}, "
@@ -903,7 +926,8 @@ def _equivariance_setup(seed, batch, L, d_model, num_heads, dtype):
 @reference
 def _equivariance_answers(state, d_model, num_heads, positions, x, perm):
     """For the plain layer and the one with positions: (expected gap, size of the outputs,
-    {bug: gap})."""
+    {bug: gap}, the formula's inputs: {"output": layer(x), "permuted": layer(x[:, perm]),
+    "perm": perm})."""
     state64 = {n: t.double() for n, t in state.items()}
     answers = []
     for pos in (None, positions.double()):
@@ -915,7 +939,7 @@ def _equivariance_answers(state, d_model, num_heads, positions, x, perm):
             NOT_PERMUTED: (permuted - out).abs().max().item(),
             INVERSE_PERM: (permuted - out[:, perm.argsort()]).abs().max().item(),
             MEAN_GAP: diff.mean().item(),
-        }))
+        }, {"output": out, "permuted": permuted, "perm": perm}))
     return answers
 
 
@@ -927,7 +951,7 @@ def equivariance_gap(fn, seed=0, batch=2, L=6, d_model=8, num_heads=2, dtype=tor
     state, positions, x, perm = _equivariance_setup(seed, batch, L, d_model, num_heads, dtype)
     answers = _equivariance_answers(state, d_model, num_heads, positions, x, perm)
     labels = ("attention without positions", "attention with position vectors added")
-    for label, pos, (expected, size, bugs) in zip(labels, (None, positions), answers):
+    for label, pos, (expected, size, bugs, inputs) in zip(labels, (None, positions), answers):
         # the layer is the course's own (given: built where the student's code runs, from the
         # grader's weights); the number the student's function returns is judged against the
         # grader's own gap, so a layer replaced there never changes the answer to match
@@ -935,20 +959,19 @@ def equivariance_gap(fn, seed=0, batch=2, L=6, d_model=8, num_heads=2, dtype=tor
         seen = observe(fn, layer, x.clone(), perm.clone())
         raised(seen.error, f"equivariance_gap ({label})")
         returned = revive(seen.result)
-        if not isinstance(returned, float):  # numpy.float64 is a float too
-            fail(f"equivariance_gap ({label}) returned {type_name(returned)}"
-                 + (" (a 0-d tensor: call .item())" if isinstance(returned, torch.Tensor)
-                    else "") + ": the exercise asks for a Python float.")
+        # the documented return type: a Python float (numpy.float64 is one too)
+        wrong_type = diagnose.wrong_type(returned, float, "a Python float",
+                                         type_name(returned))
+        if wrong_type:
+            fail(f"equivariance_gap ({label}) {wrong_type}.")
         got = _number(returned, f"equivariance_gap({label})")
-        got_t, exp_t = torch.tensor([float(got)]), torch.tensor([expected])
-        if close(got_t, exp_t, dtype, scale=size):
-            continue
-        named = [message for message, value in bugs.items()
-                 if close(got_t, torch.tensor([value]), dtype, scale=size)]
-        if named:  # (more than one: the number cannot tell them apart, so both are named)
-            fail(f"equivariance_gap ({label}) returned {got:.6g}, expected {expected:.6g}: "
-                 + " Or: ".join(named))
-        fail(f"equivariance_gap ({label}) returned {got:.6g}, expected {expected:.6g} "
-             "(rounding aside): max |layer(x[:, perm]) - layer(x)[:, perm]| over all entries.")
+        one = {"dtype": torch.float64}
+        expect_close(torch.tensor([float(got)], **one), torch.tensor([expected], **one),
+                     f"equivariance_gap ({label}) = {got:.6g} (expected {expected:.6g})",
+                     bugs={m: torch.tensor([v], **one) for m, v in bugs.items()},
+                     mistakes=step_mistakes("equivariance gap", inputs, current_dims()),
+                     dtype=dtype, scale=size,
+                     hint="Return max |layer(x[:, perm]) - layer(x)[:, perm]| over all entries "
+                          "(rounding aside).")
     passed(f"equivariance_gap ({dtype}, perm {perm.tolist()}): {answers[0][0]:.2g} (rounding) "
            f"for attention without positions, {answers[1][0]:.3g} with position vectors")

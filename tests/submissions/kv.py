@@ -167,7 +167,7 @@ def count_kv_cache_bytes(num_layers, num_kv_heads, head_dim, bytes_per_value=2):
         "equivariance_gap": _replaced("equivariance_gap", ".abs().max().item()",
                                       ".abs().max().double().numpy()[()]"),
     },
-    # Llama's rotate_half with (L, head_dim) tables; positions read through the cache's keys
+    # Hugging Face's rotate_half with (L, head_dim) tables; positions read through the cache's keys
     "rotate_half": {
         "rotary": _replace_def("rotary", "apply_rotary", '''def apply_rotary(x, positions, base=10000.0):
     cos, sin = rotary_angles(positions, x.shape[-1], base)
@@ -204,15 +204,15 @@ BUGS = {
                                   "    return groups.reshape(B, num_heads, L, head_dim)                  # (B, h, L, hd)",
                                   "    return kv.repeat_interleave(num_kv_heads, dim=1)")),
         fails=["test_repeat_kv", "test_gqa_forward"] + DECODING,
-        diagnosis=r"repeated num_kv_heads times instead of\s+G"),
+        diagnosis=r"the num_heads axis has 4 entries; it should have 6 = num_heads"),
     "kv_projections_full_size": Bug(
         cells=_edit("GroupedQueryAttention",
                     ("self.k_proj = nn.Linear(d_model, kv_size", "self.k_proj = nn.Linear(d_model, d_model"),
                     ("self.v_proj = nn.Linear(d_model, kv_size", "self.v_proj = nn.Linear(d_model, d_model")),
         fails=["test_gqa_structure", "test_gqa_forward",
                "test_cached_attention"],  # forward(x, cache=...) too
-        diagnosis=r"k_proj.weight has shape \(16, 16\), expected \(8, 16\): k_proj and v_proj map "
-                  r"d_model to d_model"),
+        diagnosis=r"k_proj.weight: expected shape \(8, 16\).*got \(16, 16\)\. In words: the "
+                  r"out_features axis has 16 = d_model entries; it should have 8"),
     "head_dim_from_kv_heads": Bug(
         cells=_edit("GroupedQueryAttention", ("self.head_dim = d_model // num_heads",
                                               "self.head_dim = d_model // num_kv_heads")),
@@ -356,8 +356,8 @@ BUGS = {
     "equivariance_returns_tensor": Bug(
         cells=_edit("equivariance_gap", (".abs().max().item()", ".abs().max()")),
         fails=["test_equivariance_gap"],
-        diagnosis=r"returned Tensor \(a 0-d tensor: call \.item\(\)\): the exercise asks "
-                  r"for a Python float"),
+        diagnosis=r"the returned value's type is Tensor \(a 0-d tensor of shape \(\)\), where "
+                  r"the exercise documents a Python float: \.item\(\)"),
     "rotary_interleaved_pairs": Bug(
         cells={"rotary": _replace_def("rotary", "apply_rotary", '''def apply_rotary(x, positions, base=10000.0):
     cos, sin = (t.to(x.dtype) for t in rotary_angles(positions, x.shape[-1], base))
