@@ -219,9 +219,13 @@ FORMULAS["multi-head weights"] = (
 
 # ==== chapter 6: shared keys and values, the KV cache, positions ==========================
 
-FORMULAS["grouped-query attention"] = (
-    lambda dims, num_heads, num_kv_heads: multihead_formula(dims, num_heads,
-                                                            num_kv_heads=num_kv_heads))
+def grouped_query_formula(dims, num_heads, num_kv_heads):
+    """Multi-head attention whose keys and values have num_kv_heads heads, each repeated for
+    num_heads // num_kv_heads query heads (multihead_formula)."""
+    return multihead_formula(dims, num_heads, num_kv_heads=num_kv_heads)
+
+
+FORMULAS["grouped-query attention"] = grouped_query_formula
 
 
 def _rotate(x, positions, base=10000.0, pairs="halves", written="halves", exponent=2.0,
