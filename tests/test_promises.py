@@ -28,11 +28,9 @@ UNEXERCISED = {
     "03_mha": {"MultiHeadAttention.forward.mask"},
     # causal_mask(q_len, k_len=None, device=None): no check asks for a device
     "04_masks": {"causal_mask.device"},
-    # rotary's base (10000 by default) is never changed by a check; project_heads,
-    # attend_heads and decoding_causal_mask are helpers of the solution cells, checked only
-    # through GroupedQueryAttention and cached_attention, which call them
-    "06_kv": {"apply_rotary.base", "rotary_cached_attention.base",
-              "attend_heads.attn", "attend_heads.k", "attend_heads.mask", "attend_heads.q",
+    # project_heads, attend_heads and decoding_causal_mask are helpers of the solution
+    # cells, checked only through GroupedQueryAttention and cached_attention, which call them
+    "06_kv": {"attend_heads.attn", "attend_heads.k", "attend_heads.mask", "attend_heads.q",
               "attend_heads.v", "decoding_causal_mask.L_new", "decoding_causal_mask.T",
               "decoding_causal_mask.device", "project_heads.attn", "project_heads.x"},
 }

@@ -228,7 +228,10 @@ def grouped_query_formula(dims, num_heads, num_kv_heads):
 FORMULAS["grouped-query attention"] = grouped_query_formula
 
 
-def _rotate(x, positions, base=10000.0, pairs="halves", written="halves", exponent=2.0,
+ROTARY_BASE = 10000.0  # rotary's default base
+
+
+def _rotate(x, positions, base=ROTARY_BASE, pairs="halves", written="halves", exponent=2.0,
             sign=1.0):
     """Rotary positions on x (..., L, hd) at `positions` (L,): pair i of each row turns by
     position * base ** (-exponent * i / hd). pairs: which features form pair i, "halves"
@@ -246,7 +249,7 @@ def _rotate(x, positions, base=10000.0, pairs="halves", written="halves", expone
     return torch.stack(turned, -1).flatten(-2)
 
 
-def rotary_formula(dims, base=10000.0):
+def rotary_formula(dims, base=ROTARY_BASE):
     """apply_rotary(x, positions, base): the pairs (i, i + head_dim // 2) of x (..., L, hd)
     turned by position * base ** (-2 i / head_dim). Inputs "x", "positions" (L,)."""
     def rotate(**how):
@@ -266,13 +269,16 @@ def rotary_formula(dims, base=10000.0):
         "turns each pair by -angle (the other way)": rotate(sign=-1.0),
         "uses the frequencies base ** (-i / head_dim) (without the 2)": rotate(exponent=1.0),
         "ignores the positions given and uses 0 .. L - 1": rotate_at_0_to_L}}
+    if base != ROTARY_BASE:
+        variants["rotation"][f"ignores base={base:g} and uses the default {ROTARY_BASE:g}"] = (
+            lambda _v, x: _rotate(x["x"], x["positions"], ROTARY_BASE))
     return Formula(steps, variants)
 
 
 FORMULAS["rotary"] = rotary_formula
 
 
-def cached_attention_formula(dims, num_heads, num_kv_heads, rotary=False, base=10000.0):
+def cached_attention_formula(dims, num_heads, num_kv_heads, rotary=False, base=ROTARY_BASE):
     """One call of cached_attention (rotary_cached_attention with `rotary`): the queries of
     the last L_new positions of x attend, under the causal mask aligned at the bottom-right
     corner, over the cached keys and values of the first `start` positions and their own.
@@ -289,10 +295,10 @@ def cached_attention_formula(dims, num_heads, num_kv_heads, rotary=False, base=1
         new = torch.arange(T - start) if restart else torch.arange(start, T)
         return torch.cat([torch.arange(start), new])
 
-    def rotate(names="qk", restart=False):
+    def rotate(names="qk", restart=False, turn=base):
         def step(st, x):
             at = positions(x, restart)
-            return _with(st, **{n: _rotate(st[n], at, base) for n in names})
+            return _with(st, **{n: _rotate(st[n], at, turn) for n in names})
         return step
 
     def new_queries(st, x):
@@ -350,6 +356,9 @@ def cached_attention_formula(dims, num_heads, num_kv_heads, rotary=False, base=1
             ".. len(cache) + L_new - 1)": rotate(restart=True),
             "rotates the values too (rotary turns queries and keys only)": rotate("qkv"),
             "rotates the keys only, not the queries": rotate("k")}
+        if base != ROTARY_BASE:
+            variants["rotary"][f"ignores base={base:g} and uses the default "
+                               f"{ROTARY_BASE:g}"] = rotate(turn=ROTARY_BASE)
         variants["cache"]["rotates the cached keys again, every key by its position, "
                           "although each was rotated once before it was cached"] = (
             rotate_cached_again)

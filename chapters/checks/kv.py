@@ -86,6 +86,9 @@ WRONG_WAY = ("each pair is rotated the wrong way (by -angle): the rotation is "
              "(x1 cos - x2 sin, x1 sin + x2 cos).")
 FREQ_NO_2 = ("the frequencies are base ** (-i / head_dim): pair i turns at "
              "base ** (-2 i / head_dim), i = 0 .. head_dim // 2 - 1.")
+BASE_IGNORED = ("the base argument is ignored (10000 is used): the frequencies are "
+                "base ** (-2 i / head_dim) with the base given (pass it on to apply_rotary).")
+ROTARY_BASE = 10000.0  # rotary's default base (Su et al.; apply_rotary's default)
 POSITIONS_IGNORED = ("the positions argument is ignored (you used 0 .. L - 1): rotate by the "
                      "positions given.")
 NOT_PERMUTED = ("you compared layer(x[:, perm]) with layer(x) itself: equivariance says the "
@@ -131,15 +134,16 @@ def _weights(d_model, num_heads, num_kv_heads, bias, seed, dtype):
 
 
 @reference
-def _ref_rotate(x, positions, variant=None):
+def _ref_rotate(x, positions, variant=None, base=ROTARY_BASE):
     """Rotary position embedding in float64, halves layout: pair (i, i + hd/2) of the row at
-    position p turns by p * 10000 ** (-2i / hd). variant: a catalogued mistake."""
+    position p turns by p * base ** (-2i / hd). variant: a catalogued mistake."""
     x = x.double()
     hd = x.shape[-1]
     P = hd // 2
     positions = torch.arange(x.shape[-2]) if variant == "positions_ignored" else positions
     exponent = torch.arange(P, dtype=torch.float64) / hd * (1 if variant == "freq_no_2" else 2)
-    angles = positions.double()[:, None] * 10000.0 ** (-exponent)            # (L, P)
+    base = ROTARY_BASE if variant == "base_ignored" else base
+    angles = positions.double()[:, None] * base ** (-exponent)               # (L, P)
     cos, sin = angles.cos(), angles.sin()
     if variant == "wrong_way":
         sin = -sin
@@ -151,9 +155,11 @@ def _ref_rotate(x, positions, variant=None):
 
 
 @reference
-def _ref_run(state, x, h, g, chunks, mask="causal", variant=None, rotary=False):
+def _ref_run(state, x, h, g, chunks, mask="causal", variant=None, rotary=False,
+             base=ROTARY_BASE):
     """Attention of x (B, L, D) under the weights `state`, in float64, computed chunk by chunk
-    as a KV cache does (chunks: the lengths of the successive calls). mask: "causal"
+    as a KV cache does (chunks: the lengths of the successive calls; rotary: with rotary
+    positions of that base on queries and keys). mask: "causal"
     (bottom-right aligned in each call), None or an explicit boolean mask for a single chunk.
     Returns (output (B, L, D), the softmax_condition of the scores, largest per row, (B, L),
     the largest |value| per row of outputs, (B, L))."""
@@ -174,18 +180,21 @@ def _ref_run(state, x, h, g, chunks, mask="causal", variant=None, rotary=False):
         if rotary:
             pos = torch.arange(n) if variant == "offset_forgotten" else torch.arange(start,
                                                                                      start + n)
+            if variant == "base_ignored":
+                base = ROTARY_BASE
             if variant != "no_rotary":
-                k = _ref_rotate(k, pos)
+                k = _ref_rotate(k, pos, base=base)
                 if variant != "keys_only":
-                    q = _ref_rotate(q, pos)
+                    q = _ref_rotate(q, pos, base=base)
                 if variant == "rotary_values":
-                    v = _ref_rotate(v, pos)
+                    v = _ref_rotate(v, pos, base=base)
         keys = k if keys is None else torch.cat([keys, k], 2)                 # (B, g, T, hd)
         values = v if values is None else torch.cat([values, v], 2)
         if variant == "new_only":
             keys, values = k, v
         T = keys.shape[2]
-        kk = _ref_rotate(keys, torch.arange(T)) if variant == "rotary_twice" else keys
+        kk = (_ref_rotate(keys, torch.arange(T), base=base) if variant == "rotary_twice"
+              else keys)
         if variant == "tiled":
             kk, vv = kk.repeat(1, G, 1, 1), values.repeat(1, G, 1, 1)          # (B, h, T, hd)
         else:
@@ -727,11 +736,11 @@ def _stand_in(attrs, state):
 
 
 @reference
-def _decode_answers(state, x, h, g, chunks, rotary):
+def _decode_answers(state, x, h, g, chunks, rotary, base=ROTARY_BASE):
     """(expected (B, L, D): full causal attention in one chunk, condition, size,
     {bug: output of the whole run in `chunks`})."""
     L = x.shape[1]
-    expected, condition, size = _ref_run(state, x, h, g, [L], rotary=rotary)
+    expected, condition, size = _ref_run(state, x, h, g, [L], rotary=rotary, base=base)
     variants = {TOP_LEFT: "top_left", OFFSET_SIGN: "offset_sign", NO_CAUSAL: "no_causal",
                 NEW_ONLY: "new_only"}
     if h != g:
@@ -740,18 +749,22 @@ def _decode_answers(state, x, h, g, chunks, rotary):
         variants.update({OFFSET_FORGOTTEN: "offset_forgotten", ROTARY_VALUES: "rotary_values",
                          ROTARY_TWICE: "rotary_twice", NO_ROTARY: "no_rotary",
                          KEYS_ONLY: "keys_only"})
-    bugs = {m: _ref_run(state, x, h, g, chunks, variant=v, rotary=rotary)[0]
+        if base != ROTARY_BASE:
+            variants[BASE_IGNORED] = "base_ignored"
+    bugs = {m: _ref_run(state, x, h, g, chunks, variant=v, rotary=rotary, base=base)[0]
             for m, v in variants.items()}
     return expected, condition, size, bugs
 
 
 def _decoding(fn, cache_cls, name, seed, batch, d_model, num_heads, num_kv_heads, chunks,
-              dtype, rotary):
+              dtype, rotary, base=ROTARY_BASE):
     chunks = list(chunks)
     h, g = num_heads, num_kv_heads or num_heads
     state = _weights(d_model, h, g, True, seed, dtype)
     (x,) = random_inputs((batch, sum(chunks), d_model), seed=seed + 1, dtype=dtype)
-    expected, condition, size, bugs = _decode_answers(state, x, h, g, chunks, rotary)
+    expected, condition, size, bugs = _decode_answers(state, x, h, g, chunks, rotary, base)
+    # rotary_cached_attention's base, passed as its signature promises (cached_attention has none)
+    options = {"base": base} if rotary else {}
     attrs = {"d_model": d_model, "num_heads": h, "head_dim": d_model // h}
     if num_kv_heads is not None:
         attrs["num_kv_heads"] = g
@@ -770,8 +783,9 @@ def _decoding(fn, cache_cls, name, seed, batch, d_model, num_heads, num_kv_heads
     for i, n in enumerate(chunks):
         what = "the prompt" if i == 0 else f"step {i} (position {start})" if n == 1 else \
             f"call {i + 1} (positions {start}..{start + n - 1})"
-        shown = f"{name}(attn, x_new of {n} position{'s' * (n > 1)}, cache), {what}"
-        seen = observe(fn, attn, x[:, start:start + n].clone(), cache)
+        shown = (f"{name}(attn, x_new of {n} position{'s' * (n > 1)}, cache"
+                 + "".join(f", {k}={v:g}" for k, v in options.items()) + f"), {what}")
+        seen = observe(fn, attn, x[:, start:start + n].clone(), cache, **options)
         raised(seen.error, shown)
         result = revive(seen.result)
         length, _ = attempt(len, cache)
@@ -792,7 +806,8 @@ def _decoding(fn, cache_cls, name, seed, batch, d_model, num_heads, num_kv_heads
                  hint="It must equal the row of full causal attention over the whole sequence "
                       "at the same positions.",
                  mistakes=step_mistakes("cached attention", inputs, current_dims(),
-                                        num_heads=h, num_kv_heads=g, rotary=rotary))
+                                        num_heads=h, num_kv_heads=g, rotary=rotary,
+                                        **options))
         start += n
     passed(f"{name} ({layer}, {dtype}): a prompt of {chunks[0]}, then "
            f"{len(chunks) - 1} more calls ({chunks[1:]} positions), every output equals full "
@@ -811,11 +826,12 @@ def cached_attention(fn, cache_cls, seed=0, batch=2, d_model=16, num_heads=4, nu
 
 @check
 def rotary_cached_attention(fn, cache_cls, seed=0, batch=2, d_model=16, num_heads=4,
-                            num_kv_heads=2, chunks=(3, 1, 1, 1), dtype=torch.float32):
-    """fn(attn, x_new, cache) with rotary positions on queries and keys: every step equals
-    full causal rotary attention over the whole sequence."""
+                            num_kv_heads=2, chunks=(3, 1, 1, 1), dtype=torch.float32,
+                            base=ROTARY_BASE):
+    """fn(attn, x_new, cache, base=base) with rotary positions on queries and keys: every
+    step equals full causal rotary attention over the whole sequence."""
     _decoding(fn, cache_cls, "rotary_cached_attention", seed, batch, d_model, num_heads,
-              num_kv_heads, chunks, dtype, rotary=True)
+              num_kv_heads, chunks, dtype, rotary=True, base=base)
 
 
 # ----------------------------------------------------------------------------- apply_rotary
@@ -831,24 +847,28 @@ def _rotary_inputs(seed, batch, num_heads, L, head_dim, start, dtype):
 
 
 @reference
-def _rotary_answers(x, positions):
+def _rotary_answers(x, positions, base=ROTARY_BASE):
     variants = {INTERLEAVED: "interleaved", WRONG_WAY: "wrong_way", FREQ_NO_2: "freq_no_2"}
     if not torch.equal(positions, torch.arange(x.shape[-2])):
         variants[POSITIONS_IGNORED] = "positions_ignored"
-    return _ref_rotate(x, positions), {m: _ref_rotate(x, positions, v)
-                                       for m, v in variants.items()}
+    if base != ROTARY_BASE:
+        variants[BASE_IGNORED] = "base_ignored"
+    return _ref_rotate(x, positions, base=base), {m: _ref_rotate(x, positions, v, base)
+                                                  for m, v in variants.items()}
 
 
 @check
 def apply_rotary(fn, seed=0, batch=2, num_heads=2, L=5, head_dim=8, start=3,
-                 dtype=torch.float32):
-    """fn(x, positions) rotates feature pairs (i, i + hd/2): equal to the reference, norms
-    kept, and scores q . k that depend only on the offset of the two positions."""
+                 dtype=torch.float32, base=ROTARY_BASE):
+    """fn(x, positions, base=base) rotates feature pairs (i, i + hd/2): equal to the
+    reference, norms kept, and scores q . k that depend only on the offset of the two
+    positions."""
     x, positions, q, k, (m, n, shift) = _rotary_inputs(seed, batch, num_heads, L, head_dim,
                                                        start, dtype)
-    expected, bugs = _rotary_answers(x, positions)
-    name = f"apply_rotary(x of shape {tuple(x.shape)}, positions {positions.tolist()})"
-    actual = call(fn, x.clone(), positions.clone(), name="apply_rotary")
+    expected, bugs = _rotary_answers(x, positions, base)
+    name = (f"apply_rotary(x of shape {tuple(x.shape)}, positions {positions.tolist()}, "
+            f"base={base:g})")
+    actual = call(fn, x.clone(), positions.clone(), base=base, name="apply_rotary")
     expect_tensor(actual, name, shape=x.shape, dtype=dtype, shape_names="(B, h, L, head_dim)")
     # properties first: they need no answer, and say what kind of mistake it is
     norms = actual.double().norm(dim=-1)
@@ -857,8 +877,10 @@ def apply_rotary(fn, seed=0, batch=2, num_heads=2, L=5, head_dim=8, start=3,
                  "(x1, x2) must become (x1 cos - x2 sin, x1 sin + x2 cos).")
 
     def score(i, j):
-        qi = call(fn, q.view(1, head_dim).clone(), torch.tensor([i]), name="apply_rotary")
-        kj = call(fn, k.view(1, head_dim).clone(), torch.tensor([j]), name="apply_rotary")
+        qi = call(fn, q.view(1, head_dim).clone(), torch.tensor([i]), base=base,
+                  name="apply_rotary")
+        kj = call(fn, k.view(1, head_dim).clone(), torch.tensor([j]), base=base,
+                  name="apply_rotary")
         return (qi.double() * kj.double()).sum()
 
     before, after = score(m, n), score(m + shift, n + shift)
@@ -874,10 +896,11 @@ def apply_rotary(fn, seed=0, batch=2, num_heads=2, L=5, head_dim=8, start=3,
                  scale=x.double().abs().amax(-1, keepdim=True),
                  condition=1 + int(positions.abs().max()),
                  mistakes=step_mistakes("rotary", {"x": x, "positions": positions},
-                                        current_dims()),
+                                        current_dims(), base=base),
                  hint="Pair feature i with i + head_dim // 2, angle position * "
                       "base ** (-2 i / head_dim).")
-    passed(f"apply_rotary ({dtype}): equals the reference for positions {positions.tolist()}, "
+    passed(f"apply_rotary ({dtype}, base={base:g}): equals the reference for positions "
+           f"{positions.tolist()}, "
            "keeps every row's norm, and q . k depends only on the offset "
            f"(positions {m}, {n} and {m + shift}, {n + shift})")
 
@@ -967,7 +990,8 @@ def equivariance_gap(fn, seed=0, batch=2, L=6, d_model=8, num_heads=2, dtype=tor
         got = _number(returned, f"equivariance_gap({label})")
         one = {"dtype": torch.float64}
         expect_close(torch.tensor([float(got)], **one), torch.tensor([expected], **one),
-                     f"equivariance_gap ({label}) = {got:.6g} (expected {expected:.6g})",
+                     f"equivariance_gap ({label}) returned {got:.6g}, expected {expected:.6g}: "
+                     "the gap",
                      bugs={m: torch.tensor([v], **one) for m, v in bugs.items()},
                      mistakes=step_mistakes("equivariance gap", inputs, current_dims()),
                      dtype=dtype, scale=size,

@@ -411,4 +411,17 @@ BUGS = {
             "k = apply_rotary(k, positions, base)")),
         fails=["test_rotary_decoding"],
         diagnosis=r"only the keys were rotated"),
+    # rotary's base, which the hidden tests change (base=100, base=500): ignored by
+    # apply_rotary, or not passed on to it by rotary_cached_attention
+    "rotary_base_ignored": Bug(
+        cells=_edit("rotary", ("rotary_angles(positions, x.shape[-1], base)",
+                               "rotary_angles(positions, x.shape[-1])")),
+        fails=["test_apply_rotary", "test_rotary_decoding"],
+        diagnosis=r"base=100\).*the base argument is ignored \(10000 is used\)"),
+    "rotary_cached_base_not_passed": Bug(
+        cells=_edit("rotary", (
+            "q, k = apply_rotary(q, positions, base), apply_rotary(k, positions, base)",
+            "q, k = apply_rotary(q, positions), apply_rotary(k, positions)")),
+        fails=["test_rotary_decoding"],
+        diagnosis=r"the base argument is ignored \(10000 is used\)"),
 }
