@@ -120,11 +120,14 @@ def test_forward_without_repeat_fails_although_mqa_broadcasts():
 
 
 def test_a_top_left_mask_is_named_at_the_first_step_after_the_prefill():
-    """With chapter 4's top-left mask the prefill (L_new == T) is right: the check must
-    name the first decoding step, not the prompt."""
+    """With chapter 4's top-left mask the prefill (L_new == T) is right: the decoding check
+    must name the first decoding step, not the prompt (the test cell's mask check, which
+    comes first, names the mask itself)."""
     namespace = _with("decoding", ".tril(T - L_new)", ".tril()")
-    message = CHAPTER.run("test_cached_attention", namespace, hidden=False)
+    message = CHAPTER.run("check.cached_attention(cached_attention, KVCache)", namespace)
     assert "step 1 (position 3)" in message and "off by one" in message, message
+    message = CHAPTER.run("test_cached_attention", namespace, hidden=False)
+    assert "decoding_causal_mask(3, 4) is wrong: off by one" in message, message
 
 
 def test_checks_do_not_touch_the_global_rng(reference):

@@ -1,8 +1,10 @@
 """Checks of chapter 6: heads that share keys and values, and decoding with a cache.
 
-repeat_kv, GroupedQueryAttention (structure and forward), count_gqa_parameters,
-count_kv_cache_bytes, KVCache, cached_attention, apply_rotary, rotary_cached_attention
-and equivariance_gap.
+repeat_kv, GroupedQueryAttention (structure, forward, and forward with a cache),
+count_gqa_parameters, count_kv_cache_bytes, KVCache, decoding_causal_mask, cached_attention,
+apply_rotary, rotary_cached_attention and equivariance_gap. A wrong value that no entry of
+the tables names is named by the families of diagnose.py, with the exercise's formula as
+steps (formulas.py's chapter 6 section) where it has one.
 
 The expected outputs come from float64 references in this module (checked against
 F.scaled_dot_product_attention(enable_gqa=True) where it applies); the outputs of the
@@ -13,9 +15,11 @@ every step with the rows of full causal attention over the whole sequence.
 Interfaces the checks use:
     GroupedQueryAttention(d_model, num_heads, num_kv_heads, *, bias=True), attributes
     d_model, num_heads, num_kv_heads, head_dim and the nn.Linear q_proj, k_proj, v_proj,
-    out_proj (overwritten in place by the checks); forward(x, mask=None) -> (B, L, d_model).
+    out_proj (overwritten in place by the checks); forward(x, mask=None, cache=None) ->
+    (B, L, d_model).
     KVCache(): len(cache), cache.keys / cache.values, append(keys, values) -> (keys, values).
-    cached_attention(attn, x_new, cache) and rotary_cached_attention(attn, x_new, cache),
+    decoding_causal_mask(L_new, T) -> (L_new, T) bool.
+    cached_attention(attn, x_new, cache) and rotary_cached_attention(attn, x_new, cache, base),
     where attn has q_proj, k_proj, v_proj, out_proj, num_heads, head_dim and, for grouped
     heads, num_kv_heads (chapter 3's layer has none: then num_kv_heads = num_heads).
 
@@ -716,6 +720,31 @@ def kv_cache(cls, seed=0, batch=2, num_kv_heads=2, head_dim=3, lengths=(3, 1, 2)
                  "cached positions (keys.shape[-2]).")
     passed(f"KVCache: empty at first, append concatenates along the sequence axis "
            f"(lengths {list(lengths)} -> {total} positions) and returns everything cached")
+
+
+# ----------------------------------------------------------------------------- decoding mask
+@reference
+def _decoding_mask_answers(L_new, T):
+    """The (L_new, T) bool mask of new queries at positions T - L_new .. T - 1 (True = may
+    attend: keys 0 .. T - L_new + i for query i), and {bug: mask}."""
+    ones = torch.ones(L_new, T, dtype=torch.bool)
+    return ones.tril(T - L_new), {TOP_LEFT: ones.tril(), OFFSET_SIGN: ones.tril(L_new - T)}
+
+
+@check
+def decoding_causal_mask(fn, sizes=((3, 4), (1, 4), (2, 2), (4, 7))):
+    """fn(L_new, T) -> (L_new, T) bool, aligned at the bottom-right corner, for each
+    (L_new, T) of `sizes` (one new position, a prompt with nothing cached, and chunks)."""
+    for L_new, T in sizes:
+        expected, bugs = _decoding_mask_answers(L_new, T)
+        shown = f"decoding_causal_mask({L_new}, {T})"
+        mask = call(fn, L_new, T, name="decoding_causal_mask")
+        expect_tensor(mask, shown, shape=(L_new, T), dtype=torch.bool, shape_names="(L_new, T)")
+        expect_close(mask, expected, shown, bugs={m: b for m, b in bugs.items()
+                                                  if not torch.equal(b, expected)},
+                     hint="Query i sits at position T - L_new + i and may attend to keys "
+                          "0 .. T - L_new + i.")
+    passed(f"decoding_causal_mask: bottom-right aligned for (L_new, T) in {list(sizes)}")
 
 
 # ----------------------------------------------------------------------------- decoding

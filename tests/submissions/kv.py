@@ -237,11 +237,13 @@ BUGS = {
     "decoding_mask_top_left": Bug(
         cells=_edit("decoding", (".tril(T - L_new)", ".tril()")),
         fails=DECODING,
-        diagnosis=r"step 1 \(position 3\).*off by one: the causal mask is aligned at the top-left"),
+        diagnosis=r"decoding_causal_mask\(3, 4\) is wrong: off by one: the causal mask is aligned "
+                  r"at the top-left"),
     "decoding_mask_offset_sign_flipped": Bug(
         cells=_edit("decoding", (".tril(T - L_new)", ".tril(L_new - T)")),
         fails=DECODING,
-        diagnosis=r"step 1 \(position 3\).*diagonal offset has the wrong sign"),
+        diagnosis=r"decoding_causal_mask\(3, 4\) is wrong: the causal mask's diagonal offset has "
+                  r"the wrong sign"),
     "decoding_attends_new_keys_only": Bug(
         cells=_edit("decoding", ("    k, v = cache.append(k, v)              # (B, g, T, hd)\n",
                                          "    cache.append(k, v)\n")),
