@@ -508,6 +508,118 @@ def gqa_forward_cached(cls, cache_cls, seed=0, batch=2, L=5, prompt=3, d_model=1
            "new ones, and the cache grows by each call's positions")
 
 
+# ----------------------------------------------------------------------------- the helpers
+def _helper_attn(d_model, num_heads, num_kv_heads, state):
+    """The course's stand-in attn (checks.kv:_stand_in, built where the student's code runs)
+    with the interface's attributes; num_kv_heads None: chapter 3's layer, which has none."""
+    attrs = {"d_model": d_model, "num_heads": num_heads, "head_dim": d_model // num_heads}
+    if num_kv_heads is not None:
+        attrs["num_kv_heads"] = num_kv_heads
+    return given("checks.kv:_stand_in", attrs, state)
+
+
+@reference
+def _project_answers(state, x, h, g):
+    """q (B, h, L, hd), k and v (B, g, L, hd) of x under the weights `state`, in float64."""
+    B, L, _ = x.shape
+    return tuple(F.linear(x.double(), state[f"{n}.weight"].double(),
+                          state[f"{n}.bias"].double()).view(B, L, heads, -1).transpose(1, 2)
+                 for n, heads in (("q_proj", h), ("k_proj", g), ("v_proj", g)))
+
+
+@check
+def project_heads(fn, seed=0, batch=2, L=5, d_model=16, num_heads=4, num_kv_heads=2,
+                  dtype=torch.float32):
+    """fn(attn, x) -> (q, k, v): x (B, L, d_model) projected by attn's q_proj, k_proj,
+    v_proj and split into num_heads query heads, num_kv_heads key/value heads (B, heads, L,
+    head_dim). num_kv_heads=None: attn has no num_kv_heads (chapter 3's layer)."""
+    h, g = num_heads, num_kv_heads or num_heads
+    state = _weights(d_model, h, g, True, seed, dtype)
+    (x,) = random_inputs((batch, L, d_model), seed=seed + 1, dtype=dtype)
+    attn = _helper_attn(d_model, h, num_kv_heads, state)
+    seen = observe(fn, attn, x.clone())
+    raised(seen.error, "project_heads(attn, x)")
+    result = revive(seen.result)
+    if not (isinstance(result, tuple) and len(result) == 3):
+        fail(f"project_heads(attn, x) must return the tuple (q, k, v), got {type_name(result)}.")
+    for what, got, expected, heads in zip(("q", "k", "v"), result,
+                                          _project_answers(state, x, h, g), ("num_heads", "num_kv_heads", "num_kv_heads")):
+        shown = f"{what} of project_heads(attn, x of shape {tuple(x.shape)})"
+        expect_tensor(got, shown, shape=expected.shape, dtype=dtype,
+                      shape_names=f"(B, {heads}, L, head_dim)")
+        expect_close(got, expected.to(dtype), shown, dtype=dtype,
+                     scale=x.double().abs().max() * state[f"{what}_proj.weight"].double().abs()
+                     .sum(1).max() + 1,
+                     hint=f"{what} = attn.{what}_proj(x), viewed as (B, L, {heads}, head_dim) "
+                          "and transposed to (B, heads, L, head_dim).")
+    passed(f"project_heads ({'num_kv_heads=%d' % g if num_kv_heads else 'no num_kv_heads'}, "
+           f"{dtype}): q {tuple(result[0].shape)}, k and v {tuple(result[1].shape)}")
+
+
+@reference
+def _attend_inputs(seed, batch, L, T, num_heads, num_kv_heads, head_dim, dtype):
+    """q (B, h, L, hd), k and v (B, g, T, hd), and the decoding mask (L, T) of the last L
+    of T positions."""
+    q, k, v = random_inputs((batch, num_heads, L, head_dim), (batch, num_kv_heads, T, head_dim),
+                            (batch, num_kv_heads, T, head_dim), seed=seed + 2, dtype=dtype)
+    return q, k, v, torch.ones(L, T, dtype=torch.bool).tril(T - L)
+
+
+@reference
+def _attend_answers(state, q, k, v, mask):
+    """attn.out_proj of the merged heads of attention of q over k, v (repeated for the query
+    heads) under `mask` (or None), in float64, with {bug: output}."""
+    h, g = q.shape[1], k.shape[1]
+    W = {n: t.double() for n, t in state.items()}
+
+    def run(tiled=False, divisor=None, masked=True):
+        kk, vv = ((t.double().repeat(1, h // g, 1, 1) if tiled
+                   else t.double().repeat_interleave(h // g, 1)) for t in (k, v))
+        scores = q.double() @ kk.transpose(-2, -1) / math.sqrt(divisor or q.shape[-1])
+        if mask is not None and masked:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        heads = torch.softmax(scores, dim=-1) @ vv                           # (B, h, L, hd)
+        merged = heads.transpose(1, 2).reshape(q.shape[0], q.shape[2], -1)  # (B, L, D)
+        return F.linear(merged, W["out_proj.weight"], W["out_proj.bias"])
+
+    bugs = {SCALE_D_MODEL: run(divisor=h * q.shape[-1])}
+    if h != g:
+        bugs[TILED] = run(tiled=True)
+    if mask is not None:
+        bugs[MASK_IGNORED] = run(masked=False)
+    return run(), bugs
+
+
+@check
+def attend_heads(fn, seed=0, batch=2, L=3, T=5, d_model=16, num_heads=4, num_kv_heads=2,
+                 dtype=torch.float32):
+    """fn(attn, q, k, v, mask) -> (B, L, d_model): the key/value heads repeated for the
+    query heads, attention per head under the mask (L, T) (and with mask=None), the heads
+    merged and projected by attn.out_proj."""
+    h, g, hd = num_heads, num_kv_heads, d_model // num_heads
+    state = _weights(d_model, h, g, True, seed, dtype)
+    q, k, v, mask = _attend_inputs(seed, batch, L, T, h, g, hd, dtype)
+    attn = _helper_attn(d_model, h, g, state)
+    for label, given_mask in (("the decoding mask (L, T)", mask), ("mask=None", None)):
+        shown = f"attend_heads(attn, q, k, v, mask) with {label}"
+        seen = observe(fn, attn, q.clone(), k.clone(), v.clone(),
+                       None if given_mask is None else given_mask.clone())
+        raised(seen.error, shown)
+        output = revive(seen.result)
+        expected, bugs = _attend_answers(state, q, k, v, given_mask)
+        expect_tensor(output, shown, shape=(batch, L, d_model), dtype=dtype,
+                      shape_names="(B, L, d_model)")
+        expect_close(output, expected.to(dtype), shown, bugs={m: b.to(dtype)
+                                                             for m, b in bugs.items()},
+                     dtype=dtype, scale=v.double().abs().max() * state["out_proj.weight"]
+                     .double().abs().sum(1).max() + state["out_proj.bias"].double().abs().max(),
+                     hint="repeat_kv the keys and values, attend per head (scale by "
+                          "sqrt(head_dim), mask, softmax over the keys), merge_heads, "
+                          "attn.out_proj.")
+    passed(f"attend_heads (num_heads={h}, num_kv_heads={g}, {dtype}): L={L} queries over "
+           f"T={T} keys, with the decoding mask and without a mask")
+
+
 # ----------------------------------------------------------------------------- counts
 def _number(got, shown):
     if isinstance(got, torch.Tensor) and got.numel() == 1:
