@@ -925,7 +925,8 @@ def _decoding(fn, cache_cls, name, seed, batch, d_model, num_heads, num_kv_heads
         what = "the prompt" if i == 0 else f"step {i} (position {start})" if n == 1 else \
             f"call {i + 1} (positions {start}..{start + n - 1})"
         shown = (f"{name}(attn, x_new of {n} position{'s' * (n > 1)}, cache"
-                 + "".join(f", {k}={v:g}" for k, v in options.items()) + f"), {what}")
+                 + "".join(f", {k}={v:g}" for k, v in options.items() if v != ROTARY_BASE)
+                 + f"), {what}")
         seen = observe(fn, attn, x[:, start:start + n].clone(), cache, **options)
         raised(seen.error, shown)
         result = revive(seen.result)
