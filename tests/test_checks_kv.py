@@ -120,11 +120,14 @@ def test_forward_without_repeat_fails_although_mqa_broadcasts():
 
 
 def test_a_top_left_mask_is_named_at_the_first_step_after_the_prefill():
-    """With chapter 4's top-left mask the prefill (L_new == T) is right: the check must
-    name the first decoding step, not the prompt."""
+    """With chapter 4's top-left mask the prefill (L_new == T) is right: the decoding check
+    must name the first decoding step, not the prompt (the test cell's mask check, which
+    comes first, names the mask itself)."""
     namespace = _with("decoding", ".tril(T - L_new)", ".tril()")
-    message = CHAPTER.run("test_cached_attention", namespace, hidden=False)
+    message = CHAPTER.run("check.cached_attention(cached_attention, KVCache)", namespace)
     assert "step 1 (position 3)" in message and "off by one" in message, message
+    message = CHAPTER.run("test_cached_attention", namespace, hidden=False)
+    assert "decoding_causal_mask(3, 4) is wrong: off by one" in message, message
 
 
 def test_checks_do_not_touch_the_global_rng(reference):
@@ -132,3 +135,25 @@ def test_checks_do_not_touch_the_global_rng(reference):
     before = torch.get_rng_state()
     _run(reference)
     assert torch.equal(torch.get_rng_state(), before)
+
+
+@pytest.mark.parametrize("cell, edits, call, words", [
+    ("GroupedQueryAttention",
+     [("attn.q_proj(x).view(B, L, attn.num_heads, attn.head_dim).transpose(1, 2)",
+       "attn.q_proj(x).view(B, attn.num_heads, L, attn.head_dim)")],
+     "check.project_heads(project_heads)", "without the transpose"),
+    ("GroupedQueryAttention", [("scaled_dot_product_attention(q, k, v, mask)",
+                                "scaled_dot_product_attention(q, k, v)")],
+     "check.attend_heads(attend_heads)", "the mask is ignored"),
+    ("decoding", [(".tril(T - L_new)", ".tril()")],
+     "check.decoding_causal_mask(decoding_causal_mask)", "aligned at the top-left"),
+])
+def test_the_helpers_checks_name_a_mistake_in_the_helper(cell, edits, call, words):
+    """project_heads, attend_heads and decoding_causal_mask have checks of their own (the
+    promises of their signatures), which name a mistake made in them."""
+    code = catalogue._CELLS[cell]
+    for old, new in edits:
+        assert old in code
+        code = code.replace(old, new)
+    message = CHAPTER.run(call, CHAPTER.namespace({cell: code}))
+    assert message and words in message, message

@@ -531,3 +531,16 @@ def test_chapter_1_and_2_formulas_give_the_right_answer_and_their_variants():
     across = F.scaled_dot_product_attention(*(t.view(2, 5, 3, 4) for t in (q, k, v)))
     assert "the attention runs across the heads of each position" in diagnose.one_step(
         across.reshape(2, 5, 12), core.mistakes(inputs), same)
+# ------------------------------------------------------------------------------ return types
+
+def test_kind_names_a_0d_tensor_or_nothing_where_a_number_is_documented():
+    import numpy
+    reason = diagnose.kind("gap(x)", "a Python float", torch.tensor(0.5), kinds=(float,))
+    assert "returned a 0-d Tensor where the exercise documents a Python float" in reason
+    assert ".item()" in reason and diagnose.FAMILY_PATTERN.search(reason)
+    assert "returned an int (3)" in diagnose.kind("gap(x)", "a Python float", 3, kinds=(float,))
+    assert "returned a bool (True)" in diagnose.kind("n(x)", "an int", True, kinds=(int,))
+    assert "return statement" in diagnose.kind("gap(x)", "a Python float", None,
+                                               kinds=(float,))
+    assert diagnose.kind("gap(x)", "a Python float", 0.5, kinds=(float,)) is None
+    assert diagnose.kind("gap(x)", "a Python float", numpy.float64(0.5), kinds=(float,)) is None

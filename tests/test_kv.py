@@ -211,11 +211,11 @@ def test_rotary_angles_follow_the_formula():
         rotary_angles(torch.arange(3), 5)
 
 
-def test_rotary_rotates_halves_as_llama_rotate_half():
+def test_rotary_rotates_halves_as_hugging_face_rotate_half():
     x = torch.randn(2, 3, 5, 8, dtype=torch.float64)
     pos = torch.arange(5)
     cos, sin = rotary_angles(pos.double(), 8)
-    cos, sin = torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)     # Llama's (L, hd) tables
+    cos, sin = torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)     # Hugging Face's (L, hd) tables
 
     def rotate_half(t):
         return torch.cat([-t[..., 4:], t[..., :4]], -1)

@@ -91,6 +91,8 @@ MESSAGES = {
     "merged": "it is the right answer with {first} and {second} merged into one axis of "
               "{size} = {first} * {second} entries: keep them apart",
     "kind": "{what} {outcome} where the exercise documents {documented}",
+    "kind_item": " (.item() gives the Python number a one-element tensor holds)",
+    "kind_none": " (a return statement is missing, or returns nothing)",
     "steps": "it is what the formula gives when {first}; or when {others} (these give the "
              "same numbers on these inputs)",
     # all_zero, changed_in_place, wrong_state (chapter 5)
@@ -762,6 +764,11 @@ def kind(what, documented, value=None, kinds=(), raised=None):
             return None
         # a call (its arguments shown) returned the value; an attribute is it
         outcome = f"{'returned' if what.endswith(')') else 'is'} {_described(value)}"
+        if isinstance(value, torch.Tensor) and value.numel() == 1 \
+                and set(kinds) & {int, float}:
+            documented += MESSAGES["kind_item"]
+        elif value is None:
+            documented += MESSAGES["kind_none"]
     else:
         outcome = ("raised nothing" if value is None
                    else f"returned {_described(value)} and raised nothing")

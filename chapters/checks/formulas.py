@@ -937,9 +937,225 @@ FORMULAS["head pruning"] = head_pruning_formula
 
 # ==== chapter 6: shared keys and values, the KV cache, positions ==========================
 
-FORMULAS["grouped-query attention"] = (
-    lambda dims, num_heads, num_kv_heads: multihead_formula(dims, num_heads,
-                                                            num_kv_heads=num_kv_heads))
+def grouped_query_formula(dims, num_heads, num_kv_heads):
+    """Multi-head attention whose keys and values have num_kv_heads heads, each repeated for
+    num_heads // num_kv_heads query heads (multihead_formula)."""
+    return multihead_formula(dims, num_heads, num_kv_heads=num_kv_heads)
+
+
+FORMULAS["grouped-query attention"] = grouped_query_formula
+
+
+ROTARY_BASE = 10000.0  # rotary's default base
+
+
+def _rotate(x, positions, base=ROTARY_BASE, pairs="halves", written="halves", exponent=2.0,
+            sign=1.0):
+    """Rotary positions on x (..., L, hd) at `positions` (L,): pair i of each row turns by
+    position * base ** (-exponent * i / hd). pairs: which features form pair i, "halves"
+    (i, i + hd/2) or "neighbours" (2i, 2i + 1); written: where the turned pair goes back."""
+    hd = x.shape[-1]
+    half = hd // 2
+    angles = positions.double()[:, None] * base ** (
+        -exponent * torch.arange(half, dtype=torch.float64) / hd)             # (L, hd/2)
+    cos, sin = angles.cos(), sign * angles.sin()
+    a, b = ((x[..., :half], x[..., half:]) if pairs == "halves"
+            else (x[..., 0::2], x[..., 1::2]))                                  # (..., L, hd/2)
+    turned = (a * cos - b * sin, a * sin + b * cos)
+    if written == "halves":
+        return torch.cat(turned, -1)
+    return torch.stack(turned, -1).flatten(-2)
+
+
+def rotary_formula(dims, base=ROTARY_BASE):
+    """apply_rotary(x, positions, base): the pairs (i, i + head_dim // 2) of x (..., L, hd)
+    turned by position * base ** (-2 i / head_dim). Inputs "x", "positions" (L,)."""
+    def rotate(**how):
+        return lambda _v, x: _rotate(x["x"], x["positions"], base, **how)
+
+    def rotate_at_0_to_L(_v, x):
+        return _rotate(x["x"], torch.arange(x["x"].shape[-2]), base)
+
+    steps = [("rotation", rotate())]
+    variants = {"rotation": {
+        "pairs neighbouring features (2i, 2i + 1) instead of i and i + head_dim // 2":
+            rotate(pairs="neighbours", written="neighbours"),
+        "reads the pairs as halves but writes them back interleaved (2i, 2i + 1)":
+            rotate(written="neighbours"),
+        "reads neighbouring features (2i, 2i + 1) but writes the pairs back as halves":
+            rotate(pairs="neighbours"),
+        "turns each pair by -angle (the other way)": rotate(sign=-1.0),
+        "uses the frequencies base ** (-i / head_dim) (without the 2)": rotate(exponent=1.0),
+        "ignores the positions given and uses 0 .. L - 1": rotate_at_0_to_L}}
+    if base != ROTARY_BASE:
+        variants["rotation"][f"ignores base={base:g} and uses the default {ROTARY_BASE:g}"] = (
+            lambda _v, x: _rotate(x["x"], x["positions"], ROTARY_BASE))
+    return Formula(steps, variants)
+
+
+FORMULAS["rotary"] = rotary_formula
+
+
+def cached_attention_formula(dims, num_heads, num_kv_heads, rotary=False, base=ROTARY_BASE):
+    """One call of cached_attention (rotary_cached_attention with `rotary`): the queries of
+    the last L_new positions of x attend, under the causal mask aligned at the bottom-right
+    corner, over the cached keys and values of the first `start` positions and their own.
+    Inputs: "x" (B, start + L_new, d_model), "start" (an int: what the cache holds before
+    the call, computed right), the weights "q_w" ... "o_b" (multihead_formula)."""
+    h, g = num_heads, num_kv_heads
+
+    def project(_value, x):
+        return {n: _split_heads(_linear(x["x"], x, n), heads)
+                for n, heads in (("q", h), ("k", g), ("v", g))}
+
+    def positions(x, restart=False):
+        T, start = x["x"].shape[1], x["start"]
+        new = torch.arange(T - start) if restart else torch.arange(start, T)
+        return torch.cat([torch.arange(start), new])
+
+    def rotate(names="qk", restart=False, turn=base):
+        def step(st, x):
+            at = positions(x, restart)
+            return _with(st, **{n: _rotate(st[n], at, turn) for n in names})
+        return step
+
+    def new_queries(st, x):
+        return _with(st, q=st["q"][:, :, x["start"]:])
+
+    def keys_only_new(st, x):
+        return _with(new_queries(st, x), k=st["k"][:, :, x["start"]:],
+                     v=st["v"][:, :, x["start"]:])
+
+    def rotate_cached_again(st, x):
+        st = new_queries(st, x)
+        return _with(st, k=_rotate(st["k"], torch.arange(st["k"].shape[-2]), base))
+
+    def repeat(tiled=False):
+        if tiled:
+            return lambda st, _x: _with(st, **{n: st[n].repeat(1, h // g, 1, 1) for n in "kv"})
+        return lambda st, _x: _with(st, **{n: st[n].repeat_interleave(h // g, dim=1)
+                                           for n in "kv"})
+
+    def mask(diagonal):
+        def step(st, _x):
+            n, T = st["s"].shape[-2:]
+            allowed = torch.ones(n, T, dtype=torch.bool).tril(diagonal(n, T))
+            return _with(st, s=st["s"].masked_fill(~allowed, float("-inf")))
+        return step
+
+    steps = [("projection", project)]
+    if rotary:
+        steps.append(("rotary", rotate()))
+    steps += [("cache", new_queries),
+              ("repeat of the key/value heads", repeat()),
+              ("Q K^T product", lambda st, _x: _with(st, s=st["q"] @ st["k"].transpose(-2, -1))),
+              ("scale", lambda st, _x: _with(st, s=st["s"] / math.sqrt(st["q"].shape[-1]))),
+              ("mask", mask(lambda n, T: T - n)),
+              ("softmax", lambda st, _x: _with(st, w=torch.nan_to_num(
+                  torch.softmax(st["s"], dim=-1), nan=0.0))),
+              ("weighted sum", lambda st, _x: _with(st, o=st["w"] @ st["v"])),
+              ("merge of the heads", lambda st, _x: _merge_heads(st["o"])),
+              ("output projection", lambda o, x: _linear(o, x, "o"))]
+    variants = {
+        "cache": {"attends over this call's keys and values only, not the cached ones":
+                  keys_only_new},
+        "repeat of the key/value heads": {
+            "tiles the key/value heads (repeat) instead of giving each its group of "
+            "consecutive query heads (repeat_interleave)": repeat(tiled=True)},
+        "mask": {"aligns the causal mask at the top-left corner (tril(0)) instead of the "
+                 "bottom-right (tril(T - L_new)): the new queries are the last L_new of T "
+                 "positions": mask(lambda n, T: 0),
+                 "flips the sign of the causal mask's diagonal offset (tril(L_new - T) "
+                 "instead of tril(T - L_new))": mask(lambda n, T: n - T)}}
+    optional = {"mask": None}
+    if rotary:
+        variants["rotary"] = {
+            "restarts the positions at 0 in every call (the new positions are len(cache) "
+            ".. len(cache) + L_new - 1)": rotate(restart=True),
+            "rotates the values too (rotary turns queries and keys only)": rotate("qkv"),
+            "rotates the keys only, not the queries": rotate("k")}
+        if base != ROTARY_BASE:
+            variants["rotary"][f"ignores base={base:g} and uses the default "
+                               f"{ROTARY_BASE:g}"] = rotate(turn=ROTARY_BASE)
+        variants["cache"]["rotates the cached keys again, every key by its position, "
+                          "although each was rotated once before it was cached"] = (
+            rotate_cached_again)
+        optional["rotary"] = None
+    return Formula(steps, variants, optional)
+
+
+FORMULAS["cached attention"] = cached_attention_formula
+
+
+def equivariance_formula(dims):
+    """equivariance_gap(layer, x, perm) = max |layer(x[:, perm]) - layer(x)[:, perm]|, as a
+    tensor of one entry. Inputs: "permuted" = layer(x[:, perm]), "output" = layer(x), both
+    (B, L, d_model), and "perm" (L,)."""
+    steps = [("permutation of the output", lambda _v, x: x["output"][:, x["perm"]]),
+             ("difference", lambda out, x: x["permuted"] - out),
+             ("absolute value", lambda d, _x: d.abs()),
+             ("largest entry", lambda d, _x: d.max().reshape(1))]
+    variants = {"permutation of the output": {
+                    "uses the inverse permutation (argsort(perm))":
+                        lambda _v, x: x["output"][:, x["perm"].argsort()]},
+                "largest entry": {"takes the mean instead of the largest entry":
+                                  lambda d, _x: d.mean().reshape(1)}}
+    optional = {"permutation of the output": lambda _v, x: x["output"],
+                "absolute value": None}
+    return Formula(steps, variants, optional)
+
+
+FORMULAS["equivariance gap"] = equivariance_formula
+
+
+def kv_cache_bytes_formula(dims):
+    """count_kv_cache_bytes per configuration: 2 (a key and a value) * num_layers *
+    num_kv_heads * head_dim * bytes_per_value. Inputs: tensors of one entry per
+    configuration, "num_layers", "num_kv_heads", "head_dim", "bytes_per_value"."""
+    steps = [("per head", lambda _v, x: x["head_dim"].double()),
+             ("key/value heads", lambda n, x: n * x["num_kv_heads"]),
+             ("layers", lambda n, x: n * x["num_layers"]),
+             ("key and value (2)", lambda n, _x: 2 * n),
+             ("bytes per value", lambda n, x: n * x["bytes_per_value"])]
+    variants = {"bytes per value": {
+        "assumes 2 bytes per value (ignores bytes_per_value)": lambda n, _x: 2 * n,
+        "counts bits (8 per byte) instead of bytes": lambda n, x: 8 * n * x["bytes_per_value"]}}
+    return Formula(steps, variants, ["key/value heads", "layers", "key and value (2)",
+                                     "bytes per value"])
+
+
+FORMULAS["KV-cache bytes"] = kv_cache_bytes_formula
+
+
+def gqa_parameters_formula(dims):
+    """count_gqa_parameters per configuration: W_Q and W_O d_model x d_model, W_K and W_V
+    d_model x (num_kv_heads * head_dim), one bias per output feature where bias. Inputs:
+    tensors of one entry per configuration, "d_model", "num_heads", "num_kv_heads", "bias"
+    (0 or 1)."""
+    def kv_width(_v, x):
+        return x["num_kv_heads"] * (x["d_model"] // x["num_heads"])
+
+    def weights(kv, x):
+        return {"kv": kv, "n": 2 * x["d_model"] ** 2 + 2 * x["d_model"] * kv}
+
+    def biases(st, x, kv_biases=None):
+        kv = st["kv"] if kv_biases is None else kv_biases
+        return st["n"] + x["bias"] * (2 * x["d_model"] + 2 * kv)
+
+    steps = [("key/value width", lambda v, x: kv_width(v, x).double()),
+             ("weights", weights),
+             ("biases", biases)]
+    variants = {
+        "key/value width": {
+            "is d_model (as many key/value heads as query heads)":
+                lambda _v, x: x["d_model"].double(),
+            "is num_kv_heads (without head_dim)": lambda _v, x: x["num_kv_heads"].double()},
+        "biases": {"counts d_model biases for k_proj and v_proj":
+                   lambda st, x: biases(st, x, x["d_model"])}}
+    return Formula(steps, variants, {"biases": lambda st, _x: st["n"]})
+
+
+FORMULAS["GQA parameter count"] = gqa_parameters_formula
 
 
 # ==== chapter 7: the capstone: the pre-LayerNorm block, the training step, generation ====

@@ -1,8 +1,10 @@
 """Checks of chapter 6: heads that share keys and values, and decoding with a cache.
 
-repeat_kv, GroupedQueryAttention (structure and forward), count_gqa_parameters,
-count_kv_cache_bytes, KVCache, cached_attention, apply_rotary, rotary_cached_attention
-and equivariance_gap.
+repeat_kv, GroupedQueryAttention (structure, forward, and forward with a cache),
+count_gqa_parameters, count_kv_cache_bytes, KVCache, decoding_causal_mask, cached_attention,
+apply_rotary, rotary_cached_attention and equivariance_gap. A wrong value that no entry of
+the tables names is named by the families of diagnose.py, with the exercise's formula as
+steps (formulas.py's chapter 6 section) where it has one.
 
 The expected outputs come from float64 references in this module (checked against
 F.scaled_dot_product_attention(enable_gqa=True) where it applies); the outputs of the
@@ -13,9 +15,11 @@ every step with the rows of full causal attention over the whole sequence.
 Interfaces the checks use:
     GroupedQueryAttention(d_model, num_heads, num_kv_heads, *, bias=True), attributes
     d_model, num_heads, num_kv_heads, head_dim and the nn.Linear q_proj, k_proj, v_proj,
-    out_proj (overwritten in place by the checks); forward(x, mask=None) -> (B, L, d_model).
+    out_proj (overwritten in place by the checks); forward(x, mask=None, cache=None) ->
+    (B, L, d_model).
     KVCache(): len(cache), cache.keys / cache.values, append(keys, values) -> (keys, values).
-    cached_attention(attn, x_new, cache) and rotary_cached_attention(attn, x_new, cache),
+    decoding_causal_mask(L_new, T) -> (L_new, T) bool.
+    cached_attention(attn, x_new, cache) and rotary_cached_attention(attn, x_new, cache, base),
     where attn has q_proj, k_proj, v_proj, out_proj, num_heads, head_dim and, for grouped
     heads, num_kv_heads (chapter 3's layer has none: then num_kv_heads = num_heads).
 
@@ -40,6 +44,7 @@ from .common import (attempt, by_owner, call, check, close, construct, differs, 
                      load_weights, observe, passed, raised, random_inputs, reference, refusal,
                      revive, softmax_condition, type_name)
 from .common import current_dims, step_mistakes
+from . import common, diagnose
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
 
@@ -48,8 +53,6 @@ TILED = ("the key/value heads are tiled (heads 0, 1, 0, 1, ...), as kv.repeat(1,
          "does: query head i must use key/value head i // G, so each head is repeated G times "
          "in place (0, 0, 1, 1, ...): repeat_interleave(G, dim=1), or expand on a new axis "
          "after the head axis.")
-WRONG_GROUP = ("each key/value head was repeated num_kv_heads times instead of "
-               "G = num_heads // num_kv_heads times.")
 KV_FULL_SIZE = ("k_proj and v_proj map d_model to d_model, as in chapter 3: with shared "
                 "heads they map d_model to num_kv_heads * head_dim, the only place where "
                 "grouped-query attention saves parameters.")
@@ -81,12 +84,15 @@ ROTARY_TWICE = ("the cached keys are rotated again at every step: rotate each ke
 NO_ROTARY = "no rotary positions: rotate the queries and the new keys with apply_rotary."
 KEYS_ONLY = "only the keys were rotated: rotate the queries too, with the same positions."
 INTERLEAVED = ("you paired neighbouring features (2i, 2i + 1), the paper's layout: this course, "
-               "like Llama's rotate_half, pairs feature i with feature i + head_dim // 2 (the "
-               "two layouts differ by a permutation of the features).")
+               "like Hugging Face's rotate_half, pairs feature i with feature i + head_dim // 2 "
+               "(the two layouts differ by a permutation of the features).")
 WRONG_WAY = ("each pair is rotated the wrong way (by -angle): the rotation is "
              "(x1 cos - x2 sin, x1 sin + x2 cos).")
 FREQ_NO_2 = ("the frequencies are base ** (-i / head_dim): pair i turns at "
              "base ** (-2 i / head_dim), i = 0 .. head_dim // 2 - 1.")
+BASE_IGNORED = ("the base argument is ignored (10000 is used): the frequencies are "
+                "base ** (-2 i / head_dim) with the base given (pass it on to apply_rotary).")
+ROTARY_BASE = 10000.0  # rotary's default base (Su et al.; apply_rotary's default)
 POSITIONS_IGNORED = ("the positions argument is ignored (you used 0 .. L - 1): rotate by the "
                      "positions given.")
 NOT_PERMUTED = ("you compared layer(x[:, perm]) with layer(x) itself: equivariance says the "
@@ -132,15 +138,16 @@ def _weights(d_model, num_heads, num_kv_heads, bias, seed, dtype):
 
 
 @reference
-def _ref_rotate(x, positions, variant=None):
+def _ref_rotate(x, positions, variant=None, base=ROTARY_BASE):
     """Rotary position embedding in float64, halves layout: pair (i, i + hd/2) of the row at
-    position p turns by p * 10000 ** (-2i / hd). variant: a catalogued mistake."""
+    position p turns by p * base ** (-2i / hd). variant: a catalogued mistake."""
     x = x.double()
     hd = x.shape[-1]
     P = hd // 2
     positions = torch.arange(x.shape[-2]) if variant == "positions_ignored" else positions
     exponent = torch.arange(P, dtype=torch.float64) / hd * (1 if variant == "freq_no_2" else 2)
-    angles = positions.double()[:, None] * 10000.0 ** (-exponent)            # (L, P)
+    base = ROTARY_BASE if variant == "base_ignored" else base
+    angles = positions.double()[:, None] * base ** (-exponent)               # (L, P)
     cos, sin = angles.cos(), angles.sin()
     if variant == "wrong_way":
         sin = -sin
@@ -152,9 +159,11 @@ def _ref_rotate(x, positions, variant=None):
 
 
 @reference
-def _ref_run(state, x, h, g, chunks, mask="causal", variant=None, rotary=False):
+def _ref_run(state, x, h, g, chunks, mask="causal", variant=None, rotary=False,
+             base=ROTARY_BASE):
     """Attention of x (B, L, D) under the weights `state`, in float64, computed chunk by chunk
-    as a KV cache does (chunks: the lengths of the successive calls). mask: "causal"
+    as a KV cache does (chunks: the lengths of the successive calls; rotary: with rotary
+    positions of that base on queries and keys). mask: "causal"
     (bottom-right aligned in each call), None or an explicit boolean mask for a single chunk.
     Returns (output (B, L, D), the softmax_condition of the scores, largest per row, (B, L),
     the largest |value| per row of outputs, (B, L))."""
@@ -175,18 +184,21 @@ def _ref_run(state, x, h, g, chunks, mask="causal", variant=None, rotary=False):
         if rotary:
             pos = torch.arange(n) if variant == "offset_forgotten" else torch.arange(start,
                                                                                      start + n)
+            if variant == "base_ignored":
+                base = ROTARY_BASE
             if variant != "no_rotary":
-                k = _ref_rotate(k, pos)
+                k = _ref_rotate(k, pos, base=base)
                 if variant != "keys_only":
-                    q = _ref_rotate(q, pos)
+                    q = _ref_rotate(q, pos, base=base)
                 if variant == "rotary_values":
-                    v = _ref_rotate(v, pos)
+                    v = _ref_rotate(v, pos, base=base)
         keys = k if keys is None else torch.cat([keys, k], 2)                 # (B, g, T, hd)
         values = v if values is None else torch.cat([values, v], 2)
         if variant == "new_only":
             keys, values = k, v
         T = keys.shape[2]
-        kk = _ref_rotate(keys, torch.arange(T)) if variant == "rotary_twice" else keys
+        kk = (_ref_rotate(keys, torch.arange(T), base=base) if variant == "rotary_twice"
+              else keys)
         if variant == "tiled":
             kk, vv = kk.repeat(1, G, 1, 1), values.repeat(1, G, 1, 1)          # (B, h, T, hd)
         else:
@@ -219,6 +231,13 @@ def _ref_run(state, x, h, g, chunks, mask="causal", variant=None, rotary=False):
     return torch.cat(outs, 1), torch.cat(conditions, 1), torch.cat(sizes, 1)
 
 
+def _formula_weights(state):
+    """The weights `state` ({"q_proj.weight": ...}) under the names of the formulas'
+    inputs ("q_w", "q_b", ..., "o_b"; None where there is no bias)."""
+    return {f"{attr[0]}_{part[0]}": state.get(f"{attr}.{part}") for attr in PROJECTIONS
+            for part in ("weight", "bias")}
+
+
 def _compare(actual, answers, name, dtype, hint, mistakes=None):
     """expect_close against answers = (expected, condition, size, {bug: output});
     mistakes: the formula's with one step left out or moved (common.step_mistakes)."""
@@ -236,7 +255,7 @@ def _repeat_answers(kv, num_heads):
 
 
 @check
-def repeat_kv(function, seed=0, batch=2, num_kv_heads=2, num_heads=6, L=4, head_dim=3,
+def repeat_kv(function, seed=0, batch=2, num_kv_heads=2, num_heads=6, L=5, head_dim=3,
               dtype=torch.float32):
     """The student's repeat_kv(kv, num_heads): (B, g, L, hd) -> (B, num_heads, L, hd),
     key/value head j serving query heads j*G .. j*G + G - 1."""
@@ -244,10 +263,7 @@ def repeat_kv(function, seed=0, batch=2, num_kv_heads=2, num_heads=6, L=4, head_
     expected, bugs = _repeat_answers(kv, num_heads)
     actual = call(function, kv.clone(), num_heads, name="repeat_kv")
     name = f"repeat_kv(kv of shape {tuple(kv.shape)}, num_heads={num_heads})"
-    expect_tensor(actual, name)
-    wrong = (batch, num_kv_heads * num_kv_heads, L, head_dim)
-    if tuple(actual.shape) == wrong and wrong != tuple(expected.shape):
-        fail(f"{name}: got shape {wrong}: {WRONG_GROUP}")
+    # (L = 5 by default, so that the size a wrong repeat gives, 4 = 2 * 2, is no quantity's)
     expect_tensor(actual, name, shape=expected.shape, dtype=dtype,
                   shape_names="(B, num_heads, L, head_dim)")
     expect_close(actual, expected, name, bugs=bugs, dtype=dtype,
@@ -316,14 +332,9 @@ def gqa_structure(cls, d_model=16, num_heads=4, num_kv_heads=2, bias=True):
         if proj is None:
             fail(f"GroupedQueryAttention({shown}) has no attribute `{attr}`. {INTERFACE}")
         weight, b = proj["weight"], proj["bias"]
-        expect_tensor(weight, f"{attr}.weight")
         shape = answers["shapes"][attr]
-        if tuple(weight.shape) != shape:
-            if attr in ("k_proj", "v_proj") and tuple(weight.shape) == (d_model, d_model):
-                fail(f"{attr}.weight has shape {tuple(weight.shape)}, expected {shape}: "
-                     + KV_FULL_SIZE)
-            fail(f"{attr}.weight has shape {tuple(weight.shape)}, expected {shape} = "
-                 "(out_features, in_features).")
+        expect_tensor(weight, f"{attr}.weight", shape=shape,
+                      shape_names="(out_features, in_features)")
         if bias and (not isinstance(b, torch.Tensor) or tuple(b.shape) != (shape[0],)):
             fail(f"{attr}.bias should be a tensor of shape ({shape[0]},) when bias=True.")
         if not bias and b is not None:
@@ -433,9 +444,7 @@ def gqa_forward(cls, seed=0, batch=2, L=6, d_model=16, num_heads=4, num_kv_heads
                       shape_names="(B, L, d_model)")
         # the formula with one step left out or moved (checks/diagnose.py), for a mistake
         # that no entry of the tables names
-        inputs = {"query": x, "key": x, "value": x, "mask": mask,
-                  **{f"{n[0]}_{part[0]}": state.get(f"{n}.{part}") for n in PROJECTIONS
-                     for part in ("weight", "bias")}}
+        inputs = {"query": x, "key": x, "value": x, "mask": mask, **_formula_weights(state)}
         _compare(output, answer, name, dtype,
                  hint="Project, split into num_heads query heads and num_kv_heads key/value "
                       "heads, repeat_kv, attend per head, merge, out_proj.",
@@ -499,6 +508,118 @@ def gqa_forward_cached(cls, cache_cls, seed=0, batch=2, L=5, prompt=3, d_model=1
            "new ones, and the cache grows by each call's positions")
 
 
+# ----------------------------------------------------------------------------- the helpers
+def _helper_attn(d_model, num_heads, num_kv_heads, state):
+    """The course's stand-in attn (checks.kv:_stand_in, built where the student's code runs)
+    with the interface's attributes; num_kv_heads None: chapter 3's layer, which has none."""
+    attrs = {"d_model": d_model, "num_heads": num_heads, "head_dim": d_model // num_heads}
+    if num_kv_heads is not None:
+        attrs["num_kv_heads"] = num_kv_heads
+    return given("checks.kv:_stand_in", attrs, state)
+
+
+@reference
+def _project_answers(state, x, h, g):
+    """q (B, h, L, hd), k and v (B, g, L, hd) of x under the weights `state`, in float64."""
+    B, L, _ = x.shape
+    return tuple(F.linear(x.double(), state[f"{n}.weight"].double(),
+                          state[f"{n}.bias"].double()).view(B, L, heads, -1).transpose(1, 2)
+                 for n, heads in (("q_proj", h), ("k_proj", g), ("v_proj", g)))
+
+
+@check
+def project_heads(fn, seed=0, batch=2, L=5, d_model=16, num_heads=4, num_kv_heads=2,
+                  dtype=torch.float32):
+    """fn(attn, x) -> (q, k, v): x (B, L, d_model) projected by attn's q_proj, k_proj,
+    v_proj and split into num_heads query heads, num_kv_heads key/value heads (B, heads, L,
+    head_dim). num_kv_heads=None: attn has no num_kv_heads (chapter 3's layer)."""
+    h, g = num_heads, num_kv_heads or num_heads
+    state = _weights(d_model, h, g, True, seed, dtype)
+    (x,) = random_inputs((batch, L, d_model), seed=seed + 1, dtype=dtype)
+    attn = _helper_attn(d_model, h, num_kv_heads, state)
+    seen = observe(fn, attn, x.clone())
+    raised(seen.error, "project_heads(attn, x)")
+    result = revive(seen.result)
+    if not (isinstance(result, tuple) and len(result) == 3):
+        fail(f"project_heads(attn, x) must return the tuple (q, k, v), got {type_name(result)}.")
+    for what, got, expected, heads in zip(("q", "k", "v"), result,
+                                          _project_answers(state, x, h, g), ("num_heads", "num_kv_heads", "num_kv_heads")):
+        shown = f"{what} of project_heads(attn, x of shape {tuple(x.shape)})"
+        expect_tensor(got, shown, shape=expected.shape, dtype=dtype,
+                      shape_names=f"(B, {heads}, L, head_dim)")
+        expect_close(got, expected.to(dtype), shown, dtype=dtype,
+                     scale=x.double().abs().max() * state[f"{what}_proj.weight"].double().abs()
+                     .sum(1).max() + 1,
+                     hint=f"{what} = attn.{what}_proj(x), viewed as (B, L, {heads}, head_dim) "
+                          "and transposed to (B, heads, L, head_dim).")
+    passed(f"project_heads ({'num_kv_heads=%d' % g if num_kv_heads else 'no num_kv_heads'}, "
+           f"{dtype}): q {tuple(result[0].shape)}, k and v {tuple(result[1].shape)}")
+
+
+@reference
+def _attend_inputs(seed, batch, L, T, num_heads, num_kv_heads, head_dim, dtype):
+    """q (B, h, L, hd), k and v (B, g, T, hd), and the decoding mask (L, T) of the last L
+    of T positions."""
+    q, k, v = random_inputs((batch, num_heads, L, head_dim), (batch, num_kv_heads, T, head_dim),
+                            (batch, num_kv_heads, T, head_dim), seed=seed + 2, dtype=dtype)
+    return q, k, v, torch.ones(L, T, dtype=torch.bool).tril(T - L)
+
+
+@reference
+def _attend_answers(state, q, k, v, mask):
+    """attn.out_proj of the merged heads of attention of q over k, v (repeated for the query
+    heads) under `mask` (or None), in float64, with {bug: output}."""
+    h, g = q.shape[1], k.shape[1]
+    W = {n: t.double() for n, t in state.items()}
+
+    def run(tiled=False, divisor=None, masked=True):
+        kk, vv = ((t.double().repeat(1, h // g, 1, 1) if tiled
+                   else t.double().repeat_interleave(h // g, 1)) for t in (k, v))
+        scores = q.double() @ kk.transpose(-2, -1) / math.sqrt(divisor or q.shape[-1])
+        if mask is not None and masked:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        heads = torch.softmax(scores, dim=-1) @ vv                           # (B, h, L, hd)
+        merged = heads.transpose(1, 2).reshape(q.shape[0], q.shape[2], -1)  # (B, L, D)
+        return F.linear(merged, W["out_proj.weight"], W["out_proj.bias"])
+
+    bugs = {SCALE_D_MODEL: run(divisor=h * q.shape[-1])}
+    if h != g:
+        bugs[TILED] = run(tiled=True)
+    if mask is not None:
+        bugs[MASK_IGNORED] = run(masked=False)
+    return run(), bugs
+
+
+@check
+def attend_heads(fn, seed=0, batch=2, L=3, T=5, d_model=16, num_heads=4, num_kv_heads=2,
+                 dtype=torch.float32):
+    """fn(attn, q, k, v, mask) -> (B, L, d_model): the key/value heads repeated for the
+    query heads, attention per head under the mask (L, T) (and with mask=None), the heads
+    merged and projected by attn.out_proj."""
+    h, g, hd = num_heads, num_kv_heads, d_model // num_heads
+    state = _weights(d_model, h, g, True, seed, dtype)
+    q, k, v, mask = _attend_inputs(seed, batch, L, T, h, g, hd, dtype)
+    attn = _helper_attn(d_model, h, g, state)
+    for label, given_mask in (("the decoding mask (L, T)", mask), ("mask=None", None)):
+        shown = f"attend_heads(attn, q, k, v, mask) with {label}"
+        seen = observe(fn, attn, q.clone(), k.clone(), v.clone(),
+                       None if given_mask is None else given_mask.clone())
+        raised(seen.error, shown)
+        output = revive(seen.result)
+        expected, bugs = _attend_answers(state, q, k, v, given_mask)
+        expect_tensor(output, shown, shape=(batch, L, d_model), dtype=dtype,
+                      shape_names="(B, L, d_model)")
+        expect_close(output, expected.to(dtype), shown, bugs={m: b.to(dtype)
+                                                             for m, b in bugs.items()},
+                     dtype=dtype, scale=v.double().abs().max() * state["out_proj.weight"]
+                     .double().abs().sum(1).max() + state["out_proj.bias"].double().abs().max(),
+                     hint="repeat_kv the keys and values, attend per head (scale by "
+                          "sqrt(head_dim), mask, softmax over the keys), merge_heads, "
+                          "attn.out_proj.")
+    passed(f"attend_heads (num_heads={h}, num_kv_heads={g}, {dtype}): L={L} queries over "
+           f"T={T} keys, with the decoding mask and without a mask")
+
+
 # ----------------------------------------------------------------------------- counts
 def _number(got, shown):
     if isinstance(got, torch.Tensor) and got.numel() == 1:
@@ -508,17 +629,31 @@ def _number(got, shown):
     return got
 
 
-def _judge_counts(rows, formula):
-    """rows: [(shown, got, expected, {bug: value})]. Fail naming the bug that explains every
-    wrong row, else with the formula."""
+def _judge_counts(rows, formula, mistakes):
+    """rows: [(shown, got, expected, {bug: value})], one per configuration; mistakes: the
+    formula's values with one step left out or moved (common.step_mistakes), a tensor of one
+    entry per configuration each. Fail naming the bug that explains every wrong row, else
+    the family that fits all rows (diagnose.explain), else with the formula."""
     wrong = [r for r in rows if r[1] != r[2]]
     if not wrong:
         return
     shown, got, expected, bugs = wrong[0]
-    for message in bugs:
+    for message in bugs if common.TABLES else ():
         if all(r[1] == r[3][message] for r in rows):
             fail(f"{shown} returned {got}, expected {expected}: {message}")
+    actual, right = (torch.tensor([float(r[i]) for r in rows], dtype=torch.float64)
+                     for i in (1, 2))
+    reason = diagnose.explain(actual, right, lambda a, b: close(a, b, torch.float64),
+                              actual != right, current_dims(), ("configuration",), mistakes)
+    if reason:
+        fail(diagnose.explained(f"{shown} = {got} (expected {expected})", reason))
     fail(f"{shown} returned {got}, expected {expected}. {formula}")
+
+
+def _config_tensors(configs, names):
+    """{name: tensor of one entry per configuration} of `configs` (tuples of numbers in the
+    order of `names`; None and bools become ints): the formulas' inputs."""
+    return {name: torch.tensor([int(c[i]) for c in configs]) for i, name in enumerate(names)}
 
 
 @reference
@@ -562,8 +697,10 @@ def count_gqa_parameters(fn, seed=0):
         shown = f"count_gqa_parameters({d}, {h}, {g}, bias={bias})"
         rows.append((shown, _number(call(fn, d, h, g, bias=bias, name=shown), shown), expected,
                      bugs))
+    inputs = _config_tensors(configs, ("d_model", "num_heads", "num_kv_heads", "bias"))
     _judge_counts(rows, "W_Q and W_O are d_model x d_model, W_K and W_V d_model x "
-                        "(num_kv_heads * head_dim), plus one bias per output feature.")
+                        "(num_kv_heads * head_dim), plus one bias per output feature.",
+                  step_mistakes("GQA parameter count", inputs, current_dims()))
     _, error = attempt(fn, 32, 8, 3)
     if error is None or error[0] != "ValueError":
         if error is not None and error[0] == "NotImplementedError":
@@ -609,8 +746,12 @@ def count_kv_cache_bytes(fn, seed=0):
         shown = "count_kv_cache_bytes(" + _shown((layers, g, hd), extra) + ")"
         rows.append((shown, _number(call(fn, layers, g, hd, name=shown, **extra), shown),
                      expected, bugs))
+    inputs = _config_tensors([(layers, g, hd, 2 if nbytes is None else nbytes)
+                              for layers, g, hd, nbytes in configs],
+                             ("num_layers", "num_kv_heads", "head_dim", "bytes_per_value"))
     _judge_counts(rows, "Per token: a key and a value (2) of head_dim numbers, for each "
-                        "key/value head of each layer, bytes_per_value bytes each.")
+                        "key/value head of each layer, bytes_per_value bytes each.",
+                  step_mistakes("KV-cache bytes", inputs, current_dims()))
     passed(f"count_kv_cache_bytes is exact on {len(rows)} configurations")
 
 
@@ -693,6 +834,31 @@ def kv_cache(cls, seed=0, batch=2, num_kv_heads=2, head_dim=3, lengths=(3, 1, 2)
            f"(lengths {list(lengths)} -> {total} positions) and returns everything cached")
 
 
+# ----------------------------------------------------------------------------- decoding mask
+@reference
+def _decoding_mask_answers(L_new, T):
+    """The (L_new, T) bool mask of new queries at positions T - L_new .. T - 1 (True = may
+    attend: keys 0 .. T - L_new + i for query i), and {bug: mask}."""
+    ones = torch.ones(L_new, T, dtype=torch.bool)
+    return ones.tril(T - L_new), {TOP_LEFT: ones.tril(), OFFSET_SIGN: ones.tril(L_new - T)}
+
+
+@check
+def decoding_causal_mask(fn, sizes=((3, 4), (1, 4), (2, 2), (4, 7))):
+    """fn(L_new, T) -> (L_new, T) bool, aligned at the bottom-right corner, for each
+    (L_new, T) of `sizes` (one new position, a prompt with nothing cached, and chunks)."""
+    for L_new, T in sizes:
+        expected, bugs = _decoding_mask_answers(L_new, T)
+        shown = f"decoding_causal_mask({L_new}, {T})"
+        mask = call(fn, L_new, T, name="decoding_causal_mask")
+        expect_tensor(mask, shown, shape=(L_new, T), dtype=torch.bool, shape_names="(L_new, T)")
+        expect_close(mask, expected, shown, bugs={m: b for m, b in bugs.items()
+                                                  if not torch.equal(b, expected)},
+                     hint="Query i sits at position T - L_new + i and may attend to keys "
+                          "0 .. T - L_new + i.")
+    passed(f"decoding_causal_mask: bottom-right aligned for (L_new, T) in {list(sizes)}")
+
+
 # ----------------------------------------------------------------------------- decoding
 def _stand_in(attrs, state):
     """attn for the decoding checks: an nn.Module with the attributes `attrs` and the four
@@ -711,11 +877,11 @@ def _stand_in(attrs, state):
 
 
 @reference
-def _decode_answers(state, x, h, g, chunks, rotary):
+def _decode_answers(state, x, h, g, chunks, rotary, base=ROTARY_BASE):
     """(expected (B, L, D): full causal attention in one chunk, condition, size,
     {bug: output of the whole run in `chunks`})."""
     L = x.shape[1]
-    expected, condition, size = _ref_run(state, x, h, g, [L], rotary=rotary)
+    expected, condition, size = _ref_run(state, x, h, g, [L], rotary=rotary, base=base)
     variants = {TOP_LEFT: "top_left", OFFSET_SIGN: "offset_sign", NO_CAUSAL: "no_causal",
                 NEW_ONLY: "new_only"}
     if h != g:
@@ -724,18 +890,22 @@ def _decode_answers(state, x, h, g, chunks, rotary):
         variants.update({OFFSET_FORGOTTEN: "offset_forgotten", ROTARY_VALUES: "rotary_values",
                          ROTARY_TWICE: "rotary_twice", NO_ROTARY: "no_rotary",
                          KEYS_ONLY: "keys_only"})
-    bugs = {m: _ref_run(state, x, h, g, chunks, variant=v, rotary=rotary)[0]
+        if base != ROTARY_BASE:
+            variants[BASE_IGNORED] = "base_ignored"
+    bugs = {m: _ref_run(state, x, h, g, chunks, variant=v, rotary=rotary, base=base)[0]
             for m, v in variants.items()}
     return expected, condition, size, bugs
 
 
 def _decoding(fn, cache_cls, name, seed, batch, d_model, num_heads, num_kv_heads, chunks,
-              dtype, rotary):
+              dtype, rotary, base=ROTARY_BASE):
     chunks = list(chunks)
     h, g = num_heads, num_kv_heads or num_heads
     state = _weights(d_model, h, g, True, seed, dtype)
     (x,) = random_inputs((batch, sum(chunks), d_model), seed=seed + 1, dtype=dtype)
-    expected, condition, size, bugs = _decode_answers(state, x, h, g, chunks, rotary)
+    expected, condition, size, bugs = _decode_answers(state, x, h, g, chunks, rotary, base)
+    # rotary_cached_attention's base, passed as its signature promises (cached_attention has none)
+    options = {"base": base} if rotary else {}
     attrs = {"d_model": d_model, "num_heads": h, "head_dim": d_model // h}
     if num_kv_heads is not None:
         attrs["num_kv_heads"] = g
@@ -754,8 +924,10 @@ def _decoding(fn, cache_cls, name, seed, batch, d_model, num_heads, num_kv_heads
     for i, n in enumerate(chunks):
         what = "the prompt" if i == 0 else f"step {i} (position {start})" if n == 1 else \
             f"call {i + 1} (positions {start}..{start + n - 1})"
-        shown = f"{name}(attn, x_new of {n} position{'s' * (n > 1)}, cache), {what}"
-        seen = observe(fn, attn, x[:, start:start + n].clone(), cache)
+        shown = (f"{name}(attn, x_new of {n} position{'s' * (n > 1)}, cache"
+                 + "".join(f", {k}={v:g}" for k, v in options.items() if v != ROTARY_BASE)
+                 + f"), {what}")
+        seen = observe(fn, attn, x[:, start:start + n].clone(), cache, **options)
         raised(seen.error, shown)
         result = revive(seen.result)
         length, _ = attempt(len, cache)
@@ -768,10 +940,16 @@ def _decoding(fn, cache_cls, name, seed, batch, d_model, num_heads, num_kv_heads
             fail(f"len(cache) after {shown} is {length!r}, expected {start + n}.{hint}")
         sl = slice(start, start + n)
         step_bugs = {m: b[:, sl] for m, b in bugs.items()}
+        # this call's formula, the cache holding the right keys and values of the positions
+        # before it (the first call that goes wrong is the one judged)
+        inputs = {"x": x[:, :start + n], "start": start, **_formula_weights(state)}
         _compare(result, (expected[:, sl], condition[:, sl], size[:, sl], step_bugs),
                  f"the output of {shown}", dtype,
                  hint="It must equal the row of full causal attention over the whole sequence "
-                      "at the same positions.")
+                      "at the same positions.",
+                 mistakes=step_mistakes("cached attention", inputs, current_dims(),
+                                        num_heads=h, num_kv_heads=g, rotary=rotary,
+                                        **options))
         start += n
     passed(f"{name} ({layer}, {dtype}): a prompt of {chunks[0]}, then "
            f"{len(chunks) - 1} more calls ({chunks[1:]} positions), every output equals full "
@@ -790,11 +968,12 @@ def cached_attention(fn, cache_cls, seed=0, batch=2, d_model=16, num_heads=4, nu
 
 @check
 def rotary_cached_attention(fn, cache_cls, seed=0, batch=2, d_model=16, num_heads=4,
-                            num_kv_heads=2, chunks=(3, 1, 1, 1), dtype=torch.float32):
-    """fn(attn, x_new, cache) with rotary positions on queries and keys: every step equals
-    full causal rotary attention over the whole sequence."""
+                            num_kv_heads=2, chunks=(3, 1, 1, 1), dtype=torch.float32,
+                            base=ROTARY_BASE):
+    """fn(attn, x_new, cache, base=base) with rotary positions on queries and keys: every
+    step equals full causal rotary attention over the whole sequence."""
     _decoding(fn, cache_cls, "rotary_cached_attention", seed, batch, d_model, num_heads,
-              num_kv_heads, chunks, dtype, rotary=True)
+              num_kv_heads, chunks, dtype, rotary=True, base=base)
 
 
 # ----------------------------------------------------------------------------- apply_rotary
@@ -810,24 +989,28 @@ def _rotary_inputs(seed, batch, num_heads, L, head_dim, start, dtype):
 
 
 @reference
-def _rotary_answers(x, positions):
+def _rotary_answers(x, positions, base=ROTARY_BASE):
     variants = {INTERLEAVED: "interleaved", WRONG_WAY: "wrong_way", FREQ_NO_2: "freq_no_2"}
     if not torch.equal(positions, torch.arange(x.shape[-2])):
         variants[POSITIONS_IGNORED] = "positions_ignored"
-    return _ref_rotate(x, positions), {m: _ref_rotate(x, positions, v)
-                                       for m, v in variants.items()}
+    if base != ROTARY_BASE:
+        variants[BASE_IGNORED] = "base_ignored"
+    return _ref_rotate(x, positions, base=base), {m: _ref_rotate(x, positions, v, base)
+                                                  for m, v in variants.items()}
 
 
 @check
 def apply_rotary(fn, seed=0, batch=2, num_heads=2, L=5, head_dim=8, start=3,
-                 dtype=torch.float32):
-    """fn(x, positions) rotates feature pairs (i, i + hd/2): equal to the reference, norms
-    kept, and scores q . k that depend only on the offset of the two positions."""
+                 dtype=torch.float32, base=ROTARY_BASE):
+    """fn(x, positions, base=base) rotates feature pairs (i, i + hd/2): equal to the
+    reference, norms kept, and scores q . k that depend only on the offset of the two
+    positions."""
     x, positions, q, k, (m, n, shift) = _rotary_inputs(seed, batch, num_heads, L, head_dim,
                                                        start, dtype)
-    expected, bugs = _rotary_answers(x, positions)
-    name = f"apply_rotary(x of shape {tuple(x.shape)}, positions {positions.tolist()})"
-    actual = call(fn, x.clone(), positions.clone(), name="apply_rotary")
+    expected, bugs = _rotary_answers(x, positions, base)
+    name = (f"apply_rotary(x of shape {tuple(x.shape)}, positions {positions.tolist()}, "
+            f"base={base:g})")
+    actual = call(fn, x.clone(), positions.clone(), base=base, name="apply_rotary")
     expect_tensor(actual, name, shape=x.shape, dtype=dtype, shape_names="(B, h, L, head_dim)")
     # properties first: they need no answer, and say what kind of mistake it is
     norms = actual.double().norm(dim=-1)
@@ -836,8 +1019,10 @@ def apply_rotary(fn, seed=0, batch=2, num_heads=2, L=5, head_dim=8, start=3,
                  "(x1, x2) must become (x1 cos - x2 sin, x1 sin + x2 cos).")
 
     def score(i, j):
-        qi = call(fn, q.view(1, head_dim).clone(), torch.tensor([i]), name="apply_rotary")
-        kj = call(fn, k.view(1, head_dim).clone(), torch.tensor([j]), name="apply_rotary")
+        qi = call(fn, q.view(1, head_dim).clone(), torch.tensor([i]), base=base,
+                  name="apply_rotary")
+        kj = call(fn, k.view(1, head_dim).clone(), torch.tensor([j]), base=base,
+                  name="apply_rotary")
         return (qi.double() * kj.double()).sum()
 
     before, after = score(m, n), score(m + shift, n + shift)
@@ -852,9 +1037,12 @@ def apply_rotary(fn, seed=0, batch=2, num_heads=2, L=5, head_dim=8, start=3,
     expect_close(actual, expected, name, bugs=bugs, dtype=dtype,
                  scale=x.double().abs().amax(-1, keepdim=True),
                  condition=1 + int(positions.abs().max()),
+                 mistakes=step_mistakes("rotary", {"x": x, "positions": positions},
+                                        current_dims(), base=base),
                  hint="Pair feature i with i + head_dim // 2, angle position * "
                       "base ** (-2 i / head_dim).")
-    passed(f"apply_rotary ({dtype}): equals the reference for positions {positions.tolist()}, "
+    passed(f"apply_rotary ({dtype}, base={base:g}): equals the reference for positions "
+           f"{positions.tolist()}, "
            "keeps every row's norm, and q . k depends only on the offset "
            f"(positions {m}, {n} and {m + shift}, {n + shift})")
 
@@ -903,7 +1091,8 @@ def _equivariance_setup(seed, batch, L, d_model, num_heads, dtype):
 @reference
 def _equivariance_answers(state, d_model, num_heads, positions, x, perm):
     """For the plain layer and the one with positions: (expected gap, size of the outputs,
-    {bug: gap})."""
+    {bug: gap}, the formula's inputs: {"output": layer(x), "permuted": layer(x[:, perm]),
+    "perm": perm})."""
     state64 = {n: t.double() for n, t in state.items()}
     answers = []
     for pos in (None, positions.double()):
@@ -915,7 +1104,7 @@ def _equivariance_answers(state, d_model, num_heads, positions, x, perm):
             NOT_PERMUTED: (permuted - out).abs().max().item(),
             INVERSE_PERM: (permuted - out[:, perm.argsort()]).abs().max().item(),
             MEAN_GAP: diff.mean().item(),
-        }))
+        }, {"output": out, "permuted": permuted, "perm": perm}))
     return answers
 
 
@@ -927,7 +1116,7 @@ def equivariance_gap(fn, seed=0, batch=2, L=6, d_model=8, num_heads=2, dtype=tor
     state, positions, x, perm = _equivariance_setup(seed, batch, L, d_model, num_heads, dtype)
     answers = _equivariance_answers(state, d_model, num_heads, positions, x, perm)
     labels = ("attention without positions", "attention with position vectors added")
-    for label, pos, (expected, size, bugs) in zip(labels, (None, positions), answers):
+    for label, pos, (expected, size, bugs, inputs) in zip(labels, (None, positions), answers):
         # the layer is the course's own (given: built where the student's code runs, from the
         # grader's weights); the number the student's function returns is judged against the
         # grader's own gap, so a layer replaced there never changes the answer to match
@@ -935,20 +1124,20 @@ def equivariance_gap(fn, seed=0, batch=2, L=6, d_model=8, num_heads=2, dtype=tor
         seen = observe(fn, layer, x.clone(), perm.clone())
         raised(seen.error, f"equivariance_gap ({label})")
         returned = revive(seen.result)
-        if not isinstance(returned, float):  # numpy.float64 is a float too
-            fail(f"equivariance_gap ({label}) returned {type_name(returned)}"
-                 + (" (a 0-d tensor: call .item())" if isinstance(returned, torch.Tensor)
-                    else "") + ": the exercise asks for a Python float.")
+        # the documented return type: a Python float (numpy.float64 is one too)
+        wrong_kind = diagnose.kind(f"equivariance_gap ({label})", "a Python float", returned,
+                                   kinds=(float,))
+        if wrong_kind:
+            fail(f"{wrong_kind}.")
         got = _number(returned, f"equivariance_gap({label})")
-        got_t, exp_t = torch.tensor([float(got)]), torch.tensor([expected])
-        if close(got_t, exp_t, dtype, scale=size):
-            continue
-        named = [message for message, value in bugs.items()
-                 if close(got_t, torch.tensor([value]), dtype, scale=size)]
-        if named:  # (more than one: the number cannot tell them apart, so both are named)
-            fail(f"equivariance_gap ({label}) returned {got:.6g}, expected {expected:.6g}: "
-                 + " Or: ".join(named))
-        fail(f"equivariance_gap ({label}) returned {got:.6g}, expected {expected:.6g} "
-             "(rounding aside): max |layer(x[:, perm]) - layer(x)[:, perm]| over all entries.")
+        one = {"dtype": torch.float64}
+        expect_close(torch.tensor([float(got)], **one), torch.tensor([expected], **one),
+                     f"equivariance_gap ({label}) returned {got:.6g}, expected {expected:.6g}: "
+                     "the gap",
+                     bugs={m: torch.tensor([v], **one) for m, v in bugs.items()},
+                     mistakes=step_mistakes("equivariance gap", inputs, current_dims()),
+                     dtype=dtype, scale=size,
+                     hint="Return max |layer(x[:, perm]) - layer(x)[:, perm]| over all entries "
+                          "(rounding aside).")
     passed(f"equivariance_gap ({dtype}, perm {perm.tolist()}): {answers[0][0]:.2g} (rounding) "
            f"for attention without positions, {answers[1][0]:.3g} with position vectors")
