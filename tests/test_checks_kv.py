@@ -157,3 +157,20 @@ def test_the_helpers_checks_name_a_mistake_in_the_helper(cell, edits, call, word
         code = code.replace(old, new)
     message = CHAPTER.run(call, CHAPTER.namespace({cell: code}))
     assert message and words in message, message
+
+
+def test_counts_returned_as_numpy_numbers_pass(reference):
+    """An honest count computed with numpy (numpy.int64 is no Python int, but a
+    numbers.Integral) gets its points, here as in the grader, whose wire turns it into one."""
+    import numpy as np
+
+    def count_gqa_parameters(*args, **kwargs):
+        return np.int64(kv.count_gqa_parameters(*args, **kwargs))
+
+    def count_kv_cache_bytes(*args, **kwargs):
+        return np.int64(kv.count_kv_cache_bytes(*args, **kwargs))
+
+    results = _run(reference, count_gqa_parameters=count_gqa_parameters,
+                   count_kv_cache_bytes=count_kv_cache_bytes)
+    assert results["test_count_gqa_parameters"] is None, results["test_count_gqa_parameters"]
+    assert results["test_count_kv_cache_bytes"] is None, results["test_count_kv_cache_bytes"]

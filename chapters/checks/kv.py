@@ -33,6 +33,7 @@ Shape letters: B batch, L length, T total length (cached + new), h num_heads,
 g num_kv_heads, G = h // g, hd head_dim, D d_model = h * hd.
 """
 import math
+import numbers
 import random
 
 import torch
@@ -622,11 +623,13 @@ def attend_heads(fn, seed=0, batch=2, L=3, T=5, d_model=16, num_heads=4, num_kv_
 
 # ----------------------------------------------------------------------------- counts
 def _number(got, shown):
+    """`got` as a Python number; a number of numpy's (numpy.int64: numbers.Integral, not int)
+    counts as one, in the student's kit as in the grader."""
     if isinstance(got, torch.Tensor) and got.numel() == 1:
         got = got.item()
-    if isinstance(got, bool) or not isinstance(got, (int, float)):
+    if isinstance(got, bool) or not isinstance(got, numbers.Real):
         fail(f"{shown} returned {got!r}: return a number (an int).")
-    return got
+    return int(got) if isinstance(got, numbers.Integral) else float(got)
 
 
 def _judge_counts(rows, formula, mistakes):
