@@ -19,7 +19,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, settings
 
-from tests.across_workers import made_once
+from tests.across_workers import made_once, outer_release, release_name
 
 settings.register_profile(
     "course", max_examples=30, deadline=None, derandomize=True, print_blob=True,
@@ -118,14 +118,14 @@ def course_release(run_dir, tmp_path_factory):
 
     def release(*chapters):
         chosen = sorted(chapters) if chapters else course.assignments()
-        key = "all" if chosen == course.assignments() else "-".join(chosen)
+        name = release_name(chosen, course.assignments())
 
         def make(folder):
             folder.mkdir(parents=True)
             course.release(folder, chosen)
 
-        made = made_once(run_dir, f"release-{key}", make)
-        own = tmp_path_factory.mktemp(f"course-{key}")
+        made = outer_release(name) or made_once(run_dir, name, make)
+        own = tmp_path_factory.mktemp(name.replace("release-", "course-"))
         shutil.copytree(made, own, symlinks=True, dirs_exist_ok=True)
         return own
     return release
