@@ -59,13 +59,14 @@ $(MATHJAX):
 	touch $@
 
 # The class edition: the same pages with the solution code removed (outputs stay), for a
-# course whose assignments are open. Executed outputs come from the same cache.
+# course whose assignments are open. Executed outputs come from the same cache, under keys
+# of their own (the cells' tags differ): `make book` and `make test` store them for both
+# editions (_ext/execute_chapters.py); a `make book-class` alone executes what is missing.
 # Only the chapters that _config.yml's class_calendar has opened, with the kit of those
 # chapters (autograde/class_calendar.py writes the table of contents and the kit).
 # CLASS_OUT: where it goes (tests/test_class_calendar.py builds other settings elsewhere).
 CLASS_OUT ?= _build/class
 book-class: $(STAMP) $(DOWNLOADS) $(MATHJAX)
-	$(BIN)/python _ext/execute_chapters.py
 	$(BIN)/python -m autograde.class_calendar --toc $(CLASS_OUT)/toc.yml --kit $(CLASS_OUT)/site-extra
 	COURSE_EDITION=class COURSE_SITE_EXTRA=$(CLASS_OUT)/site-extra $(BIN)/jupyter-book build . \
 	  --warningiserror --keep-going --all --path-output $(CLASS_OUT) --toc $(CLASS_OUT)/toc.yml

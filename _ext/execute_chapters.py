@@ -1,5 +1,5 @@
 """Execute the book's chapter notebooks into its jupyter-cache, two at a time, once for both
-editions, before `jupyter-book build` reads them (`make book`, `make book-class`, `make test`).
+editions, before `jupyter-book build` reads them (`make book`, `make test`).
 
 The build executes each notebook its cache lacks, one after the other, on one core
 (myst-nb's cache mode: myst_nb/core/execute/cache.py), and the cache's key hashes the cell
