@@ -19,7 +19,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, settings
 
-from tests.across_workers import made_once, outer_release, release_name
+from tests.across_workers import made_once
 
 settings.register_profile(
     "course", max_examples=30, deadline=None, derandomize=True, print_blob=True,
@@ -118,14 +118,14 @@ def course_release(run_dir, tmp_path_factory):
 
     def release(*chapters):
         chosen = sorted(chapters) if chapters else course.assignments()
-        name = release_name(chosen, course.assignments())
+        key = "all" if chosen == course.assignments() else "-".join(chosen)
 
         def make(folder):
             folder.mkdir(parents=True)
             course.release(folder, chosen)
 
-        made = outer_release(name) or made_once(run_dir, name, make)
-        own = tmp_path_factory.mktemp(name.replace("release-", "course-"))
+        made = made_once(run_dir, f"release-{key}", make)
+        own = tmp_path_factory.mktemp(f"course-{key}")
         shutil.copytree(made, own, symlinks=True, dirs_exist_ok=True)
         return own
     return release

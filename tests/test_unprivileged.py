@@ -21,22 +21,15 @@ from pathlib import Path
 
 import pytest
 
-from autograde import course
 from autograde.remote import bwrap_path
 from autograde.trees import remove_tree
-from tests.across_workers import OUTER_RELEASES, release_name
-from tests.hostile import CH1, CH2, ENTRIES
-from tests.test_hostile import CHAPTERS as HOSTILE_CHAPTERS
+from tests.hostile import ENTRIES
 
 REPO = Path(__file__).resolve().parent.parent
 SELECTED = sorted({e.name for e in ENTRIES if e.twice}
                   | {"writes_gradebook_and_course_files", "reads_hidden_tests_and_solutions",
                      "imports_chapter5_solutions_from_release", "notebook_of_500MB"})
 TESTS = ["test_nothing_of_one_submission_reaches_the_next"]
-# The releases the two runs as `nobody` grade (tests/test_hostile.py's module fixture and
-# tests/test_faults.py's): handed down from this run, which makes them anyway, instead of
-# made again inside each (15 s of CPU for every chapter).
-HANDED_DOWN = [HOSTILE_CHAPTERS, [CH1, CH2]]
 
 
 def _works(python, user, env):
@@ -74,7 +67,7 @@ def _borrowed_interpreter(folder):
 
 
 @pytest.fixture(scope="module")
-def unprivileged(course_release):
+def unprivileged():
     if os.geteuid() != 0:
         pytest.skip("the suite runs unprivileged already: tests/test_hostile.py is this test")
     if bwrap_path() is None:
@@ -98,17 +91,6 @@ def unprivileged(course_release):
         work = Path(base) / "work"
         work.mkdir()
         os.chown(work, user.pw_uid, user.pw_gid)
-        releases = Path(base) / "releases"  # readable by all, as root's files are here
-        for chapters in HANDED_DOWN:
-            name = release_name(sorted(chapters), course.assignments())
-            shutil.copytree(course_release(*chapters), releases / name, symlinks=True)
-        for folder, _, files in os.walk(releases):  # readable by `nobody`, whatever the modes
-            os.chmod(folder, 0o755)
-            for file in files:
-                path = Path(folder) / file
-                if not path.is_symlink():
-                    os.chmod(path, path.stat().st_mode | 0o444)
-        env[OUTER_RELEASES] = str(releases)
         yield user, python, env, work
     finally:
         remove_tree(base)
