@@ -106,8 +106,11 @@ def graded(course_release):
 
 
 # Each chapter's tests run on one xdist worker (tests/conftest.py, work_unit), which grades
-# that chapter once: a minute of CPU or more, as nbgrader executes every submission whole, in
-# a kernel of its own; the chapters are spread over the workers.
+# that chapter once, in the first of them: among the suite's slowest tests, as nbgrader
+# executes each of the 7 notebooks whole, in a kernel of its own that imports torch (65-85 s
+# of CPU for each of chapters 5-7 here, with chapters 5-7's long runs shortened by
+# tests/conftest.py's switches; 120-145 s with every CORRECT submission and the full runs);
+# the chapters are spread over the workers.
 CHAPTERS = course.assignments()
 
 
