@@ -35,7 +35,10 @@ MATHJAX := _build/vendor/.mathjax-$(MATHJAX_VERSION)
 
 # --all: every page rewritten (executed outputs still come from the cache, ~10 s here),
 # or pages that did not change keep a stale sidebar and stale next/previous links.
+# _ext/execute_chapters.py first executes the notebooks the cache lacks, two at a time (the
+# build would run them one after the other).
 book: $(STAMP) $(DOWNLOADS) $(MATHJAX)
+	$(BIN)/python _ext/execute_chapters.py
 	$(BIN)/jupyter-book build . --warningiserror --keep-going --all
 	touch $(BOOK)
 
@@ -56,7 +59,9 @@ $(MATHJAX):
 	touch $@
 
 # The class edition: the same pages with the solution code removed (outputs stay), for a
-# course whose assignments are open. Executed outputs come from the same cache.
+# course whose assignments are open. Executed outputs come from the same cache, under keys
+# of their own (the cells' tags differ): `make book` and `make test` store them for both
+# editions (_ext/execute_chapters.py); a `make book-class` alone executes what is missing.
 # Only the chapters that _config.yml's class_calendar has opened, with the kit of those
 # chapters (autograde/class_calendar.py writes the table of contents and the kit).
 # CLASS_OUT: where it goes (tests/test_class_calendar.py builds other settings elsewhere).
@@ -86,10 +91,14 @@ student-branch: $(DOWNLOADS)
 	  print(course.student_branch('_build/course', '_build/student-branch'))"
 	@echo "commit that tree as the branch 'student' of the repository in _config.yml"
 
-# Two pytest-xdist workers, one per core; --dist loadgroup keeps the tests that share a
-# costly module fixture on one worker (tests/conftest.py: work_unit, ONE_WORKER); the log
-# ends with the slowest twenty tests (issue 19: each made cheaper or its cost explained).
-test: $(STAMP) $(BOOK) $(CLASS_BOOK)
+# The two editions, once the notebooks they show are executed (two at a time), are built
+# side by side (each a one-core Sphinx build reading the same cache). Then two pytest-xdist
+# workers, one per core; --dist loadgroup keeps the tests that share a costly module fixture
+# on one worker (tests/conftest.py: work_unit, ONE_WORKER); the log ends with the slowest
+# twenty tests (issue 19: each made cheaper or its cost explained).
+test: $(STAMP) $(DOWNLOADS) $(MATHJAX)
+	$(BIN)/python _ext/execute_chapters.py
+	$(MAKE) -j2 $(BOOK) $(CLASS_BOOK)
 	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=20
 
 bench: $(STAMP)

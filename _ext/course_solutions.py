@@ -43,17 +43,17 @@ def _source(cell):
     return "".join(source) if isinstance(source, list) else source
 
 
-def _prepare_notebook(app, docname, source):
-    if not os.fspath(app.env.doc2path(docname)).endswith(".ipynb"):
-        return
-    tag = EDITIONS[edition()]
-    kit = _kit(app)
-    notebook = json.loads(source[0])
+def prepared(notebook, chapter, edition_name, baseurl, kit):
+    """The chapter notebook `notebook` (a dict, changed in place and returned) as the book
+    executes and shows it in edition `edition_name`. _ext/execute_chapters.py executes the
+    same notebooks ahead of the build: what the cache's keys hash (code and cell metadata)
+    comes from here alone."""
+    tag = EDITIONS[edition_name]
     for cell in notebook["cells"]:
         if cell["cell_type"] != "code":
             continue
         meta = cell.get("metadata", {}).get("nbgrader", {})
-        text = _source(cell).replace(kit.WHEEL_URL_TOKEN, kit.wheel_url(app.config.html_baseurl))
+        text = _source(cell).replace(kit.WHEEL_URL_TOKEN, kit.wheel_url(baseurl))
         if meta.get("grade"):
             text = kit.visible_part(text)
         if meta.get("solution"):
@@ -62,11 +62,17 @@ def _prepare_notebook(app, docname, source):
             if tag not in tags:
                 tags.append(tag)
         cell["source"] = text
-    chapter = os.path.basename(docname)
     if re.fullmatch(r"\d\d_\w+", chapter):
         notebook["cells"].insert(1, {"cell_type": "markdown", "metadata": {}, "id": "download-note",
                                      "source": DOWNLOAD_NOTE.format(chapter=chapter)})
-    source[0] = json.dumps(notebook)
+    return notebook
+
+
+def _prepare_notebook(app, docname, source):
+    if not os.fspath(app.env.doc2path(docname)).endswith(".ipynb"):
+        return
+    source[0] = json.dumps(prepared(json.loads(source[0]), os.path.basename(docname), edition(),
+                                    app.config.html_baseurl, _kit(app)))
 
 
 DOWNLOAD_NOTE = """\

@@ -449,7 +449,7 @@ def _forbidden():
     student's function, as {pattern, what, label}: the student's process raises the same
     teaching message (checks.operations). The grader decides from the source (forbids.py)."""
     return [{"pattern": spec.pattern, "what": spec.what, "label": spec.label}
-            for mode in operations.ACTIVE_FORBIDS for spec in mode.specs]
+            for spec in operations.active_forbids()]
 
 
 def _target(ref):

@@ -50,8 +50,7 @@ import time
 import torch
 import torch.nn as nn
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from solutions import MultiHeadAttention  # noqa: E402
+from solutions import MultiHeadAttention  # (PYTHONPATH=., as `make bench` sets it)
 
 MMAP_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536"}
 MiB = 2.0 ** 20

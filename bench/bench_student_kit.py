@@ -8,7 +8,7 @@ student's machine after the first chapter or with a course's cached wheels):
      with the first exercise answered (the reference answer pasted in).
 The pip cache is warmed by one untimed install first. Writes a table (markdown).
 
-    python bench/bench_student_kit.py [--chapter 01_attention] [--output bench/STUDENT_KIT.md]
+    PYTHONPATH=. .venv/bin/python bench/bench_student_kit.py [--chapter 01_attention] [--output bench/STUDENT_KIT.md]
 """
 import argparse
 import json
@@ -21,11 +21,10 @@ import time
 import zipfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from autograde import course  # (PYTHONPATH=., as the usage above says)
+from tests.submissions import fill_submission
 
-from autograde import course  # noqa: E402
-from tests.submissions import fill_submission  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 RUN_TO_FIRST_CHECK = r"""
 import sys, nbformat

@@ -1,5 +1,20 @@
 """Input checks shared by every public function: each names the problem and the shapes."""
+import os
+
 import torch
+
+
+def environment_count(variable):
+    """The positive integer in the environment variable `variable`, or None when it is unset
+    or empty; raises ValueError naming the variable for anything else. The switches that
+    shorten a chapter's long runs for the tests read their value here (README,
+    "Quick start")."""
+    value = os.environ.get(variable, "")
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{variable} must be a positive integer, got {value!r}")
+    return int(value)
 
 
 def check_tensor(x, name, min_rank=None, rank=None):

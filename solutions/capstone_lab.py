@@ -7,7 +7,6 @@ N number of layers.
 """
 import contextlib
 import math
-import os
 import time
 from pathlib import Path
 from typing import NamedTuple
@@ -15,6 +14,8 @@ from typing import NamedTuple
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from ._checks import environment_count
 
 
 # The corpus shipped beside the chapter (chapters/data/README.md: source and licence).
@@ -27,12 +28,7 @@ DEFAULT_TRAIN_STEPS = 800
 def train_steps():
     """The number of training steps of the chapter's long run: $COURSE_CAPSTONE_STEPS, or
     DEFAULT_TRAIN_STEPS when it is unset."""
-    value = os.environ.get("COURSE_CAPSTONE_STEPS", "")
-    if not value:
-        return DEFAULT_TRAIN_STEPS
-    if not value.isdigit() or int(value) < 1:
-        raise ValueError(f"COURSE_CAPSTONE_STEPS must be a positive integer, got {value!r}")
-    return int(value)
+    return environment_count("COURSE_CAPSTONE_STEPS") or DEFAULT_TRAIN_STEPS
 
 
 def read_corpus(path=None):

@@ -15,6 +15,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ._checks import environment_count
 from .masks import causal_mask
 from .mha import MultiHeadAttention
 
@@ -150,6 +151,16 @@ def _cpu_threads(n):
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def run_steps(steps):
+    """The length of one of the chapter's training runs, written `steps` in the notebook
+    (200 per run, 150 for the three-head models, 50 more after pruning): `steps`, or
+    $COURSE_DIVERSITY_STEPS when that is set and smaller. The tests that execute the whole
+    notebook (nbgrader, the student kit) need its code paths, not its numbers, and set it
+    (tests/conftest.py); `make book` leaves it unset and trains in full."""
+    cap = environment_count("COURSE_DIVERSITY_STEPS")
+    return steps if cap is None else min(steps, cap)
 
 
 def train(model, *, steps=200, lr=1e-2, batch_size=128, seed=0, device=None,

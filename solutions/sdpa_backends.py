@@ -24,6 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from ._checks import environment_count
+
 # The backends the chapter forces one at a time, in the order of PyTorch's default priority
 # on CUDA (torch._C._get_sdp_priority_order(): FLASH, EFFICIENT, MATH, CUDNN; cuDNN moves
 # first on recent Hopper and Blackwell GPUs). On a CPU only FLASH_ATTENTION and MATH exist.
@@ -35,6 +37,17 @@ HEADINGS = {SDPBackend.EFFICIENT_ATTENTION: "Memory efficient kernel not used be
             SDPBackend.FLASH_ATTENTION: "Flash attention kernel not used because:",
             SDPBackend.CUDNN_ATTENTION: "cuDNN attention kernel not used because:"}
 RECORDED = Path(__file__).resolve().parent.parent / "chapters" / "data" / "sdpa_backends_h200.json"
+
+
+def timed_lengths(*lengths):
+    """The sequence lengths chapter 6 times (its fast paths' lengths L, the number of tokens
+    its decoding loop generates), in increasing order: `lengths`, each capped at
+    $COURSE_TIMING_MAX_LENGTH when that is set (equal ones kept once). The tests that
+    execute the whole notebook (nbgrader, the student kit) need its code paths, not its
+    timings, and set it (tests/conftest.py); `make book` leaves it unset and times the
+    lengths written."""
+    cap = environment_count("COURSE_TIMING_MAX_LENGTH")
+    return sorted({length if cap is None else min(length, cap) for length in lengths})
 
 
 def measure_dtype(device):

@@ -36,10 +36,18 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "course"))
 # test on 2 loaded cores, where OpenMP threads wait on each other).
 torch.set_num_threads(1)
 
-# Chapter 7's notebook trains a language model for about a minute and a half; the tests that
-# execute it whole (nbgrader, the student kit) need its code paths, not its numbers
-# (solutions.capstone_lab.train_steps reads this variable; `make book` trains in full).
+# The chapters' long runs, shortened: the tests that execute whole notebooks (nbgrader, seven
+# to thirteen notebooks per chapter, and the student kit) need their code paths, not their
+# numbers; `make book` sets none of these and runs in full, and the book's numbers are what
+# tests/test_text_claims.py and the predict-then-run answers are checked against (README,
+# "Quick start"). Each variable is read in one place:
+# chapter 7 trains a language model for 800 steps (solutions.capstone_lab.train_steps);
 os.environ.setdefault("COURSE_CAPSTONE_STEPS", "20")
+# chapter 5 trains 17 small models for 50-200 steps each (solutions.diversity_lab.run_steps);
+os.environ.setdefault("COURSE_DIVERSITY_STEPS", "10")
+# chapter 6 times its fast paths at L up to 2048 and decodes 256 tokens with and without its
+# cache (solutions.sdpa_backends.timed_lengths).
+os.environ.setdefault("COURSE_TIMING_MAX_LENGTH", "64")
 
 
 # Test files whose module fixtures cost seconds and would be built again by a second worker:

@@ -52,6 +52,9 @@ def rows(path):
         return list(csv.DictReader(handle))
 
 
+# Among the suite's slowest twenty (about 18 s on an idle 2-core machine): three batches,
+# each starting the grader's zygote and recording into nbgrader's gradebook, as a resumed
+# run does; what is tested is that sequence (grade, nothing to redo, resume).
 def test_grade_writes_gradebook_csvs_and_resumes(released, tmp_path, capsys):
     course_dir, bug = make_class(released, tmp_path / "course")
     assert main(["grade", CHAPTER, "--course-dir", str(course_dir), "--no-progress"]) == 0
@@ -154,6 +157,9 @@ def postgres_url():
         shutil.rmtree(folder, ignore_errors=True)
 
 
+# Among the suite's slowest twenty (about 20 s on an idle 2-core machine): a PostgreSQL
+# server made and stopped (initdb, pg_ctl), and this course's release and grading into it,
+# the path under test, which the shared SQLite release of the other tests cannot stand in for.
 def test_grade_into_a_postgresql_gradebook(released, tmp_path, postgres_url, capsys):
     """--db takes a PostgreSQL URL: release, grade and export all use that gradebook."""
     course_dir, bug = make_class(released, tmp_path / "course")

@@ -101,6 +101,28 @@ def test_forbidden_functions_are_refused_wherever_they_come_from():
             check.stable_softmax(ns["stable_softmax"])
 
 
+def test_the_forbids_in_force_belong_to_their_context():
+    """forbid_spec() blocks stack in a context variable (the grader forwards
+    active_forbids() around each call of the student's code): nested blocks add their
+    specs, leaving a block removes them, and another thread starts with none."""
+    import threading
+
+    from chapters.checks import operations
+    outer = operations.Forbidden("a", ("test_a",), "softmax", "which normalises for you")
+    inner = operations.Forbidden("b", ("test_b",), "einsum", "which contracts for you")
+    seen_in_thread = []
+    assert operations.active_forbids() == ()
+    with operations.forbid_spec(outer):
+        with operations.forbid_spec(inner):
+            assert operations.active_forbids() == (outer, inner)
+            thread = threading.Thread(target=lambda: seen_in_thread.append(
+                operations.active_forbids()))
+            thread.start()
+            thread.join()
+        assert operations.active_forbids() == (outer,)
+    assert operations.active_forbids() == () and seen_in_thread == [()]
+
+
 def test_checks_resist_rebinding_torch_functions():
     """Student code that rebinds torch.softmax cannot change what the checks expect."""
     original = torch.softmax

@@ -9,22 +9,19 @@ on the test cells that name it; none may award it a point but the commented ALLO
 import ast
 import json
 import re
-import sys
 from dataclasses import dataclass, replace
 
 import pytest
 import torch
 
-from autograde import course, kit
+from autograde import course
 from autograde.engine import Assignment, Grader, trusted_namespace
 from autograde.remote import Zygote
+from autograde.notebook import parse
+from tests.chapter import CheckFailure, checks_module
 from tests.submissions import fill_submission, reference_cells
 
-if str(course.CHAPTERS) not in sys.path:
-    sys.path.insert(0, str(course.CHAPTERS))
-
-from checks import masks  # noqa: E402
-from checks.common import CheckFailure  # noqa: E402
+masks = checks_module("masks")
 
 
 def _zeros(query, key, value, mask=None):
@@ -292,7 +289,7 @@ def _definition(cells, answer):
     """(grade_id of the cell that defines `answer`, its ast.FunctionDef: the function, or
     the class's method)."""
     for gid, code in cells.items():
-        for node in kit.parse(code, gid).body:  # (the grader's parses, one at a time)
+        for node in parse(code, gid).body:  # (the grader's parses, one at a time)
             if getattr(node, "name", None) != answer.name:
                 continue
             if not answer.method:

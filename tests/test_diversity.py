@@ -323,3 +323,16 @@ def test_train_uses_cuda_by_default():
     model = make_model(2, seed=0)
     history = train(model, steps=5, seed=0)
     assert next(model.parameters()).is_cuda and len(history["loss"]) == 5
+
+
+def test_run_steps_caps_every_run_with_one_environment_variable(monkeypatch):
+    """The notebook's runs (200, 150, 50 steps) pass through run_steps: unset, as written;
+    COURSE_DIVERSITY_STEPS caps each of them (the tests' notebook executions)."""
+    from solutions.diversity_lab import run_steps
+    monkeypatch.delenv("COURSE_DIVERSITY_STEPS", raising=False)
+    assert [run_steps(s) for s in (200, 150, 50)] == [200, 150, 50]
+    monkeypatch.setenv("COURSE_DIVERSITY_STEPS", "60")
+    assert [run_steps(s) for s in (200, 150, 50)] == [60, 60, 50]
+    monkeypatch.setenv("COURSE_DIVERSITY_STEPS", "ten")
+    with pytest.raises(ValueError, match="COURSE_DIVERSITY_STEPS must be a positive integer"):
+        run_steps(200)

@@ -75,6 +75,11 @@ def hub(tmp_path):
     return exchange, course_dir, passwd, homes
 
 
+# Among the suite's slowest (about 45 s on an idle 2-core machine): fourteen processes, each
+# a real command of the guide run the way its user runs it (nbgrader's exchange commands,
+# two of them inside bwrap as `jovyan`, this project's release and grade, each paying its
+# start-up: python, nbgrader's imports, the grader's zygote); the exchange's file layout and
+# permissions are what is tested, which no in-process call or shared fixture stands in for.
 def test_a_course_through_the_exchange(hub, tmp_path):
     exchange, course_dir, passwd, homes = hub
     nbgrader = [sys.executable, "-m", "nbgrader"]

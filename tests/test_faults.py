@@ -160,6 +160,11 @@ def scores(course_dir):
             if r["assignment"] == CH1}
 
 
+# The two batch tests below are among the suite's slowest (about 20 s and 45 s on an idle
+# 2-core machine): each starts `python -m autograde grade` as a process (one, then four:
+# killed, refused, resumed, after a deleted gradebook), each paying python, torch, nbgrader
+# and the zygote's start-up; a process that dies whole, leaves nothing behind and resumes is
+# what they test. tests/test_unprivileged.py runs them again as `nobody`.
 def test_broken_notebooks_cost_themselves_only(released, tmp_path):
     """FAULTS["broken_notebooks_among_honest_ones"]."""
     course_dir, honest, errors = make_class(released, tmp_path / "course")

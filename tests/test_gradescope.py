@@ -94,6 +94,10 @@ def graded_by_grade(autograder, tmp_path, notebooks):
     return {student: result for (student, _), result in load_results(course).items()}
 
 
+# Slow (about 45 s and 30 s on an idle 2-core machine): each run_autograder is a fresh
+# /autograder/run_autograder inside bwrap, as Gradescope runs one per submission (python,
+# torch and the grader's zygote started each time); its start-up from a bare environment is
+# what is tested. The zip and its unpacked /autograder are made once (the module fixture).
 def test_scores_equal_grade_and_hidden_tests_wait_for_publication(autograder, tmp_path):
     source, blank = released(autograder)
     bug_name, bug = next(iter(catalogue(CHAPTER).BUGS.items()))
@@ -129,6 +133,7 @@ def test_scores_equal_grade_and_hidden_tests_wait_for_publication(autograder, tm
             assert names(bug, first_failed["output"]), (bug_name, first_failed["output"])
 
 
+# (slow for the same reason: four runs of run_autograder, one per kind of submission)
 def test_broken_empty_and_hostile_submissions_get_a_results_json(autograder):
     source, blank = released(autograder)
     results, _ = run_autograder(autograder, {})

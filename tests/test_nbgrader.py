@@ -1,9 +1,12 @@
 """The chapter notebooks through real nbgrader: generate_assignment, then autograde of
 the reference, the untouched student version and the catalogue of submissions.
 
-nbgrader executes whole notebooks, one at a time (5-30 s each here), so by default this
-grades every CORRECT submission and the first NBGRADER_BUGS bugs of each chapter; the
-test_checks_* files run every bug through the same test cells in seconds. Set
+nbgrader executes whole notebooks, one at a time (5-30 s each here, each in a kernel of its
+own that imports torch), so by default this grades, besides the reference and the untouched
+student version, NBGRADER_CORRECT of each chapter's CORRECT submissions (the first and the
+last in catalogue order) and its first NBGRADER_BUGS bugs: 49 notebooks instead of the 70
+that every CORRECT submission would make. tests/test_catalogue.py grades every CORRECT
+submission and every bug through the same test cells with our engine, in seconds. Set
 COURSE_NBGRADER_ALL=1 to autograde the whole catalogue.
 """
 import json
@@ -18,11 +21,21 @@ import pytest
 from autograde import batch, course
 from tests.submissions import catalogue, catalogue_submissions, grade_id
 
-NBGRADER_BUGS = None if os.environ.get("COURSE_NBGRADER_ALL") == "1" else 3
+NBGRADER_ALL = os.environ.get("COURSE_NBGRADER_ALL") == "1"
+NBGRADER_BUGS = None if NBGRADER_ALL else 3
+NBGRADER_CORRECT = None if NBGRADER_ALL else 2
 
 
 def submissions(assignment, source_nb, student_nb):
-    return catalogue_submissions(assignment, source_nb, student_nb, NBGRADER_BUGS)
+    """catalogue_submissions' {student: (notebook, expected)}, its CORRECT ones cut down to
+    the first and the last (NBGRADER_CORRECT: 2; None: all)."""
+    subs = catalogue_submissions(assignment, source_nb, student_nb, NBGRADER_BUGS)
+    correct = [student for student in subs if student.startswith("correct_")]
+    if NBGRADER_CORRECT is None or len(correct) <= NBGRADER_CORRECT:
+        return subs
+    kept = set(correct[:NBGRADER_CORRECT - 1] + correct[-1:])
+    return {student: sub for student, sub in subs.items()
+            if not student.startswith("correct_") or student in kept}
 
 
 def autograde(course_dir, assignment):
@@ -93,8 +106,11 @@ def graded(course_release):
 
 
 # Each chapter's tests run on one xdist worker (tests/conftest.py, work_unit), which grades
-# that chapter once: a minute of CPU or more, as nbgrader executes every submission whole, in
-# a kernel of its own; the chapters are spread over the workers.
+# that chapter once, in the first of them: among the suite's slowest tests, as nbgrader
+# executes each of the 7 notebooks whole, in a kernel of its own that imports torch (65-85 s
+# of CPU for each of chapters 5-7 here, with chapters 5-7's long runs shortened by
+# tests/conftest.py's switches; 120-145 s with every CORRECT submission and the full runs);
+# the chapters are spread over the workers.
 CHAPTERS = course.assignments()
 
 

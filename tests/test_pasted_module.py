@@ -5,7 +5,6 @@ the generation and the attention maps; the head gates and the pruning need chapt
 These tests do what the text says: chapter 3's reference module, pasted into chapter 7 with
 exactly the additions the text words, runs there, and only there."""
 import json
-import sys
 
 import pytest
 import torch
@@ -14,11 +13,10 @@ from autograde import course, kit
 from solutions.capstone_lab import CharLM, attention_maps, gated_heads
 from solutions.diversity import prune_heads
 from solutions.mha import MultiHeadAttention as CourseAttention
+from tests.chapter import checks_module
 from tests.submissions import reference_cells
 
-if str(course.CHAPTERS) not in sys.path:  # the grader's checks, as the notebooks import them
-    sys.path.insert(0, str(course.CHAPTERS))
-from checks import capstone as check  # noqa: E402
+check = checks_module("capstone")
 
 CHAPTER_7 = course.CHAPTERS / "07_capstone.ipynb"
 # the two additions, in the words of chapter 7's section "The Transformer block"

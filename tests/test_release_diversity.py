@@ -106,7 +106,9 @@ assert pathlib.Path(solutions.__file__).parent.parent == pathlib.Path.cwd(), sol
 assert importlib.util.find_spec("solutions.diversity") is None
 print("ok", DEVICE, STEPS)
 """
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # unset as in the book build: STEPS is the notebook's own 200 (tests/conftest.py caps it)
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"PYTHONPATH", "COURSE_DIVERSITY_STEPS"}}
     env["MPLBACKEND"] = "Agg"
     result = subprocess.run([sys.executable, "-c", probe], cwd=released, env=env,
                             capture_output=True, text=True, timeout=300)

@@ -22,7 +22,7 @@ from solutions.masks import causal_mask
 from solutions.sdpa_backends import (BACKENDS, HEADINGS, RECORDED, Attempt, conditions,
                                      default_backend, load_recorded, measure_dtype, probe,
                                      recorded_rows, refusal_reason, report_probe, run_forced,
-                                     time_backends)
+                                     time_backends, timed_lengths)
 
 REPO = Path(__file__).resolve().parent.parent
 DEVICES = ["cpu", pytest.param("cuda", marks=[
@@ -239,3 +239,16 @@ def test_chapter_6_shows_the_recorded_numbers_it_quotes_and_never_reads_shared()
     provenance = recorded["provenance"]
     assert (f"{provenance['gpu'].split()[-1]}, torch {provenance['torch'].split('+')[0]} with "
             f"CUDA {provenance['cuda']}, on {provenance['date']}") in prose
+
+
+def test_timed_lengths_caps_the_lengths_with_one_environment_variable(monkeypatch):
+    """Chapter 6's timed lengths: unset, as written (sorted); COURSE_TIMING_MAX_LENGTH caps
+    each of them, equal ones kept once (the tests' notebook executions)."""
+    monkeypatch.delenv("COURSE_TIMING_MAX_LENGTH", raising=False)
+    assert timed_lengths(256, 512, 1024, 2048) == [256, 512, 1024, 2048]
+    assert timed_lengths(256) == [256]
+    monkeypatch.setenv("COURSE_TIMING_MAX_LENGTH", "600")
+    assert timed_lengths(256, 512, 1024, 2048) == [256, 512, 600]
+    monkeypatch.setenv("COURSE_TIMING_MAX_LENGTH", "0")
+    with pytest.raises(ValueError, match="COURSE_TIMING_MAX_LENGTH must be a positive integer"):
+        timed_lengths(256)

@@ -12,19 +12,15 @@ tests/conftest.py is derandomized: the same examples on every run.
 import contextlib
 import io
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "chapters"))
-from checks import attention as ch1  # noqa: E402
-from checks import common  # noqa: E402
-from checks import heads as ch2  # noqa: E402
-from checks import masks as ch4  # noqa: E402
+from tests.chapter import checks_module
+
+ch1, common, ch2, ch4 = (checks_module(name) for name in ("attention", "common", "heads", "masks"))
 
 DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16]
 # A correct formulation may use this fraction of the tolerance at most: ROUNDINGS is a

@@ -14,6 +14,7 @@ is the forbid's (forbid_spec): a teaching message in the student's Jupyter, forw
 sandbox around a call; the grader decides from the submitted source (autograde/forbids.py).
 It imports torch, and nothing of the course.
 """
+import contextvars
 import importlib
 import os
 import re
@@ -202,9 +203,16 @@ class Forbidden:
                 "the chapter shows instead.")
 
 
-# forbid_spec() blocks now in force in this process (the grader forwards them to the
-# student's process around each call: autograde/remote.py)
-ACTIVE_FORBIDS = []
+# The forbid_spec() blocks in force in this context, outermost first: per check run, so a
+# context variable (as checks.common's salt), not a module global.
+_ACTIVE_FORBIDS = contextvars.ContextVar("checks_active_forbids", default=())
+
+
+def active_forbids():
+    """The Forbidden specs of the forbid_spec() blocks in force in this context, outermost
+    first (the grader forwards them to the student's process around each call:
+    autograde/remote.py)."""
+    return tuple(spec for mode in _ACTIVE_FORBIDS.get() for spec in mode.specs)
 
 
 class _ForbidSpec(torch.overrides.TorchFunctionMode):
@@ -213,13 +221,14 @@ class _ForbidSpec(torch.overrides.TorchFunctionMode):
     def __init__(self, specs):
         super().__init__()
         self.specs = tuple(specs)
+        self._tokens = []  # one per __enter__ not yet exited (a block may be re-entered)
 
     def __enter__(self):
-        ACTIVE_FORBIDS.append(self)
+        self._tokens.append(_ACTIVE_FORBIDS.set(_ACTIVE_FORBIDS.get() + (self,)))
         return super().__enter__()
 
     def __exit__(self, *exc):
-        ACTIVE_FORBIDS.remove(self)
+        _ACTIVE_FORBIDS.reset(self._tokens.pop())
         return super().__exit__(*exc)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):

@@ -16,7 +16,7 @@ which refuses an edit that does not apply.
 import json
 from pathlib import Path
 
-from autograde import kit  # kit.parse: parses share one lock (tests grade in threads)
+from autograde.notebook import parse  # the grader's parse: one lock (tests grade in threads)
 from tests.submissions import Bug, edit, grade_id, reference_code
 
 NOTEBOOK = "06_kv"
@@ -44,7 +44,7 @@ def _replace_def(cell, name, code):
     """The reference code of `cell` with its top-level definition `name` (a function or a
     class) replaced by `code`."""
     source = _CELLS[cell]
-    node = next(n for n in kit.parse(source).body if getattr(n, "name", None) == name)
+    node = next(n for n in parse(source).body if getattr(n, "name", None) == name)
     lines = source.splitlines(keepends=True)
     return "".join(lines[:node.lineno - 1]) + code + "".join(lines[node.end_lineno:])
 
