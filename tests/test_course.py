@@ -4,6 +4,7 @@ The modules are derived from the notebook (autograde.course.checks_modules); the
 hold the derivation against the grader's own reading of the notebook, against small
 made-up packages, and against a real release through nbgrader (about 5 s).
 """
+import ast
 import json
 import re
 
@@ -47,13 +48,16 @@ def test_the_derived_modules_are_those_the_notebook_imports(assignment):
     # common imports nested (the one walker over nested values), operations (the runtime's
     # operations on the student's objects) and diagnose (the shape families that name a
     # wrong output), so every chapter ships them
-    assert course.checks_modules(assignment) == sorted({"__init__", "common", "diagnose",
-                                                        "formulas", "nested", "operations",
-                                                        *modules})
-    # formulas computes the exercises' right answers: the student's copy lacks it (only
-    # common.step_mistakes imports it, in a @reference body the kit removes)
-    assert course.checks_modules(assignment, kit_form=True) == sorted(
-        set(course.checks_modules(assignment)) - {"formulas"})
+    shipped = sorted({"__init__", "common", "diagnose", "nested", "operations", *modules})
+    assert course.checks_modules(assignment, kit_form=True) == shipped
+    # formulas computes the exercises' right answers: only the grader's copy (the course's
+    # source/, never a student's) holds it, with the stand-in models of chapters 5 and 7
+    # that two of its formulas build (only common.step_mistakes imports it, in a @reference
+    # body the kit removes)
+    formulas = course.CHECKS / "formulas.py"
+    needs = course.imported_checks(ast.parse(formulas.read_text()), str(formulas))
+    assert set(needs) <= {"common", "diagnose", "diversity", "capstone"}, needs
+    assert course.checks_modules(assignment) == sorted({*shipped, "formulas", *needs})
 
 
 def test_every_import_form_is_read(tmp_path):
