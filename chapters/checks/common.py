@@ -567,8 +567,10 @@ def expect_close(actual, expected, name, bugs=None, hint=None, dtype=None, scale
             fail(diagnose.explained(name, reason))
     expect_tensor(actual, name, shape=expected.shape)
     if not bool(_isfinite(actual.detach()).all()) and bool(_isfinite(expected).all()):
-        bad = (~_isfinite(actual.detach())).sum().item()
-        fail(f"{name}: {bad} entries are NaN or inf where the right answer is finite. "
+        # the non-finite family says how many and where, in the exercise's words; the
+        # exercise's hint, what usually puts them there
+        where = diagnose.nonfinite(actual.detach(), expected.detach(), current_dims(), axes)
+        fail(f"{name}: {where}. "
              + (hint or "Look for 0/0 (a fully masked row) or an overflowing exp()."))
     if close(actual, expected, dtype, scale, condition):
         return
