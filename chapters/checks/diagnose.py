@@ -434,14 +434,17 @@ class Formula:
     steps: ((name, function), ...): each function takes the value so far and the inputs
     (a dict) and returns the next value; the first takes None. variants: {step name:
     {what went wrong: function}} of other ways to do a step (the wrong axis, the wrong
-    input), each used in place of that step alone."""
+    input), each used in place of that step alone. together: {sentence, worded in full:
+    {step name: function}}, the standard mistakes that do several steps another way at
+    once (post-LN: both LayerNorms moved; both dropouts left out)."""
 
-    def __init__(self, steps, variants=None, optional=()):
+    def __init__(self, steps, variants=None, optional=(), together=None):
         self.steps = tuple(steps)
         self.variants = dict(variants or {})
         # the steps that may be left out: {name: what stands in for it (None: identity)}
         self.optional = (dict(optional) if isinstance(optional, dict)
                          else dict.fromkeys(optional))
+        self.together = dict(together or {})
 
     def run(self, inputs, replace=None):
         """The output, with `replace` {step name: function} used in place of those steps."""
@@ -450,15 +453,21 @@ class Formula:
             value = (replace or {}).get(name, function)(value, inputs)
         return value
 
+    def changes(self):
+        """[(sentence, step name, function)]: each step left out (the optional ones), then
+        each done another way (the variants), one at a time."""
+        left_out = [(f"the {name} step is left out", name,
+                     skip or (lambda value, _inputs: value))
+                    for name, skip in self.optional.items()]
+        return left_out + [(f"the {name} step {description}", name, function)
+                           for name, ways in self.variants.items()
+                           for description, function in ways.items()]
+
     def mistakes(self, inputs):
-        """{sentence: output} of the formula with one step left out (the optional ones)
-        or done another way (the variants)."""
-        tried = {f"the {name} step is left out":
-                 {name: skip or (lambda value, _inputs: value)}
-                 for name, skip in self.optional.items()}
-        tried.update({f"the {name} step {description}": {name: function}
-                      for name, ways in self.variants.items()
-                      for description, function in ways.items()})
+        """{sentence: output} of the formula with one step left out or done another way
+        (changes()), then with the `together` mistakes."""
+        tried = {sentence: {name: function} for sentence, name, function in self.changes()}
+        tried.update(self.together)
         found = {}
         for sentence, replace in tried.items():
             try:  # a variant that cannot run on these shapes (K Q^T with Lq != Lk) is no fit

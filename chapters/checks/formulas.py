@@ -575,11 +575,7 @@ class _UpToTwoSteps(Formula):
     change is that change."""
 
     def mistakes(self, inputs):
-        ways = [(f"the {name} step is left out", name, skip or (lambda value, _x: value))
-                for name, skip in self.optional.items()]
-        ways += [(f"the {name} step {description}", name, function)
-                 for name, options in self.variants.items()
-                 for description, function in options.items()]
+        ways = self.changes()
         tried = [(sentence, {name: function}) for sentence, name, function in ways]
         order = [name for name, _ in self.steps]
         ways.sort(key=lambda way: order.index(way[1]))   # a pair is said in step order
@@ -1160,25 +1156,6 @@ FORMULAS["GQA parameter count"] = gqa_parameters_formula
 
 # ==== chapter 7: the capstone: the pre-LayerNorm block, the training step, generation ====
 
-class Together(Formula):
-    """A Formula with, beside its one-step mistakes, the standard mistakes that do several
-    steps another way at once (the LayerNorms after the residuals: post-LN; both dropouts
-    left out): together {sentence: {step name: function}}, each sentence worded in full."""
-
-    def __init__(self, steps, variants=None, optional=(), together=None):
-        super().__init__(steps, variants, optional)
-        self.together = dict(together or {})
-
-    def mistakes(self, inputs):
-        found = super().mistakes(inputs)
-        for sentence, replace in self.together.items():
-            try:
-                found[sentence] = self.run(inputs, replace)
-            except (RuntimeError, KeyError):
-                continue
-        return found
-
-
 def block_formula(dims, num_heads, training=False):
     """A pre-LayerNorm decoder block: x + drop(attn(ln1(x))) under the causal mask, then
     x + drop(ff(ln2(x))), ff = Linear, GELU, Linear. Inputs: "x" (B, L, d_model), "mask"
@@ -1279,7 +1256,7 @@ def block_formula(dims, num_heads, training=False):
                  "self.drop, or F.dropout(..., training=self.training), which eval() turns "
                  "off"] = {"attention dropout": dropout("a", on=True),
                            "feed-forward dropout": dropout("f", on=True)}
-    return Together(steps, variants, skips, together)
+    return Formula(steps, variants, skips, together)
 
 
 def cached_block_formula(dims, num_heads, prefill):
@@ -1294,7 +1271,7 @@ def cached_block_formula(dims, num_heads, prefill):
         return torch.cat([block.run({**x, "x": x["x"][:, a:b], "mask": x["mask"][a:b, a:b]})
                           for a, b in pieces], dim=1)
 
-    return Together([("cache", lambda _v, x: block.run(x))], together={
+    return Formula([("cache", lambda _v, x: block.run(x))], together={
         "each call attends only over the positions it is given, not over those the cache "
         "holds (with `cache`, call cached_attention(self.attn, h, cache))": {"cache": alone}})
 
@@ -1358,7 +1335,7 @@ def training_step_formula(dims, p, lr):
     skips = {"model.train()": lambda _v, _x: {"training": False},
              "optimizer.zero_grad()": lambda st, x: _with(
                  st, stale={n: x[f"stale_{n}"] for n in STEP_PARAMETERS})}
-    return Together(steps, variants, skips, together={
+    return Formula(steps, variants, skips, together={
         "the parameters did not change (no update: optimizer.step() after loss.backward(), "
         "with optimizer.zero_grad() before the backward pass, not between it and the step)":
             {"loss.backward() and optimizer.step()": update(step=False)}})
@@ -1403,7 +1380,7 @@ def generation_formula(dims, num_tokens, use_cache):
             "passes 0 (start's default) after the prefill: the newest token sits at position "
             "len(cache)": lambda cfg, _x: _with(cfg, start=lambda cached: 0)}
     skips = {"model.eval()": lambda _v, _x: {"training": True}}
-    return Together(steps, variants, skips, together={
+    return Formula(steps, variants, skips, together={
         "the logits of each step are returned as probabilities (their softmax): return the "
         "logits themselves, logits[:, -1] of each step":
             {"decoding": lambda cfg, x: decode(cfg, x).softmax(-1)}})
