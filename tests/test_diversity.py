@@ -318,6 +318,7 @@ def test_training_is_deterministic():
     assert torch.get_num_threads() == threads                    # train restores the count
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_train_uses_cuda_by_default():
     model = make_model(2, seed=0)
