@@ -5,6 +5,7 @@ phone's screen (380 units wide, no text under 13 units):
 - split_shapes.svg (chapter 2): the path of the features through split_heads and back;
 - mha_shapes.svg (chapter 3): multi-head attention with the shape of every tensor;
 - mask_shapes.svg (chapter 4): how a padding mask and a causal mask broadcast to the scores;
+- encoder_decoder.svg (chapter 4): where self-, masked and cross-attention sit, with their masks;
 - tiny_model.svg (chapter 5): the path of the tokens through chapter 5's model;
 - grouped_heads.svg (chapter 6): which key/value head each query head reads, and repeat_kv;
 - kv_cache.svg (chapter 6): one decoding step with a cache, and its bottom-right mask;
@@ -144,6 +145,24 @@ d.note(["The trap: a (B, Lk) mask is read as (1, 1, B, Lk).",
         "masks query b of every sequence instead of all",
         "the queries of sequence b."])
 d.write("mask_shapes.svg")
+
+d = Diagram()
+d.box([("source tokens (encoder input)", "title"), ("(B, Ls, d_model)", "shape")], "#edf2f7")
+d.arrow(["encoder self-attention: Q, K, V from the source", "mask: source padding (B, 1, 1, Ls)"])
+d.box([("memory = encoder output", "title"), ("(B, Ls, d_model)", "shape")], "#ebf8ff")
+d.y += 14                                         # two inputs: the memory waits for the decoder
+d.box([("target tokens so far (decoder input)", "title"), ("(B, Lt, d_model)", "shape")],
+      "#edf2f7")
+d.arrow(["decoder masked self-attention: Q, K, V from", "the target; mask: target padding",
+         "& causal (Lt, Lt) → (B, 1, Lt, Lt)"])
+d.box([("decoder states", "title"), ("(B, Lt, d_model)", "shape")], "#fefcbf")
+d.arrow(["decoder cross-attention: Q from the decoder,", "K and V from the memory;",
+         "mask: source padding (B, 1, 1, Ls), no causal"])
+d.box([("scores (B, h, Lt, Ls); output", "title"), ("(B, Lt, d_model)", "shape")], "#e6fffa")
+d.note(["Cross-attention needs no causal mask: the source",
+        "is known whole. A decoder-only model (GPT,",
+        "chapter 8) keeps only the masked self-attention."])
+d.write("encoder_decoder.svg")
 
 HEAD_COLOURS = ["#8ecae6", "#ffb703", "#ffffff", "#b5e48c"]  # chapter 2's grid: heads 0, 1, 2
 
