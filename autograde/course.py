@@ -45,7 +45,8 @@ EXTRA_SHIPPED = {"05_diversity": {"solutions": ["_checks", "attention", "heads",
                                                "diversity_lab", "diversity", "rotary", "kv",
                                                "capstone_lab"]}}
 # Data files (paths under chapters/) that a chapter's notebook reads: they ship beside it.
-EXTRA_FILES = {"06_kv": ["data/sdpa_backends_h200.json"],
+EXTRA_FILES = {"02_heads": ["data/heads_parallelism.json"],
+               "06_kv": ["data/sdpa_backends_h200.json"],
                "07_capstone": ["data/genesis_kjv.txt", "data/README.md"]}
 
 
