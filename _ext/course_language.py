@@ -5,7 +5,8 @@ Two parts:
 
 - a Sphinx extension: each page's header links to the same page in the other edition
   (templates/language-switch.html, in the book theme's article header), and names it for
-  search engines (<link rel="alternate" hreflang>). Where each edition's root lies on the
+  search engines (<link rel="alternate" hreflang>); the table of contents' captions are
+  translated too (TranslateTocCaptions). Where each edition's root lies on the
   published site, relative to the English root, is `course_language_editions` in
   _config.yml; the edition a build writes is Sphinx's `language`.
 - the configuration of the other builds, written from _config.yml so that it stays the one
@@ -26,6 +27,9 @@ import os
 from pathlib import Path
 
 import yaml
+from sphinx import addnodes, locale
+from sphinx.transforms import SphinxTransform
+from sphinx.util.i18n import docname_to_domain
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIG = REPO / "_config.yml"
@@ -70,6 +74,27 @@ def other_editions(language, pagename, editions):
             for other, root in editions.items() if other != language]
 
 
+class TranslateTocCaptions(SphinxTransform):
+    """The captions of the table of contents ("Using the course", "Chapters") in the edition's
+    language. sphinx-external-toc inserts the toctrees from _toc.yml at priority 100, after
+    Sphinx's Locale transform (20) has translated the page: the gettext builder extracts their
+    captions into the root page's catalogue, but nothing would apply the translations."""
+    default_priority = 101
+
+    def apply(self, **kwargs):
+        language = self.config.language
+        if not language or language == ENGLISH:
+            return
+        domain = docname_to_domain(self.env.docname, self.config.gettext_compact)
+        folders = [os.path.join(self.env.srcdir, d) for d in self.config.locale_dirs]
+        catalogue, found = locale.init(folders, language, domain)
+        if not found:
+            return
+        for toctree in self.document.findall(addnodes.toctree):
+            if toctree.get("caption"):
+                toctree["caption"] = catalogue.gettext(toctree["caption"])
+
+
 def _use_template(app, config):
     config.templates_path.append(str(TEMPLATES))
     options = config.html_theme_options
@@ -90,6 +115,7 @@ def _page_context(app, pagename, templatename, context, doctree):
 def setup(app):
     app.add_config_value("course_language_editions", {ENGLISH: ""}, "html", dict)
     app.connect("config-inited", _use_template)
+    app.add_transform(TranslateTocCaptions)
     app.connect("html-page-context", _page_context)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 

@@ -7,6 +7,8 @@ the catalogue says so: `# glossary: token means an access token here`."""
 import re
 from pathlib import Path
 
+from babel.messages.catalog import Message
+
 from tests.translations import catalogue_path, prose, read_catalogue, translated_documents
 
 GLOSSARY = Path(__file__).resolve().parent.parent / "locales" / "zh_CN" / "GLOSSARY.md"
@@ -66,9 +68,9 @@ def missing_terms(english, chinese, exempt=(), pairs=None):
 
 
 def exemptions(message):
-    """The English terms a translator's comment "glossary: TERM means ... here" exempts."""
-    return {match.group(1) for comment in message.user_comments
-            for match in [re.match(r"glossary: (.+?) (?:means|is) ", comment)] if match}
+    """The English terms a translator's comment "glossary: TERM means ... here" exempts (the
+    catalogue may wrap a comment over several lines)."""
+    return set(re.findall(r"glossary: (.+?) means ", " ".join(message.user_comments)))
 
 
 def test_each_glossary_term_is_translated_by_its_chinese_term():
@@ -93,3 +95,6 @@ def test_the_term_check_catches_a_term_not_used():
     assert ("head", "头") in missing_terms("the heads", "各个部分", pairs=pairs)
     assert missing_terms("a headless browser and `num_heads`", "无界面浏览器", pairs=pairs) == []
     assert missing_terms("the token of yours", "你的令牌", {"token"}, pairs) == []
+    message = Message("a token of yours", "你的令牌",
+                      user_comments=["glossary: token means an access token", "here"])
+    assert exemptions(message) == {"token"} and exemptions(Message("a token", "令牌")) == set()

@@ -4,6 +4,8 @@ here until `make locales` has merged it and a translator has translated it again
 documents of locales/zh_CN/TRANSLATED are wholly translated, keeping their code, maths and
 link targets. The glossary's terms are checked in tests/test_glossary.py, the language
 switch in tests/test_language_switch.py."""
+import html
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -98,3 +100,51 @@ def test_the_checks_above_catch_what_they_name():
     assert stale(catalogue, {"Masking", "Padding", "Heads"}) == (["Heads"], ["A mask"])
     assert not_kept("call `split_heads` on $X$", "对 $X$ 调用 `split_head`") == ["`split_heads`"]
     assert not_kept("[1. Masks](04_masks.ipynb)", "[1. 掩码](04_masks.ipynb)") == []
+
+
+def test_the_build_configurations_follow_config_yml():
+    """`make gettext` and `make book-zh` build from _config.yml changed only where they must:
+    the Chinese edition reads the catalogues and the English build's jupyter-cache (the
+    notebooks are not executed again); the extraction executes nothing."""
+    import yaml
+    sys.path.insert(0, str(REPO / "_ext"))
+    from course_language import edition_config
+
+    english = yaml.safe_load((REPO / "_config.yml").read_text(encoding="utf-8"))
+    chinese = edition_config(language="zh_CN")
+    settings = chinese["sphinx"]["config"]
+    assert settings["language"] == "zh_CN" and settings["locale_dirs"] == ["locales"]
+    assert settings["gettext_compact"] is False
+    assert chinese["execute"] == english["execute"]
+    assert chinese["title"] != english["title"] and chinese["parse"] == english["parse"]
+    for folder in chinese["sphinx"]["local_extensions"].values():
+        assert Path(folder).is_absolute() and Path(folder).is_dir()
+    assert set(chinese["sphinx"]["local_extensions"]) == set(english["sphinx"]["local_extensions"])
+    extraction = edition_config(gettext=True)
+    assert extraction["execute"]["execute_notebooks"] == "off"
+    assert "language" not in extraction["sphinx"]["config"]
+
+
+CHINESE_RUN = re.compile(r"[\u4e00-\u9fff\u3000-\u303f\uff00-\uffef]{4,}")
+ZH_SITE = REPO / "_build" / "zh_CN" / "_build" / "html"
+
+
+def page_text(path):
+    """The text of a built page's body (the article, and the sidebar with the table of
+    contents' captions), its markup removed and its spaces collapsed."""
+    article = path.read_text(encoding="utf-8").split("<body", 1)[1]
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", article)))
+
+
+def test_the_built_chinese_pages_show_every_translation():
+    """Sphinx falls back to the English, silently, for a translation whose markup does not
+    parse to the same kind of node ("2. 收集" would be a list where the English was a title):
+    each translated message's first run of Chinese must be on its built page."""
+    if not (ZH_SITE / "index.html").exists():
+        pytest.skip(f"the Chinese edition is not built ({ZH_SITE}): `make book-zh` builds and checks it")
+    for document in translated_documents():
+        text = page_text(ZH_SITE / f"{document}.html")
+        for message in read_catalogue(catalogue_path(document)):
+            run = CHINESE_RUN.search(message.string) if message.id else None
+            if run:
+                assert run.group() in text, (document, message.id[:80], run.group())
