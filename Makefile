@@ -99,17 +99,18 @@ locales: gettext
 # catalogues of locales/ (Sphinx compiles each .po into the .mo it reads, next to it). The
 # notebooks are not executed again: the Chinese pages are the English pages' doctrees with
 # their prose translated, the code cells are the same, and so are the keys of the
-# jupyter-cache that `make book` filled (_build/.jupyter_cache, named by _config.yml): every
-# executed output comes from there (_ext/execute_chapters.py first fills what it lacks, as
-# `make book` does). Search segments Chinese words with jieba (requirements.txt); figures
-# with Chinese labels need a CJK font (Debian's fonts-noto-cjk, installed by .ci/run).
+# jupyter-cache that the English build filled (_build/.jupyter_cache, named by _config.yml):
+# every executed output comes from there, which is why the English book is built first
+# (only when it is missing or stale). Search segments Chinese words with jieba
+# (requirements.txt); figures with Chinese labels need a CJK font (Debian's fonts-noto-cjk,
+# installed by .ci/run).
 # Published, the Chinese root lies under zh_CN/ of the English one (_config.yml's
 # course_language_editions, which the header's language switch follows). Then the checks of
-# the Chinese pages that `make test` cannot run without them: each page's language switch
-# (tests/test_language_switch.py), with the catalogues' own tests.
+# the Chinese pages that `make test` cannot run without them: each page's language switch,
+# both ways (tests/test_language_switch.py), every translation on its page, and the
+# catalogues' own tests (tests/test_translations.py).
 ZH_OUT := _build/zh_CN
-book-zh: $(STAMP) $(DOWNLOADS) $(MATHJAX)
-	$(BIN)/python _ext/execute_chapters.py
+book-zh: $(BOOK) $(DOWNLOADS) $(MATHJAX)
 	$(BIN)/python _ext/course_language.py config --language zh_CN $(ZH_OUT)/_config.yml
 	$(BIN)/jupyter-book build . --config $(ZH_OUT)/_config.yml --warningiserror --keep-going --all \
 	  --path-output $(ZH_OUT)

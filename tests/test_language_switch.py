@@ -8,13 +8,14 @@ import posixpath
 import re
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "_ext"))
-from course_language import other_editions  # noqa: E402  (_ext/ is no package)
+from course_language import _page_context, other_editions  # noqa: E402  (_ext/ is no package)
 
 EDITIONS = yaml.safe_load((REPO / "_config.yml").read_text())["sphinx"]["config"][
     "course_language_editions"]
@@ -77,3 +78,26 @@ def test_every_built_page_links_to_itself_in_the_other_edition(language):
         assert published(language, page, href) == (other, page), (language, page, href)
         if other_pages is not None:
             assert page in other_pages, f"{href} on {language} {page}: no such page in {other}"
+
+
+def test_the_class_edition_links_to_no_other_language():
+    """The class edition (no solutions) must not lead students to a self-study edition, where
+    the solutions are folded under each exercise: it has no switch until a Chinese class
+    edition exists."""
+    site = REPO / "_build" / "class" / "_build" / "html"
+    if not (site / "index.html").exists():
+        pytest.skip(f"the class edition is not built ({site}): `make test` builds it")
+    built = pages(site)
+    assert "chapters/intro" in built
+    assert [page for page, text in built.items() if SWITCH.search(text) or "hreflang" in text] == []
+
+
+@pytest.mark.parametrize("course_edition, links", [("self-study", 1), ("class", 0)])
+def test_the_switch_is_in_the_self_study_edition_only(monkeypatch, course_edition, links):
+    monkeypatch.setenv("COURSE_EDITION", course_edition)
+    for language in EDITIONS:
+        config = SimpleNamespace(course_language_editions=EDITIONS, language=language)
+        context = {"metatags": ""}
+        _page_context(SimpleNamespace(config=config), "chapters/intro", "page.html", context, None)
+        assert len(context["course_other_editions"]) == links
+        assert context["metatags"].count('rel="alternate"') == links
