@@ -114,6 +114,12 @@ def _page_context(app, pagename, templatename, context, doctree):
     language = app.config.language or ENGLISH
     if language not in editions:
         raise ValueError(f"language {language!r} is not in course_language_editions {editions}")
+    base, pageurl = app.config.html_baseurl, context.get("pageurl")
+    if base and pageurl and pageurl.startswith(base) and editions[language]:
+        # the canonical address of a page of this edition, under its own root (the build's
+        # html_baseurl stays the English one: the notebooks' kit address, and with it the
+        # execution cache's keys, are the same in both editions)
+        context["pageurl"] = base.rstrip("/") + "/" + editions[language] + pageurl[len(base):].lstrip("/")
     others = other_editions(language, pagename, editions)
     context["course_other_editions"] = others
     context["metatags"] = context.get("metatags", "") + "".join(

@@ -76,6 +76,9 @@ def test_every_built_page_links_to_itself_in_the_other_edition(language):
         (href, hreflang), = links
         assert hreflang == other.replace("_", "-")
         assert published(language, page, href) == (other, page), (language, page, href)
+        canonical = re.search(r'<link rel="canonical" href="([^"]+)"', text)
+        assert canonical is None or canonical.group(1).endswith("/" + EDITIONS[language] + page + ".html"), (
+            language, page, canonical.group(1))
         if other_pages is not None:
             assert page in other_pages, f"{href} on {language} {page}: no such page in {other}"
 
@@ -96,8 +99,11 @@ def test_the_class_edition_links_to_no_other_language():
 def test_the_switch_is_in_the_self_study_edition_only(monkeypatch, course_edition, links):
     monkeypatch.setenv("COURSE_EDITION", course_edition)
     for language in EDITIONS:
-        config = SimpleNamespace(course_language_editions=EDITIONS, language=language)
-        context = {"metatags": ""}
+        config = SimpleNamespace(course_language_editions=EDITIONS, language=language,
+                                 html_baseurl="https://example.org/course/")
+        context = {"metatags": "", "pageurl": "https://example.org/course/chapters/intro.html"}
         _page_context(SimpleNamespace(config=config), "chapters/intro", "page.html", context, None)
         assert len(context["course_other_editions"]) == links
         assert context["metatags"].count('rel="alternate"') == links
+        assert context["pageurl"] == ("https://example.org/course/" + EDITIONS[language] * links
+                                      + "chapters/intro.html")
