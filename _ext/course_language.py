@@ -129,6 +129,8 @@ def _page_context(app, pagename, templatename, context, doctree):
 def setup(app):
     app.add_config_value("course_language_editions", {ENGLISH: ""}, "html", dict)
     app.connect("config-inited", _use_template)
+    # in _ext/static/, which course_html adds to html_static_path
+    app.add_css_file("course-language.css")
     app.add_transform(TranslateTocCaptions)
     app.connect("html-page-context", _page_context)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
