@@ -2,8 +2,10 @@
 #                    (the self-study edition: solutions folded)
 # make book-class -> the class edition in _build/class/_build/html (no solution code)
 # make test       -> .venv (created if missing), both editions, the whole test suite
-# make book-zh   -> the self-study edition in Simplified Chinese in _build/zh_CN/_build/html
-#                    (from locales/zh_CN/; `make gettext` then `make locales` update those)
+# make book-zh    -> the self-study edition in Simplified Chinese in _build/zh_CN/_build/html
+#                    (from the catalogues of locales/zh_CN/LC_MESSAGES/)
+# make locales    -> the English messages extracted again (`make gettext`, _build/gettext) and
+#                    merged into those catalogues, for translators
 # make bench -> the CPU benchmark of solutions.MultiHeadAttention against nn.MultiheadAttention
 PYTHON ?= python3
 VENV   := .venv
