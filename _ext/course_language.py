@@ -1,0 +1,156 @@
+"""The book's language editions (issue 24): English from the sources, Simplified Chinese from
+the same sources through Sphinx's gettext workflow.
+
+Two parts:
+
+- a Sphinx extension: each page's header links to the same page in the other edition
+  (templates/language-switch.html, in the book theme's article header), and names it for
+  search engines (<link rel="alternate" hreflang>); the table of contents' captions are
+  translated too (TranslateTocCaptions). Where each edition's root lies on the
+  published site, relative to the English root, is `course_language_editions` in
+  _config.yml; the edition a build writes is Sphinx's `language`. Only the self-study
+  edition exists in Chinese so far: the class edition (COURSE_EDITION=class) has no switch.
+- the configuration of the other builds, written from _config.yml so that it stays the one
+  source of the book's settings:
+
+      python _ext/course_language.py config --gettext OUT.yml       (`make gettext`)
+      python _ext/course_language.py config --language zh_CN OUT.yml (`make book-zh`)
+
+  `--gettext`: the messages of every page, one catalogue per document (gettext_compact off:
+  chapters/intro.pot, not one chapters.pot), the notebooks not executed (the gettext
+  builder reads prose only). `--language`: the edition in that language, from the
+  catalogues under locales/<language>/LC_MESSAGES/, with the configuration strings of
+  locales/<language>/config.yml (the title), executed outputs from the English build's
+  jupyter-cache (_config.yml's execute.cache: the same code cells, so the same keys).
+"""
+import argparse
+import os
+from pathlib import Path
+
+import yaml
+from sphinx import addnodes, locale
+from sphinx.transforms import SphinxTransform
+from sphinx.util.i18n import docname_to_domain
+
+from course_solutions import edition  # (this folder, _ext/, is on sys.path)
+
+REPO = Path(__file__).resolve().parent.parent
+CONFIG = REPO / "_config.yml"
+LOCALES = REPO / "locales"
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+ENGLISH = "en"
+# each edition's name for itself, the label of the switch that leads to it
+LABELS = {"en": "English", "zh_CN": "中文"}
+TITLES = {"en": "Read this page in English", "zh_CN": "阅读本页的中文版"}
+
+
+def edition_config(language=None, gettext=False):
+    """_config.yml as a dict, changed for the gettext extraction or for `language`'s edition.
+    Paths that Jupyter Book resolves against the configuration file's folder (the local
+    extensions) are made absolute, so the result may be written anywhere."""
+    config = yaml.safe_load(CONFIG.read_text(encoding="utf-8"))
+    sphinx = config.setdefault("sphinx", {})
+    sphinx["local_extensions"] = {name: str((REPO / folder).resolve())
+                                  for name, folder in sphinx.get("local_extensions", {}).items()}
+    settings = sphinx.setdefault("config", {})
+    # one catalogue per document; no source line numbers in them, so that moving an
+    # English paragraph changes no translation file
+    settings.update(gettext_compact=False, gettext_location=False,
+                    locale_dirs=[os.path.relpath(LOCALES, REPO)])
+    if gettext:
+        config.setdefault("execute", {})["execute_notebooks"] = "off"
+    if language:
+        settings["language"] = language
+        overrides = LOCALES / language / "config.yml"
+        if overrides.exists():
+            config.update(yaml.safe_load(overrides.read_text(encoding="utf-8")))
+    return config
+
+
+def other_editions(language, pagename, editions):
+    """[{url, hreflang, label, title}] of `pagename` in every edition but `language`'s,
+    relative to the page itself. `editions`: {language: root relative to the English root}."""
+    here = editions[language]
+    to_root = "../" * pagename.count("/") + "../" * here.count("/")
+    return [{"url": f"{to_root}{root}{pagename}.html", "hreflang": other.replace("_", "-"),
+             "label": LABELS.get(other, other), "title": TITLES.get(other, other)}
+            for other, root in editions.items() if other != language]
+
+
+class TranslateTocCaptions(SphinxTransform):
+    """The captions of the table of contents ("Using the course", "Chapters") in the edition's
+    language. sphinx-external-toc inserts the toctrees from _toc.yml at priority 100, after
+    Sphinx's Locale transform (20) has translated the page: the gettext builder extracts their
+    captions into the root page's catalogue, but nothing would apply the translations."""
+    default_priority = 101
+
+    def apply(self, **kwargs):
+        language = self.config.language
+        if not language or language == ENGLISH:
+            return
+        domain = docname_to_domain(self.env.docname, self.config.gettext_compact)
+        folders = [os.path.join(self.env.srcdir, d) for d in self.config.locale_dirs]
+        catalogue, found = locale.init(folders, language, domain)
+        if not found:
+            return
+        for toctree in self.document.findall(addnodes.toctree):
+            if toctree.get("caption"):
+                toctree["caption"] = catalogue.gettext(toctree["caption"])
+
+
+def _use_template(app, config):
+    config.templates_path.append(str(TEMPLATES))
+    options = config.html_theme_options
+    options["article_header_end"] = ["language-switch.html", "article-header-buttons.html"]
+
+
+def _page_context(app, pagename, templatename, context, doctree):
+    context["course_other_editions"] = []
+    if edition() != "self-study":
+        # the editions in other languages are self-study ones: from the class edition, a
+        # link there would lead students to the folded solutions
+        return
+    editions = app.config.course_language_editions
+    language = app.config.language or ENGLISH
+    if language not in editions:
+        raise ValueError(f"language {language!r} is not in course_language_editions {editions}")
+    base, pageurl = app.config.html_baseurl, context.get("pageurl")
+    if base and pageurl and pageurl.startswith(base) and editions[language]:
+        # the canonical address of a page of this edition, under its own root (the build's
+        # html_baseurl stays the English one: the notebooks' kit address, and with it the
+        # execution cache's keys, are the same in both editions)
+        context["pageurl"] = base.rstrip("/") + "/" + editions[language] + pageurl[len(base):].lstrip("/")
+    others = other_editions(language, pagename, editions)
+    context["course_other_editions"] = others
+    context["metatags"] = context.get("metatags", "") + "".join(
+        f'\n<link rel="alternate" hreflang="{o["hreflang"]}" href="{o["url"]}" />' for o in others)
+
+
+def setup(app):
+    app.add_config_value("course_language_editions", {ENGLISH: ""}, "html", dict)
+    app.connect("config-inited", _use_template)
+    # in _ext/static/, which course_html adds to html_static_path
+    app.add_css_file("course-language.css")
+    app.add_transform(TranslateTocCaptions)
+    app.connect("html-page-context", _page_context)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    write = sub.add_parser("config", help="write a build's _config.yml")
+    kind = write.add_mutually_exclusive_group(required=True)
+    kind.add_argument("--gettext", action="store_true", help="for the gettext extraction")
+    kind.add_argument("--language", help="for this language's edition, e.g. zh_CN")
+    write.add_argument("output", type=Path)
+    args = parser.parse_args(argv)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    config = edition_config(language=args.language, gettext=args.gettext)
+    args.output.write_text("# written by _ext/course_language.py from _config.yml: edit that\n"
+                           + yaml.safe_dump(config, allow_unicode=True, sort_keys=False),
+                           encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

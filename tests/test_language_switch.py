@@ -1,0 +1,109 @@
+"""Each page of each language edition links, from its header, to the same page in the other
+edition (issue 24; _ext/course_language.py, templates/language-switch.html). The links are
+relative and follow the published layout of _config.yml's course_language_editions (the
+Chinese root under zh_CN/ of the English one); here each built edition's pages are read and
+each link is resolved in that layout. `make test` builds the English edition; the Chinese
+one is checked where `make book-zh` has built it (that target runs this file)."""
+import posixpath
+import re
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "_ext"))
+from course_language import _page_context, other_editions  # noqa: E402  (_ext/ is no package)
+
+EDITIONS = yaml.safe_load((REPO / "_config.yml").read_text())["sphinx"]["config"][
+    "course_language_editions"]
+BUILT = {"en": REPO / "_build" / "html", "zh_CN": REPO / "_build" / "zh_CN" / "_build" / "html"}
+SWITCH = re.compile(r'<a class="[^"]*course-language-switch[^"]*" href="([^"]+)" hreflang="([^"]+)"')
+
+
+def pages(site):
+    """The pages of a built edition (not its redirect index.html, static files or downloads),
+    as {page name: HTML}: chapters/intro, search, genindex, ..."""
+    found = {}
+    for path in sorted(site.rglob("*.html")):
+        relative = path.relative_to(site).as_posix()
+        if relative.split("/")[0] in {"_static", "_sources", "_images", "kit", "vendor"}:
+            continue
+        text = path.read_text(encoding="utf-8")
+        if 'http-equiv="Refresh"' in text or 'http-equiv="refresh"' in text:
+            continue
+        found[relative[:-len(".html")]] = text
+    return found
+
+
+def published(language, page, href):
+    """Where `href` on `page` of `language`'s edition leads on the published site:
+    (edition, page name) of the target."""
+    here = EDITIONS[language] + page + ".html"
+    target = posixpath.normpath(posixpath.join(posixpath.dirname(here), href))
+    for other, root in sorted(EDITIONS.items(), key=lambda e: -len(e[1])):
+        if target.startswith(root):
+            return other, target[len(root):-len(".html")]
+    raise AssertionError(f"{href} on {page} leads outside the site: {target}")
+
+
+def test_the_links_lead_to_the_same_page_in_the_other_edition():
+    assert EDITIONS == {"en": "", "zh_CN": "zh_CN/"}
+    for page in ["intro", "chapters/intro", "chapters/figures/x"]:
+        for language in EDITIONS:
+            (link,) = other_editions(language, page, EDITIONS)
+            other = "zh_CN" if language == "en" else "en"
+            assert published(language, page, link["url"]) == (other, page)
+            assert link["hreflang"] == other.replace("_", "-")
+    assert other_editions("en", "chapters/intro", EDITIONS)[0]["url"] == "../zh_CN/chapters/intro.html"
+    assert other_editions("zh_CN", "chapters/intro", EDITIONS)[0]["url"] == "../../chapters/intro.html"
+
+
+@pytest.mark.parametrize("language", sorted(BUILT))
+def test_every_built_page_links_to_itself_in_the_other_edition(language):
+    site = BUILT[language]
+    if not (site / "index.html").exists():
+        pytest.skip(f"the {language} edition is not built ({site}): `make book-zh` builds and checks it")
+    built = pages(site)
+    assert "chapters/intro" in built and "chapters/student_guide" in built
+    other = "zh_CN" if language == "en" else "en"
+    other_pages = pages(BUILT[other]) if (BUILT[other] / "index.html").exists() else None
+    for page, text in built.items():
+        links = SWITCH.findall(text)
+        assert len(links) == 1, f"{language} {page}: {len(links)} language switches"
+        (href, hreflang), = links
+        assert hreflang == other.replace("_", "-")
+        assert published(language, page, href) == (other, page), (language, page, href)
+        canonical = re.search(r'<link rel="canonical" href="([^"]+)"', text)
+        assert canonical is None or canonical.group(1).endswith("/" + EDITIONS[language] + page + ".html"), (
+            language, page, canonical.group(1))
+        if other_pages is not None:
+            assert page in other_pages, f"{href} on {language} {page}: no such page in {other}"
+
+
+def test_the_class_edition_links_to_no_other_language():
+    """The class edition (no solutions) must not lead students to a self-study edition, where
+    the solutions are folded under each exercise: it has no switch until a Chinese class
+    edition exists."""
+    site = REPO / "_build" / "class" / "_build" / "html"
+    if not (site / "index.html").exists():
+        pytest.skip(f"the class edition is not built ({site}): `make test` builds it")
+    built = pages(site)
+    assert "chapters/intro" in built
+    assert [page for page, text in built.items() if SWITCH.search(text) or "hreflang" in text] == []
+
+
+@pytest.mark.parametrize("course_edition, links", [("self-study", 1), ("class", 0)])
+def test_the_switch_is_in_the_self_study_edition_only(monkeypatch, course_edition, links):
+    monkeypatch.setenv("COURSE_EDITION", course_edition)
+    for language in EDITIONS:
+        config = SimpleNamespace(course_language_editions=EDITIONS, language=language,
+                                 html_baseurl="https://example.org/course/")
+        context = {"metatags": "", "pageurl": "https://example.org/course/chapters/intro.html"}
+        _page_context(SimpleNamespace(config=config), "chapters/intro", "page.html", context, None)
+        assert len(context["course_other_editions"]) == links
+        assert context["metatags"].count('rel="alternate"') == links
+        assert context["pageurl"] == ("https://example.org/course/" + EDITIONS[language] * links
+                                      + "chapters/intro.html")

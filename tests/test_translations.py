@@ -1,0 +1,150 @@
+"""The Chinese edition's catalogues (issue 24): every document has one, each is current (its
+English messages are the ones the book's sources hold now: a changed English sentence fails
+here until `make locales` has merged it and a translator has translated it again), and the
+documents of locales/zh_CN/TRANSLATED are wholly translated, keeping their code, maths and
+link targets. The glossary's terms are checked in tests/test_glossary.py, the language
+switch in tests/test_language_switch.py."""
+import html
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from babel.messages.catalog import Catalog
+
+from tests.translations import (MESSAGES, NOT_PROSE, REPO, catalogue_path, catalogued_documents,
+                                read_catalogue, translated_documents)
+
+
+@pytest.fixture(scope="module")
+def extracted(tmp_path_factory):
+    """{document: {English message}} of every page of the book, extracted now as `make gettext`
+    does (Sphinx's gettext builder through Jupyter Book, the notebooks not executed: ~4 s)."""
+    out = tmp_path_factory.mktemp("gettext")
+    config = out / "_config.yml"
+    subprocess.run([sys.executable, str(REPO / "_ext" / "course_language.py"), "config",
+                    "--gettext", str(config)], check=True, cwd=REPO)
+    build = subprocess.run([str(Path(sys.executable).parent / "jupyter-book"), "build", ".",
+                            "--config", str(config), "--path-output", str(out), "--builder",
+                            "custom", "--custom-builder", "gettext", "--all", "--warningiserror",
+                            "-q"], cwd=REPO, capture_output=True, text=True)
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    templates = catalogued_documents(out / "_build" / "gettext", suffix=".pot")
+    assert "chapters/intro" in templates, sorted(templates)
+    return {document: {m.id for m in read_catalogue(path) if m.id}
+            for document, path in templates.items()}
+
+
+def stale(catalogue, english):
+    """What `catalogue` lacks of the English messages `english`, and what it holds that they
+    no longer do: (missing, gone), each sorted."""
+    held = {m.id for m in catalogue if m.id}
+    return sorted(english - held), sorted(held - english)
+
+
+def untranslated(catalogue):
+    """Each message of `catalogue` that the edition would show in English or as a guess:
+    [(why, English)], why being "empty", "fuzzy" or "obsolete"."""
+    found = [("empty", m.id) for m in catalogue if m.id and not m.string]
+    found += [("fuzzy", m.id) for m in catalogue if m.id and m.fuzzy]
+    found += [("obsolete", m.id) for m in catalogue.obsolete.values()]
+    return found
+
+
+def not_kept(english, chinese):
+    """The code spans, maths, link targets and addresses of `english` that `chinese` does not
+    hold as often (a translation changes the prose around them, never them)."""
+    missing = Counter(NOT_PROSE.findall(english)) - Counter(NOT_PROSE.findall(chinese))
+    return sorted(missing.elements())
+
+
+def test_every_page_has_a_current_catalogue(extracted):
+    catalogued = catalogued_documents(MESSAGES)
+    assert sorted(catalogued) == sorted(extracted), (
+        "the documents with a catalogue are not the book's pages: run `make locales`")
+    report = {}
+    for document, english in extracted.items():
+        missing, gone = stale(read_catalogue(catalogued[document]), english)
+        if missing or gone:
+            report[document] = {"new or changed English": [m[:90] for m in missing],
+                                "no longer in the English": [m[:90] for m in gone]}
+    assert not report, f"catalogues behind the English sources: run `make locales`, then translate: {report}"
+
+
+def test_the_documents_listed_as_translated_are_wholly_translated():
+    documents = translated_documents()
+    assert {"chapters/intro", "chapters/student_guide", "chapters/run_locally"} <= set(documents)
+    for document in documents:
+        catalogue = read_catalogue(catalogue_path(document))
+        assert len([m for m in catalogue if m.id]) > 10, document
+        assert untranslated(catalogue) == [], document
+
+
+def test_translations_keep_code_maths_and_links():
+    for document in translated_documents():
+        for message in read_catalogue(catalogue_path(document)):
+            if message.id:
+                assert not_kept(message.id, message.string) == [], (document, message.id)
+
+
+def test_the_checks_above_catch_what_they_name():
+    catalogue = Catalog(locale="zh_CN")
+    catalogue.add("Masking", "掩码")
+    catalogue.add("Padding", "")
+    catalogue.add("A mask", "一个掩码", flags=["fuzzy"])
+    catalogue.obsolete["Old"] = catalogue["Masking"].__class__("Old", "旧")
+    assert untranslated(catalogue) == [("empty", "Padding"), ("fuzzy", "A mask"),
+                                       ("obsolete", "Old")]
+    assert stale(catalogue, {"Masking", "Padding", "Heads"}) == (["Heads"], ["A mask"])
+    assert not_kept("call `split_heads` on $X$", "对 $X$ 调用 `split_head`") == ["`split_heads`"]
+    assert not_kept("[1. Masks](04_masks.ipynb)", "[1. 掩码](04_masks.ipynb)") == []
+
+
+def test_the_build_configurations_follow_config_yml():
+    """`make gettext` and `make book-zh` build from _config.yml changed only where they must:
+    the Chinese edition reads the catalogues and the English build's jupyter-cache (the
+    notebooks are not executed again); the extraction executes nothing."""
+    import yaml
+    sys.path.insert(0, str(REPO / "_ext"))
+    from course_language import edition_config
+
+    english = yaml.safe_load((REPO / "_config.yml").read_text(encoding="utf-8"))
+    chinese = edition_config(language="zh_CN")
+    settings = chinese["sphinx"]["config"]
+    assert settings["language"] == "zh_CN" and settings["locale_dirs"] == ["locales"]
+    assert settings["gettext_compact"] is False
+    assert chinese["execute"] == english["execute"]
+    assert chinese["title"] != english["title"] and chinese["parse"] == english["parse"]
+    for folder in chinese["sphinx"]["local_extensions"].values():
+        assert Path(folder).is_absolute() and Path(folder).is_dir()
+    assert set(chinese["sphinx"]["local_extensions"]) == set(english["sphinx"]["local_extensions"])
+    extraction = edition_config(gettext=True)
+    assert extraction["execute"]["execute_notebooks"] == "off"
+    assert "language" not in extraction["sphinx"]["config"]
+
+
+CHINESE_RUN = re.compile(r"[\u4e00-\u9fff\u3000-\u303f\uff00-\uffef]{4,}")
+ZH_SITE = REPO / "_build" / "zh_CN" / "_build" / "html"
+
+
+def page_text(path):
+    """The text of a built page's body (the article, and the sidebar with the table of
+    contents' captions), its markup removed and its spaces collapsed."""
+    article = path.read_text(encoding="utf-8").split("<body", 1)[1]
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", article)))
+
+
+def test_the_built_chinese_pages_show_every_translation():
+    """Sphinx falls back to the English, silently, for a translation whose markup does not
+    parse to the same kind of node ("2. 收集" would be a list where the English was a title):
+    each translated message's first run of Chinese must be on its built page."""
+    if not (ZH_SITE / "index.html").exists():
+        pytest.skip(f"the Chinese edition is not built ({ZH_SITE}): `make book-zh` builds and checks it")
+    for document in translated_documents():
+        text = page_text(ZH_SITE / f"{document}.html")
+        for message in read_catalogue(catalogue_path(document)):
+            run = CHINESE_RUN.search(message.string) if message.id else None
+            if run:
+                assert run.group() in text, (document, message.id[:80], run.group())

@@ -1,0 +1,45 @@
+"""The Chinese edition's catalogues (issue 24), as the tests read them: one gettext catalogue
+per document under locales/<language>/LC_MESSAGES/ (`make locales` writes them with
+sphinx-intl), and the manifest locales/<language>/TRANSLATED of the documents whose every
+message is translated."""
+import re
+from pathlib import Path
+
+from babel.messages.pofile import read_po
+
+REPO = Path(__file__).resolve().parent.parent
+LOCALES = REPO / "locales"
+LANGUAGE = "zh_CN"
+MESSAGES = LOCALES / LANGUAGE / "LC_MESSAGES"
+
+# What a message holds that is not prose, and is neither translated nor searched for terms:
+# code spans, MyST roles' targets ({doc}`student_guide`), maths, link targets, addresses.
+NOT_PROSE = re.compile(r"\{[a-z]+\}`[^`]*`|`[^`]*`|\$\$.*?\$\$|\$[^$]*\$|\]\([^)]*\)|https?://\S+",
+                       re.S)
+
+
+def catalogue_path(document, messages=MESSAGES):
+    """locales/zh_CN/LC_MESSAGES/chapters/intro.po for the document chapters/intro."""
+    return messages / f"{document}.po"
+
+
+def read_catalogue(path):
+    with open(path, "rb") as file:
+        return read_po(file)
+
+
+def translated_documents(language=LANGUAGE):
+    """The documents the manifest lists, in its order."""
+    lines = (LOCALES / language / "TRANSLATED").read_text(encoding="utf-8").splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+def catalogued_documents(messages=MESSAGES, suffix=".po"):
+    """Every document that has a catalogue (or, suffix=".pot", a template): {document: path}."""
+    return {str(p.relative_to(messages).with_suffix("")): p
+            for p in sorted(messages.rglob(f"*{suffix}"))}
+
+
+def prose(text):
+    """`text` without what NOT_PROSE matches."""
+    return NOT_PROSE.sub(" ", text)
