@@ -3,11 +3,11 @@ multi-query attention (4, 2 and 1 key/value heads for 4 query heads), each with 
 with learned absolute positions, on the chapter's corpus, with the chapter's settings.
 Writes chapters/data/capstone_ablation.json: for each variant its validation loss (the
 chapter's evaluate_loss), its first training losses (tests/test_capstone.py retrains one
-variant for a few steps and compares), its parameters and the bytes of its KV cache for a
+variant for two steps and compares), its parameters and the bytes of its KV cache for a
 full context of one sequence in float32, measured on the caches and checked against
 2 * num_layers * num_kv_heads * head_dim * 4 bytes * context; with its provenance.
 
-Six runs of the chapter's length take about five minutes of CPU time on one thread: too
+Six runs of the chapter's length take about three minutes of CPU time on one thread: too
 long for the book's build, which shows the recorded table. Run it from the repository root:
 
     PYTHONPATH=. .venv/bin/python bench/capstone_ablation.py [--steps N] [--out PATH]
@@ -38,7 +38,7 @@ CONFIG = {"context": 64, "d_model": 64, "num_heads": 4, "num_layers": 2, "dropou
 VARIANTS = [(attention, kv_heads, positions)
             for positions in ("rotary", "learned")
             for attention, kv_heads in (("MHA", 4), ("GQA", 2), ("MQA", 1))]
-FIRST_LOSSES = 5  # training losses recorded per variant, for the test's short retraining
+FIRST_LOSSES = 5  # training losses recorded per variant
 BYTES_PER_VALUE = 4  # float32
 
 
