@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .kv import GroupedQueryAttention, KVCache, cached_attention
+from .kv import GroupedQueryAttention, KVCache, cached_attention, rotary_cached_attention
 
 
 class TransformerBlock(nn.Module):
@@ -46,7 +46,8 @@ class TransformerBlock(nn.Module):
         h = self.norm1(x)                                                 # (B, L, D)
         # a fresh cache makes the call full causal self-attention at positions 0 .. L - 1
         cache = KVCache() if cache is None else cache
-        attended = cached_attention(self.attn, h, cache, rotary=self.rotary)  # (B, L, D)
+        attend = rotary_cached_attention if self.rotary else cached_attention
+        attended = attend(self.attn, h, cache)                            # (B, L, D)
         x = x + self.drop(attended)                                       # (B, L, D)
         h = self.norm2(x)                                                 # (B, L, D)
         gated = F.silu(self.gate_proj(h)) * self.up_proj(h)              # (B, L, F)

@@ -65,15 +65,15 @@ MESSAGES = {
                        "with its default training=True.",
     "leak": "{where}: future tokens leak: changing the positions >= {cut} changed the output at "
             "positions < {cut} (largest change {change:.3g}). Each position may read only "
-            "itself and the positions before it: attend through cached_attention(self.attn, "
-            "h, cache, rotary=True), which applies the causal mask.",
+            "itself and the positions before it: attend through "
+            "rotary_cached_attention(self.attn, h, cache), which applies the causal mask.",
     "block_hint": "Pre-norm: x = x + attn(norm1(x)), the attention causal with rotary "
-                  "positions (cached_attention(self.attn, h, cache, rotary=True)), then "
+                  "positions (rotary_cached_attention(self.attn, h, cache)), then "
                   "x = x + down_proj(silu(gate_proj(h)) * up_proj(h)) with h = norm2(x).",
     "cached_run": "{where} with a cache (a prefill of {cut} positions, then one per call)",
     "cache_hint": "With `cache`, the block must give the outputs it gives without: pass "
-                  "that cache to cached_attention(self.attn, h, cache, rotary=True) (chapter "
-                  "6), which rotates the new positions from len(cache) on and attends over "
+                  "that cache to rotary_cached_attention(self.attn, h, cache) (chapter 6), "
+                  "which rotates the new positions from len(cache) on and attends over "
                   "the cached ones too.",
     "training_run": "{where}(x) in training mode, under the dropout masks that "
                     "torch.manual_seed(0) draws (the grader's),",

@@ -1222,10 +1222,11 @@ def block_formula(dims, num_heads, num_kv_heads, training=False):
                   "uses a LayerNorm (which subtracts the mean first) instead of the RMSNorm":
                       norm1(kind="layer")},
         "attention": {
-            "has no rotary positions (cached_attention(self.attn, h, cache, rotary=True) "
-            "turns each query and key by its position)": attend(unrotated),
+            "has no rotary positions (rotary_cached_attention(self.attn, h, cache) turns "
+            "each query and key by its position; cached_attention does not)":
+                attend(unrotated),
             "calls self.attn(h) (GroupedQueryAttention.forward: no causal mask, no rotary "
-            "positions); attend through cached_attention(self.attn, h, cache, rotary=True), "
+            "positions); attend through rotary_cached_attention(self.attn, h, cache), "
             "with a fresh KVCache() when no cache is given": attend(plain)},
         "first residual": {"adds the normalised input instead of x":
                            lambda st, _x: _with(st, x=st["h"] + st["a"])},
@@ -1308,8 +1309,8 @@ def cached_block_formula(dims, num_heads, num_kv_heads, prefill):
 
     return Formula([("cache", lambda _v, x: block.run(x))], together={
         "each call attends only over the positions it is given, not over those the cache "
-        "holds (pass the block's `cache` on to cached_attention; a fresh KVCache() only when "
-        "cache is None)": {"cache": alone}})
+        "holds (pass the block's `cache` on to rotary_cached_attention; a fresh KVCache() "
+        "only when cache is None)": {"cache": alone}})
 
 
 FORMULAS["decoder block"] = block_formula

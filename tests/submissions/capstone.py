@@ -4,7 +4,7 @@ Solution cells: transformer_block, train_step, generate. Test cells: test_transf
 test_train_step, test_generate. The train_step and generate checks run stand-in models of
 their own, so a mistake in the block costs only test_transformer_block.
 The code runs in the notebook's namespace: torch, nn, F, check, GroupedQueryAttention,
-KVCache, cached_attention and the other names of the first cell.
+KVCache, rotary_cached_attention and the other names of the first cell.
 """
 import json
 from pathlib import Path
@@ -32,8 +32,9 @@ def block(forward, init=INIT):
 
 # ------------------------------------------------------------------------------ correct
 CORRECT = {
-    # a hand-made tril mask, nll_loss of log_softmax with reshape, zero_grad(set_to_none=False),
-    # a generic loop that feeds what the cache lacks
+    # a hand-written RMSNorm module, nn.SiLU, chapter 6's cached_attention(..., rotary=True),
+    # nll_loss of log_softmax with reshape, zero_grad(set_to_none=False), a generic loop that
+    # feeds what the cache lacks
     "own_mask_nll_generic_loop": {
         "transformer_block": '''
 class RMSNorm(nn.Module):
@@ -97,8 +98,9 @@ def generate(model, prompt, num_tokens, use_cache=True):
     return tokens, torch.stack(steps, 1)
 ''',
     },
-    # ~triu(1) as the mask, cross_entropy with the class axis second, float(loss), the
-    # cache's length as start
+    # submodules built in another order with keywords, SiLU written out, F.dropout bound to
+    # the mode; cross_entropy with the class axis second, float(loss), the cache's length as
+    # start
     "triu_complement_transpose": {
         "transformer_block": '''
 class TransformerBlock(nn.Module):
@@ -157,9 +159,9 @@ def generate(model, prompt, num_tokens, use_cache=True):
     return out, torch.stack(all_logits, dim=1)
 ''',
     },
-    # F.dropout bound to the module's mode, a loss from model(batch)[:, :-1] (the same
-    # logits: the model is causal), parameters' gradients cleared by hand, the loss's number
-    # through a detached tensor
+    # the feed-forward's layers made in a loop, the residuals kept in a variable; a
+    # loss from model(batch)[:, :-1] (the same logits: the model is causal), parameters'
+    # gradients cleared by hand, the loss's number through a detached tensor
     "functional_dropout_full_batch": {
         "transformer_block": '''
 class TransformerBlock(nn.Module):
@@ -174,7 +176,6 @@ class TransformerBlock(nn.Module):
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x, cache=None):
-        from solutions.kv import rotary_cached_attention
         residual = x
         x = rotary_cached_attention(self.attn, self.norm1(x), KVCache() if cache is None else cache)
         x = residual + self.drop(x)
@@ -216,8 +217,8 @@ def generate(model, prompt, num_tokens, use_cache=True):
     return seq, torch.stack(picked, dim=1)
 ''',
     },
-    # keyword arguments everywhere, the cross-entropy written out (logsumexp - gathered logit),
-    # a preallocated output
+    # keyword arguments everywhere, nn.Linear's bias as a positional False, torch.add/mul,
+    # the cross-entropy written out (logsumexp - gathered logit), a preallocated output
     "explicit_cross_entropy_preallocated": {
         "transformer_block": '''
 class TransformerBlock(nn.Module):
@@ -275,7 +276,7 @@ def generate(model, prompt, num_tokens, use_cache=True):
     return tokens, torch.stack(logits_out, dim=1)
 ''',
     },
-    # one sublayer helper, and a loss in float64
+    # the reference __init__ with one helper per sublayer, and a loss in float64
     "sublayer_helper_float64_loss": {
         "transformer_block": block('''
     def _attend(self, x, cache):
@@ -344,7 +345,7 @@ REFERENCE_FORWARD = "\n" + FORWARD
 ATTEND = '''
     def forward(self, x, cache=None):
         h = self.norm1(x)
-        a = cached_attention(self.attn, h, KVCache() if cache is None else cache, rotary=True)
+        a = rotary_cached_attention(self.attn, h, KVCache() if cache is None else cache)
 '''
 FF = "self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))"
 
@@ -401,7 +402,7 @@ BUGS = {
     # ---------------------------------------------------------------- the block
     "post_norm": _block_bug('''
     def forward(self, x, cache=None):
-        a = cached_attention(self.attn, x, KVCache() if cache is None else cache, rotary=True)
+        a = rotary_cached_attention(self.attn, x, KVCache() if cache is None else cache)
         x = self.norm1(x + self.drop(a))
         h = x
         return self.norm2(x + self.drop(''' + FF + '''))
@@ -409,14 +410,14 @@ BUGS = {
     "residual_of_normed_input": _block_bug('''
     def forward(self, x, cache=None):
         x = self.norm1(x)
-        a = cached_attention(self.attn, x, KVCache() if cache is None else cache, rotary=True)
+        a = rotary_cached_attention(self.attn, x, KVCache() if cache is None else cache)
         x = x + self.drop(a)
         h = self.norm2(x)
         return x + self.drop(''' + FF + ''')
 ''', r"first residual step adds the normalised input instead of x"),
     "attention_reads_x": _block_bug('''
     def forward(self, x, cache=None):
-        a = cached_attention(self.attn, x, KVCache() if cache is None else cache, rotary=True)
+        a = rotary_cached_attention(self.attn, x, KVCache() if cache is None else cache)
         x = x + self.drop(a)
         h = self.norm2(x)
         return x + self.drop(''' + FF + ''')
@@ -440,7 +441,7 @@ BUGS = {
                        "self.norm1 = nn.LayerNorm(d_model, bias=False)"),
                   "self.norm2 = nn.RMSNorm(d_model)",
                   "self.norm2 = nn.LayerNorm(d_model, bias=False)")),
-    "no_rotary": _block_bug(edit(REFERENCE_FORWARD, ", cache, rotary=True)", ", cache)"),
+    "no_rotary": _block_bug(edit(REFERENCE_FORWARD, "rotary_cached_attention(", "cached_attention("),
                             r"attention step has no rotary positions"),
     "attention_forward_without_mask": _block_bug('''
     def forward(self, x, cache=None):
@@ -498,7 +499,7 @@ BUGS = {
     "chapter_5_names": _block_bug('''
     def forward(self, x, cache=None):
         h = self.ln1(x)
-        a = cached_attention(self.attn, h, KVCache() if cache is None else cache, rotary=True)
+        a = rotary_cached_attention(self.attn, h, KVCache() if cache is None else cache)
         x = x + self.drop(a)
         return x + self.drop(self.ff(self.ln2(x)))
 ''', r"norm1\.weight is missing.*nn\.RMSNorm\(d_model\)",
