@@ -351,3 +351,20 @@ def test_the_release_ships_the_lab_the_corpus_and_no_answer():
     assert "solutions/capstone.py" not in shipped
     assert course.answers_shipped("07_capstone") == [
         "01_attention", "02_heads", "03_mha", "04_masks", "05_diversity", "06_kv"]
+
+
+def test_the_ablation_text_claims_hold_in_the_record():
+    """The sentences after the chapter's ablation table, against the record and chapter 6's
+    formula."""
+    rows = {(r["num_kv_heads"], r["positions"]): r for r in read_ablation()["variants"]}
+    for g in (4, 2, 1):
+        gap = rows[g, "learned"]["val_loss"] - rows[g, "rotary"]["val_loss"]
+        assert 0.045 <= gap < 0.075                                  # "by 0.05 to 0.07 nats"
+        assert rows[g, "learned"]["parameters"] - rows[g, "rotary"]["parameters"] == 64 * 64
+    for positions, most in (("rotary", 0.015), ("learned", 0.025)):  # "about 0.01 (0.02)"
+        for many, few in ((4, 2), (2, 1)):
+            rise = rows[few, positions]["val_loss"] - rows[many, positions]["val_loss"]
+            assert 0 < rise < most
+    assert rows[4, "rotary"]["cache_bytes"] - rows[1, "rotary"]["cache_bytes"] == 48 * 1024
+    gqa, mha = (count_kv_cache_bytes(80, g, 128, 2) * 4096 for g in (8, 64))   # Llama 2 70B
+    assert (gqa, mha) == (1.25 * 2**30, 10 * 2**30)
