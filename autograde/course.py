@@ -38,8 +38,8 @@ EXTRA_SHIPPED = {"05_diversity": {"solutions": ["_checks", "attention", "heads",
                  # solutions/kv.py or rotary.py, its own answers
                  "06_kv": {"solutions": ["_checks", "attention", "heads", "masks", "mha",
                                          "sdpa_backends"]},
-                 # the capstone builds on chapters 1-6 (chapter 3's layer, chapter 4's mask,
-                 # chapter 5's tools, chapter 6's cache) and its lab; never
+                 # the capstone builds on chapters 1-6 (chapter 6's grouped-query layer,
+                 # cache and rotary positions, chapter 5's tools) and its lab; never
                  # solutions/capstone.py, its own answers
                  "07_capstone": {"solutions": ["_checks", "attention", "heads", "masks", "mha",
                                                "diversity_lab", "diversity", "rotary", "kv",
@@ -47,7 +47,8 @@ EXTRA_SHIPPED = {"05_diversity": {"solutions": ["_checks", "attention", "heads",
 # Data files (paths under chapters/) that a chapter's notebook reads: they ship beside it.
 EXTRA_FILES = {"02_heads": ["data/heads_parallelism.json"],
                "06_kv": ["data/sdpa_backends_h200.json"],
-               "07_capstone": ["data/genesis_kjv.txt", "data/README.md"]}
+               "07_capstone": ["data/genesis_kjv.txt", "data/README.md",
+                               "data/capstone_ablation.json"]}
 
 
 def site_url():

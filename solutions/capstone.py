@@ -1,46 +1,57 @@
-"""Chapter 7, the capstone: a pre-LayerNorm Transformer block built from chapter 3's
-MultiHeadAttention and chapter 4's causal mask, one training step of a causal language
-model, and greedy generation with and without chapter 6's KV cache.
+"""The capstone: a modern decoder block built from the course's parts (chapter 3's layer
+generalised to chapter 6's grouped keys/values, rotary positions in every head, chapter 6's
+KV cache), pre-RMSNorm with a SwiGLU feed-forward; one training step of a causal language
+model; and greedy generation with and without the cache.
 
-Shape letters: B batch, L sequence length, D d_model, V vocab_size, P prompt length,
-T tokens generated.
+Shape letters: B batch, L sequence length, D d_model, F d_ff, V vocab_size, P prompt
+length, T tokens generated.
 """
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .kv import cached_attention
-from .masks import causal_mask
-from .mha import MultiHeadAttention
+from .kv import GroupedQueryAttention, KVCache, cached_attention, rotary_cached_attention
 
 
 class TransformerBlock(nn.Module):
-    """Pre-LayerNorm decoder block (GPT-2's order): x + attn(ln1(x)), then + ff(ln2(.)).
+    """Pre-RMSNorm decoder block (Llama's order) of grouped-query attention with rotary
+    positions and a SwiGLU feed-forward:
 
-    TransformerBlock(d_model, num_heads, d_ff, dropout=0.0): `dropout` is both the
-    attention dropout (on the weights, inside MultiHeadAttention) and the dropout on each
-    branch before it joins the residual stream; both act only in training mode.
+        x = x + drop(attn(norm1(x)))                      rotary, causal, grouped keys/values
+        x = x + drop(down_proj(silu(gate_proj(h)) * up_proj(h))),   h = norm2(x)
+
+    TransformerBlock(d_model, num_heads, num_kv_heads, d_ff, dropout=0.0): norm1 and norm2
+    are nn.RMSNorm(d_model); attn is chapter 6's GroupedQueryAttention(d_model, num_heads,
+    num_kv_heads); gate_proj and up_proj are nn.Linear(d_model, d_ff, bias=False), down_proj
+    nn.Linear(d_ff, d_model, bias=False); drop is nn.Dropout(dropout), applied to each
+    sublayer's output before it joins the residual stream (training mode only).
     forward(x (B, L, D), cache=None) -> (B, L, D). Without a cache, causal self-attention
-    over x; with one (chapter 6's KVCache), x holds the positions after the cached ones.
+    over positions 0 .. L - 1; with one (chapter 6's KVCache), x holds the positions
+    len(cache) .. len(cache) + L - 1, which is where rotary turns their queries and keys.
     """
 
-    def __init__(self, d_model, num_heads, d_ff, dropout=0.0):
+    rotary = True  # bench/capstone_ablation.py's learned-positions variant sets it False
+
+    def __init__(self, d_model, num_heads, num_kv_heads, d_ff, dropout=0.0):
         super().__init__()
-        self.ln1 = nn.LayerNorm(d_model)
-        self.attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
-        self.ln2 = nn.LayerNorm(d_model)
-        self.ff = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
+        self.norm1 = nn.RMSNorm(d_model)
+        self.attn = GroupedQueryAttention(d_model, num_heads, num_kv_heads)
+        self.norm2 = nn.RMSNorm(d_model)
+        self.gate_proj = nn.Linear(d_model, d_ff, bias=False)
+        self.up_proj = nn.Linear(d_model, d_ff, bias=False)
+        self.down_proj = nn.Linear(d_ff, d_model, bias=False)
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x, cache=None):
-        h = self.ln1(x)                                                   # (B, L, D)
-        if cache is None:
-            mask = causal_mask(x.shape[1], device=x.device)               # (L, L)
-            a, _ = self.attn(h, h, h, mask=mask)                          # (B, L, D)
-        else:
-            a = cached_attention(self.attn, h, cache)                     # (B, L, D)
-        x = x + self.drop(a)                                              # (B, L, D)
-        return x + self.drop(self.ff(self.ln2(x)))                        # (B, L, D)
+        h = self.norm1(x)                                                 # (B, L, D)
+        # a fresh cache makes the call full causal self-attention at positions 0 .. L - 1
+        cache = KVCache() if cache is None else cache
+        attend = rotary_cached_attention if self.rotary else cached_attention
+        attended = attend(self.attn, h, cache)                            # (B, L, D)
+        x = x + self.drop(attended)                                       # (B, L, D)
+        h = self.norm2(x)                                                 # (B, L, D)
+        gated = F.silu(self.gate_proj(h)) * self.up_proj(h)              # (B, L, F)
+        return x + self.drop(self.down_proj(gated))                       # (B, L, D)
 
 
 def train_step(model, optimizer, batch):

@@ -1,11 +1,13 @@
-"""Chapter 7's lab: the corpus, a character tokenizer, the language model around the
-student's TransformerBlock, and the training loop. No answer to chapter 7's exercises
-lives here (they are in solutions.capstone): the release of chapter 7 ships this module.
+"""The capstone's lab: the corpus, a character tokenizer, the language model around the
+student's TransformerBlock, the training loop and the hooks that bring chapter 5's tools to
+the model. No answer to the capstone's exercises lives here (they are in
+solutions.capstone): the release of the capstone ships this module.
 
 Shape letters: B batch, L sequence length (<= context), D d_model, V vocab_size,
 N number of layers.
 """
 import contextlib
+import json
 import math
 import time
 from pathlib import Path
@@ -39,6 +41,23 @@ def read_corpus(path=None):
         if candidate.is_file():
             return candidate.read_text(encoding="utf-8")
     raise FileNotFoundError(f"the corpus is missing: looked for {', '.join(map(str, candidates))}")
+
+
+# The ablation's record (bench/capstone_ablation.py writes it), shipped beside the chapter.
+ABLATION = CORPUS.parent / "capstone_ablation.json"
+
+
+def read_ablation(path=None):
+    """The ablation's record, a dict: "provenance", "config" and "variants" (one dict per
+    variant: attention, num_kv_heads, positions, parameters, val_loss, first_losses,
+    cache_bytes, cpu_seconds, greedy). Read from `path`, or data/capstone_ablation.json
+    beside the notebook or in the repository."""
+    candidates = [Path(path)] if path else [Path("data") / ABLATION.name, ABLATION]
+    for candidate in candidates:
+        if candidate.is_file():
+            return json.loads(candidate.read_text(encoding="utf-8"))
+    raise FileNotFoundError(f"the ablation's record is missing: looked for "
+                            f"{', '.join(map(str, candidates))}")
 
 
 class CharTokenizer:
@@ -90,28 +109,42 @@ def random_windows(ids, batch_size, length, generator):
     return torch.stack([ids[s:s + length] for s in starts.tolist()])           # (B, length)
 
 
+def swiglu_width(d_model):
+    """d_ff of a SwiGLU feed-forward with about the parameters of a GELU one of width
+    4 * d_model: three matrices of d_ff instead of two of 4 * d_model give d_ff = 8/3 *
+    d_model (Shazeer 2020; Llama), here rounded up to a multiple of 8."""
+    return 8 * math.ceil(8 * d_model / 3 / 8)
+
+
 class CharLM(nn.Module):
-    """A causal language model: token and position embeddings, `num_layers` blocks of
-    `block` (the chapter's TransformerBlock(d_model, num_heads, d_ff, dropout)), a final
-    LayerNorm and a linear head to the vocabulary.
+    """A causal language model: a token embedding, `num_layers` blocks of `block` (the
+    chapter's TransformerBlock(d_model, num_heads, num_kv_heads, d_ff, dropout)), a final
+    RMSNorm and a linear head to the vocabulary. Positions: "rotary" (the blocks rotate
+    queries and keys; the model adds nothing) or "learned" (GPT-2's position embeddings,
+    added to the token embeddings; then the blocks must not rotate).
 
     forward(tokens (B, L) long, caches=None, start=0) -> logits (B, L, V).
     start: the position of tokens[:, 0] in the sequence (with a cache, the number of
-    positions already cached). caches: None, or one KV cache per block (new_caches()).
+    positions already cached: len(caches[0])). caches: None, or one KV cache per block
+    (new_caches()).
     """
 
     def __init__(self, vocab_size, context, d_model, num_heads, num_layers, block, *,
-                 d_ff=None, dropout=0.0, seed=None):
+                 num_kv_heads=None, d_ff=None, dropout=0.0, positions="rotary", seed=None):
         super().__init__()
+        if positions not in ("rotary", "learned"):
+            raise ValueError(f'positions must be "rotary" or "learned", got {positions!r}')
         if seed is not None:
             torch.manual_seed(seed)
-        self.vocab_size, self.context = vocab_size, context
+        self.vocab_size, self.context, self.positions = vocab_size, context, positions
         self.num_layers, self.num_heads = num_layers, num_heads
+        self.num_kv_heads = num_kv_heads or num_heads
         self.tok_emb = nn.Embedding(vocab_size, d_model)
-        self.pos_emb = nn.Embedding(context, d_model)
-        self.blocks = nn.ModuleList(block(d_model, num_heads, d_ff or 4 * d_model, dropout)
-                                    for _ in range(num_layers))
-        self.ln_f = nn.LayerNorm(d_model)
+        self.pos_emb = nn.Embedding(context, d_model) if positions == "learned" else None
+        self.blocks = nn.ModuleList(
+            block(d_model, num_heads, self.num_kv_heads, d_ff or swiglu_width(d_model), dropout)
+            for _ in range(num_layers))
+        self.norm_f = nn.RMSNorm(d_model)
         self.head = nn.Linear(d_model, vocab_size)
         self.apply(self._init)
 
@@ -134,22 +167,34 @@ class CharLM(nn.Module):
         if start + L > self.context:
             raise ValueError(f"positions {start}..{start + L - 1} exceed the context "
                              f"({self.context})")
-        positions = torch.arange(start, start + L, device=tokens.device)       # (L,)
-        x = self.tok_emb(tokens) + self.pos_emb(positions)                     # (B, L, D)
+        if caches is not None and start != len(caches[0]):
+            raise ValueError(f"start={start} but the caches hold {len(caches[0])} positions: "
+                             "the new tokens sit at start = len(cache)")
+        x = self.tok_emb(tokens)                                               # (B, L, D)
+        if self.pos_emb is not None:
+            positions = torch.arange(start, start + L, device=tokens.device)   # (L,)
+            x = x + self.pos_emb(positions)                                    # (B, L, D)
         for n, block in enumerate(self.blocks):
             x = block(x) if caches is None else block(x, cache=caches[n])      # (B, L, D)
-        return self.head(self.ln_f(x))                                         # (B, L, V)
+        return self.head(self.norm_f(x))                                       # (B, L, V)
 
 
 # ------------------------------------------------------------ chapter 5's tools, on the LM
 @contextlib.contextmanager
 def gated_heads(model, gates):
-    """Inside: every block's attention multiplies head i of layer n by gates[n, i] (chapter
-    5's head_mask), through a hook, so the student's block needs no head_mask argument.
-    gates: (num_layers, num_heads)."""
-    hooks = [block.attn.register_forward_pre_hook(
-        lambda module, args, kwargs, g=g: (args, {**kwargs, "head_mask": g}), with_kwargs=True)
-        for block, g in zip(model.blocks, gates)]
+    """Inside: every block's attention multiplies query head i of layer n by gates[n, i]
+    (chapter 5's head_mask), through a hook on the input of its output projection (the
+    merged heads, (B, L, num_heads * head_dim)), so the student's block needs no head_mask
+    argument. gates: (num_layers, num_heads)."""
+    def gate(g):
+        def hook(module, args):
+            merged = args[0]                                                   # (B, L, h*hd)
+            heads = merged.unflatten(-1, (len(g), -1))                         # (B, L, h, hd)
+            return (heads * g.to(merged)[:, None]).flatten(-2),                # (B, L, h*hd)
+        return hook
+
+    hooks = [block.attn.out_proj.register_forward_pre_hook(gate(g))
+             for block, g in zip(model.blocks, gates)]
     try:
         yield model
     finally:
@@ -160,10 +205,17 @@ def gated_heads(model, gates):
 @torch.no_grad()
 def attention_maps(model, tokens):
     """(num_layers, B, num_heads, L, L): each block's attention weights on `tokens` (B, L),
-    caught from its attention's output by a hook, in eval mode."""
-    maps = []
-    hooks = [block.attn.register_forward_hook(lambda m, args, out: maps.append(out[1]))
-             for block in model.blocks]
+    in eval mode, recomputed from the queries and keys its attention projected (caught by
+    hooks on q_proj and k_proj), rotated when model.positions is "rotary", each key/value
+    head repeated for its group of query heads, under the causal mask."""
+    from .attention import scaled_dot_product_attention
+    from .kv import repeat_kv
+    from .masks import causal_mask
+    from .rotary import apply_rotary
+
+    projected = []
+    hooks = [proj.register_forward_hook(lambda m, args, out: projected.append(out))
+             for block in model.blocks for proj in (block.attn.q_proj, block.attn.k_proj)]
     was_training = model.training
     try:
         model.eval()(tokens)
@@ -171,6 +223,18 @@ def attention_maps(model, tokens):
         model.train(was_training)
         for hook in hooks:
             hook.remove()
+    B, L = tokens.shape
+    positions = torch.arange(L, device=tokens.device)                          # (L,)
+    maps = []
+    for block, q, k in zip(model.blocks, projected[0::2], projected[1::2]):
+        h, hd = block.attn.num_heads, block.attn.head_dim
+        q = q.view(B, L, h, hd).transpose(1, 2)                                # (B, h, L, hd)
+        k = k.view(B, L, -1, hd).transpose(1, 2)                               # (B, g, L, hd)
+        if model.positions == "rotary":
+            q, k = apply_rotary(q, positions), apply_rotary(k, positions)
+        k = repeat_kv(k, h)                                                    # (B, h, L, hd)
+        _, weights = scaled_dot_product_attention(q, k, k, causal_mask(L, device=q.device))
+        maps.append(weights)                                                   # (B, h, L, L)
     return torch.stack(maps)
 
 

@@ -961,14 +961,14 @@ _CAPSTONE_BLOCK_STUB = capstone_catalogue.block(
 CAPSTONE_BLOCK_STUB_FORGES_ITS_REPORT = "\nimport checks.capstone\n\n\n" + _CAPSTONE_BLOCK_STUB + '''
 
 def _pre_ln(block, x):
-    h = block.ln1(x)
-    attended, _ = block.attn(h, h, h, mask=causal_mask(x.shape[1]))
-    x = x + attended
-    return x + block.ff(block.ln2(x))
+    h = block.norm1(x)
+    x = x + rotary_cached_attention(block.attn, h, KVCache())
+    h = block.norm2(x)
+    return x + block.down_proj(F.silu(block.gate_proj(h)) * block.up_proj(h))
 
 
-def _reported(cls, cache_cls, d_model, num_heads, d_ff, P, x, x_future, dtype, device):
-    block = cls(d_model, num_heads, d_ff, 0.3).to(dtype).eval()
+def _reported(cls, cache_cls, sizes, P, x, x_future, dtype, device):
+    block = cls(*sizes, 0.3).to(dtype).eval()
     params = dict(block.named_parameters())
     with torch.no_grad():
         for name, value in P.items():

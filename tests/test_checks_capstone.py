@@ -1,4 +1,4 @@
-"""Chapter 7's checks (chapters/checks/capstone.py) beyond the catalogue (tests/
+"""The capstone's checks (chapters/checks/capstone.py) beyond the catalogue (tests/
 test_catalogue.py runs that): tolerances over shapes, seeds and dtypes, the properties that
 need no answer (leakage, determinism in eval mode), answers that cannot be hard-coded, and
 mistakes outside the catalogue that still get a message saying where to look."""
@@ -14,7 +14,8 @@ from tests.submissions import edit
 CHAPTER = Chapter(capstone_catalogue.NOTEBOOK)
 check = CHAPTER.check  # chapters/checks/capstone.py, as the notebook imports it
 REF = CHAPTER.namespace()
-INIT = capstone_catalogue.INIT  # the notebook's class line and __init__
+INIT = capstone_catalogue.INIT  # the notebook's class line and reference __init__
+ATTEND, FF = capstone_catalogue.ATTEND, capstone_catalogue.FF
 
 
 def with_cells(**cells):
@@ -27,11 +28,14 @@ def failure(function, *args, **kwargs):
     return str(raised.value)
 
 
-@given(seed=st.integers(0, 10**6), L=st.integers(1, 9), heads=st.sampled_from([1, 2, 4]),
-       dtype=st.sampled_from([torch.float32, torch.float64]))
-def test_the_reference_block_passes_at_any_shape_seed_and_dtype(seed, L, heads, dtype):
+@given(seed=st.integers(0, 10**6), L=st.integers(1, 9),
+       heads=st.sampled_from([(1, 1), (2, 1), (2, 2), (4, 1), (4, 2), (4, 4)]),
+       d_ff=st.sampled_from([4, 12, 24]), dtype=st.sampled_from([torch.float32, torch.float64]))
+def test_the_reference_block_passes_at_any_shape_seed_and_dtype(seed, L, heads, d_ff, dtype):
+    num_heads, num_kv_heads = heads
     check.transformer_block(REF["TransformerBlock"], REF["KVCache"], seed=seed, L=L,
-                            d_model=4 * heads, num_heads=heads, dtype=dtype)
+                            d_model=4 * num_heads, num_heads=num_heads,
+                            num_kv_heads=num_kv_heads, d_ff=d_ff, dtype=dtype)
 
 
 @given(seed=st.integers(0, 10**6), L=st.integers(1, 8), p=st.sampled_from([0.1, 0.5, 0.9]),
@@ -47,28 +51,26 @@ def test_the_reference_generation_passes_at_any_length(seed, P, T):
 
 def test_a_small_leak_is_caught_by_perturbing_the_future():
     """Not a catalogued mistake: a trace of the last position mixed into every position."""
-    ns = with_cells(transformer_block=INIT + '''
-    def forward(self, x, cache=None):
-        h = self.ln1(x)
-        a, _ = self.attn(h, h, h, mask=causal_mask(x.shape[1], device=x.device))
-        x = x + self.drop(a) + 1e-3 * x[:, -1:]
-        return x + self.drop(self.ff(self.ln2(x)))
+    ns = with_cells(transformer_block=INIT + ATTEND + '''        x = x + self.drop(a) + 1e-3 * x[:, -1:]
+        h = self.norm2(x)
+        return x + self.drop(''' + FF + ''')
 ''')
     message = failure(check.transformer_block, ns["TransformerBlock"], ns["KVCache"])
     assert "future tokens leak" in message and "positions < 3" in message
 
 
 def test_a_block_with_other_names_is_told_the_interface():
-    ns = with_cells(transformer_block=edit(INIT, "self.ln1 =", "self.norm1 =") + '''
+    ns = with_cells(transformer_block=edit(INIT, "self.norm1 =", "self.pre_attention_norm =") +
+                    '''
     def forward(self, x, cache=None):
         return x
 ''')
     message = failure(check.transformer_block, ns["TransformerBlock"], ns["KVCache"])
-    assert "ln1.weight is missing" in message and "Keep the __init__" in message
+    assert "norm1.weight is missing" in message and "with the exercise's names" in message
 
 
 def test_the_block_check_wants_the_classes():
-    block = REF["TransformerBlock"](8, 2, 16)
+    block = REF["TransformerBlock"](8, 2, 1, 16)
     assert "pass the two classes" in failure(check.transformer_block, block, REF["KVCache"])
 
 
@@ -155,10 +157,21 @@ def test_a_generation_that_keeps_no_cache_is_told_by_the_caches_contents():
 def test_dropout_missing_on_the_attention_branch_is_named_by_the_formula():
     """Not a catalogued mistake: dropout on the feed-forward branch only. The training-mode
     run under the grader's seeded masks shows which dropout step is missing (issue 20)."""
-    ns = with_cells(transformer_block=INIT + '''
-    def forward(self, x, cache=None):
-        h = self.ln1(x)''' + capstone_catalogue.ATTEND + '''        x = x + a
-        return x + self.drop(self.ff(self.ln2(x)))
+    ns = with_cells(transformer_block=INIT + ATTEND + '''        x = x + a
+        h = self.norm2(x)
+        return x + self.drop(''' + FF + ''')
 ''')
     message = failure(check.transformer_block, ns["TransformerBlock"], ns["KVCache"])
     assert "in training mode" in message and "attention dropout step is left out" in message
+
+
+def test_a_cache_replaced_when_empty_is_caught_by_the_cached_run():
+    """Not a catalogued mistake: `cache or KVCache()` reads an empty KVCache (len 0) as
+    false, so the given cache never fills and every call attends over its own positions
+    only; the full forward is right, the cached run is not, and the formula names it."""
+    ns = with_cells(transformer_block=edit(
+        capstone_catalogue.block(capstone_catalogue.REFERENCE_FORWARD),
+        "cache = KVCache() if cache is None else cache", "cache = cache or KVCache()"))
+    message = failure(check.transformer_block, ns["TransformerBlock"], ns["KVCache"])
+    assert "with a cache" in message and "a fresh KVCache() only when cache is None" in message
+

@@ -1,4 +1,5 @@
-"""Checks for chapter 7, the capstone: the pre-LayerNorm TransformerBlock, train_step and
+"""Checks for the capstone: the student's decoder block (TransformerBlock: pre-RMSNorm,
+grouped-query attention with rotary positions, a SwiGLU feed-forward), train_step and
 generate (with and without the KV cache).
 
 Each check builds its inputs from `seed` and reaches the student's code only through the
@@ -12,8 +13,9 @@ mistake. What only the student's process could report (the stand-in models' reco
 their calls) only names a mistake that the values already fail.
 
 transformer_block receives the chapter's TransformerBlock class and KVCache class and uses
-this interface: TransformerBlock(d_model, num_heads, d_ff, dropout) with parameters named
-ln1.*, attn.{q,k,v,out}_proj.*, ln2.*, ff.0.*, ff.2.* (nn.Module names), forward(x,
+this interface: TransformerBlock(d_model, num_heads, num_kv_heads, d_ff, dropout) with
+parameters named norm1.weight, attn.{q,k,v,out}_proj.{weight,bias}, norm2.weight,
+gate_proj.weight, up_proj.weight, down_proj.weight (nn.Module names), forward(x,
 cache=None) -> (B, L, D); KVCache() empty.
 train_step and generate receive stand-in models built here (StepModel, DecoderModel), so
 that they are judged on their own, whatever the block does.
@@ -34,10 +36,6 @@ from .common import (MALFORMED, CheckFailure, attempt, by_owner, check, construc
                      random_inputs, read_back, reference, revive, type_name)
 from .diagnose import explained, one_step, state_dependent
 
-BLOCK_PARAMS = ("ln1.weight", "ln1.bias", "attn.q_proj.weight", "attn.q_proj.bias",
-                "attn.k_proj.weight", "attn.k_proj.bias", "attn.v_proj.weight",
-                "attn.v_proj.bias", "attn.out_proj.weight", "attn.out_proj.bias",
-                "ln2.weight", "ln2.bias", "ff.0.weight", "ff.0.bias", "ff.2.weight", "ff.2.bias")
 # Every message of the chapter's checks, one template each with named fields, in one place
 # (a second language translates them here); the families' sentences are diagnose.MESSAGES.
 MESSAGES = {
@@ -45,36 +43,49 @@ MESSAGES = {
     "classes": "pass the two classes to the check: check.transformer_block(TransformerBlock, "
                "KVCache); got {cls} and {cache_cls}",
     "to_raised": "{where}.to(dtype={dtype}, device={device}) raised {kind}: {message}",
-    "parameter": "{where}: parameter {name} {found}, expected {want}. Keep the __init__ the "
-                 "notebook gives: ln1, attn (MultiHeadAttention), ln2, ff "
-                 "(nn.Sequential(Linear, GELU, Linear)) and drop.",
+    "parameter": "{where}: parameter {name} {found}, expected {want}. Build the submodules "
+                 "with the exercise's names and sizes: norm1 and norm2 (nn.RMSNorm(d_model)), "
+                 "attn (GroupedQueryAttention(d_model, num_heads, num_kv_heads)), gate_proj "
+                 "and up_proj (nn.Linear(d_model, d_ff, bias=False)), down_proj "
+                 "(nn.Linear(d_ff, d_model, bias=False)) and drop (nn.Dropout(dropout)).",
     "parameter_shape": "has shape {shape}",
+    "parameter_extra": "{where}: the block has {name}, which the exercise's block has not: "
+                       "{why}",
+    "no_linear_bias": "its linear layers are nn.Linear(..., bias=False), as Llama's (a bias "
+                      "nn.Linear draws at random changes every output).",
+    "no_norm_bias": "nn.RMSNorm has a weight and no bias (a LayerNorm has both; this block's "
+                    "norms are RMSNorms, nn.RMSNorm(d_model)).",
     "parameter_missing": "is missing",
     "block_tuple": "{name} returned a tuple of {count} items; a block returns one tensor "
-                   "(B, L, d_model): unpack the attention's (output, weights) inside forward.",
+                   "(B, L, d_model).",
     "eval_run": "{where}(x) in eval mode",
     "dropout_at_eval": "{where}: in eval mode two calls on the same input gave different "
-                       "outputs: dropout is still on. Use the block's nn.Dropout modules "
-                       "(self.drop, and the attention's own dropout), which model.eval() "
-                       "switches off; not F.dropout(x, p) with its default training=True.",
+                       "outputs: dropout is still on. Use the block's nn.Dropout module "
+                       "(self.drop), which model.eval() switches off; not F.dropout(x, p) "
+                       "with its default training=True.",
     "leak": "{where}: future tokens leak: changing the positions >= {cut} changed the output at "
             "positions < {cut} (largest change {change:.3g}). Each position may read only "
-            "itself and the positions before it: apply causal_mask(L) in the attention.",
-    "block_hint": "Pre-LayerNorm: x = x + attn(ln1(x)) with the causal mask, then "
-                  "x = x + ff(ln2(x)).",
+            "itself and the positions before it: attend through "
+            "rotary_cached_attention(self.attn, h, cache), which applies the causal mask.",
+    "block_hint": "Pre-norm: x = x + attn(norm1(x)), the attention causal with rotary "
+                  "positions (rotary_cached_attention(self.attn, h, cache)), then "
+                  "x = x + down_proj(silu(gate_proj(h)) * up_proj(h)) with h = norm2(x).",
     "cached_run": "{where} with a cache (a prefill of {cut} positions, then one per call)",
-    "cache_hint": "With `cache`, the block must give the outputs it gives without: call "
-                  "cached_attention(self.attn, h, cache) (chapter 6) instead of "
-                  "self-attention over the new positions only.",
+    "cache_hint": "With `cache`, the block must give the outputs it gives without: pass "
+                  "that cache to rotary_cached_attention(self.attn, h, cache) (chapter 6), "
+                  "which rotates the new positions from len(cache) on and attends over "
+                  "the cached ones too.",
     "training_run": "{where}(x) in training mode, under the dropout masks that "
                     "torch.manual_seed(0) draws (the grader's),",
     "training_call": "{where}(x) in training mode",
     "dropout_hint": "Dropout applies to each sublayer's output before it is added to x, "
-                    "x = x + drop(attn(ln1(x))), then x = x + drop(ff(ln2(x))); never to the "
+                    "x = x + drop(attn(norm1(x))), then x = x + drop(ff(norm2(x))); never to the "
                     "sum x + sublayer(x), and on both branches, through self.drop.",
-    "block_passed": "TransformerBlock: x (B, L, d_model) = {shape} ({dtype}) -> pre-LayerNorm "
-                    "causal block; no future leakage; prefill + {steps} cached steps equal the "
-                    "full forward; dropout on each sublayer's output in training mode only",
+    "block_passed": "TransformerBlock: x (B, L, d_model) = {shape} ({dtype}), {heads} query "
+                    "heads sharing {kv_heads} key/value heads -> pre-RMSNorm causal block with "
+                    "rotary positions and a SwiGLU feed-forward; no future leakage; prefill + "
+                    "{steps} cached steps equal the full forward; dropout on each sublayer's "
+                    "output in training mode only",
     # ----------------------------------------------------------- exercise 2: train_step
     "model_before": "the model before train_step ran",
     "parameter_after": "model.{parameter} after {name}",
@@ -145,8 +156,8 @@ MESSAGES = {
                        "len(cache)); eval mode, no gradients; the model left in the mode it "
                        "came in",
 }
-# A block chains a LayerNorm (a mean, a variance and a division), the attention and a
-# two-layer MLP: about three times the roundings of chapter 3's forward, with the softmax's
+# A block chains an RMSNorm (a mean square and a division), the rotary attention and a
+# gated MLP: about three times the roundings of chapter 3's forward, with the softmax's
 # amplification on top, so its comparisons allow `CONDITION` times the base tolerance.
 CONDITION = 40.0
 
@@ -163,7 +174,7 @@ def _drawer(seed, dtype):
 
 # ============================================================ exercise 1: the block
 @reference
-def _block_inputs(seed, B, L, d_model, d_ff, dtype):
+def _block_inputs(seed, B, L, d_model, num_kv_heads, d_ff, num_heads, dtype):
     """(P {parameter name: float64 tensor, rounded to dtype}, x (B, L, D) float64 rounded to
     dtype, x_future: x with positions >= L // 2 replaced)."""
     rounded, _ = _drawer(seed, dtype)
@@ -171,16 +182,17 @@ def _block_inputs(seed, B, L, d_model, d_ff, dtype):
     def draw(*shape, scale):
         return rounded(*shape, scale=scale).double()
 
-    D = d_model
-    P = {"ln1.weight": 1.0 + draw(D, scale=0.3), "ln1.bias": draw(D, scale=0.3),
-         "ln2.weight": 1.0 + draw(D, scale=0.3), "ln2.bias": draw(D, scale=0.3),
-         "ff.0.weight": draw(d_ff, D, scale=1 / math.sqrt(D)), "ff.0.bias": draw(d_ff, scale=0.3),
-         "ff.2.weight": draw(D, d_ff, scale=1 / math.sqrt(d_ff)), "ff.2.bias": draw(D, scale=0.3)}
-    for name in ("q", "k", "v", "out"):
+    D, kv_size = d_model, num_kv_heads * (d_model // num_heads)
+    P = {"norm1.weight": 1.0 + draw(D, scale=0.3), "norm2.weight": 1.0 + draw(D, scale=0.3),
+         # gate and up at the same scale: SwiGLU's two branches, which a swap must change
+         "gate_proj.weight": draw(d_ff, D, scale=1.5 / math.sqrt(D)),
+         "up_proj.weight": draw(d_ff, D, scale=1.5 / math.sqrt(D)),
+         "down_proj.weight": draw(D, d_ff, scale=1 / math.sqrt(d_ff))}
+    for name, rows in (("q", D), ("k", kv_size), ("v", kv_size), ("out", D)):
         # queries and keys a little larger: sharper attention tells more mistakes apart
         scale = (2.0 if name in "qk" else 1.0) / math.sqrt(D)
-        P[f"attn.{name}_proj.weight"] = draw(D, D, scale=scale)
-        P[f"attn.{name}_proj.bias"] = draw(D, scale=0.3)
+        P[f"attn.{name}_proj.weight"] = draw(rows, D, scale=scale)
+        P[f"attn.{name}_proj.bias"] = draw(rows, scale=0.3)
     (x,) = random_inputs((B, L, D), seed=seed + 1, dtype=dtype)
     x = x.double()
     (noise,) = random_inputs((B, L, D), seed=seed + 2, dtype=dtype)
@@ -189,21 +201,21 @@ def _block_inputs(seed, B, L, d_model, d_ff, dtype):
     return P, x, x_future
 
 
-def _block_run(cls, cache_cls, d_model, num_heads, d_ff, P, x, x_future, dtype, device):
-    """Build cls(d_model, num_heads, d_ff, 0.3) where the student's code runs, move it to
-    dtype and device in eval mode and load the grader's parameters P ("found": what
-    load_weights found there). Then call it on the grader's inputs, each output sent back by
-    value ([result, error] pairs): after torch.manual_seed(0), on x, x_future and x again;
-    with a cache_cls() cache, the first half of the positions as a prefill, then one position
-    per call ("cached"); and in training mode with the attention's own dropout off, after
-    torch.manual_seed(0) ("train")."""
-    block, data = construct(cls, d_model, num_heads, d_ff, 0.3)
+def _block_run(cls, cache_cls, sizes, P, x, x_future, dtype, device):
+    """Build cls(*sizes, 0.3) (sizes: d_model, num_heads, num_kv_heads, d_ff) where the
+    student's code runs, move it to dtype and device in eval mode and load the grader's
+    parameters P ("found": what load_weights found there). Then call it on the grader's
+    inputs, each output sent back by value ([result, error] pairs): after
+    torch.manual_seed(0), on x, x_future and x again; with a cache_cls() cache, the first
+    half of the positions as a prefill, then one position per call ("cached"); and in
+    training mode after torch.manual_seed(0) ("train")."""
+    block, data = construct(cls, *sizes, 0.3)
     if block is None:
         return data
     block, data["to_error"] = attempt(lambda: block.to(dtype=dtype, device=device).eval())
     if data["to_error"] is not None:
         return data
-    data["found"] = load_weights(block, by_owner(P))
+    data["found"] = load_weights(block, _weights_sent(P))
     if _missing(data["found"], P):
         return data
     x, x_future = (t.to(dtype=dtype, device=device) for t in (x, x_future))
@@ -223,11 +235,7 @@ def _block_run(cls, cache_cls, d_model, num_heads, d_ff, P, x, x_future, dtype, 
         steps = [run(x[:, :half], cache=cache)]
         steps += [run(x[:, t:t + 1], cache=cache) for t in range(half, x.shape[1])]
         data["cached"] = steps
-    # training mode with the attention's own dropout off: what remains is the block's
     _, data["train_error"] = attempt(lambda: block.train())
-    attn = getattr(block, "attn", None)
-    if is_module(attn):
-        attempt(lambda: attn.eval())
     given("torch:manual_seed", 0)
     data["train"] = run(x)
     return data
@@ -244,26 +252,44 @@ def _dropout_masks(shape, p, dtype, count=2, seed=0):
             for _ in range(count)]
 
 
+# parameters the exercise's block must not have, with the reason a message gives
+ABSENT = {"gate_proj.bias": "no_linear_bias", "up_proj.bias": "no_linear_bias",
+          "down_proj.bias": "no_linear_bias", "norm1.bias": "no_norm_bias",
+          "norm2.bias": "no_norm_bias"}
+
+
+def _weights_sent(P):
+    """What load_weights receives: P by owner, and None for each ABSENT part (nothing to
+    copy: the report then says whether the block has it)."""
+    weights = by_owner(P)
+    for name in ABSENT:
+        owner, _, part = name.rpartition(".")
+        weights.setdefault(owner, {})[part] = None
+    return weights
+
+
+# the block's submodules -> the names of formulas.block_formula's inputs (name_w, name_b)
+_FORMULA_NAMES = {"norm1": "n1", "norm2": "n2", "gate_proj": "gate", "up_proj": "up",
+                  "down_proj": "down", "attn.q_proj": "q", "attn.k_proj": "k",
+                  "attn.v_proj": "v", "attn.out_proj": "o"}
+
+
 def _formula_inputs(P, x, masks):
     """The inputs of formulas.block_formula from the block's parameters P {parameter name:
-    tensor}, x (B, L, D) and the two dropout masks (B, L, D): "x", the causal "mask" (L, L),
-    "ln1_w" ... "ff2_b", the attention's "q_w" ... "o_b" and "drop" (2, B, L, D)."""
-    L = x.shape[1]
-    renamed = {"ln1": "ln1", "ln2": "ln2", "ff.0": "ff0", "ff.2": "ff2", "attn.q_proj": "q",
-               "attn.k_proj": "k", "attn.v_proj": "v", "attn.out_proj": "o"}
-    inputs = {f"{renamed[name.rpartition('.')[0]]}_{name.rpartition('.')[2][0]}": value
+    tensor}, x (B, L, D) and the two dropout masks (B, L, D): "x", "n1_w", "n2_w",
+    "gate_w", "up_w", "down_w", the attention's "q_w" ... "o_b" and "drop" (2, B, L, D)."""
+    inputs = {f"{_FORMULA_NAMES[name.rpartition('.')[0]]}_{name.rpartition('.')[2][0]}": value
               for name, value in P.items()}
-    return {**inputs, "x": x, "mask": torch.ones(L, L, dtype=torch.bool).tril(),
-            "drop": torch.stack(masks)}
+    return {**inputs, "x": x, "drop": torch.stack(masks)}
 
 
 @reference
-def _block_answer(inputs, num_heads, training=False):
+def _block_answer(inputs, num_heads, num_kv_heads, training=False):
     """The block's output (B, L, D), float64, for formulas.block_formula's `inputs`: in eval
     mode, or (training) under the dropout masks inputs["drop"]."""
     from . import formulas  # grader-only (the right answers): the kit removes this body
     inputs = {k: v.double() if v.is_floating_point() else v for k, v in inputs.items()}
-    return formulas.block_formula({}, num_heads, training).run(inputs)
+    return formulas.block_formula({}, num_heads, num_kv_heads, training).run(inputs)
 
 
 def _missing(found, P):
@@ -291,17 +317,19 @@ def _output(item, name, shape, dtype):
 
 
 @check
-def transformer_block(cls, cache_cls, *, seed=0, B=2, L=6, d_model=8, num_heads=2, d_ff=16,
-                      dtype=torch.float32, device="cpu"):
-    """cls(d_model, num_heads, d_ff, dropout): forward(x (B, L, D), cache=None) -> (B, L, D),
-    a pre-LayerNorm causal block; with cache_cls() caches, prefill + one position per call
+def transformer_block(cls, cache_cls, *, seed=0, B=2, L=6, d_model=8, num_heads=2,
+                      num_kv_heads=1, d_ff=12, dtype=torch.float32, device="cpu"):
+    """cls(d_model, num_heads, num_kv_heads, d_ff, dropout): forward(x (B, L, D), cache=None)
+    -> (B, L, D), a pre-RMSNorm causal block of grouped-query attention with rotary positions
+    and a SwiGLU feed-forward; with cache_cls() caches, prefill + one position per call
     equals the full forward; dropout on each sublayer's output, only in training mode (judged
     under the dropout masks the grader's seed draws)."""
     if not (is_class(cls) and is_class(cache_cls)):
         fail(MESSAGES["classes"].format(cls=type_name(cls), cache_cls=type_name(cache_cls)))
-    where = f"TransformerBlock({d_model}, {num_heads}, {d_ff}, 0.3)"
-    P, x, x_future = _block_inputs(seed, B, L, d_model, d_ff, dtype)
-    data = _block_run(cls, cache_cls, d_model, num_heads, d_ff, P, x, x_future, dtype, device)
+    sizes = (d_model, num_heads, num_kv_heads, d_ff)
+    where = f"TransformerBlock({', '.join(map(str, sizes))}, 0.3)"
+    P, x, x_future = _block_inputs(seed, B, L, d_model, num_kv_heads, d_ff, num_heads, dtype)
+    data = _block_run(cls, cache_cls, sizes, P, x, x_future, dtype, device)
     judge_construct(data, where)
     error = data["to_error"]
     if error is not None:
@@ -315,6 +343,9 @@ def transformer_block(cls, cache_cls, *, seed=0, B=2, L=6, d_model=8, num_heads=
                 where=where, name=name, want=tuple(P[name].shape),
                 found=MESSAGES["parameter_shape"].format(shape=shape)
                 if isinstance(shape, tuple) else MESSAGES["parameter_missing"]))
+    for name, why in ABSENT.items():
+        if isinstance(data["found"].slot(*name.rsplit(".", 1)), tuple):
+            fail(MESSAGES["parameter_extra"].format(where=where, name=name, why=MESSAGES[why]))
     shape = (B, L, d_model)
     out = _output(data["out"], f"{where}(x)", shape, dtype)
     future = _output(data["future"], f"{where}(x)", shape, dtype)
@@ -323,13 +354,14 @@ def transformer_block(cls, cache_cls, *, seed=0, B=2, L=6, d_model=8, num_heads=
     # the formula with one step left out or moved (checks/diagnose.py, formulas.py), in eval
     # mode, with the cache, and in training mode under the masks of the grader's seed
     inputs = _formula_inputs(P, x, _dropout_masks(shape, 0.3, dtype))
-    expected = _block_answer(inputs, num_heads).to(dtype).double()
-    in_training = _block_answer(inputs, num_heads, training=True).to(dtype).double()
-    mistakes = {state: step_mistakes(formula, inputs, current_dims(), num_heads=num_heads,
-                                     **options) for state, formula, options in (
-        ("eval", "pre-LayerNorm block", {}),
-        ("cached", "pre-LayerNorm block with a cache", {"prefill": cut}),
-        ("training", "pre-LayerNorm block", {"training": True}))}
+    heads = dict(num_heads=num_heads, num_kv_heads=num_kv_heads)
+    expected = _block_answer(inputs, **heads).to(dtype).double()
+    in_training = _block_answer(inputs, **heads, training=True).to(dtype).double()
+    mistakes = {state: step_mistakes(formula, inputs, current_dims(), **heads, **options)
+                for state, formula, options in (
+                    ("eval", "decoder block", {}),
+                    ("cached", "decoder block with a cache", {"prefill": cut}),
+                    ("training", "decoder block", {"training": True}))}
     tolerance = dict(dtype=dtype, condition=CONDITION)
 
     def named(name):
@@ -359,7 +391,8 @@ def transformer_block(cls, cache_cls, *, seed=0, B=2, L=6, d_model=8, num_heads=
                       shape, dtype)
     expect_close(trained, in_training, MESSAGES["training_run"].format(where=where),
                  mistakes=mistakes["training"], hint=MESSAGES["dropout_hint"], **tolerance)
-    passed(MESSAGES["block_passed"].format(shape=shape, dtype=dtype, steps=L - cut))
+    passed(MESSAGES["block_passed"].format(shape=shape, dtype=dtype, steps=L - cut,
+                                           heads=num_heads, kv_heads=num_kv_heads))
 
 
 def expect_close_quiet(actual, expected, **tolerance):

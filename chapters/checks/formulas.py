@@ -1154,30 +1154,42 @@ def gqa_parameters_formula(dims):
 FORMULAS["GQA parameter count"] = gqa_parameters_formula
 
 
-# ==== chapter 7: the capstone: the pre-LayerNorm block, the training step, generation ====
+# ==== the capstone: the decoder block, the training step, generation ======================
 
-def block_formula(dims, num_heads, training=False):
-    """A pre-LayerNorm decoder block: x + drop(attn(ln1(x))) under the causal mask, then
-    x + drop(ff(ln2(x))), ff = Linear, GELU, Linear. Inputs: "x" (B, L, d_model), "mask"
-    (L, L), "ln1_w", "ln1_b", "ln2_w", "ln2_b", "ff0_w", "ff0_b", "ff2_w", "ff2_b", the
-    attention's "q_w" ... "o_b" (multihead_formula) and "drop" (2, B, L, d_model): the
-    dropout masks (kept / (1 - p), else 0) of the first and the second dropout call, in the
-    order they are made (the attention's output, then the feed-forward's).
-    training: the dropout masks act (else dropout is the identity, as in eval mode)."""
-    attention = multihead_formula(dims, num_heads)
+def block_formula(dims, num_heads, num_kv_heads, training=False):
+    """The capstone's pre-RMSNorm decoder block: x + drop(attn(norm1(x))), the attention
+    grouped-query (num_kv_heads key/value heads) with rotary positions 0 .. L - 1 and the
+    causal mask, then x + drop(down(silu(gate(h)) * up(h))), h = norm2(x). Inputs: "x"
+    (B, L, d_model), "n1_w", "n2_w" (the RMSNorms' weights), "gate_w", "up_w", "down_w" (the
+    SwiGLU's, no biases), the attention's "q_w" ... "o_b" (cached_attention_formula) and
+    "drop" (2, B, L, d_model): the dropout masks (kept / (1 - p), else 0) of the first and
+    the second dropout call, in the order they are made (the attention's output, then the
+    feed-forward's). training: the dropout masks act (else dropout is the identity, as in
+    eval mode)."""
     functional = torch.nn.functional
+    rotary = cached_attention_formula(dims, num_heads, num_kv_heads, rotary=True)
+    unrotated = cached_attention_formula(dims, num_heads, num_kv_heads)
+    plain = multihead_formula(dims, num_heads, num_kv_heads=num_kv_heads)
 
-    def norm(t, x, which):
-        return functional.layer_norm(t, t.shape[-1:], x[f"{which}_w"], x[f"{which}_b"])
+    def norm(t, x, which, kind="rms"):
+        if kind == "layer":  # nn.LayerNorm with the weight loaded and its bias still 0
+            return functional.layer_norm(t, t.shape[-1:], x[f"{which}_w"])
+        return functional.rms_norm(t, t.shape[-1:], x[f"{which}_w"])
 
-    def attend(h, x, mask="mask", how=None):
-        allowed = x.get(mask)
-        if allowed is not None and how is not None:
-            allowed = how(allowed)
-        return attention.run({**x, "query": h, "key": h, "value": h, "mask": allowed})
+    def attend(formula=rotary):
+        def step(st, x):
+            if formula is plain:  # self.attn(h): no mask, no positions
+                return _with(st, a=plain.run({**x, "query": st["h"], "key": st["h"],
+                                              "value": st["h"], "mask": None}))
+            return _with(st, a=formula.run({**x, "x": st["h"], "start": 0}))
+        return step
 
-    def ff(t, x, activation=functional.gelu):
-        return _linear(activation(_linear(t, x, "ff0")), x, "ff2")
+    def swiglu(t, x, act=functional.silu, gate="gate", up="up", combine=torch.mul):
+        return _linear(combine(act(_linear(t, x, gate, False)), _linear(t, x, up, False)), x,
+                       "down", False)
+
+    def ff(**how):
+        return lambda st, x: _with(st, f=swiglu(st["h"], x, **how))
 
     # the masks go to the dropout calls in the order they are made (as a seeded nn.Dropout
     # draws them): a dropout left out shifts the later ones to the earlier masks
@@ -1190,53 +1202,77 @@ def block_formula(dims, num_heads, training=False):
         return lambda st, x: _with(st, x=x["drop"][st.get("drawn", 0)] * (st["x"] + st[which]),
                                    drawn=st.get("drawn", 0) + 1)
 
-    steps = [("ln1", lambda _v, x: {"x": x["x"], "h": norm(x["x"], x, "ln1")}),
-             ("attention", lambda st, x: _with(st, a=attend(st["h"], x))),
+    def norm1(which="n1", kind="rms"):
+        return lambda _v, x: {"x": x["x"], "h": norm(x["x"], x, which, kind)}
+
+    def norm2(which="n2", kind="rms"):
+        return lambda st, x: _with(st, h=norm(st["x"], x, which, kind))
+
+    identity = lambda t: t  # noqa: E731
+    steps = [("norm1", norm1()),
+             ("attention", attend()),
              ("attention dropout", dropout("a")),
              ("first residual", lambda st, _x: _with(st, x=st["x"] + st["a"])),
-             ("ln2", lambda st, x: _with(st, h=norm(st["x"], x, "ln2"))),
-             ("feed-forward", lambda st, x: _with(st, f=ff(st["h"], x))),
+             ("norm2", norm2()),
+             ("feed-forward", ff()),
              ("feed-forward dropout", dropout("f")),
              ("second residual", lambda st, _x: st["x"] + st["f"])]
     variants = {
-        "ln1": {"uses ln2": lambda _v, x: {"x": x["x"], "h": norm(x["x"], x, "ln2")}},
+        "norm1": {"uses norm2": norm1("n2"),
+                  "uses a LayerNorm (which subtracts the mean first) instead of the RMSNorm":
+                      norm1(kind="layer")},
         "attention": {
-            "has no causal mask (every position attends to every other, future ones "
-            "included: causal_mask(L) is True on and below the diagonal)":
-                lambda st, x: _with(st, a=attend(st["h"], x, None)),
-            "uses the complement of the causal mask (the causal mask is reversed: position i "
-            "attends to the positions after it; True means may attend)":
-                lambda st, x: _with(st, a=attend(st["h"], x, how=lambda m: ~m)),
-            "uses the causal mask's transpose (an upper triangle, e.g. triu: position i "
-            "attends to positions i..L-1 instead of 0..i)":
-                lambda st, x: _with(st, a=attend(st["h"], x, how=lambda m: m.mT))},
+            "has no rotary positions (rotary_cached_attention(self.attn, h, cache) turns "
+            "each query and key by its position; cached_attention does not)":
+                attend(unrotated),
+            "calls self.attn(h) (GroupedQueryAttention.forward: no causal mask, no rotary "
+            "positions); attend through rotary_cached_attention(self.attn, h, cache), "
+            "with a fresh KVCache() when no cache is given": attend(plain)},
         "first residual": {"adds the normalised input instead of x":
                            lambda st, _x: _with(st, x=st["h"] + st["a"])},
-        "ln2": {"uses ln1": lambda st, x: _with(st, h=norm(st["x"], x, "ln1"))},
-        "feed-forward": {"reads the block's input instead of the attention's output":
-                         lambda st, x: _with(st, f=ff(norm(x["x"], x, "ln2"), x)),
-                         "uses ReLU instead of GELU":
-                         lambda st, x: _with(st, f=ff(st["h"], x, functional.relu))},
+        "norm2": {"uses norm1": norm2("n1"),
+                  "uses a LayerNorm (which subtracts the mean first) instead of the RMSNorm":
+                      norm2(kind="layer")},
+        "feed-forward": {
+            "reads the block's input instead of the attention's output":
+                lambda st, x: _with(st, f=swiglu(norm(x["x"], x, "n2"), x)),
+            "swaps gate_proj and up_proj (the SiLU goes on gate_proj(h), which then "
+            "multiplies up_proj(h))": ff(gate="up", up="gate"),
+            "uses GELU instead of SiLU (SwiGLU's gate is silu(gate_proj(h)))":
+                ff(act=functional.gelu),
+            "uses the sigmoid instead of SiLU (GLU's gate; SwiGLU's is silu(z) = z * "
+            "sigmoid(z))": ff(act=torch.sigmoid),
+            "uses ReLU instead of SiLU (SwiGLU's gate is silu(gate_proj(h)))":
+                ff(act=functional.relu),
+            "leaves out the SiLU (down_proj(gate_proj(h) * up_proj(h)))": ff(act=identity),
+            "adds up_proj(h) instead of multiplying by it (the gate multiplies: "
+            "silu(gate_proj(h)) * up_proj(h))": ff(combine=torch.add),
+            "leaves out up_proj (down_proj(silu(gate_proj(h))): the gate multiplies "
+            "up_proj(h))": ff(combine=lambda a, _b: a)},
         "second residual": {"adds the normalised input instead of x":
                             lambda st, _x: st["h"] + st["f"]}}
-    def no_ln1(_value, x):  # the attention (and the first residual) read x itself
+
+    def no_norm1(_value, x):  # the attention (and the first residual) read x itself
         return {"x": x["x"], "h": x["x"]}
 
     skips = {"first residual": lambda st, _x: _with(st, x=st["a"]),
-             "ln2": lambda st, _x: _with(st, h=st["x"]),
+             "norm2": lambda st, _x: _with(st, h=st["x"]),
              "second residual": lambda st, _x: st["f"]}
     together = {
-        "the attention reads x instead of ln1(x) (the ln1 step is left out; the residual "
-        "adds x itself)": {"ln1": no_ln1},
-        "the LayerNorms come after the residual additions, x = ln(x + sublayer(x)) (post-LN, "
-        "the 2017 Transformer's), where this block is pre-LayerNorm: x + sublayer(ln(x))": {
-            "ln1": no_ln1,
-            "first residual": lambda st, x: _with(st, x=norm(st["x"] + st["a"], x, "ln1")),
-            "ln2": skips["ln2"],
-            "second residual": lambda st, x: norm(st["x"] + st["f"], x, "ln2")},
+        "the attention reads x instead of norm1(x) (the norm1 step is left out; the residual "
+        "adds x itself)": {"norm1": no_norm1},
+        "the norms come after the residual additions, x = norm(x + sublayer(x)) (post-norm, "
+        "the 2017 Transformer's), where this block is pre-norm: x + sublayer(norm(x))": {
+            "norm1": no_norm1,
+            "first residual": lambda st, x: _with(st, x=norm(st["x"] + st["a"], x, "n1")),
+            "norm2": skips["norm2"],
+            "second residual": lambda st, x: norm(st["x"] + st["f"], x, "n2")},
+        "both norms are LayerNorms (which subtract the mean first) where this block uses "
+        "RMSNorm, nn.RMSNorm(d_model)": {"norm1": norm1(kind="layer"),
+                                         "norm2": norm2(kind="layer")},
         "both residual steps are left out (the residual connections are missing: each "
-        "sublayer's output must be added to its input, x = x + attn(ln1(x)), then "
-        "x = x + ff(ln2(x)))": {
+        "sublayer's output must be added to its input, x = x + attn(norm1(x)), then "
+        "x = x + ff(norm2(x)))": {
             "first residual": skips["first residual"],
             "second residual": skips["second residual"]}}
     if training:
@@ -1259,25 +1295,26 @@ def block_formula(dims, num_heads, training=False):
     return Formula(steps, variants, skips, together)
 
 
-def cached_block_formula(dims, num_heads, prefill):
+def cached_block_formula(dims, num_heads, num_kv_heads, prefill):
     """The block run with a KV cache: a prefill of `prefill` positions, then one position per
     call, its outputs concatenated (B, L, d_model): the full forward's. Inputs: those of
-    block_formula. The mistake: each call attends only over the positions it is given."""
-    block = block_formula(dims, num_heads)
+    block_formula. The mistake: each call attends only over the positions it is given, from
+    position 0 (a fresh cache in every call)."""
+    block = block_formula(dims, num_heads, num_kv_heads)
 
     def alone(_value, x):
         L = x["x"].shape[1]
         pieces = [(0, min(prefill, L))] + [(t, t + 1) for t in range(prefill, L)]
-        return torch.cat([block.run({**x, "x": x["x"][:, a:b], "mask": x["mask"][a:b, a:b]})
-                          for a, b in pieces], dim=1)
+        return torch.cat([block.run({**x, "x": x["x"][:, a:b]}) for a, b in pieces], dim=1)
 
     return Formula([("cache", lambda _v, x: block.run(x))], together={
         "each call attends only over the positions it is given, not over those the cache "
-        "holds (with `cache`, call cached_attention(self.attn, h, cache))": {"cache": alone}})
+        "holds (pass the block's `cache` on to rotary_cached_attention; a fresh KVCache() "
+        "only when cache is None)": {"cache": alone}})
 
 
-FORMULAS["pre-LayerNorm block"] = block_formula
-FORMULAS["pre-LayerNorm block with a cache"] = cached_block_formula
+FORMULAS["decoder block"] = block_formula
+FORMULAS["decoder block with a cache"] = cached_block_formula
 
 
 STEP_PARAMETERS = ("emb", "pos", "w", "b", "readout")  # checks.capstone.StepModel's, in order

@@ -9,7 +9,7 @@ phone's screen (380 units wide, no text under 13 units):
 - tiny_model.svg (chapter 5): the path of the tokens through chapter 5's model;
 - grouped_heads.svg (chapter 6): which key/value head each query head reads, and repeat_kv;
 - kv_cache.svg (chapter 6): one decoding step with a cache, and its bottom-right mask;
-- pre_ln_block.svg (chapter 7): the pre-LayerNorm decoder block.
+- pre_ln_block.svg (the capstone): the pre-norm decoder block (RMSNorm, rotary GQA, SwiGLU).
 
 Generated files; edit this script and run it (python chapters/figures/make_diagrams.py).
 """
@@ -253,16 +253,17 @@ d.write("kv_cache.svg")
 
 d = Diagram()
 d.box([("x, the residual stream", "title"), ("(B, L, d_model)", "shape")], "#edf2f7")
-d.arrow(["ln1: LayerNorm(d_model), on a copy;", "x itself goes round, untouched"])
-d.box([("h = ln1(x)", "title"), ("(B, L, d_model)", "shape")], "#ebf8ff")
-d.arrow(["causal multi-head attention on h", "(dropout on its weights), then dropout"])
+d.arrow(["norm1: RMSNorm(d_model), on a copy;", "x itself goes round, untouched"])
+d.box([("h = norm1(x)", "title"), ("(B, L, d_model)", "shape")], "#ebf8ff")
+d.arrow(["grouped-query attention: rotary on queries", "and keys at len(cache) + 0, 1, ...;",
+         "causal; then dropout"])
 d.box([("x = x + dropout(attn(h))", "title"), ("(B, L, d_model)", "shape")], "#fefcbf")
-d.arrow(["ln2, then the feed-forward:", "Linear(d_model, d_ff), GELU,",
-         "Linear(d_ff, d_model), then dropout"])
-d.box([("x + dropout(ff(ln2(x)))", "title"), ("(B, L, d_model)", "shape")], "#e6fffa")
-d.note(["Pre-LN normalises what enters each sublayer and",
-        "adds the sublayer's output to the raw x. Post-LN",
+d.arrow(["h = norm2(x), then SwiGLU:", "down_proj(silu(gate_proj(h)) * up_proj(h)),",
+         "then dropout"])
+d.box([("x + dropout(ffn(norm2(x)))", "title"), ("(B, L, d_model)", "shape")], "#e6fffa")
+d.note(["Pre-norm normalises what enters each sublayer and",
+        "adds the sublayer's output to the raw x. Post-norm",
         "(the 2017 paper) normalises after the addition:",
-        "LayerNorm(x + attn(x)). Dropout goes on the",
+        "norm(x + attn(x)). Dropout goes on the",
         "sublayer's output, never on x + sublayer(x)."])
 d.write("pre_ln_block.svg")

@@ -2,6 +2,12 @@
 them, each absent from tests/submissions/capstone.py.
 
 Solution cells: transformer_block, train_step, generate.
+
+The block's entries were written against the first exercise (a pre-LayerNorm block around
+chapter 3's layer, __init__ given) and rewritten mechanically for the new one (the student's
+whole pre-RMSNorm block, rotary grouped-query attention, SwiGLU): the same mistakes in the
+new code's names, and where the old code is gone (no mask in the block any more), the same
+kind of mistake against the new code, written before any check answered them.
 """
 from . import Bug, edit, reference
 
@@ -19,20 +25,17 @@ def _block(forward):
 
 
 CORRECT = {
-    # the norms through F.layer_norm with the modules' parameters and the mask as a
-    # comparison of aranges; the loss on (B, V, L) logits; prefill outside the loop.
+    # the norms through F.rms_norm with the modules' parameters and the fresh cache made
+    # on its own line; the loss on (B, V, L) logits; prefill outside the loop.
     "functional_norm_class_axis_loss": {
         "transformer_block": _block('''    def forward(self, x, cache=None):
-        L = x.shape[1]
-        h = F.layer_norm(x, x.shape[-1:], self.ln1.weight, self.ln1.bias, self.ln1.eps)
-        if cache is not None:
-            a = cached_attention(self.attn, h, cache)
-        else:
-            pos = torch.arange(L, device=x.device)
-            a = self.attn(h, h, h, mask=pos[None, :] <= pos[:, None])[0]
+        h = F.rms_norm(x, x.shape[-1:], self.norm1.weight, self.norm1.eps)
+        if cache is None:
+            cache = KVCache()
+        a = rotary_cached_attention(self.attn, h, cache)
         x = x + self.drop(a)
-        h = F.layer_norm(x, x.shape[-1:], self.ln2.weight, self.ln2.bias, self.ln2.eps)
-        return x + self.drop(self.ff(h))
+        h = F.rms_norm(x, x.shape[-1:], self.norm2.weight, self.norm2.eps)
+        return x + self.drop(self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h)))
 '''),
         "train_step": '''
 def train_step(model, optimizer, batch):
@@ -73,11 +76,12 @@ def generate(model, prompt, num_tokens, use_cache=True):
     "sublayer_helper_nll": {
         "transformer_block": _block('''    def forward(self, x, cache=None):
         def attend(h):
-            if cache is None:
-                return self.attn(h, h, h, mask=causal_mask(h.shape[1], device=h.device))[0]
-            return cached_attention(self.attn, h, cache)
+            return rotary_cached_attention(self.attn, h, KVCache() if cache is None else cache)
 
-        for norm, sublayer in ((self.ln1, attend), (self.ln2, self.ff)):
+        def feed_forward(h):
+            return self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
+
+        for norm, sublayer in ((self.norm1, attend), (self.norm2, feed_forward)):
             x = x + self.drop(sublayer(norm(x)))
         return x
 '''),
@@ -113,30 +117,49 @@ def _generate_bug(old, new, diagnosis, notes=""):
 
 BUGS = {
     # --- TransformerBlock
-    # The mask sized by the batch axis.
-    "block_mask_from_batch_axis": _block_bug(
-        "mask = causal_mask(x.shape[1], device=x.device)", "mask = causal_mask(x.shape[0], device=x.device)",
-        r"(?i)batch|x\.shape\[0\]|\(B, B\)|\d+ = B\b|mask.{0,40}\(L, L\)"),
-    # An extra LayerNorm on the block's output.
+    # A size from the wrong named quantity (was: the mask sized by the batch axis; the block
+    # has no mask now): the norms built over d_ff features instead of d_model.
+    "block_norm_sized_by_d_ff": _block_bug(
+        "        self.norm1 = nn.RMSNorm(d_model)\n", "        self.norm1 = nn.RMSNorm(d_ff)\n",
+        r"(?i)norm\d?\.weight.{0,80}(shape|d_model|\(\d+,\))|d_ff"),
+    # An extra norm on the block's output.
     "block_normalises_output": _block_bug(
-        "        return x + self.drop(self.ff(self.ln2(x)))",
-        "        return self.ln2(x + self.drop(self.ff(self.ln2(x))))",
-        r"(?i)(norm\w*|ln2).{0,40}(output|result|after the residual)|post-LayerNorm|extra (Layer)?Norm"),
-    # The cached path attends over x, not ln1(x) (the full path is right).
-    "block_cache_path_unnormalised": _block_bug(
-        "attended = cached_attention(self.attn, h, cache)", "attended = cached_attention(self.attn, x, cache)",
-        r"(?i)cach\w*.{0,80}(ln1|normali[sz]ed|x instead)|ln1\(x\).{0,80}cach"),
-    # The causal mask with its diagonal removed: no query sees its own token.
-    "block_mask_excludes_diagonal": _block_bug(
-        "mask = causal_mask(x.shape[1], device=x.device)",
-        "mask = causal_mask(x.shape[1], device=x.device).tril(-1)   # strictly the past",
-        r"(?i)diagonal|its own (token|position|key)|itself|off by one"),
+        "        return x + self.drop(self.down_proj(gated))",
+        "        return self.norm2(x + self.drop(self.down_proj(gated)))",
+        r"(?i)(norm\w*|norm2).{0,40}(output|result|after the residual)|post-norm|extra (RMS)?Norm"),
+    # The cached path attends over x, not norm1(x) (the full path is right).
+    "block_cache_path_unnormalised": Bug(cells={"transformer_block": _block('''    def forward(self, x, cache=None):
+        h = self.norm1(x)
+        if cache is None:
+            attended = rotary_cached_attention(self.attn, h, KVCache())
+        else:
+            attended = rotary_cached_attention(self.attn, x, cache)
+        x = x + self.drop(attended)
+        h = self.norm2(x)
+        return x + self.drop(self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h)))
+''')}, fails=["test_transformer_block"],
+        diagnosis=r"(?i)cach\w*.{0,80}(norm1|normali[sz]ed|x instead)|norm1\(x\).{0,80}cach"),
+    # The causal mask with its diagonal removed: no query sees its own token (the full path
+    # through chapter 6's layer and a hand-made mask; the cached path is right).
+    "block_mask_excludes_diagonal": Bug(cells={"transformer_block": _block('''    def forward(self, x, cache=None):
+        h = self.norm1(x)
+        if cache is None:
+            L = x.shape[1]
+            past = torch.ones(L, L, dtype=torch.bool, device=x.device).tril(-1)  # strictly the past
+            attended = self.attn(h, mask=past)
+        else:
+            attended = rotary_cached_attention(self.attn, h, cache)
+        x = x + self.drop(attended)
+        h = self.norm2(x)
+        return x + self.drop(self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h)))
+''')}, fails=["test_transformer_block"],
+        diagnosis=r"(?i)diagonal|its own (token|position|key)|itself|off by one"),
     # The second residual adds the block's input, not the output of the first sublayer.
     "block_second_residual_from_input": _block_bug(
         "        x = x + self.drop(attended)                                       # (B, L, D)\n"
-        "        return x + self.drop(self.ff(self.ln2(x)))",
+        "        h = self.norm2(x)                                                 # (B, L, D)\n",
         "        y = x + self.drop(attended)\n"
-        "        return x + self.drop(self.ff(self.ln2(y)))",
+        "        h = self.norm2(y)\n",
         r"(?i)residual.{0,80}(block's input|input x|attention('s)? output|first sublayer)|attention output is lost"),
 
     # --- train_step
