@@ -25,3 +25,13 @@ CHAPTERS = sorted(path.stem for path in _CHAPTERS_DIR.glob("[0-9][0-9]_*.ipynb")
 def fresh(assignment):
     """The fresh held-out module of chapter `assignment` ("01_attention" -> .attention)."""
     return importlib.import_module(f"tests.heldout.fresh.{assignment.split('_', 1)[1]}")
+
+
+# The diagnosis shared by every "changed its input in place" mistake of this set: a message
+# that says the function changed its input. PyTorch's own "... used in an in-place
+# operation" (autograd refusing a write) does not say that, so it does not count.
+IN_PLACE = (r"(?i)in[- ]place(?! operation)|(changed|modifie[sd]|overwr\w*) (its|the|your|an?) "
+            r"(input|argument|query|scores|lengths|mask|w)\b|(input|query|scores|lengths|mask|"
+            r"argument)s? (was |were )?(changed|modified)")
+# ... and by every "returns another dtype" mistake.
+DTYPE = r"(?i)dtype|float32|float64|float16|bfloat16|precision"

@@ -6,6 +6,7 @@ Solution cells: attention_scores, attention_entropy, stable_softmax,
 scaled_dot_product_attention.
 """
 from tests.heldout import Bug, edit, reference
+from tests.heldout.fresh import DTYPE as _DTYPE, IN_PLACE as _IN_PLACE
 
 NOTEBOOK = "01_attention"
 
@@ -15,8 +16,6 @@ _SOFTMAX = reference(NOTEBOOK, "stable_softmax")
 _SDPA = reference(NOTEBOOK, "scaled_dot_product_attention")
 _SOFTMAX_TESTS = ["test_stable_softmax", "test_stable_softmax_large"]
 _SDPA_TESTS = ["test_sdpa", "test_sdpa_large", "test_sdpa_cross"]
-_IN_PLACE = r"(?i)in[- ]place|modif\w*|overwr\w*|(input|query|scores|argument)s? (was |were )?changed"
-_DTYPE = r"(?i)dtype|float32|float64|precision"
 
 CORRECT = {
     # Scores by broadcasting (every query against every key, summed over d_k); entropy

@@ -6,6 +6,7 @@ Solution cells: split_heads, merge_heads, multihead_attention_core, head_project
 fuse_head_weights.
 """
 from tests.heldout import Bug, edit, reference
+from tests.heldout.fresh import DTYPE as _DTYPE, IN_PLACE as _IN_PLACE
 
 NOTEBOOK = "02_heads"
 
@@ -14,8 +15,6 @@ _MERGE = reference(NOTEBOOK, "merge_heads")
 _CORE = reference(NOTEBOOK, "multihead_attention_core")
 _PROJECTION = reference(NOTEBOOK, "head_projection")
 _FUSE = reference(NOTEBOOK, "fuse_head_weights")
-_IN_PLACE = r"(?i)in[- ]place|modif\w*|overwr\w*|(input|argument|w)s? (was |were )?changed"
-_DTYPE = r"(?i)dtype|float32|float64|precision"
 
 CORRECT = {
     # split with the sizes unpacked from x.shape[:-1] and swapaxes; merge with movedim and

@@ -6,6 +6,7 @@ Solution cells: output_projection_by_heads, MultiHeadAttention, load_from_torch,
 count_parameters.
 """
 from tests.heldout import Bug, edit, reference
+from tests.heldout.fresh import DTYPE as _DTYPE, IN_PLACE as _IN_PLACE
 
 NOTEBOOK = "03_mha"
 
@@ -13,8 +14,6 @@ _BY_HEADS = reference(NOTEBOOK, "output_projection_by_heads")
 _MHA = reference(NOTEBOOK, "MultiHeadAttention")
 _LOADER = reference(NOTEBOOK, "load_from_torch")
 _COUNT = reference(NOTEBOOK, "count_parameters")
-_IN_PLACE = r"(?i)in[- ]place|modif\w*|overwr\w*|(input|query|argument)s? (was |were )?changed"
-_DTYPE = r"(?i)dtype|float32|float64|precision"
 
 CORRECT = {
     # The sum over heads as a loop over row slices of W_O with the bias tested by
