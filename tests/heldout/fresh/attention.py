@@ -140,10 +140,6 @@ def attention_entropy(weights):
         diagnosis=r"(?i)default|dim=0|without (a |the )?dim",
         notes="false pass: test_stable_softmax always passes dim, so a wrong default is not "
               "seen"),
-    # Computes in float32 whatever the input: float64 scores come back float32.
-    "softmax_in_float32": Bug(
-        cells={"stable_softmax": edit(_SOFTMAX, "exp = shifted.exp()", "exp = shifted.float().exp()")},
-        fails=_SOFTMAX_TESTS, diagnosis=_DTYPE),
     # Exponentials of the shifted scores divided by the sum of the unshifted ones: each row
     # is off by the factor exp(-max).
     "softmax_denominator_unshifted": Bug(

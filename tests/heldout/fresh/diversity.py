@@ -117,11 +117,6 @@ BUGS = {
                                        "return RelationScores(on_prev.sum(2).mean(0) / L, on_first.sum(2).mean(0) / L)")},
         fails=["test_relation_scores"],
         diagnosis=r"(?i)L - 2|L-2|divid\w* by L\b|number of (query )?(positions|rows)|\(L - 2\) / L|= \(L-2\)/L"),
-    # float() "for the averages": float64 weights give float32 scores.
-    "relation_float32": Bug(
-        cells={"relation_scores": edit(_RELATION, "on_prev = weights[:, :, i, i - 1]                 # (B, h, L-2)",
-                                       "on_prev = weights[:, :, i, i - 1].float()")},
-        fails=["test_relation_scores"], diagnosis=_DTYPE),
 
     # --- make_heads_identical
     # The copy written into a clone of the rows: the parameters do not change.

@@ -62,14 +62,13 @@ def to_torch_key_padding_mask(mask):
 
 BUGS = {
     # --- padding_mask
-    # The mask's length taken from the longest sequence: max_len ignored.
-    "padding_length_of_longest": Bug(
-        cells={"padding_mask": edit(_PADDING, "positions = torch.arange(max_len, device=lengths.device)",
-                                    "positions = torch.arange(int(lengths.max()), device=lengths.device)")},
+    # Real tokens placed at the end (left padding, as some tokenizers pad): True at
+    # p >= max_len - length instead of p < length.
+    "padding_on_the_left": Bug(
+        cells={"padding_mask": edit(_PADDING, "real = positions < lengths[:, None]",
+                                    "real = positions >= max_len - lengths[:, None]")},
         fails=["test_padding_mask"],
-        diagnosis=r"(?i)max_len.{0,80}(ignored|longest|lengths\.max|not used)|(longest|lengths\.max).{0,60}max_len",
-        notes="false pass: in every case of test_padding_mask the longest length equals "
-              "max_len"),
+        diagnosis=r"(?i)(left|front|start|beginning)[- ]?pad|(end|last) (positions|tokens)|right-aligned|at the end|reversed"),
     # lengths unsqueezed in place: the caller's tensor changes shape.
     "padding_lengths_unsqueezed_in_place": Bug(
         cells={"padding_mask": edit(_PADDING, "real = positions < lengths[:, None]",
