@@ -119,19 +119,24 @@ def attention_entropy(weights):
         diagnosis=r"(?i)\blist\b|not a (torch\.)?tensor|return\w* a \w+ (instead|not)"),
 
     # --- stable_softmax
-    # Subtracts the mean along dim instead of the maximum: right for small scores, overflows
-    # when a row spans more than exp's range.
-    "softmax_shift_by_mean": Bug(
+    # Moves `dim` to the last axis to work there, and forgets to move it back.
+    "softmax_dim_moved_not_back": Bug(
+        cells={"stable_softmax": '''
+def stable_softmax(scores, dim=-1):
+    s = scores.transpose(dim, -1)                   # work along the last axis
+    e = (s - s.amax(dim=-1, keepdim=True)).exp()
+    return e / e.sum(dim=-1, keepdim=True)
+'''},
+        fails=["test_stable_softmax"],
+        diagnosis=r"(?i)(move|transpos\w*|swap\w*).{0,60}back|axes? .{0,40}(swapped|other order|moved)|(dim|axis).{0,40}(last|-1).{0,40}(swapped|moved|transpos)"),
+    # amax(...)[0], as if amax returned a pair like max: every row is shifted by the
+    # maximum of the matching row of the first slice (a broadcasting accident that only
+    # shows when the rows' ranges differ).
+    "softmax_max_of_first_slice": Bug(
         cells={"stable_softmax": edit(_SOFTMAX, "scores.amax(dim=dim, keepdim=True)",
-                                      "scores.mean(dim=dim, keepdim=True)")},
+                                      "scores.amax(dim=dim, keepdim=True)[0]")},
         fails=["test_stable_softmax_large"],
-        diagnosis=r"(?i)\bmean\b|average|instead of the max|overflow"),
-    # The sum reduced without keepdim, then unsqueezed at the end: lines up for dim=-1 only.
-    "softmax_sum_unsqueezed_last": Bug(
-        cells={"stable_softmax": edit(_SOFTMAX, "exp / exp.sum(dim=dim, keepdim=True)",
-                                      "exp / exp.sum(dim=dim).unsqueeze(-1)")},
-        fails=_SOFTMAX_TESTS,
-        diagnosis=r"(?i)(sum|divid\w*|normali\w*).{0,60}(last axis|dim=-1|axis -1)"),
+        diagnosis=r"(?i)(first|another|other|wrong) (batch|row|slice)|\[0\]|(max\w*|shift\w*) of (a|the) (wrong|other|first)|broadcast"),
     # The default argument changed to dim=0 (the first axis).
     "softmax_default_dim_0": Bug(
         cells={"stable_softmax": edit(_SOFTMAX, "def stable_softmax(scores, dim=-1):",

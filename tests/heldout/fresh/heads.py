@@ -58,11 +58,14 @@ def fuse_head_weights(w):
 
 BUGS = {
     # --- split_heads
-    # Raises TypeError (the "wrong kind of argument" in the student's mind), not ValueError.
-    "split_raises_type_error": Bug(
-        cells={"split_heads": edit(_SPLIT, "raise ValueError(", "raise TypeError(")},
-        fails=["test_split_heads_divisibility"],
-        diagnosis=r"(?i)TypeError.{0,80}ValueError|ValueError.{0,80}TypeError|(expected|should raise|raise) (a )?ValueError"),
+    # The heads cut with chunk and stacked with stack's default dim=0: (num_heads, B, L,
+    # head_dim), heads before the batch.
+    "split_stacks_heads_first": Bug(
+        cells={"split_heads": edit(_SPLIT, "    x = x.view(B, L, num_heads, head_dim)  # (B, L, h, hd)\n"
+                                           "    return x.transpose(1, 2)               # (B, h, L, hd)\n",
+                                   "    return torch.stack(x.chunk(num_heads, dim=-1))\n")},
+        fails=["test_split_heads"],
+        diagnosis=r"(?i)(heads?|num_heads).{0,60}(first|axis 0|before (the )?batch)|batch.{0,40}(second|axis 1)|stack\w*.{0,40}dim|axes? 0 and 1"),
     # The divisibility test inverted: refuses every valid split, accepts the invalid ones.
     "split_raises_when_divisible": Bug(
         cells={"split_heads": edit(_SPLIT, "if d_model % num_heads != 0:", "if d_model % num_heads == 0:")},
