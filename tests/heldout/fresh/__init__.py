@@ -33,5 +33,7 @@ def fresh(assignment):
 IN_PLACE = (r"(?i)in[- ]place(?! operation)|(changed|modifie[sd]|overwr\w*) (its|the|your|an?) "
             r"(input|argument|query|scores|lengths|mask|w)\b|(input|query|scores|lengths|mask|"
             r"argument)s? (was |were )?(changed|modified)")
-# ... and by every "returns another dtype" mistake.
-DTYPE = r"(?i)dtype|float32|float64|float16|bfloat16|precision"
+# ... and by every "returns another dtype" mistake: a message that says the dtype is wrong
+# (every message names dtypes, so "float32" alone is not enough).
+DTYPE = (r"(?i)(expected|its|wrong|another|the input's) dtype|dtype (is|was) torch\.\w+ where|"
+         r"dtype torch\.\w+ .{0,40}(where|instead|expected)")

@@ -91,7 +91,7 @@ def attention_entropy(weights):
     return H / math.log(weights.shape[-1])          # 1 for a uniform row
 '''},
         fails=["test_attention_entropy"],
-        diagnosis=r"(?i)log\(?\s*L_?k|normali[sz]\w*|divid\w* by log"),
+        diagnosis=r"(?i)log\(?\s*L_?k\)?|normali[sz]ed entropy|divid\w* by log\(?\s*L"),
     # Forgets the weight in front of the log: -sum_j log w_j.
     "entropy_without_weight_factor": Bug(
         cells={"attention_entropy": '''
@@ -99,7 +99,7 @@ def attention_entropy(weights):
     return -torch.log(weights).sum(dim=-1)
 '''},
         fails=["test_attention_entropy"],
-        diagnosis=r"(?i)(without|missing|forg\w*|leaves? out).{0,40}(weight|w_j|factor)|sum of (the )?logs?\b"),
+        diagnosis=r"(?i)(without|missing|forg\w*|leaves? out) (the )?(weight|w_j|factor w)\w* (in front|before|times)|sum of (the )?log(arithm)?s of the weights|-sum log w"),
     # Takes the softmax of the weights again before the entropy.
     "entropy_of_softmaxed_weights": Bug(
         cells={"attention_entropy": '''
@@ -108,7 +108,7 @@ def attention_entropy(weights):
     return -torch.special.xlogy(p, p).sum(dim=-1)
 '''},
         fails=["test_attention_entropy"],
-        diagnosis=r"(?i)softmax"),
+        diagnosis=r"(?i)softmax (of|on) the weights|weights.{0,40}(softmax(ed)? again|through a softmax)|softmax.{0,30}(again|twice)"),
     # Returns a Python list (tolist) instead of a tensor.
     "entropy_returns_list": Bug(
         cells={"attention_entropy": '''
@@ -136,7 +136,7 @@ def stable_softmax(scores, dim=-1):
         cells={"stable_softmax": edit(_SOFTMAX, "scores.amax(dim=dim, keepdim=True)",
                                       "scores.amax(dim=dim, keepdim=True)[0]")},
         fails=["test_stable_softmax_large"],
-        diagnosis=r"(?i)(first|another|other|wrong) (batch|row|slice)|\[0\]|(max\w*|shift\w*) of (a|the) (wrong|other|first)|broadcast"),
+        diagnosis=r"(?i)(first|another|other|wrong) (batch|row|slice)('s)? max|max\w* of (a|the) (wrong|other|first) (row|slice|batch)"),
     # The default argument changed to dim=0 (the first axis).
     "softmax_default_dim_0": Bug(
         cells={"stable_softmax": edit(_SOFTMAX, "def stable_softmax(scores, dim=-1):",

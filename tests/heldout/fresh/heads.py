@@ -65,7 +65,7 @@ BUGS = {
                                            "    return x.transpose(1, 2)               # (B, h, L, hd)\n",
                                    "    return torch.stack(x.chunk(num_heads, dim=-1))\n")},
         fails=["test_split_heads"],
-        diagnosis=r"(?i)(heads?|num_heads).{0,60}(first|axis 0|before (the )?batch)|batch.{0,40}(second|axis 1)|stack\w*.{0,40}dim|axes? 0 and 1"),
+        diagnosis=r"(?i)num_heads (axis )?(first|before (the )?batch)|heads? (axis )?(is |comes )?(first|before the batch)|stack\w* .{0,40}dim=0"),
     # The divisibility test inverted: refuses every valid split, accepts the invalid ones.
     "split_raises_when_divisible": Bug(
         cells={"split_heads": edit(_SPLIT, "if d_model % num_heads != 0:", "if d_model % num_heads == 0:")},
@@ -82,7 +82,7 @@ BUGS = {
             _SPLIT, 'f"d_model={d_model} is not divisible by num_heads={num_heads}: "',
             'f"d_model={num_heads} is not divisible by num_heads={d_model}: "')},
         fails=["test_split_heads_divisibility"],
-        diagnosis=r"(?i)(values?|numbers?).{0,60}(swapped|other way|reversed|wrong)|d_model=\d+.{0,40}(expected|should)",
+        diagnosis=r"(?i)(values?|numbers?) (are |were )?(swapped|the other way round|reversed)|d_model=\d+ .{0,20}but d_model is",
         notes="false pass: test_split_heads_divisibility finds both words and both numbers in "
               "the message, not which number goes with which word"),
 
@@ -116,7 +116,7 @@ def merge_heads(x):
         cells={"multihead_attention_core": edit(_CORE, "return merge_heads(heads), weights",
                                                 "return merge_heads(heads), merge_heads(weights)")},
         fails=["test_multihead_attention_core"],
-        diagnosis=r"(?i)weights.{0,80}(merged|merge_heads|one axis per head|\(B, num_heads, Lq, Lk\))"),
+        diagnosis=r"(?i)weights.{0,80}(merged|merge_heads|one axis per head)"),
     # split_heads given the head size where it wants the number of heads.
     "core_split_by_head_size": Bug(
         cells={"multihead_attention_core": '''
@@ -127,7 +127,7 @@ def multihead_attention_core(query, key, value, num_heads):
     return merge_heads(heads), weights
 '''},
         fails=["test_multihead_attention_core"],
-        diagnosis=r"(?i)(num_heads|head_dim).{0,60}(swapped|instead of|in place of|exchanged)|\d+ = head_dim.{0,60}num_heads"),
+        diagnosis=r"(?i)split\w* .{0,40}(head_dim|head size) (heads|pieces)|(num_heads|number of heads) and head_dim (are )?(swapped|exchanged)|head_dim where num_heads"),
     # Its own attention, scaled by sqrt(num_heads) instead of sqrt(head_dim).
     "core_scaled_by_sqrt_num_heads": Bug(
         cells={"multihead_attention_core": '''
@@ -137,7 +137,7 @@ def multihead_attention_core(query, key, value, num_heads):
     return merge_heads(weights @ v), weights
 '''},
         fails=["test_multihead_attention_core"],
-        diagnosis=r"(?i)sqrt\(num_heads\)|num_heads.{0,40}(instead|in place) of head_dim|= num_heads\b"),
+        diagnosis=r"(?i)sqrt\(num_heads\)|divid\w* by .{0,20}num_heads"),
 
     # --- head_projection
     # Head i's bias taken as the one entry bias[i], broadcast over every feature.
@@ -150,7 +150,7 @@ def multihead_attention_core(query, key, value, num_heads):
         cells={"head_projection": edit(_PROJECTION, "rows = slice(i * head_dim, (i + 1) * head_dim)",
                                        "rows = slice(i * num_heads, (i + 1) * num_heads)")},
         fails=["test_head_projection"],
-        diagnosis=r"(?i)(rows?|block).{0,80}num_heads|i \* num_heads|num_heads.{0,40}(instead|in place) of head_dim"),
+        diagnosis=r"(?i)i \* num_heads|(rows?|blocks?) .{0,30}(of|in) (steps|blocks) of num_heads|num_heads (rows|instead of head_dim)"),
     # A bias of None not handled: None[rows] raises.
     "projection_bias_none_crashes": Bug(
         cells={"head_projection": edit(_PROJECTION, "    if bias is not None:\n        out = out + bias[rows]",
@@ -176,7 +176,7 @@ def head_projection(x, weight, bias, i, num_heads):
     "fuse_transposes_heads_and_head_dim": Bug(
         cells={"fuse_head_weights": edit(_FUSE, "w = w.transpose(1, 2)", "w = w.transpose(0, 2)")},
         fails=["test_fuse_head_weights"],
-        diagnosis=r"(?i)transpos\w*.{0,60}(axes 0 and 2|heads?.{0,20}head_dim|wrong (pair of )?axes)"),
+        diagnosis=r"(?i)transpos\w*.{0,60}(axes 0 and 2|the heads? axis)|wrong (pair of )?axes"),
     # mT then flatten(1, 2): the rows of the result are the heads, not their features.
     "fuse_flattens_wrong_axes": Bug(
         cells={"fuse_head_weights": '''
@@ -194,5 +194,5 @@ def fuse_head_weights(w):
         cells={"fuse_head_weights": edit(_FUSE, "return w.reshape(num_heads * head_dim, in_features)",
                                          "return w.view(num_heads * head_dim, in_features)")},
         fails=["test_fuse_head_weights"],
-        diagnosis=r"(?i)view.{0,80}(contiguous|reshape)|non-contiguous|not contiguous"),
+        diagnosis=r"(?i)view\(\) cannot|view.{0,40}(non-contiguous|not contiguous)|\.reshape\(\.\.\.\) instead"),
 }
