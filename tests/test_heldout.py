@@ -12,6 +12,10 @@ grades tests/submissions/.
   (tests.submissions.names, on the first listed cell the bug fails: test_catalogue's
   _first_failure) is the table of README.md between its `heldout-named` markers.
 
+The second held-out set (tests/heldout/fresh/, chapters 1-5, written on 2026-11-26 by a tester
+who did not read the checks) is graded by the same tests, and its named fraction is the
+table between the `heldout-fresh-named` markers.
+
 No check may be tuned on this set: a mistake found here that a check should name is copied
 into tests/submissions/, and the message is written for that copy.
 """
@@ -22,7 +26,8 @@ from pathlib import Path
 import pytest
 
 from autograde import kit
-from tests.heldout import CHAPTERS, heldout, is_false_pass
+from tests.heldout import CHAPTERS, heldout, is_false_pass, module, sets
+from tests.heldout.fresh import CHAPTERS as FRESH_CHAPTERS
 from tests.submissions import catalogue, names
 from tests.test_catalogue import _first_failure, _notebook
 
@@ -33,23 +38,31 @@ MIN_BUGS_PER_CHAPTER = 8
 MIN_CORRECT_PER_CHAPTER = 2
 MIN_BUGS = 60
 ALL_CHAPTERS = sorted(path.stem for path in (REPO / "chapters").glob("[0-9][0-9]_*.ipynb"))
+# The second set (issue 20 item 4): chapters 1-5, at least 13 mistakes and 2 correct variants
+# written differently from the reference per chapter, at least 65 mistakes in all.
+FRESH_MIN_BUGS_PER_CHAPTER = 13
+FRESH_MIN_BUGS = 65
 
 
 @functools.lru_cache(maxsize=None)
-def _results(assignment, kind, name):
+def _results(assignment, kind, name, set_name="heldout"):
     """{test grade_id: None, or the message of what it raised} of one held-out entry (kind:
-    "CORRECT" or "BUGS"), every test cell run whole; computed once per session (the table
-    reads the same results)."""
-    entry = getattr(heldout(assignment), kind)[name]
+    "CORRECT" or "BUGS") of held-out set `set_name`, every test cell run whole; computed once
+    per session (the table reads the same results)."""
+    entry = getattr(module(set_name, assignment), kind)[name]
     cells = entry.cells if kind == "BUGS" else entry
     notebook = _notebook(assignment)
     return kit.run_visible_tests(notebook, kit.chapter_namespace(notebook, cells), hidden=True)
 
 
 def _entries(kind):
-    for assignment in CHAPTERS:
-        for name in getattr(heldout(assignment), kind):
-            yield pytest.param(assignment, name, id=f"{assignment}-{name}")
+    """(set, chapter, name) of every entry of `kind` of both held-out sets; the first set's
+    ids are "<chapter>-<name>", the second's "fresh-<chapter>-<name>"."""
+    for set_name, (chapters, module_of) in sets().items():
+        prefix = "" if set_name == "heldout" else f"{set_name}-"
+        for assignment in chapters:
+            for name in getattr(module_of(assignment), kind):
+                yield pytest.param(set_name, assignment, name, id=f"{prefix}{assignment}-{name}")
 
 
 def test_every_chapter_has_its_held_out_set():
@@ -63,47 +76,68 @@ def test_every_chapter_has_its_held_out_set():
         assert heldout(assignment).NOTEBOOK == assignment
 
 
+def test_the_second_set_covers_chapters_1_to_5():
+    """The second held-out set: chapters 1-5, each with enough mistakes to measure and
+    correct variants written differently from the reference."""
+    assert FRESH_CHAPTERS == ALL_CHAPTERS[:5]
+    counts = {a: (len(module("fresh", a).BUGS), len(module("fresh", a).CORRECT))
+              for a in FRESH_CHAPTERS}
+    assert all(bugs >= FRESH_MIN_BUGS_PER_CHAPTER and correct >= MIN_CORRECT_PER_CHAPTER
+               for bugs, correct in counts.values()), counts
+    assert sum(bugs for bugs, _ in counts.values()) >= FRESH_MIN_BUGS, counts
+    for assignment in FRESH_CHAPTERS:
+        assert module("fresh", assignment).NOTEBOOK == assignment
+
+
 def _normalised(code):
     """`code` without comments and white space: two spellings of one edit compare equal."""
     return re.sub(r"\s+", "", re.sub(r"#[^\n]*", "", code))
 
 
-@pytest.mark.parametrize("assignment", CHAPTERS)
-def test_held_out_mistakes_are_not_in_the_catalogue(assignment):
+def _codes(bugs):
+    """{(solution cell, normalised code)} of `bugs`."""
+    return {(cell, _normalised(code)) for bug in bugs.values() for cell, code in bug.cells.items()}
+
+
+@pytest.mark.parametrize("set_name, assignment",
+                         [(s, a) for s, (chapters, _) in sets().items() for a in chapters])
+def test_held_out_mistakes_are_not_in_the_catalogue(set_name, assignment):
     """No held-out bug is a catalogued bug's code (the part of "new" a machine can check;
-    that it is not the same mistake in other words was checked by reading)."""
-    catalogued = {(cell, _normalised(code)) for bug in catalogue(assignment).BUGS.values()
-                  for cell, code in bug.cells.items()}
-    again = [name for name, bug in heldout(assignment).BUGS.items()
-             if any((cell, _normalised(code)) in catalogued for cell, code in bug.cells.items())]
-    assert not again, f"{assignment}: held-out bugs already catalogued: {again}"
+    that it is not the same mistake in other words was checked by reading), and no bug of
+    the second set is one of the first set's."""
+    known = _codes(catalogue(assignment).BUGS)
+    if set_name != "heldout":
+        known |= _codes(heldout(assignment).BUGS)
+    again = [name for name, bug in module(set_name, assignment).BUGS.items()
+             if any((cell, _normalised(code)) in known for cell, code in bug.cells.items())]
+    assert not again, f"{set_name} {assignment}: bugs already catalogued or held out: {again}"
 
 
-@pytest.mark.parametrize("assignment, name", list(_entries("CORRECT")))
-def test_correct_variant_gets_full_marks(assignment, name, capsys):
-    results = _results(assignment, "CORRECT", name)
+@pytest.mark.parametrize("set_name, assignment, name", list(_entries("CORRECT")))
+def test_correct_variant_gets_full_marks(set_name, assignment, name, capsys):
+    results = _results(assignment, "CORRECT", name, set_name)
     assert results, f"{assignment} has no test cells"
     assert results == dict.fromkeys(results), {t: m for t, m in results.items() if m}
 
 
-@pytest.mark.parametrize("assignment, name", list(_entries("BUGS")))
-def test_bug_loses_the_points_of_its_cells(assignment, name, request, capsys):
-    bug = heldout(assignment).BUGS[name]
+@pytest.mark.parametrize("set_name, assignment, name", list(_entries("BUGS")))
+def test_bug_loses_the_points_of_its_cells(set_name, assignment, name, request, capsys):
+    bug = module(set_name, assignment).BUGS[name]
     assert bug.fails, f"{name} names no test cell it must fail"
     assert bug.diagnosis, f"{name} has no diagnosis"
     if is_false_pass(bug):
         request.applymarker(pytest.mark.xfail(strict=True, reason=bug.notes))
-    results = _results(assignment, "BUGS", name)
+    results = _results(assignment, "BUGS", name, set_name)
     unknown = set(bug.fails) - set(results)
     assert not unknown, f"{name} names test cells the notebook lacks: {sorted(unknown)}"
     kept = {t for t in bug.fails if results[t] is None}
     assert not kept, f"{name} kept the points of {sorted(kept)}"
 
 
-def _named(assignment, name):
+def _named(assignment, name, set_name="heldout"):
     """True when the first listed cell that `name` fails names the mistake."""
-    bug = heldout(assignment).BUGS[name]
-    results = _results(assignment, "BUGS", name)
+    bug = module(set_name, assignment).BUGS[name]
+    results = _results(assignment, "BUGS", name, set_name)
     if all(results.get(t) is None for t in bug.fails):
         return False  # a false pass: no message at all
     return names(bug, _first_failure(assignment, bug, results)[1])
@@ -112,21 +146,23 @@ def _named(assignment, name):
 # ------------------------------------------------------------------ the named fraction
 README = REPO / "README.md"
 TABLE = re.compile(r"<!-- heldout-named -->\n(.*?)<!-- /heldout-named -->", re.S)
+FRESH_TABLE = re.compile(r"<!-- heldout-fresh-named -->\n(.*?)<!-- /heldout-fresh-named -->", re.S)
 ROW = re.compile(r"^\| *(\d\d_\w+|all) *\| *(\d+) *\| *(\d+) *\| *(\d+)% *\|", re.M)
 
 
-def heldout_table():
-    """{chapter or "all": (named, held-out bugs, percent)} of the README's table."""
+def heldout_table(table=TABLE):
+    """{chapter or "all": (named, held-out bugs, percent)} of the README's table (`table`:
+    TABLE for the first held-out set, FRESH_TABLE for the second)."""
     return {a: (int(n), int(total), int(percent)) for a, n, total, percent in ROW.findall(
-        TABLE.search(README.read_text()).group(1))}
+        table.search(README.read_text()).group(1))}
 
 
-def measured_table(assignments=CHAPTERS):
+def measured_table(assignments=CHAPTERS, set_name="heldout"):
     """{chapter: (named, held-out bugs, percent)}, and "all" over every chapter."""
     measured = {}
     for assignment in assignments:
-        bugs = heldout(assignment).BUGS
-        named = sum(_named(assignment, name) for name in bugs)
+        bugs = module(set_name, assignment).BUGS
+        named = sum(_named(assignment, name, set_name) for name in bugs)
         measured[assignment] = (named, len(bugs))
     total = tuple(map(sum, zip(*measured.values())))
     measured["all"] = total
@@ -137,3 +173,10 @@ def test_readme_table_gives_each_chapters_named_held_out_bugs(capsys):
     measured = measured_table()
     rows = "\n".join(f"| {a} | {n} | {t} | {p}% |" for a, (n, t, p) in measured.items())
     assert heldout_table() == measured, f"README.md's heldout-named table should read:\n{rows}"
+
+
+def test_readme_table_gives_the_second_sets_named_bugs(capsys):
+    measured = measured_table(FRESH_CHAPTERS, "fresh")
+    rows = "\n".join(f"| {a} | {n} | {t} | {p}% |" for a, (n, t, p) in measured.items())
+    assert heldout_table(FRESH_TABLE) == measured, \
+        f"README.md's heldout-fresh-named table should read:\n{rows}"
