@@ -232,6 +232,13 @@ def _compare(actual, answers, name, dtype, hint, mistakes=None):
                  dtype=dtype, scale=size[..., None], condition=condition[..., None], hint=hint)
 
 
+def _wrong_length(shown, got, want, why=""):
+    """Fail: len(cache) after `shown` is `got` where `want` positions are cached, in the
+    state family's words (diagnose.wrong_state); `why` says what went wrong or fixes it."""
+    fail(diagnose.explained(f"len(cache) after {shown}", diagnose.wrong_state(
+        "number of cached positions", got, want, why)))
+
+
 # ----------------------------------------------------------------------------- repeat_kv
 @reference
 def _repeat_answers(kv, num_heads):
@@ -311,7 +318,8 @@ def gqa_structure(cls, d_model=16, num_heads=4, num_kv_heads=2, bias=True):
         if differs(got, value):
             extra = (f" {HEAD_DIM_FROM_KV}" if attr == "head_dim"
                      and not differs(got, d_model // num_kv_heads) else "")
-            fail(f"GroupedQueryAttention({shown}).{attr} is {got!r}, expected {value}.{extra}")
+            fail(diagnose.explained(f"GroupedQueryAttention({shown})", diagnose.wrong_state(
+                f"attribute {attr}", repr(got), value)) + extra)
     for attr in PROJECTIONS:
         proj = data["projections"][attr]
         if proj is None:
@@ -486,16 +494,21 @@ def gqa_forward_cached(cls, cache_cls, seed=0, batch=2, L=5, prompt=3, d_model=1
         raised(seen.error, call_shown)
         length, _ = attempt(len, cache)
         if differs(length, stop):
-            fail(f"len(cache) after {call_shown} is {length!r}, expected {stop}: forward(x, "
-                 "mask=None, cache=None) promises that a cache it is given receives this "
-                 "call's keys and values, and that the queries attend over all of them.")
+            _wrong_length(call_shown, repr(length), stop,
+                          ": forward(x, mask=None, cache=None) promises that a cache it is "
+                          "given receives this call's keys and values, and that the queries "
+                          "attend over all of them")
         output = revive(seen.result)
         expect_tensor(output, call_shown, shape=(batch, stop - start, d_model), dtype=dtype,
                       shape_names="(B, L_new, d_model)")
+        # this call's formula, the cache holding the right keys and values before it
+        inputs = {"x": x[:, :stop], "start": start, **_formula_weights(state)}
         _compare(output, answer, f"the output of {call_shown}", dtype,
                  hint="With a cache, the keys and values are the cached ones followed by this "
                       "call's, and with no mask given the new queries attend causally over "
-                      "them: decoding_causal_mask(L, T).")
+                      "them: decoding_causal_mask(L, T).",
+                 mistakes=step_mistakes("cached attention", inputs, current_dims(),
+                                        num_heads=num_heads, num_kv_heads=num_kv_heads))
     passed(f"GroupedQueryAttention({shown}).forward(x, cache=cache) ({dtype}): with an empty "
            f"cache it attends causally over x alone, with {prompt} cached positions over them "
            "and the new ones (bottom-right causal mask), and the cache grows by each call's "
@@ -798,9 +811,11 @@ def kv_cache(cls, seed=0, batch=2, num_kv_heads=2, head_dim=3, lengths=(3, 1, 2)
         length, _ = attempt(len, cache)
         keys, values = getattr(cache, "keys", None), getattr(cache, "values", None)
         if error is not None and "Sizes of tensors must match" in str(error[1]):
-            fail(f"{shown} raised {error[0]}: {error[1]}\nThe cached and the new keys differ "
-                 "in length only, along the sequence axis: concatenate along the sequence "
-                 "axis, dim=-2.")
+            # the student's error, its sizes named, then what it means here
+            restated = diagnose.restate_error(shown, *error[:2], current_dims(), *error[2:])
+            fail((restated or f"{shown} raised {error[0]}: {error[1]}")
+                 + "\nThe cached and the new keys differ in length only, along the sequence "
+                 "axis: concatenate along the sequence axis, dim=-2.")
         raised(error, shown)
         total += k.shape[2]
         if not (isinstance(result, tuple) and len(result) == 2):
@@ -824,8 +839,7 @@ def kv_cache(cls, seed=0, batch=2, num_kv_heads=2, head_dim=3, lengths=(3, 1, 2)
                 fail(f"{what} after {shown} does not hold the cached positions in order: "
                      "old ones first, then the new ones.")
         if differs(length, total):
-            fail(f"len(cache) after {shown} is {length!r}, expected {total}: the number of "
-                 "cached positions (keys.shape[-2]).")
+            _wrong_length(shown, repr(length), total, " (keys.shape[-2], the sequence axis)")
     passed(f"KVCache: empty at first, append concatenates along the sequence axis "
            f"(lengths {list(lengths)} -> {total} positions) and returns everything cached")
 
@@ -930,10 +944,10 @@ def _decoding(fn, cache_cls, name, seed, batch, d_model, num_heads, num_kv_heads
         expect_tensor(result, shown, shape=(batch, n, d_model), dtype=dtype,
                       shape_names="(B, L_new, d_model)")
         if differs(length, start + n):
-            hint = (" The new keys and values were appended twice." if length == 2 * (start + n)
-                    else " The new keys and values were not appended to the cache."
-                    if length == start else "")
-            fail(f"len(cache) after {shown} is {length!r}, expected {start + n}.{hint}")
+            why = (" (the new keys and values were appended twice)" if length == 2 * (start + n)
+                   else " (the new keys and values were not appended to the cache)"
+                   if length == start else "")
+            _wrong_length(shown, repr(length), start + n, why)
         sl = slice(start, start + n)
         step_bugs = {m: b[:, sl] for m, b in bugs.items()}
         # this call's formula, the cache holding the right keys and values of the positions

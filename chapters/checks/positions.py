@@ -154,6 +154,9 @@ def sinusoidal_positions(fn, num_positions=200, d_model=16, base=ROTARY_BASE):
                                                    where=int(error.amax(1).argmax())))
         expect_close(actual, expected.float(), shown, dtype=torch.float32, scale=1.0,
                      bugs={m: b.float() for m, b in bugs.items()},
+                     mistakes=step_mistakes("sinusoidal table",
+                                            {"positions": torch.arange(num_positions)},
+                                            current_dims(), d_model=d_model, base=base),
                      hint=MESSAGES["sinusoidal_hint"])
     passed(MESSAGES["sinusoidal_passed"].format(num_positions=num_positions, d_model=d_model,
                                                 base=base, last=num_positions - 1))

@@ -5,7 +5,7 @@ Solution cells: transformer_block, train_step, generate.
 """
 from . import Bug, edit, reference
 
-NOTEBOOK = "07_capstone"
+NOTEBOOK = "08_capstone"
 
 _BLOCK = reference(NOTEBOOK, "transformer_block")
 _STEP = reference(NOTEBOOK, "train_step")

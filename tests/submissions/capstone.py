@@ -11,7 +11,7 @@ from pathlib import Path
 
 from . import Bug, edit
 
-NOTEBOOK = "07_capstone"
+NOTEBOOK = "08_capstone"
 
 # The block's class line and __init__, as the notebook gives them (its solution cell up to
 # forward); each submission writes its own forward.

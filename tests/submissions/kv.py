@@ -157,7 +157,7 @@ BUGS = {
                                               "self.head_dim = d_model // num_kv_heads")),
         fails=["test_gqa_structure", "test_gqa_forward",
                "test_cached_attention"],  # forward(x, cache=...) too
-        diagnosis=r"head_dim is 8, expected 4\. head_dim must be d_model // num_heads"),
+        diagnosis=r"head_dim is 8 where it should be 4\. head_dim must be d_model // num_heads"),
     "gqa_no_value_error": Bug(
         cells=_edit("GroupedQueryAttention", ("        if d_model % num_heads or num_heads % num_kv_heads:\n"
                                               "            raise ValueError(f\"num_heads={num_heads} must divide d_model={d_model}, and \"\n"
@@ -205,8 +205,8 @@ BUGS = {
                                          "    cache.append(k[..., -q.shape[-2]:, :], v[..., -q.shape[-2]:, :])\n"
                                          "    return attend_heads(attn, q, k, v, mask)")),
         fails=["test_cached_attention"],
-        diagnosis=r"len\(cache\) after .* is 6, expected 3\. The new keys and values were "
-                  r"appended twice"),
+        diagnosis=r"len\(cache\) after .* is wrong: its number of cached positions is 6 where "
+                  r"it should be 3 \(the new keys and values were appended twice"),
     "cache_along_heads": Bug(
         cells=_edit("decoding", ("torch.cat([self.keys, keys], dim=-2)", "torch.cat([self.keys, keys], dim=1)"),
                     ("torch.cat([self.values, values], dim=-2)",
@@ -244,8 +244,8 @@ BUGS = {
         return self.keys, self.values
 ''')},
         fails=["test_kv_cache"] + DECODING,
-        diagnosis=r"len\(cache\) after append #1 .* is 1, expected 3: the number of cached "
-                  r"positions"),
+        diagnosis=r"len\(cache\) after append #1 .* is wrong: its number of cached positions "
+                  r"is 1 where it should be 3"),
     "count_kv_as_mha": Bug(
         cells=_edit("counts", ("kv_size = num_kv_heads * (d_model // num_heads)",
                                              "kv_size = d_model")),
@@ -291,7 +291,8 @@ BUGS = {
 """, "")),
         fails=["test_cached_attention"],
         diagnosis=r"len\(cache\) after GroupedQueryAttention\(.*\)\(x of 3 positions, "
-                  r"cache=cache\) with an empty cache is 0, expected 3"),
+                  r"cache=cache\) with an empty cache is wrong: its number of cached positions "
+                  r"is 0 where it should be 3"),
     # issue 22: forward(x, cache=cache) with no mask is a decoding step and must be causal
     # (bottom-right); without the mask the prefill's positions see later ones
     "gqa_cached_forward_not_causal": Bug(
