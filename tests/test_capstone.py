@@ -223,9 +223,9 @@ def test_chapter_5_tools_reach_the_model():
 def test_the_release_ships_the_lab_the_corpus_and_no_answer():
     from autograde import course
 
-    shipped = {name for _, name in course.shipped_files("07_capstone")}
+    shipped = {name for _, name in course.shipped_files("08_capstone")}
     assert {"solutions/capstone_lab.py", "solutions/kv.py", "solutions/diversity.py",
             "data/genesis_kjv.txt", "data/README.md", "checks/capstone.py"} <= shipped
     assert "solutions/capstone.py" not in shipped
-    assert course.answers_shipped("07_capstone") == [
+    assert course.answers_shipped("08_capstone") == [
         "01_attention", "02_heads", "03_mha", "04_masks", "05_diversity", "06_kv"]

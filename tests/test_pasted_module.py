@@ -18,7 +18,7 @@ from tests.submissions import reference_cells
 
 check = checks_module("capstone")
 
-CHAPTER_7 = course.CHAPTERS / "07_capstone.ipynb"
+CHAPTER_7 = course.CHAPTERS / "08_capstone.ipynb"
 # the two additions, in the words of chapter 7's section "The Transformer block"
 SIGNATURE = "dropout=0.0"
 DROP_LAYER = "self.attn_drop = nn.Dropout(dropout)"
@@ -57,14 +57,14 @@ def pasted_chapter_3_module():
 
 
 def chapter_7_with_pasted_module():
-    reference = reference_cells(notebook("07_capstone"))
+    reference = reference_cells(notebook("08_capstone"))
     pasted = pasted_chapter_3_module() + "\n\n" + reference["transformer_block"]
     return kit.chapter_namespace(CHAPTER_7, {"transformer_block": pasted},
                                  checks={"check": check})
 
 
 def test_chapter_7_words_the_additions_the_test_makes():
-    text = " ".join(" ".join("".join(c["source"]) for c in notebook("07_capstone")["cells"]
+    text = " ".join(" ".join("".join(c["source"]) for c in notebook("08_capstone")["cells"]
                              if c["cell_type"] == "markdown").split())
     for words in (f"`{SIGNATURE}`", f"`{DROP_LAYER}`", f"`{WEIGHTS}`", f"`{HEADS}`",
                   "`masked_softmax` and `scaled_dot_product_attention`",
