@@ -128,6 +128,10 @@ def sinusoidal_positions(fn, num_positions=200, d_model=16, base=ROTARY_BASE):
     the original Transformer: sin(p w_i) at feature 2i, cos(p w_i) at 2i + 1, w_i =
     base ** (-2i / d_model); right to one float32 rounding (angles in float64)."""
     expected, bugs = _sinusoidal_answers(num_positions, d_model, base)
+    # the formula's mistakes, computed on every run (the kit replays what the reference's
+    # run computed: an answer asked for only on a wrong table would not be stored)
+    mistakes = step_mistakes("sinusoidal table", {"positions": torch.arange(num_positions)},
+                             current_dims(), d_model=d_model, base=base)
     options = {} if base == ROTARY_BASE else {"base": base}
     shown = (f"sinusoidal_positions({num_positions}, {d_model}"
              + "".join(f", {k}={v:g}" for k, v in options.items()) + ")")
@@ -154,9 +158,7 @@ def sinusoidal_positions(fn, num_positions=200, d_model=16, base=ROTARY_BASE):
                                                    where=int(error.amax(1).argmax())))
         expect_close(actual, expected.float(), shown, dtype=torch.float32, scale=1.0,
                      bugs={m: b.float() for m, b in bugs.items()},
-                     mistakes=step_mistakes("sinusoidal table",
-                                            {"positions": torch.arange(num_positions)},
-                                            current_dims(), d_model=d_model, base=base),
+                     mistakes=mistakes,
                      hint=MESSAGES["sinusoidal_hint"])
     passed(MESSAGES["sinusoidal_passed"].format(num_positions=num_positions, d_model=d_model,
                                                 base=base, last=num_positions - 1))
