@@ -72,16 +72,16 @@ class Diagram:
                               f'font-size: 13px; fill: #9b2c2c">{escape(text)}</text>')
         self.y += height
 
-    def grid(self, rows, columns, allowed, row_labels, caption):
-        """A mask as a grid of cells, one row per query and one column per key: green where
-        allowed(row, column), grey where not; each row named at its left, the keys numbered
-        above, `caption` (lines) under it."""
-        cell = min(26, (W - 110) / columns)
+    def _table(self, rows, columns, largest, row_labels, column_labels, caption, draw):
+        """A table of rows x columns square cells of at most `largest` units: the columns
+        named above, each row named at its left, draw(row, column, x, y, size) drawing the
+        cell whose top-left corner is (x, y), then `caption` (lines) under it."""
+        cell = min(largest, (W - 110) / columns)
         left = W - 20 - cell * columns
         for column in range(columns):
             self.parts.append(f'<text x="{left + (column + 0.5) * cell:.1f}" y="{self.y + 16}" '
                               f'text-anchor="middle" style="{MONO}; font-size: 13px; '
-                              f'fill: #4a5568">{column}</text>')
+                              f'fill: #4a5568">{escape(str(column_labels[column]))}</text>')
         top = self.y + 24
         for row in range(rows):
             y = top + row * cell
@@ -89,46 +89,37 @@ class Diagram:
                               f'text-anchor="end" style="{MONO}; font-size: 13px; '
                               f'fill: #1a202c">{escape(row_labels[row])}</text>')
             for column in range(columns):
-                fill = "#b5e48c" if allowed(row, column) else "#edf2f7"
-                self.parts.append(f'<rect x="{left + column * cell:.1f}" y="{y:.1f}" '
-                                  f'width="{cell:.1f}" height="{cell:.1f}" fill="{fill}" '
-                                  'stroke="#4a5568" stroke-width="1"/>')
+                draw(row, column, left + column * cell, y, cell)
         self.y = top + rows * cell + 4
         for n, text in enumerate(caption):
             self.parts.append(f'<text x="{W / 2}" y="{self.y + 16 + 18 * n}" text-anchor="middle" '
                               f'style="{SANS}; font-size: 13px; fill: #1a202c">{escape(text)}</text>')
         self.y += 6 + 18 * len(caption)
 
+    def grid(self, rows, columns, allowed, row_labels, caption):
+        """A mask as a grid of cells, one row per query and one column per key: green where
+        allowed(row, column), grey where not; each row named at its left, the keys numbered
+        above, `caption` (lines) under it."""
+        def square(row, column, x, y, size):
+            fill = "#b5e48c" if allowed(row, column) else "#edf2f7"
+            self.parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{size:.1f}" '
+                              f'height="{size:.1f}" fill="{fill}" stroke="#4a5568" '
+                              'stroke-width="1"/>')
+        self._table(rows, columns, 26, row_labels, range(columns), caption, square)
+
     def dials(self, rows, columns, angle, row_labels, column_labels, fills, caption):
         """A grid of dials, one row per feature pair and one column per position: each a
         circle (of its row's colour, fills) with a hand turned counter-clockwise from 3
         o'clock by angle(row, column) radians (the pair's point on its circle); `caption`
         (lines) under it."""
-        cell = min(48, (W - 110) / columns)
-        left = W - 20 - cell * columns
-        for column in range(columns):
-            self.parts.append(f'<text x="{left + (column + 0.5) * cell:.1f}" y="{self.y + 16}" '
-                              f'text-anchor="middle" style="{MONO}; font-size: 13px; '
-                              f'fill: #4a5568">{escape(column_labels[column])}</text>')
-        top, radius = self.y + 24, cell * 0.38
-        for row in range(rows):
-            cy = top + (row + 0.5) * cell
-            self.parts.append(f'<text x="{left - 8:.1f}" y="{cy + 5:.1f}" text-anchor="end" '
-                              f'style="{MONO}; font-size: 13px; fill: #1a202c">'
-                              f'{escape(row_labels[row])}</text>')
-            for column in range(columns):
-                cx = left + (column + 0.5) * cell
-                turn = angle(row, column)
-                hand_x, hand_y = cx + radius * math.cos(turn), cy - radius * math.sin(turn)
-                self.parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{radius:.1f}" '
-                                  f'fill="{fills[row]}" stroke="#4a5568" stroke-width="1"/>')
-                self.parts.append(f'<line x1="{cx:.1f}" y1="{cy:.1f}" x2="{hand_x:.1f}" '
-                                  f'y2="{hand_y:.1f}" stroke="#2b6cb0" stroke-width="2.2"/>')
-        self.y = top + rows * cell + 4
-        for n, text in enumerate(caption):
-            self.parts.append(f'<text x="{W / 2}" y="{self.y + 16 + 18 * n}" text-anchor="middle" '
-                              f'style="{SANS}; font-size: 13px; fill: #1a202c">{escape(text)}</text>')
-        self.y += 6 + 18 * len(caption)
+        def dial(row, column, x, y, size):
+            cx, cy, radius, turn = x + size / 2, y + size / 2, size * 0.38, angle(row, column)
+            hand_x, hand_y = cx + radius * math.cos(turn), cy - radius * math.sin(turn)
+            self.parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{radius:.1f}" '
+                              f'fill="{fills[row]}" stroke="#4a5568" stroke-width="1"/>')
+            self.parts.append(f'<line x1="{cx:.1f}" y1="{cy:.1f}" x2="{hand_x:.1f}" '
+                              f'y2="{hand_y:.1f}" stroke="#2b6cb0" stroke-width="2.2"/>')
+        self._table(rows, columns, 48, row_labels, column_labels, caption, dial)
 
     def write(self, name):
         h = self.y + 8
