@@ -4,7 +4,7 @@ editions, before `jupyter-book build` reads them (`make book`, `make test`).
 The build executes each notebook its cache lacks, one after the other, on one core
 (myst-nb's cache mode: myst_nb/core/execute/cache.py), and the cache's key hashes the cell
 metadata too: the class edition's tags (course_solutions.EDITIONS) made `make book-class`
-execute every chapter a second time (chapter 7 alone trains for about 45 s). Here each
+execute every chapter a second time (chapter 8 alone trains for about 45 s). Here each
 notebook is prepared as course_solutions prepares it for each edition; the ones the cache
 lacks are executed once (in their own folder, with _config.yml's timeout, errors not
 allowed, as the build does), and the outputs are stored under every edition's key. A
@@ -86,7 +86,7 @@ def main(argv=None):
         return 0
     print(f"execute_chapters: {len(missing)} notebooks, {args.jobs} at a time", flush=True)
     # the longest first, so that the short ones fill the other core meanwhile: the later
-    # chapters train (5, 7) and time (6), chapter 7 alone about 40 s of a minute's work
+    # chapters train (5, 8) and time (6, 7), chapter 8 alone about 40 s of a minute's work
     longest_first = sorted(missing, key=lambda path: path.stem, reverse=True)
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         futures = {path: pool.submit(execute, next(iter(missing[path].values())), path.parent,

@@ -8,7 +8,7 @@
       ...
 
 Later chapters hold earlier chapters' answers by design (chapter 3's page gives chapter 2's
-`split_heads`; chapters 5-7's zips ship the solutions of chapters 1-6), so opening chapter
+`split_heads`; chapters 5-8's zips ship the solutions of chapters 1-7), so opening chapter
 N publishes chapters 1..N and nothing after: the answers of chapter N appear nowhere, and
 those of chapters before it only where the course already gives them, once N is open.
 A chapter without a date opens with the next dated one; one whose date has not come

@@ -34,20 +34,25 @@ ALWAYS_CHECKS = ["__init__", "common"]
 EXTRA_SHIPPED = {"05_diversity": {"solutions": ["_checks", "attention", "heads", "masks", "mha",
                                                 "diversity_lab"]},
                  # chapter 6 compares with chapter 3's layer, attends with chapter 4's
-                 # function and runs its fast paths with sdpa_backends; never
-                 # solutions/kv.py or rotary.py, its own answers
+                 # function and sizes its timing with sdpa_backends.timed_lengths; never
+                 # solutions/kv.py, its own answers
                  "06_kv": {"solutions": ["_checks", "attention", "heads", "masks", "mha",
                                          "sdpa_backends"]},
-                 # the capstone builds on chapters 1-6 (chapter 6's grouped-query layer,
-                 # cache and rotary positions, chapter 5's tools) and its lab; never
+                 # chapter 7 builds rotary decoding on chapter 6's layer and cache (kv) and
+                 # runs its fast paths with sdpa_backends; never solutions/rotary.py or
+                 # positions.py, its own answers
+                 "07_positions": {"solutions": ["_checks", "attention", "heads", "masks", "mha",
+                                                "kv", "sdpa_backends"]},
+                 # the capstone builds on chapters 1-7 (chapter 6's grouped-query layer and
+                 # cache, chapter 7's rotary positions, chapter 5's tools) and its lab; never
                  # solutions/capstone.py, its own answers
-                 "07_capstone": {"solutions": ["_checks", "attention", "heads", "masks", "mha",
+                 "08_capstone": {"solutions": ["_checks", "attention", "heads", "masks", "mha",
                                                "diversity_lab", "diversity", "rotary", "kv",
                                                "capstone_lab"]}}
 # Data files (paths under chapters/) that a chapter's notebook reads: they ship beside it.
 EXTRA_FILES = {"02_heads": ["data/heads_parallelism.json"],
-               "06_kv": ["data/sdpa_backends_h200.json"],
-               "07_capstone": ["data/genesis_kjv.txt", "data/README.md",
+               "07_positions": ["data/sdpa_backends_h200.json"],
+               "08_capstone": ["data/genesis_kjv.txt", "data/README.md",
                                "data/capstone_ablation.json"]}
 
 

@@ -39,7 +39,7 @@ torch.set_num_threads(1)  # before any op: forking after the thread pool started
 torch.set_num_interop_threads(1)
 
 import matplotlib.pyplot  # noqa: E402,F401  (so that a notebook's import costs nothing)
-# what torch imports the first time an optimizer is built (chapter 7's checks hand the
+# what torch imports the first time an optimizer is built (chapter 8's checks hand the
 # student's train_step one): 1.5 s per submission otherwise, once here (75 MB, shared)
 import torch._dynamo  # noqa: E402,F401
 import numpy  # noqa: E402,F401

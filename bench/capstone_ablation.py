@@ -31,7 +31,7 @@ from solutions.capstone_lab import (DEFAULT_TRAIN_STEPS, CharLM, CharTokenizer, 
 from solutions.kv import count_kv_cache_bytes  # noqa: E402
 
 OUT = REPO / "chapters" / "data" / "capstone_ablation.json"
-# the chapter's model and run (chapters/07_capstone.ipynb; tests/test_capstone.py checks
+# the chapter's model and run (chapters/08_capstone.ipynb; tests/test_capstone.py checks
 # that its cell says the same)
 CONFIG = {"context": 64, "d_model": 64, "num_heads": 4, "num_layers": 2, "dropout": 0.1,
           "batch_size": 32, "lr": 3e-3, "seed": 0, "cpu_threads": 1}

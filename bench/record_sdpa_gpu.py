@@ -1,4 +1,4 @@
-"""Measure on a CUDA GPU the table chapter 6 shows as recorded data
+"""Measure on a CUDA GPU the table chapter 7 shows as recorded data
 (chapters/data/sdpa_backends_<gpu>.json): which backend of F.scaled_dot_product_attention runs
 causal attention, with and without grouped keys/values, in each float dtype, and what it costs.
 

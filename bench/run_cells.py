@@ -5,7 +5,7 @@ IPython magics (`%matplotlib inline`) are dropped, matplotlib draws off-screen, 
 cell runs in one namespace from the notebook's folder, as the kernel would. The instructor's
 notebook holds the reference solutions, so every cell runs.
 
-Run:  python3 bench/run_cells.py chapters/06_kv.ipynb [--from-heading "Fast paths"]
+Run:  python3 bench/run_cells.py chapters/07_positions.ipynb [--from-heading "Fast paths"]
 """
 import argparse
 import json

@@ -18,8 +18,8 @@ from .masks import (causal_mask, from_torch_attn_mask, from_torch_key_padding_ma
 from .mha import HeadWeights, MultiHeadAttention
 from .kv import (GroupedQueryAttention, KVCache, cached_attention, count_gqa_parameters,
                  count_kv_cache_bytes, decoding_causal_mask, repeat_kv)
-from .positions import LearnedPositions, shift_matrix, sinusoidal_positions
-from .rotary import apply_rotary, rotary_angles
+from .positions import LearnedPositions, equivariance_gap, shift_matrix, sinusoidal_positions
+from .rotary import apply_rotary, rotary_angles, rotary_cached_attention
 from .capstone import TransformerBlock, generate, train_step
 
 __all__ = [
@@ -36,7 +36,8 @@ __all__ = [
     "make_heads_identical", "relation_scores", "ablation_importance", "head_importance",
     "HeadImportance", "prune_heads", "head_similarity",
     "repeat_kv", "GroupedQueryAttention", "KVCache", "decoding_causal_mask", "cached_attention",
-    "count_gqa_parameters", "count_kv_cache_bytes", "rotary_angles", "apply_rotary",
+    "count_gqa_parameters", "count_kv_cache_bytes", "equivariance_gap",
     "sinusoidal_positions", "shift_matrix", "LearnedPositions",
+    "rotary_angles", "apply_rotary", "rotary_cached_attention",
     "TransformerBlock", "train_step", "generate",
 ]

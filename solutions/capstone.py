@@ -1,6 +1,6 @@
 """The capstone: a modern decoder block built from the course's parts (chapter 3's layer
-generalised to chapter 6's grouped keys/values, rotary positions in every head, chapter 6's
-KV cache), pre-RMSNorm with a SwiGLU feed-forward; one training step of a causal language
+generalised to chapter 6's grouped keys/values, chapter 7's rotary positions in every head,
+chapter 6's KV cache), pre-RMSNorm with a SwiGLU feed-forward; one training step of a causal language
 model; and greedy generation with and without the cache.
 
 Shape letters: B batch, L sequence length, D d_model, F d_ff, V vocab_size, P prompt
@@ -10,7 +10,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .kv import GroupedQueryAttention, KVCache, cached_attention, rotary_cached_attention
+from .kv import GroupedQueryAttention, KVCache, cached_attention
+from .rotary import rotary_cached_attention
 
 
 class TransformerBlock(nn.Module):

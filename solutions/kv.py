@@ -11,7 +11,6 @@ from ._checks import (check_heads, check_mask, check_positive_int, check_same_de
                       check_tensor)
 from .attention import scaled_dot_product_attention
 from .heads import merge_heads
-from .rotary import apply_rotary
 
 
 def check_kv_heads(num_heads, num_kv_heads):
@@ -149,7 +148,10 @@ class GroupedQueryAttention(nn.Module):
     def forward(self, x, mask=None, cache=None):
         """x (B, L, D); mask bool broadcastable to (B, h, L, T), True = may attend;
         cache: a KVCache that receives this call's keys and values (T = len(cache) after
-        the append; T = L without a cache). Returns (B, L, D)."""
+        the append; T = L without a cache). With a cache and no mask the attention is
+        causal: x's positions are the last L of the T cached ones, so the mask is
+        decoding_causal_mask(L, T) (a cache is only ever filled while decoding; without a
+        cache, no mask means no mask). Returns (B, L, D)."""
         check_tensor(x, "x", rank=3)
         if x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape (B, L, {self.d_model}), got {tuple(x.shape)}")
@@ -157,11 +159,13 @@ class GroupedQueryAttention(nn.Module):
         q, k, v = project_heads(self, x)         # (B, h, L, hd), (B, g, L, hd) x 2
         if cache is not None:
             k, v = cache.append(k, v)            # (B, g, T, hd)
+        if cache is not None and mask is None:   # x: the last L of the T positions
+            mask = decoding_causal_mask(x.shape[1], k.shape[-2], device=x.device)  # (L, T)
         check_mask(mask, (x.shape[0], self.num_heads, x.shape[1], k.shape[-2]), x.device)
         return attend_heads(self, q, k, v, mask)  # (B, L, D)
 
 
-def cached_attention(attn, x_new, cache, *, rotary=False, base=10000.0):
+def cached_attention(attn, x_new, cache):
     """Causal self-attention of the new positions x_new (B, L_new, D) over the cached ones
     and themselves; appends their keys and values to `cache` (a KVCache).
 
@@ -169,24 +173,13 @@ def cached_attention(attn, x_new, cache, *, rotary=False, base=10000.0):
     the last L_new of T = len(cache) positions, so the causal mask is aligned at the
     bottom-right corner (decoding_causal_mask). Returns (B, L_new, D): with an empty cache
     it is full causal self-attention; one position per step gives, at every step, the
-    row of full causal attention for that position.
-    rotary: rotate queries and new keys by their positions len(cache) .. T - 1 first
-    (apply_rotary with `base`); the cache then holds rotated keys, each rotated once.
+    row of full causal attention for that position. (Chapter 7's rotary_cached_attention,
+    solutions/rotary.py, is the same with rotary positions on the queries and keys.)
     """
     q, k, v = project_heads(attn, x_new)     # (B, h, L_new, hd), (B, g, L_new, hd) x 2
-    if rotary:
-        start = len(cache)
-        positions = torch.arange(start, start + q.shape[-2], device=x_new.device)  # (L_new,)
-        q, k = apply_rotary(q, positions, base), apply_rotary(k, positions, base)
     k, v = cache.append(k, v)                # (B, g, T, hd)
     mask = decoding_causal_mask(q.shape[-2], k.shape[-2], device=x_new.device)  # (L_new, T)
     return attend_heads(attn, q, k, v, mask)  # (B, L_new, D)
-
-
-def rotary_cached_attention(attn, x_new, cache, base=10000.0):
-    """cached_attention with rotary positions on queries and keys: x_new (B, L_new, D) ->
-    (B, L_new, D); every step equals full causal rotary attention's rows."""
-    return cached_attention(attn, x_new, cache, rotary=True, base=base)
 
 
 def count_gqa_parameters(d_model, num_heads, num_kv_heads, *, bias=True):

@@ -1,7 +1,8 @@
-"""Positions added to the tokens: the sinusoidal table and the learned one (absolute
-position encodings, the part of the positions chapter that comes before RoPE).
+"""Chapter 7, positions added to the tokens: why attention needs them (equivariance_gap),
+the sinusoidal table and the learned one (absolute position encodings, the part of the
+positions chapter that comes before RoPE, solutions/rotary.py).
 
-Attention without positions is permutation-equivariant (rotary.equivariance_gap measures
+Attention without positions is permutation-equivariant (equivariance_gap measures
 it): shuffle the tokens and the outputs are shuffled the same way, so "dog bites man" and
 "man bites dog" look alike to it. An absolute encoding adds a vector per position to each
 token's embedding, once, before the first layer.
@@ -77,3 +78,13 @@ class LearnedPositions(nn.Module):
                              "trained for that many and cannot extrapolate")
         positions = torch.arange(start, start + L, device=x.device)     # (L,)
         return x + self.table(positions)                                # (B, L, D)
+
+
+def equivariance_gap(layer, x, perm):
+    """max |layer(x[:, perm]) - layer(x)[:, perm]| for a layer (B, L, D) -> (B, L, D), x
+    (B, L, D) and a permutation perm (L,) of the positions, as a float. About 0 (rounding)
+    when the layer is permutation-equivariant, as attention without positions is."""
+    with torch.no_grad():
+        permuted_first = layer(x[:, perm])          # (B, L, D)
+        permuted_after = layer(x)[:, perm]          # (B, L, D)
+    return (permuted_first - permuted_after).abs().max().item()

@@ -1,4 +1,5 @@
-"""Chapter 6: rotary position embedding (RoPE, Su et al. 2021), applied per head.
+"""Chapter 7: rotary position embedding (RoPE, Su et al. 2021), applied per head, and in
+decoding with chapter 6's KV cache.
 
 Shape letters: B batch, h heads, L length, hd head_dim (even), P = hd // 2 feature pairs.
 
@@ -14,6 +15,7 @@ permuted to match.
 import torch
 
 from ._checks import check_tensor
+from .kv import attend_heads, decoding_causal_mask, project_heads
 
 
 def rotary_angles(positions, head_dim, base=10000.0):
@@ -52,11 +54,16 @@ def apply_rotary(x, positions, base=10000.0):
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)  # (..., L, hd)
 
 
-def equivariance_gap(layer, x, perm):
-    """max |layer(x[:, perm]) - layer(x)[:, perm]| for a layer (B, L, D) -> (B, L, D), x
-    (B, L, D) and a permutation perm (L,) of the positions, as a float. About 0 (rounding)
-    when the layer is permutation-equivariant, as attention without positions is."""
-    with torch.no_grad():
-        permuted_first = layer(x[:, perm])          # (B, L, D)
-        permuted_after = layer(x)[:, perm]          # (B, L, D)
-    return (permuted_first - permuted_after).abs().max().item()
+def rotary_cached_attention(attn, x_new, cache, base=10000.0):
+    """Chapter 6's cached_attention with rotary positions on the queries and the new keys:
+    x_new (B, L_new, D) -> (B, L_new, D); appends the rotated keys and the values to `cache`.
+    The new positions are len(cache) .. len(cache) + L_new - 1 (read before the append), so
+    every cached key is rotated once, with its own position; every step equals the rows of
+    full causal rotary attention."""
+    start = len(cache)
+    q, k, v = project_heads(attn, x_new)     # (B, h, L_new, hd), (B, g, L_new, hd) x 2
+    positions = torch.arange(start, start + q.shape[-2], device=x_new.device)  # (L_new,)
+    q, k = apply_rotary(q, positions, base), apply_rotary(k, positions, base)
+    k, v = cache.append(k, v)                # (B, g, T, hd), keys rotated once
+    mask = decoding_causal_mask(q.shape[-2], k.shape[-2], device=x_new.device)  # (L_new, T)
+    return attend_heads(attn, q, k, v, mask)  # (B, L_new, D)

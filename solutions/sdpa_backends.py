@@ -1,12 +1,12 @@
-"""Chapter 6's fast paths: which backend of F.scaled_dot_product_attention runs on the device
+"""Chapter 7's fast paths: which backend of F.scaled_dot_product_attention runs on the device
 at hand, PyTorch's own reason when one refuses, and what each costs in time and memory; and
 the GPU measurements the book shows as recorded data (chapters/data/sdpa_backends_h200.json).
 
 Nothing here answers an exercise: the notebook passes in its own attention (chapter 4's
-function with the reader's repeat_kv) as one more candidate to time. Chapter 6's release
-ships this module.
+function with chapter 6's repeat_kv) as one more candidate to time. Chapter 7's release
+ships this module, and chapter 6's (whose cache timing reads timed_lengths).
 
-Shape letters, as in chapter 6: B batch, h num_heads (query heads), g num_kv_heads
+Shape letters, as in chapters 6 and 7: B batch, h num_heads (query heads), g num_kv_heads
 (key/value heads), L sequence length, hd head_dim.
 """
 import contextlib
@@ -41,8 +41,8 @@ RECORDED = Path(__file__).resolve().parent.parent / "chapters" / "data" / "sdpa_
 
 
 def timed_lengths(*lengths):
-    """The sequence lengths chapter 6 times (its fast paths' lengths L, the number of tokens
-    its decoding loop generates), in increasing order: `lengths`, each capped at
+    """The sequence lengths chapters 6 and 7 time (chapter 7's fast paths' lengths L, the
+    number of tokens chapter 6's decoding loop generates), in increasing order: `lengths`, each capped at
     $COURSE_TIMING_MAX_LENGTH when that is set (equal ones kept once). The tests that
     execute the whole notebook (nbgrader, the student kit) need its code paths, not its
     timings, and set it (tests/conftest.py); `make book` leaves it unset and times the

@@ -41,12 +41,12 @@ torch.set_num_threads(1)
 # numbers; `make book` sets none of these and runs in full, and the book's numbers are what
 # tests/test_text_claims.py and the predict-then-run answers are checked against (README,
 # "Quick start"). Each variable is read in one place:
-# chapter 7 trains a language model for 800 steps (solutions.capstone_lab.train_steps);
+# chapter 8 trains a language model for 800 steps (solutions.capstone_lab.train_steps);
 os.environ.setdefault("COURSE_CAPSTONE_STEPS", "20")
 # chapter 5 trains 17 small models for 50-200 steps each (solutions.diversity_lab.run_steps);
 os.environ.setdefault("COURSE_DIVERSITY_STEPS", "10")
-# chapter 6 times its fast paths at L up to 2048 and decodes 256 tokens with and without its
-# cache (solutions.sdpa_backends.timed_lengths).
+# chapter 6 decodes 256 tokens with and without its cache, chapter 7 times its fast paths at
+# L up to 2048 (solutions.sdpa_backends.timed_lengths).
 os.environ.setdefault("COURSE_TIMING_MAX_LENGTH", "64")
 
 

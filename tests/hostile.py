@@ -906,16 +906,19 @@ def _decoded(fn, cache_cls, attrs, state, x, chunks):
 kv_checks._probe_decode = _decoded
 '''
 
-# chapter 6: a stub equivariance_gap, a replaced _probe_equivariance reporting the gaps of
+# chapter 7 (07_positions): the forgery entries below edit the reference's cells
+CH7 = "07_positions"
+
+# chapter 7: a stub equivariance_gap, a replaced _probe_equivariance reporting the gaps of
 # the check's own layer, and that layer (built by the course's _torch_layer, through
 # given()) replaced by one that answers zeros
-KV_EQUIVARIANCE_STUB_FORGES_ITS_GAPS = '''
+POSITIONS_EQUIVARIANCE_STUB_FORGES_ITS_GAPS = '''
 import importlib
 
 import torch
 
-kv_checks = importlib.import_module("checks.kv")
-_layer = kv_checks._torch_layer
+positions_checks = importlib.import_module("checks.positions")
+_layer = positions_checks._torch_layer
 
 
 def equivariance_gap(layer, x, perm):
@@ -931,18 +934,18 @@ def _reported(fn, state, d_model, num_heads, positions, x, perm):
     return gaps
 
 
-kv_checks._probe_equivariance = _reported
-kv_checks._torch_layer = lambda *args: (lambda x: torch.zeros_like(x))
+positions_checks._probe_equivariance = _reported
+positions_checks._torch_layer = lambda *args: (lambda x: torch.zeros_like(x))
 '''
 
-# chapter 6: a constant gap (right for attention without positions, rounding aside) on the
+# chapter 7: a constant gap (right for attention without positions, rounding aside) on the
 # check's layer replaced by one that answers zeros, so that any honest gap is 0 too
-KV_EQUIVARIANCE_ZERO_ON_A_ZERO_LAYER = '''
+POSITIONS_EQUIVARIANCE_ZERO_ON_A_ZERO_LAYER = '''
 import importlib
 
 import torch
 
-importlib.import_module("checks.kv")._torch_layer = (
+importlib.import_module("checks.positions")._torch_layer = (
     lambda *args: (lambda x: torch.zeros_like(x)))
 
 
@@ -951,9 +954,9 @@ def equivariance_gap(layer, x, perm):
         return (layer(x[:, perm]) - layer(x)[:, perm]).abs().max().item()
 '''
 
-# chapter 7 (07_capstone): stubs, with the probes that used to report their facts (or the
+# chapter 8 (08_capstone): stubs, with the probes that used to report their facts (or the
 # stand-in models that the checks build with given()) replaced so as to report a right answer
-CH7 = "07_capstone"
+CH8 = "08_capstone"
 
 # the notebook's class and __init__ (tests.submissions.capstone.block), a stub's forward
 _CAPSTONE_BLOCK_STUB = capstone_catalogue.block(
@@ -1933,17 +1936,17 @@ NUMPY_KV_COUNTS = "import numpy\n" + _reference_edit(
     ("return values_per_token * bytes_per_value",
      "return numpy.array(values_per_token * bytes_per_value, dtype=numpy.int64)"))
 NUMPY_EQUIVARIANCE_GAP = "import numpy\n" + _reference_edit(
-    "06_kv", "equivariance_gap", ("return (permuted_first - permuted_after).abs().max().item()",
-                                  "return numpy.float64((permuted_first - permuted_after)"
-                                  ".abs().max().item())"))
+    CH7, "equivariance_gap", ("return (permuted_first - permuted_after).abs().max().item()",
+                              "return numpy.float64((permuted_first - permuted_after)"
+                              ".abs().max().item())"))
 NUMPY_EQUIVARIANCE_GAP_32 = _reference_edit(
-    "06_kv", "equivariance_gap", ("return (permuted_first - permuted_after).abs().max().item()",
-                                  "return (permuted_first - permuted_after).abs().max()"
-                                  ".numpy()[()]"))  # numpy.float32, from torch itself
+    CH7, "equivariance_gap", ("return (permuted_first - permuted_after).abs().max().item()",
+                              "return (permuted_first - permuted_after).abs().max()"
+                              ".numpy()[()]"))  # numpy.float32, from torch itself
 NUMPY_TRAIN_STEP = "import numpy\n" + _reference_edit(
-    "07_capstone", "train_step", ("return loss.item()", "return numpy.float64(loss.item())"))
+    CH8, "train_step", ("return loss.item()", "return numpy.float64(loss.item())"))
 NUMPY_TRAIN_STEP_0D = _reference_edit(
-    "07_capstone", "train_step", ("return loss.item()", "return loss.detach().numpy()"))
+    CH8, "train_step", ("return loss.item()", "return loss.detach().numpy()"))
 
 
 # Issue 21: printed floods. Each top-level statement of a solution cell is one call of the
@@ -1990,7 +1993,7 @@ SLOW_CALLS = "import time\n" + _reference_edit(
     CH1, "attention_entropy", ("    return -torch", "    time.sleep(2.5)  # each call: under "
                                                   "the limit\n    return -torch"))
 SLOW_GAP = "import time\n" + _reference_edit(
-    "06_kv", "equivariance_gap", ("with torch.no_grad():", "time.sleep(1.5)\n    with torch.no_grad():"))
+    CH7, "equivariance_gap", ("with torch.no_grad():", "time.sleep(1.5)\n    with torch.no_grad():"))
 TEST_TIME = r"^Timed out: (no answer within \d+ s, what was left of the test cell's time " \
             r"limit|the test cell's time limit ran out)"
 
@@ -2487,9 +2490,9 @@ ENTRIES = [
             cells(decoding=KV_CACHE_STUB_FORGES_ITS_REPORT),
             Expect(tests={"test_kv_cache": failed(r"^append #1 \(keys .*\) is not implemented "
                                                   r"yet"),
-                          **each(["test_cached_attention", "test_rotary_decoding"],
-                                 failed(r"cached_attention\(attn, x_new of 3 positions, "
-                                        r"cache\), the prompt is not implemented yet"))},
+                          "test_cached_attention": failed(
+                              r"cached_attention\(attn, x_new of 3 positions, cache\), the "
+                              r"prompt is not implemented yet")},
                    problems=[("suspicious", r"imports importlib")]), chapter=CH6),
     Hostile("kv_decoding_stub_forges_its_steps",
             cells(decoding=KV_DECODING_STUB_FORGES_ITS_STEPS),
@@ -2497,34 +2500,35 @@ ENTRIES = [
                 r"^cached_attention\(attn, x_new of 3 positions, cache\), the prompt is not "
                 r"implemented yet")},
                    problems=[("suspicious", r"imports importlib")]), chapter=CH6),
-    Hostile("kv_equivariance_stub_forges_its_gaps",
-            cells(equivariance_gap=KV_EQUIVARIANCE_STUB_FORGES_ITS_GAPS),
+    # chapter 7: the same for equivariance_gap
+    Hostile("positions_equivariance_stub_forges_its_gaps",
+            cells(equivariance_gap=POSITIONS_EQUIVARIANCE_STUB_FORGES_ITS_GAPS),
             Expect(tests={"test_equivariance_gap": failed(
                 r"^equivariance_gap \(attention without positions\) is not implemented yet")},
-                   problems=[("suspicious", r"imports importlib")]), chapter=CH6),
-    Hostile("kv_equivariance_zero_on_a_zero_layer",
-            cells(equivariance_gap=KV_EQUIVARIANCE_ZERO_ON_A_ZERO_LAYER),
+                   problems=[("suspicious", r"imports importlib")]), chapter=CH7),
+    Hostile("positions_equivariance_zero_on_a_zero_layer",
+            cells(equivariance_gap=POSITIONS_EQUIVARIANCE_ZERO_ON_A_ZERO_LAYER),
             Expect(tests={"test_equivariance_gap": failed(
                 r"^equivariance_gap \(attention with position vectors added\) returned 0, "
                 r"expected")},
-                   problems=[("suspicious", r"imports importlib")]), chapter=CH6),
+                   problems=[("suspicious", r"imports importlib")]), chapter=CH7),
     # chapter 7: forgeries of what a probe used to report
     Hostile("capstone_block_stub_forges_its_report",
             cells(transformer_block=CAPSTONE_BLOCK_STUB_FORGES_ITS_REPORT),
             Expect(tests={"test_transformer_block": failed(r"not implemented yet")},
-                   problems=[("suspicious", r"imports checks\.capstone")]), chapter=CH7),
+                   problems=[("suspicious", r"imports checks\.capstone")]), chapter=CH8),
     Hostile("capstone_step_stub_forges_its_report",
             cells(train_step=CAPSTONE_STEP_STUB_FORGES_ITS_REPORT),
             Expect(tests={"test_train_step": failed(r"not implemented yet")},
-                   problems=[("suspicious", r"imports checks\.capstone")]), chapter=CH7),
+                   problems=[("suspicious", r"imports checks\.capstone")]), chapter=CH8),
     Hostile("capstone_step_model_reports_training",
             cells(train_step=CAPSTONE_STEP_MODEL_REPORTS_TRAINING),
             Expect(tests={"test_train_step": failed(r"returned the loss 1, expected")},
-                   problems=[("suspicious", r"imports checks\.capstone")]), chapter=CH7),
+                   problems=[("suspicious", r"imports checks\.capstone")]), chapter=CH8),
     Hostile("capstone_generate_stub_forges_its_report",
             cells(generate=CAPSTONE_GENERATE_STUB_FORGES_ITS_REPORT),
             Expect(tests={"test_generate": failed(r"not implemented yet")},
-                   problems=[("suspicious", r"imports checks\.capstone")]), chapter=CH7),
+                   problems=[("suspicious", r"imports checks\.capstone")]), chapter=CH8),
     # the values fail; the forged log only words the failure (its calls had no caches)
     Hostile("capstone_decoder_model_logs_a_right_run",
             cells(generate=CAPSTONE_DECODER_MODEL_LOGS_A_RIGHT_RUN),
@@ -2532,7 +2536,7 @@ ENTRIES = [
             # no point)
             Expect(tests={"test_generate": failed(r"use_cache=False but the model was given "
                                                   r"caches|logits is wrong: every entry is 0")},
-                   problems=[("suspicious", r"imports checks\.capstone")]), chapter=CH7),
+                   problems=[("suspicious", r"imports checks\.capstone")]), chapter=CH8),
     Hostile("heads_raises_its_own_valueerror", cells(split_heads=SPLIT_HEADS_OWN_VALUEERROR),
             Expect(), chapter=CH2),
     # issue 21: honest numpy numbers, from every exercise that returns one: full marks
@@ -2541,13 +2545,13 @@ ENTRIES = [
     Hostile("numpy_uint32_and_0d_int64_kv_counts", cells(counts=NUMPY_KV_COUNTS), Expect(),
             chapter=CH6),
     Hostile("numpy_float64_equivariance_gap", cells(equivariance_gap=NUMPY_EQUIVARIANCE_GAP),
-            Expect(), chapter=CH6),
+            Expect(), chapter=CH7),
     Hostile("numpy_float32_equivariance_gap",
-            cells(equivariance_gap=NUMPY_EQUIVARIANCE_GAP_32), Expect(), chapter=CH6),
+            cells(equivariance_gap=NUMPY_EQUIVARIANCE_GAP_32), Expect(), chapter=CH7),
     Hostile("numpy_float64_training_loss", cells(train_step=NUMPY_TRAIN_STEP), Expect(),
-            chapter=CH7),
+            chapter=CH8),
     Hostile("numpy_0d_array_training_loss", cells(train_step=NUMPY_TRAIN_STEP_0D), Expect(),
-            chapter=CH7),
+            chapter=CH8),
     # issue 21: escape sequences and formulas in student text (every text of every result
     # is checked for control characters by test_hostile_submission)
     Hostile("kernel_name_with_terminal_escapes", _kernel_with_escapes,
@@ -2561,19 +2565,23 @@ ENTRIES = [
     Hostile("grade_id_with_terminal_escapes", edited(_grade_id_with_escapes),
             Expect(problems=[("duplicate", r"the exercise 'extra\]0;owned\[2J\[31m' is in 2 "
                                            r"cells")])),
-    # issue 21: floods of prints, one call each, in chapters 1, 6 and 7
+    # issue 21: floods of prints, one call each, in chapters 1, 6, 7 and 8
     Hostile("prints_20KB_in_7600_statements", cells(**{
         cell: PRINT_FLOOD + _reference_edit(CH1, cell) for cell in (
             "attention_scores", "attention_entropy", "stable_softmax",
             "scaled_dot_product_attention")}), Expect(),
         limits=FLOOD_TIME),
-    Hostile("kv_prints_20KB_in_7600_statements", cells(**{
-        cell: PRINT_FLOOD + _reference_edit("06_kv", cell) for cell in (
-            "repeat_kv", "counts", "equivariance_gap", "rotary")}), Expect(), chapter=CH6,
+    Hostile("kv_prints_20KB_in_5700_statements", cells(**{
+        cell: PRINT_FLOOD + _reference_edit(CH6, cell) for cell in (
+            "repeat_kv", "counts", "decoding")}), Expect(), chapter=CH6,
+        limits=FLOOD_TIME),
+    Hostile("positions_prints_20KB_in_5700_statements", cells(**{
+        cell: PRINT_FLOOD + _reference_edit(CH7, cell) for cell in (
+            "equivariance_gap", "sinusoidal", "rotary")}), Expect(), chapter=CH7,
         limits=FLOOD_TIME),
     Hostile("capstone_prints_20KB_in_5700_statements", cells(**{
-        cell: PRINT_FLOOD + _reference_edit("07_capstone", cell) for cell in (
-            "train_step", "generate", "transformer_block")}), Expect(), chapter=CH7,
+        cell: PRINT_FLOOD + _reference_edit(CH8, cell) for cell in (
+            "train_step", "generate", "transformer_block")}), Expect(), chapter=CH8,
         limits=FLOOD_TIME),
     # issue 21: statement bombs, left out (a cell) or refused (a notebook) before parsing
     Hostile("statements_40000_one_word", cells(attention_scores=STATEMENT_BOMB),
@@ -2598,33 +2606,33 @@ ENTRIES = [
     Hostile("kv_statements_over_a_notebook", edited(_cells_of_statements),
             Expect("error", error=NOTEBOOK_BOMB), chapter=CH6),
     Hostile("capstone_statements_over_a_cell", cells(
-        train_step=OVER_A_CELL + _reference_edit("07_capstone", "train_step")),
+        train_step=OVER_A_CELL + _reference_edit(CH8, "train_step")),
             Expect(tests={"test_train_step": failed(NOT_RUN.format("train_step"))},
-                   problems=[("limit", r"^cell train_step: " + CELL_BOMB)]), chapter=CH7),
+                   problems=[("limit", r"^cell train_step: " + CELL_BOMB)]), chapter=CH8),
     Hostile("capstone_statements_over_a_notebook", edited(_cells_of_statements),
-            Expect("error", error=NOTEBOOK_BOMB), chapter=CH7),
+            Expect("error", error=NOTEBOOK_BOMB), chapter=CH8),
     # issue 21: calls each under the limit, together over the test cell's
     Hostile("slow_calls_add_up_past_the_test_limit", cells(attention_entropy=SLOW_CALLS),
             Expect(tests={ENTROPY: failed(TEST_TIME, "timeout")}),
             limits={"call_seconds": 4}),
-    Hostile("kv_slow_calls_add_up_past_the_test_limit", cells(equivariance_gap=SLOW_GAP),
+    Hostile("positions_slow_calls_add_up_past_the_test_limit", cells(equivariance_gap=SLOW_GAP),
             Expect(tests={"test_equivariance_gap": failed(TEST_TIME, "timeout")}),
-            limits={"call_seconds": 4}, chapter=CH6),
+            limits={"call_seconds": 4}, chapter=CH7),
     # issue 21: caches that lie about the steps (4/4 before: the check read the end state)
     Hostile("capstone_generate_fills_the_cache_at_the_end",
             cells(generate=CACHE_FILLED_IN_ONE_CALL),
             Expect(tests={"test_generate": failed(GENERATE_CACHED + r"use_cache=True but the "
                                                   r"model was never given the caches")}),
-            chapter=CH7),
+            chapter=CH8),
     Hostile("capstone_generate_writes_the_cache_from_the_weights",
             cells(generate=CACHE_WRITTEN_FROM_THE_WEIGHTS),
             Expect(tests={"test_generate": failed(GENERATE_CACHED + r"use_cache=True but the "
                                                   r"model was never given the caches")}),
-            chapter=CH7),
+            chapter=CH8),
     Hostile("capstone_generate_fresh_cache_each_step", cells(generate=FRESH_CACHE_EACH_STEP),
             Expect(tests={"test_generate": failed(GENERATE_CACHED + r"with the cache, step 1 "
                                                   r"fed 4 positions")}),
-            chapter=CH7),
+            chapter=CH8),
     # issue 21: reflection against every forbid
     *_reflection_entries(),
     Hostile("forbidden_softmax_from_a_star_import", cells(stable_softmax=SOFTMAX_FROM_A_STAR_IMPORT),

@@ -25,7 +25,7 @@ from solutions.kv import KVCache, count_kv_cache_bytes, repeat_kv
 from solutions.rotary import apply_rotary
 
 README = CORPUS.parent / "README.md"
-NOTEBOOK = CORPUS.parent.parent / "07_capstone.ipynb"
+NOTEBOOK = CORPUS.parent.parent / "08_capstone.ipynb"
 
 
 def tiny_model(dropout=0.0, seed=0, vocab_size=11, context=12, num_kv_heads=2):
@@ -344,12 +344,12 @@ def test_swiglu_width_keeps_the_parameters_of_a_4d_gelu_network():
 def test_the_release_ships_the_lab_the_corpus_and_no_answer():
     from autograde import course
 
-    shipped = {name for _, name in course.shipped_files("07_capstone")}
+    shipped = {name for _, name in course.shipped_files("08_capstone")}
     assert {"solutions/capstone_lab.py", "solutions/kv.py", "solutions/rotary.py",
             "solutions/diversity.py", "data/genesis_kjv.txt", "data/README.md",
             "data/capstone_ablation.json", "checks/capstone.py"} <= shipped
     assert "solutions/capstone.py" not in shipped
-    assert course.answers_shipped("07_capstone") == [
+    assert course.answers_shipped("08_capstone") == [
         "01_attention", "02_heads", "03_mha", "04_masks", "05_diversity", "06_kv"]
 
 

@@ -176,7 +176,7 @@ def test_readme_table_gives_what_the_families_alone_name(capsys):
 # ------------------------------------------------------------------ the float32 sqrt(d_k) rule
 # common.py's one rule: every chapter whose checks compute a scaled score names a float32
 # sqrt(d_k) constant in its float64 tests (at a d_k whose root float32 cannot hold). Chapter 5's
-# exercises compute no scores (its model is given), nor do chapters 6 and 7's catalogues count
+# exercises compute no scores (its model is given), nor do chapters 6 to 8's catalogues count
 # here: their owners list them when their checks compute a scaled score of the student's.
 SCALED_SCORE_CHAPTERS = ["01_attention", "02_heads", "03_mha", "04_masks"]
 

@@ -10,7 +10,6 @@ import pytest
 import torch
 
 import solutions.kv as kv
-import solutions.rotary as rotary
 from tests.chapter import Chapter
 from tests.submissions import kv as catalogue
 
@@ -18,16 +17,13 @@ CHAPTER = Chapter(catalogue.NOTEBOOK)
 
 TESTS = ["test_repeat_kv", "test_gqa_structure", "test_gqa_forward",
          "test_count_gqa_parameters", "test_count_kv_cache_bytes", "test_kv_cache",
-         "test_cached_attention", "test_equivariance_gap", "test_apply_rotary",
-         "test_rotary_decoding"]
+         "test_cached_attention"]
 PACKAGE = {"repeat_kv": kv.repeat_kv, "GroupedQueryAttention": kv.GroupedQueryAttention,
            "project_heads": kv.project_heads, "attend_heads": kv.attend_heads,
            "count_gqa_parameters": kv.count_gqa_parameters,
            "count_kv_cache_bytes": kv.count_kv_cache_bytes, "KVCache": kv.KVCache,
            "decoding_causal_mask": kv.decoding_causal_mask,
-           "cached_attention": kv.cached_attention, "equivariance_gap": rotary.equivariance_gap,
-           "apply_rotary": rotary.apply_rotary,
-           "rotary_cached_attention": kv.rotary_cached_attention}
+           "cached_attention": kv.cached_attention}
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +37,7 @@ def _run(namespace, **replaced):
 
 def test_notebook_has_the_expected_cells():
     assert list(catalogue._CELLS) == ["repeat_kv", "GroupedQueryAttention", "counts",
-                                      "decoding", "equivariance_gap", "rotary"]
+                                      "decoding"]
     assert list(_run({}, check=None)) == TESTS
 
 
@@ -65,13 +61,14 @@ def test_notebook_functions_equal_the_package(reference):
     torch.testing.assert_close(ours(x, mask), theirs(x, mask), rtol=1e-12, atol=1e-12)
     caches = reference["KVCache"](), kv.KVCache()
     for start, stop in ((0, 3), (3, 4), (4, 7)):       # a prompt, then one step, then three
-        a = reference["rotary_cached_attention"](ours, x[:, start:stop], caches[0])
-        b = kv.rotary_cached_attention(theirs, x[:, start:stop], caches[1])
+        a = reference["cached_attention"](ours, x[:, start:stop], caches[0])
+        b = kv.cached_attention(theirs, x[:, start:stop], caches[1])
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
-    positions = torch.arange(5, 12)
-    torch.testing.assert_close(reference["apply_rotary"](x.view(2, 7, 6, 4).transpose(1, 2),
-                                                         positions),
-                               rotary.apply_rotary(x.view(2, 7, 6, 4).transpose(1, 2), positions))
+    caches = reference["KVCache"](), kv.KVCache()
+    for start, stop in ((0, 3), (3, 4), (4, 7)):       # forward with a cache and no mask
+        torch.testing.assert_close(ours(x[:, start:stop], cache=caches[0]),
+                                   theirs(x[:, start:stop], cache=caches[1]),
+                                   rtol=1e-12, atol=1e-12)
     for args in ((4096, 32, 8), (24, 6, 3)):
         assert reference["count_gqa_parameters"](*args) == kv.count_gqa_parameters(*args)
     assert reference["count_kv_cache_bytes"](80, 8, 128) == kv.count_kv_cache_bytes(80, 8, 128)
@@ -174,3 +171,15 @@ def test_counts_returned_as_numpy_numbers_pass(reference):
                    count_kv_cache_bytes=count_kv_cache_bytes)
     assert results["test_count_gqa_parameters"] is None, results["test_count_gqa_parameters"]
     assert results["test_count_kv_cache_bytes"] is None, results["test_count_kv_cache_bytes"]
+
+
+def test_a_cached_forward_without_a_mask_that_sees_the_future_is_named():
+    """forward(x, cache=cache) with no mask is a decoding step: causal, bottom-right. A layer
+    that attends over every cached and new position without a mask (the silently non-causal
+    prefill) fails test_cached_attention with the message that says so."""
+    namespace = _with("GroupedQueryAttention", """        if cache is not None and mask is None:  # x: the last L of the T cached positions
+            mask = decoding_causal_mask(q.shape[-2], k.shape[-2], device=x.device)  # (L, T)
+""", "")
+    message = CHAPTER.run("check.gqa_forward_cached(GroupedQueryAttention, KVCache)", namespace)
+    assert message and "with an empty cache" in message and "without a mask let the new " \
+        "positions attend to later ones" in message, message

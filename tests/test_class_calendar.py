@@ -27,7 +27,8 @@ def test_the_setting_reads_all_a_number_or_dates():
     assert class_calendar.published(dates, today=day) == CHAPTERS[:3]
     assert class_calendar.published(dates, today=datetime.date(2026, 10, 2)) == CHAPTERS[:4]
     assert class_calendar.published(dates, today=datetime.date(2026, 9, 1)) == []
-    for bad in (8, -1, "some", {"99_nothing": day}, {"01_attention": "soon"}, True):
+    for bad in (len(CHAPTERS) + 1, -1, "some", {"99_nothing": day}, {"01_attention": "soon"},
+                True):
         with pytest.raises(ValueError):
             class_calendar.published(bad, today=day)
 

@@ -247,11 +247,14 @@ DEGENERATE = {
         Answer("count_kv_cache_bytes", VALUES + ("echo:num_layers",)),
         Answer("KVCache", ("zeros", "inputs", "zeros@1", "echo:keys@1"), method="append"),
         Answer("cached_attention", VALUES + ("echo:x_new",)),
+    ],
+    "07_positions": [
         Answer("equivariance_gap", VALUES),
+        Answer("sinusoidal_positions", VALUES),
         Answer("apply_rotary", VALUES + ("echo:x",)),
         Answer("rotary_cached_attention", VALUES + ("echo:x_new",)),
     ],
-    "07_capstone": [
+    "08_capstone": [
         Answer("TransformerBlock", VALUES + ("echo:x",), method="forward", bare=True),
         Answer("train_step", ("const:0.0", "const:2.5", "called:2.5")),
         Answer("generate", VALUES + ("echo:prompt", "prompt+0", "zeros@1")),

@@ -109,8 +109,8 @@ def graded(course_release):
 
 # Each chapter's tests run on one xdist worker (tests/conftest.py, work_unit), which grades
 # that chapter once, in the first of them: among the suite's slowest tests, as nbgrader
-# executes each of the 7 notebooks whole, in a kernel of its own that imports torch (65-85 s
-# of CPU for each of chapters 5-7 here, with chapters 5-7's long runs shortened by
+# executes each of the 8 notebooks whole, in a kernel of its own that imports torch (65-85 s
+# of CPU for each of chapters 5-8 here, with chapters 5-8's long runs shortened by
 # tests/conftest.py's switches; 120-145 s with every CORRECT submission and the full runs);
 # the chapters are spread over the workers.
 CHAPTERS = course.assignments()

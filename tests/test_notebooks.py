@@ -20,9 +20,9 @@ def nbgrader(cell):
     return cell.get("metadata", {}).get("nbgrader", {})
 
 
-def test_all_seven_chapters_exist_in_order():
+def test_all_eight_chapters_exist_in_order():
     assert course.assignments() == ["01_attention", "02_heads", "03_mha", "04_masks",
-                                    "05_diversity", "06_kv", "07_capstone"]
+                                    "05_diversity", "06_kv", "07_positions", "08_capstone"]
 
 
 def test_toc_lists_every_chapter():

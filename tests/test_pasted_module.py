@@ -25,7 +25,7 @@ from tests.submissions import reference_cells
 
 check = checks_module("capstone")
 
-CAPSTONE = course.CHAPTERS / "07_capstone.ipynb"
+CAPSTONE = course.CHAPTERS / "08_capstone.ipynb"
 # the line the text tells a reader to change, and what it becomes
 GQA_LINE = "self.attn = GroupedQueryAttention(d_model, num_heads, num_kv_heads)"
 MHA_LINE = "self.attn = MultiHeadAttention(d_model, num_heads)"

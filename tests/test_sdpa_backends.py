@@ -221,8 +221,8 @@ def test_recorded_default_is_cudnn_in_16_bits_and_math_in_float32():
         assert ran == {"default", "MATH"}
 
 
-def test_chapter_6_shows_the_recorded_numbers_it_quotes_and_never_reads_shared():
-    nb = json.loads((REPO / "chapters" / "06_kv.ipynb").read_text())
+def test_chapter_7_shows_the_recorded_numbers_it_quotes_and_never_reads_shared():
+    nb = json.loads((REPO / "chapters" / "07_positions.ipynb").read_text())
     prose = " ".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
     prose = " ".join(prose.split())
     code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
@@ -242,7 +242,7 @@ def test_chapter_6_shows_the_recorded_numbers_it_quotes_and_never_reads_shared()
 
 
 def test_timed_lengths_caps_the_lengths_with_one_environment_variable(monkeypatch):
-    """Chapter 6's timed lengths: unset, as written (sorted); COURSE_TIMING_MAX_LENGTH caps
+    """Chapters 6 and 7's timed lengths: unset, as written (sorted); COURSE_TIMING_MAX_LENGTH caps
     each of them, equal ones kept once (the tests' notebook executions)."""
     monkeypatch.delenv("COURSE_TIMING_MAX_LENGTH", raising=False)
     assert timed_lengths(256, 512, 1024, 2048) == [256, 512, 1024, 2048]

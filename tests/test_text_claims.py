@@ -1,7 +1,8 @@
-"""The numbers chapter 6's prose states, computed again: the rotary bases of the models in its
-table, the KV cache of the published configurations, and the cache against the weights that
-one decoding step of Llama 2 7B reads. Each test reads the chapter's own table (MODELS) and
-prose, so that a number changed in one place and not the other fails here."""
+"""The numbers chapters 6 and 7 state, computed again: the rotary bases of the models in
+chapter 6's table, as chapter 7's rotary section states them, the KV cache of the published
+configurations, and the cache against the weights that one decoding step of Llama 2 7B reads.
+Each test reads the chapters' own table (MODELS) and prose, so that a number changed in one
+place and not the other fails here."""
 import ast
 import json
 import math
@@ -14,18 +15,19 @@ from solutions.rotary import apply_rotary, rotary_angles
 
 REPO = Path(__file__).resolve().parent.parent
 CHAPTER_6 = json.loads((REPO / "chapters" / "06_kv.ipynb").read_text())
+CHAPTER_7 = json.loads((REPO / "chapters" / "07_positions.ipynb").read_text())
 # the published config.json of each model (Falcon 7B's names no rope_theta: its code's 10000)
 ROPE_THETA = {"Llama 2 7B": 10000.0, "Llama 2 70B": 10000.0, "Llama 3 8B": 500000.0,
               "Mistral 7B": 10000.0, "Falcon 7B": 10000.0}
 
 
-def sources(kind):
-    return ["".join(c["source"]) for c in CHAPTER_6["cells"] if c["cell_type"] == kind]
+def sources(kind, chapter=CHAPTER_6):
+    return ["".join(c["source"]) for c in chapter["cells"] if c["cell_type"] == kind]
 
 
-def prose():
-    """Chapter 6's markdown, with every run of white space (line breaks too) one space."""
-    return " ".join(" ".join(sources("markdown")).split())
+def prose(chapter=CHAPTER_6):
+    """A chapter's markdown, with every run of white space (line breaks too) one space."""
+    return " ".join(" ".join(sources("markdown", chapter)).split())
 
 
 def models():
@@ -52,11 +54,12 @@ def test_the_rotary_section_states_the_bases_of_the_table():
                for names in by_base.values()]
     stated = (f"`rope_theta` = {10000:.0f} for {phrases[0]}, and {500000:.0f} for {phrases[1]}")
     assert list(by_base) == [10000.0, 500000.0]
-    assert stated in prose()
+    assert stated in prose(CHAPTER_7)
+    assert "chapter 6's table of real models" in prose(CHAPTER_7)
     # and the chapter's functions default to RoFormer's 10000
     assert rotary_angles.__defaults__ == (10000.0,)
     assert apply_rotary.__defaults__ == (10000.0,)
-    assert "base=10000.0" in " ".join(sources("code"))
+    assert "base=10000.0" in " ".join(sources("code", CHAPTER_7))
 
 
 def test_a_larger_base_turns_the_slowest_pair_slower():
@@ -103,4 +106,4 @@ def test_one_step_of_llama_2_7b_reads_more_weights_than_cache_at_batch_1():
 
 @pytest.mark.parametrize("symbol", [r"b^{-2i/d}", "$i + d/2$", "$(i, i + d/2)$"])
 def test_head_dim_is_d_k_in_the_maths(symbol):
-    assert symbol not in prose()
+    assert symbol not in prose(CHAPTER_6) and symbol not in prose(CHAPTER_7)

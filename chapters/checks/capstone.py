@@ -72,7 +72,7 @@ MESSAGES = {
                   "x = x + down_proj(silu(gate_proj(h)) * up_proj(h)) with h = norm2(x).",
     "cached_run": "{where} with a cache (a prefill of {cut} positions, then one per call)",
     "cache_hint": "With `cache`, the block must give the outputs it gives without: pass "
-                  "that cache to rotary_cached_attention(self.attn, h, cache) (chapter 6), "
+                  "that cache to rotary_cached_attention(self.attn, h, cache) (chapter 7), "
                   "which rotates the new positions from len(cache) on and attends over "
                   "the cached ones too.",
     "training_run": "{where}(x) in training mode, under the dropout masks that "

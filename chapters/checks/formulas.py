@@ -931,7 +931,7 @@ FORMULAS["head pruning"] = head_pruning_formula
 
 
 
-# ==== chapter 6: shared keys and values, the KV cache, positions ==========================
+# ==== chapters 6-7: shared keys and values, the KV cache, positions ========================
 
 def grouped_query_formula(dims, num_heads, num_kv_heads):
     """Multi-head attention whose keys and values have num_kv_heads heads, each repeated for
@@ -1154,7 +1154,40 @@ def gqa_parameters_formula(dims):
 FORMULAS["GQA parameter count"] = gqa_parameters_formula
 
 
-# ==== the capstone: the decoder block, the training step, generation ======================
+=======
+# ---- chapter 7: positions (its equivariance gap, rotary and rotary decoding: above)
+
+def _sinusoidal(positions, d_model, base=ROTARY_BASE, exponent=2.0, waves=("sin", "cos")):
+    """The (L, d_model) table of positions (L,): pair i of row p is (waves[0], waves[1]) of
+    the angle p * base ** (-exponent * i / d_model), at the features (2i, 2i + 1)."""
+    pair = torch.arange(d_model // 2, dtype=torch.float64)
+    angles = positions.double()[:, None] * base ** (-exponent * pair / d_model)    # (L, P)
+    wave = {"sin": angles.sin(), "cos": angles.cos()}
+    return torch.stack([wave[waves[0]], wave[waves[1]]], -1).flatten(-2)          # (L, D)
+
+
+def sinusoidal_formula(dims, d_model, base=ROTARY_BASE):
+    """sinusoidal_positions(num_positions, d_model, base): row p holds sin(p w_i) at feature
+    2i and cos(p w_i) at 2i + 1, w_i = base ** (-2 i / d_model) (the frequencies of
+    rotary_formula's pairs). Inputs: "positions" (L,), 0 .. num_positions - 1."""
+    def table(**how):
+        return lambda _v, x: _sinusoidal(x["positions"], d_model, **{"base": base, **how})
+
+    steps = [("table", table())]
+    variants = {"table": {
+        "puts cos(p w_i) at the even features 2i and sin(p w_i) at the odd ones":
+            table(waves=("cos", "sin")),
+        "uses the frequencies base ** (-i / d_model) (without the 2)": table(exponent=1.0)}}
+    if base != ROTARY_BASE:
+        variants["table"][f"ignores base={base:g} and uses the default {ROTARY_BASE:g}"] = (
+            table(base=ROTARY_BASE))
+    return Formula(steps, variants)
+
+
+FORMULAS["sinusoidal table"] = sinusoidal_formula
+
+
+# ==== chapter 8, the capstone: the decoder block, the training step, generation ==========
 
 def block_formula(dims, num_heads, num_kv_heads, training=False):
     """The capstone's pre-RMSNorm decoder block: x + drop(attn(norm1(x))), the attention

@@ -1,10 +1,14 @@
 """Checks of chapter 6: heads that share keys and values, and decoding with a cache.
 
 repeat_kv, GroupedQueryAttention (structure, forward, and forward with a cache),
-count_gqa_parameters, count_kv_cache_bytes, KVCache, decoding_causal_mask, cached_attention,
-apply_rotary, rotary_cached_attention and equivariance_gap. A wrong value that no entry of
-the tables names is named by the families of diagnose.py, with the exercise's formula as
-steps (formulas.py's chapter 6 section) where it has one.
+count_gqa_parameters, count_kv_cache_bytes, KVCache, decoding_causal_mask and
+cached_attention. A wrong value that no entry of the tables names is named by the families
+of diagnose.py, with the exercise's formula as steps (formulas.py's chapter 6 section)
+where it has one.
+
+The float64 references of attention computed chunk by chunk (_ref_run, with the rotation
+_ref_rotate) and the decoding loop (_decoding) serve chapter 7's rotary checks too
+(checks/positions.py), which pass their own catalogued mistakes in.
 
 The expected outputs come from float64 references in this module (checked against
 F.scaled_dot_product_attention(enable_gqa=True) where it applies); the outputs of the
@@ -19,14 +23,14 @@ Interfaces the checks use:
     (B, L, d_model).
     KVCache(): len(cache), cache.keys / cache.values, append(keys, values) -> (keys, values).
     decoding_causal_mask(L_new, T) -> (L_new, T) bool.
-    cached_attention(attn, x_new, cache) and rotary_cached_attention(attn, x_new, cache, base),
-    where attn has q_proj, k_proj, v_proj, out_proj, num_heads, head_dim and, for grouped
+    cached_attention(attn, x_new, cache), where attn has q_proj, k_proj, v_proj, out_proj,
+    num_heads, head_dim and, for grouped
     heads, num_kv_heads (chapter 3's layer has none: then num_kv_heads = num_heads).
 
 The checks reach the student's objects only through common's runtime: construct(), calls
 and observe() of their functions and methods, load_weights(), attribute reads and len() by
 value, and given() for the course's own objects the student's code is handed (the decoding
-checks' attn, equivariance_gap's layer). Every verdict compares those values with answers
+checks' attn). Every verdict compares those values with answers
 computed here; nothing the student's process reports about itself awards a point.
 
 Shape letters: B batch, L length, T total length (cached + new), h num_heads,
@@ -73,34 +77,14 @@ OFFSET_SIGN = ("the causal mask's diagonal offset has the wrong sign: tril(L_new
 NO_CAUSAL = ("the prompt's queries attend to later positions of the prompt: with several new "
              "positions at once (the prefill) the causal mask is needed, aligned at the "
              "bottom-right corner.")
-OFFSET_FORGOTTEN = ("the rotary positions restart at 0 in every call: the new positions are "
-                    "len(cache) .. len(cache) + L_new - 1 (read len(cache) before appending).")
 NEW_ONLY = ("the new queries attended to the new keys only: attend to everything the cache "
             "holds, the (keys, values) that cache.append returns.")
-ROTARY_VALUES = ("rotary was applied to the values too: it rotates queries and keys only, so "
-                 "that the scores depend on relative positions; the values are averaged as "
-                 "they are.")
-ROTARY_TWICE = ("the cached keys are rotated again at every step: rotate each key once, with "
-                "its own position, before it goes into the cache.")
-NO_ROTARY = "no rotary positions: rotate the queries and the new keys with apply_rotary."
-KEYS_ONLY = "only the keys were rotated: rotate the queries too, with the same positions."
-INTERLEAVED = ("you paired neighbouring features (2i, 2i + 1), the paper's layout: this course, "
-               "like Hugging Face's rotate_half, pairs feature i with feature i + head_dim // 2 "
-               "(the two layouts differ by a permutation of the features).")
-WRONG_WAY = ("each pair is rotated the wrong way (by -angle): the rotation is "
-             "(x1 cos - x2 sin, x1 sin + x2 cos).")
-FREQ_NO_2 = ("the frequencies are base ** (-i / head_dim): pair i turns at "
-             "base ** (-2 i / head_dim), i = 0 .. head_dim // 2 - 1.")
-BASE_IGNORED = ("the base argument is ignored (10000 is used): the frequencies are "
-                "base ** (-2 i / head_dim) with the base given (pass it on to apply_rotary).")
-ROTARY_BASE = 10000.0  # rotary's default base (Su et al.; apply_rotary's default)
-POSITIONS_IGNORED = ("the positions argument is ignored (you used 0 .. L - 1): rotate by the "
-                     "positions given.")
-NOT_PERMUTED = ("you compared layer(x[:, perm]) with layer(x) itself: equivariance says the "
-                "output of the permuted tokens is the permuted output, layer(x)[:, perm].")
-INVERSE_PERM = ("you permuted the output with the inverse permutation (argsort(perm)): "
-                "layer(x[:, perm]) is to be compared with layer(x)[:, perm].")
-MEAN_GAP = "you returned the mean absolute difference: return the largest one (max)."
+ROTARY_BASE = 10000.0  # rotary's default base (Su et al.; chapter 7's apply_rotary's default)
+CACHED_NOT_CAUSAL = ("forward(x, cache=cache) without a mask let the new positions attend to "
+                     "later ones: a call with a cache is a decoding step, its L positions are "
+                     "the last L of the T cached ones, so with no mask given apply "
+                     "decoding_causal_mask(L, T) yourself (for one new position it allows "
+                     "every key).")
 BYTES_NO_2 = ("only the keys were counted: the cache holds a key and a value per head, "
               "so multiply by 2.")
 BYTES_NO_LAYERS = "the layers are missing: every layer has its own cache."
@@ -248,6 +232,13 @@ def _compare(actual, answers, name, dtype, hint, mistakes=None):
                  dtype=dtype, scale=size[..., None], condition=condition[..., None], hint=hint)
 
 
+def _wrong_length(shown, got, want, why=""):
+    """Fail: len(cache) after `shown` is `got` where `want` positions are cached, in the
+    state family's words (diagnose.wrong_state); `why` says what went wrong or fixes it."""
+    fail(diagnose.explained(f"len(cache) after {shown}", diagnose.wrong_state(
+        "number of cached positions", got, want, why)))
+
+
 # ----------------------------------------------------------------------------- repeat_kv
 @reference
 def _repeat_answers(kv, num_heads):
@@ -327,7 +318,8 @@ def gqa_structure(cls, d_model=16, num_heads=4, num_kv_heads=2, bias=True):
         if differs(got, value):
             extra = (f" {HEAD_DIM_FROM_KV}" if attr == "head_dim"
                      and not differs(got, d_model // num_kv_heads) else "")
-            fail(f"GroupedQueryAttention({shown}).{attr} is {got!r}, expected {value}.{extra}")
+            fail(diagnose.explained(f"GroupedQueryAttention({shown})", diagnose.wrong_state(
+                f"attribute {attr}", repr(got), value)) + extra)
     for attr in PROJECTIONS:
         proj = data["projections"][attr]
         if proj is None:
@@ -462,18 +454,25 @@ def gqa_forward(cls, seed=0, batch=2, L=6, d_model=16, num_heads=4, num_kv_heads
 def _cached_forward_answers(state, x, h, g, prompt):
     """forward(x, cache=...) with no mask, first on the prompt x[:, :prompt] with an empty
     cache, then on the rest with the cache the prompt filled: [(expected, condition, size,
-    {})] per call (the second attends over every position, so it is full attention's rows)."""
-    first = _ref_run(state, x[:, :prompt], h, g, [prompt], mask=None)
-    whole = _ref_run(state, x, h, g, [x.shape[1]], mask=None)
-    return [(*first, {}), (*(t[:, prompt:] for t in whole), {})]
+    {bug: output})] per call. With a cache and no mask the layer applies the bottom-right
+    causal mask itself, so each call gives the rows of full causal attention; the bug:
+    the same calls without any mask (the new positions see later ones)."""
+    L = x.shape[1]
+    expected, condition, size = _ref_run(state, x, h, g, [L])
+    future = _ref_run(state, x, h, g, [prompt, L - prompt], variant="no_causal")[0]
+    return [(expected[:, sl], condition[:, sl], size[:, sl],
+             {CACHED_NOT_CAUSAL: future[:, sl]})
+            for sl in (slice(0, prompt), slice(prompt, L))]
 
 
 @check
 def gqa_forward_cached(cls, cache_cls, seed=0, batch=2, L=5, prompt=3, d_model=16, num_heads=4,
                        num_kv_heads=2, dtype=torch.float32):
-    """forward(x, cache=cache) of GroupedQueryAttention, the parameter its instructions name:
-    with an empty cache it attends over x alone and appends x's keys and values; with the
-    cache filled, the new positions attend over the cached ones and themselves."""
+    """forward(x, cache=cache) of GroupedQueryAttention, the parameter its instructions name,
+    without a mask: with an empty cache it attends causally over x alone and appends x's keys
+    and values; with the cache filled, the new positions attend causally (bottom-right) over
+    the cached ones and themselves. L - prompt > 1, so that attending to a later new
+    position shows."""
     args = (d_model, num_heads, num_kv_heads)
     shown = _shown(args, {})
     state = _weights(d_model, num_heads, num_kv_heads, True, seed, dtype)
@@ -495,18 +494,25 @@ def gqa_forward_cached(cls, cache_cls, seed=0, batch=2, L=5, prompt=3, d_model=1
         raised(seen.error, call_shown)
         length, _ = attempt(len, cache)
         if differs(length, stop):
-            fail(f"len(cache) after {call_shown} is {length!r}, expected {stop}: forward(x, "
-                 "mask=None, cache=None) promises that a cache it is given receives this "
-                 "call's keys and values, and that the queries attend over all of them.")
+            _wrong_length(call_shown, repr(length), stop,
+                          ": forward(x, mask=None, cache=None) promises that a cache it is "
+                          "given receives this call's keys and values, and that the queries "
+                          "attend over all of them")
         output = revive(seen.result)
         expect_tensor(output, call_shown, shape=(batch, stop - start, d_model), dtype=dtype,
                       shape_names="(B, L_new, d_model)")
+        # this call's formula, the cache holding the right keys and values before it
+        inputs = {"x": x[:, :stop], "start": start, **_formula_weights(state)}
         _compare(output, answer, f"the output of {call_shown}", dtype,
                  hint="With a cache, the keys and values are the cached ones followed by this "
-                      "call's: the new queries attend over all of them (no mask given).")
+                      "call's, and with no mask given the new queries attend causally over "
+                      "them: decoding_causal_mask(L, T).",
+                 mistakes=step_mistakes("cached attention", inputs, current_dims(),
+                                        num_heads=num_heads, num_kv_heads=num_kv_heads))
     passed(f"GroupedQueryAttention({shown}).forward(x, cache=cache) ({dtype}): with an empty "
-           f"cache it attends over x alone, with {prompt} cached positions over them and the "
-           "new ones, and the cache grows by each call's positions")
+           f"cache it attends causally over x alone, with {prompt} cached positions over them "
+           "and the new ones (bottom-right causal mask), and the cache grows by each call's "
+           "positions")
 
 
 # ----------------------------------------------------------------------------- the helpers
@@ -805,9 +811,11 @@ def kv_cache(cls, seed=0, batch=2, num_kv_heads=2, head_dim=3, lengths=(3, 1, 2)
         length, _ = attempt(len, cache)
         keys, values = getattr(cache, "keys", None), getattr(cache, "values", None)
         if error is not None and "Sizes of tensors must match" in str(error[1]):
-            fail(f"{shown} raised {error[0]}: {error[1]}\nThe cached and the new keys differ "
-                 "in length only, along the sequence axis: concatenate along the sequence "
-                 "axis, dim=-2.")
+            # the student's error, its sizes named, then what it means here
+            restated = diagnose.restate_error(shown, *error[:2], current_dims(), *error[2:])
+            fail((restated or f"{shown} raised {error[0]}: {error[1]}")
+                 + "\nThe cached and the new keys differ in length only, along the sequence "
+                 "axis: concatenate along the sequence axis, dim=-2.")
         raised(error, shown)
         total += k.shape[2]
         if not (isinstance(result, tuple) and len(result) == 2):
@@ -831,8 +839,7 @@ def kv_cache(cls, seed=0, batch=2, num_kv_heads=2, head_dim=3, lengths=(3, 1, 2)
                 fail(f"{what} after {shown} does not hold the cached positions in order: "
                      "old ones first, then the new ones.")
         if differs(length, total):
-            fail(f"len(cache) after {shown} is {length!r}, expected {total}: the number of "
-                 "cached positions (keys.shape[-2]).")
+            _wrong_length(shown, repr(length), total, " (keys.shape[-2], the sequence axis)")
     passed(f"KVCache: empty at first, append concatenates along the sequence axis "
            f"(lengths {list(lengths)} -> {total} positions) and returns everything cached")
 
@@ -880,33 +887,33 @@ def _stand_in(attrs, state):
 
 
 @reference
-def _decode_answers(state, x, h, g, chunks, rotary, base=ROTARY_BASE):
+def _decode_answers(state, x, h, g, chunks, rotary, base=ROTARY_BASE, rotary_variants=None):
     """(expected (B, L, D): full causal attention in one chunk, condition, size,
-    {bug: output of the whole run in `chunks`})."""
+    {bug: output of the whole run in `chunks`}); rotary_variants: {message: _ref_run's
+    variant} of the rotary mistakes (chapter 7's checks name them)."""
     L = x.shape[1]
     expected, condition, size = _ref_run(state, x, h, g, [L], rotary=rotary, base=base)
     variants = {TOP_LEFT: "top_left", OFFSET_SIGN: "offset_sign", NO_CAUSAL: "no_causal",
                 NEW_ONLY: "new_only"}
     if h != g:
         variants[TILED] = "tiled"
-    if rotary:
-        variants.update({OFFSET_FORGOTTEN: "offset_forgotten", ROTARY_VALUES: "rotary_values",
-                         ROTARY_TWICE: "rotary_twice", NO_ROTARY: "no_rotary",
-                         KEYS_ONLY: "keys_only"})
-        if base != ROTARY_BASE:
-            variants[BASE_IGNORED] = "base_ignored"
+    variants.update(rotary_variants or {})
     bugs = {m: _ref_run(state, x, h, g, chunks, variant=v, rotary=rotary, base=base)[0]
             for m, v in variants.items()}
     return expected, condition, size, bugs
 
 
 def _decoding(fn, cache_cls, name, seed, batch, d_model, num_heads, num_kv_heads, chunks,
-              dtype, rotary, base=ROTARY_BASE):
+              dtype, rotary, base=ROTARY_BASE, rotary_variants=None):
+    """Run fn(attn, x_new, cache) on a prompt, then chunk by chunk (`chunks`), and judge every
+    call against full causal attention (with rotary positions of `base` if `rotary`; the
+    rotary mistakes to name: rotary_variants, see _decode_answers)."""
     chunks = list(chunks)
     h, g = num_heads, num_kv_heads or num_heads
     state = _weights(d_model, h, g, True, seed, dtype)
     (x,) = random_inputs((batch, sum(chunks), d_model), seed=seed + 1, dtype=dtype)
-    expected, condition, size, bugs = _decode_answers(state, x, h, g, chunks, rotary, base)
+    expected, condition, size, bugs = _decode_answers(state, x, h, g, chunks, rotary, base,
+                                                      rotary_variants)
     # rotary_cached_attention's base, passed as its signature promises (cached_attention has none)
     options = {"base": base} if rotary else {}
     attrs = {"d_model": d_model, "num_heads": h, "head_dim": d_model // h}
@@ -937,10 +944,10 @@ def _decoding(fn, cache_cls, name, seed, batch, d_model, num_heads, num_kv_heads
         expect_tensor(result, shown, shape=(batch, n, d_model), dtype=dtype,
                       shape_names="(B, L_new, d_model)")
         if differs(length, start + n):
-            hint = (" The new keys and values were appended twice." if length == 2 * (start + n)
-                    else " The new keys and values were not appended to the cache."
-                    if length == start else "")
-            fail(f"len(cache) after {shown} is {length!r}, expected {start + n}.{hint}")
+            why = (" (the new keys and values were appended twice)" if length == 2 * (start + n)
+                   else " (the new keys and values were not appended to the cache)"
+                   if length == start else "")
+            _wrong_length(shown, repr(length), start + n, why)
         sl = slice(start, start + n)
         step_bugs = {m: b[:, sl] for m, b in bugs.items()}
         # this call's formula, the cache holding the right keys and values of the positions
@@ -967,180 +974,3 @@ def cached_attention(fn, cache_cls, seed=0, batch=2, d_model=16, num_heads=4, nu
     attention at every step. num_kv_heads=None: attn has no num_kv_heads (chapter 3's layer)."""
     _decoding(fn, cache_cls, "cached_attention", seed, batch, d_model, num_heads, num_kv_heads,
               chunks, dtype, rotary=False)
-
-
-@check
-def rotary_cached_attention(fn, cache_cls, seed=0, batch=2, d_model=16, num_heads=4,
-                            num_kv_heads=2, chunks=(3, 1, 1, 1), dtype=torch.float32,
-                            base=ROTARY_BASE):
-    """fn(attn, x_new, cache, base=base) with rotary positions on queries and keys: every
-    step equals full causal rotary attention over the whole sequence."""
-    _decoding(fn, cache_cls, "rotary_cached_attention", seed, batch, d_model, num_heads,
-              num_kv_heads, chunks, dtype, rotary=True, base=base)
-
-
-# ----------------------------------------------------------------------------- apply_rotary
-@reference
-def _rotary_inputs(seed, batch, num_heads, L, head_dim, start, dtype):
-    """x (B, h, L, hd), positions start .. start + L - 1, and for the offset property two
-    rows q, k (hd,) with positions (m, n) and a shift."""
-    x, q, k = random_inputs((batch, num_heads, L, head_dim), (head_dim,), (head_dim,),
-                            seed=seed, dtype=dtype)
-    gen = generator(seed + 3)
-    m, n, shift = (int(v) for v in torch.randint(0, 20, (3,), generator=gen))
-    return x, torch.arange(start, start + L), q, k, (m, n, shift + 1)
-
-
-@reference
-def _rotary_answers(x, positions, base=ROTARY_BASE):
-    variants = {INTERLEAVED: "interleaved", WRONG_WAY: "wrong_way", FREQ_NO_2: "freq_no_2"}
-    if not torch.equal(positions, torch.arange(x.shape[-2])):
-        variants[POSITIONS_IGNORED] = "positions_ignored"
-    if base != ROTARY_BASE:
-        variants[BASE_IGNORED] = "base_ignored"
-    return _ref_rotate(x, positions, base=base), {m: _ref_rotate(x, positions, v, base)
-                                                  for m, v in variants.items()}
-
-
-@check
-def apply_rotary(fn, seed=0, batch=2, num_heads=2, L=5, head_dim=8, start=3,
-                 dtype=torch.float32, base=ROTARY_BASE):
-    """fn(x, positions, base=base) rotates feature pairs (i, i + hd/2): equal to the
-    reference, norms kept, and scores q . k that depend only on the offset of the two
-    positions."""
-    x, positions, q, k, (m, n, shift) = _rotary_inputs(seed, batch, num_heads, L, head_dim,
-                                                       start, dtype)
-    expected, bugs = _rotary_answers(x, positions, base)
-    name = (f"apply_rotary(x of shape {tuple(x.shape)}, positions {positions.tolist()}, "
-            f"base={base:g})")
-    actual = call(fn, x.clone(), positions.clone(), base=base, name="apply_rotary")
-    expect_tensor(actual, name, shape=x.shape, dtype=dtype, shape_names="(B, h, L, head_dim)")
-    # properties first: they need no answer, and say what kind of mistake it is
-    norms = actual.double().norm(dim=-1)
-    expect_close(norms, x.double().norm(dim=-1), f"the norms of the rows of {name}",
-                 dtype=dtype, hint="A rotation keeps the length of every row: each pair "
-                 "(x1, x2) must become (x1 cos - x2 sin, x1 sin + x2 cos).")
-
-    def score(i, j):
-        qi = call(fn, q.view(1, head_dim).clone(), torch.tensor([i]), base=base,
-                  name="apply_rotary")
-        kj = call(fn, k.view(1, head_dim).clone(), torch.tensor([j]), base=base,
-                  name="apply_rotary")
-        return (qi.double() * kj.double()).sum()
-
-    before, after = score(m, n), score(m + shift, n + shift)
-    size = q.double().norm() * k.double().norm()
-    # an angle p * frequency is rounded to about eps * p: the rotated rows carry that error
-    if not close(after.view(1), before.view(1), dtype, scale=size,
-                 condition=2 * (1 + max(m, n) + shift)):
-        fail(f"the score of q at position {m} and k at position {n} is {before.item():.6g}, "
-             f"but at positions {m + shift} and {n + shift} (the same offset) it is "
-             f"{after.item():.6g}: with rotary positions, q . k depends only on the offset. "
-             "Rotate each pair by position * frequency, the same frequencies for q and k.")
-    expect_close(actual, expected, name, bugs=bugs, dtype=dtype,
-                 scale=x.double().abs().amax(-1, keepdim=True),
-                 condition=1 + int(positions.abs().max()),
-                 mistakes=step_mistakes("rotary", {"x": x, "positions": positions},
-                                        current_dims(), base=base),
-                 hint="Pair feature i with i + head_dim // 2, angle position * "
-                      "base ** (-2 i / head_dim).")
-    passed(f"apply_rotary ({dtype}, base={base:g}): equals the reference for positions "
-           f"{positions.tolist()}, "
-           "keeps every row's norm, and q . k depends only on the offset "
-           f"(positions {m}, {n} and {m + shift}, {n + shift})")
-
-
-# ----------------------------------------------------------------------------- equivariance
-def _torch_layer(state, d_model, num_heads, positions):
-    """An nn.MultiheadAttention self-attention layer holding `state`, as a callable
-    (B, L, D) -> (B, L, D); with `positions` (L_max, D), added to the tokens first."""
-    with torch.random.fork_rng():
-        mha = nn.MultiheadAttention(d_model, num_heads, batch_first=True,
-                                    dtype=state["out_proj.weight"].dtype)
-    mha.load_state_dict(state)
-    mha.eval()
-
-    def layer(x):
-        if positions is not None:
-            x = x + positions[: x.shape[1]]
-        return mha(x, x, x, need_weights=False)[0]
-    return layer
-
-
-@reference
-def _equivariance_setup(seed, batch, L, d_model, num_heads, dtype):
-    """nn.MultiheadAttention's state, position vectors (L, D), x (B, L, D) and a permutation
-    that moves every token: one cycle through all L positions in a random order. (With
-    shorter cycles the catalogued mistakes give the same number: over a 3-cycle, comparing
-    with the output unpermuted or permuted by the inverse takes the same differences, so
-    whenever the largest one lay there the inverse permutation was named as the other.)"""
-    gen = generator(seed)
-    state = {"in_proj_weight": torch.randn(3 * d_model, d_model, generator=gen,
-                                           dtype=torch.float64) / math.sqrt(d_model),
-             "in_proj_bias": 0.5 * torch.randn(3 * d_model, generator=gen, dtype=torch.float64),
-             "out_proj.weight": torch.randn(d_model, d_model, generator=gen,
-                                            dtype=torch.float64) / math.sqrt(d_model),
-             "out_proj.bias": 0.5 * torch.randn(d_model, generator=gen, dtype=torch.float64)}
-    state = {n: t.to(dtype) for n, t in state.items()}
-    positions, x = random_inputs((L, d_model), (batch, L, d_model), seed=seed + 1, dtype=dtype)
-    if L < 4:
-        raise ValueError(f"L = {L}: the mistakes are told apart from L = 4 on")
-    order = torch.randperm(L, generator=gen)
-    perm = torch.empty(L, dtype=torch.long)
-    perm[order] = order.roll(-1)  # order[0] -> order[1] -> ... -> order[-1] -> order[0]
-    return state, positions, x, perm
-
-
-@reference
-def _equivariance_answers(state, d_model, num_heads, positions, x, perm):
-    """For the plain layer and the one with positions: (expected gap, size of the outputs,
-    {bug: gap}, the formula's inputs: {"output": layer(x), "permuted": layer(x[:, perm]),
-    "perm": perm})."""
-    state64 = {n: t.double() for n, t in state.items()}
-    answers = []
-    for pos in (None, positions.double()):
-        layer = _torch_layer(state64, d_model, num_heads, pos)
-        with torch.no_grad():
-            out, permuted = layer(x.double()), layer(x.double()[:, perm])
-        diff = (permuted - out[:, perm]).abs()
-        answers.append((diff.max().item(), out.abs().max().item(), {
-            NOT_PERMUTED: (permuted - out).abs().max().item(),
-            INVERSE_PERM: (permuted - out[:, perm.argsort()]).abs().max().item(),
-            MEAN_GAP: diff.mean().item(),
-        }, {"output": out, "permuted": permuted, "perm": perm}))
-    return answers
-
-
-@check
-def equivariance_gap(fn, seed=0, batch=2, L=6, d_model=8, num_heads=2, dtype=torch.float32):
-    """fn(layer, x, perm) = max |layer(x[:, perm]) - layer(x)[:, perm]|: about 0 (rounding)
-    for attention without positions, clearly not for the same layer with position vectors
-    added to its tokens."""
-    state, positions, x, perm = _equivariance_setup(seed, batch, L, d_model, num_heads, dtype)
-    answers = _equivariance_answers(state, d_model, num_heads, positions, x, perm)
-    labels = ("attention without positions", "attention with position vectors added")
-    for label, pos, (expected, size, bugs, inputs) in zip(labels, (None, positions), answers):
-        # the layer is the course's own (given: built where the student's code runs, from the
-        # grader's weights); the number the student's function returns is judged against the
-        # grader's own gap, so a layer replaced there never changes the answer to match
-        layer = given("checks.kv:_torch_layer", state, d_model, num_heads, pos)
-        seen = observe(fn, layer, x.clone(), perm.clone())
-        raised(seen.error, f"equivariance_gap ({label})")
-        returned = revive(seen.result)
-        # the documented return type: a Python float (numpy.float64 is one too)
-        wrong_kind = diagnose.kind(f"equivariance_gap ({label})", "a Python float", returned,
-                                   kinds=(float,))
-        if wrong_kind:
-            fail(f"{wrong_kind}.")
-        got = _number(returned, f"equivariance_gap({label})")
-        one = {"dtype": torch.float64}
-        expect_close(torch.tensor([float(got)], **one), torch.tensor([expected], **one),
-                     f"equivariance_gap ({label}) returned {got:.6g}, expected {expected:.6g}: "
-                     "the gap",
-                     bugs={m: torch.tensor([v], **one) for m, v in bugs.items()},
-                     mistakes=step_mistakes("equivariance gap", inputs, current_dims()),
-                     dtype=dtype, scale=size,
-                     hint="Return max |layer(x[:, perm]) - layer(x)[:, perm]| over all entries "
-                          "(rounding aside).")
-    passed(f"equivariance_gap ({dtype}, perm {perm.tolist()}): {answers[0][0]:.2g} (rounding) "
-           f"for attention without positions, {answers[1][0]:.3g} with position vectors")

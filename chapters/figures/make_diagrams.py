@@ -9,10 +9,12 @@ phone's screen (380 units wide, no text under 13 units):
 - tiny_model.svg (chapter 5): the path of the tokens through chapter 5's model;
 - grouped_heads.svg (chapter 6): which key/value head each query head reads, and repeat_kv;
 - kv_cache.svg (chapter 6): one decoding step with a cache, and its bottom-right mask;
-- pre_ln_block.svg (the capstone): the pre-norm decoder block (RMSNorm, rotary GQA, SwiGLU).
+- rotary.svg (chapter 7): how rotary position embedding turns each pair of a head's features;
+- pre_ln_block.svg (chapter 8): the pre-norm decoder block (RMSNorm, rotary GQA, SwiGLU).
 
 Generated files; edit this script and run it (python chapters/figures/make_diagrams.py).
 """
+import math
 from pathlib import Path
 from xml.sax.saxutils import escape
 
@@ -71,16 +73,16 @@ class Diagram:
                               f'font-size: 13px; fill: #9b2c2c">{escape(text)}</text>')
         self.y += height
 
-    def grid(self, rows, columns, allowed, row_labels, caption):
-        """A mask as a grid of cells, one row per query and one column per key: green where
-        allowed(row, column), grey where not; each row named at its left, the keys numbered
-        above, `caption` (lines) under it."""
-        cell = min(26, (W - 110) / columns)
+    def _table(self, rows, columns, largest, row_labels, column_labels, caption, draw):
+        """A table of rows x columns square cells of at most `largest` units: the columns
+        named above, each row named at its left, draw(row, column, x, y, size) drawing the
+        cell whose top-left corner is (x, y), then `caption` (lines) under it."""
+        cell = min(largest, (W - 110) / columns)
         left = W - 20 - cell * columns
         for column in range(columns):
             self.parts.append(f'<text x="{left + (column + 0.5) * cell:.1f}" y="{self.y + 16}" '
                               f'text-anchor="middle" style="{MONO}; font-size: 13px; '
-                              f'fill: #4a5568">{column}</text>')
+                              f'fill: #4a5568">{escape(str(column_labels[column]))}</text>')
         top = self.y + 24
         for row in range(rows):
             y = top + row * cell
@@ -88,15 +90,37 @@ class Diagram:
                               f'text-anchor="end" style="{MONO}; font-size: 13px; '
                               f'fill: #1a202c">{escape(row_labels[row])}</text>')
             for column in range(columns):
-                fill = "#b5e48c" if allowed(row, column) else "#edf2f7"
-                self.parts.append(f'<rect x="{left + column * cell:.1f}" y="{y:.1f}" '
-                                  f'width="{cell:.1f}" height="{cell:.1f}" fill="{fill}" '
-                                  'stroke="#4a5568" stroke-width="1"/>')
+                draw(row, column, left + column * cell, y, cell)
         self.y = top + rows * cell + 4
         for n, text in enumerate(caption):
             self.parts.append(f'<text x="{W / 2}" y="{self.y + 16 + 18 * n}" text-anchor="middle" '
                               f'style="{SANS}; font-size: 13px; fill: #1a202c">{escape(text)}</text>')
         self.y += 6 + 18 * len(caption)
+
+    def grid(self, rows, columns, allowed, row_labels, caption):
+        """A mask as a grid of cells, one row per query and one column per key: green where
+        allowed(row, column), grey where not; each row named at its left, the keys numbered
+        above, `caption` (lines) under it."""
+        def square(row, column, x, y, size):
+            fill = "#b5e48c" if allowed(row, column) else "#edf2f7"
+            self.parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{size:.1f}" '
+                              f'height="{size:.1f}" fill="{fill}" stroke="#4a5568" '
+                              'stroke-width="1"/>')
+        self._table(rows, columns, 26, row_labels, range(columns), caption, square)
+
+    def dials(self, rows, columns, angle, row_labels, column_labels, fills, caption):
+        """A grid of dials, one row per feature pair and one column per position: each a
+        circle (of its row's colour, fills) with a hand turned counter-clockwise from 3
+        o'clock by angle(row, column) radians (the pair's point on its circle); `caption`
+        (lines) under it."""
+        def dial(row, column, x, y, size):
+            cx, cy, radius, turn = x + size / 2, y + size / 2, size * 0.38, angle(row, column)
+            hand_x, hand_y = cx + radius * math.cos(turn), cy - radius * math.sin(turn)
+            self.parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{radius:.1f}" '
+                              f'fill="{fills[row]}" stroke="#4a5568" stroke-width="1"/>')
+            self.parts.append(f'<line x1="{cx:.1f}" y1="{cy:.1f}" x2="{hand_x:.1f}" '
+                              f'y2="{hand_y:.1f}" stroke="#2b6cb0" stroke-width="2.2"/>')
+        self._table(rows, columns, 48, row_labels, column_labels, caption, dial)
 
     def write(self, name):
         h = self.y + 8
@@ -250,6 +274,24 @@ d.note(["The trap: chapter 4's causal_mask(3, 7) is aligned",
         "One new token (L_new = 1) reads every cached key:",
         "it needs no mask at all."])
 d.write("kv_cache.svg")
+
+PAIR_COLOURS = ["#8ecae6", "#ffb703", "#b5e48c", "#f4acb7"]  # pair i: features i and i + 4
+
+d = Diagram()
+d.box([("one head's query or key at position p", "title"),
+       ("(..., head_dim = 8)", "shape")], "#ebf8ff")
+d.strip([f"x{i}" for i in range(8)], PAIR_COLOURS * 2)
+d.arrow(["pair i = (x_i, x_i+4): feature i with", "feature i + head_dim / 2 (rotate_half's)"])
+d.dials(4, 4, lambda row, column: column * 10000.0 ** (-2 * row / 8),
+        [f"pair {i}" for i in range(4)], [f"p={p}" for p in range(4)], PAIR_COLOURS,
+        ["each pair, a point on its circle, turns by", "p · θ_i, θ_i = base^(−2i / head_dim):",
+         "pair 0 one radian a position, pair 3 barely"])
+d.arrow(["queries and keys turned, values not:", "q_m · k_n depends on m − n only"])
+d.box([("rotated queries and keys", "title"), ("same shape, same norms", "shape")], "#e6fffa")
+d.note(["The trap in decoding: the new tokens sit at",
+        "positions len(cache) .., not 0 ..; each key is",
+        "rotated once, before it goes into the cache."])
+d.write("rotary.svg")
 
 d = Diagram()
 d.box([("x, the residual stream", "title"), ("(B, L, d_model)", "shape")], "#edf2f7")

@@ -11,7 +11,7 @@ kind of mistake against the new code, written before any check answered them.
 """
 from . import Bug, edit, reference
 
-NOTEBOOK = "07_capstone"
+NOTEBOOK = "08_capstone"
 
 _BLOCK = reference(NOTEBOOK, "transformer_block")
 _STEP = reference(NOTEBOOK, "train_step")

@@ -16,9 +16,7 @@ _REPEAT = reference(NOTEBOOK, "repeat_kv")
 _GQA = reference(NOTEBOOK, "GroupedQueryAttention")
 _COUNTS = reference(NOTEBOOK, "counts")
 _DECODING = reference(NOTEBOOK, "decoding")
-_EQUIVARIANCE = reference(NOTEBOOK, "equivariance_gap")
-_ROTARY = reference(NOTEBOOK, "rotary")
-_DECODING_TESTS = ["test_cached_attention", "test_rotary_decoding"]
+_DECODING_TESTS = ["test_cached_attention"]
 _REPEAT_TESTS = ["test_repeat_kv", "test_gqa_forward"] + _DECODING_TESTS
 
 CORRECT = {
@@ -45,26 +43,9 @@ def count_kv_cache_bytes(num_layers, num_kv_heads, head_dim, bytes_per_value=2):
     keys = values = num_layers * num_kv_heads * head_dim
     return (keys + values) * bytes_per_value
 ''',
-        "equivariance_gap": '''
-def equivariance_gap(layer, x, perm):
-    with torch.no_grad():
-        diff = layer(x.index_select(1, perm)) - layer(x).index_select(1, perm)
-    return float(torch.linalg.vector_norm(diff, ord=float("inf")))
-''',
     },
     # rotation as a 2x2 matrix per pair, applied with einsum; the decoding mask by ~triu.
     "rotation_matrices": {
-        "rotary": edit(_ROTARY, """    half = x.shape[-1] // 2
-    cos, sin = (t.to(x.dtype) for t in rotary_angles(positions, x.shape[-1], base))  # (L, half)
-    x1, x2 = x[..., :half], x[..., half:]                                   # (..., L, half) x 2
-    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)    # (..., L, head_dim)
-""", """    half = x.shape[-1] // 2
-    cos, sin = (t.to(x.dtype) for t in rotary_angles(positions, x.shape[-1], base))
-    rotation = torch.stack([torch.stack([cos, -sin], -1), torch.stack([sin, cos], -1)], -2)
-    pairs = torch.stack([x[..., :half], x[..., half:]], dim=-1)          # (..., L, half, 2)
-    turned = torch.einsum("lhij,...lhj->...lhi", rotation, pairs)
-    return torch.cat([turned[..., 0], turned[..., 1]], dim=-1)
-"""),
         "decoding": edit(_DECODING,
             "    return torch.ones(L_new, T, dtype=torch.bool, device=device).tril(T - L_new)",
             "    return ~torch.ones(L_new, T, dtype=torch.bool, device=device).triu(T - L_new + 1)"),
@@ -160,31 +141,4 @@ BUGS = {
 """)},
         fails=["test_cached_attention"],
         diagnosis=r"(?i)before (the )?append|after (the )?append|\(L_new, L_new\)|T = len|cached positions"),
-
-    # --- equivariance_gap
-    "equivariance_without_abs": Bug(
-        cells={"equivariance_gap": edit(_EQUIVARIANCE, ".abs().max().item()", ".max().item()")},
-        fails=["test_equivariance_gap"],
-        diagnosis=r"(?i)abs|absolute|signed|negative",
-        notes="false pass: on every test's inputs the signed maximum equals the largest "
-              "absolute difference, rounding aside"),
-    "equivariance_permutes_batch": Bug(
-        cells={"equivariance_gap": edit(edit(_EQUIVARIANCE, "permuted_first = layer(x[:, perm])", "permuted_first = layer(x[perm])"),
-                                        "permuted_after = layer(x)[:, perm]", "permuted_after = layer(x)[perm]")},
-        fails=["test_equivariance_gap"],
-        diagnosis=r"(?i)batch axis|axis 0|dimension 0.{0,40}batch|x\[:, perm\]|perm.{0,40}(positions|sequence|axis 1)"),
-
-    # --- rotary
-    # The two halves written back in the other order.
-    "rotary_halves_swapped": Bug(
-        cells={"rotary": edit(_ROTARY, "torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)",
-                              "torch.cat([x1 * sin + x2 * cos, x1 * cos - x2 * sin], dim=-1)")},
-        # the same swap of q's and k's halves keeps every q . k: attention is unchanged
-        fails=["test_apply_rotary"],
-        diagnosis=r"(?i)halves.{0,40}(swapped|order)|(swapped|order).{0,40}halves|other pairing|written back"),
-    # (cos, sin) unpacked as (sin, cos).
-    "rotary_cos_sin_swapped": Bug(
-        cells={"rotary": edit(_ROTARY, "    cos, sin = (t.to(x.dtype)", "    sin, cos = (t.to(x.dtype)")},
-        fails=["test_apply_rotary", "test_rotary_decoding"],
-        diagnosis=r"(?i)cos.{0,40}sin.{0,40}swapped|sin, cos|swapped cos|90 degrees|pi ?/ ?2"),
 }

@@ -11,12 +11,14 @@ that a bug costs only the points of the tests that exercise it.
 """
 import copy
 import importlib
+import json
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograde.kit import SOLUTION as SOLUTION_BLOCK, solution_code
+from autograde.notebook import parse  # the grader's parse: one lock (tests grade in threads)
 
 
 @dataclass
@@ -71,6 +73,35 @@ def reference_cells(source_nb):
     return {grade_id(c): reference_code("".join(c["source"]) if isinstance(c["source"], list)
                                         else c["source"])
             for c in source_nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("solution")}
+
+
+class ReferenceCells:
+    """The reference code of the solution cells of chapters/<notebook>.ipynb, and a
+    student's versions of them written as edits (a chapter's catalogue writes most bugs as
+    one edit of a reference cell; an edit that does not apply is refused)."""
+
+    def __init__(self, notebook):
+        path = Path(__file__).resolve().parents[2] / "chapters" / f"{notebook}.ipynb"
+        self.code = reference_cells(json.loads(path.read_text()))
+
+    def edit(self, cell, *pairs):
+        """{cell: the reference code of `cell` with each (old, new) of `pairs` replaced once}."""
+        code = self.code[cell]
+        for old, new in pairs:
+            code = edit(code, old, new)
+        return {cell: code}
+
+    def replaced(self, cell, old, new):
+        """The reference code of `cell` with `old` (which must occur once) replaced by `new`."""
+        return self.edit(cell, (old, new))[cell]
+
+    def replace_def(self, cell, name, code):
+        """The reference code of `cell` with its top-level definition `name` (a function or a
+        class) replaced by `code`."""
+        source = self.code[cell]
+        node = next(n for n in parse(source).body if getattr(n, "name", None) == name)
+        lines = source.splitlines(keepends=True)
+        return "".join(lines[:node.lineno - 1]) + code + "".join(lines[node.end_lineno:])
 
 
 def fill_submission(source_nb, student_nb, cells):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from . import Bug, edit, reference_code
 
-NOTEBOOK = "07_capstone"
+NOTEBOOK = "08_capstone"
 
 # The block's class line and the reference __init__ (the notebook's solution cell up to
 # forward, its markers removed); most submissions write their own forward after it, the
@@ -32,7 +32,7 @@ def block(forward, init=INIT):
 
 # ------------------------------------------------------------------------------ correct
 CORRECT = {
-    # a hand-written RMSNorm module, nn.SiLU, chapter 6's cached_attention(..., rotary=True),
+    # a hand-written RMSNorm module, nn.SiLU, chapter 7's rotary_cached_attention,
     # nll_loss of log_softmax with reshape, zero_grad(set_to_none=False), a generic loop that
     # feeds what the cache lacks
     "own_mask_nll_generic_loop": {
@@ -63,7 +63,7 @@ class TransformerBlock(nn.Module):
     def forward(self, x, cache=None):
         if cache is None:
             cache = KVCache()
-        x = self.drop(cached_attention(self.attn, self.norm1(x), cache, rotary=True)) + x
+        x = self.drop(rotary_cached_attention(self.attn, self.norm1(x), cache)) + x
         h = self.norm2(x)
         return self.drop(self.down_proj(self.act(self.gate_proj(h)) * self.up_proj(h))) + x
 ''',
@@ -117,8 +117,8 @@ class TransformerBlock(nn.Module):
 
     def forward(self, x, cache=None):
         p = self.drop.p
-        a = cached_attention(self.attn, self.norm1(x), cache if cache is not None else KVCache(),
-                             rotary=True)
+        a = rotary_cached_attention(self.attn, self.norm1(x),
+                                    cache if cache is not None else KVCache())
         x = x + F.dropout(a, p, training=self.training)
         h = self.norm2(x)
         g = self.gate_proj(h)
@@ -234,8 +234,8 @@ class TransformerBlock(nn.Module):
 
     def forward(self, x, cache=None):
         caches = [cache] if cache is not None else [KVCache()]
-        attended = cached_attention(attn=self.attn, x_new=self.norm1(x), cache=caches[0],
-                                    rotary=True)
+        attended = rotary_cached_attention(attn=self.attn, x_new=self.norm1(x),
+                                           cache=caches[0])
         y = torch.add(x, self.drop(attended))
         h = self.norm2(y)
         hidden = torch.mul(F.silu(self.gate_proj(h)), self.up_proj(h))
@@ -280,8 +280,8 @@ def generate(model, prompt, num_tokens, use_cache=True):
     "sublayer_helper_float64_loss": {
         "transformer_block": block('''
     def _attend(self, x, cache):
-        return cached_attention(self.attn, self.norm1(x),
-                                KVCache() if cache is None else cache, rotary=True)
+        return rotary_cached_attention(self.attn, self.norm1(x),
+                                       KVCache() if cache is None else cache)
 
     def _feed_forward(self, x):
         h = self.norm2(x)

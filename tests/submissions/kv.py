@@ -1,55 +1,27 @@
-"""Catalogue of chapter 6 (shared keys and values, the KV cache, rotary positions).
+"""Catalogue of chapter 6 (shared keys and values, the KV cache).
 
 Solution cells: repeat_kv, GroupedQueryAttention (project_heads, attend_heads and the
 class), counts (count_gqa_parameters, count_kv_cache_bytes), decoding (KVCache,
-decoding_causal_mask, cached_attention), equivariance_gap, rotary (apply_rotary,
-rotary_cached_attention). Test cells: test_repeat_kv, test_gqa_structure, test_gqa_forward,
-test_count_gqa_parameters, test_count_kv_cache_bytes, test_kv_cache, test_cached_attention,
-test_equivariance_gap, test_apply_rotary, test_rotary_decoding.
+decoding_causal_mask, cached_attention). Test cells: test_repeat_kv, test_gqa_structure,
+test_gqa_forward, test_count_gqa_parameters, test_count_kv_cache_bytes, test_kv_cache,
+test_cached_attention.
 
 The notebook's later cells call its earlier functions (attend_heads calls repeat_kv, the
-decoding functions call project_heads, attend_heads, decoding_causal_mask, apply_rotary
-and the notebook's KVCache), so a mistake in an early function also fails the tests of the
+decoding functions call project_heads, attend_heads, decoding_causal_mask and the
+notebook's KVCache), so a mistake in an early function also fails the tests of the
 functions built on it. Most bugs are one edit of the reference cell, written with _edit,
 which refuses an edit that does not apply.
 """
-import json
-from pathlib import Path
-
-from autograde.notebook import parse  # the grader's parse: one lock (tests grade in threads)
-from tests.submissions import Bug, edit, grade_id, reference_code
+from tests.submissions import Bug, ReferenceCells
 
 NOTEBOOK = "06_kv"
 
-_CELLS = {grade_id(c): reference_code("".join(c["source"]))
-          for c in json.loads((Path(__file__).resolve().parents[2] / "chapters"
-                               / f"{NOTEBOOK}.ipynb").read_text())["cells"]
-          if c.get("metadata", {}).get("nbgrader", {}).get("solution")}
+_REFERENCE = ReferenceCells(NOTEBOOK)
+_CELLS = _REFERENCE.code
+_edit, _replaced, _replace_def = _REFERENCE.edit, _REFERENCE.replaced, _REFERENCE.replace_def
 
 
-def _edit(cell, *pairs):
-    """{cell: the reference code of `cell` with each (old, new) of `pairs` replaced once}."""
-    code = _CELLS[cell]
-    for old, new in pairs:
-        code = edit(code, old, new)
-    return {cell: code}
-
-
-def _replaced(cell, old, new):
-    """The reference code of `cell` with `old` (which must occur once) replaced by `new`."""
-    return _edit(cell, (old, new))[cell]
-
-
-def _replace_def(cell, name, code):
-    """The reference code of `cell` with its top-level definition `name` (a function or a
-    class) replaced by `code`."""
-    source = _CELLS[cell]
-    node = next(n for n in parse(source).body if getattr(n, "name", None) == name)
-    lines = source.splitlines(keepends=True)
-    return "".join(lines[:node.lineno - 1]) + code + "".join(lines[node.end_lineno:])
-
-
-DECODING = ["test_cached_attention", "test_rotary_decoding"]
+DECODING = ["test_cached_attention"]
 
 CORRECT = {
     # repeat_kv by a loop and torch.cat; attention per group with einsum, the query heads of
@@ -146,39 +118,6 @@ def count_kv_cache_bytes(num_layers, num_kv_heads, head_dim, bytes_per_value=2):
         return self.keys, self.values
 '''),
     },
-    # rotary with complex numbers (x1 + i x2) times e^{i angle}; the equivariance gap with
-    # the inverse permutation applied to the other side
-    "complex_rotary": {
-        "rotary": _replace_def("rotary", "apply_rotary", '''def apply_rotary(x, positions, base=10000.0):
-    half = x.shape[-1] // 2
-    cos, sin = rotary_angles(positions, x.shape[-1], base)
-    z = torch.complex(x[..., :half].double(), x[..., half:].double())
-    turned = z * torch.complex(cos, sin)
-    return torch.cat([turned.real, turned.imag], dim=-1).to(x.dtype)
-'''),
-        "equivariance_gap": '''def equivariance_gap(layer, x, perm):
-    inverse = torch.argsort(perm)
-    with torch.no_grad():
-        return float(torch.max(torch.abs(layer(x[:, perm])[:, inverse] - layer(x))))
-''',
-    },
-    # the gap as a numpy float64 (a subclass of float, so a Python float)
-    "numpy_float_gap": {
-        "equivariance_gap": _replaced("equivariance_gap", ".abs().max().item()",
-                                      ".abs().max().double().numpy()[()]"),
-    },
-    # Hugging Face's rotate_half with (L, head_dim) tables; positions read through the cache's keys
-    "rotate_half": {
-        "rotary": _replace_def("rotary", "apply_rotary", '''def apply_rotary(x, positions, base=10000.0):
-    cos, sin = rotary_angles(positions, x.shape[-1], base)
-    cos, sin = torch.cat([cos, cos], -1).to(x.dtype), torch.cat([sin, sin], -1).to(x.dtype)
-    half = x.shape[-1] // 2
-    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-    return x * cos + rotated * sin
-''').replace(
-            "    start = len(cache)                                 # positions of the new tokens start here",
-            "    start = 0 if cache.keys is None else cache.keys.shape[2]"),
-    },
 }
 
 _SCALED_BY_D_MODEL = '''    k, v = repeat_kv(k, attn.num_heads), repeat_kv(v, attn.num_heads)
@@ -218,7 +157,7 @@ BUGS = {
                                               "self.head_dim = d_model // num_kv_heads")),
         fails=["test_gqa_structure", "test_gqa_forward",
                "test_cached_attention"],  # forward(x, cache=...) too
-        diagnosis=r"head_dim is 8, expected 4\. head_dim must be d_model // num_heads"),
+        diagnosis=r"head_dim is 8 where it should be 4\. head_dim must be d_model // num_heads"),
     "gqa_no_value_error": Bug(
         cells=_edit("GroupedQueryAttention", ("        if d_model % num_heads or num_heads % num_kv_heads:\n"
                                               "            raise ValueError(f\"num_heads={num_heads} must divide d_model={d_model}, and \"\n"
@@ -266,8 +205,8 @@ BUGS = {
                                          "    cache.append(k[..., -q.shape[-2]:, :], v[..., -q.shape[-2]:, :])\n"
                                          "    return attend_heads(attn, q, k, v, mask)")),
         fails=["test_cached_attention"],
-        diagnosis=r"len\(cache\) after .* is 6, expected 3\. The new keys and values were "
-                  r"appended twice"),
+        diagnosis=r"len\(cache\) after .* is wrong: its number of cached positions is 6 where "
+                  r"it should be 3 \(the new keys and values were appended twice"),
     "cache_along_heads": Bug(
         cells=_edit("decoding", ("torch.cat([self.keys, keys], dim=-2)", "torch.cat([self.keys, keys], dim=1)"),
                     ("torch.cat([self.values, values], dim=-2)",
@@ -305,8 +244,8 @@ BUGS = {
         return self.keys, self.values
 ''')},
         fails=["test_kv_cache"] + DECODING,
-        diagnosis=r"len\(cache\) after append #1 .* is 1, expected 3: the number of cached "
-                  r"positions"),
+        diagnosis=r"len\(cache\) after append #1 .* is wrong: its number of cached positions "
+                  r"is 1 where it should be 3"),
     "count_kv_as_mha": Bug(
         cells=_edit("counts", ("kv_size = num_kv_heads * (d_model // num_heads)",
                                              "kv_size = d_model")),
@@ -343,20 +282,6 @@ BUGS = {
                                              "return values_per_token * bytes_per_value * 8")),
         fails=["test_count_kv_cache_bytes"],
         diagnosis=r"in bits"),
-    "equivariance_not_permuted": Bug(
-        cells=_edit("equivariance_gap", ("permuted_after = layer(x)[:, perm]",
-                                                "permuted_after = layer(x)")),
-        fails=["test_equivariance_gap"],
-        diagnosis=r"compared layer\(x\[:, perm\]\) with layer\(x\) itself"),
-    "equivariance_inverse_permutation": Bug(
-        cells=_edit("equivariance_gap", ("permuted_after = layer(x)[:, perm]",
-                                                "permuted_after = layer(x)[:, perm.argsort()]")),
-        fails=["test_equivariance_gap"],
-        diagnosis=r"inverse permutation"),
-    "equivariance_mean": Bug(
-        cells=_edit("equivariance_gap", (".abs().max().item()", ".abs().mean().item()")),
-        fails=["test_equivariance_gap"],
-        diagnosis=r"mean absolute difference"),
     # issue 20's false passes, caught by completed checks (not by table entries): the
     # parameter cache= accepted and never used (gqa_forward_cached passes a cache, empty and
     # filled), and a 0-d tensor returned where a Python float is asked
@@ -366,76 +291,15 @@ BUGS = {
 """, "")),
         fails=["test_cached_attention"],
         diagnosis=r"len\(cache\) after GroupedQueryAttention\(.*\)\(x of 3 positions, "
-                  r"cache=cache\) with an empty cache is 0, expected 3"),
-    "equivariance_returns_tensor": Bug(
-        cells=_edit("equivariance_gap", (".abs().max().item()", ".abs().max()")),
-        fails=["test_equivariance_gap"],
-        diagnosis=r"returned a 0-d Tensor where the exercise documents a Python float "
-                  r"\(\.item\(\) gives the Python number"),
-    "rotary_interleaved_pairs": Bug(
-        cells={"rotary": _replace_def("rotary", "apply_rotary", '''def apply_rotary(x, positions, base=10000.0):
-    cos, sin = (t.to(x.dtype) for t in rotary_angles(positions, x.shape[-1], base))
-    x1, x2 = x[..., 0::2], x[..., 1::2]
-    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)
-''')},
-        fails=["test_apply_rotary", "test_rotary_decoding"],
-        diagnosis=r"paired neighbouring features \(2i, 2i \+ 1\)"),
-    "rotary_wrong_way": Bug(
-        cells=_edit("rotary", ("[x1 * cos - x2 * sin, x1 * sin + x2 * cos]",
-                                     "[x1 * cos + x2 * sin, x2 * cos - x1 * sin]")),
-        fails=["test_apply_rotary", "test_rotary_decoding"],
-        diagnosis=r"rotated the wrong way"),
-    "rotary_frequencies_without_2": Bug(
-        cells={"rotary": _replace_def("rotary", "apply_rotary", '''def apply_rotary(x, positions, base=10000.0):
-    half = x.shape[-1] // 2
-    frequencies = base ** (-torch.arange(half, dtype=torch.float64) / x.shape[-1])
-    angles = positions.double()[:, None] * frequencies
-    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
-    x1, x2 = x[..., :half], x[..., half:]
-    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
-''')},
-        fails=["test_apply_rotary", "test_rotary_decoding"],
-        diagnosis=r"frequencies are base \*\* \(-i / head_dim\)"),
-    "rotary_positions_ignored": Bug(
-        cells=_edit("rotary", ("rotary_angles(positions, x.shape[-1], base)",
-                                     "rotary_angles(torch.arange(x.shape[-2]), x.shape[-1], base)")),
-        fails=["test_apply_rotary", "test_rotary_decoding"],
-        diagnosis=r"positions argument is ignored"),
-    "rotary_offset_forgotten": Bug(
-        cells=_edit("rotary", ("torch.arange(start, start + x_new.shape[1]",
-                                                "torch.arange(0, x_new.shape[1]")),
-        fails=["test_rotary_decoding"],
-        diagnosis=r"rotary positions restart at 0"),
-    "rotary_on_values": Bug(
-        cells=_edit("rotary", (
-            "q, k = apply_rotary(q, positions, base), apply_rotary(k, positions, base)",
-            "q, k, v = (apply_rotary(t, positions, base) for t in (q, k, v))")),
-        fails=["test_rotary_decoding"],
-        diagnosis=r"applied to the values too"),
-    "rotary_cached_keys_twice": Bug(
-        cells=_edit("rotary", (
-            "    k, v = cache.append(k, v)                          # (B, g, T, hd), keys rotated once\n",
-            "    k, v = cache.append(k, v)\n"
-            "    k = apply_rotary(k, torch.arange(k.shape[-2]), base)\n")),
-        fails=["test_rotary_decoding"],
-        diagnosis=r"cached keys are rotated again"),
-    "rotary_keys_only": Bug(
-        cells=_edit("rotary", (
-            "q, k = apply_rotary(q, positions, base), apply_rotary(k, positions, base)",
-            "k = apply_rotary(k, positions, base)")),
-        fails=["test_rotary_decoding"],
-        diagnosis=r"only the keys were rotated"),
-    # rotary's base, which the hidden tests change (base=100, base=500): ignored by
-    # apply_rotary, or not passed on to it by rotary_cached_attention
-    "rotary_base_ignored": Bug(
-        cells=_edit("rotary", ("rotary_angles(positions, x.shape[-1], base)",
-                               "rotary_angles(positions, x.shape[-1])")),
-        fails=["test_apply_rotary", "test_rotary_decoding"],
-        diagnosis=r"base=100\).*the base argument is ignored \(10000 is used\)"),
-    "rotary_cached_base_not_passed": Bug(
-        cells=_edit("rotary", (
-            "q, k = apply_rotary(q, positions, base), apply_rotary(k, positions, base)",
-            "q, k = apply_rotary(q, positions), apply_rotary(k, positions)")),
-        fails=["test_rotary_decoding"],
-        diagnosis=r"the base argument is ignored \(10000 is used\)"),
+                  r"cache=cache\) with an empty cache is wrong: its number of cached positions "
+                  r"is 0 where it should be 3"),
+    # issue 22: forward(x, cache=cache) with no mask is a decoding step and must be causal
+    # (bottom-right); without the mask the prefill's positions see later ones
+    "gqa_cached_forward_not_causal": Bug(
+        cells=_edit("GroupedQueryAttention", ("""        if cache is not None and mask is None:  # x: the last L of the T cached positions
+            mask = decoding_causal_mask(q.shape[-2], k.shape[-2], device=x.device)  # (L, T)
+""", "")),
+        fails=["test_cached_attention"],
+        diagnosis=r"with an empty cache.*without a mask let the new positions attend to "
+                  r"later ones"),
 }

@@ -1,0 +1,331 @@
+"""Checks of chapter 7: positions, and the fast attention kernels.
+
+equivariance_gap (attention without positions is permutation-equivariant),
+sinusoidal_positions (the table of the original Transformer), apply_rotary and
+rotary_cached_attention (rotary position embedding, per head and in decoding with chapter
+6's cache). A wrong value that no entry of the tables names is named by the families of
+diagnose.py, with the exercise's formula as steps (formulas.py) where it has one.
+
+The rotary references are chapter 6's float64 attention computed chunk by chunk
+(checks/kv.py: _ref_run, _ref_rotate, and the decoding loop _decoding), told here which
+rotary mistakes to name. Every message of this module is a template in MESSAGES.
+
+Interfaces the checks use:
+    equivariance_gap(layer, x, perm) -> a Python float.
+    sinusoidal_positions(num_positions, d_model, base=10000.0) -> (num_positions, d_model)
+    float32.
+    apply_rotary(x, positions, base=10000.0) -> x's shape and dtype.
+    rotary_cached_attention(attn, x_new, cache, base=10000.0) -> (B, L_new, d_model), with
+    chapter 6's KVCache; attn as in checks/kv.py.
+
+The checks reach the student's objects only through common's runtime (see checks/kv.py):
+the layer equivariance_gap is handed and the decoding checks' attn are the course's own
+(given()), and every verdict compares values read back with answers computed here.
+
+Shape letters: B batch, L length, T total length (cached + new), h num_heads,
+g num_kv_heads, hd head_dim, D d_model, P = D // 2 (or hd // 2) feature pairs.
+"""
+import math
+
+import torch
+import torch.nn as nn
+
+from .common import (call, check, close, expect_close, expect_tensor, fail, generator, given,
+                     observe, passed, raised, random_inputs, reference, revive)
+from .common import current_dims, step_mistakes
+from . import diagnose
+from .kv import ROTARY_BASE, _decoding, _number, _ref_rotate
+
+# ----------------------------------------------------------------------------- messages
+MESSAGES = {
+    "offset_forgotten": ("the rotary positions restart at 0 in every call: the new positions are "
+                         "len(cache) .. len(cache) + L_new - 1 (read len(cache) before "
+                         "appending)."),
+    "rotary_values": ("rotary was applied to the values too: it rotates queries and keys only, so"
+                      " that the scores depend on relative positions; the values are averaged as "
+                      "they are."),
+    "rotary_twice": ("the cached keys are rotated again at every step: rotate each key once, with"
+                     " its own position, before it goes into the cache."),
+    "no_rotary": "no rotary positions: rotate the queries and the new keys with apply_rotary.",
+    "keys_only": "only the keys were rotated: rotate the queries too, with the same positions.",
+    "interleaved": ("you paired neighbouring features (2i, 2i + 1), the paper's layout: this "
+                    "course, like Hugging Face's rotate_half, pairs feature i with feature i + "
+                    "head_dim // 2 (the two layouts differ by a permutation of the features)."),
+    "wrong_way": ("each pair is rotated the wrong way (by -angle): the rotation is (x1 cos - x2 "
+                  "sin, x1 sin + x2 cos)."),
+    "freq_no_2": ("the frequencies are base ** (-i / head_dim): pair i turns at base ** (-2 i / "
+                  "head_dim), i = 0 .. head_dim // 2 - 1."),
+    "base_ignored": ("the base argument is ignored (10000 is used): the frequencies are base ** "
+                     "(-2 i / head_dim) with the base given (pass it on to apply_rotary)."),
+    "positions_ignored": ("the positions argument is ignored (you used 0 .. L - 1): rotate by the"
+                          " positions given."),
+    "not_permuted": ("you compared layer(x[:, perm]) with layer(x) itself: equivariance says the "
+                     "output of the permuted tokens is the permuted output, layer(x)[:, perm]."),
+    "inverse_perm": ("you permuted the output with the inverse permutation (argsort(perm)): "
+                     "layer(x[:, perm]) is to be compared with layer(x)[:, perm]."),
+    "mean_gap": "you returned the mean absolute difference: return the largest one (max).",
+    # sinusoidal_positions
+    "sin_cos_swapped": ("the sines and the cosines are swapped: sin(p w_i) goes to the even "
+                        "feature 2i, cos(p w_i) to the odd feature 2i + 1."),
+    "sinusoidal_freq_no_2": ("the frequencies are base ** (-i / d_model): pair i turns at "
+                             "w_i = base ** (-2 i / d_model), i = 0 .. d_model // 2 - 1."),
+    "sinusoidal_base_ignored": ("the base argument is ignored (10000 is used): "
+                                "w_i = base ** (-2 i / d_model) with the base given."),
+    "angles_float32": ("{shown} is right to float32's rounding of the angles, which grows "
+                       "with the position (largest error {error:.1e}, at position {where}): "
+                       "compute the angles p * w_i in float64 and round the table to "
+                       "float32 once, at the end."),
+    "not_on_circle": ("{shown}: features {a} and {b} of row {row} are {x:.4g} and {y:.4g}, "
+                      "whose squares sum to {norm:.4g}: each pair of neighbouring features "
+                      "(2i, 2i + 1) is (sin, cos) of one angle p * w_i, a point on the unit "
+                      "circle, with sin at the even feature and cos right after it."),
+    "sinusoidal_hint": ("Row p: sin(p w_i) at feature 2i, cos(p w_i) at feature 2i + 1, "
+                        "w_i = base ** (-2 i / d_model), positions 0 .. num_positions - 1."),
+    "sinusoidal_passed": ("sinusoidal_positions({num_positions}, {d_model}, base={base:g}): "
+                          "sin at the even features and cos at the odd ones, positions 0 .. "
+                          "{last}, float32 rounded once from float64 angles"),
+}
+
+
+# ----------------------------------------------------------------------------- rotary decoding
+@check
+def rotary_cached_attention(fn, cache_cls, seed=0, batch=2, d_model=16, num_heads=4,
+                            num_kv_heads=2, chunks=(3, 1, 1, 1), dtype=torch.float32,
+                            base=ROTARY_BASE):
+    """fn(attn, x_new, cache, base=base) with rotary positions on queries and keys: every
+    step equals full causal rotary attention over the whole sequence."""
+    # the rotary mistakes, by _ref_run's variant; the base's only where it is not the default
+    variants = {MESSAGES[v]: v for v in ("offset_forgotten", "rotary_values", "rotary_twice",
+                                         "no_rotary", "keys_only")}
+    if base != ROTARY_BASE:
+        variants[MESSAGES["base_ignored"]] = "base_ignored"
+    _decoding(fn, cache_cls, "rotary_cached_attention", seed, batch, d_model, num_heads,
+              num_kv_heads, chunks, dtype, rotary=True, base=base, rotary_variants=variants)
+
+
+# ----------------------------------------------------------------------------- sinusoidal
+@reference
+def _sinusoidal_answers(num_positions, d_model, base):
+    """The (num_positions, d_model) table in float64: row p holds sin(p w_i) at feature 2i
+    and cos(p w_i) at 2i + 1, w_i = base ** (-2i / d_model); and {bug: table}."""
+    def table(exponent=2, b=base, swapped=False):
+        positions = torch.arange(num_positions, dtype=torch.float64)              # (L,)
+        pair = torch.arange(d_model // 2, dtype=torch.float64)                    # (P,)
+        angles = positions[:, None] * b ** (-exponent * pair / d_model)           # (L, P)
+        first, second = (angles.cos(), angles.sin()) if swapped else (angles.sin(), angles.cos())
+        return torch.stack([first, second], dim=-1).reshape(num_positions, d_model)
+
+    bugs = {MESSAGES["sin_cos_swapped"]: table(swapped=True),
+            MESSAGES["sinusoidal_freq_no_2"]: table(exponent=1)}
+    if base != ROTARY_BASE:
+        bugs[MESSAGES["sinusoidal_base_ignored"]] = table(b=ROTARY_BASE)
+    return table(), bugs
+
+
+@check
+def sinusoidal_positions(fn, num_positions=200, d_model=16, base=ROTARY_BASE):
+    """fn(num_positions, d_model, base=base) -> the (num_positions, d_model) float32 table of
+    the original Transformer: sin(p w_i) at feature 2i, cos(p w_i) at 2i + 1, w_i =
+    base ** (-2i / d_model); right to one float32 rounding (angles in float64)."""
+    expected, bugs = _sinusoidal_answers(num_positions, d_model, base)
+    # the formula's mistakes, computed on every run (the kit replays what the reference's
+    # run computed: an answer asked for only on a wrong table would not be stored)
+    mistakes = step_mistakes("sinusoidal table", {"positions": torch.arange(num_positions)},
+                             current_dims(), d_model=d_model, base=base)
+    options = {} if base == ROTARY_BASE else {"base": base}
+    shown = (f"sinusoidal_positions({num_positions}, {d_model}"
+             + "".join(f", {k}={v:g}" for k, v in options.items()) + ")")
+    actual = call(fn, num_positions, d_model, name="sinusoidal_positions", **options)
+    expect_tensor(actual, shown, shape=(num_positions, d_model), dtype=torch.float32,
+                  shape_names="(num_positions, d_model)")
+    table = actual.double()
+    # a property that needs no answer: each neighbouring pair is a point of the unit circle
+    norms = table[:, 0::2] ** 2 + table[:, 1::2] ** 2                             # (L, P)
+    off = (norms - 1).abs()
+    if off.numel() and off.max().item() > 1e-3:
+        row, pair = divmod(int(off.argmax()), d_model // 2)
+        fail(MESSAGES["not_on_circle"].format(shown=shown, a=2 * pair, b=2 * pair + 1, row=row,
+                                              x=table[row, 2 * pair].item(),
+                                              y=table[row, 2 * pair + 1].item(),
+                                              norm=norms[row, pair].item()))
+    # sin and cos of float64 angles, rounded once: one float32 rounding of numbers <= 1
+    if not close(actual, expected.float(), torch.float32, scale=1.0):
+        # right to the rounding of float32 angles, which grows with p * w_i
+        if close(actual, expected.float(), torch.float32, scale=1.0,
+                 condition=2 + 2 * num_positions):
+            error = (table - expected).abs()
+            fail(MESSAGES["angles_float32"].format(shown=shown, error=error.max().item(),
+                                                   where=int(error.amax(1).argmax())))
+        expect_close(actual, expected.float(), shown, dtype=torch.float32, scale=1.0,
+                     bugs={m: b.float() for m, b in bugs.items()},
+                     mistakes=mistakes,
+                     hint=MESSAGES["sinusoidal_hint"])
+    passed(MESSAGES["sinusoidal_passed"].format(num_positions=num_positions, d_model=d_model,
+                                                base=base, last=num_positions - 1))
+
+
+# ----------------------------------------------------------------------------- apply_rotary
+@reference
+def _rotary_inputs(seed, batch, num_heads, L, head_dim, start, dtype):
+    """x (B, h, L, hd), positions start .. start + L - 1, and for the offset property two
+    rows q, k (hd,) with positions (m, n) and a shift."""
+    x, q, k = random_inputs((batch, num_heads, L, head_dim), (head_dim,), (head_dim,),
+                            seed=seed, dtype=dtype)
+    gen = generator(seed + 3)
+    m, n, shift = (int(v) for v in torch.randint(0, 20, (3,), generator=gen))
+    return x, torch.arange(start, start + L), q, k, (m, n, shift + 1)
+
+
+@reference
+def _rotary_answers(x, positions, base=ROTARY_BASE):
+    variants = {MESSAGES[v]: v for v in ("interleaved", "wrong_way", "freq_no_2")}
+    if not torch.equal(positions, torch.arange(x.shape[-2])):
+        variants[MESSAGES["positions_ignored"]] = "positions_ignored"
+    if base != ROTARY_BASE:
+        variants[MESSAGES["base_ignored"]] = "base_ignored"
+    return _ref_rotate(x, positions, base=base), {m: _ref_rotate(x, positions, v, base)
+                                                  for m, v in variants.items()}
+
+
+@check
+def apply_rotary(fn, seed=0, batch=2, num_heads=2, L=5, head_dim=8, start=3,
+                 dtype=torch.float32, base=ROTARY_BASE):
+    """fn(x, positions, base=base) rotates feature pairs (i, i + hd/2): equal to the
+    reference, norms kept, and scores q . k that depend only on the offset of the two
+    positions."""
+    x, positions, q, k, (m, n, shift) = _rotary_inputs(seed, batch, num_heads, L, head_dim,
+                                                       start, dtype)
+    expected, bugs = _rotary_answers(x, positions, base)
+    name = (f"apply_rotary(x of shape {tuple(x.shape)}, positions {positions.tolist()}, "
+            f"base={base:g})")
+    actual = call(fn, x.clone(), positions.clone(), base=base, name="apply_rotary")
+    expect_tensor(actual, name, shape=x.shape, dtype=dtype, shape_names="(B, h, L, head_dim)")
+    # properties first: they need no answer, and say what kind of mistake it is
+    norms = actual.double().norm(dim=-1)
+    expect_close(norms, x.double().norm(dim=-1), f"the norms of the rows of {name}",
+                 dtype=dtype, hint="A rotation keeps the length of every row: each pair "
+                 "(x1, x2) must become (x1 cos - x2 sin, x1 sin + x2 cos).")
+
+    def score(i, j):
+        qi = call(fn, q.view(1, head_dim).clone(), torch.tensor([i]), base=base,
+                  name="apply_rotary")
+        kj = call(fn, k.view(1, head_dim).clone(), torch.tensor([j]), base=base,
+                  name="apply_rotary")
+        return (qi.double() * kj.double()).sum()
+
+    before, after = score(m, n), score(m + shift, n + shift)
+    size = q.double().norm() * k.double().norm()
+    # an angle p * frequency is rounded to about eps * p: the rotated rows carry that error
+    if not close(after.view(1), before.view(1), dtype, scale=size,
+                 condition=2 * (1 + max(m, n) + shift)):
+        fail(f"the score of q at position {m} and k at position {n} is {before.item():.6g}, "
+             f"but at positions {m + shift} and {n + shift} (the same offset) it is "
+             f"{after.item():.6g}: with rotary positions, q . k depends only on the offset. "
+             "Rotate each pair by position * frequency, the same frequencies for q and k.")
+    expect_close(actual, expected, name, bugs=bugs, dtype=dtype,
+                 scale=x.double().abs().amax(-1, keepdim=True),
+                 condition=1 + int(positions.abs().max()),
+                 mistakes=step_mistakes("rotary", {"x": x, "positions": positions},
+                                        current_dims(), base=base),
+                 hint="Pair feature i with i + head_dim // 2, angle position * "
+                      "base ** (-2 i / head_dim).")
+    passed(f"apply_rotary ({dtype}, base={base:g}): equals the reference for positions "
+           f"{positions.tolist()}, "
+           "keeps every row's norm, and q . k depends only on the offset "
+           f"(positions {m}, {n} and {m + shift}, {n + shift})")
+
+
+# ----------------------------------------------------------------------------- equivariance
+def _torch_layer(state, d_model, num_heads, positions):
+    """An nn.MultiheadAttention self-attention layer holding `state`, as a callable
+    (B, L, D) -> (B, L, D); with `positions` (L_max, D), added to the tokens first."""
+    with torch.random.fork_rng():
+        mha = nn.MultiheadAttention(d_model, num_heads, batch_first=True,
+                                    dtype=state["out_proj.weight"].dtype)
+    mha.load_state_dict(state)
+    mha.eval()
+
+    def layer(x):
+        if positions is not None:
+            x = x + positions[: x.shape[1]]
+        return mha(x, x, x, need_weights=False)[0]
+    return layer
+
+
+@reference
+def _equivariance_setup(seed, batch, L, d_model, num_heads, dtype):
+    """nn.MultiheadAttention's state, position vectors (L, D), x (B, L, D) and a permutation
+    that moves every token: one cycle through all L positions in a random order. (With
+    shorter cycles the catalogued mistakes give the same number: over a 3-cycle, comparing
+    with the output unpermuted or permuted by the inverse takes the same differences, so
+    whenever the largest one lay there the inverse permutation was named as the other.)"""
+    gen = generator(seed)
+    state = {"in_proj_weight": torch.randn(3 * d_model, d_model, generator=gen,
+                                           dtype=torch.float64) / math.sqrt(d_model),
+             "in_proj_bias": 0.5 * torch.randn(3 * d_model, generator=gen, dtype=torch.float64),
+             "out_proj.weight": torch.randn(d_model, d_model, generator=gen,
+                                            dtype=torch.float64) / math.sqrt(d_model),
+             "out_proj.bias": 0.5 * torch.randn(d_model, generator=gen, dtype=torch.float64)}
+    state = {n: t.to(dtype) for n, t in state.items()}
+    positions, x = random_inputs((L, d_model), (batch, L, d_model), seed=seed + 1, dtype=dtype)
+    if L < 4:
+        raise ValueError(f"L = {L}: the mistakes are told apart from L = 4 on")
+    order = torch.randperm(L, generator=gen)
+    perm = torch.empty(L, dtype=torch.long)
+    perm[order] = order.roll(-1)  # order[0] -> order[1] -> ... -> order[-1] -> order[0]
+    return state, positions, x, perm
+
+
+@reference
+def _equivariance_answers(state, d_model, num_heads, positions, x, perm):
+    """For the plain layer and the one with positions: (expected gap, size of the outputs,
+    {bug: gap}, the formula's inputs: {"output": layer(x), "permuted": layer(x[:, perm]),
+    "perm": perm})."""
+    state64 = {n: t.double() for n, t in state.items()}
+    answers = []
+    for pos in (None, positions.double()):
+        layer = _torch_layer(state64, d_model, num_heads, pos)
+        with torch.no_grad():
+            out, permuted = layer(x.double()), layer(x.double()[:, perm])
+        diff = (permuted - out[:, perm]).abs()
+        answers.append((diff.max().item(), out.abs().max().item(), {
+            MESSAGES["not_permuted"]: (permuted - out).abs().max().item(),
+            MESSAGES["inverse_perm"]: (permuted - out[:, perm.argsort()]).abs().max().item(),
+            MESSAGES["mean_gap"]: diff.mean().item(),
+        }, {"output": out, "permuted": permuted, "perm": perm}))
+    return answers
+
+
+@check
+def equivariance_gap(fn, seed=0, batch=2, L=6, d_model=8, num_heads=2, dtype=torch.float32):
+    """fn(layer, x, perm) = max |layer(x[:, perm]) - layer(x)[:, perm]|: about 0 (rounding)
+    for attention without positions, clearly not for the same layer with position vectors
+    added to its tokens."""
+    state, positions, x, perm = _equivariance_setup(seed, batch, L, d_model, num_heads, dtype)
+    answers = _equivariance_answers(state, d_model, num_heads, positions, x, perm)
+    labels = ("attention without positions", "attention with position vectors added")
+    for label, pos, (expected, size, bugs, inputs) in zip(labels, (None, positions), answers):
+        # the layer is the course's own (given: built where the student's code runs, from the
+        # grader's weights); the number the student's function returns is judged against the
+        # grader's own gap, so a layer replaced there never changes the answer to match
+        layer = given("checks.positions:_torch_layer", state, d_model, num_heads, pos)
+        seen = observe(fn, layer, x.clone(), perm.clone())
+        raised(seen.error, f"equivariance_gap ({label})")
+        returned = revive(seen.result)
+        # the documented return type: a Python float (numpy.float64 is one too)
+        wrong_kind = diagnose.kind(f"equivariance_gap ({label})", "a Python float", returned,
+                                   kinds=(float,))
+        if wrong_kind:
+            fail(f"{wrong_kind}.")
+        got = _number(returned, f"equivariance_gap({label})")
+        one = {"dtype": torch.float64}
+        expect_close(torch.tensor([float(got)], **one), torch.tensor([expected], **one),
+                     f"equivariance_gap ({label}) returned {got:.6g}, expected {expected:.6g}: "
+                     "the gap",
+                     bugs={m: torch.tensor([v], **one) for m, v in bugs.items()},
+                     mistakes=step_mistakes("equivariance gap", inputs, current_dims()),
+                     dtype=dtype, scale=size,
+                     hint="Return max |layer(x[:, perm]) - layer(x)[:, perm]| over all entries "
+                          "(rounding aside).")
+    passed(f"equivariance_gap ({dtype}, perm {perm.tolist()}): {answers[0][0]:.2g} (rounding) "
+           f"for attention without positions, {answers[1][0]:.3g} with position vectors")

@@ -1,0 +1,207 @@
+"""Catalogue of chapter 7 (positions, and the fast attention kernels).
+
+Solution cells: equivariance_gap, sinusoidal (sinusoidal_positions), rotary (apply_rotary,
+rotary_cached_attention). Test cells: test_equivariance_gap, test_sinusoidal_positions,
+test_apply_rotary, test_rotary_decoding.
+
+rotary_cached_attention calls the notebook's apply_rotary and chapter 6's parts, imported
+from the reference package (solutions.kv: project_heads, attend_heads,
+decoding_causal_mask, KVCache), so a mistake in apply_rotary also fails the decoding test.
+Most bugs are one edit of the reference cell, written with _edit, which refuses an edit that
+does not apply.
+"""
+from tests.submissions import Bug, ReferenceCells
+
+NOTEBOOK = "07_positions"
+
+_REFERENCE = ReferenceCells(NOTEBOOK)
+_CELLS = _REFERENCE.code
+_edit, _replaced, _replace_def = _REFERENCE.edit, _REFERENCE.replaced, _REFERENCE.replace_def
+
+_SINUSOIDAL = ["test_sinusoidal_positions"]
+
+CORRECT = {
+    # rotary with complex numbers (x1 + i x2) times e^{i angle}; the equivariance gap with
+    # the inverse permutation applied to the other side
+    "complex_rotary": {
+        "rotary": _replace_def("rotary", "apply_rotary", '''def apply_rotary(x, positions, base=10000.0):
+    half = x.shape[-1] // 2
+    cos, sin = rotary_angles(positions, x.shape[-1], base)
+    z = torch.complex(x[..., :half].double(), x[..., half:].double())
+    turned = z * torch.complex(cos, sin)
+    return torch.cat([turned.real, turned.imag], dim=-1).to(x.dtype)
+'''),
+        "equivariance_gap": '''def equivariance_gap(layer, x, perm):
+    inverse = torch.argsort(perm)
+    with torch.no_grad():
+        return float(torch.max(torch.abs(layer(x[:, perm])[:, inverse] - layer(x))))
+''',
+    },
+    # the gap as a numpy float64 (a subclass of float, so a Python float)
+    "numpy_float_gap": {
+        "equivariance_gap": _replaced("equivariance_gap", ".abs().max().item()",
+                                      ".abs().max().double().numpy()[()]"),
+    },
+    # Hugging Face's rotate_half with (L, head_dim) tables; positions read through the cache's keys
+    "rotate_half": {
+        "rotary": _replace_def("rotary", "apply_rotary", '''def apply_rotary(x, positions, base=10000.0):
+    cos, sin = rotary_angles(positions, x.shape[-1], base)
+    cos, sin = torch.cat([cos, cos], -1).to(x.dtype), torch.cat([sin, sin], -1).to(x.dtype)
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos + rotated * sin
+''').replace(
+            "    start = len(cache)                                 # positions of the new tokens start here",
+            "    start = 0 if cache.keys is None else cache.keys.shape[2]"),
+    },
+    # the sinusoidal table as the Annotated Transformer writes it (exp of a log, even and odd
+    # columns filled in place), in float64 and rounded at the end
+    "annotated_transformer_table": {
+        "sinusoidal": '''def sinusoidal_positions(num_positions, d_model, base=10000.0):
+    table = torch.zeros(num_positions, d_model, dtype=torch.float64)
+    position = torch.arange(num_positions, dtype=torch.float64).unsqueeze(1)
+    div_term = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64)
+                         * -(math.log(base) / d_model))
+    table[:, 0::2] = torch.sin(position * div_term)
+    table[:, 1::2] = torch.cos(position * div_term)
+    return table.to(torch.float32)
+''',
+    },
+    # a loop over positions and pairs with Python's math module
+    "loop_over_pairs": {
+        "sinusoidal": '''def sinusoidal_positions(num_positions, d_model, base=10000.0):
+    rows = []
+    for p in range(num_positions):
+        row = []
+        for i in range(d_model // 2):
+            angle = p / base ** (2 * i / d_model)
+            row += [math.sin(angle), math.cos(angle)]
+        rows.append(row)
+    return torch.tensor(rows, dtype=torch.float32).reshape(num_positions, d_model)
+''',
+    },
+}
+
+BUGS = {
+    "equivariance_not_permuted": Bug(
+        cells=_edit("equivariance_gap", ("permuted_after = layer(x)[:, perm]",
+                                                "permuted_after = layer(x)")),
+        fails=["test_equivariance_gap"],
+        diagnosis=r"compared layer\(x\[:, perm\]\) with layer\(x\) itself"),
+    "equivariance_inverse_permutation": Bug(
+        cells=_edit("equivariance_gap", ("permuted_after = layer(x)[:, perm]",
+                                                "permuted_after = layer(x)[:, perm.argsort()]")),
+        fails=["test_equivariance_gap"],
+        diagnosis=r"inverse permutation"),
+    "equivariance_mean": Bug(
+        cells=_edit("equivariance_gap", (".abs().max().item()", ".abs().mean().item()")),
+        fails=["test_equivariance_gap"],
+        diagnosis=r"mean absolute difference"),
+    "equivariance_returns_tensor": Bug(
+        cells=_edit("equivariance_gap", (".abs().max().item()", ".abs().max()")),
+        fails=["test_equivariance_gap"],
+        diagnosis=r"returned a 0-d Tensor where the exercise documents a Python float "
+                  r"\(\.item\(\) gives the Python number"),
+    "rotary_interleaved_pairs": Bug(
+        cells={"rotary": _replace_def("rotary", "apply_rotary", '''def apply_rotary(x, positions, base=10000.0):
+    cos, sin = (t.to(x.dtype) for t in rotary_angles(positions, x.shape[-1], base))
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)
+''')},
+        fails=["test_apply_rotary", "test_rotary_decoding"],
+        diagnosis=r"paired neighbouring features \(2i, 2i \+ 1\)"),
+    "rotary_wrong_way": Bug(
+        cells=_edit("rotary", ("[x1 * cos - x2 * sin, x1 * sin + x2 * cos]",
+                                     "[x1 * cos + x2 * sin, x2 * cos - x1 * sin]")),
+        fails=["test_apply_rotary", "test_rotary_decoding"],
+        diagnosis=r"rotated the wrong way"),
+    "rotary_frequencies_without_2": Bug(
+        cells={"rotary": _replace_def("rotary", "apply_rotary", '''def apply_rotary(x, positions, base=10000.0):
+    half = x.shape[-1] // 2
+    frequencies = base ** (-torch.arange(half, dtype=torch.float64) / x.shape[-1])
+    angles = positions.double()[:, None] * frequencies
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+''')},
+        fails=["test_apply_rotary", "test_rotary_decoding"],
+        diagnosis=r"frequencies are base \*\* \(-i / head_dim\)"),
+    "rotary_positions_ignored": Bug(
+        cells=_edit("rotary", ("rotary_angles(positions, x.shape[-1], base)",
+                                     "rotary_angles(torch.arange(x.shape[-2]), x.shape[-1], base)")),
+        fails=["test_apply_rotary", "test_rotary_decoding"],
+        diagnosis=r"positions argument is ignored"),
+    "rotary_offset_forgotten": Bug(
+        cells=_edit("rotary", ("torch.arange(start, start + x_new.shape[1]",
+                                                "torch.arange(0, x_new.shape[1]")),
+        fails=["test_rotary_decoding"],
+        diagnosis=r"rotary positions restart at 0"),
+    "rotary_on_values": Bug(
+        cells=_edit("rotary", (
+            "q, k = apply_rotary(q, positions, base), apply_rotary(k, positions, base)",
+            "q, k, v = (apply_rotary(t, positions, base) for t in (q, k, v))")),
+        fails=["test_rotary_decoding"],
+        diagnosis=r"applied to the values too"),
+    "rotary_cached_keys_twice": Bug(
+        cells=_edit("rotary", (
+            "    k, v = cache.append(k, v)                          # (B, g, T, hd), keys rotated once\n",
+            "    k, v = cache.append(k, v)\n"
+            "    k = apply_rotary(k, torch.arange(k.shape[-2]), base)\n")),
+        fails=["test_rotary_decoding"],
+        diagnosis=r"cached keys are rotated again"),
+    "rotary_keys_only": Bug(
+        cells=_edit("rotary", (
+            "q, k = apply_rotary(q, positions, base), apply_rotary(k, positions, base)",
+            "k = apply_rotary(k, positions, base)")),
+        fails=["test_rotary_decoding"],
+        diagnosis=r"only the keys were rotated"),
+    # rotary's base, which the hidden tests change (base=100, base=500): ignored by
+    # apply_rotary, or not passed on to it by rotary_cached_attention
+    "rotary_base_ignored": Bug(
+        cells=_edit("rotary", ("rotary_angles(positions, x.shape[-1], base)",
+                               "rotary_angles(positions, x.shape[-1])")),
+        fails=["test_apply_rotary", "test_rotary_decoding"],
+        diagnosis=r"base=100\).*the base argument is ignored \(10000 is used\)"),
+    "rotary_cached_base_not_passed": Bug(
+        cells=_edit("rotary", (
+            "q, k = apply_rotary(q, positions, base), apply_rotary(k, positions, base)",
+            "q, k = apply_rotary(q, positions), apply_rotary(k, positions)")),
+        fails=["test_rotary_decoding"],
+        diagnosis=r"the base argument is ignored \(10000 is used\)"),
+    # the sinusoidal table (issue 22)
+    "sinusoidal_sin_cos_swapped": Bug(
+        cells=_edit("sinusoidal", ("torch.stack([angles.sin(), angles.cos()], dim=-1)",
+                                   "torch.stack([angles.cos(), angles.sin()], dim=-1)")),
+        fails=_SINUSOIDAL,
+        diagnosis=r"sines and the cosines are swapped"),
+    "sinusoidal_frequencies_without_2": Bug(
+        cells=_edit("sinusoidal", ("base ** (-2 * pair / d_model)", "base ** (-pair / d_model)")),
+        fails=_SINUSOIDAL,
+        diagnosis=r"frequencies are base \*\* \(-i / d_model\)"),
+    "sinusoidal_base_ignored": Bug(
+        cells=_edit("sinusoidal", ("base ** (-2 * pair / d_model)",
+                                   "10000.0 ** (-2 * pair / d_model)")),
+        fails=_SINUSOIDAL,
+        diagnosis=r"base=100\).*the base argument is ignored \(10000 is used\)"),
+    # the Annotated Transformer's formulation, in float32: right for short texts, off by the
+    # rounding of float32 angles (about eps * p) at the positions in the thousands
+    "sinusoidal_angles_in_float32": Bug(
+        cells={"sinusoidal": '''def sinusoidal_positions(num_positions, d_model, base=10000.0):
+    table = torch.zeros(num_positions, d_model)
+    position = torch.arange(num_positions).unsqueeze(1)
+    div_term = torch.exp(torch.arange(0, d_model, 2) * -(math.log(base) / d_model))
+    table[:, 0::2] = torch.sin(position * div_term)
+    table[:, 1::2] = torch.cos(position * div_term)
+    return table
+'''},
+        fails=_SINUSOIDAL,
+        diagnosis=r"right to float32's rounding of the angles.*compute the angles p \* w_i in "
+                  r"float64"),
+    # sines at every feature: the neighbouring pairs are no points of the unit circle
+    "sinusoidal_sines_only": Bug(
+        cells=_edit("sinusoidal", ("torch.stack([angles.sin(), angles.cos()], dim=-1)",
+                                   "torch.stack([angles.sin(), angles.sin()], dim=-1)")),
+        fails=_SINUSOIDAL,
+        diagnosis=r"each pair of neighbouring features \(2i, 2i \+ 1\) is \(sin, cos\) of one "
+                  r"angle"),
+}
