@@ -1154,7 +1154,6 @@ def gqa_parameters_formula(dims):
 FORMULAS["GQA parameter count"] = gqa_parameters_formula
 
 
-=======
 # ---- chapter 7: positions (its equivariance gap, rotary and rotary decoding: above)
 
 def _sinusoidal(positions, d_model, base=ROTARY_BASE, exponent=2.0, waves=("sin", "cos")):
