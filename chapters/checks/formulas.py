@@ -568,20 +568,14 @@ FORMULAS["multi-head attention core"] = core_formula
 # ==== chapter 4: masks ====================================================================
 
 class _UpToTwoSteps(Formula):
-    """A Formula whose mistakes also include two steps changed at once (each left out or
-    done another way), for an exercise whose steps are often got wrong together (filling
-    the masked scores and zeroing the masked weights); outputs that agree on the inputs
-    are one mistake, named by all its sentences, and a pair that agrees with a single
-    change is that change."""
+    """A Formula whose mistakes (each change, and the pairs of Formula.pairs()) that agree
+    on the inputs are one mistake, named by all its sentences, and a pair that agrees with
+    a single change is that change: for an exercise whose steps are often got wrong
+    together (filling the masked scores and zeroing the masked weights)."""
 
     def mistakes(self, inputs):
-        ways = self.changes()
-        tried = [(sentence, {name: function}) for sentence, name, function in ways]
-        order = [name for name, _ in self.steps]
-        ways.sort(key=lambda way: order.index(way[1]))   # a pair is said in step order
-        tried += [(f"{first}, and {second}", {a: f, b: g})
-                  for i, (first, a, f) in enumerate(ways) for second, b, g in ways[i + 1:]
-                  if a != b]
+        tried = [(sentence, {name: function}) for sentence, name, function in self.changes()]
+        tried += self.pairs()
         found = []   # [[sentences], output]
         for sentence, replace in tried:
             try:

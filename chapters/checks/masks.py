@@ -59,7 +59,6 @@ MESSAGES = {
         "masked_fill or torch.where, not with an addition."),
     "nonfinite": "{failure} {cause}",
     # the student's call raised
-    "raised_named": "{raised}\nThat is: {reason}. {hint}",
     "raised_hint": "{raised}\n{hint}",
     "fill_lowest": ("Fill with torch.finfo(scores.dtype).min, the most negative finite value of "
                     "whatever dtype the scores have."),
@@ -214,15 +213,9 @@ def _call(function, *args, hint=None, **kwargs):
     try:
         return call(function, *args, **kwargs)
     except CheckFailure as failure:
-        text = str(failure)
-        beyond = diagnose.overflow(text)
-        if beyond:
-            raise CheckFailure(MESSAGES["raised_named"].format(
-                raised=text, reason=beyond, hint=MESSAGES["fill_lowest"])) from None
-        missing = diagnose.missing_parameter(text)
-        if missing:
-            raise CheckFailure(MESSAGES["raised_named"].format(
-                raised=text, reason=missing, hint=hint or "").rstrip()) from None
+        text = str(failure)   # call() names the overflow and the missing parameter
+        if diagnose.overflow(text):
+            hint = MESSAGES["fill_lowest"]
         if hint:
             raise CheckFailure(MESSAGES["raised_hint"].format(raised=text, hint=hint)) from None
         raise
