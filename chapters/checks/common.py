@@ -560,6 +560,13 @@ def expect_close(actual, expected, name, bugs=None, hint=None, dtype=None, scale
     {sentence: output} of the exercise's formula with one step left out or moved
     (diagnose.Formula.mistakes(), computed by a @reference).
     """
+    if isinstance(actual, _Tensor) and tuple(actual.shape) != tuple(expected.shape):
+        # a step of the formula done another way that gives another shape (a sum over
+        # another axis): the formula family names it before the shape does
+        reason = diagnose.one_step(actual.detach(), mistakes, _same_within(
+            dtype or expected.dtype, None, 1.0))
+        if reason:
+            fail(diagnose.explained(name, reason))
     if isinstance(actual, _Tensor) and actual.dim() + 1 == expected.dim():  # an axis lost
         reason = diagnose.fewer_axes(actual.detach(), expected.detach(), _same_within(
             dtype or expected.dtype, None, 1.0), current_dims(), axes)

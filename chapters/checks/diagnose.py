@@ -163,6 +163,11 @@ MESSAGES = {
     "error_rank2": "{call} needs a tensor of at least 2 axes (rows, columns)",
     "error_split": "the split sizes ({sizes}) must add up to the axis's {total}{total_is} "
                    "entries",
+    # offset_along (any exercise)
+    "offset_along": "it is the right answer plus an offset that varies only along {axis} "
+                    "(the same vector added at every other index){like}: a bias added once "
+                    "too often or left out, or the wrong vector added",
+    "offset_like": " ({times}the vector {name})",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -622,7 +627,8 @@ def explain(actual, expected, same, wrong, dims, axes=None, mistakes=None):
                     lambda: localized(wrong, dims, axes),
                     lambda: nonfinite(actual, expected, dims, axes),
                     lambda: mask_runs(actual, expected, dims, axes),
-                    lambda: all_zero(actual, expected)):
+                    lambda: all_zero(actual, expected),
+                    lambda: offset_along(actual, expected, same, dims, axes)):
         reason = attempt()
         if reason:
             return reason
@@ -651,7 +657,7 @@ FAMILY_KEYS = ("swap", "view", "reversed", "factors", "times", "plus", "shifted"
                "zeros", "in_place", "state",
                "starting_states",
      "item_order", "split_axis",
-               "raised_reason")
+               "raised_reason", "offset_along")
 # a message that a family produced, for tests and the measurement of the families alone
 FAMILY_PATTERN = re.compile(
     "|".join(re.escape(_signature(key)) for key in FAMILY_KEYS)
@@ -1110,3 +1116,41 @@ def error_reason(message, dims, code=""):
         total = int(found.group(1))
         return sized("error_split", sizes=found.group(2), total=total)
     return overflow(message) or missing_parameter(message)
+
+
+# ------------------------------------------------------------ an offset along one axis
+
+def offset_along(actual, expected, same, dims, axes=None, vectors=None):
+    """The offset family: actual = expected + v, with v a vector along one axis (the same
+    at every index of the other axes) that is not a constant (constant()'s): a bias added
+    once too often, or left out. vectors: {name: 1-D tensor} the check can name (the
+    exercise's bias), said with the multiple of it that v is, where one is."""
+    shape = tuple(expected.shape)
+    if tuple(actual.shape) != shape or expected.dim() < 2 or expected.numel() < 4:
+        return None
+    a, e = actual.detach().double(), expected.detach().double()
+    if not (bool(torch.isfinite(a).all()) and bool(torch.isfinite(e).all())):
+        return None
+    names = axis_names(shape, dims, axes)
+    difference = a - e
+    for axis, size in enumerate(shape):
+        if size < 2:
+            continue
+        others = [o for o in range(len(shape)) if o != axis]
+        offset = difference.mean(dim=others, keepdim=True)
+        flat = offset.flatten()
+        if float((flat - flat.mean()).abs().max()) <= 1e-9 * (1 + float(flat.abs().max())):
+            continue   # one constant: constant()'s
+        if not same(actual, e + offset):
+            continue
+        like = ""
+        for name, vector in (vectors or {}).items():
+            v = vector.detach().double().flatten()
+            if v.numel() == size and float(v.abs().max()) > 0:
+                times = float((flat * v).sum() / (v * v).sum())
+                if same(actual, e + (times * v).reshape(offset.shape)):
+                    shown = "" if math.isclose(times, 1) else f"{times:.6g} times "
+                    like = MESSAGES["offset_like"].format(times=shown, name=name)
+                    break
+        return MESSAGES["offset_along"].format(axis=_axis_label(names[axis]), like=like)
+    return None

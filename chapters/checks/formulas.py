@@ -91,7 +91,9 @@ def attention_formula(dims, d_k, output=True):
     if output:
         steps.append(("weighted sum", lambda w, x: w @ x["value"]))
         variants["weighted sum"] = {"multiplies the weights by the keys instead of the values":
-                                    lambda w, x: w @ x["key"]}
+                                    lambda w, x: w @ x["key"],
+                                    "multiplies the transposed weights (one row per key) by "
+                                    "the values": lambda w, x: w.transpose(-2, -1) @ x["value"]}
     return Formula(steps, variants, optional)
 
 
@@ -144,7 +146,9 @@ def entropy_formula(dims):
     """attention_entropy(weights): -sum_k w log w over the keys (the last axis), in nats,
     with 0 log 0 = 0; inputs {"weights"}."""
     reductions = {"takes the mean instead of the sum": lambda t: t.mean(dim=-1),
-                  "takes the largest term instead of the sum": lambda t: t.amax(dim=-1)}
+                  "takes the largest term instead of the sum": lambda t: t.amax(dim=-1),
+                  "sums over the queries (dim=-2) instead of the keys (the last axis)":
+                      lambda t: t.sum(dim=-2)}
     steps = [("w log w", lambda _v, x: torch.special.xlogy(x["weights"], x["weights"])),
              ("sum over the keys", lambda t, _x: t.sum(dim=-1)),
              ("minus sign", lambda t, _x: -t)]
@@ -491,6 +495,7 @@ def head_projection_formula(dims, i, num_heads):
         def step(_v, x):
             head_dim = x["weight"].shape[0] // num_heads
             block = (slice(i, None, num_heads) if which == "strided"
+                     else slice(i, i + head_dim) if which == "from i"
                      else slice(which * head_dim, (which + 1) * head_dim))
             bias = x.get("bias")
             return {"w": x["weight"][block], "b": None if bias is None else bias[block]}
@@ -512,6 +517,9 @@ def head_projection_formula(dims, i, num_heads):
     ways = {"takes the strided rows i, i + num_heads, ... instead of a block": rows("strided"),
             "takes columns of the weight instead of rows (nn.Linear stores W transposed)":
             columns}
+    if i != 0:   # from row i (for head 0 the same block)
+        ways["takes rows i .. i + head_dim - 1 (the block starts at row i, not at "
+             "i * head_dim)"] = rows("from i")
     ways.update({f"takes head {j}'s block (off by one: head i = {i} is asked, counted "
                  "from 0)": rows(j) for j in (i - 1, i + 1) if 0 <= j < num_heads})
     return Formula(steps, {"block of rows of head i": ways},
@@ -659,6 +667,11 @@ def masked_attention_formula(dims, d_k):
         "masked weights, so a query with no key to attend to gets uniform weights":
             lambda s, x: s if x.get("mask") is None
             else s.masked_fill(~x["mask"], torch.finfo(s.dtype).min)}
+    formula.variants["softmax"] = {
+        **formula.variants["softmax"],
+        "multiplies its weights by the mask afterwards (0 at the masked keys, but the rows "
+        "then no longer sum to 1)": lambda s, x: torch.softmax(s, dim=-1) if x.get("mask") is None
+        else torch.softmax(s, dim=-1) * x["mask"]}
     root32 = float32_sqrt(d_k)
     if root32 is not None:
         formula.variants["scale"] = {
