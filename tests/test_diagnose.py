@@ -620,3 +620,17 @@ def test_formula_tries_two_changes_at_once_said_in_step_order():
     assert len(formula.pairs()) <= formula.MOST_PAIRS
     alone = diagnose.Formula(formula.steps, formula.variants, formula.optional, pairs=False)
     assert all(", and " not in sentence for sentence in alone.mistakes(inputs))
+
+
+# ------------------------------------------------------- the right values, another shape
+
+def test_permuted_names_the_right_values_in_another_shape():
+    expected = heads(3)                                   # (batch, num_heads, L, head_dim)
+    reason = diagnose.permuted(expected.transpose(1, 2), expected, same, DIMS)
+    assert "you gave (batch, L, num_heads, head_dim), the answer is (batch, num_heads, L, " \
+           "head_dim)" in reason and diagnose.FAMILY_PATTERN.search(reason)
+    view = diagnose.permuted(expected.transpose(1, 2).reshape(2, 5, 12), expected, same, DIMS)
+    assert "read in the axis order (batch, L, num_heads, head_dim)" in view
+    assert "view/reshape without the transpose" in view
+    assert diagnose.permuted(heads(4).transpose(1, 2), expected, same, DIMS) is None
+    assert diagnose.permuted(expected, expected, same, DIMS) is None

@@ -163,6 +163,46 @@ MESSAGES = {
     "error_rank2": "{call} needs a tensor of at least 2 axes (rows, columns)",
     "error_split": "the split sizes ({sizes}) must add up to the axis's {total}{total_is} "
                    "entries",
+    "error_float_size": "{call}() takes whole numbers for sizes and got a float: a size "
+                        "computed with / (d_model / num_heads is a float even when it divides); "
+                        "compute sizes with //",
+    "error_parameter": "a module's parameter ({parameter}) can only be replaced by an "
+                       "nn.Parameter: copy the numbers into it with .copy_() inside "
+                       "torch.no_grad(), or wrap the tensor in nn.Parameter",
+    "error_ambiguous": "an if, and, or, not (or bool()) on a tensor of several entries: "
+                       "compare numbers (x.shape[...], .item()), or use .any(), .all(), "
+                       "torch.where",
+    "error_not_callable": "a {what} is called as if it were a function{shape}",
+    "error_shape_call": " (x.shape is a value: x.shape[-1], or x.size(-1))",
+    "error_attribute": "the {what} has no attribute {attribute}: a name the exercise's "
+                       "object does not have (set in __init__ as self.{attribute} = ..., or "
+                       "misspelled)",
+    "error_argument": "{call}() was called without its argument {argument}{axis}",
+    "error_argument_dim": " (the axis it works along, e.g. dim=-1 for the keys)",
+    "error_cast": "an operation writes floats into an integer tensor (torch.arange and "
+                  "torch.tensor of ints give int64): make that tensor a float one "
+                  "(dtype=x.dtype), or compute out of place",
+    "error_index_kind": "a tensor used as an index must hold integers or bools; this one "
+                        "holds floats",
+    "error_integer_mean": "the mean of an integer or bool tensor: convert it first "
+                          "(.float(), or .to(x.dtype))",
+    "error_max_axes": "{call}() takes one axis (dim=an int); amax/amin take several "
+                      "(dim=(0, 2))",
+    "error_integer_grad": "only a float tensor can require gradients; this one holds integers",
+    "error_einsum": "in the einsum, the letter {letter} stands for axes of different sizes: "
+                    "{left}{left_is} in operand {operand} and {right}{right_is} before it",
+    "error_fill_value": "masked_fill takes one number (or a 0-d tensor) as its fill value; "
+                        "this one has {rank} axes",
+    "error_scalar": "a tensor of several entries turned into one Python number (int(), "
+                    "float(), .item())",
+    "earlier": "the {what} it is made from are already wrong: {reason}",
+    # permuted (any exercise)
+    "permuted": "the values are right but its axes are in another order: you gave "
+                "({got_axes}), the answer is ({want_axes}) (a transpose or permute too many "
+                "or too few)",
+    "permuted_view": "the values are right but in another layout: they are the answer's "
+                     "entries read in the axis order ({order}) and put into shape {got} (a "
+                     "view/reshape without the transpose or permute that must go with it)",
     # offset_along (any exercise)
     "offset_along": "it is the right answer plus an offset that varies only along {axis} "
                     "(the same vector added at every other index){like}: a bias added once "
@@ -657,7 +697,7 @@ FAMILY_KEYS = ("swap", "view", "reversed", "factors", "times", "plus", "shifted"
                "zeros", "in_place", "state",
                "starting_states",
      "item_order", "split_axis",
-               "raised_reason", "offset_along")
+               "raised_reason", "offset_along", "earlier", "permuted", "permuted_view")
 # a message that a family produced, for tests and the measurement of the families alone
 FAMILY_PATTERN = re.compile(
     "|".join(re.escape(_signature(key)) for key in FAMILY_KEYS)
@@ -1115,6 +1155,55 @@ def error_reason(message, dims, code=""):
     if found:
         total = int(found.group(1))
         return sized("error_split", sizes=found.group(2), total=total)
+    found = re.search(r"(\w+)\(\): argument '(?:size|shape)' .*(?:tuple of ints, ?but got "
+                      r"float|must be tuple of ints, not float)", message)
+    if found:
+        return MESSAGES["error_float_size"].format(call=found.group(1))
+    found = re.search(r"cannot assign '[\w.]+' as parameter '(\w+)'", message)
+    if found:
+        return MESSAGES["error_parameter"].format(parameter=found.group(1))
+    if "Boolean value of Tensor with more than one value is ambiguous" in message:
+        return MESSAGES["error_ambiguous"]
+    found = re.search(r"'([\w.]+)' object is not callable", message)
+    if found:
+        return MESSAGES["error_not_callable"].format(
+            what=found.group(1), shape=MESSAGES["error_shape_call"]
+            if found.group(1) == "torch.Size" else "")
+    found = re.search(r"'(\w+)' object has no attribute '(\w+)'", message)
+    if found and found.group(1) != "NoneType":
+        return MESSAGES["error_attribute"].format(what=found.group(1),
+                                                  attribute=found.group(2))
+    found = re.search(r"(\w+)\(\) missing 1 required positional arguments?: [\"']?(\w+)",
+                      message)
+    if found:
+        return MESSAGES["error_argument"].format(
+            call=found.group(1), argument=found.group(2),
+            axis=MESSAGES["error_argument_dim"] if found.group(2) == "dim" else "")
+    if re.search(r"result type Float can't be cast to the desired output type (Long|Int)",
+                 message):
+        return MESSAGES["error_cast"]
+    if "tensors used as indices must be long, int, byte or bool tensors" in message:
+        return MESSAGES["error_index_kind"]
+    if re.search(r"could not infer output dtype\. Input dtype must be either a floating "
+                 r"point", message):
+        return MESSAGES["error_integer_mean"]
+    found = re.search(r"(max|min)\(\) received an invalid combination of arguments - got "
+                      r"\(dim=tuple", message)
+    if found:
+        return MESSAGES["error_max_axes"].format(call=found.group(1))
+    if "only Tensors of floating point dtype can require gradients" in message:
+        return MESSAGES["error_integer_grad"]
+    found = re.search(r"subscript (\w) has size (\d+) for operand (\d+) which does not "
+                      r"broadcast with previously seen size (\d+)", message)
+    if found:
+        return sized("error_einsum", letter=found.group(1), left=int(found.group(2)),
+                     operand=found.group(3), right=int(found.group(4)))
+    found = re.search(r"masked_fill_? only supports a 0-dimensional value tensor, but got "
+                      r"tensor with (\d+) dimension", message)
+    if found:
+        return MESSAGES["error_fill_value"].format(rank=found.group(1))
+    if "only one element tensors can be converted to Python scalars" in message:
+        return MESSAGES["error_scalar"]
     return overflow(message) or missing_parameter(message)
 
 
@@ -1153,4 +1242,30 @@ def offset_along(actual, expected, same, dims, axes=None, vectors=None):
                     like = MESSAGES["offset_like"].format(times=shown, name=name)
                     break
         return MESSAGES["offset_along"].format(axis=_axis_label(names[axis]), like=like)
+    return None
+
+
+# ------------------------------------------------------- the right values, another shape
+
+def permuted(actual, expected, same, dims, axes=None):
+    """The layout family for a result of another shape than the answer: its values are the
+    answer's with the axes in another order (a transpose too many or too few), or the
+    answer's entries read in another axis order and reshaped to the result's shape (a
+    view without its transpose). None when neither fits (or the shapes agree)."""
+    got, want = tuple(actual.shape), tuple(expected.shape)
+    if got == want or actual.numel() != expected.numel() or expected.numel() < 2 \
+            or expected.dim() > 5:
+        return None
+    names = axis_names(want, dims, axes)
+    e = expected.detach()
+    orders = [order for order in itertools.permutations(range(e.dim()))
+              if order != tuple(range(e.dim()))]
+    for order in orders:
+        if tuple(want[k] for k in order) == got and same(actual, e.permute(order)):
+            return MESSAGES["permuted"].format(
+                got_axes=", ".join(names[k] for k in order), want_axes=", ".join(names))
+    for order in orders:
+        if same(actual, e.permute(order).reshape(got)):
+            return MESSAGES["permuted_view"].format(
+                order=", ".join(names[k] for k in order), got=got)
     return None

@@ -43,6 +43,15 @@ def _softmax_over(dim):
     return softmax
 
 
+def _softmax_over_batch(axis):
+    """The softmax step over a leading (batch) axis, for scores that have one there."""
+    def softmax(scores, x):
+        if scores.dim() < axis + 3:
+            raise RuntimeError(f"no batch axis {axis}")   # no fit (Formula.mistakes)
+        return _softmax_over(axis)(scores, x)
+    return softmax
+
+
 def _scale_variants(dims, d_k):
     """{description: step} of a scale by another named constant than 1/sqrt(d_k)."""
     right = 1.0 / math.sqrt(d_k)
@@ -86,7 +95,10 @@ def attention_formula(dims, d_k, output=True):
                          lambda s, x: s if x.get("mask") is None
                          else s.masked_fill(x["mask"], float("-inf"))},
                 "softmax": {"runs over the queries (dim=-2) instead of the keys":
-                            _softmax_over(-2)}}
+                            _softmax_over(-2),
+                            **{f"runs over dim={axis}, a batch axis, instead of the keys "
+                               "(F.softmax without dim= picks dim=0 for 3-D scores, 1 for "
+                               "4-D)": _softmax_over_batch(axis) for axis in (0, 1)}}}
     optional = ["scale", "mask", "softmax"]
     if output:
         steps.append(("weighted sum", lambda w, x: w @ x["value"]))
@@ -136,9 +148,16 @@ def softmax_formula(dims, dim):
              ("result", lambda state, _x: state["s"])]
     variants = {"reduction axis": {f"is the last axis instead of dim={dim} (in the max and "
                                    "the sum)": lambda _v, x: {"s": x["scores"], "dim": -1}},
+                "subtraction of the maximum": {
+                    "takes the maximum along the last axis instead of along dim":
+                    lambda state, _x: _with(state, s=state["s"] - state["s"].amax(
+                        dim=-1, keepdim=True))},
                 "division by the sum": {
                     "sums the whole tensor instead of along dim":
-                    lambda state, _x: _with(state, s=state["s"] / state["s"].sum())}}
+                    lambda state, _x: _with(state, s=state["s"] / state["s"].sum()),
+                    "sums along the last axis instead of along dim":
+                    lambda state, _x: _with(state, s=state["s"] / state["s"].sum(
+                        dim=-1, keepdim=True))}}
     return Formula(steps, variants, ["division by the sum"])
 
 

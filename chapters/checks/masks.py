@@ -18,7 +18,7 @@ from .common import (FLOAT32_SQRT, CheckFailure, Forbidden, _isfinite, beyond_to
                      check, close, expect_close, expect_tensor, fail, float32_sqrt, forbid_spec,
                      fresh_seed, generator, max_error, passed, random_inputs, reference,
                      softmax_condition, type_name)
-from .common import current_dims, step_mistakes
+from .common import Intermediate, current_dims, step_mistakes
 
 _softmax = torch.softmax
 _where = torch.where
@@ -519,7 +519,8 @@ def scaled_dot_product_attention(function, seed=0, batch=(3, 2), Lq=5, Lk=7, d_k
     inputs = {"query": query, "key": key, "value": value, "mask": mask}
     expect_close(output, expected, "output", dtype=dtype,
                  mistakes=step_mistakes("masked attention", inputs, current_dims(), d_k=d_k),
-                 scale=value.double().abs().max(), condition=condition.amax(-1, keepdim=True))
+                 scale=value.double().abs().max(), condition=condition.amax(-1, keepdim=True),
+                 earlier=[Intermediate("weights", weights, expected_w, dtype, condition)])
     expect_close(weights, expected_w, "weights", dtype=dtype, condition=condition,
                  hint=MESSAGES["weights_hint"])
     if bool((output.detach().masked_select(fully) != 0).any()):
