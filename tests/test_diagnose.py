@@ -634,3 +634,15 @@ def test_permuted_names_the_right_values_in_another_shape():
     assert "view/reshape without the transpose" in view
     assert diagnose.permuted(heads(4).transpose(1, 2), expected, same, DIMS) is None
     assert diagnose.permuted(expected, expected, same, DIMS) is None
+
+
+def test_reduced_many_names_the_axes_averaged_or_summed_away():
+    expected = heads(5)
+    reason = diagnose.reduced_many(expected.mean(dim=(0, 2)), expected, same, DIMS)
+    assert reason == ("it is the right answer averaged over the batch axis and the L axis: "
+                      "the answer keeps those axes")
+    assert "summed over the batch axis and the num_heads axis and the L axis and the " \
+           "head_dim axis" in diagnose.reduced_many(expected.sum(), expected, same, DIMS)
+    assert diagnose.FAMILY_PATTERN.search(reason)
+    assert diagnose.reduced_many(expected.mean(dim=0), expected, same, DIMS) is None
+    assert diagnose.reduced_many(heads(6).mean(dim=(0, 2)), expected, same, DIMS) is None

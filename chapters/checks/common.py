@@ -569,7 +569,9 @@ def expect_close(actual, expected, name, bugs=None, hint=None, dtype=None, scale
         same = _same_within(dtype or expected.dtype, None, 1.0)
         reason = (diagnose.one_step(actual.detach(), mistakes, same)
                   or diagnose.permuted(actual.detach(), expected.detach(), same,
-                                       current_dims(), axes))
+                                       current_dims(), axes)
+                  or diagnose.reduced_many(actual.detach(), expected.detach(), same,
+                                           current_dims(), axes))
         if reason:
             fail(diagnose.explained(name, reason))
     if isinstance(actual, _Tensor) and actual.dim() + 1 == expected.dim():  # an axis lost

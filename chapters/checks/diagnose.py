@@ -203,6 +203,7 @@ MESSAGES = {
     "permuted_view": "the values are right but in another layout: they are the answer's "
                      "entries read in the axis order ({order}) and put into shape {got} (a "
                      "view/reshape without the transpose or permute that must go with it)",
+    "reduced_many": "it is the right answer {how} {axes}: the answer keeps those axes",
     # offset_along (any exercise)
     "offset_along": "it is the right answer plus an offset that varies only along {axis} "
                     "(the same vector added at every other index){like}: a bias added once "
@@ -697,7 +698,8 @@ FAMILY_KEYS = ("swap", "view", "reversed", "factors", "times", "plus", "shifted"
                "zeros", "in_place", "state",
                "starting_states",
      "item_order", "split_axis",
-               "raised_reason", "offset_along", "earlier", "permuted", "permuted_view")
+               "raised_reason", "offset_along", "earlier", "permuted", "permuted_view",
+               "reduced_many")
 # a message that a family produced, for tests and the measurement of the families alone
 FAMILY_PATTERN = re.compile(
     "|".join(re.escape(_signature(key)) for key in FAMILY_KEYS)
@@ -1268,4 +1270,24 @@ def permuted(actual, expected, same, dims, axes=None):
         if same(actual, e.permute(order).reshape(got)):
             return MESSAGES["permuted_view"].format(
                 order=", ".join(names[k] for k in order), got=got)
+    return None
+
+
+
+def reduced_many(actual, expected, same, dims, axes=None):
+    """The fewer-axes family for two or more axes: `actual` is `expected` averaged or summed
+    over several of its axes (all of them: one number), the others kept in order (one axis
+    less is fewer_axes()')."""
+    got, want = tuple(actual.shape), tuple(expected.shape)
+    if len(want) - len(got) < 2 or expected.dim() > 6:
+        return None
+    names = axis_names(want, dims, axes)
+    e = expected.detach().to(actual.dtype)
+    for dropped in itertools.combinations(range(len(want)), len(want) - len(got)):
+        if tuple(size for k, size in enumerate(want) if k not in dropped) != got:
+            continue
+        for how, reduce in (("averaged over", e.mean), ("summed over", e.sum)):
+            if same(actual, reduce(dim=dropped)):
+                words = " and ".join(_axis_label(names[k]) for k in dropped)
+                return MESSAGES["reduced_many"].format(how=how, axes=words)
     return None

@@ -478,7 +478,9 @@ def parameter_count_formula(dims):
         "W_O": {"counts W_O once per head (num_heads matrices): there is one W_O, shared by "
                 "all heads": lambda n, x: n + x["num_heads"] * d(x) * d(x)},
         "biases": {"leaves out the output projection's bias (counts 3 * d_model): out_proj "
-                   "has d_model biases too": lambda n, x: n + 3 * d(x) * x["bias"]}}
+                   "has d_model biases too": lambda n, x: n + 3 * d(x) * x["bias"],
+                   "ignores bias=False (counts the 4 * d_model biases whatever `bias` is): "
+                   "with bias=False the layers have no biases": lambda n, x: n + 4 * d(x)}}
     # the biases left out (a variant rather than an optional step, for the sentence's hint)
     variants["biases"]["is left out: each of the four nn.Linear layers has d_model biases "
                        "(4 * d_model in all when bias=True)"] = lambda n, _x: n
@@ -740,6 +742,12 @@ def relation_formula(dims, relation):
         "reads an entry above the diagonal (key i+1 of query i, or weights[..., i-1, i] with "
         f"query and key exchanged) instead of {right_key}: the causal mask sets those to 0":
             pick(lambda i: i, query=lambda i: i - 1)})
+    # an index off by one (the key one position further from the query)
+    if relation == "first":
+        keys["reads key 1 instead of key 0 (off by one: positions count from 0)"] = pick(
+            lambda i: 0 * i + 1)
+    else:
+        keys["reads key i-2 instead of key i-1 (off by one)"] = pick(lambda i: i - 2)
     steps = [("query positions", rows(2)),
              ("key", pick(right)),
              ("average", lambda picked, _x: picked.mean((0, 2)))]
@@ -754,7 +762,11 @@ def relation_formula(dims, relation):
                     "attention weight, between 0 and 1)":
                     lambda picked, _x: picked.sum(2).mean(0),
                     "sums over the batch instead of averaging":
-                    lambda picked, _x: picked.sum(0).mean(-1)}}
+                    lambda picked, _x: picked.sum(0).mean(-1),
+                    "takes the largest weight over the query positions instead of their mean":
+                    lambda picked, _x: picked.amax(2).mean(0),
+                    "averages over the query positions only, for the first example of the "
+                    "batch (the batch is averaged too)": lambda picked, _x: picked[0].mean(-1)}}
     return Formula(steps, variants)
 
 
@@ -793,7 +805,11 @@ def similarity_formula(dims):
             "divides by sqrt(Lq * Lk) (the dot products by the number of entries) instead of "
             "by each map's norm":
                 lambda maps, _x: maps / math.sqrt(maps.shape[-1])},
-        "average over the batch": {"sums instead of averaging": lambda s, _x: s.sum(0)}}
+        "average over the batch": {"sums instead of averaging": lambda s, _x: s.sum(0),
+                                   "takes the first example instead of averaging over the "
+                                   "batch": lambda s, _x: s[0],
+                                   "takes the last example instead of averaging over the "
+                                   "batch": lambda s, _x: s[-1]}}
     return Formula(steps, variants)
 
 
@@ -916,13 +932,23 @@ def head_copy_formula(dims, num_heads, head_dim, layout, ndim=2, key="the parame
     def layout_step(other):
         return copied(_head_blocks(h, hd, other), range(1, h))
 
+    def copied_from(source):
+        def step(_v, x):
+            W = x["W"].clone()
+            blocks = _head_blocks(h, hd, layout)(W)
+            blocks[:] = blocks[source].clone()
+            return W
+        return step
+
     steps = [("copy", layout_step(layout))]
     variants = {"copy": {
         f"is left out: {key} was not changed (head 0's block goes into every head i = 1 .. "
         "num_heads - 1, or the heads still compute different things)": lambda _v, x: x["W"],
         **_other_layouts(torch.empty((1,) * ndim), layout, layout_step),
         "stops before the last head (range(1, num_heads - 1) misses head num_heads - 1)":
-            copied(_head_blocks(h, hd, layout), range(1, h - 1))}}
+            copied(_head_blocks(h, hd, layout), range(1, h - 1)),
+        **{f"copies head {j}'s block into every head instead of head 0's":
+           copied_from(j) for j in range(1, h)}}}
     return Formula(steps, variants)
 
 
