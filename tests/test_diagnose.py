@@ -646,3 +646,12 @@ def test_reduced_many_names_the_axes_averaged_or_summed_away():
     assert diagnose.FAMILY_PATTERN.search(reason)
     assert diagnose.reduced_many(expected.mean(dim=0), expected, same, DIMS) is None
     assert diagnose.reduced_many(heads(6).mean(dim=(0, 2)), expected, same, DIMS) is None
+
+
+def test_other_layout_names_entries_read_in_another_order_of_three_axes():
+    weight = heads(7, shape=(12, 7))                      # (num_heads * head_dim, in)
+    dims = {"num_heads": 3, "head_dim": 4, "in_features": 7}
+    scrambled = weight.view(3, 4, 7).permute(1, 2, 0).reshape(12, 7)
+    reason = diagnose.other_layout(scrambled, weight, same, dims)
+    assert "read in the axis order (head_dim, in_features, num_heads)" in reason
+    assert diagnose.other_layout(heads(8, shape=(12, 7)), weight, same, dims) is None

@@ -376,6 +376,16 @@ def other_layout(actual, expected, same, dims, axes=None):
                 if same(actual, candidate):
                     return MESSAGES["view"].format(first=_axis_label(fine_names[i]),
                                                    second=_axis_label(fine_names[j]))
+    # the entries read in another order of (up to 4) axes: a permute that moves three
+    for _, fine_shape, fine_names in splits:
+        if len(fine_shape) > 4:
+            continue
+        fine = expected.reshape(fine_shape)
+        for order in itertools.permutations(range(len(fine_shape))):
+            if sorted(order[k] != k for k in range(len(order))).count(True) > 2 and same(
+                    actual, fine.permute(order).reshape(shape)):
+                return MESSAGES["permuted_view"].format(
+                    order=", ".join(fine_names[k] for k in order), got=shape)
     return None
 
 
