@@ -602,17 +602,39 @@ class Formula:
                 found[sentence] = self.run(inputs, replace)
             except (RuntimeError, KeyError):
                 continue
-        for sentence, replace in self.pairs() if self.pair_search else ():
+        try:
+            right = self.run(inputs)
+        except (RuntimeError, KeyError):
+            right = None
+        tried = [(sentence, inputs, replace) for sentence, replace in self.pairs()
+                 if self.pair_search] + [(sentence, other, {}) for sentence, other
+                                         in self.input_swaps(inputs)]
+        for sentence, values, replace in tried:
             try:
-                output = self.run(inputs, replace)
+                output = self.run(values, replace)
             except (RuntimeError, KeyError):
                 continue
             if isinstance(output, torch.Tensor) and not any(
                     isinstance(known, torch.Tensor) and known.shape == output.shape
                     and torch.allclose(known, output, rtol=1e-9, atol=1e-12, equal_nan=True)
-                    for known in found.values()):
+                    for known in [right, *found.values()]):
                 found[sentence] = output
         return found
+
+    # at most this many input swaps (input_swaps())
+    MOST_SWAPS = 24
+
+    def input_swaps(self, inputs):
+        """[(sentence, inputs)]: the inputs with one floating-point tensor used in place of
+        another of the same shape (every step that reads the second reads the first): a
+        step done on the wrong input, for any formula; at most MOST_SWAPS."""
+        tensors = [name for name, value in inputs.items()
+                   if isinstance(value, torch.Tensor) and value.is_floating_point()]
+        swaps = [(f"the input {used} is used in place of {meant}", {**inputs, meant: inputs[used]})
+                 for meant in tensors for used in tensors
+                 if used != meant and inputs[used].shape == inputs[meant].shape
+                 and not torch.equal(inputs[used], inputs[meant])]
+        return swaps[:self.MOST_SWAPS] if self.pair_search else []
 
 
 def one_step(actual, mistakes, same):
