@@ -609,16 +609,22 @@ class Formula:
         tried = [(sentence, inputs, replace) for sentence, replace in self.pairs()
                  if self.pair_search] + [(sentence, other, {}) for sentence, other
                                          in self.input_swaps(inputs)]
+        # the outputs so far, each with its sum (a cheap first test of equality)
+        known = [(value, _total(value)) for value in [right, *found.values()]
+                 if isinstance(value, torch.Tensor)]
         for sentence, values, replace in tried:
             try:
                 output = self.run(values, replace)
             except (RuntimeError, KeyError):
                 continue
-            if isinstance(output, torch.Tensor) and not any(
-                    isinstance(known, torch.Tensor) and known.shape == output.shape
-                    and torch.allclose(known, output, rtol=1e-9, atol=1e-12, equal_nan=True)
-                    for known in [right, *found.values()]):
+            if not isinstance(output, torch.Tensor):
+                continue
+            total = _total(output)
+            if not any(value.shape == output.shape and _near(total, value_total)
+                       and torch.allclose(value, output, rtol=1e-9, atol=1e-12, equal_nan=True)
+                       for value, value_total in known):
                 found[sentence] = output
+                known.append((output, total))
         return found
 
     # at most this many input swaps (input_swaps())
@@ -635,6 +641,18 @@ class Formula:
                  if used != meant and inputs[used].shape == inputs[meant].shape
                  and not torch.equal(inputs[used], inputs[meant])]
         return swaps[:self.MOST_SWAPS] if self.pair_search else []
+
+
+def _total(tensor):
+    """The sum of a tensor's entries as a float (NaN where any is NaN or inf)."""
+    return float(tensor.detach().double().sum()) if tensor.numel() else 0.0
+
+
+def _near(a, b):
+    """Whether two sums may belong to equal tensors (NaN or inf: may)."""
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return True
+    return abs(a - b) <= 1e-6 * (1 + abs(a) + abs(b))
 
 
 def one_step(actual, mistakes, same):

@@ -17,7 +17,7 @@ import math
 import torch
 
 from .common import FLOAT32_SQRT
-from .diagnose import Formula, constant_names
+from .diagnose import Formula, _near, _total, constant_names
 
 # name -> function(dims, **options) -> Formula; each chapter's section adds its own
 FORMULAS = {}
@@ -605,21 +605,22 @@ class _UpToTwoSteps(Formula):
     def mistakes(self, inputs):
         tried = [(sentence, {name: function}) for sentence, name, function in self.changes()]
         tried += self.pairs()
-        found = []   # [[sentences], output]
+        found = []   # [[sentences], output, its sum (a cheap first test of equality)]
         for sentence, replace in tried:
             try:
                 output = self.run(inputs, replace)
             except (RuntimeError, KeyError):
                 continue
+            total = _total(output)
             same = next((entry for entry in found
-                         if entry[1].shape == output.shape
+                         if entry[1].shape == output.shape and _near(entry[2], total)
                          and torch.allclose(entry[1], output, rtol=1e-9, atol=1e-12,
                                             equal_nan=True)), None)
             if same is None:
-                found.append([[sentence], output])
+                found.append([[sentence], output, total])
             elif len(replace) == 1 or all(", and " in s for s in same[0]):
                 same[0].append(sentence)   # the same values: either description fits
-        return {", or ".join(sentences): output for sentences, output in found}
+        return {", or ".join(sentences): output for sentences, output, _ in found}
 
 
 def _mask_products(fill):
