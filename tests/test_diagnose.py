@@ -544,3 +544,114 @@ def test_kind_names_a_0d_tensor_or_nothing_where_a_number_is_documented():
                                                kinds=(float,))
     assert diagnose.kind("gap(x)", "a Python float", 0.5, kinds=(float,)) is None
     assert diagnose.kind("gap(x)", "a Python float", numpy.float64(0.5), kinds=(float,)) is None
+
+
+# ------------------------------------------------------------------ what an error means
+
+def _error_of(operation):
+    with pytest.raises(Exception) as error:
+        operation()
+    return str(error.value)
+
+
+def test_error_reason_names_the_operation_and_its_sizes():
+    dims = diagnose.named_dims({"batch": 2, "Lq": 6, "Lk": 5, "d_k": 4, "d_v": 8})
+    a, b, w = torch.randn(2, 6, 4), torch.randn(2, 5, 4), torch.randn(8, 4)
+    product = diagnose.error_reason(_error_of(lambda: a @ b), dims)
+    assert "pairs the last axis of A with the second-to-last axis of B" in product
+    assert "4 = d_k against 5 = Lk" in product
+    linear = diagnose.error_reason(_error_of(lambda: a @ w), dims)
+    assert "12 = batch * Lq rows" in linear and "wants B transposed" in linear
+    broadcast = diagnose.error_reason(_error_of(lambda: a / a.sum(dim=-1)), dims,
+                                      code="return a / a.sum(dim=-1)")
+    assert "4 = d_k entries and one of 6 = Lq entries" in broadcast
+    assert "(.sum(dim=-1)) drops the axis" in broadcast and "keepdim=True" in broadcast
+    assert "keepdim" not in diagnose.error_reason(
+        _error_of(lambda: a / a.sum(dim=-1)), dims, code="return a / s")
+    view = diagnose.error_reason(_error_of(lambda: a.view(2, 6, 3, 2)), dims)
+    assert "needs 72 entries but the tensor holds 48" in view
+    assert "axis 3 of a tensor that has only 3 axes" in diagnose.error_reason(
+        _error_of(lambda: a.transpose(1, 3)), dims)
+    assert "different dtypes" in diagnose.error_reason(
+        _error_of(lambda: a.double() @ b.transpose(1, 2)), dims)
+    assert "a None is used as a tensor" in diagnose.error_reason(_error_of(lambda: a * None),
+                                                                 dims)
+    assert diagnose.error_reason("'x'", dims) is None
+    # after PyTorch's own words, which stay as they were; a family's sentence
+    text = diagnose.restate_error("f", "RuntimeError", _error_of(lambda: a @ b), dims,
+                                  "(2, 6, 4)", where="line 2 of cell f: return a @ b")
+    assert text.startswith("f raised RuntimeError: Expected size for first two dimensions")
+    assert "What that error means: a matrix product" in text
+    assert diagnose.FAMILY_PATTERN.search(text.split("(at line")[0] + "What that error means: ")
+
+
+# ------------------------------------------------------------ an offset along one axis
+
+def test_offset_along_names_a_vector_added_along_one_axis():
+    expected = heads(1)
+    bias = torch.arange(3, dtype=torch.float64) + 1.0                    # (head_dim,)
+    reason = diagnose.offset_along(expected + 2 * bias, expected, same, DIMS)
+    assert "plus an offset that varies only along the head_dim axis" in reason
+    assert "(2 times the vector b)" in diagnose.offset_along(expected + 2 * bias, expected,
+                                                             same, DIMS, vectors={"b": bias})
+    assert diagnose.FAMILY_PATTERN.search(reason)
+    assert diagnose.offset_along(expected + 1.5, expected, same, DIMS) is None   # constant's
+    assert diagnose.offset_along(expected + heads(2), expected, same, DIMS) is None
+    assert diagnose.offset_along(expected, expected, same, DIMS) is None
+
+
+# ------------------------------------------------------------------ two steps at once
+
+def test_formula_tries_two_changes_at_once_said_in_step_order():
+    formula = diagnose.Formula([("double", lambda _v, x: 2 * x["t"]),
+                                ("shift", lambda v, _x: v + 1),
+                                ("square", lambda v, _x: v * v)],
+                               {"shift": {"subtracts 1": lambda v, _x: v - 1}},
+                               ["square"])
+    inputs = {"t": torch.arange(4, dtype=torch.float64)}
+    mistakes = formula.mistakes(inputs)
+    wrong = 2 * inputs["t"] - 1                       # subtracts, and no square
+    assert diagnose.one_step(wrong, mistakes, same) == (
+        "it is what the formula gives when the shift step subtracts 1, and the square step "
+        "is left out")
+    # a pair that gives a single change's numbers is that change, not listed again
+    assert all(", and " not in s for s, v in mistakes.items()
+               if torch.equal(v, formula.run(inputs, {"square": lambda v, _x: v})))
+    assert len(formula.pairs()) <= formula.MOST_PAIRS
+    alone = diagnose.Formula(formula.steps, formula.variants, formula.optional, pairs=False)
+    assert all(", and " not in sentence for sentence in alone.mistakes(inputs))
+
+
+# ------------------------------------------------------- the right values, another shape
+
+def test_permuted_names_the_right_values_in_another_shape():
+    expected = heads(3)                                   # (batch, num_heads, L, head_dim)
+    reason = diagnose.permuted(expected.transpose(1, 2), expected, same, DIMS)
+    assert "you gave (batch, L, num_heads, head_dim), the answer is (batch, num_heads, L, " \
+           "head_dim)" in reason and diagnose.FAMILY_PATTERN.search(reason)
+    view = diagnose.permuted(expected.transpose(1, 2).reshape(2, 5, 12), expected, same, DIMS)
+    assert "read in the axis order (batch, L, num_heads, head_dim)" in view
+    assert "view/reshape without the transpose" in view
+    assert diagnose.permuted(heads(4).transpose(1, 2), expected, same, DIMS) is None
+    assert diagnose.permuted(expected, expected, same, DIMS) is None
+
+
+def test_reduced_many_names_the_axes_averaged_or_summed_away():
+    expected = heads(5)
+    reason = diagnose.reduced_many(expected.mean(dim=(0, 2)), expected, same, DIMS)
+    assert reason == ("it is the right answer averaged over the batch axis and the L axis: "
+                      "the answer keeps those axes")
+    assert "summed over the batch axis and the num_heads axis and the L axis and the " \
+           "head_dim axis" in diagnose.reduced_many(expected.sum(), expected, same, DIMS)
+    assert diagnose.FAMILY_PATTERN.search(reason)
+    assert diagnose.reduced_many(expected.mean(dim=0), expected, same, DIMS) is None
+    assert diagnose.reduced_many(heads(6).mean(dim=(0, 2)), expected, same, DIMS) is None
+
+
+def test_other_layout_names_entries_read_in_another_order_of_three_axes():
+    weight = heads(7, shape=(12, 7))                      # (num_heads * head_dim, in)
+    dims = {"num_heads": 3, "head_dim": 4, "in_features": 7}
+    scrambled = weight.view(3, 4, 7).permute(1, 2, 0).reshape(12, 7)
+    reason = diagnose.other_layout(scrambled, weight, same, dims)
+    assert "read in the axis order (head_dim, in_features, num_heads)" in reason
+    assert diagnose.other_layout(heads(8, shape=(12, 7)), weight, same, dims) is None

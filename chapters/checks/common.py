@@ -548,7 +548,7 @@ def beyond_tolerance(actual, expected, dtype=None, scale=None, condition=1.0):
 
 
 def expect_close(actual, expected, name, bugs=None, hint=None, dtype=None, scale=None,
-                 condition=1.0, axes=None, mistakes=None):
+                 condition=1.0, axes=None, mistakes=None, earlier=None):
     """Require `actual` == `expected` within the dtype's tolerance (scale, condition: see
     excess()).
 
@@ -558,8 +558,22 @@ def expect_close(actual, expected, name, bugs=None, hint=None, dtype=None, scale
     differ when no known bug matches (where_it_differs()). When no known bug matches, the
     families of checks/diagnose.py try to name the mistake by its shape first; mistakes:
     {sentence: output} of the exercise's formula with one step left out or moved
-    (diagnose.Formula.mistakes(), computed by a @reference).
+    (diagnose.Formula.mistakes(), computed by a @reference). earlier: Intermediate()s the
+    result is made from (the weights an output is made from), compared, in their order,
+    when no family names the result's mistake: the first that differs, and what a family
+    says of it, is named instead of the generic message.
     """
+    if isinstance(actual, _Tensor) and tuple(actual.shape) != tuple(expected.shape):
+        # a step of the formula done another way that gives another shape (a sum over
+        # another axis): the formula family names it before the shape does
+        same = _same_within(dtype or expected.dtype, None, 1.0)
+        reason = (diagnose.one_step(actual.detach(), mistakes, same)
+                  or diagnose.permuted(actual.detach(), expected.detach(), same,
+                                       current_dims(), axes)
+                  or diagnose.reduced_many(actual.detach(), expected.detach(), same,
+                                           current_dims(), axes))
+        if reason:
+            fail(diagnose.explained(name, reason))
     if isinstance(actual, _Tensor) and actual.dim() + 1 == expected.dim():  # an axis lost
         reason = diagnose.fewer_axes(actual.detach(), expected.detach(), _same_within(
             dtype or expected.dtype, None, 1.0), current_dims(), axes)
@@ -590,9 +604,38 @@ def expect_close(actual, expected, name, bugs=None, hint=None, dtype=None, scale
         mistakes)
     if reason:
         fail(diagnose.explained(name, reason))
+    for step in earlier or ():
+        first = step.differs()
+        if first:
+            fail(diagnose.explained(name, diagnose.MESSAGES["earlier"].format(
+                what=step.name, reason=first)))
     fail(f"{name} is wrong (largest error {max_error(actual, expected):.3g}). "
          + where_it_differs(actual, expected, axes, dtype, scale, condition)
          + (hint or "Compare your steps with the formula above, one tensor at a time."))
+
+
+@dataclass
+class Intermediate:
+    """A value the student's result is made from that the check holds (the weights an
+    output is made from), with its expected value, for expect_close's `earlier`."""
+    name: str
+    actual: object
+    expected: _Tensor
+    dtype: object = None
+    condition: object = 1.0
+    axes: object = None
+    mistakes: object = None
+
+    def differs(self):
+        """What a family says of how it differs (a sentence), or None where it is right
+        or no family names it."""
+        if not (isinstance(self.actual, _Tensor)
+                and tuple(self.actual.shape) == tuple(self.expected.shape)):
+            return None
+        if not bool(_isfinite(self.actual.detach()).all()):
+            return None
+        return family_reason(self.actual, self.expected, self.dtype, None, self.condition,
+                             self.axes, self.mistakes)
 
 
 def _same_within(dtype, scale, condition):

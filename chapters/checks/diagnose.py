@@ -110,6 +110,105 @@ MESSAGES = {
     "split_axis": "the {axis} axis ({size}) is still split into two axes, {first} x {second}: "
                   "you gave ({got_axes}), the answer is ({want_axes})",
     "raised_where": "\n(at {where})",
+    # what an error means (error_reason), for any exercise
+    "raised_reason": "\nWhat that error means: {reason}.",
+    "raised_plain": "{name} raised {kind}: {message}\n(called with tensors of shapes {shapes})",
+    "error_product": "a matrix product A @ B pairs the last axis of A with the "
+                     "second-to-last axis of B (the first, for a 2-D B), and here they differ: "
+                     "{left}{left_is} against {right}{right_is}",
+    "error_product_flat": " (A's other axes flattened into {rows}{rows_is} rows)",
+    "error_product_transposed": "; B's last axis has the {left} entries A's last axis has, so "
+                                "the product wants B transposed (nn.Linear keeps its weight "
+                                "as (out_features, in_features): x @ weight.T)",
+    "error_product_batch": "a batched matrix product A @ B needs the same batch size "
+                           "({left}{left_is} in A, {right}{right_is} in B) on the axes before "
+                           "the last two",
+    "error_broadcast": "an entry-by-entry operation (+, -, *, /, a comparison, masked_fill, "
+                       "copy_) meets an axis of {left}{left_is} entries and one of "
+                       "{right}{right_is} entries at axis {axis} of the result (broadcasting "
+                       "aligns the axes from the last; sizes must be equal or 1)",
+    "error_keepdim": "; the reduction on that line ({call}) drops the axis it reduces: with "
+                     "keepdim=True that axis stays as size 1 and broadcasts back",
+    "error_view": "a view/reshape to sizes ({sizes}) needs {want}{want_is} entries but the "
+                  "tensor holds {have}{have_is}: one of the sizes asked for is not the one "
+                  "the tensor has",
+    "error_stride": "a .view() of a tensor whose entries are no longer in that order in memory "
+                    "(after a transpose or permute): use .reshape(), or .contiguous().view()",
+    "error_axis": "it names axis {got} of a tensor that has only {rank} axes ({low}..{high}): "
+                  "that tensor has fewer axes than the code assumes",
+    "error_unpack": "that line unpacks {want} sizes (or values) where there are {got}: a "
+                    "tensor with {got} axes where the code expects {want}",
+    "error_unpack_many": "that line unpacks {want} values where there are more: a tensor "
+                         "with more axes than the code expects",
+    "error_dtype": "two tensors of different dtypes meet in one operation ({first} and "
+                   "{second}): a tensor made with a fixed dtype (torch.tensor, torch.ones, "
+                   "torch.zeros, .float(), ...) where it should follow the input's "
+                   "(dtype=x.dtype, or .to(x.dtype))",
+    "error_bool_mask": "masked_fill takes a bool mask and this one is {dtype}: build it with "
+                       "a comparison, or convert it with .bool()",
+    "error_permute": "the permute lists {want} axes for a tensor of {got} axes",
+    "error_cat": "torch.cat joins tensors along axis {axis}, and their other axes must have "
+                 "the same sizes: one has {left}{left_is} entries where another has "
+                 "{right}{right_is}",
+    "error_stack": "torch.stack needs tensors of one shape; it got {first} and {second}",
+    "error_expand": "an axis of {have}{have_is} entries meets a size of {want}{want_is} "
+                    "(only an axis of size 1 broadcasts or expands)",
+    "error_index": "index {index} on an axis of {size}{size_is} entries (0..{last})",
+    "error_none": "a None is used as a tensor (an argument left at its default None, such as "
+                  "mask=None, which means 'no mask', or a function that returns nothing)",
+    "error_leaf": "it writes in place into a parameter that requires grad: do it inside "
+                  "`with torch.no_grad():`",
+    "error_bmm": "torch.bmm takes exactly 3-D tensors: @ (torch.matmul) takes any number of "
+                 "leading axes",
+    "error_rank2": "{call} needs a tensor of at least 2 axes (rows, columns)",
+    "error_split": "the split sizes ({sizes}) must add up to the axis's {total}{total_is} "
+                   "entries",
+    "error_float_size": "{call}() takes whole numbers for sizes and got a float: a size "
+                        "computed with / (d_model / num_heads is a float even when it divides); "
+                        "compute sizes with //",
+    "error_parameter": "a module's parameter ({parameter}) can only be replaced by an "
+                       "nn.Parameter: copy the numbers into it with .copy_() inside "
+                       "torch.no_grad(), or wrap the tensor in nn.Parameter",
+    "error_ambiguous": "an if, and, or, not (or bool()) on a tensor of several entries: "
+                       "compare numbers (x.shape[...], .item()), or use .any(), .all(), "
+                       "torch.where",
+    "error_not_callable": "a {what} is called as if it were a function{shape}",
+    "error_shape_call": " (x.shape is a value: x.shape[-1], or x.size(-1))",
+    "error_attribute": "the {what} has no attribute {attribute}: a name the exercise's "
+                       "object does not have (set in __init__ as self.{attribute} = ..., or "
+                       "misspelled)",
+    "error_argument": "{call}() was called without its argument {argument}{axis}",
+    "error_argument_dim": " (the axis it works along, e.g. dim=-1 for the keys)",
+    "error_cast": "an operation writes floats into an integer tensor (torch.arange and "
+                  "torch.tensor of ints give int64): make that tensor a float one "
+                  "(dtype=x.dtype), or compute out of place",
+    "error_index_kind": "a tensor used as an index must hold integers or bools; this one "
+                        "holds floats",
+    "error_integer_mean": "the mean of an integer or bool tensor: convert it first "
+                          "(.float(), or .to(x.dtype))",
+    "error_max_axes": "{call}() takes one axis (dim=an int); amax/amin take several "
+                      "(dim=(0, 2))",
+    "error_integer_grad": "only a float tensor can require gradients; this one holds integers",
+    "error_einsum": "in the einsum, the letter {letter} stands for axes of different sizes: "
+                    "{left}{left_is} in operand {operand} and {right}{right_is} before it",
+    "error_fill_value": "masked_fill takes one number (or a 0-d tensor) as its fill value; "
+                        "this one has {rank} axes",
+    "error_scalar": "a tensor of several entries turned into one Python number (int(), "
+                    "float(), .item())",
+    "earlier": "the {what} it is made from are already wrong: {reason}",
+    # permuted (any exercise)
+    "permuted": "the values are right but its axes are in another order: you gave "
+                "({got_axes}), the answer is ({want_axes}) (a transpose or permute too many "
+                "or too few)",
+    "permuted_view": "the values are right but in another layout: they are the answer's "
+                     "entries read in the axis order ({order}) and put into shape {got} (a "
+                     "view/reshape without the transpose or permute that must go with it)",
+    "reduced_many": "it is the right answer {how} {axes}: the answer keeps those axes",
+    # offset_along (any exercise)
+    "offset_along": "it is the right answer plus an offset that varies only along {axis} "
+                    "(the same vector added at every other index){like}: a bias added once "
+                    "too often or left out, or the wrong vector added",
+    "offset_like": " ({times}the vector {name})",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -277,6 +376,16 @@ def other_layout(actual, expected, same, dims, axes=None):
                 if same(actual, candidate):
                     return MESSAGES["view"].format(first=_axis_label(fine_names[i]),
                                                    second=_axis_label(fine_names[j]))
+    # the entries read in another order of (up to 4) axes: a permute that moves three
+    for _, fine_shape, fine_names in splits:
+        if len(fine_shape) > 4:
+            continue
+        fine = expected.reshape(fine_shape)
+        for order in itertools.permutations(range(len(fine_shape))):
+            if sorted(order[k] != k for k in range(len(order))).count(True) > 2 and same(
+                    actual, fine.permute(order).reshape(shape)):
+                return MESSAGES["permuted_view"].format(
+                    order=", ".join(fine_names[k] for k in order), got=shape)
     return None
 
 
@@ -438,8 +547,12 @@ class Formula:
     {step name: function}}, the standard mistakes that do several steps another way at
     once (post-LN: both LayerNorms moved; both dropouts left out)."""
 
-    def __init__(self, steps, variants=None, optional=(), together=None):
+    # at most this many pairs of changes (pairs()): their outputs go into the kit's fixtures
+    MOST_PAIRS = 60
+
+    def __init__(self, steps, variants=None, optional=(), together=None, pairs=True):
         self.steps = tuple(steps)
+        self.pair_search = pairs   # whether mistakes() also tries two changes at once
         self.variants = dict(variants or {})
         # the steps that may be left out: {name: what stands in for it (None: identity)}
         self.optional = (dict(optional) if isinstance(optional, dict)
@@ -463,9 +576,24 @@ class Formula:
                            for name, ways in self.variants.items()
                            for description, function in ways.items()]
 
+    def pairs(self):
+        """[(sentence, {step name: function})]: two changes() of two different steps at
+        once, said in step order, those of steps with few ways first (a step with many
+        ways, a scale by each named constant, pairs last), at most MOST_PAIRS."""
+        ways = self.changes()
+        order = [name for name, _ in self.steps]
+        ways.sort(key=lambda way: order.index(way[1]))
+        size = {name: sum(way[1] == name for way in ways) for name in order}
+        pairs = [(size[a] * size[b], f"{first}, and {second}", {a: f, b: g})
+                 for i, (first, a, f) in enumerate(ways) for second, b, g in ways[i + 1:]
+                 if a != b]
+        pairs.sort(key=lambda pair: pair[0])
+        return [(sentence, replace) for _, sentence, replace in pairs[:self.MOST_PAIRS]]
+
     def mistakes(self, inputs):
         """{sentence: output} of the formula with one step left out or done another way
-        (changes()), then with the `together` mistakes."""
+        (changes()), then with the `together` mistakes, then with two changes at once
+        (pairs(): one that gives the numbers of a mistake already found is that one)."""
         tried = {sentence: {name: function} for sentence, name, function in self.changes()}
         tried.update(self.together)
         found = {}
@@ -474,7 +602,57 @@ class Formula:
                 found[sentence] = self.run(inputs, replace)
             except (RuntimeError, KeyError):
                 continue
+        try:
+            right = self.run(inputs)
+        except (RuntimeError, KeyError):
+            right = None
+        tried = [(sentence, inputs, replace) for sentence, replace in self.pairs()
+                 if self.pair_search] + [(sentence, other, {}) for sentence, other
+                                         in self.input_swaps(inputs)]
+        # the outputs so far, each with its sum (a cheap first test of equality)
+        known = [(value, _total(value)) for value in [right, *found.values()]
+                 if isinstance(value, torch.Tensor)]
+        for sentence, values, replace in tried:
+            try:
+                output = self.run(values, replace)
+            except (RuntimeError, KeyError):
+                continue
+            if not isinstance(output, torch.Tensor):
+                continue
+            total = _total(output)
+            if not any(value.shape == output.shape and _near(total, value_total)
+                       and torch.allclose(value, output, rtol=1e-9, atol=1e-12, equal_nan=True)
+                       for value, value_total in known):
+                found[sentence] = output
+                known.append((output, total))
         return found
+
+    # at most this many input swaps (input_swaps())
+    MOST_SWAPS = 24
+
+    def input_swaps(self, inputs):
+        """[(sentence, inputs)]: the inputs with one floating-point tensor used in place of
+        another of the same shape (every step that reads the second reads the first): a
+        step done on the wrong input, for any formula; at most MOST_SWAPS."""
+        tensors = [name for name, value in inputs.items()
+                   if isinstance(value, torch.Tensor) and value.is_floating_point()]
+        swaps = [(f"the input {used} is used in place of {meant}", {**inputs, meant: inputs[used]})
+                 for meant in tensors for used in tensors
+                 if used != meant and inputs[used].shape == inputs[meant].shape
+                 and not torch.equal(inputs[used], inputs[meant])]
+        return swaps[:self.MOST_SWAPS] if self.pair_search else []
+
+
+def _total(tensor):
+    """The sum of a tensor's entries as a float (NaN where any is NaN or inf)."""
+    return float(tensor.detach().double().sum()) if tensor.numel() else 0.0
+
+
+def _near(a, b):
+    """Whether two sums may belong to equal tensors (NaN or inf: may)."""
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return True
+    return abs(a - b) <= 1e-6 * (1 + abs(a) + abs(b))
 
 
 def one_step(actual, mistakes, same):
@@ -499,6 +677,18 @@ def restate_error(name, kind, message, dims, shapes="", where=""):
     ("6 = num_heads") and the line of the student's code it came from (`where`, "line 5 of
     cell stable_softmax: e = ...", see checks.operations.student_line); None when it has
     neither. shapes: those of the call's tensor arguments, as text."""
+    text = _restated(name, kind, message, dims, shapes, where)
+    # what the error means, where its kind is known (error_reason), after PyTorch's words
+    reason = error_reason(message, dims, where.partition(": ")[2] if where else "")
+    if reason:
+        text = (text or MESSAGES["raised_plain"].format(name=name, kind=kind, message=message,
+                                                         shapes=shapes))
+        return text + MESSAGES["raised_reason"].format(reason=reason)
+    return text
+
+
+def _restated(name, kind, message, dims, shapes, where):
+    """restate_error()'s message without error_reason()'s sentence, or None."""
     named = []
     for number in dict.fromkeys(_NUMBER.findall(message)):
         quantity = _quantity(int(number), dims)
@@ -528,7 +718,8 @@ def explain(actual, expected, same, wrong, dims, axes=None, mistakes=None):
                     lambda: localized(wrong, dims, axes),
                     lambda: nonfinite(actual, expected, dims, axes),
                     lambda: mask_runs(actual, expected, dims, axes),
-                    lambda: all_zero(actual, expected)):
+                    lambda: all_zero(actual, expected),
+                    lambda: offset_along(actual, expected, same, dims, axes)):
         reason = attempt()
         if reason:
             return reason
@@ -556,7 +747,9 @@ FAMILY_KEYS = ("swap", "view", "reversed", "factors", "times", "plus", "shifted"
                "reduced", "merged", "kind",
                "zeros", "in_place", "state",
                "starting_states",
-     "item_order", "split_axis")
+     "item_order", "split_axis",
+               "raised_reason", "offset_along", "earlier", "permuted", "permuted_view",
+               "reduced_many")
 # a message that a family produced, for tests and the measurement of the families alone
 FAMILY_PATTERN = re.compile(
     "|".join(re.escape(_signature(key)) for key in FAMILY_KEYS)
@@ -875,3 +1068,276 @@ def located(where):
     """The line saying where the student's code raised (`where`: checks.operations.
     student_line), for a check that words the error itself; "" where it is not known."""
     return MESSAGES["raised_where"].format(where=where) if where else ""
+
+
+# ------------------------------------------------------------- what an error means (any exercise)
+
+
+
+def _product_name(size, dims, most=3, shown=3):
+    """" = batch * L" for a size that a product of two or three named quantities has (each
+    such product, the fewest factors first, at most `shown`), else ""; a size that one
+    quantity has is named by it (_quantity)."""
+    single = _quantity(size, dims)
+    if single:
+        return single
+    named = [(n, v) for n, v in dims.items() if v > 1]
+    products = [" * ".join(n for n, _ in combo)
+                for count in range(2, most + 1)
+                for combo in itertools.combinations(named, count)
+                if math.prod(v for _, v in combo) == size]
+    return "".join(f" = {product}" for product in products[:shown])
+
+
+_REDUCTION = re.compile(r"\.(sum|mean|amax|amin|max|min|logsumexp|norm|prod)\(([^()]*)\)")
+
+
+def _no_keepdim(code):
+    """The first reduction call of `code` with an axis and no keepdim ('.sum(dim=-1)'), or
+    None."""
+    for found in _REDUCTION.finditer(code or ""):
+        if found.group(2).strip() and "keepdim" not in found.group(2):
+            return found.group(0)
+    return None
+
+
+def error_reason(message, dims, code=""):
+    """What an error the student's code raised means, in the exercise's words: which
+    operation met which sizes (each named by the quantity it equals, or the product of
+    quantities), and what that operation needs; `code`: the line of the student's cell it
+    came from, which may show the cause (a reduction without keepdim=True). None for an
+    error of another kind."""
+    message = message or ""
+
+    def sized(key, **sizes):
+        fields = {}
+        for field, value in sizes.items():
+            fields[field] = value
+            fields[field + "_is"] = _product_name(value, dims) if isinstance(value, int) else ""
+        return MESSAGES[key].format(**fields)
+
+    found = re.search(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and "
+                      r"(\d+)x(\d+)\)", message)
+    if found:
+        rows, left, right, last = map(int, found.groups())
+        reason = sized("error_product", left=left, right=right)
+        if "*" in _product_name(rows, dims):   # A had batch axes, flattened by PyTorch
+            reason += sized("error_product_flat", rows=rows)
+        if last == left:
+            reason += MESSAGES["error_product_transposed"].format(left=left)
+        return reason
+    found = re.search(r"Expected size for first two dimensions of batch2 tensor to be: "
+                      r"\[(\d+), (\d+)\] but got: \[(\d+), (\d+)\]", message)
+    if found:
+        batch, left, other_batch, right = map(int, found.groups())
+        if batch != other_batch:
+            return sized("error_product_batch", left=batch, right=other_batch)
+        return sized("error_product", left=left, right=right)
+    found = re.search(r"The size of tensor a \((\d+)\) must match the size of tensor b "
+                      r"\((\d+)\) at non-singleton dimension (\d+)", message)
+    if found:
+        left, right, axis = map(int, found.groups())
+        reason = sized("error_broadcast", left=left, right=right, axis=axis)
+        call = _no_keepdim(code)
+        return reason + (MESSAGES["error_keepdim"].format(call=call) if call else "")
+    found = re.search(r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)", message)
+    if found:
+        sizes = [int(s) for s in found.group(1).split(",")]
+        have = int(found.group(2))
+        if -1 in sizes:
+            return sized("error_view", sizes=", ".join(
+                f"{s}{_product_name(s, dims)}" if s > 0 else "-1" for s in sizes),
+                want=f"a multiple of {math.prod(s for s in sizes if s > 0)}", have=have)
+        return sized("error_view", sizes=", ".join(f"{s}{_quantity(s, dims)}" for s in sizes),
+                     want=math.prod(sizes), have=have)
+    if "view size is not compatible with input tensor's size and stride" in message:
+        return MESSAGES["error_stride"]
+    found = re.search(r"Dimension out of range \(expected to be in range of \[(-?\d+), "
+                      r"(-?\d+)\], but got (-?\d+)\)", message)
+    if found:
+        low, high, got = map(int, found.groups())
+        return MESSAGES["error_axis"].format(got=got, rank=high + 1, low=low, high=high)
+    found = re.search(r"not enough values to unpack \(expected (\d+), got (\d+)\)", message)
+    if found:
+        return MESSAGES["error_unpack"].format(want=found.group(1), got=found.group(2))
+    found = re.search(r"too many values to unpack \(expected (\d+)", message)
+    if found:
+        return MESSAGES["error_unpack_many"].format(want=found.group(1))
+    found = (re.search(r"expected scalar type (\w+) but found (\w+)", message)
+             or re.search(r"to have the same dtype, but got:? (\w+) != (\w+)", message))
+    if found:
+        return MESSAGES["error_dtype"].format(first=found.group(1).lower(),
+                                              second=found.group(2).lower())
+    found = re.search(r"masked_fill_? only supports boolean masks, but got mask with dtype "
+                      r"(\w+)", message)
+    if found:
+        return MESSAGES["error_bool_mask"].format(dtype=found.group(1))
+    found = re.search(r"input\.dim\(\) = (\d+) is not equal to len\(dims\) = (\d+)", message)
+    if found:
+        return MESSAGES["error_permute"].format(got=found.group(1), want=found.group(2))
+    found = re.search(r"Sizes of tensors must match except in dimension (\d+)\. Expected size "
+                      r"(\d+) but got size (\d+)", message)
+    if found:
+        axis, left, right = map(int, found.groups())
+        return sized("error_cat", axis=axis, left=left, right=right)
+    found = re.search(r"stack expects each tensor to be equal size, but got (\[[\d, ]*\]) at "
+                      r"entry \d+ and (\[[\d, ]*\])", message)
+    if found:
+        return MESSAGES["error_stack"].format(first=found.group(1), second=found.group(2))
+    found = re.search(r"The expanded size of the tensor \((\d+)\) must match the existing "
+                      r"size \((\d+)\)", message)
+    if found:
+        return sized("error_expand", want=int(found.group(1)), have=int(found.group(2)))
+    found = re.search(r"index (-?\d+) is out of bounds for dimension \d+ with size (\d+)",
+                      message)
+    if found:
+        size = int(found.group(2))
+        return sized("error_index", index=int(found.group(1)), size=size, last=size - 1)
+    if re.search(r"'NoneType'|NoneType\b", message):
+        return MESSAGES["error_none"]
+    if "a leaf Variable that requires grad is being used in an in-place operation" in message:
+        return MESSAGES["error_leaf"]
+    if re.search(r"batch[12] must be a 3D tensor", message):
+        return MESSAGES["error_bmm"]
+    found = re.search(r"(\w+): input tensor must have at least 2 dimensions", message)
+    if found:
+        return MESSAGES["error_rank2"].format(call=found.group(1))
+    found = re.search(r"split_sizes to sum exactly to (\d+) .*split_sizes=\[([\d, ]*)\]",
+                      message)
+    if found:
+        total = int(found.group(1))
+        return sized("error_split", sizes=found.group(2), total=total)
+    found = re.search(r"(\w+)\(\): argument '(?:size|shape)' .*(?:tuple of ints, ?but got "
+                      r"float|must be tuple of ints, not float)", message)
+    if found:
+        return MESSAGES["error_float_size"].format(call=found.group(1))
+    found = re.search(r"cannot assign '[\w.]+' as parameter '(\w+)'", message)
+    if found:
+        return MESSAGES["error_parameter"].format(parameter=found.group(1))
+    if "Boolean value of Tensor with more than one value is ambiguous" in message:
+        return MESSAGES["error_ambiguous"]
+    found = re.search(r"'([\w.]+)' object is not callable", message)
+    if found:
+        return MESSAGES["error_not_callable"].format(
+            what=found.group(1), shape=MESSAGES["error_shape_call"]
+            if found.group(1) == "torch.Size" else "")
+    found = re.search(r"'(\w+)' object has no attribute '(\w+)'", message)
+    if found and found.group(1) != "NoneType":
+        return MESSAGES["error_attribute"].format(what=found.group(1),
+                                                  attribute=found.group(2))
+    found = re.search(r"(\w+)\(\) missing 1 required positional arguments?: [\"']?(\w+)",
+                      message)
+    if found:
+        return MESSAGES["error_argument"].format(
+            call=found.group(1), argument=found.group(2),
+            axis=MESSAGES["error_argument_dim"] if found.group(2) == "dim" else "")
+    if re.search(r"result type Float can't be cast to the desired output type (Long|Int)",
+                 message):
+        return MESSAGES["error_cast"]
+    if "tensors used as indices must be long, int, byte or bool tensors" in message:
+        return MESSAGES["error_index_kind"]
+    if re.search(r"could not infer output dtype\. Input dtype must be either a floating "
+                 r"point", message):
+        return MESSAGES["error_integer_mean"]
+    found = re.search(r"(max|min)\(\) received an invalid combination of arguments - got "
+                      r"\(dim=tuple", message)
+    if found:
+        return MESSAGES["error_max_axes"].format(call=found.group(1))
+    if "only Tensors of floating point dtype can require gradients" in message:
+        return MESSAGES["error_integer_grad"]
+    found = re.search(r"subscript (\w) has size (\d+) for operand (\d+) which does not "
+                      r"broadcast with previously seen size (\d+)", message)
+    if found:
+        return sized("error_einsum", letter=found.group(1), left=int(found.group(2)),
+                     operand=found.group(3), right=int(found.group(4)))
+    found = re.search(r"masked_fill_? only supports a 0-dimensional value tensor, but got "
+                      r"tensor with (\d+) dimension", message)
+    if found:
+        return MESSAGES["error_fill_value"].format(rank=found.group(1))
+    if "only one element tensors can be converted to Python scalars" in message:
+        return MESSAGES["error_scalar"]
+    return overflow(message) or missing_parameter(message)
+
+
+# ------------------------------------------------------------ an offset along one axis
+
+def offset_along(actual, expected, same, dims, axes=None, vectors=None):
+    """The offset family: actual = expected + v, with v a vector along one axis (the same
+    at every index of the other axes) that is not a constant (constant()'s): a bias added
+    once too often, or left out. vectors: {name: 1-D tensor} the check can name (the
+    exercise's bias), said with the multiple of it that v is, where one is."""
+    shape = tuple(expected.shape)
+    if tuple(actual.shape) != shape or expected.dim() < 2 or expected.numel() < 4:
+        return None
+    a, e = actual.detach().double(), expected.detach().double()
+    if not (bool(torch.isfinite(a).all()) and bool(torch.isfinite(e).all())):
+        return None
+    names = axis_names(shape, dims, axes)
+    difference = a - e
+    for axis, size in enumerate(shape):
+        if size < 2:
+            continue
+        others = [o for o in range(len(shape)) if o != axis]
+        offset = difference.mean(dim=others, keepdim=True)
+        flat = offset.flatten()
+        if float((flat - flat.mean()).abs().max()) <= 1e-9 * (1 + float(flat.abs().max())):
+            continue   # one constant: constant()'s
+        if not same(actual, e + offset):
+            continue
+        like = ""
+        for name, vector in (vectors or {}).items():
+            v = vector.detach().double().flatten()
+            if v.numel() == size and float(v.abs().max()) > 0:
+                times = float((flat * v).sum() / (v * v).sum())
+                if same(actual, e + (times * v).reshape(offset.shape)):
+                    shown = "" if math.isclose(times, 1) else f"{times:.6g} times "
+                    like = MESSAGES["offset_like"].format(times=shown, name=name)
+                    break
+        return MESSAGES["offset_along"].format(axis=_axis_label(names[axis]), like=like)
+    return None
+
+
+# ------------------------------------------------------- the right values, another shape
+
+def permuted(actual, expected, same, dims, axes=None):
+    """The layout family for a result of another shape than the answer: its values are the
+    answer's with the axes in another order (a transpose too many or too few), or the
+    answer's entries read in another axis order and reshaped to the result's shape (a
+    view without its transpose). None when neither fits (or the shapes agree)."""
+    got, want = tuple(actual.shape), tuple(expected.shape)
+    if got == want or actual.numel() != expected.numel() or expected.numel() < 2 \
+            or expected.dim() > 5:
+        return None
+    names = axis_names(want, dims, axes)
+    e = expected.detach()
+    orders = [order for order in itertools.permutations(range(e.dim()))
+              if order != tuple(range(e.dim()))]
+    for order in orders:
+        if tuple(want[k] for k in order) == got and same(actual, e.permute(order)):
+            return MESSAGES["permuted"].format(
+                got_axes=", ".join(names[k] for k in order), want_axes=", ".join(names))
+    for order in orders:
+        if same(actual, e.permute(order).reshape(got)):
+            return MESSAGES["permuted_view"].format(
+                order=", ".join(names[k] for k in order), got=got)
+    return None
+
+
+
+def reduced_many(actual, expected, same, dims, axes=None):
+    """The fewer-axes family for two or more axes: `actual` is `expected` averaged or summed
+    over several of its axes (all of them: one number), the others kept in order (one axis
+    less is fewer_axes()')."""
+    got, want = tuple(actual.shape), tuple(expected.shape)
+    if len(want) - len(got) < 2 or expected.dim() > 6:
+        return None
+    names = axis_names(want, dims, axes)
+    e = expected.detach().to(actual.dtype)
+    for dropped in itertools.combinations(range(len(want)), len(want) - len(got)):
+        if tuple(size for k, size in enumerate(want) if k not in dropped) != got:
+            continue
+        for how, reduce in (("averaged over", e.mean), ("summed over", e.sum)):
+            if same(actual, reduce(dim=dropped)):
+                words = " and ".join(_axis_label(names[k]) for k in dropped)
+                return MESSAGES["reduced_many"].format(how=how, axes=words)
+    return None

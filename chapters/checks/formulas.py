@@ -17,7 +17,7 @@ import math
 import torch
 
 from .common import FLOAT32_SQRT
-from .diagnose import Formula, constant_names
+from .diagnose import Formula, _near, _total, constant_names
 
 # name -> function(dims, **options) -> Formula; each chapter's section adds its own
 FORMULAS = {}
@@ -40,6 +40,15 @@ def _softmax_over(dim):
     def softmax(scores, _x):
         weights = torch.softmax(scores, dim=dim)
         return torch.nan_to_num(weights, nan=0.0)   # a fully masked row: zeros, never NaN
+    return softmax
+
+
+def _softmax_over_batch(axis):
+    """The softmax step over a leading (batch) axis, for scores that have one there."""
+    def softmax(scores, x):
+        if scores.dim() < axis + 3:
+            raise RuntimeError(f"no batch axis {axis}")   # no fit (Formula.mistakes)
+        return _softmax_over(axis)(scores, x)
     return softmax
 
 
@@ -86,12 +95,17 @@ def attention_formula(dims, d_k, output=True):
                          lambda s, x: s if x.get("mask") is None
                          else s.masked_fill(x["mask"], float("-inf"))},
                 "softmax": {"runs over the queries (dim=-2) instead of the keys":
-                            _softmax_over(-2)}}
+                            _softmax_over(-2),
+                            **{f"runs over dim={axis}, a batch axis, instead of the keys "
+                               "(F.softmax without dim= picks dim=0 for 3-D scores, 1 for "
+                               "4-D)": _softmax_over_batch(axis) for axis in (0, 1)}}}
     optional = ["scale", "mask", "softmax"]
     if output:
         steps.append(("weighted sum", lambda w, x: w @ x["value"]))
         variants["weighted sum"] = {"multiplies the weights by the keys instead of the values":
-                                    lambda w, x: w @ x["key"]}
+                                    lambda w, x: w @ x["key"],
+                                    "multiplies the transposed weights (one row per key) by "
+                                    "the values": lambda w, x: w.transpose(-2, -1) @ x["value"]}
     return Formula(steps, variants, optional)
 
 
@@ -134,9 +148,16 @@ def softmax_formula(dims, dim):
              ("result", lambda state, _x: state["s"])]
     variants = {"reduction axis": {f"is the last axis instead of dim={dim} (in the max and "
                                    "the sum)": lambda _v, x: {"s": x["scores"], "dim": -1}},
+                "subtraction of the maximum": {
+                    "takes the maximum along the last axis instead of along dim":
+                    lambda state, _x: _with(state, s=state["s"] - state["s"].amax(
+                        dim=-1, keepdim=True))},
                 "division by the sum": {
                     "sums the whole tensor instead of along dim":
-                    lambda state, _x: _with(state, s=state["s"] / state["s"].sum())}}
+                    lambda state, _x: _with(state, s=state["s"] / state["s"].sum()),
+                    "sums along the last axis instead of along dim":
+                    lambda state, _x: _with(state, s=state["s"] / state["s"].sum(
+                        dim=-1, keepdim=True))}}
     return Formula(steps, variants, ["division by the sum"])
 
 
@@ -144,7 +165,9 @@ def entropy_formula(dims):
     """attention_entropy(weights): -sum_k w log w over the keys (the last axis), in nats,
     with 0 log 0 = 0; inputs {"weights"}."""
     reductions = {"takes the mean instead of the sum": lambda t: t.mean(dim=-1),
-                  "takes the largest term instead of the sum": lambda t: t.amax(dim=-1)}
+                  "takes the largest term instead of the sum": lambda t: t.amax(dim=-1),
+                  "sums over the queries (dim=-2) instead of the keys (the last axis)":
+                      lambda t: t.sum(dim=-2)}
     steps = [("w log w", lambda _v, x: torch.special.xlogy(x["weights"], x["weights"])),
              ("sum over the keys", lambda t, _x: t.sum(dim=-1)),
              ("minus sign", lambda t, _x: -t)]
@@ -455,7 +478,9 @@ def parameter_count_formula(dims):
         "W_O": {"counts W_O once per head (num_heads matrices): there is one W_O, shared by "
                 "all heads": lambda n, x: n + x["num_heads"] * d(x) * d(x)},
         "biases": {"leaves out the output projection's bias (counts 3 * d_model): out_proj "
-                   "has d_model biases too": lambda n, x: n + 3 * d(x) * x["bias"]}}
+                   "has d_model biases too": lambda n, x: n + 3 * d(x) * x["bias"],
+                   "ignores bias=False (counts the 4 * d_model biases whatever `bias` is): "
+                   "with bias=False the layers have no biases": lambda n, x: n + 4 * d(x)}}
     # the biases left out (a variant rather than an optional step, for the sentence's hint)
     variants["biases"]["is left out: each of the four nn.Linear layers has d_model biases "
                        "(4 * d_model in all when bias=True)"] = lambda n, _x: n
@@ -491,6 +516,7 @@ def head_projection_formula(dims, i, num_heads):
         def step(_v, x):
             head_dim = x["weight"].shape[0] // num_heads
             block = (slice(i, None, num_heads) if which == "strided"
+                     else slice(i, i + head_dim) if which == "from i"
                      else slice(which * head_dim, (which + 1) * head_dim))
             bias = x.get("bias")
             return {"w": x["weight"][block], "b": None if bias is None else bias[block]}
@@ -512,6 +538,9 @@ def head_projection_formula(dims, i, num_heads):
     ways = {"takes the strided rows i, i + num_heads, ... instead of a block": rows("strided"),
             "takes columns of the weight instead of rows (nn.Linear stores W transposed)":
             columns}
+    if i != 0:   # from row i (for head 0 the same block)
+        ways["takes rows i .. i + head_dim - 1 (the block starts at row i, not at "
+             "i * head_dim)"] = rows("from i")
     ways.update({f"takes head {j}'s block (off by one: head i = {i} is asked, counted "
                  "from 0)": rows(j) for j in (i - 1, i + 1) if 0 <= j < num_heads})
     return Formula(steps, {"block of rows of head i": ways},
@@ -568,35 +597,30 @@ FORMULAS["multi-head attention core"] = core_formula
 # ==== chapter 4: masks ====================================================================
 
 class _UpToTwoSteps(Formula):
-    """A Formula whose mistakes also include two steps changed at once (each left out or
-    done another way), for an exercise whose steps are often got wrong together (filling
-    the masked scores and zeroing the masked weights); outputs that agree on the inputs
-    are one mistake, named by all its sentences, and a pair that agrees with a single
-    change is that change."""
+    """A Formula whose mistakes (each change, and the pairs of Formula.pairs()) that agree
+    on the inputs are one mistake, named by all its sentences, and a pair that agrees with
+    a single change is that change: for an exercise whose steps are often got wrong
+    together (filling the masked scores and zeroing the masked weights)."""
 
     def mistakes(self, inputs):
-        ways = self.changes()
-        tried = [(sentence, {name: function}) for sentence, name, function in ways]
-        order = [name for name, _ in self.steps]
-        ways.sort(key=lambda way: order.index(way[1]))   # a pair is said in step order
-        tried += [(f"{first}, and {second}", {a: f, b: g})
-                  for i, (first, a, f) in enumerate(ways) for second, b, g in ways[i + 1:]
-                  if a != b]
-        found = []   # [[sentences], output]
+        tried = [(sentence, {name: function}) for sentence, name, function in self.changes()]
+        tried += self.pairs()
+        found = []   # [[sentences], output, its sum (a cheap first test of equality)]
         for sentence, replace in tried:
             try:
                 output = self.run(inputs, replace)
             except (RuntimeError, KeyError):
                 continue
+            total = _total(output)
             same = next((entry for entry in found
-                         if entry[1].shape == output.shape
+                         if entry[1].shape == output.shape and _near(entry[2], total)
                          and torch.allclose(entry[1], output, rtol=1e-9, atol=1e-12,
                                             equal_nan=True)), None)
             if same is None:
-                found.append([[sentence], output])
+                found.append([[sentence], output, total])
             elif len(replace) == 1 or all(", and " in s for s in same[0]):
                 same[0].append(sentence)   # the same values: either description fits
-        return {", or ".join(sentences): output for sentences, output in found}
+        return {", or ".join(sentences): output for sentences, output, _ in found}
 
 
 def _mask_products(fill):
@@ -665,6 +689,11 @@ def masked_attention_formula(dims, d_k):
         "masked weights, so a query with no key to attend to gets uniform weights":
             lambda s, x: s if x.get("mask") is None
             else s.masked_fill(~x["mask"], torch.finfo(s.dtype).min)}
+    formula.variants["softmax"] = {
+        **formula.variants["softmax"],
+        "multiplies its weights by the mask afterwards (0 at the masked keys, but the rows "
+        "then no longer sum to 1)": lambda s, x: torch.softmax(s, dim=-1) if x.get("mask") is None
+        else torch.softmax(s, dim=-1) * x["mask"]}
     root32 = float32_sqrt(d_k)
     if root32 is not None:
         formula.variants["scale"] = {
@@ -714,6 +743,12 @@ def relation_formula(dims, relation):
         "reads an entry above the diagonal (key i+1 of query i, or weights[..., i-1, i] with "
         f"query and key exchanged) instead of {right_key}: the causal mask sets those to 0":
             pick(lambda i: i, query=lambda i: i - 1)})
+    # an index off by one (the key one position further from the query)
+    if relation == "first":
+        keys["reads key 1 instead of key 0 (off by one: positions count from 0)"] = pick(
+            lambda i: 0 * i + 1)
+    else:
+        keys["reads key i-2 instead of key i-1 (off by one)"] = pick(lambda i: i - 2)
     steps = [("query positions", rows(2)),
              ("key", pick(right)),
              ("average", lambda picked, _x: picked.mean((0, 2)))]
@@ -728,7 +763,11 @@ def relation_formula(dims, relation):
                     "attention weight, between 0 and 1)":
                     lambda picked, _x: picked.sum(2).mean(0),
                     "sums over the batch instead of averaging":
-                    lambda picked, _x: picked.sum(0).mean(-1)}}
+                    lambda picked, _x: picked.sum(0).mean(-1),
+                    "takes the largest weight over the query positions instead of their mean":
+                    lambda picked, _x: picked.amax(2).mean(0),
+                    "averages over the query positions only, for the first example of the "
+                    "batch (the batch is averaged too)": lambda picked, _x: picked[0].mean(-1)}}
     return Formula(steps, variants)
 
 
@@ -767,7 +806,11 @@ def similarity_formula(dims):
             "divides by sqrt(Lq * Lk) (the dot products by the number of entries) instead of "
             "by each map's norm":
                 lambda maps, _x: maps / math.sqrt(maps.shape[-1])},
-        "average over the batch": {"sums instead of averaging": lambda s, _x: s.sum(0)}}
+        "average over the batch": {"sums instead of averaging": lambda s, _x: s.sum(0),
+                                   "takes the first example instead of averaging over the "
+                                   "batch": lambda s, _x: s[0],
+                                   "takes the last example instead of averaging over the "
+                                   "batch": lambda s, _x: s[-1]}}
     return Formula(steps, variants)
 
 
@@ -890,13 +933,23 @@ def head_copy_formula(dims, num_heads, head_dim, layout, ndim=2, key="the parame
     def layout_step(other):
         return copied(_head_blocks(h, hd, other), range(1, h))
 
+    def copied_from(source):
+        def step(_v, x):
+            W = x["W"].clone()
+            blocks = _head_blocks(h, hd, layout)(W)
+            blocks[:] = blocks[source].clone()
+            return W
+        return step
+
     steps = [("copy", layout_step(layout))]
     variants = {"copy": {
         f"is left out: {key} was not changed (head 0's block goes into every head i = 1 .. "
         "num_heads - 1, or the heads still compute different things)": lambda _v, x: x["W"],
         **_other_layouts(torch.empty((1,) * ndim), layout, layout_step),
         "stops before the last head (range(1, num_heads - 1) misses head num_heads - 1)":
-            copied(_head_blocks(h, hd, layout), range(1, h - 1))}}
+            copied(_head_blocks(h, hd, layout), range(1, h - 1)),
+        **{f"copies head {j}'s block into every head instead of head 0's":
+           copied_from(j) for j in range(1, h)}}}
     return Formula(steps, variants)
 
 

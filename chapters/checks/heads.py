@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from .common import (FLOAT32_SQRT, CheckFailure, Forbidden, attempt, call_keeping, check,
                      expect_close, expect_tensor, fail, float32_sqrt, forbid_spec, passed,
                      random_inputs, reference, softmax_condition, type_name)
-from .common import current_dims, step_mistakes
+from .common import Intermediate, current_dims, step_mistakes
 from .diagnose import located
 from .operations import student_line
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
@@ -508,7 +508,10 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
                  mistakes=step_mistakes("multi-head attention core", inputs, current_dims(),
                                         num_heads=num_heads),
                  scale=v.detach().double().abs().max(), condition=condition.amax(),
-                 axes="(B, Lq, d_model)", hint=MESSAGES["core_hint"])
+                 axes="(B, Lq, d_model)", hint=MESSAGES["core_hint"],
+                 # where no family names the output's mistake: the weights, if they differ
+                 earlier=[Intermediate("weights", weights, expected_weights, q.dtype, condition,
+                                       "(B, num_heads, Lq, Lk)")])
     weights = expect_tensor(weights, f"{name}: weights")
     if tuple(weights.shape) == (B, Lq, num_heads, num_heads) and Lq != num_heads:
         fail(MESSAGES["weights_across_heads"].format(name=name, shape=tuple(weights.shape)))

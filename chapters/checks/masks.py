@@ -18,7 +18,7 @@ from .common import (FLOAT32_SQRT, CheckFailure, Forbidden, _isfinite, beyond_to
                      check, close, expect_close, expect_tensor, fail, float32_sqrt, forbid_spec,
                      fresh_seed, generator, max_error, passed, random_inputs, reference,
                      softmax_condition, type_name)
-from .common import current_dims, step_mistakes
+from .common import Intermediate, current_dims, step_mistakes
 
 _softmax = torch.softmax
 _where = torch.where
@@ -59,7 +59,6 @@ MESSAGES = {
         "masked_fill or torch.where, not with an addition."),
     "nonfinite": "{failure} {cause}",
     # the student's call raised
-    "raised_named": "{raised}\nThat is: {reason}. {hint}",
     "raised_hint": "{raised}\n{hint}",
     "fill_lowest": ("Fill with torch.finfo(scores.dtype).min, the most negative finite value of "
                     "whatever dtype the scores have."),
@@ -214,15 +213,9 @@ def _call(function, *args, hint=None, **kwargs):
     try:
         return call(function, *args, **kwargs)
     except CheckFailure as failure:
-        text = str(failure)
-        beyond = diagnose.overflow(text)
-        if beyond:
-            raise CheckFailure(MESSAGES["raised_named"].format(
-                raised=text, reason=beyond, hint=MESSAGES["fill_lowest"])) from None
-        missing = diagnose.missing_parameter(text)
-        if missing:
-            raise CheckFailure(MESSAGES["raised_named"].format(
-                raised=text, reason=missing, hint=hint or "").rstrip()) from None
+        text = str(failure)   # call() names the overflow and the missing parameter
+        if diagnose.overflow(text):
+            hint = MESSAGES["fill_lowest"]
         if hint:
             raise CheckFailure(MESSAGES["raised_hint"].format(raised=text, hint=hint)) from None
         raise
@@ -526,7 +519,8 @@ def scaled_dot_product_attention(function, seed=0, batch=(3, 2), Lq=5, Lk=7, d_k
     inputs = {"query": query, "key": key, "value": value, "mask": mask}
     expect_close(output, expected, "output", dtype=dtype,
                  mistakes=step_mistakes("masked attention", inputs, current_dims(), d_k=d_k),
-                 scale=value.double().abs().max(), condition=condition.amax(-1, keepdim=True))
+                 scale=value.double().abs().max(), condition=condition.amax(-1, keepdim=True),
+                 earlier=[Intermediate("weights", weights, expected_w, dtype, condition)])
     expect_close(weights, expected_w, "weights", dtype=dtype, condition=condition,
                  hint=MESSAGES["weights_hint"])
     if bool((output.detach().masked_select(fully) != 0).any()):

@@ -45,7 +45,7 @@ from .common import (MALFORMED, Forbidden, attempt, by_owner, call,
                      judge_construct, load_weights, observe, passed, raised, random_inputs,
                      read_back, reference, refusal, revive, softmax_condition, take,
                      take_error, type_name)
-from .common import current_dims, step_mistakes
+from .common import Intermediate, current_dims, step_mistakes
 from . import diagnose
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
 
@@ -489,11 +489,17 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
         # that no entry of the tables names
         inputs = {"query": q_in, "key": k_in, "value": v_in, "mask": None,
                   **{f"{n}_{part}": P[f"{n}_{part}"] for n in "qkvo" for part in "wb"}}
+        output_mistakes = step_mistakes("multi-head attention", inputs, current_dims(),
+                                        num_heads=h)
+        weight_mistakes = step_mistakes("multi-head weights", inputs, current_dims(),
+                                        num_heads=h)
+        axes = ("B", "num_heads", "Lq", "Lk")
+        # where no family names the output's mistake: the weights, if they differ first
         expect_close(output, expected, "output" + context, dtype=dtype,
-                     mistakes=step_mistakes("multi-head attention", inputs, current_dims(),
-                                            num_heads=h),
-                     scale=scale, condition=condition.amax(), axes=("B", "Lq", "d_model"),
-                     hint=MESSAGES["output_hint"])
+                     mistakes=output_mistakes, scale=scale, condition=condition.amax(),
+                     axes=("B", "Lq", "d_model"), hint=MESSAGES["output_hint"],
+                     earlier=[Intermediate("weights", weights, expected_w, dtype, condition,
+                                           axes, weight_mistakes)])
         expect_tensor(weights, "weights" + context)
         shape = (batch, h, q_in.shape[1], Lk_case)
         if weights.dim() + 1 == len(shape):  # the fewer-axes family: averaged, flattened
@@ -502,9 +508,7 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
         expect_tensor(weights, "weights" + context, shape=shape, dtype=dtype,
                       shape_names="(B, num_heads, Lq, Lk)")
         expect_close(weights, expected_w, "weights" + context, dtype=dtype,
-                     condition=condition, axes=("B", "num_heads", "Lq", "Lk"),
-                     mistakes=step_mistakes("multi-head weights", inputs, current_dims(),
-                                            num_heads=h),
+                     condition=condition, axes=axes, mistakes=weight_mistakes,
                      hint=MESSAGES["weights_hint"])
     what = ("nn.MultiheadAttention with the same weights" if sizes[0] == d_model
             else "a float64 reference (nn.MultiheadAttention needs query_size == d_model)")

@@ -192,7 +192,7 @@ def attention_entropy(weights):
     return -torch.special.xlogy(weights, weights).sum(dim=-2)
 '''},
         fails=["test_attention_entropy"],
-        diagnosis=r"the Lq axis has 6 = Lk entries; it should have 4 = Lq"),
+        diagnosis=r"sums over the queries \(dim=-2\) instead of the keys"),
 
     # --- stable_softmax ---------------------------------------------------------------
     "naive_softmax_overflow": Bug(
