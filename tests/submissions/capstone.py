@@ -172,7 +172,7 @@ class TransformerBlock(nn.Module):
         self.norm2 = nn.RMSNorm(d_model)
         for name, (n_in, n_out) in {"gate_proj": (d_model, d_ff), "up_proj": (d_model, d_ff),
                                     "down_proj": (d_ff, d_model)}.items():
-            setattr(self, name, nn.Linear(n_in, n_out, bias=False))
+            self.add_module(name, nn.Linear(n_in, n_out, bias=False))
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x, cache=None):
