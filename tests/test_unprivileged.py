@@ -118,7 +118,8 @@ def test_isolation_entries_as_an_unprivileged_user(unprivileged):
 
 
 def test_batch_faults_as_an_unprivileged_user(unprivileged):
-    """tests/test_faults.py's batches (broken notebooks among honest ones; SIGKILL, a
-    second batch refused, resume, a deleted gradebook) graded by `nobody`."""
-    summary = _pytest_as(unprivileged, "tests/test_faults.py", "-k", "broken or killed")
-    assert "2 passed" in summary, summary
+    """tests/test_faults.py's killed batch (SIGKILL, a second batch refused, resume, a deleted
+    gradebook) graded by `nobody`. (Its batch of broken notebooks among honest ones runs as
+    root only: the same sandbox calls, on the 15-minute budget.)"""
+    summary = _pytest_as(unprivileged, "tests/test_faults.py", "-k", "killed")
+    assert "1 passed" in summary, summary
