@@ -8,6 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from autograde import class_calendar, course
 from tests.test_leaks import _site_files, leaks, needles, owner
@@ -67,6 +68,13 @@ def build(tmp_path_factory, opened):
     """`make book-class` for the setting `opened` chapters, into a folder of its own."""
     out = tmp_path_factory.mktemp(f"class-{opened}")
     env = dict(os.environ, COURSE_CLASS_CALENDAR=str(opened))
+    # the prerequisites every setting shares (the release, its zips and the kit's wheel),
+    # brought up to date by one worker at a time: two makes rebuilding the wheel at once
+    # let one zip it while the other rewrites it
+    with FileLock(REPO / "_build" / "class-prerequisites.lock"):
+        done = subprocess.run(["make", "_build/downloads/.stamp"],
+                              cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     done = subprocess.run(["make", "book-class", f"CLASS_OUT={out}"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
