@@ -145,23 +145,15 @@ class GroupedQueryAttention(nn.Module):
         return (f"d_model={self.d_model}, num_heads={self.num_heads}, "
                 f"num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}")
 
-    def forward(self, x, mask=None, cache=None):
-        """x (B, L, D); mask bool broadcastable to (B, h, L, T), True = may attend;
-        cache: a KVCache that receives this call's keys and values (T = len(cache) after
-        the append; T = L without a cache). With a cache and no mask the attention is
-        causal: x's positions are the last L of the T cached ones, so the mask is
-        decoding_causal_mask(L, T) (a cache is only ever filled while decoding; without a
-        cache, no mask means no mask). Returns (B, L, D)."""
+    def forward(self, x, mask=None):
+        """x (B, L, D); mask bool broadcastable to (B, h, L, L), True = may attend.
+        Returns (B, L, D). (Decoding with a cache is cached_attention(self, x_new, cache).)"""
         check_tensor(x, "x", rank=3)
         if x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape (B, L, {self.d_model}), got {tuple(x.shape)}")
         check_same_device_and_dtype(x=x, parameters=self.q_proj.weight)
         q, k, v = project_heads(self, x)         # (B, h, L, hd), (B, g, L, hd) x 2
-        if cache is not None:
-            k, v = cache.append(k, v)            # (B, g, T, hd)
-        if cache is not None and mask is None:   # x: the last L of the T positions
-            mask = decoding_causal_mask(x.shape[1], k.shape[-2], device=x.device)  # (L, T)
-        check_mask(mask, (x.shape[0], self.num_heads, x.shape[1], k.shape[-2]), x.device)
+        check_mask(mask, (x.shape[0], self.num_heads, x.shape[1], x.shape[1]), x.device)
         return attend_heads(self, q, k, v, mask)  # (B, L, D)
 
 

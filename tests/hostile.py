@@ -2472,19 +2472,12 @@ ENTRIES = [
             Expect(tests={"test_gqa_structure": failed(r"^GroupedQueryAttention\(16, 4, 2\) is "
                                                        r"not implemented yet"),
                           "test_gqa_forward": failed(r"^GroupedQueryAttention\(16, 4, 2\) is "
-                                                     r"not implemented yet"),
-                          # (its forward(x, cache=...) is checked there too)
-                          "test_cached_attention": failed(r"^GroupedQueryAttention\(16, 4, "
-                                                          r"2\) is not implemented yet")},
+                                                     r"not implemented yet")},
                    problems=[("suspicious", r"imports importlib")]), chapter=CH6),
     Hostile("kv_gqa_forges_its_forward_with_pytorchs_attention",
             cells(GroupedQueryAttention=KV_GQA_FORGES_ITS_FORWARD),
             Expect(tests={"test_gqa_forward": failed(r"^forward \(no mask\) is not "
-                                                     r"implemented yet"),
-                          # (its forward(x, cache=...) is checked there too)
-                          "test_cached_attention": failed(
-                              r"^GroupedQueryAttention\(16, 4, 2\)\(x of 3 positions, "
-                              r"cache=cache\) with an empty cache is not implemented yet")},
+                                                     r"implemented yet")},
                    problems=[("suspicious", r"imports importlib")]), chapter=CH6),
     Hostile("kv_cache_stub_forges_its_report",
             cells(decoding=KV_CACHE_STUB_FORGES_ITS_REPORT),

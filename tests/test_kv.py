@@ -166,16 +166,6 @@ def test_token_by_token_decoding_equals_full_causal_attention(num_kv_heads):
                                **TOL[torch.float64])
 
 
-def test_gqa_forward_with_a_cache_matches_cached_attention():
-    attn = gqa(16, 4, 2)
-    x = torch.randn(1, 5, 16, dtype=torch.float64)
-    a, b = KVCache(), KVCache()
-    cached_attention(attn, x[:, :4], a)
-    attn(x[:, :4], causal_mask(4), cache=b)
-    torch.testing.assert_close(attn(x[:, 4:], cache=b), cached_attention(attn, x[:, 4:], a),
-                               **TOL[torch.float64])
-
-
 # ----------------------------------------------------------------- counts
 def test_kv_cache_bytes_of_published_configurations():
     # Llama 2 70B: 80 layers, 8 KV heads of 128 -> 2 * 80 * 8 * 128 * 2 bytes = 320 KiB a token
@@ -194,19 +184,3 @@ def test_kv_cache_bytes_match_a_filled_cache():
         cached_attention(attn, torch.randn(1, 5, 32, dtype=torch.float16), cache)
     nbytes = (cache.keys.numel() + cache.values.numel()) * cache.keys.element_size()
     assert nbytes == 5 * count_kv_cache_bytes(1, 2, 4)
-
-
-def test_forward_with_a_cache_and_no_mask_is_causal_decoding():
-    """GroupedQueryAttention(x, cache=cache) without a mask applies the bottom-right mask
-    itself: a prompt, then one position per step, equals full causal attention, and equals
-    cached_attention call by call; without a cache, no mask means none."""
-    attn = gqa(16, 4, 2)
-    x = torch.randn(2, 7, 16, dtype=torch.float64)
-    full = attn(x, causal_mask(7))
-    caches = KVCache(), KVCache()
-    for start, stop in ((0, 3), (3, 4), (4, 5), (5, 7)):
-        step = attn(x[:, start:stop], cache=caches[0])
-        torch.testing.assert_close(step, full[:, start:stop], **TOL[torch.float64])
-        torch.testing.assert_close(step, cached_attention(attn, x[:, start:stop], caches[1]),
-                                   **TOL[torch.float64])
-    assert not torch.allclose(attn(x), full)           # no cache, no mask: not causal

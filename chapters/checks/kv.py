@@ -1,6 +1,6 @@
 """Checks of chapter 6: heads that share keys and values, and decoding with a cache.
 
-repeat_kv, GroupedQueryAttention (structure, forward, and forward with a cache),
+repeat_kv, GroupedQueryAttention (structure and forward),
 count_gqa_parameters, count_kv_cache_bytes, KVCache, decoding_causal_mask and
 cached_attention. A wrong value that no entry of the tables names is named by the families
 of diagnose.py, with the exercise's formula as steps (formulas.py's chapter 6 section)
@@ -19,7 +19,7 @@ every step with the rows of full causal attention over the whole sequence.
 Interfaces the checks use:
     GroupedQueryAttention(d_model, num_heads, num_kv_heads, *, bias=True), attributes
     d_model, num_heads, num_kv_heads, head_dim and the nn.Linear q_proj, k_proj, v_proj,
-    out_proj (overwritten in place by the checks); forward(x, mask=None, cache=None) ->
+    out_proj (overwritten in place by the checks); forward(x, mask=None) ->
     (B, L, d_model).
     KVCache(): len(cache), cache.keys / cache.values, append(keys, values) -> (keys, values).
     decoding_causal_mask(L_new, T) -> (L_new, T) bool.
@@ -80,11 +80,6 @@ NO_CAUSAL = ("the prompt's queries attend to later positions of the prompt: with
 NEW_ONLY = ("the new queries attended to the new keys only: attend to everything the cache "
             "holds, the (keys, values) that cache.append returns.")
 ROTARY_BASE = 10000.0  # rotary's default base (Su et al.; chapter 7's apply_rotary's default)
-CACHED_NOT_CAUSAL = ("forward(x, cache=cache) without a mask let the new positions attend to "
-                     "later ones: a call with a cache is a decoding step, its L positions are "
-                     "the last L of the T cached ones, so with no mask given apply "
-                     "decoding_causal_mask(L, T) yourself (for one new position it allows "
-                     "every key).")
 BYTES_NO_2 = ("only the keys were counted: the cache holds a key and a value per head, "
               "so multiply by 2.")
 BYTES_NO_LAYERS = "the layers are missing: every layer has its own cache."
@@ -448,71 +443,6 @@ def gqa_forward(cls, seed=0, batch=2, L=6, d_model=16, num_heads=4, num_kv_heads
     passed(f"GroupedQueryAttention({shown}) ({kind}): forward equals "
            f"F.scaled_dot_product_attention(enable_gqa=True) with the same weights, without a "
            f"mask, causal, and padding & causal ({dtype})")
-
-
-@reference
-def _cached_forward_answers(state, x, h, g, prompt):
-    """forward(x, cache=...) with no mask, first on the prompt x[:, :prompt] with an empty
-    cache, then on the rest with the cache the prompt filled: [(expected, condition, size,
-    {bug: output})] per call. With a cache and no mask the layer applies the bottom-right
-    causal mask itself, so each call gives the rows of full causal attention; the bug:
-    the same calls without any mask (the new positions see later ones)."""
-    L = x.shape[1]
-    expected, condition, size = _ref_run(state, x, h, g, [L])
-    future = _ref_run(state, x, h, g, [prompt, L - prompt], variant="no_causal")[0]
-    return [(expected[:, sl], condition[:, sl], size[:, sl],
-             {CACHED_NOT_CAUSAL: future[:, sl]})
-            for sl in (slice(0, prompt), slice(prompt, L))]
-
-
-@check
-def gqa_forward_cached(cls, cache_cls, seed=0, batch=2, L=5, prompt=3, d_model=16, num_heads=4,
-                       num_kv_heads=2, dtype=torch.float32):
-    """forward(x, cache=cache) of GroupedQueryAttention, the parameter its instructions name,
-    without a mask: with an empty cache it attends causally over x alone and appends x's keys
-    and values; with the cache filled, the new positions attend causally (bottom-right) over
-    the cached ones and themselves. L - prompt > 1, so that attending to a later new
-    position shows."""
-    args = (d_model, num_heads, num_kv_heads)
-    shown = _shown(args, {})
-    state = _weights(d_model, num_heads, num_kv_heads, True, seed, dtype)
-    (x,) = random_inputs((batch, L, d_model), seed=seed + 1, dtype=dtype)
-    answers = _cached_forward_answers(state, x, num_heads, num_kv_heads, prompt)
-    module, data = construct(cls, *args)
-    judge_construct(data, f"GroupedQueryAttention({shown})")
-    module, error = attempt(lambda: module.to(dtype=dtype).eval())
-    raised(error, f"GroupedQueryAttention({shown}).to(dtype={dtype})")
-    load_weights(module, by_owner(state))
-    cache, error = attempt(cache_cls)
-    raised(error, "KVCache()")
-    for (start, stop), answer, state_of in zip(((0, prompt), (prompt, L)), answers,
-                                               ("an empty cache",
-                                                f"a cache of {prompt} positions")):
-        call_shown = (f"GroupedQueryAttention({shown})(x of {stop - start} positions, "
-                      f"cache=cache) with {state_of}")
-        seen = observe(module, x[:, start:stop].clone(), cache=cache)
-        raised(seen.error, call_shown)
-        length, _ = attempt(len, cache)
-        if differs(length, stop):
-            _wrong_length(call_shown, repr(length), stop,
-                          ": forward(x, mask=None, cache=None) promises that a cache it is "
-                          "given receives this call's keys and values, and that the queries "
-                          "attend over all of them")
-        output = revive(seen.result)
-        expect_tensor(output, call_shown, shape=(batch, stop - start, d_model), dtype=dtype,
-                      shape_names="(B, L_new, d_model)")
-        # this call's formula, the cache holding the right keys and values before it
-        inputs = {"x": x[:, :stop], "start": start, **_formula_weights(state)}
-        _compare(output, answer, f"the output of {call_shown}", dtype,
-                 hint="With a cache, the keys and values are the cached ones followed by this "
-                      "call's, and with no mask given the new queries attend causally over "
-                      "them: decoding_causal_mask(L, T).",
-                 mistakes=step_mistakes("cached attention", inputs, current_dims(),
-                                        num_heads=num_heads, num_kv_heads=num_kv_heads))
-    passed(f"GroupedQueryAttention({shown}).forward(x, cache=cache) ({dtype}): with an empty "
-           f"cache it attends causally over x alone, with {prompt} cached positions over them "
-           "and the new ones (bottom-right causal mask), and the cache grows by each call's "
-           "positions")
 
 
 # ----------------------------------------------------------------------------- the helpers

@@ -446,7 +446,7 @@ BUGS = {
     "attention_forward_without_mask": _block_bug('''
     def forward(self, x, cache=None):
         h = self.norm1(x)
-        a = self.attn(h, cache=cache)
+        a = self.attn(h)
         x = x + self.drop(a)
         h = self.norm2(x)
         return x + self.drop(''' + FF + ''')

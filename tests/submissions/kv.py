@@ -148,15 +148,13 @@ BUGS = {
         cells=_edit("GroupedQueryAttention",
                     ("self.k_proj = nn.Linear(d_model, kv_size", "self.k_proj = nn.Linear(d_model, d_model"),
                     ("self.v_proj = nn.Linear(d_model, kv_size", "self.v_proj = nn.Linear(d_model, d_model")),
-        fails=["test_gqa_structure", "test_gqa_forward",
-               "test_cached_attention"],  # forward(x, cache=...) too
+        fails=["test_gqa_structure", "test_gqa_forward"],
         diagnosis=r"k_proj.weight: expected shape \(8, 16\).*got \(16, 16\)\. In words: the "
                   r"out_features axis has 16 = d_model entries; it should have 8"),
     "head_dim_from_kv_heads": Bug(
         cells=_edit("GroupedQueryAttention", ("self.head_dim = d_model // num_heads",
                                               "self.head_dim = d_model // num_kv_heads")),
-        fails=["test_gqa_structure", "test_gqa_forward",
-               "test_cached_attention"],  # forward(x, cache=...) too
+        fails=["test_gqa_structure", "test_gqa_forward"],
         diagnosis=r"head_dim is 8 where it should be 4\. head_dim must be d_model // num_heads"),
     "gqa_no_value_error": Bug(
         cells=_edit("GroupedQueryAttention", ("        if d_model % num_heads or num_heads % num_kv_heads:\n"
@@ -282,24 +280,4 @@ BUGS = {
                                              "return values_per_token * bytes_per_value * 8")),
         fails=["test_count_kv_cache_bytes"],
         diagnosis=r"in bits"),
-    # issue 20's false passes, caught by completed checks (not by table entries): the
-    # parameter cache= accepted and never used (gqa_forward_cached passes a cache, empty and
-    # filled), and a 0-d tensor returned where a Python float is asked
-    "gqa_forward_ignores_cache": Bug(
-        cells=_edit("GroupedQueryAttention", ("""        if cache is not None:
-            k, v = cache.append(k, v)         # (B, g, T, hd)
-""", "")),
-        fails=["test_cached_attention"],
-        diagnosis=r"len\(cache\) after GroupedQueryAttention\(.*\)\(x of 3 positions, "
-                  r"cache=cache\) with an empty cache is wrong: its number of cached positions "
-                  r"is 0 where it should be 3"),
-    # issue 22: forward(x, cache=cache) with no mask is a decoding step and must be causal
-    # (bottom-right); without the mask the prefill's positions see later ones
-    "gqa_cached_forward_not_causal": Bug(
-        cells=_edit("GroupedQueryAttention", ("""        if cache is not None and mask is None:  # x: the last L of the T cached positions
-            mask = decoding_causal_mask(q.shape[-2], k.shape[-2], device=x.device)  # (L, T)
-""", "")),
-        fails=["test_cached_attention"],
-        diagnosis=r"with an empty cache.*without a mask let the new positions attend to "
-                  r"later ones"),
 }
