@@ -131,8 +131,10 @@ ZH_SITE = REPO / "_build" / "zh_CN" / "_build" / "html"
 
 def page_text(path):
     """The text of a built page's body (the article, and the sidebar with the table of
-    contents' captions), its markup removed and its spaces collapsed."""
+    contents' captions), its markup removed and its spaces collapsed; an image counts as its
+    alt text (a diagram's description is a translated message too)."""
     article = path.read_text(encoding="utf-8").split("<body", 1)[1]
+    article = re.sub(r'<img\b[^>]*?\balt="([^"]*)"[^>]*>', r" \1 ", article)
     return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", article)))
 
 
