@@ -129,13 +129,25 @@ CHINESE_RUN = re.compile(r"[\u4e00-\u9fff\u3000-\u303f\uff00-\uffef]{4,}")
 ZH_SITE = REPO / "_build" / "zh_CN" / "_build" / "html"
 
 
+# A figure's translated description is its image's alternative text: an attribute, not text.
+IMAGE_ALT = re.compile(r'<img\b[^>]*?\balt="([^"]*)"[^>]*>')
+
+
 def page_text(path):
     """The text of a built page's body (the article, and the sidebar with the table of
-    contents' captions), its markup removed and its spaces collapsed; an image counts as its
-    alt text (a diagram's description is a translated message too)."""
+    contents' captions) with each image's alternative text, its markup removed and its spaces
+    collapsed."""
     article = path.read_text(encoding="utf-8").split("<body", 1)[1]
-    article = re.sub(r'<img\b[^>]*?\balt="([^"]*)"[^>]*>', r" \1 ", article)
+    article = IMAGE_ALT.sub(r" \1 ", article)
     return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", article)))
+
+
+def test_page_text_holds_the_text_and_the_images_descriptions(tmp_path):
+    page = tmp_path / "page.html"
+    page.write_text('<html><body><p>掩码<em>示意</em></p><img src="a.svg" alt="填充掩码 &amp; 因果掩码" '
+                    'class="x" /><script>var x;</script></body></html>', encoding="utf-8")
+    text = page_text(page)
+    assert "掩码示意 填充掩码 & 因果掩码" in text and "img" not in text and "<" not in text
 
 
 def test_the_built_chinese_pages_show_every_translation():
