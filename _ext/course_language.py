@@ -56,6 +56,7 @@ def edition_config(language=None, gettext=False):
     # one catalogue per document; no source line numbers in them, so that moving an
     # English paragraph changes no translation file
     settings.update(gettext_compact=False, gettext_location=False,
+                    gettext_additional_targets=["raw"],
                     locale_dirs=[os.path.relpath(LOCALES, REPO)])
     if gettext:
         config.setdefault("execute", {})["execute_notebooks"] = "off"
