@@ -136,14 +136,17 @@ student-branch: $(DOWNLOADS)
 	@echo "commit that tree as the branch 'student' of the repository in _config.yml"
 
 # The two editions, once the notebooks they show are executed (two at a time), are built
-# side by side (each a one-core Sphinx build reading the same cache). Then two pytest-xdist
-# workers, one per core; --dist loadgroup keeps the tests that share a costly module fixture
+# side by side (each a one-core Sphinx build reading the same cache). Then pytest-xdist
+# workers, three on the two cores: with two, a core idled whenever its worker waited on a
+# subprocess (nbgrader's kernels, pip, Chromium, a sandbox), about a quarter of the run
+# (bench/CI_TIMES.md); --dist loadgroup keeps the tests that share a costly module fixture
 # on one worker (tests/conftest.py: work_unit, ONE_WORKER); the log ends with the slowest
 # twenty tests (issue 19: each made cheaper or its cost explained).
+TEST_WORKERS ?= 3
 test: $(STAMP) $(DOWNLOADS) $(MATHJAX)
 	$(BIN)/python _ext/execute_chapters.py
 	$(MAKE) -j2 $(BOOK) $(CLASS_BOOK)
-	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=20
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=20
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_mha.py --output bench/README.md
