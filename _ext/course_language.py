@@ -68,8 +68,18 @@ def edition_config(language=None, gettext=False):
         settings["language"] = language
         overrides = LOCALES / language / "config.yml"
         if overrides.exists():
-            config.update(yaml.safe_load(overrides.read_text(encoding="utf-8")))
+            _merge(config, yaml.safe_load(overrides.read_text(encoding="utf-8")))
     return config
+
+
+def _merge(config, overrides):
+    """`overrides` written into `config`, key by key down the nested mappings (an edition's
+    sphinx: config: entries join _config.yml's instead of replacing them)."""
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(config.get(key), dict):
+            _merge(config[key], value)
+        else:
+            config[key] = value
 
 
 def other_editions(language, pagename, editions):
