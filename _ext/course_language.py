@@ -28,6 +28,7 @@ import os
 from pathlib import Path
 
 import yaml
+from docutils import nodes
 from sphinx import addnodes, locale
 from sphinx.transforms import SphinxTransform
 from sphinx.util.i18n import docname_to_domain
@@ -56,10 +57,13 @@ def edition_config(language=None, gettext=False):
     # one catalogue per document; no source line numbers in them, so that moving an
     # English paragraph changes no translation file
     settings.update(gettext_compact=False, gettext_location=False,
-                    gettext_additional_targets=["raw"],
                     locale_dirs=[os.path.relpath(LOCALES, REPO)])
     if gettext:
         config.setdefault("execute", {})["execute_notebooks"] = "off"
+        # the raw HTML blocks too (the predict-then-run answers' <details><summary>): in
+        # the extraction only, since Sphinx's Locale transform re-parses a translated raw
+        # block as rST, which MyST pages drop; TranslateAfterLocale applies them instead
+        settings["gettext_additional_targets"] = ["raw"]
     if language:
         settings["language"] = language
         overrides = LOCALES / language / "config.yml"
@@ -78,11 +82,13 @@ def other_editions(language, pagename, editions):
             for other, root in editions.items() if other != language]
 
 
-class TranslateTocCaptions(SphinxTransform):
-    """The captions of the table of contents ("Using the course", "Chapters") in the edition's
-    language. sphinx-external-toc inserts the toctrees from _toc.yml at priority 100, after
-    Sphinx's Locale transform (20) has translated the page: the gettext builder extracts their
-    captions into the root page's catalogue, but nothing would apply the translations."""
+class TranslateAfterLocale(SphinxTransform):
+    """What Sphinx's Locale transform (priority 20) leaves in English, translated from the
+    page's catalogue: the captions of the table of contents ("Using the course",
+    "Chapters"), which sphinx-external-toc inserts at priority 100, after Locale; and the
+    raw HTML blocks (the predict-then-run answers' <details><summary>), which Locale would
+    re-parse as rST and a MyST page would lose. The gettext builder extracts both (the
+    captions into the root page's catalogue; raw blocks with gettext_additional_targets)."""
     default_priority = 101
 
     def apply(self, **kwargs):
@@ -97,6 +103,12 @@ class TranslateTocCaptions(SphinxTransform):
         for toctree in self.document.findall(addnodes.toctree):
             if toctree.get("caption"):
                 toctree["caption"] = catalogue.gettext(toctree["caption"])
+        for raw in self.document.findall(nodes.raw):
+            english = raw.rawsource or raw.astext()   # the message, as the extraction took it
+            translated = catalogue.gettext(english)
+            if raw.get("format") == "html" and translated != english:
+                raw.children = [nodes.Text(translated)]
+                raw.rawsource = translated
 
 
 def _use_template(app, config):
@@ -132,7 +144,7 @@ def setup(app):
     app.connect("config-inited", _use_template)
     # in _ext/static/, which course_html adds to html_static_path
     app.add_css_file("course-language.css")
-    app.add_transform(TranslateTocCaptions)
+    app.add_transform(TranslateAfterLocale)
     app.connect("html-page-context", _page_context)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 

@@ -1,4 +1,4 @@
-"""What the workers of one test run share (`make test` runs pytest-xdist's `pytest -n 2`).
+"""What the workers of one test run share (`make test` runs pytest-xdist's `pytest -n 3`).
 
 xdist runs each session fixture once in every worker. What costs seconds and is the same for
 every worker (a release of the course, the catalogue's graded results, the student kits) is

@@ -1,5 +1,5 @@
 """Shared pytest set-up: hypothesis profiles, a fixed torch seed per test, and the fixtures
-that the workers of one run share (`make test` runs pytest-xdist's `pytest -n 2`): releases
+that the workers of one run share (`make test` runs pytest-xdist's `pytest -n 3`): releases
 of the course and the chapters' graded results, made once per run (tests/across_workers.py).
 Test files whose module fixtures hold a browser, a virtualenv or a trained model run whole on
 one worker (ONE_WORKER below, with `--dist loadgroup`).
