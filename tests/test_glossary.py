@@ -63,8 +63,18 @@ def missing_terms(english, chinese, exempt=(), pairs=None):
     """[(English term, 中文 term)] of each term in the prose of `english` whose Chinese is not
     in `chinese`. `exempt`: English terms that this message uses in another sense."""
     text = prose(english)
-    return [(e, c) for e, c in (pairs if pairs is not None else term_pairs())
-            if e not in exempt and _english_term(e).search(text) and c not in chinese]
+    pairs = pairs if pairs is not None else term_pairs()
+    spans = {e: [m.span() for m in _english_term(e).finditer(text)] for e, _ in pairs}
+    # where a longer term holds this one and is translated ("embedding" in "rotary position
+    # embedding", 旋转位置编码), the longer term's Chinese stands for both
+    translated = [span for e, c in pairs if c in chinese for span in spans[e]]
+
+    def within_longer(span):
+        return any(a <= span[0] and span[1] <= b and b - a > span[1] - span[0]
+                   for a, b in translated)
+    return [(e, c) for e, c in pairs
+            if e not in exempt and spans[e] and c not in chinese
+            and not all(within_longer(span) for span in spans[e])]
 
 
 def exemptions(message):
@@ -95,6 +105,11 @@ def test_the_term_check_catches_a_term_not_used():
     assert ("head", "头") in missing_terms("the heads", "各个部分", pairs=pairs)
     assert missing_terms("a headless browser and `num_heads`", "无界面浏览器", pairs=pairs) == []
     assert missing_terms("the token of yours", "你的令牌", {"token"}, pairs) == []
+    rotary = [("embedding", "嵌入"), ("rotary position embedding", "旋转位置编码")]
+    assert missing_terms("a rotary position embedding", "旋转位置编码", pairs=rotary) == []
+    assert missing_terms("a rotary position embedding and an embedding", "旋转位置编码",
+                         pairs=rotary) == [("embedding", "嵌入")]
+    assert missing_terms("a rotary position embedding", "旋转的位置", pairs=rotary) == rotary
     message = Message("a token of yours", "你的令牌",
                       user_comments=["glossary: token means an access token", "here"])
     assert exemptions(message) == {"token"} and exemptions(Message("a token", "令牌")) == set()
