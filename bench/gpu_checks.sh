@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The checks that need a CUDA GPU, as one script for a lent GPU machine (no Jupyter there,
-# its own python3 with torch): the CUDA tests, chapter 7's code with its fast paths on the
-# GPU, the recorded backend table, and bench_mha on the GPU. Results go to $OUT (default
+# its own python3 with torch): the CUDA tests, chapter 6's code and chapter 7's fast paths on
+# the GPU, the recorded backend table, and bench_mha on the GPU. Results go to $OUT (default
 # ./gpu-out); commit what they show (bench/GPU.md, chapters/data/sdpa_backends_<gpu>.json).
 #   usage: OUT=dir bash bench/gpu_checks.sh
 set -u
@@ -15,6 +15,9 @@ PY=${PY:-python3}
 echo "== CUDA tests"
 $PY -m pytest -q -p no:cacheprovider -m cuda tests/test_cuda.py tests/test_sdpa_backends.py \
   tests/test_diversity.py 2>&1 | tee "$OUT/cuda-tests.txt" | tail -5
+echo "== chapter 6 on the GPU, every cell"
+( time $PY bench/run_cells.py chapters/06_kv.ipynb ) > "$OUT/chapter6-gpu.txt" 2>&1
+tail -3 "$OUT/chapter6-gpu.txt"
 echo "== chapter 7 on the GPU, from its fast paths on"
 ( time $PY bench/run_cells.py chapters/07_positions.ipynb --from-heading "Fast paths" ) \
   > "$OUT/chapter7-gpu.txt" 2>&1; tail -3 "$OUT/chapter7-gpu.txt"
