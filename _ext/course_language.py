@@ -25,6 +25,7 @@ Two parts:
 """
 import argparse
 import os
+import re
 from pathlib import Path
 
 import yaml
@@ -92,6 +93,12 @@ def other_editions(language, pagename, editions):
             for other, root in editions.items() if other != language]
 
 
+# A chapter page's link to its student zip (course_solutions.DOWNLOAD_NOTE): the English
+# one, which `python -m autograde release --zip _build/downloads` writes; with --lang, each
+# language's lies in _build/downloads/<language>/ (the notebook's prose translated).
+STUDENT_ZIP = re.compile(r"/_build/downloads/(?P<name>[0-9][0-9]_[a-z_]+\.zip)")
+
+
 class TranslateAfterLocale(SphinxTransform):
     """What Sphinx's Locale transform (priority 20) leaves in English, translated from the
     page's catalogue: the captions of the table of contents ("Using the course",
@@ -105,6 +112,10 @@ class TranslateAfterLocale(SphinxTransform):
         language = self.config.language
         if not language or language == ENGLISH:
             return
+        for download in self.document.findall(addnodes.download_reference):
+            target = STUDENT_ZIP.fullmatch(download.get("reftarget", ""))
+            if target:  # this edition's student notebooks, in its language
+                download["reftarget"] = f"/_build/downloads/{language}/{target['name']}"
         domain = docname_to_domain(self.env.docname, self.config.gettext_compact)
         folders = [os.path.join(self.env.srcdir, d) for d in self.config.locale_dirs]
         catalogue, found = locale.init(folders, language, domain)

@@ -87,10 +87,16 @@ solution code, the checks it runs, and the course's checks package. Unzip it, op
 
 
 def _student_sources(app, exception):
-    """Each _sources/**/*.ipynb (the page's download) becomes the student version."""
+    """Each _sources/**/*.ipynb (the page's download) becomes the student version, in the
+    edition's language."""
     if exception is not None or app.builder.name != "html":
         return
-    release = Path(app.srcdir) / "_build" / "course" / "release"
+    _kit(app)  # (puts the repository on sys.path)
+    from autograde.paths import release_dir
+    # an edition in another language offers that language's student notebooks
+    # (`python -m autograde release --lang`)
+    language = app.config.language if app.config.language not in (None, "en") else None
+    release = release_dir(Path(app.srcdir) / "_build" / "course", language)
     for path in sorted(Path(app.outdir, "_sources").rglob("*.ipynb*")):
         chapter = path.name.split(".ipynb")[0]
         student = release / chapter / f"{chapter}.ipynb"

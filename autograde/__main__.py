@@ -1,6 +1,7 @@
 """The instructor's commands, run from the course directory (default: the current one).
 
   python -m autograde release  [ASSIGNMENT ...]   student versions into release/ (nbgrader)
+                    [--lang zh_CN]                and translated ones into release-zh_CN/
   python -m autograde grade    [ASSIGNMENT ...]   grade submitted/ into the gradebook,
                                                   grades.csv and tests.csv
   python -m autograde feedback [ASSIGNMENT ...]   feedback/<student>/<assignment>.html
@@ -34,7 +35,11 @@ def main(argv=None):
     rel = commands.add_parser("release", help="build student versions with nbgrader into release/")
     _common(rel)
     rel.add_argument("--zip", default=None, metavar="DIR",
-                     help="also write DIR/<assignment>.zip of each student version")
+                     help="also write DIR/<assignment>.zip of each student version "
+                          "(and DIR/<language>/<assignment>.zip of each translated one)")
+    rel.add_argument("--lang", action="append", default=[], metavar="LANGUAGE",
+                     help="also write the student versions in LANGUAGE (e.g. zh_CN, from "
+                          "locales/LANGUAGE/LC_MESSAGES/) into release-LANGUAGE/; repeatable")
     grade = commands.add_parser("grade", help="grade every submission in submitted/")
     _common(grade)
     grade.add_argument("--engine", choices=["sandbox", "nbgrader"], default="sandbox",
@@ -72,6 +77,9 @@ def main(argv=None):
                                                " (holds no answers)"))
             if args.zip:
                 print(f"{assignment}: {course.write_zip(folder, args.zip)}")
+        for language in args.lang:
+            _release_language(course_dir, assignments or course.assignments(), language,
+                              args.zip)
         print(f"kit: {course_dir.resolve() / 'kit'} (the package of the checks, no answers)")
         return 0
 
@@ -96,6 +104,21 @@ def main(argv=None):
     for path in write_report(course_dir, results):
         print(printable(path))
     return 0
+
+
+def _release_language(course_dir, assignments, language, zip_dir):
+    """The translated student versions (course.release_language) of the English ones just
+    released, each listed with the blocks its catalogue left in English."""
+    for assignment in assignments:
+        folder, unmatched = course.release_language(course_dir, assignment, language)
+        print(f"{assignment} ({language}): {folder}" + (
+            f" ({len(unmatched)} markdown blocks left in English)" if unmatched else ""))
+        for cell, message in unmatched:
+            shown = message if len(message) <= 100 else message[:97] + "..."
+            print(f"  cell {cell}: {shown}")
+        if zip_dir:
+            print(f"{assignment} ({language}): "
+                  f"{course.write_zip(folder, Path(zip_dir) / language)}")
 
 
 def _grade(args, assignments, course_dir):

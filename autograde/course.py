@@ -20,7 +20,7 @@ from IPython.core.inputtransformer2 import TransformerManager
 
 from autograde import kit
 from autograde.notebook import PARSING, parse
-from autograde.paths import CHAPTERS, CHECKS, REPO, RELEASE, SOURCE
+from autograde.paths import CHAPTERS, CHECKS, REPO, RELEASE, SOURCE, release_dir
 
 # The checks package beside every notebook ships in part: its __init__.py, common.py and
 # the modules the chapter's notebook imports (checks_modules), so that a chapter's
@@ -304,6 +304,37 @@ def release(course_dir=".", only=None, db_url=None):
                     sorted(set().union(*(checks_modules(a, kit_form=True) for a in public))),
                     [recorded / f"{a}.npz" for a in public if (recorded / f"{a}.npz").exists()])
     return done
+
+
+def notebook_json(notebook):
+    """A notebook dict as nbgrader's generate_assignment writes it (json, indent 1, keys
+    sorted, non-ASCII as is, a final newline), so a copy differs from the English student
+    version in what was changed only."""
+    return json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def release_language(course_dir, assignment, language):
+    """The student version of chapter `assignment` in `language` (e.g. "zh_CN"), from its
+    English release (course.release): release-<language>/<assignment>/, a copy of
+    release/<assignment>/ whose notebook's markdown cells are translated through the
+    chapter's catalogue (autograde.translate) and whose metadata["course"]["language"] names
+    the language; its code cells, cell ids and nbgrader metadata (grade ids, points,
+    checksums) are the English ones, so one gradebook grades both.
+
+    Returns (folder, [(cell index, message left in English)]): empty once the chapter's
+    catalogue is complete. Raises FileNotFoundError if the chapter has no catalogue."""
+    from autograde import translate
+    english = release_dir(course_dir, None).resolve() / assignment
+    target = release_dir(course_dir, language).resolve() / assignment
+    catalogue = translate.chapter_catalogue(assignment, language)
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(english, target, ignore=shutil.ignore_patterns("__pycache__"))
+    notebook = target / f"{assignment}.ipynb"
+    translated, unmatched = translate.translate_notebook(json.loads(notebook.read_text()),
+                                                         catalogue, language)
+    notebook.write_text(notebook_json(translated), encoding="utf-8")
+    return target, unmatched
 
 
 def write_zip(folder, zip_dir):

@@ -45,3 +45,12 @@ def released_notebook(course_dir, assignment):
 def result_path(course_dir, student, assignment):
     """<course>/.autograde/results/<assignment>/<student>.json: one saved verdict."""
     return Path(course_dir) / RESULTS / assignment / f"{student}.json"
+
+
+def release_dir(course_dir, language=None):
+    """<course>/release/, where nbgrader writes the English student versions, or, for another
+    `language` (e.g. "zh_CN"), <course>/release-zh_CN/: the same folders with the notebook
+    translated and the same file names, since nbgrader collects and grades a submission by
+    its notebook's name (<assignment>.ipynb in either language). nbgrader's own commands
+    release it with --CourseDirectory.release_directory=release-zh_CN."""
+    return Path(course_dir) / (RELEASE if language is None else f"{RELEASE}-{language}")

@@ -38,6 +38,9 @@ BUILD = REPO / "_build"
 SITES = {"self-study": BUILD / "html", "class": BUILD / "class" / "_build" / "html",
          "zh_CN": BUILD / "zh_CN" / "_build" / "html"}
 RELEASE = BUILD / "course" / "release"
+# the student versions in each other language, by the site of their edition (`make test`
+# releases them with the English ones: python -m autograde release --lang zh_CN)
+RELEASES = {"self-study": RELEASE, "class": RELEASE, "zh_CN": BUILD / "course" / "release-zh_CN"}
 WHEELS = BUILD / "course" / "kit"
 MIN_LENGTH = 20  # characters of code, whitespace removed: shorter lines say too little
 # names, dots, commas, = and : only (`return output, weights`): no computation to give away
@@ -275,7 +278,9 @@ def test_the_built_book_holds_no_answer(found, edition):
 
 def test_the_release_and_the_kit_hold_no_answer(found):
     files = []
-    for path in sorted(RELEASE.rglob("*")) + sorted(WHEELS.glob("*.whl")):
+    released = sorted({path for folder in RELEASES.values() for path in folder.rglob("*")})
+    assert any(RELEASES["zh_CN"] in path.parents for path in released)
+    for path in released + sorted(WHEELS.glob("*.whl")):
         if path.is_file():
             files += artifacts(path, str(path.relative_to(BUILD)))
     assert len({owner(n) for n, _ in files}) == len(course.assignments()) + 1
@@ -283,12 +288,13 @@ def test_the_release_and_the_kit_hold_no_answer(found):
 
 
 def test_downloads_of_pages_are_the_student_notebooks():
-    """A chapter page's ".ipynb" download (_sources) is the student version, in both
-    editions: no solution code, no hidden test, nbgrader's locked test cells intact."""
-    for site in SITES.values():
+    """A chapter page's ".ipynb" download (_sources) is the student version, in every
+    edition (in its language): no solution code, no hidden test, nbgrader's locked test
+    cells intact."""
+    for edition, site in SITES.items():
         for assignment in course.assignments():
             (path,) = [p for p in (site / "_sources" / "chapters").glob(f"{assignment}.ipynb*")]
-            student = (RELEASE / assignment / f"{assignment}.ipynb").read_bytes()
+            student = (RELEASES[edition] / assignment / f"{assignment}.ipynb").read_bytes()
             assert path.read_bytes() == student
             assert b"BEGIN HIDDEN TESTS" not in student and b"BEGIN SOLUTION" not in student
 

@@ -1,0 +1,222 @@
+"""Student notebooks in Chinese (issue 24): `python -m autograde release --lang zh_CN`.
+
+The translator (autograde.translate) on cells made here, one per kind of markdown block; then
+every chapter whose catalogue is complete (locales/zh_CN/TRANSLATED): its Chinese student
+notebook leaves no block in English, holds Chinese, and differs from the English one in its
+markdown only (code cells, cell ids and nbgrader's metadata are the English bytes, so one
+gradebook holds both); and a Chinese notebook completed with the reference solution gets the
+same full marks through `python -m autograde grade` as the English one.
+"""
+import csv
+import json
+import re
+import shutil
+import zipfile
+
+import pytest
+
+from autograde import course, translate
+from autograde.__main__ import main
+from autograde.paths import release_dir
+from tests.submissions import catalogue, fill_submission
+from tests.translations import LANGUAGE, translated_documents
+
+CHINESE = re.compile(r"[\u4e00-\u9fff]")
+CHAPTERS = [d.split("/", 1)[1] for d in translated_documents()
+            if re.fullmatch(r"chapters/\d\d_[a-z_]+", d)]
+GRADED = "01_attention"  # the chapter graded in both languages (the cheapest to grade)
+
+MESSAGES = {
+    "Scaled dot-product attention": "缩放点积注意力",
+    "A *query* asks a question, each *key* says how well it answers it, $L_q$ of them.":
+        "*查询*提出一个问题，每个*键*表明它回答得多好，共 $L_q$ 个。",
+    "First item with `code`": "第一项，含 `code`",
+    "Second item, on two lines": "第二项，分两行",
+    "A nested item": "一个嵌套的项",
+    "Quoted words": "引用的话",
+    "Where": "用在哪里",
+    "Shape": "形状",
+    "the course": "本课程",
+    "Diagram of a mask": "掩码示意图",
+    "<details>\n<summary>Answer (open it after running the next cell)</summary>\n":
+        "<details>\n<summary>答案（运行下一个单元格之后再打开）</summary>\n",
+    # Sphinx extracts a block of code or markup only too; its translation is the same text
+    "`(B, L)`": "`(B, L)`",
+    "</details>": "</details>",
+}
+
+
+@pytest.fixture(scope="module")
+def messages():
+    return translate.Catalogue({**MESSAGES, **{translate.normalised(k): v
+                                               for k, v in MESSAGES.items()}})
+
+
+def test_each_kind_of_block_is_translated_in_place(messages):
+    source = "\n".join([
+        "## Scaled dot-product attention",
+        "",
+        "A *query* asks a question, each *key* says how well",
+        "it answers it, $L_q$ of them.",
+        "",
+        "- First item with `code`",
+        "- Second item,",
+        "  on two lines",
+        "  1. A nested item",
+        "",
+        "> Quoted words",
+        "",
+        "| Where | Shape |",
+        "|---|---|",
+        "| the course | `(B, L)` |",
+        "",
+        "![Diagram of a mask](figures/mask_shapes.svg)",
+        "",
+        "<details>",
+        "<summary>Answer (open it after running the next cell)</summary>",
+        "",
+        "</details>",
+    ])
+    text, unmatched = translate.translate_markdown(source, messages)
+    assert unmatched == []
+    assert text.split("\n") == [
+        "## 缩放点积注意力",
+        "",
+        "*查询*提出一个问题，每个*键*表明它回答得多好，共 $L_q$ 个。",
+        "",
+        "- 第一项，含 `code`",
+        "- 第二项，分两行",
+        "  1. 一个嵌套的项",
+        "",
+        "> 引用的话",
+        "",
+        "| 用在哪里 | 形状 |",
+        "|---|---|",
+        "| 本课程 | `(B, L)` |",
+        "",
+        "![掩码示意图](figures/mask_shapes.svg)",
+        "",
+        "<details>",
+        "<summary>答案（运行下一个单元格之后再打开）</summary>",
+        "",
+        "</details>",
+    ]
+
+
+def test_maths_and_code_blocks_stay_as_they_are(messages):
+    source = ("Scaled dot-product attention\n\n$$\nS = Q K^\\top / \\sqrt{d_k}\n$$\n\n"
+              "```python\n# Where\nx = 1\n```\n\n    Shape\n")
+    text, unmatched = translate.translate_markdown(source, messages)
+    assert unmatched == []
+    assert text == ("缩放点积注意力\n\n$$\nS = Q K^\\top / \\sqrt{d_k}\n$$\n\n"
+                    "```python\n# Where\nx = 1\n```\n\n    Shape\n")
+
+
+def test_a_block_that_is_no_message_stays_english_and_is_reported(messages):
+    source = "## Scaled dot-product attention\n\nA paragraph nobody\ntranslated.\n\n- Where\n"
+    text, unmatched = translate.translate_markdown(source, messages)
+    assert text == "## 缩放点积注意力\n\nA paragraph nobody\ntranslated.\n\n- 用在哪里\n"
+    assert unmatched == ["A paragraph nobody translated."]
+    # an image whose alt text is no message
+    text, unmatched = translate.translate_markdown("![An untold diagram](figures/x.svg)\n",
+                                                   messages)
+    assert text == "![An untold diagram](figures/x.svg)\n" and unmatched == ["An untold diagram"]
+
+
+def test_fuzzy_and_empty_translations_are_not_used(tmp_path):
+    po = tmp_path / "chapter.po"
+    po.write_text('msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=utf-8\\n"\n\n'
+                  '#, fuzzy\nmsgid "Where"\nmsgstr "哪里"\n\n'
+                  'msgid "Shape"\nmsgstr ""\n\nmsgid "Heads"\nmsgstr "头"\n', encoding="utf-8")
+    text, unmatched = translate.translate_markdown("# Where\n\nShape\n\nHeads\n",
+                                                   translate.Catalogue.read(po))
+    assert text == "# Where\n\nShape\n\n头\n" and unmatched == ["Where", "Shape"]
+
+
+def test_the_english_notebook_is_written_back_byte_for_byte(released_zh):
+    """course.notebook_json writes a notebook as nbgrader's generate_assignment does: the
+    Chinese copy differs from the English student version only where it was translated."""
+    course_dir, _ = released_zh
+    path = release_dir(course_dir) / GRADED / f"{GRADED}.ipynb"
+    assert course.notebook_json(json.loads(path.read_text())) == path.read_text()
+
+
+@pytest.fixture(scope="module")
+def released_zh(course_release):
+    """A course directory with every chapter released in English, and the translated
+    chapters in Chinese too: {chapter: [unmatched]}, and the directory."""
+    course_dir = course_release()
+    unmatched = {chapter: course.release_language(course_dir, chapter, LANGUAGE)[1]
+                 for chapter in CHAPTERS}
+    return course_dir, unmatched
+
+
+def test_the_translated_chapters_are_the_course_chapters():
+    assert CHAPTERS and set(CHAPTERS) <= set(course.assignments())
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_chinese_student_notebook(released_zh, chapter):
+    course_dir, unmatched = released_zh
+    assert unmatched[chapter] == [], f"{chapter}: markdown left in English"
+    name = f"{chapter}.ipynb"
+    english = json.loads((release_dir(course_dir) / chapter / name).read_text())
+    chinese_path = release_dir(course_dir, LANGUAGE) / chapter / name
+    chinese = json.loads(chinese_path.read_text(encoding="utf-8"))
+    assert chinese["metadata"] == dict(english["metadata"], course={"language": LANGUAGE})
+    assert len(chinese["cells"]) == len(english["cells"])
+    for number, (en, zh) in enumerate(zip(english["cells"], chinese["cells"])):
+        if en["cell_type"] == "markdown":
+            assert zh == dict(en, source=zh["source"]), f"cell {number}"
+            if CHINESE.search("".join(en["source"])) is None:
+                assert CHINESE.search("".join(zh["source"])), f"cell {number} is not Chinese"
+        else:  # code, ids, nbgrader's grade ids, points and checksums: the English ones
+            assert zh == en, f"cell {number}"
+    # everything else of the release folder (the checks, figures, data) is the English one's
+    english_files = {p.relative_to(release_dir(course_dir) / chapter): p.read_bytes()
+                     for p in (release_dir(course_dir) / chapter).rglob("*")
+                     if p.is_file() and p.name != name and "__pycache__" not in p.parts}
+    chinese_files = {p.relative_to(chinese_path.parent): p.read_bytes()
+                     for p in chinese_path.parent.rglob("*")
+                     if p.is_file() and p.name != name and "__pycache__" not in p.parts}
+    assert chinese_files == english_files
+
+
+# About 20 s: a release of one chapter in both languages and one batch of three submissions.
+def test_a_chinese_submission_is_graded_as_the_english_one(course_release, tmp_path, capsys):
+    course_dir = tmp_path / "course"
+    shutil.copytree(course_release(GRADED), course_dir)
+    assert main(["release", GRADED, "--course-dir", str(course_dir), "--lang", LANGUAGE,
+                 "--zip", str(tmp_path / "downloads")]) == 0
+    out = capsys.readouterr().out
+    assert f"{GRADED} ({LANGUAGE}): " in out and "left in English" not in out
+    with zipfile.ZipFile(tmp_path / "downloads" / LANGUAGE / f"{GRADED}.zip") as z:
+        zipped = z.read(f"{GRADED}/{GRADED}.ipynb")
+    name = f"{GRADED}.ipynb"
+    assert zipped == (release_dir(course_dir, LANGUAGE) / GRADED / name).read_bytes()
+    source = json.loads((course_dir / "source" / GRADED / name).read_text())
+    bug = next(iter(catalogue(GRADED).BUGS.values()))
+    submissions = {}
+    for language in (None, LANGUAGE):
+        blank = json.loads((release_dir(course_dir, language) / GRADED / name).read_text())
+        tag = language or "en"
+        submissions[f"reference_{tag}"] = fill_submission(source, blank, {})
+        submissions[f"bug_{tag}"] = fill_submission(source, blank, bug.cells)
+    for student, notebook in submissions.items():
+        folder = course_dir / "submitted" / student / GRADED
+        folder.mkdir(parents=True)
+        (folder / name).write_text(json.dumps(notebook, ensure_ascii=False), encoding="utf-8")
+    assert main(["grade", GRADED, "--course-dir", str(course_dir), "--no-progress"]) == 0
+    assert "4 notebooks; 0 could not be graded" in capsys.readouterr().out
+    with open(course_dir / "grades.csv", newline="") as handle:
+        grades = {r["student_id"]: r for r in csv.DictReader(handle)}
+    with open(course_dir / "tests.csv", newline="") as handle:
+        tests = {}
+        for row in csv.DictReader(handle):
+            tests.setdefault(row["student_id"], {})[row["test"]] = (row["status"], row["points"])
+    full = grades["reference_en"]["max_score"]
+    assert float(full) > 0
+    assert grades["reference_zh_CN"]["score"] == grades["reference_en"]["score"] == full
+    assert grades["bug_zh_CN"]["score"] == grades["bug_en"]["score"] != full
+    assert tests["reference_zh_CN"] == tests["reference_en"]
+    assert tests["bug_zh_CN"] == tests["bug_en"]
