@@ -21,7 +21,8 @@ order the modules run (one line per module, its name first):
                then kept as JSON by batch (for a resumed run, feedback and report)
     exports    grades.csv from the gradebook, tests.csv from the results in hand
 
-Around it: paths (every folder's place), kit (the student's copy of the checks), trees
+Around it: paths (every folder's place), kit (the student's copy of the checks), translate
+(the student notebook's markdown in another language, from the book's catalogues), trees
 (removing what a submission left), feedback and report (the commands of the same names,
 from the saved results). Before and after it, the learning platforms: collect (a
 platform's bulk download into submitted/, before `grade`), roster (who the students are

@@ -6,6 +6,7 @@ The repository (the course's single source):
 A course directory (nbgrader's layout, plus the grader's own folder .autograde/):
     source/<assignment>/<assignment>.ipynb    what `release` prepared (course.prepare_source)
     release/<assignment>/                     the student version (nbgrader) and its kit
+    release-<language>/<assignment>/          the same, its notebook translated (release --lang)
     submitted/<student>/<assignment>/<assignment>.ipynb    what a student handed in
     .autograde/results/<assignment>/<student>.json         each verdict (resume, feedback)
     .autograde/staging/<student>/<assignment>/             what the gradebook records from

@@ -13,6 +13,7 @@ around it (heading hashes, list markers and indentation, blockquote markers, tab
 `![alt](path)` with its alt translated). Code blocks and maths blocks are not prose: they
 stay as they are. A block whose content is no message stays English and is reported.
 """
+import copy
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -29,8 +30,11 @@ LOCALES = REPO / "locales"
 # the book's MyST extensions (_config.yml's parse: myst_enable_extensions), as far as they
 # change how a markdown cell splits into blocks and inline spans
 MYST_EXTENSIONS = {"dollarmath", "amsmath", "colon_fence", "deflist"}
-# Blocks that are code or maths, never prose: left as they are.
-NOT_PROSE = {"fence", "code_block", "math_block", "math_block_label", "amsmath"}
+# Code blocks, maths blocks and the fences of these directives are not prose: they stay as
+# they are. Any other directive's fence (```{note}, :::{admonition}) holds prose that the
+# gettext extraction takes from the directive's own parse, which is not reproduced here: it
+# stays English and is reported.
+CODE_DIRECTIVES = {"{code}", "{code-block}", "{code-cell}", "{math}", "{literalinclude}"}
 # ![alt](target "title") in an inline span's source
 IMAGE = re.compile(r"!\[(?P<alt>[^\]]*)\]\((?P<target>[^)]*)\)")
 
@@ -38,6 +42,12 @@ IMAGE = re.compile(r"!\[(?P<alt>[^\]]*)\]\((?P<target>[^)]*)\)")
 @lru_cache(maxsize=1)
 def _parser():
     return create_md_parser(MdParserConfig(enable_extensions=MYST_EXTENSIONS), RendererHTML)
+
+
+def block_structure(source):
+    """[(token type, tag, nesting level)] of the blocks of markdown `source`: what a
+    translation of it keeps (the same headings, lists, tables, quotes, maths and code)."""
+    return [(t.type, t.tag, t.level) for t in _parser().parse(source)]
 
 
 def normalised(text):
@@ -121,9 +131,10 @@ def _replace_lines(lines, start, end, content, translation):
 def translate_markdown(source, catalogue):
     """(the markdown cell `source` translated through `catalogue`, [unmatched message]).
 
-    Each paragraph, heading and raw HTML block whose content is a message of the catalogue
-    is replaced by its translation in place; table cells are replaced within their row's
-    line. What is not a message stays English and is listed, as its normalised text.
+    Each paragraph, heading, list item's paragraph and raw HTML block whose content is a
+    message of the catalogue is replaced by its translation in place; table cells are
+    replaced within their row's line. What is not a message stays English and is listed, as
+    its normalised text; so is a directive's fence (CODE_DIRECTIVES excepted).
     """
     tokens = _parser().parse(source)
     lines = source.splitlines(keepends=False)
@@ -152,8 +163,14 @@ def translate_markdown(source, catalogue):
             blocks.append((token.map[0], 0, "inline", token))
         elif token.type == "html_block" and token.map is not None:
             blocks.append((token.map[0], 0, "html", token))
+        elif token.type in ("fence", "colon_fence") and token.info.startswith("{") \
+                and token.info.split()[0] not in CODE_DIRECTIVES and token.map is not None:
+            blocks.append((token.map[0], 0, "directive", token))
     for line, column, kind, token in sorted(blocks, key=lambda b: b[:2], reverse=True):
         content = token.content
+        if kind == "directive":
+            unmatched.append(normalised(f"{token.info} {content}"))
+            continue
         if kind == "html":
             if not content.strip():
                 continue
@@ -162,7 +179,10 @@ def translate_markdown(source, catalogue):
                 unmatched.append(normalised(content))
                 continue
             start, end = token.map
-            lines[start:end] = translated.rstrip("\n").split("\n")
+            # the containers' markers and indentation (`> `, a list item's), on every line
+            prefix = lines[start][:max(lines[start].find(content.split("\n", 1)[0]), 0)]
+            lines[start:end] = [(prefix + text) if text else prefix.rstrip()
+                                for text in translated.rstrip("\n").split("\n")]
             continue
         if not content.strip():
             continue
@@ -189,7 +209,6 @@ def translate_notebook(notebook, catalogue, language):
     metadata["course"]["language"] set, [(cell index, unmatched message)]). Code cells, cell
     ids and every cell's metadata (nbgrader's grade ids, points, checksums) are the same
     objects' copies: only the markdown cells' source changes."""
-    import copy
     translated = copy.deepcopy(notebook)
     unmatched = []
     for number, cell in enumerate(translated["cells"]):

@@ -79,6 +79,7 @@ def test_each_kind_of_block_is_translated_in_place(messages):
     ])
     text, unmatched = translate.translate_markdown(source, messages)
     assert unmatched == []
+    assert translate.block_structure(text) == translate.block_structure(source)
     assert text.split("\n") == [
         "## 缩放点积注意力",
         "",
@@ -121,6 +122,20 @@ def test_a_block_that_is_no_message_stays_english_and_is_reported(messages):
     text, unmatched = translate.translate_markdown("![An untold diagram](figures/x.svg)\n",
                                                    messages)
     assert text == "![An untold diagram](figures/x.svg)\n" and unmatched == ["An untold diagram"]
+
+
+def test_a_raw_html_block_keeps_its_container(messages):
+    source = "> <details>\n> <summary>Answer (open it after running the next cell)</summary>\n"
+    text, unmatched = translate.translate_markdown(source, messages)
+    assert unmatched == []
+    assert text == "> <details>\n> <summary>答案（运行下一个单元格之后再打开）</summary>\n"
+
+
+def test_a_directive_is_reported_not_translated(messages):
+    source = "Where\n\n```{note}\nScaled dot-product attention\n```\n\n```{code-cell}\nx = 1\n```\n"
+    text, unmatched = translate.translate_markdown(source, messages)
+    assert text == source.replace("Where", "用在哪里", 1)
+    assert unmatched == ["{note} Scaled dot-product attention"]
 
 
 def test_fuzzy_and_empty_translations_are_not_used(tmp_path):
@@ -168,6 +183,8 @@ def test_chinese_student_notebook(released_zh, chapter):
     for number, (en, zh) in enumerate(zip(english["cells"], chinese["cells"])):
         if en["cell_type"] == "markdown":
             assert zh == dict(en, source=zh["source"]), f"cell {number}"
+            assert translate.block_structure("".join(zh["source"])) == \
+                translate.block_structure("".join(en["source"])), f"cell {number}"
             if CHINESE.search("".join(en["source"])) is None:
                 assert CHINESE.search("".join(zh["source"])), f"cell {number} is not Chinese"
         else:  # code, ids, nbgrader's grade ids, points and checksums: the English ones
