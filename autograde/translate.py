@@ -17,8 +17,8 @@ import copy
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 
+import yaml
 from babel.messages.pofile import read_po
 from markdown_it.renderer import RendererHTML
 from myst_parser.config.main import MdParserConfig
@@ -27,9 +27,6 @@ from myst_parser.parsers.mdit import create_md_parser
 from autograde.paths import REPO
 
 LOCALES = REPO / "locales"
-# the book's MyST extensions (_config.yml's parse: myst_enable_extensions), as far as they
-# change how a markdown cell splits into blocks and inline spans
-MYST_EXTENSIONS = {"dollarmath", "amsmath", "colon_fence", "deflist"}
 # Code blocks, maths blocks and the fences of these directives are not prose: they stay as
 # they are. Any other directive's fence (```{note}, :::{admonition}) holds prose that the
 # gettext extraction takes from the directive's own parse, which is not reproduced here: it
@@ -41,7 +38,11 @@ IMAGE = re.compile(r"!\[(?P<alt>[^\]]*)\]\((?P<target>[^)]*)\)")
 
 @lru_cache(maxsize=1)
 def _parser():
-    return create_md_parser(MdParserConfig(enable_extensions=MYST_EXTENSIONS), RendererHTML)
+    """MyST's markdown-it with the book's extensions (_config.yml's parse:
+    myst_enable_extensions), which decide how a cell splits into blocks and inline spans."""
+    config = yaml.safe_load((REPO / "_config.yml").read_text(encoding="utf-8"))
+    extensions = set(config.get("parse", {}).get("myst_enable_extensions", []))
+    return create_md_parser(MdParserConfig(enable_extensions=extensions), RendererHTML)
 
 
 def block_structure(source):
