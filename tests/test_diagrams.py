@@ -173,3 +173,28 @@ def test_the_width_measure_counts_chinese_as_wide():
     assert make_diagrams.text_width("(B, h)", 13, mono=True) == pytest.approx(6 * 13 * 0.602, 0.01)
     with pytest.raises(ValueError, match="break it into lines"):
         make_diagrams.Diagram(cjk=True).arrow("因果掩码" * 7)
+
+
+NOTO_CJK = Path("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc")  # fonts-noto-cjk, .ci/run
+
+
+def test_every_character_has_a_glyph_of_the_width_measured():
+    """No tofu: each character of an English diagram is in its DejaVu face; each of a Chinese
+    one is there or in Noto Sans CJK, whose glyphs for them are one em wide, as text_width
+    counts them."""
+    if not NOTO_CJK.exists():
+        pytest.skip(f"no {NOTO_CJK}: install Debian's fonts-noto-cjk (.ci/run does)")
+    from matplotlib.ft2font import FT2Font, LoadFlags
+    cjk = FT2Font(str(NOTO_CJK))
+    cjk_glyphs = cjk.get_charmap()
+    missing, not_one_em = [], set()
+    for svg in english_diagrams() + translated_diagrams():
+        for text, _, _, _, style in texts(svg):
+            _, glyphs = make_diagrams._face("Mono" in style, "bold" in style)
+            for character in {c for c in text if ord(c) not in glyphs}:
+                if LANGUAGE not in svg.name or ord(character) not in cjk_glyphs:
+                    missing.append((svg.name, character, text))
+                elif make_diagrams._advance(character, False, False) * cjk.units_per_EM != (
+                        cjk.load_glyph(cjk_glyphs[ord(character)], flags=LoadFlags.NO_SCALE).horiAdvance):
+                    not_one_em.add(character)
+    assert missing == [] and not_one_em == set()
