@@ -119,7 +119,7 @@ locales: gettext
 # catalogues' own tests (tests/test_translations.py).
 ZH_OUT := _build/zh_CN
 ZH_BOOK := $(ZH_OUT)/_build/html/.stamp
-ZH_CATALOGUES := $(wildcard locales/zh_CN/*.yml locales/zh_CN/LC_MESSAGES/*/*.po)
+ZH_CATALOGUES := $(wildcard locales/zh_CN/*.yml locales/zh_CN/LC_MESSAGES/*.po locales/zh_CN/LC_MESSAGES/*/*.po chapters/figures/*.zh_CN.svg)
 book-zh: $(ZH_BOOK)
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_language_switch.py tests/test_translations.py
 
