@@ -92,10 +92,16 @@ gettext: $(STAMP)
 	rm -rf $(GETTEXT) && $(BIN)/jupyter-book build . --config _build/gettext-config/_config.yml \
 	  --path-output _build/gettext-config --builder custom --custom-builder gettext --warningiserror --all -q
 	mv _build/gettext-config/_build/gettext $(GETTEXT)
+	$(BIN)/pybabel extract -k _ --no-default-keywords --no-location -o $(GETTEXT)/figures.pot \
+	  chapters/figures/make_diagrams.py
 
+# The pages' catalogues and the figures' (figures.po: the diagrams' labels, which Babel's
+# Python extractor takes from make_diagrams.py's _("...") calls above) merged with the
+# English of now; then the diagrams drawn again in each language from their catalogue.
 locales: gettext
 	$(BIN)/sphinx-intl update --pot-dir $(GETTEXT) --locale-dir locales $(LANGUAGES:%=-l %) \
 	  --no-obsolete --line-width 0
+	$(BIN)/python chapters/figures/make_diagrams.py
 
 # The book in Chinese: its configuration is _config.yml's with `language: zh_CN` and the
 # catalogues of locales/ (Sphinx compiles each .po into the .mo it reads, next to it). The
@@ -113,7 +119,7 @@ locales: gettext
 # catalogues' own tests (tests/test_translations.py).
 ZH_OUT := _build/zh_CN
 ZH_BOOK := $(ZH_OUT)/_build/html/.stamp
-ZH_CATALOGUES := $(wildcard locales/zh_CN/*.yml locales/zh_CN/LC_MESSAGES/*/*.po)
+ZH_CATALOGUES := $(wildcard locales/zh_CN/*.yml locales/zh_CN/LC_MESSAGES/*.po locales/zh_CN/LC_MESSAGES/*/*.po chapters/figures/*.zh_CN.svg)
 book-zh: $(ZH_BOOK)
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_language_switch.py tests/test_translations.py
 

@@ -6,7 +6,8 @@ Two parts:
 - a Sphinx extension: each page's header links to the same page in the other edition
   (templates/language-switch.html, in the book theme's article header), and names it for
   search engines (<link rel="alternate" hreflang>); the table of contents' captions are
-  translated too (TranslateTocCaptions). Where each edition's root lies on the
+  translated too (TranslateTocCaptions); a search in Chinese splits the reader's query into
+  the words of the index (ChineseSearch). Where each edition's root lies on the
   published site, relative to the English root, is `course_language_editions` in
   _config.yml; the edition a build writes is Sphinx's `language`. Only the self-study
   edition exists in Chinese so far: the class edition (COURSE_EDITION=class) has no switch.
@@ -31,6 +32,7 @@ from pathlib import Path
 import yaml
 from docutils import nodes
 from sphinx import addnodes, locale
+from sphinx.search.zh import SearchChinese
 from sphinx.transforms import SphinxTransform
 from sphinx.util.i18n import docname_to_domain
 
@@ -132,6 +134,42 @@ class TranslateAfterLocale(SphinxTransform):
                 raw.rawsource = translated
 
 
+# The query splitter of the Chinese search (searchtools.js calls splitQuery, at query time,
+# once the index is loaded). Sphinx's default splits at what is not a letter, so a query
+# written as Chinese is, with no spaces (多头注意力), stays one word, which the index does not
+# hold: jieba cut the pages' text into its words (多头, 注意力), and no result matched. Here
+# each run of Han characters that is not itself a word of the index is cut into the index's
+# longest words from its start (forward maximum matching, with the index as the
+# dictionary); a character that begins no word of the index is left out, as the index
+# leaves out words of one character (SearchChinese.word_filter).
+CHINESE_SPLITTER_JS = r"""
+var splitQuery = (query) => {
+  const index = typeof Search !== "undefined" && Search._index;
+  const known = (word) => index && (Object.prototype.hasOwnProperty.call(index.terms, word)
+                                    || Object.prototype.hasOwnProperty.call(index.titleterms, word));
+  const words = [];
+  for (const term of query.split(/[^\p{Letter}\p{Number}_\p{Emoji_Presentation}]+/gu)) {
+    for (const run of term.match(/\p{Script=Han}+|[^\p{Script=Han}]+/gu) || []) {
+      if (!index || known(run) || !/\p{Script=Han}/u.test(run)) { words.push(run); continue; }
+      for (let start = 0; start < run.length;) {
+        let end = run.length;
+        while (end > start + 1 && !known(run.slice(start, end))) end--;
+        if (known(run.slice(start, end))) words.push(run.slice(start, end));
+        start = end;
+      }
+    }
+  }
+  return words;
+};
+"""
+
+
+class ChineseSearch(SearchChinese):
+    """Sphinx's Chinese search (jieba cuts the pages' text into words), whose query splitter
+    cuts a query written with no spaces into the index's words (CHINESE_SPLITTER_JS)."""
+    js_splitter_code = CHINESE_SPLITTER_JS
+
+
 def _use_template(app, config):
     config.templates_path.append(str(TEMPLATES))
     options = config.html_theme_options
@@ -166,6 +204,7 @@ def setup(app):
     # in _ext/static/, which course_html adds to html_static_path
     app.add_css_file("course-language.css")
     app.add_transform(TranslateAfterLocale)
+    app.add_search_language(ChineseSearch)  # for `language: zh_CN`, in place of Sphinx's own
     app.connect("html-page-context", _page_context)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 

@@ -280,16 +280,50 @@ def _bounded_name(expression):
 
 
 
-def _harmless_setattr(call):
+def _harmless_constant(value):
+    """A constant attribute name that is neither watched nor private."""
+    return isinstance(value, str) and not value.startswith("_") and value not in _watched_names()
+
+
+def _loop_constants(name, node, parents, tree):
+    """The string constants that a `for name in ("q_proj", "k_proj"):` loop binds `name` to,
+    when `node` runs in that loop's body and nothing can bind the name otherwise there (no
+    store in the body, no `global`/`nonlocal` of it anywhere, no function between the loop
+    and `node`); else None."""
+    child, parent = node, parents.get(node)
+    while parent is not None:
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return None
+        if isinstance(parent, ast.For) and child in parent.body \
+                and isinstance(parent.target, ast.Name) and parent.target.id == name:
+            items = parent.iter.elts if isinstance(parent.iter, (ast.Tuple, ast.List)) else None
+            if not items or not all(isinstance(e, ast.Constant) for e in items):
+                return None
+            stored = any(isinstance(n, ast.Name) and n.id == name
+                         and isinstance(n.ctx, (ast.Store, ast.Del))
+                         for statement in parent.body for n in ast.walk(statement))
+            declared = any(isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names
+                           for n in ast.walk(tree))
+            return None if stored or declared else [e.value for e in items]
+        child, parent = parent, parents.get(parent)
+    return None
+
+
+def _harmless_setattr(call, parents, tree):
     """setattr(obj, name, value) whose name is no name the grader watches: a constant that is
-    neither watched nor private, or a bounded computed one (setattr(self, f"w_{i}", ...),
-    an honest student's per-head weights). Patching torch needs a name torch has."""
+    neither watched nor private, a loop variable over such constants
+    (`for name in ("q_proj", "k_proj", "v_proj"): setattr(self, name, nn.Linear(...))`), or
+    a bounded computed one (setattr(self, f"w_{i}", ...), an honest student's per-head
+    weights). Patching torch needs a name torch has."""
     if len(call.args) < 2:
         return False
     name = call.args[1]
     if isinstance(name, ast.Constant):
-        return isinstance(name.value, str) and not name.value.startswith("_") \
-            and name.value not in _watched_names()
+        return _harmless_constant(name.value)
+    if isinstance(name, ast.Name):
+        values = _loop_constants(name.id, call, parents, tree)
+        if values is not None:
+            return all(_harmless_constant(v) for v in values)
     return _bounded_name(name)
 
 
@@ -404,7 +438,8 @@ def reaching(label, source, is_solution, aliases, bound=None):
             found.append(Finding(where, f"uses {node.id}", True))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             name = node.func.id
-            if name in REACHING_CALLS and not (name == "setattr" and _harmless_setattr(node)):
+            if name in REACHING_CALLS and not (name == "setattr"
+                                               and _harmless_setattr(node, parents, tree)):
                 found.append(Finding(where, f"calls {name}()", True))
 
     return found

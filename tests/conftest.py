@@ -53,7 +53,8 @@ os.environ.setdefault("COURSE_TIMING_MAX_LENGTH", "64")
 # Test files whose module fixtures cost seconds and would be built again by a second worker:
 # each runs whole on one worker, as one work unit that starts early (the scheduler below).
 ONE_WORKER = {
-    "test_browser.py": "a Chromium that loads every page of the book once per viewport",
+    "test_browser.py": "a Chromium that loads every page of an edition once per viewport (one "
+                       "unit per edition)",
     "test_student_kit.py": "a fresh virtualenv from pip; one test installs a wheel into it",
     "test_diversity.py": "two models trained for 150 steps",
     "test_nested.py": "a zygote (a sandbox that imported torch)",
@@ -70,6 +71,9 @@ def work_unit(nodeid):
     runs per chapter, shared by that chapter's tests), or the test alone."""
     name = nodeid.partition("::")[0].rsplit("/", 1)[-1]
     chapter = re.search(r"\[(\d\d_[a-z]+)\]$", nodeid)
+    edition = re.search(r"\[(en|zh_CN)\b", nodeid)
+    if name == "test_browser.py" and edition:  # one Chromium per edition, side by side
+        return f"{name}[{edition.group(1)}]"
     if name in ONE_WORKER:
         return name
     if name == "test_nbgrader.py" and chapter:

@@ -1,4 +1,9 @@
-"""The online book as a reader sees it: every page of _build/html in a real browser.
+"""The online book as a reader sees it: every page of each language edition in a real browser,
+the English self-study book (_build/html, `make book`) and the Chinese one
+(_build/zh_CN/_build/html, `make book-zh`; issue 24). Every test that looks at the book runs
+on both (ids [en-...] and [zh_CN-...]); where a test looks for words (the predict-then-run
+questions, the search), it takes the edition's words from the edition's own catalogue
+(locales/<language>/LC_MESSAGES/), never from a copy kept here.
 
 Debian's Chromium (/usr/bin/chromium, or $CHROMIUM; `.ci/run` installs it where it is
 missing), driven by Playwright for Python, never a browser that Playwright downloads.
@@ -7,27 +12,39 @@ reported, so these tests prove that the book works offline: MathJax, fonts and s
 all come from its own files.
 
 Each page of the table of contents is loaded once at desktop width (full-page screenshot
-in _build/screenshots/<page>.png, for review), once at each tablet width
-(<page>-tablet.png, <page>-tablet-sidebar.png) and once at phone width (<page>-phone.png);
-the checks then look at what was recorded. `make test` builds the book first when it is missing or
-older than its sources; run `make book` before calling pytest on this file directly.
+in _build/screenshots/<page>.png, for review; the Chinese edition's in
+_build/screenshots/zh_CN/), once at each tablet width (<page>-tablet.png,
+<page>-tablet-sidebar.png) and once at phone width (<page>-phone.png); the checks then look
+at what was recorded. `make test` builds both editions first when they are missing or older
+than their sources; run `make book` and `make book-zh` before calling pytest on this file
+directly.
 """
+import contextlib
 import functools
 import http.server
 import json
 import os
 import re
 import threading
+import unicodedata
 import zipfile
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import pytest
 import yaml
 
+from tests.translations import LOCALES, catalogue_path, read_catalogue
+
 REPO = Path(__file__).resolve().parent.parent
-HTML = REPO / "_build" / "html"
-SHOTS = REPO / "_build" / "screenshots"
+ENGLISH = "en"
+# Each edition: its built root, the make target that builds it, where its screenshots go.
+EDITIONS = {
+    ENGLISH: dict(html=REPO / "_build" / "html", make="make book",
+                  shots=REPO / "_build" / "screenshots"),
+    "zh_CN": dict(html=REPO / "_build" / "zh_CN" / "_build" / "html", make="make book-zh",
+                  shots=REPO / "_build" / "screenshots" / "zh_CN"),
+}
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 # Without the background-networking flags Chromium keeps calling Google's hosts, which a
 # closed network refuses. Playwright's launch() always starts from a new, empty profile
@@ -72,25 +89,98 @@ def _name(page):
     return page.rsplit("/", 1)[-1]
 
 
+# --------------------------------------------------------------------------- the edition's words
+@functools.cache
+def _translations(edition, document):
+    """{English message: what `edition`'s page of `document` shows instead}, from the
+    edition's catalogue; a fuzzy translation is left out, as Sphinx leaves it out of the .mo
+    it builds (gettext_allow_fuzzy_translations is off). {} for the English edition."""
+    if edition == ENGLISH:
+        return {}
+    path = catalogue_path(document, LOCALES / edition / "LC_MESSAGES")
+    return {m.id: m.string for m in read_catalogue(path) if m.id and m.string and not m.fuzzy}
+
+
+def _in_edition(edition, document, english):
+    """The words `edition`'s page of `document` shows for the English message `english`: its
+    translation, or the English itself where the catalogue has none (a page not yet
+    translated shows its English)."""
+    return _translations(edition, document).get(english, english)
+
+
+PREDICT = "**Predict, then run.**"
+
+
+@functools.cache
+def _predict_questions(edition, page_name):
+    """Each "Predict, then run" question of the page's notebook, in order, in `edition`'s
+    words: [{cell: its markdown cell's index, lead: the bold words that open it
+    ("Predict, then run."; "先预测，再运行。"), summary: its folded answer's <summary>}].
+    In the notebook a question is a paragraph that opens with PREDICT, followed by the raw
+    HTML block "<details>\n<summary>...</summary>"; each is one message of the page's
+    catalogue (a paragraph's message has its line breaks as spaces, as Sphinx extracts it;
+    a raw block's keeps them and its final one). [] for a page that is no notebook."""
+    notebook = REPO / (page_name + ".ipynb")
+    if not notebook.exists():
+        return []
+    questions = []
+    for n, cell in enumerate(json.loads(notebook.read_text())["cells"]):
+        source = "".join(cell["source"])
+        if cell["cell_type"] != "markdown" or PREDICT not in source:
+            continue
+        blocks = source.split("\n\n")
+        at = next(i for i, block in enumerate(blocks) if block.startswith(PREDICT))
+        question = _in_edition(edition, page_name, " ".join(blocks[at].split("\n")))
+        answer = next((b for b in blocks[at + 1:] if b.startswith("<details>")), "")
+        summary = re.search(r"<summary>(.*?)</summary>",
+                            _in_edition(edition, page_name, answer + "\n"), re.S)
+        questions.append({"cell": n, "lead": re.match(r"\*\*(.+?)\*\*", question).group(1),
+                          "summary": summary.group(1).strip() if summary else None})
+    return questions
+
+
 # --------------------------------------------------------------------------- fixtures
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
 
-@pytest.fixture(scope="module")
-def site():
-    """Base URL of _build/html served by a loopback HTTP server in a thread."""
-    if not (HTML / "index.html").exists():
-        pytest.fail(f"{HTML} has no built book: run `make book` (`make test` does it)")
+@pytest.fixture(scope="module", params=list(EDITIONS))
+def edition(request):
+    """The language of the edition under test: every test that takes it (or `site`, or
+    `visit`) runs once per edition, the English one first."""
+    return request.param
+
+
+def _built(edition):
+    """The root of `edition`'s built book; the test fails where it is not built."""
+    html = EDITIONS[edition]["html"]
+    if not (html / "index.html").exists():
+        pytest.fail(f"{html} has no built book: run `{EDITIONS[edition]['make']}` "
+                    "(`make test` does it)")
+    return html
+
+
+@contextlib.contextmanager
+def _served(folder):
+    """The base URL of `folder` served by a loopback HTTP server in a thread."""
     server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(HTML)))
+        ("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(folder)))
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-    server.server_close()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def site(edition):
+    """Base URL of the edition's built book, served on loopback."""
+    with _served(_built(edition)) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -320,16 +410,20 @@ SCROLL_JS = """() => {
 }"""
 
 
-# Each "Predict, then run" question: the results its folded answer quotes (its code
-# literals) and the output of the first code cell after it, as the page shows them.
-PREDICT_JS = """() => {
+# Each "Predict, then run" question (a paragraph that starts with one of `leads`, the
+# edition's words for "Predict, then run."): the summary of its folded answer, the results
+# the answer quotes (its code literals) and the output of the first code cell after it, as
+# the page shows them.
+PREDICT_JS = """leads => {
   const cells = [...document.querySelectorAll('.bd-article div.cell')];
   return [...document.querySelectorAll('.bd-article details')]
-    .filter(d => /Predict, then run\\./.test((d.previousElementSibling || {}).textContent || ''))
+    .filter(d => leads.some(lead => ((d.previousElementSibling || {}).textContent || '')
+                                      .trim().startsWith(lead)))
     .map(d => {
       const cell = cells.find(c => d.compareDocumentPosition(c) & Node.DOCUMENT_POSITION_FOLLOWING);
       const output = cell && cell.querySelector('.cell_output');
       return {question: d.previousElementSibling.textContent.trim().replace(/\\s+/g, ' ').slice(0, 90),
+              summary: (d.querySelector('summary') || {textContent: ''}).textContent.trim(),
               quoted: [...d.querySelectorAll('code')].map(c => c.textContent.trim().replace(/\\s+/g, ' ')),
               printed: output ? output.textContent.replace(/\\s+/g, ' ') : ''};
     });
@@ -340,6 +434,78 @@ WIDE_MATHS_JS = """() => [...document.querySelectorAll(".bd-article div.math mjx
   .filter(box => box.scrollWidth > box.clientWidth + 1)
   .map(box => `${box.scrollWidth} px > ${box.clientWidth} px: `
               + box.textContent.trim().replace(/\\s+/g, ' ').slice(0, 60))"""
+
+
+# Every character of the page that no installed font draws, which the reader would see as a
+# box ("tofu", the font's .notdef glyph). Each distinct character outside ASCII of the
+# page's text (with every <details> open: the answers and solutions a reader unfolds) and
+# of its SVG figures' text (fetched and placed, hidden, in the page, as FIGURES_JS does) is
+# drawn on a canvas in the font its element computes (family, style, weight: the browser
+# falls back along the family list and then through the system's fonts, as it does on the
+# page), and so is U+10FFFF, a noncharacter that no font has: a character that draws those
+# same pixels is drawn as .notdef. Skipped: what draws nothing by design (spaces, controls,
+# format characters, combining marks) and MathJax's hidden copy of each formula for screen
+# readers (mjx-assistive-mml; MathJax draws the visible formula from its own fonts).
+# Returns {checked: the distinct characters drawn, missing: [{char, font, where}]}.
+GLYPHS_JS = """async () => {
+  for (const details of document.querySelectorAll('details')) details.open = true;
+  const hidden = document.createElement('div');
+  hidden.style.cssText = 'position:absolute; left:-100000px; top:0; visibility:hidden';
+  document.body.appendChild(hidden);
+  const figures = new Map();
+  for (const img of [...document.images].filter(i => /\\.svg(\\?|#|$)/i.test(i.getAttribute('src')))) {
+    const svg = new DOMParser().parseFromString(await (await fetch(img.src)).text(), 'image/svg+xml');
+    figures.set(hidden.appendChild(document.importNode(svg.documentElement, true)),
+                img.getAttribute('src'));
+  }
+  await document.fonts.ready;
+  const canvas = document.createElement('canvas');
+  canvas.width = 120; canvas.height = 80;
+  const context = canvas.getContext('2d', {willReadFrequently: true});
+  const draw = (font, text) => {
+    context.clearRect(0, 0, canvas.width, canvas.height);
+    context.font = font;
+    context.textBaseline = 'middle';
+    context.fillText(text, 20, 40);
+    return {width: context.measureText(text).width,
+            pixels: context.getImageData(0, 0, canvas.width, canvas.height).data};
+  };
+  const same = (a, b) => a.width === b.width && a.pixels.every((v, i) => v === b.pixels[i]);
+  const notdef = new Map(), drawn = new Map(), missing = [], checked = new Set();
+  const where = (node, holder, char) => {
+    const figure = [...figures].find(([svg]) => svg.contains(holder));
+    const text = node.textContent.replace(/\\s+/g, ' ').trim();
+    const at = Math.max(text.indexOf(char) - 20, 0);
+    const section = holder.closest('section[id]');
+    return (figure ? `figure ${figure[1]}` : `<${holder.tagName.toLowerCase()}>`
+            + (section ? ` in section #${section.id}` : ''))
+           + `: "${text.slice(at, at + 40)}"`;
+  };
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const holder = node.parentElement;
+    if (!holder || holder.closest('script, style, noscript, template, mjx-assistive-mml')) continue;
+    const style = getComputedStyle(holder);
+    const font = `${style.fontStyle} ${style.fontWeight} 40px ${style.fontFamily}`;
+    for (const char of new Set(node.textContent)) {
+      if (char.codePointAt(0) < 0x80 || /[\\p{White_Space}\\p{Cc}\\p{Cf}\\p{M}]/u.test(char)) continue;
+      checked.add(char);
+      const key = `${font}|${char}`;
+      if (drawn.has(key)) continue;
+      if (!notdef.has(font)) notdef.set(font, draw(font, '\\u{10FFFF}'));
+      drawn.set(key, !same(draw(font, char), notdef.get(font)));
+      if (!drawn.get(key)) missing.push({char, font: style.fontFamily, where: where(node, holder, char)});
+    }
+  }
+  hidden.remove();
+  return {checked: checked.size, missing};
+}"""
+
+
+def _glyphs_missing(found):
+    """GLYPHS_JS's `missing` as lines: character, code point, Unicode name, font, where."""
+    return [f"{m['char']!r} U+{ord(m['char']):04X} {unicodedata.name(m['char'], '(unassigned)')}"
+            f" in font {m['font']}, {m['where']}" for m in found]
 
 
 def _unfold_solutions(page):
@@ -363,14 +529,17 @@ def _unfold_solutions(page):
 
 
 @pytest.fixture(scope="module")
-def visit(site, browser):
-    """visit(page, viewport="desktop") -> what loading the page recorded (loaded once per
-    viewport, cached).
+def visit(site, browser, edition):
+    """visit(page, viewport="desktop") -> what loading the edition's page recorded (loaded
+    once per viewport, cached).
 
-    At desktop width: a full-page screenshot _build/screenshots/<page>.png as the reader
-    first sees the page, then every solution cell is unfolded. At the NARROW widths: a
+    At desktop width: a full-page screenshot <shots>/<page>.png as the reader first sees the
+    page (<shots>: _build/screenshots/, or _build/screenshots/zh_CN/ for the Chinese
+    edition), then every solution cell is unfolded, then every character of the page is
+    looked up in the fonts (GLYPHS_JS, with every <details> open). At the NARROW widths: a
     screenshot of the top of the page, <page>-<viewport>.png."""
-    SHOTS.mkdir(parents=True, exist_ok=True)
+    shots = EDITIONS[edition]["shots"]
+    shots.mkdir(parents=True, exist_ok=True)
     cache = {}
 
     def load(page_name, viewport="desktop"):
@@ -392,11 +561,14 @@ def visit(site, browser):
                     result["wideOutputs"] = page.evaluate(OUTPUTS_JS)
                 if desktop:
                     result["wideMaths"] = page.evaluate(WIDE_MATHS_JS)
-                    result["predictions"] = page.evaluate(PREDICT_JS)
-                shot = SHOTS / (_name(page_name) + ("" if desktop else f"-{viewport}") + ".png")
+                    result["predictions"] = page.evaluate(
+                        PREDICT_JS, [q["lead"] for q in _predict_questions(edition, page_name)])
+                shot = shots / (_name(page_name) + ("" if desktop else f"-{viewport}") + ".png")
                 page.screenshot(path=str(shot), full_page=desktop)
+                result["screenshot"] = str(shot.relative_to(REPO))
                 if desktop:
                     result["solutions"] = _unfold_solutions(page)
+                    result["missingGlyphs"] = page.evaluate(GLYPHS_JS)
                 result.update(outside=recorder.outside, errors=recorder.errors)
             finally:
                 recorder.close()
@@ -411,20 +583,19 @@ def _by_page(pages=PAGES):
 
 
 # --------------------------------------------------------------------------- every page
-def test_built_html_references_nothing_outside():
+def test_built_html_references_nothing_outside(edition):
     """No script, stylesheet, font or icon of any built page is fetched from elsewhere."""
-    if not (HTML / "index.html").exists():
-        pytest.fail(f"{HTML} has no built book: run `make book` (`make test` does it)")
+    html = _built(edition)
     tag = re.compile(r"<(?:script|link|img|iframe|source)\b[^>]*>", re.I)
     ref = re.compile(r"""\b(?:src|href)\s*=\s*["']?((?:https?:)?//[^"'\s>]+)""", re.I)
     found = []
-    for path in sorted(HTML.rglob("*.html")):
+    for path in sorted(html.rglob("*.html")):
         for element in tag.findall(path.read_text(errors="replace")):
             if element.lower().startswith("<link") and not re.search(
                     r"""rel=["']?(stylesheet|preload|icon|shortcut icon|modulepreload)""",
                     element, re.I):
                 continue
-            found += [f"{path.relative_to(HTML)}: {url}" for url in ref.findall(element)]
+            found += [f"{path.relative_to(html)}: {url}" for url in ref.findall(element)]
     assert not found, "pages load resources from outside the book:\n" + "\n".join(found)
 
 
@@ -476,6 +647,52 @@ def test_images_load_and_have_alt_text(visit, page_name):
         f"{page_name}: images without alt text (add "
         '"mystnb": {"image": {"alt": "..."}} to the metadata of the cell that draws them):\n'
         + "\n".join(missing))
+
+
+@_by_page()
+def test_every_character_has_a_glyph(visit, page_name):
+    """No character of the page, folded answers and figure labels included, is drawn as an
+    empty box: every one is in an installed font (the Chinese edition's in the CJK font that
+    .ci/run installs, Debian's fonts-noto-cjk)."""
+    result = visit(page_name)["missingGlyphs"]
+    assert not result["missing"], (
+        f"{page_name}: characters that no installed font draws (a box on the page), of the "
+        f"{result['checked']} distinct characters outside ASCII:\n"
+        + "\n".join(_glyphs_missing(result["missing"])))
+
+
+def test_missing_glyphs_are_found(browser, tmp_path):
+    """GLYPHS_JS on a page made here: the characters that no font can have (code points that
+    Unicode leaves unassigned), in the text, in a folded answer and in an SVG figure's label,
+    are reported, with their font and place; the Chinese, accented and typographic
+    characters beside them are not."""
+    unassigned = {"text": "\u0378", "folded": "\u05eb", "figure": "\u0530"}
+    assert all(unicodedata.category(c) == "Cn" for c in unassigned.values())
+    (tmp_path / "figure.svg").write_text(
+        '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 200 40" width="200" height="40">'
+        f'<text x="5" y="25" style="font-family: \'DejaVu Sans\', sans-serif">注意力 × '
+        f'{unassigned["figure"]}</text></svg>', encoding="utf-8")
+    (tmp_path / "index.html").write_text(
+        '<!DOCTYPE html><html lang="zh-CN"><head><meta charset="utf-8"></head><body>'
+        f'<section id="made"><p>多头注意力 café — × ≈ {unassigned["text"]}</p>'
+        f'<details><summary>答案</summary><p>折叠的 {unassigned["folded"]}</p></details>'
+        '<img src="figure.svg" alt="a figure"></section></body></html>', encoding="utf-8")
+    with _served(tmp_path) as url:
+        page = browser.new_page()
+        try:
+            page.goto(url + "index.html")
+            result = page.evaluate(GLYPHS_JS)
+        finally:
+            page.close()
+    assert sorted(m["char"] for m in result["missing"]) == sorted(unassigned.values()), (
+        _glyphs_missing(result["missing"]))
+    assert result["checked"] == len(set("多头注意力é—×≈折叠的答案") | set(unassigned.values()))
+    where = {m["char"]: m["where"] for m in result["missing"]}
+    assert where[unassigned["text"]].startswith("<p> in section #made")
+    assert where[unassigned["folded"]].startswith("<p> in section #made: \"折叠的")
+    assert where[unassigned["figure"]].startswith("figure figure.svg")
+    lines = _glyphs_missing(result["missing"])
+    assert any("U+0378 (unassigned) in font" in line for line in lines), lines
 
 
 @_by_page()
@@ -567,14 +784,14 @@ def test_results_pattern():
 
 
 @_by_page(CHAPTERS)
-def test_predict_answers_are_what_the_next_cell_prints(visit, page_name):
+def test_predict_answers_are_what_the_next_cell_prints(visit, edition, page_name):
     """Each "Predict, then run" question sits right before the code cell that answers it
-    (in the notebook), and every result its folded answer quotes in backticks is in that
-    cell's output on the page."""
+    (in the notebook), its answer is folded under the edition's summary ("Answer (open it
+    after running the next cell)", or the catalogue's translation of it), and every result
+    the answer quotes in backticks is in that cell's output on the page."""
     cells = json.loads((REPO / (page_name + ".ipynb")).read_text())["cells"]
-    asked = [n for n, cell in enumerate(cells) if cell["cell_type"] == "markdown"
-             and "**Predict, then run.**" in "".join(cell["source"])]
-    for n in asked:
+    asked = _predict_questions(edition, page_name)
+    for n in (q["cell"] for q in asked):
         assert n + 1 < len(cells) and cells[n + 1]["cell_type"] == "code", (
             f"{page_name}: a predict question not right before the code that answers it: "
             + "".join(cells[n]["source"])[:90])
@@ -583,8 +800,12 @@ def test_predict_answers_are_what_the_next_cell_prints(visit, page_name):
         f"{page_name}: {len(asked)} predict questions, {PREDICTIONS_AT_LEAST} wanted")
     assert len(found) == len(asked), (
         f"{page_name}: {len(asked)} predict questions in the notebook, {len(found)} on the page "
-        "with a folded answer (<details> right after the question's paragraph)")
-    for question in found:
+        "with a folded answer (<details> right after a paragraph that opens with "
+        f"{sorted({q['lead'] for q in asked})})")
+    for question, shown in zip(found, asked):
+        assert question["summary"] == shown["summary"], (
+            f"{page_name}: the answer to {question['question']!r} is folded under "
+            f"{question['summary']!r}, not the edition's {shown['summary']!r}")
         quoted = [q for q in question["quoted"] if RESULT.fullmatch(q)]
         assert quoted, (f"{page_name}: the answer to {question['question']!r} quotes no printed "
                         "result in backticks: nothing ties it to what the cell prints")
@@ -696,14 +917,33 @@ def test_mathjax_is_the_books_own(visit, site):
         assert len(visit(page_name)["scripts"]) < 40, (page_name, visit(page_name)["scripts"])
 
 
-def test_search_finds_multi_head(site, browser):
+# What the search test looks for: the course's subject, in the edition's words (the
+# glossary's term for it in the Chinese edition, 多头注意力).
+SEARCHED = "multi-head attention"
+
+
+def _term(edition, english):
+    """The edition's term for the English term `english`: the glossary's (locales/<language>/
+    GLOSSARY.md), or the English itself in the English edition."""
+    if edition == ENGLISH:
+        return english
+    from tests.test_glossary import glossary  # the glossary of zh_CN, the one other edition
+    (term,) = [chinese for term, chinese, _ in glossary() if term == english]
+    return term
+
+
+def test_search_finds_multi_head_attention(site, browser, edition):
+    """Searching the course's subject finds the chapters. In Chinese the reader types the term
+    with no spaces between its words, which the index holds as the words jieba cut it into
+    (多头, 注意力): the search splits the query the same way (_ext/course_language.py)."""
     recorder = Recorder(browser, **DESKTOP)
     try:
         page = recorder.new_page()
-        page.goto(site + "search.html?q=multi-head")
-        page.wait_for_selector("#search-results ul.search li")
-        page.wait_for_function("() => !document.querySelector('#search-progress')"
-                               " || /found/i.test(document.querySelector('#search-results').textContent)")
+        page.goto(site + "search.html?q=" + quote(_term(edition, SEARCHED)))
+        # searchtools.js writes the summary ("Search finished, found ...", or that nothing
+        # matched) once every result is listed, in any language
+        page.wait_for_function("() => (document.querySelector('#search-results p.search-summary')"
+                               " || {}).textContent")
         results = page.eval_on_selector_all("#search-results ul.search li a",
                                             "as => as.map(a => a.getAttribute('href'))")
         assert any(re.search(r"chapters/\d\d_\w+\.html", r) for r in results), results

@@ -58,3 +58,36 @@ def test_a_name_that_could_be_watched_still_costs_every_forbid(name):
 def test_a_constant_watched_name_in_setattr_is_still_a_patch():
     code = "import torch\nsetattr(torch.nn.functional, 'softmax', None)\n"
     assert forbids.flags(_steps(code))
+
+
+LOOP = '''
+import torch
+from torch import nn
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model):
+        super().__init__()
+        for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            setattr(self, name, nn.Linear(d_model, d_model))
+'''
+
+
+def test_a_loop_over_constant_names_keeps_its_points():
+    """setattr with a loop variable over literal names (the capstone's honest variant) is
+    those names, none watched: no forbid, no flag."""
+    assert forbids.verdicts(_steps(LOOP), FORBIDS) == {}
+    assert forbids.flags(_steps(LOOP)) == []
+
+
+@pytest.mark.parametrize("change", [
+    ('("q_proj", "k_proj", "v_proj", "out_proj")', '("q_proj", "__class__")'),   # a dunder
+    ('("q_proj", "k_proj", "v_proj", "out_proj")', '("q_proj", "softmax")'),     # watched
+    ('            setattr(', '            name = "__class__"\n            setattr('),  # rebound
+    ('("q_proj", "k_proj", "v_proj", "out_proj")', 'names'),                     # not literal
+    ('    def __init__', '    global name\n\n    def __init__'),                 # declared
+])
+def test_a_loop_whose_names_could_be_watched_still_costs_every_forbid(change):
+    code = LOOP.replace(*change)
+    assert code != LOOP
+    assert forbids.flags(_steps(code)), change

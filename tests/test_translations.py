@@ -182,3 +182,31 @@ def test_the_built_chinese_pages_show_every_translation():
             run = CHINESE_RUN.search(message.string) if message.id else None
             if run:
                 assert run.group() in text, (document, message.id[:80], run.group())
+
+
+# What a translated page must show as the English one does: each of its formulas (Sphinx
+# drops, silently, a display formula whose words were translated; a translation may repeat
+# a symbol, so the Chinese may hold more), and the same code cells and images.
+FORMULA = re.compile(r'class="math notranslate nohighlight">(.*?)</(?:span|div)>', re.S)
+SAME_COUNT = {"code cells": re.compile(r'<div class="cell docutils container'),
+              "images": re.compile(r"<img\b")}
+EN_SITE = REPO / "_build" / "html"
+
+
+def test_the_built_chinese_pages_keep_every_formula_cell_and_image():
+    if not (ZH_SITE / "index.html").exists() or not (EN_SITE / "index.html").exists():
+        pytest.skip("both editions must be built (`make book` and `make book-zh`)")
+    different = []
+    for document in translated_documents():
+        english = (EN_SITE / f"{document}.html").read_text(encoding="utf-8")
+        chinese = (ZH_SITE / f"{document}.html").read_text(encoding="utf-8")
+
+        def formulas(page):
+            return Counter(" ".join(f.split()) for f in FORMULA.findall(page))
+        lost = formulas(english) - formulas(chinese)
+        different += [f"{document}: the formula {f[:80]!r} is not on the Chinese page" for f in lost]
+        for what, pattern in SAME_COUNT.items():
+            counts = len(pattern.findall(english)), len(pattern.findall(chinese))
+            if counts[0] != counts[1]:
+                different.append(f"{document}: {what} {counts[0]} in English, {counts[1]} in Chinese")
+    assert not different, different

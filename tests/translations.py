@@ -11,6 +11,9 @@ REPO = Path(__file__).resolve().parent.parent
 LOCALES = REPO / "locales"
 LANGUAGE = "zh_CN"
 MESSAGES = LOCALES / LANGUAGE / "LC_MESSAGES"
+# the diagrams' labels (chapters/figures/make_diagrams.py), beside the documents' catalogues
+# but no document's: `make locales` keeps it current as it keeps theirs
+FIGURES_CATALOGUE = "figures"
 
 # What a message holds that is not prose, and is neither translated nor searched for terms:
 # code spans, MyST roles' targets ({doc}`student_guide`), maths, link targets, addresses.
@@ -35,9 +38,12 @@ def translated_documents(language=LANGUAGE):
 
 
 def catalogued_documents(messages=MESSAGES, suffix=".po"):
-    """Every document that has a catalogue (or, suffix=".pot", a template): {document: path}."""
-    return {str(p.relative_to(messages).with_suffix("")): p
-            for p in sorted(messages.rglob(f"*{suffix}"))}
+    """Every document that has a catalogue (or, suffix=".pot", a template): {document: path}.
+    The figures' catalogue is not a document's."""
+    found = {str(p.relative_to(messages).with_suffix("")): p
+             for p in sorted(messages.rglob(f"*{suffix}"))}
+    found.pop(FIGURES_CATALOGUE, None)
+    return found
 
 
 def prose(text):
