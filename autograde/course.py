@@ -317,8 +317,9 @@ def release_language(course_dir, assignment, language):
     """The student version of chapter `assignment` in `language` (e.g. "zh_CN"), from its
     English release (course.release): release-<language>/<assignment>/, a copy of
     release/<assignment>/ whose notebook's markdown cells are translated through the
-    chapter's catalogue (autograde.translate) and whose metadata["course"]["language"] names
-    the language; its code cells, cell ids and nbgrader metadata (grade ids, points,
+    chapter's catalogue (autograde.translate), whose figures are those drawn in the language
+    where there are (language_figures), and whose metadata["course"]["language"] names the
+    language; its code cells, cell ids and nbgrader metadata (grade ids, points,
     checksums) are the English ones, so one gradebook grades both.
 
     Returns (folder, [(cell index, message left in English)]): empty once the chapter's
@@ -333,8 +334,32 @@ def release_language(course_dir, assignment, language):
     notebook = target / f"{assignment}.ipynb"
     translated, unmatched = translate.translate_notebook(json.loads(notebook.read_text()),
                                                          catalogue, language)
+    for name in language_figures(translated, language):
+        shutil.copy2(CHAPTERS / name, target / name)
     notebook.write_text(notebook_json(translated), encoding="utf-8")
     return target, unmatched
+
+
+def language_figures(notebook, language):
+    """The images of the notebook dict `notebook`'s markdown that exist in `language`
+    (figures/<name>.<language>.svg beside figures/<name>.svg, Sphinx's default
+    figure_language_filename, which the book in that language shows), shown instead: the
+    cells are changed in place. Returns their names, e.g. ['figures/mask_shapes.zh_CN.svg']."""
+    found = []
+
+    def localised(match):
+        path = Path(match[1])
+        name = str(path.with_name(f"{path.stem}.{language}{path.suffix}"))
+        if not (CHAPTERS / name).is_file():
+            return match[0]
+        found.append(name)
+        return match[0].replace(f"({match[1]})", f"({name})")
+
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "markdown":
+            cell["source"] = [IMAGE.sub(localised, line) for line in cell["source"]] \
+                if isinstance(cell["source"], list) else IMAGE.sub(localised, cell["source"])
+    return list(dict.fromkeys(found))
 
 
 def write_zip(folder, zip_dir):

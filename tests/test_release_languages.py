@@ -2,8 +2,8 @@
 
 The translator (autograde.translate) on cells made here, one per kind of markdown block; then
 every chapter whose catalogue is complete (locales/zh_CN/TRANSLATED): its Chinese student
-notebook leaves no block in English, holds Chinese, and differs from the English one in its
-markdown only (code cells, cell ids and nbgrader's metadata are the English bytes, so one
+notebook leaves no block in English, holds Chinese, shows the figures drawn in Chinese, and
+differs from the English one in its markdown only (code cells, cell ids and nbgrader's metadata are the English bytes, so one
 gradebook holds both); and a Chinese notebook completed with the reference solution gets the
 same full marks through `python -m autograde grade` as the English one.
 """
@@ -196,7 +196,20 @@ def test_chinese_student_notebook(released_zh, chapter):
     chinese_files = {p.relative_to(chinese_path.parent): p.read_bytes()
                      for p in chinese_path.parent.rglob("*")
                      if p.is_file() and p.name != name and "__pycache__" not in p.parts}
-    assert chinese_files == english_files
+    # and the figures drawn in Chinese (figures/<name>.zh_CN.svg), which its markdown shows
+    # in place of the English ones
+    drawn = {name: path for name, path in chinese_files.items()
+             if name.name.endswith(f".{LANGUAGE}.svg")}
+    assert {name: data for name, data in chinese_files.items() if name not in drawn} \
+        == english_files
+    markdown = "".join("".join(c["source"]) for c in chinese["cells"]
+                       if c["cell_type"] == "markdown")
+    for name in english_files:
+        chinese_figure = course.CHAPTERS / name.parent / f"{name.stem}.{LANGUAGE}{name.suffix}"
+        if name.parts[0] == "figures" and chinese_figure.is_file():
+            assert f"]({name.parent}/{chinese_figure.name})" in markdown
+            assert f"]({name})" not in markdown
+            assert drawn[name.parent / chinese_figure.name] == chinese_figure.read_bytes()
 
 
 # About 20 s: a release of one chapter in both languages and one batch of three submissions.
