@@ -19,7 +19,7 @@ import torch
 
 from autograde import course, kit
 from autograde.notebook import parse
-from tests.chapter import Chapter
+from tests.chapter import Chapter, checks_module
 from tests.submissions import CHAPTERS
 
 # {assignment: {"function.parameter", ...}}: promises no check exercises yet (open gaps).
@@ -211,6 +211,27 @@ def _wrap_exercises(namespace, notebook, wrap):
 def test_every_promise_an_exercise_breaks_fails_its_check(assignment, capsys):
     """Each exercise in turn breaks each promise (BREAKS) when its checks call it, and the
     test cells that call it must fail with that promise's sentence."""
+    callers, missed, breakable = _walk_breaks(assignment)
+    assert missed == NOT_CAUGHT.get(assignment, set()), (
+        f"{assignment}: broken promises no check caught (exercise:promise): {sorted(missed)}")
+    # the walk breaks something of every exercise but those that take no tensor or module
+    # and return no number (a mask built from sizes, a table)
+    assert set(callers) - breakable == NOTHING_TO_BREAK.get(assignment, set()), (
+        f"{assignment}: exercises the walk could not break: {sorted(set(callers) - breakable)}")
+
+
+def test_the_walk_sees_a_promise_no_check_keeps(monkeypatch, capsys):
+    """The walk is honest: with the comparison of the arguments switched off, the in-place
+    and mode breaks go unseen, and it says so."""
+    # (the checks as the notebooks import them: `from checks import ...`)
+    monkeypatch.setattr(checks_module("common"), "expect_unchanged", lambda *a, **k: None)
+    _, missed, _ = _walk_breaks("04_masks")
+    assert {"padding_mask:input", "to_torch_key_padding_mask:input"} <= missed, missed
+
+
+def _walk_breaks(assignment):
+    """({exercise: [(test grade_id, source)] of the cells whose checks call it}, {"exercise:
+    break"} the checks did not catch, {exercise} some break applied to)."""
     notebook = course.CHAPTERS / f"{assignment}.ipynb"
     cells = _test_cells(notebook)
     # which test cells call which exercise (from a check), on the reference solution
@@ -239,10 +260,97 @@ def test_every_promise_an_exercise_breaks_fails_its_check(assignment, capsys):
                 breakable.add(label)
                 if not any(re.search(words, m) for m in messages):
                     missed.add(f"{label}:{kind}")
-    assert missed == NOT_CAUGHT.get(assignment, set()), (
-        f"{assignment}: broken promises no check caught (exercise:promise): {sorted(missed)}")
-    # the walk breaks something of every exercise but those that take no tensor or module
-    # and return no number (a mask built from sizes, a table)
-    assert set(callers) - breakable == NOTHING_TO_BREAK.get(assignment, set()), (
-        f"{assignment}: exercises the walk could not break: {sorted(set(callers) - breakable)}")
+    return callers, missed, breakable
 
+
+
+# ------------------------------------------------------------------------------------------
+# Each promise's function of checks.common, on its own (in the student's process here; the
+# sandboxed side of expect_unchanged: tests/test_runtime.py)
+from chapters.checks import common  # noqa: E402  (as the grader imports the checks)
+
+
+def _fails(pattern, function, *args, **kwargs):
+    with pytest.raises(common.CheckFailure, match=re.compile(pattern, re.S)):
+        function(*args, **kwargs)
+
+
+def test_expect_type_names_what_came_back_against_the_documented_kind():
+    assert common.expect_type(2.5, float, "gap(x)") == 2.5
+    assert common.expect_type(3, (int, float), "count(4)") == 3
+    _fails(r"^gap\(x\) returned a 0-d Tensor where the exercise documents a Python float "
+           r"\(\.item\(\) gives", common.expect_type, torch.tensor(2.5), float, "gap(x)")
+    _fails(r"count\(4\) returned a bool \(True\) where the exercise documents an int",
+           common.expect_type, True, int, "count(4)", documented="an int")
+    _fails(r"returned None where the exercise documents `ours` \(a return statement is "
+           r"missing", common.expect_type, None, torch.nn.Module, "load(ours)",
+           documented="`ours`")
+    assert common.expect_type(torch.nn.Linear(2, 2), torch.nn.Module, "load(ours)")
+
+
+def test_expect_named_tuple_reads_the_class_from_the_calls_report():
+    import collections
+    Pair = collections.namedtuple("RelationScores", ["prev", "first"])
+    named = common.observe(lambda: Pair(torch.zeros(2), torch.ones(2)))
+    common.expect_named_tuple(named, "RelationScores", ("prev", "first"), "scores(w)")
+    plain = common.observe(lambda: (torch.zeros(2), torch.ones(2)))
+    _fails(r"scores\(w\) returned a tuple of 2 items where the exercise documents "
+           r"RelationScores\(prev, first\), a named tuple\. Return RelationScores",
+           common.expect_named_tuple, plain, "RelationScores", ("prev", "first"), "scores(w)")
+    Other = collections.namedtuple("Scores", ["prev", "first"])
+    other = common.observe(lambda: Other(torch.zeros(2), torch.ones(2)))
+    _fails(r"returned a Scores where", common.expect_named_tuple, other, "RelationScores",
+           ("prev", "first"), "scores(w)")
+
+
+def test_expect_no_graph_and_expect_dtype():
+    weight = torch.ones(3, requires_grad=True)
+    attached = common.observe(lambda: weight * 2)
+    _fails(r"^importance\(m\) returned a tensor attached to the autograd graph",
+           common.expect_no_graph, attached, "importance(m)")
+    with torch.no_grad():
+        common.expect_no_graph(common.observe(lambda: weight * 2), "importance(m)")
+    common.expect_no_graph(weight.detach(), "importance(m)")          # a direct call's result
+    _fails(r"attached to the autograd graph", common.expect_no_graph, weight * 2, "f")
+    common.expect_dtype(torch.zeros(2, dtype=torch.float64), torch.float64, "f", "x.dtype")
+    _fails(r"^f is wrong: its dtype is torch\.float32 where it should be torch\.float64 "
+           r"\(the model's dtype\)\. Make the result in that dtype", common.expect_dtype,
+           torch.zeros(2), torch.float64, "f", "the model's dtype")
+
+
+def test_expect_own_storage_finds_a_tensor_shared_with_the_source():
+    source = torch.nn.Linear(3, 2)
+    copy = torch.nn.Linear(3, 2)
+    with torch.no_grad():
+        copy.weight.copy_(source.weight)
+    common.expect_own_storage(copy, source, "prune(mha)", "mha")
+    copy.bias = source.bias
+    _fails(r"prune\(mha\) returned a module whose `bias` shares its memory with mha's "
+           r"`bias`", common.expect_own_storage, copy, source, "prune(mha)", "mha")
+    view = torch.nn.Linear(3, 1)
+    view.weight = torch.nn.Parameter(source.weight[:1])                # a view: one storage
+    _fails(r"`weight` shares its memory with mha's `weight`", common.expect_own_storage,
+           view, source, "prune(mha)", "mha")
+
+
+def test_the_arguments_are_compared_only_where_no_opt_out_names_them():
+    def scale(x, pair):
+        x.mul_(2)
+        pair[1].add_(1)
+        return x
+
+    x, pair = torch.ones(2), (torch.zeros(1), torch.zeros(1))
+    _fails(r"^scale is wrong: it changed its argument `x` in place: 2 of 2 entries differ "
+           r"from what was passed in\. The exercise leaves its inputs as they were",
+           common.call, scale, x, pair)
+    x = torch.ones(2)   # named as changing: its item of the pair is next
+    _fails(r"changed its argument `pair\[1\]` in place: 1 of 1 entries differ", common.call,
+           scale, x, (torch.zeros(1), torch.zeros(1)), may_change=(x,))
+    x, pair = torch.ones(2), (torch.zeros(1), torch.zeros(1))
+    assert common.call(scale, x, pair, may_change=(x, pair)) is x
+    _fails(r"it came in as a float32 tensor of shape \(2, 3\) and left as a float32 tensor "
+           r"of shape \(3, 2\)", common.call, lambda t: t.t_(), torch.zeros(2, 3))
+    _fails(r"argument `module`'s mode after the call is eval where it should be training "
+           r"\(the mode it came in with", common.call, lambda module: module.eval(),
+           torch.nn.Linear(2, 2))
+    common.call(lambda module: module.eval(), torch.nn.Linear(2, 2).eval())

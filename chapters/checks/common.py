@@ -520,13 +520,15 @@ def call_keeping(function, *args, name=None, may_change=(), **kwargs):
 #   `may_change=` because changing it is the exercise's documented job (a training step
 #   updates its model, load_from_torch fills `ours`);
 # - it returns the kind of value its instructions document (expect_type: a Python float
-#   is not a 0-d tensor, a count is an int);
+#   is not a 0-d tensor, a count is an int; expect_named_tuple: RelationScores, not a
+#   plain tuple);
 # - a result the instructions call a measurement, computed without gradients, carries no
-#   autograd graph, in the documented dtype (expect_measurement);
+#   autograd graph (expect_no_graph), in the documented dtype (expect_dtype);
 # - a module it builds owns its tensors (expect_own_storage: none shares storage with the
 #   module it was made from);
-# - a behaviour that depends on a starting state (a module's mode, an empty or a filled
-#   cache) is right from each (from_each_state: which states are right, which are not).
+# - a behaviour that depends on a starting state is right from each: a check calls from
+#   each (a module in training and in eval mode, an empty and a filled cache), and every
+#   call must give a module argument back in the mode it came in (expect_unchanged).
 # Every sentence is a template of PROMISES, filled with named fields.
 PROMISES = {
     "unchanged": "The exercise leaves its inputs as they were: compute new tensors "
@@ -760,26 +762,6 @@ def expect_dtype(value, dtype, name, whose):
         fail(diagnose.explained(name, diagnose.wrong_state("dtype", value.dtype, dtype,
                                                            f" ({whose})"))
              + " " + PROMISES["dtype"])
-
-
-def from_each_state(judges):
-    """Run each judge of `judges` ({a starting state in words: a function that fails (a
-    CheckFailure) when the result from that state is wrong}, in order: "training mode",
-    "eval mode"; "an empty cache", "a filled cache") and fail unless all pass: where some
-    pass and some fail, with the state family's sentence (diagnose.state_dependent: right
-    from ..., not from ...: what went wrong there); where all fail, with the first one's
-    message."""
-    outcomes = {}
-    for state, judge in judges.items():
-        try:
-            judge()
-            outcomes[state] = (True, "")
-        except CheckFailure as failure:
-            outcomes[state] = (False, str(failure).rstrip("."))
-    wrong = [what for ok, what in outcomes.values() if not ok]
-    if not wrong:
-        return
-    fail((diagnose.state_dependent(outcomes) or wrong[0]) + ".")
 
 
 def expect_own_storage(module, source, name, source_name):
