@@ -2389,18 +2389,23 @@ ENTRIES = [
                           "test_merge_heads": failed(CRASH, "crash"),
                           "test_multihead_attention_core": failed(CRASH, "crash")}),
             chapter=CH2),
+    # (the core, which calls the student's split_heads, changes its own input `query` too)
     Hostile("heads_split_zeroes_its_input", cells(split_heads=SPLIT_HEADS_ZEROES_ITS_INPUT),
-            Expect(tests={"test_split_heads": failed(r"changed its input x in place")}),
+            Expect(tests={"test_split_heads": failed(r"changed its argument `x` in place"),
+                          "test_multihead_attention_core": failed(
+                              r"changed its argument `query` in place")}),
             chapter=CH2),
     Hostile("heads_split_hides_its_write_by_replacing_the_report",
             cells(split_heads=SPLIT_HEADS_HIDES_ITS_WRITE),
-            Expect(tests={"test_split_heads": failed(r"changed its input x in place"),
-                          "test_multihead_attention_core": failed(FORBIDDEN_SEEN)},
+            Expect(tests={"test_split_heads": failed(r"changed its argument `x` in place"),
+                          "test_multihead_attention_core": failed(
+                              r"changed its argument `query` in place")},
                    problems=[("suspicious", r"^cell split_heads, line 1: imports checks\.common")]),
             chapter=CH2),
     Hostile("scores_hide_an_in_place_write_by_replacing_the_report",
             cells(attention_scores=SCORES_HIDES_ITS_WRITE),
-            Expect(tests={SCORES: failed(r"^attention_scores changed its input tensor in place"),
+            Expect(tests={SCORES: failed(r"^attention_scores is wrong: it changed its argument "
+                                         r"`query` in place"),
                           **each(SOFTMAX + SDPA, failed(FORBIDDEN_SEEN))})),
     Hostile("mha_stub_forges_its_structure", cells(MultiHeadAttention=MHA_STUB_FORGES_ITS_STRUCTURE),
             Expect(tests={"test_mha_structure": failed(r"MultiHeadAttention is not implemented "

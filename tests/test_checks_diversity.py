@@ -198,7 +198,10 @@ def test_the_ablation_lab_is_built_with_given():
     spy = _GivenSpy()
     with use_runtime(spy):
         _quietly(lambda: check.ablation_importance(importance))
-    assert spy.paths == ["checks.diversity:_ablation_setup"]
+    # (besides the model's state, read where it lives before and after the call: the
+    # promise that fn leaves it as it was, common.watch_arguments)
+    assert [path for path in spy.paths if not path.startswith("checks.operations:")] == [
+        "checks.diversity:_ablation_setup"]
     model, batch = handed[0]
     assert isinstance(model, check.GatedModel) and isinstance(batch, check.Batch)
     assert not isinstance(batch, tuple)  # a tuple would reach the student's process by value
@@ -212,15 +215,18 @@ def test_make_heads_identical_holds_the_parameters_with_given():
     assert spy.paths == ["torch.nn:ParameterList"]
 
 
-def test_a_pruned_module_may_share_a_tensor_with_mha():
-    """'returned mha itself' needs every tensor shared: a new module that holds mha's very
-    out_proj.bias (a tensor no head owns) is still a new module."""
+def test_a_pruned_module_must_own_its_tensors():
+    """'returned mha itself' needs every tensor shared; a new module that holds mha's very
+    out_proj.bias (a tensor no head owns) is a new module that does not own its tensors
+    (common.expect_own_storage): a change to one would reach the other."""
     def shares_out_bias(mha, heads_to_remove):
         new = solutions.prune_heads(mha, heads_to_remove)
         new.out_proj.bias = mha.out_proj.bias
         return new
 
-    _quietly(lambda: check.prune_heads(shares_out_bias, solutions.MultiHeadAttention))
+    _fails(lambda: check.prune_heads(shares_out_bias, solutions.MultiHeadAttention),
+           r"returned a module whose `out_proj\.bias` shares its memory with mha's "
+           r"`out_proj\.bias`")
     _fails(lambda: check.prune_heads(lambda mha, heads_to_remove: mha,
                                      solutions.MultiHeadAttention), r"returned mha itself")
 

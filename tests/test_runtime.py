@@ -80,7 +80,8 @@ def test_observe_reports_values_and_in_place_changes(side):
     runtime, student = side
     x = torch.ones(2, 2, dtype=torch.float64)
     with common.use_runtime(runtime):
-        seen = common.observe(student["scale_in_place"], x)
+        # (x named as changing: an exercise whose job is to change it)
+        seen = common.observe(student["scale_in_place"], x, may_change=(x,))
     assert seen.error is None and float(seen.result) == 12.0
     assert torch.equal(seen.args[0], torch.full((2, 2), 3.0, dtype=torch.float64))
     if runtime is not common.LOCAL:  # what the grader sent went by value: its copy stays
@@ -143,13 +144,33 @@ def test_given_builds_the_courses_objects_where_the_student_code_runs(side):
         target = common.given("torch.nn:Linear", 3, 3, bias=False)
         assert common.is_module(source) and common.type_name(source) == "Linear"
         common.load_weights(source, {"": {}})  # an attribute "" does not exist: nothing to do
-        seen = common.observe(student["swap_weights"], target, source)
+        seen = common.observe(student["swap_weights"], target, source, may_change=(target,))
         assert seen.error is None
         weights = {"weight": source.weight}  # read back by value
     if runtime is not common.LOCAL:
         assert isinstance(source, RemoteRef) and isinstance(weights["weight"], torch.Tensor)
         assert not isinstance(weights["weight"], RemoteRef)
     assert torch.equal(target.weight.detach(), weights["weight"].detach())
+
+
+def test_a_call_that_changes_its_inputs_fails_on_both_sides(side):
+    """observe() and call() compare the arguments before and after the call, wherever the
+    student's objects live (common.expect_unchanged): a tensor and a module's parameters,
+    each named by the student's own parameter name (read where the function lives)."""
+    runtime, student = side
+    with common.use_runtime(runtime):
+        for run in (common.observe, common.call):
+            with pytest.raises(common.CheckFailure, match=r"scale_in_place is wrong: it "
+                               r"changed its argument `x` in place: 4 of 4 entries differ"):
+                run(student["scale_in_place"], torch.ones(2, 2, dtype=torch.float64))
+        source = common.given("torch.nn:Linear", 3, 3, bias=False)
+        target = common.given("torch.nn:Linear", 3, 3, bias=False)
+        with pytest.raises(common.CheckFailure, match=r"changed its argument `target`'s "
+                           r"`weight` in place: 9 of 9 entries differ"):
+            common.observe(student["swap_weights"], target, source)
+        with pytest.raises(common.CheckFailure, match=r"argument `source`'s mode after the "
+                           r"call is eval where it should be training"):
+            common.observe(lambda target, source: source.eval(), target, source)
 
 
 @pytest.mark.parametrize("path", ["builtins:open", "os:system", "torch.nn:Linear.__init__",

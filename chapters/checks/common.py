@@ -35,6 +35,7 @@ from .operations import (CheckFailure, Forbidden, _ForbidSpec, attempt,  # noqa:
 _isfinite = torch.isfinite
 _isnan = torch.isnan
 _where = torch.where
+_equal = torch.equal
 _Tensor = torch.Tensor
 
 
@@ -371,12 +372,18 @@ def judge_construct(data, shown):
 class Observed:
     """One call of the student's function, as observe() reports it: what it returned
     (export()ed), what it raised (attempt()'s [class name, message, shapes], or None), its
-    arguments afterwards (export()ed: to see what it changed in place) and the messages of
-    the warnings it emitted. Validated once, when made (see observed())."""
+    arguments afterwards (export()ed: to see what it changed in place), its keyword
+    arguments afterwards ({name: export()ed}), the messages of the warnings it emitted, and
+    whether its result carried an autograd graph (which the copy lost) and its result's
+    type ([class name, the fields of a named tuple or None]: the copy's type may differ).
+    Validated once, when made (see observed())."""
     result: object
     error: object
     args: list
     warnings: list
+    kwargs: dict = None
+    attached: bool = False
+    result_type: tuple = ("NoneType", None)
 
 
 def observed(data, count):
@@ -389,17 +396,38 @@ def observed(data, count):
     messages = take(data, "warnings", list, tuple)
     if len(after) != count or not all(isinstance(m, str) for m in messages):
         fail(MALFORMED.format(what="args"))
-    return Observed(data["result"], error, list(after), list(messages))
+    keywords = data.get("kwargs", {})
+    if not isinstance(keywords, dict) or not all(isinstance(k, str) for k in keywords):
+        fail(MALFORMED.format(what="kwargs"))
+    graph = data.get("attached", False)
+    kind = data.get("type", [type(data["result"]).__name__, None])
+    if not isinstance(graph, bool) or not (
+            isinstance(kind, (list, tuple)) and len(kind) == 2 and isinstance(kind[0], str)
+            and (kind[1] is None or (isinstance(kind[1], (list, tuple))
+                                     and all(isinstance(f, str) for f in kind[1])))):
+        fail(MALFORMED.format(what="attached, type"))
+    return Observed(data["result"], error, list(after), list(messages), dict(keywords), graph,
+                    (kind[0], None if kind[1] is None else tuple(kind[1])))
 
 
-def observe(function, *args, **kwargs):
+def observe(function, *args, name=None, may_change=(), **kwargs):
     """Call the student's function: an Observed (what it returned or raised, its arguments
     afterwards, its warnings). In a notebook the call happens here; under the autograder the
     function is remote and the grader's own runtime in the student's process calls it and
     sends all four back by value (its `observe`): no code of the checks runs there, so the
     student's code has nothing of them to replace. A forbid_spec() block around it reaches
-    the call in both cases."""
-    return observed(runtime().observe(function, list(args), kwargs), len(args))
+    the call in both cases.
+
+    A call that raised nothing must have left its arguments as they were (see
+    expect_unchanged: the tensors among them, the parameters, buffers and mode of a module
+    among them); may_change: the arguments (the objects passed) whose change is the
+    exercise's documented job (a model a training step updates), left out of that
+    comparison; name: the function as the message names it (default: its own name)."""
+    watched = watch_arguments(args, kwargs, may_change)
+    seen = observed(runtime().observe(function, list(args), kwargs), len(args))
+    if seen.error is None:
+        expect_unchanged(watched, function, name, seen.args, seen.kwargs)
+    return seen
 
 
 def load_weights(module, weights):
@@ -470,13 +498,286 @@ def read_back(module, names):
     return values
 
 
-def call_keeping(function, *args, name=None, **kwargs):
+def call_keeping(function, *args, name=None, may_change=(), **kwargs):
     """call() observed: (result, the arguments as the student's code left them). A
-    forbid_spec() block around it reaches the call, under the autograder too."""
+    forbid_spec() block around it reaches the call, under the autograder too. may_change:
+    as observe()'s."""
     name = name or getattr(function, "__name__", "your function")
-    seen = observe(function, *args, **kwargs)
+    seen = observe(function, *args, name=name, may_change=may_change, **kwargs)
     raised(seen.error, name)
     return revive(seen.result), [revive(a) for a in seen.args]
+
+
+# ---------------------------------------------------------------------------------------
+# The promises every exercise makes, kept around every call of the student's code
+# ---------------------------------------------------------------------------------------
+# An exercise promises more than its values (issue 20: mistakes of these kinds got full
+# marks), and each promise is kept here once, for every chapter:
+# - it leaves its inputs as they were (expect_unchanged, run by call(), call_keeping() and
+#   observe() around every call): the tensors among its arguments (one level into tuples
+#   and lists) and the parameters, buffers and mode of each nn.Module among them compare
+#   equal before and after the call, unless the check names the argument in
+#   `may_change=` because changing it is the exercise's documented job (a training step
+#   updates its model, load_from_torch fills `ours`);
+# - it returns the kind of value its instructions document (expect_type: a Python float
+#   is not a 0-d tensor, a count is an int; expect_named_tuple: RelationScores, not a
+#   plain tuple);
+# - a result the instructions call a measurement, computed without gradients, carries no
+#   autograd graph (expect_no_graph), in the documented dtype (expect_dtype);
+# - a module it builds owns its tensors (expect_own_storage: none shares storage with the
+#   module it was made from);
+# - a behaviour that depends on a starting state is right from each: a check calls from
+#   each (a module in training and in eval mode, an empty and a filled cache), and every
+#   call must give a module argument back in the mode it came in (expect_unchanged).
+# Every sentence is a template of PROMISES, filled with named fields.
+PROMISES = {
+    "unchanged": "The exercise leaves its inputs as they were: compute new tensors "
+                 "(y = x * 2, not x *= 2, x[...] = ..., or a method ending in _ such as "
+                 "masked_fill_), and give a module back with the weights it came in with.",
+    "reshaped": "it changed its argument `{argument}` in place: it came in as {before} and "
+                "left as {after}{words}",
+    "reshaped_words": " (in words: {found})",
+    "more_tensors": " (and {count} more of its tensors)",
+    "mode": "argument `{argument}`'s mode after the call",
+    "mode_why": " (the mode it came in with: note module.training first, and give it back "
+                "with module.train(was_training))",
+    "kind": "{reason}.{hint}",
+    "named": "Return {documented}({fields}): its fields are read by name.",
+    "graph": "{name} returned a tensor attached to the autograd graph (requires_grad=True): "
+             "the exercise documents a measurement computed without gradients. Decorate it "
+             "with @torch.no_grad(), or compute it inside `with torch.no_grad():`.",
+    "dtype": "Make the result in that dtype: a tensor built from Python numbers "
+             "(torch.tensor([...]), torch.zeros(n)) is float32 unless given dtype=.",
+    "shared": "{name} returned a module whose `{tensor}` shares its memory with {source}'s "
+              "`{other}` (the same storage): changing one changes the other. Copy the values "
+              "into the new module's own tensors (new.weight.copy_(old.weight[rows]), or "
+              ".clone()).",
+}
+_MODE_WORDS = {True: "training", False: "eval"}
+
+
+def _described_tensor(tensor):
+    return f"a {str(tensor.dtype)[6:]} tensor of shape {tuple(tensor.shape)}"
+
+
+def watch_arguments(args, kwargs, may_change=()):
+    """What a call must leave as it was, copied before the call: [(place, snapshot, module)]
+    with place (i, None, j) for positional argument i (j: its item j, or None), (None, key,
+    j) for a keyword argument, snapshot a tensor's copy or a module's state ({"training",
+    "tensors"}, see checks.operations.module_state), and module the module itself (read
+    again after the call), None for a tensor. may_change: the argument objects left out.
+    Only tensors are copied (cheap: a check's inputs are small); a module's are read where
+    it lives (under the autograder, by value)."""
+    kept = [id(value) for value in may_change]
+    watched = []
+    for place, value in [((i, None), a) for i, a in enumerate(args)] + \
+            [((None, key), v) for key, v in kwargs.items()]:
+        if id(value) in kept:
+            continue
+        items = [(None, value)]
+        if isinstance(value, (tuple, list)):
+            items = list(enumerate(value))
+        for j, item in items:
+            if isinstance(item, _Tensor) and id(item) not in kept:
+                watched.append(((*place, j), item.detach().clone(), None))
+            elif j is None and is_module(item):
+                state = _module_state(item)
+                if state is not None:
+                    watched.append(((*place, None), state, item))
+    return watched
+
+
+def _where_it_lives(path, obj):
+    """given(path, obj): the course's function `path` run where `obj` lives (under the
+    autograder, in the student's process, for an object of theirs; here for the grader's
+    own, which the student's process cannot be sent)."""
+    try:
+        return given(path, obj)
+    except TypeError:
+        return LOCAL.given(path, [obj], {})
+
+
+def _module_state(module):
+    """checks.operations.module_state(module) read where the module lives, copied: its mode
+    and {name: tensor} of its parameters and buffers; None where it reports none."""
+    state = _where_it_lives("checks.operations:module_state", module)
+    if not (isinstance(state, dict) and isinstance(state.get("training"), bool)
+            and isinstance(state.get("tensors"), dict)):
+        return None
+    return {"training": state["training"],
+            "tensors": {str(k): v.detach().clone() for k, v in state["tensors"].items()
+                        if isinstance(v, _Tensor)}}
+
+
+def _argument_after(place, args, kwargs):
+    """The argument at `place` (see watch_arguments) among the arguments after the call."""
+    i, key, j = place
+    value = args[i] if i is not None else (kwargs or {}).get(key)
+    if j is not None:
+        value = value[j] if isinstance(value, (tuple, list)) and j < len(value) else None
+    return value
+
+
+def _argument_label(place, function):
+    """How the message names the argument at `place`: as the student's code names it (its
+    parameter's name, read where the function lives), "argument 2" where unknown."""
+    i, key, j = place
+    label = key
+    if i is not None:
+        names = _where_it_lives("checks.operations:parameter_names", function)
+        names = names if isinstance(names, list) else []
+        label = str(names[i]) if i < len(names) else f"argument {i + 1}"
+    return label if j is None else f"{label}[{j}]"
+
+
+def _same_tensor(before, after):
+    """True when the tensor `after` has `before`'s shape, dtype and values (NaN where NaN)."""
+    if not (isinstance(after, _Tensor) and tuple(after.shape) == tuple(before.shape)
+            and after.dtype == before.dtype):
+        return False
+    after = after.detach().to(before.device)
+    return _equal(after, before) or diagnose.changed_in_place("", before, after) is None
+
+
+def _tensor_change(label, before, after):
+    """The sentence that says how the tensor argument `label` changed: `after`, not
+    `before` (diagnose's in-place family, or PROMISES["reshaped"])."""
+    if isinstance(after, _Tensor) and tuple(after.shape) == tuple(before.shape) \
+            and after.dtype == before.dtype:
+        return diagnose.changed_in_place(f"its argument `{label}`", before,
+                                         after.detach().to(before.device))
+    shown = _described_tensor(after) if isinstance(after, _Tensor) else "gone"
+    found = isinstance(after, _Tensor) and diagnose.wrong_shape(
+        tuple(after.shape), tuple(before.shape), current_dims())
+    words = PROMISES["reshaped_words"].format(found=found) if found else ""
+    return PROMISES["reshaped"].format(argument=label, before=_described_tensor(before),
+                                       after=shown, words=words)
+
+
+def _module_change(label, before, after):
+    """The sentence that says how the module argument label() (a function: the name is read
+    only for a message) changed from its state `before` to `after` (a tensor changed, gone
+    or reshaped; else its mode), or None."""
+    changed = [(tensor, old) for tensor, old in before["tensors"].items()
+               if not _same_tensor(old, after["tensors"].get(tensor))]
+    if changed:
+        tensor, old = changed[0]
+        more = PROMISES["more_tensors"].format(count=len(changed) - 1) if changed[1:] else ""
+        return _tensor_change(f"{label()}`'s `{tensor}", old,
+                              after["tensors"].get(tensor)) + more
+    if after["training"] == before["training"]:
+        return None
+    return diagnose.wrong_state(PROMISES["mode"].format(argument=label()),
+                                _MODE_WORDS[after["training"]],
+                                _MODE_WORDS[before["training"]], PROMISES["mode_why"])
+
+
+def expect_unchanged(watched, function, name, args, kwargs):
+    """Fail, naming the argument and what changed, unless every argument watch_arguments()
+    copied before the call is the same after it. args, kwargs: the arguments as the call
+    left them (the objects themselves, or the copies a report holds; a keyword argument a
+    report lacks is not compared); a module is read again where it lives."""
+    for place, before, module in watched:
+        if module is not None:
+            state = _module_state(module)
+            reason = state and _module_change(
+                lambda: _argument_label(place, function), before, state)
+        elif place[1] is not None and place[1] not in kwargs:
+            continue
+        else:
+            after = _argument_after(place, args, kwargs)
+            reason = None if _same_tensor(before, after) else _tensor_change(
+                _argument_label(place, function), before, after)
+        if reason:
+            shown = name or getattr(function, "__name__", None) or type_name(function)
+            # (a mode's sentence says what to do; a tensor's, the advice)
+            advice = "" if PROMISES["mode_why"] in reason else f" {PROMISES['unchanged']}"
+            fail(diagnose.explained(shown, reason) + advice)
+
+
+# the documented kinds of value, in the exercises' words (expect_type)
+KINDS = {float: "a Python float", int: "a Python int", bool: "a Python bool",
+         tuple: "a tuple", _Tensor: "a tensor"}
+
+
+def expect_type(value, kinds, name, hint="", documented=None):
+    """Fail unless `value`, what the call `name` returned (as the student reads it:
+    "count_parameters(16, 4)"), is of one of the Python types `kinds` (a type or a tuple of
+    them) that the exercise documents, with the kind family's sentence (diagnose.kind: a
+    0-d tensor where a Python float is documented gets the .item() hint; a bool is no int;
+    numpy's float64 is a float) and `hint`. documented: the kind in the exercise's words
+    (default: KINDS's). An nn.Module of the student's process fits nn.Module; any other
+    object of theirs is named by its class. Returns `value`."""
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    documented = documented or " or ".join(KINDS.get(kind, f"a {kind.__name__}")
+                                           for kind in kinds)
+    if torch.nn.Module in kinds and is_module(value):
+        return value
+    plain = value is None or isinstance(value, (_Tensor, tuple, list, dict, bool, int, float,
+                                                str)) or isinstance(value, kinds)
+    shown = value if plain else type(type_name(value), (), {})()
+    reason = diagnose.kind(name, documented, shown, kinds=kinds)
+    if reason:
+        fail(PROMISES["kind"].format(reason=reason, hint=f" {hint}" if hint else ""))
+    return value
+
+
+def expect_named_tuple(seen, documented, fields, name):
+    """Fail unless the call `seen` (an Observed) returned a named tuple of the class
+    `documented` with `fields` (RelationScores, ("prev", "first")), with the kind family's
+    sentence: what it returned where the exercise documents that class (a copy by value
+    keeps no names, so the class comes from the call's report)."""
+    class_name, got_fields = seen.result_type
+    if class_name == documented and got_fields == tuple(fields):
+        return
+    returned = revive(seen.result)
+    if isinstance(returned, tuple) and got_fields is not None:
+        returned = type(class_name, (), {})()   # another named tuple: said by its class
+    reason = diagnose.kind(name, f"{documented}({', '.join(fields)}), a named tuple",
+                           returned, kinds=(_Never,))
+    fail(PROMISES["kind"].format(reason=reason, hint=" " + PROMISES["named"].format(
+        documented=documented, fields=", ".join(fields))))
+
+
+class _Never:
+    """No value is one: diagnose.kind() then describes whatever came back."""
+
+
+def expect_no_graph(result, name):
+    """Fail when what the call `name` returned carries an autograd graph where the exercise
+    documents a measurement computed without gradients (@torch.no_grad()). result: an
+    Observed (its `attached`: the copy it holds has lost the graph) or what call() returned
+    (checks.operations.attached). The call must run with gradients enabled, on inputs or a
+    model that require them, for the promise to be exercised."""
+    graph = result.attached if isinstance(result, Observed) else operations.attached(result)
+    if graph:
+        fail(PROMISES["graph"].format(name=name))
+
+
+def expect_dtype(value, dtype, name, whose):
+    """Fail unless the tensor `value` (what `name` returned) has the documented `dtype`,
+    with the state family's sentence; whose: what fixes it, in the exercise's words ("the
+    dtype of the model's parameters")."""
+    if isinstance(value, _Tensor) and value.dtype != dtype:
+        fail(diagnose.explained(name, diagnose.wrong_state("dtype", value.dtype, dtype,
+                                                           f" ({whose})"))
+             + " " + PROMISES["dtype"])
+
+
+def expect_own_storage(module, source, name, source_name):
+    """Fail unless every parameter and buffer of `module` (what the call `name` built from
+    the module `source_name`, e.g. a pruned copy) has a storage of its own: none shares
+    memory with a tensor of `source`, so that changing one never changes the other. The
+    addresses are read where the modules live (checks.operations.storages)."""
+    ours = _where_it_lives("checks.operations:storages", module)
+    theirs = _where_it_lives("checks.operations:storages", source)
+    if not (isinstance(ours, dict) and isinstance(theirs, dict)):
+        return
+    owners = {address: tensor for tensor, address in theirs.items()}
+    for tensor, address in ours.items():
+        if address in owners and address:   # (an empty tensor has no memory to share)
+            fail(PROMISES["shared"].format(name=name, tensor=tensor, source=source_name,
+                                           other=owners[address]))
 
 
 def max_error(actual, expected):
@@ -680,11 +981,25 @@ def where_it_differs(actual, expected, axes=None, dtype=None, scale=None, condit
 
 
 
-def call(function, *args, name=None, **kwargs):
-    """Call the student's function; turn its exceptions into messages that say where."""
+def call(function, *args, name=None, may_change=(), **kwargs):
+    """Call the student's function; turn its exceptions into messages that say where, and
+    fail when it changed an argument that the exercise leaves as it was (expect_unchanged;
+    may_change: the argument objects whose change is its documented job, e.g. the model of
+    a training step). Under the autograder the arguments travel by value, so a call that
+    needs no gradient is observed (observe(): the arguments come back as the call left
+    them); one whose inputs require grad is called directly, its inputs' changes unseen
+    there (in the student's Jupyter and the kit they are compared all the same)."""
     name = name or getattr(function, "__name__", "your function")
+    if runtime() is not LOCAL and not any(
+            isinstance(t, _Tensor) and t.requires_grad
+            for t in nested.flatten((list(args), kwargs), objects=False)):
+        seen = observe(function, *args, name=name, may_change=may_change, **kwargs)
+        raised(seen.error, name)
+        return revive(seen.result)
+    watched = watch_arguments(args, kwargs, may_change)
     result, error = attempt(function, *args, **kwargs)
     raised(error, name)
+    expect_unchanged(watched, function, name, list(args), kwargs)
     return result
 
 

@@ -43,6 +43,8 @@ from .common import (CheckFailure, attempt, by_owner, call_keeping, check, close
                      generator, given, is_class, is_module, judge_construct, load_weights,
                      observe, passed, raised, random_inputs, reference, refusal, revive,
                      step_mistakes, type_name)
+from .common import (expect_dtype, expect_named_tuple, expect_no_graph, expect_own_storage,
+                     watch_arguments, expect_unchanged)
 
 IGNORE_INDEX = -100  # F.cross_entropy's default ignore_index: positions with no target
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
@@ -58,10 +60,7 @@ MESSAGES = {
                "copies inside `with torch.no_grad():` (or decorate the function with "
                "@torch.no_grad()).",
     "in_words": " In words: {found}.",
-    "changed": "it changed {what} in place",
-    "new_tensors": "Compute new tensors instead.",
     "fixed_dtype": "Avoid creating tensors with a fixed dtype; use the input's dtype.",
-    "input_weights": "its input weights",
     "dtype_of_weights": "the dtype of weights",
     # the modules the checks build
     "not_a_class": "pass the MultiHeadAttention class to the check, got {got}",
@@ -120,9 +119,6 @@ MESSAGES = {
                          "-> ({h}, {h}) cosine similarities of the heads' maps, averaged over "
                          "the batch",
     # exercise 4
-    "model_parameter": "the model's parameter {key}",
-    "ablation_weights": "Switch heads off with the head_mask argument of the model, not by "
-                        "editing its weights.",
     "ablation_returns": "a (num_heads,) torch.Tensor",
     "ablation_hint": "For each head k: gates = torch.ones(num_heads), gates[k] = 0, loss of "
                      "model(tokens, head_mask=gates) minus the loss with no mask.",
@@ -146,8 +142,6 @@ MESSAGES = {
                     "as it is.",
     "prune_added": "{name} added {key} to the original module: leave mha as it is and build a "
                    "new module.",
-    "mha_parameter": "mha's {key}",
-    "leave_mha": "Leave mha as it is and build a new module.",
     "prune_num_heads": "{name}: the pruned module has num_heads = {got}, expected {kept} ({h} "
                        "heads minus the {removed} removed).",
     "prune_no_bias": "{name}: the pruned module has no {key} although mha has one: build it "
@@ -218,16 +212,6 @@ def _returned(result, name, documented, ok, advice=""):
          + (f" {advice}" if advice else ""))
 
 
-def _unchanged(name, what, before, after, advice=MESSAGES["new_tensors"]):
-    """Fails unless `after` (an argument as the call left it) equals `before`, naming the
-    change (diagnose.changed_in_place)."""
-    if isinstance(after, torch.Tensor) and torch.equal(after.detach().cpu(), before.cpu()):
-        return
-    reason = (diagnose.changed_in_place(what, before, after)
-              or MESSAGES["changed"].format(what=what))
-    fail(f"{diagnose.explained(name, reason)} {advice}")
-
-
 def _expect_dtype(value, name, dtype, whose):
     """Fails unless the tensor `value` has `dtype` (whose: what fixes it, "the dtype of
     weights"), naming the dtype found (diagnose.wrong_state)."""
@@ -269,11 +253,11 @@ def relation_scores(fn, *, seed=0, B=3, num_heads=2, L=6, dtype=torch.float32, d
     i-1 and on key 0, over the batch and the query positions i >= 2."""
     w64 = _attention_maps(B, num_heads, L, L, seed, causal=True)
     weights = w64.to(dtype=dtype, device=device, copy=True)  # the student's: w64 stays intact
-    original = weights.clone()
     name = "relation_scores(weights)"
-    result, (after,) = call_keeping(fn, weights, name=name)
-    prev, first = _pair(result, name)
-    _unchanged(name, MESSAGES["input_weights"], original, after)
+    seen = observe(fn, weights, name=name)   # (weights changed in place fail there)
+    raised(seen.error, name)
+    prev, first = _pair(revive(seen.result), name)
+    expect_named_tuple(seen, "RelationScores", ("prev", "first"), name)
     h = num_heads
     for label, value in (("prev", prev), ("first", first)):
         expect_tensor(value, f"{name}: {label}")
@@ -591,10 +575,8 @@ def head_similarity(fn, *, seed=0, B=4, num_heads=3, Lq=5, Lk=None, dtype=torch.
     Lk = Lq if Lk is None else Lk
     w64 = _attention_maps(B, num_heads, Lq, Lk, seed, causal=False)
     weights = w64.to(dtype=dtype, device=device, copy=True)  # the student's: w64 stays intact
-    original = weights.clone()
     name = "head_similarity(weights)"
-    out, (after,) = call_keeping(fn, weights, name=name)
-    _unchanged(name, MESSAGES["input_weights"], original, after)
+    out, _ = call_keeping(fn, weights, name=name)   # (weights changed in place fail there)
     h = num_heads
     expect_tensor(out, name)
     if tuple(out.shape) == (B, h, h):
@@ -741,16 +723,17 @@ def ablation_importance(fn, *, seed=0, N=16, L=6, vocab_size=11, d_model=12, num
     # replaced GatedModel, say) changes only what fn sees; the answer is the grader's own
     model, lab_batch = given("checks.diversity:_ablation_setup", params, batch, L, vocab_size,
                              d_model, num_heads, device)
-    out, _ = call_keeping(fn, model, lab_batch, name=name)
-    # the model's parameters after the call, read back by value
-    state = dict(model.state_dict())
-    for key, value in params.items():
-        _unchanged(name, MESSAGES["model_parameter"].format(key=key), value, state.get(key),
-                   MESSAGES["ablation_weights"])
+    # (the model's parameters changed in place fail there: heads go off through head_mask)
+    seen = observe(fn, model, lab_batch, name=name)
+    raised(seen.error, name)
+    out = revive(seen.result)
     h = num_heads
     _returned(out, name, MESSAGES["ablation_returns"],
               lambda r: isinstance(r, torch.Tensor))
     expect_tensor(out, name, shape=(h,), shape_names="(num_heads,)")
+    # a measurement: no gradients (@torch.no_grad()), in the model's dtype
+    expect_no_graph(seen, name)
+    expect_dtype(out, dtype, name, "the dtype of the model's parameters")
     out = out.detach().cpu()
 
     expected = _ablation_answers(params, batch, N, L, vocab_size, d_model, num_heads, dtype,
@@ -815,6 +798,9 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
     module, h, hd = _build(cls, d_model, num_heads, kwargs, P, dtype, device, where)
     keep = sorted(set(range(h)) - set(remove))  # the heads the pruned module holds
     name = f"prune_heads(mha, {remove})"
+    # a plain call (what fn returns must stay itself, a module), mha watched: the exercise
+    # leaves it as it was, its parameters and its mode
+    watched = watch_arguments((module,), {})
     new, error = attempt(fn, module, list(remove))
     try:
         raised(error, name)
@@ -823,6 +809,7 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
                                           "shape")):
             fail(f"{failure}\n{MESSAGES['prune_shapes'].format(kept=len(keep), hd=hd)}")
         raise
+    expect_unchanged(watched, fn, name, [module], {})
     _returned(new, name, MESSAGES["prune_returns"], lambda r: r is not None,
               MESSAGES["prune_none"])
     original = _read(module)  # mha after the call
@@ -837,11 +824,10 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
         markers, shared = _written_back(new, module, found)
         if markers and shared == set(markers) == set(_params(original, where)):
             fail(MESSAGES["prune_itself"].format(name=name))
+        expect_own_storage(new, module, name, "mha")
     for key, value in _params(original, where).items():  # mha's values, read back
         if key not in P:
             fail(MESSAGES["prune_added"].format(name=name, key=key))
-        _unchanged(name, MESSAGES["mha_parameter"].format(key=key), P[key], value.double(),
-                   MESSAGES["leave_mha"])
     _returned(new, name, MESSAGES["prune_returns"], is_module)
     if differs(got_hd, hd):
         fail(f"{name}: " + MESSAGES["head_dim_changed"].format(got=got_hd, hd=hd))
@@ -891,8 +877,10 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
     # the other mode: a copy put in eval mode whatever mha's mode is as wrong as one left in
     # training mode, which eval mode alone cannot tell from a copied mode
     module.train()
+    watched = watch_arguments((module,), {})
     in_training, error = attempt(fn, module, list(remove))
     raised(error, f"{name} with mha in training mode")
+    expect_unchanged(watched, fn, f"{name} with mha in training mode", [module], {})
     if is_module(in_training) and differs(getattr(in_training, "training", None), True):
         fail(_pruned_state(name, "mode", "eval", "training") + " "
              + MESSAGES["prune_always_eval"])

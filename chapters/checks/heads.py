@@ -138,11 +138,9 @@ MESSAGES = {
                   "cut into {num_heads} equal heads (head_dim would be {head_dim:.3g}). Check "
                   "d_model % num_heads and raise ValueError naming both.",
     "split_hint": "Reshape to (B, L, num_heads, head_dim), then transpose(1, 2).",
-    "split_in_place": "{name} changed its input x in place; return a new view instead.",
     "split_passed": "split_heads: (B, L, d_model) = {x} -> {layout} = {out} ({dtype}, {memory} "
                     "input), head i holds features [i*head_dim, (i+1)*head_dim)",
     "merge_hint": "Transpose(1, 2) to (B, L, num_heads, head_dim), then reshape(B, L, d_model).",
-    "merge_in_place": "{name} changed its input in place; return a new tensor instead.",
     "roundtrip_hint": "merge_heads must undo split_heads exactly.",
     "merge_passed": "merge_heads: (B, num_heads, L, head_dim) = {heads} ({memory}, {dtype}) -> "
                     "(B, L, d_model) = {out}, and merge_heads(split_heads(x)) == x",
@@ -165,7 +163,6 @@ MESSAGES = {
     "proj_all_heads": "That is every head: return only head i.",
     "proj_hint": "Head i's weight is weight[i*head_dim:(i+1)*head_dim] (and the same slice of "
                  "the bias); project x with it as nn.Linear does, x @ W^T + b.",
-    "proj_in_place": "{name} changed the weight or bias in place.",
     "proj_passed": "head_projection: head {i} of {num_heads} (x {x}, weight {weight}, {bias} "
                    "bias, {dtype}) equals split_heads(nn.Linear(x))[:, {i}]",
     "fuse_x_at_w": "That is the x @ W matrix [W_0 | W_1 | ... ] of shape (in_features, "
@@ -175,7 +172,6 @@ MESSAGES = {
     "fuse_unchanged": "You returned the per-head matrices unchanged.",
     "fuse_hint": "Transpose each W_i to (head_dim, in_features) and stack them in head order "
                  "along the first axis.",
-    "fuse_in_place": "{name} changed its input in place.",
     "fuse_per_head": "split_heads(F.linear(x, fused)) vs x @ W_i for each head",
     "fuse_passed": "fuse_head_weights: {num_heads} matrices {shape} -> one nn.Linear weight {out} "
                    "({dtype}); projecting once and splitting equals x @ W_i for every head",
@@ -243,14 +239,6 @@ def _copy(tensor):
     return None if tensor is None else tensor.clone()
 
 
-def _unchanged(after, original):
-    """True when `after` (an argument as the student's code left it) still equals `original`."""
-    if original is None:
-        return after is None
-    return (isinstance(after, torch.Tensor) and after.shape == original.shape
-            and after.dtype == original.dtype and torch.equal(after, original))
-
-
 def _tokens(B, L, D, seed, dtype, contiguous):
     """Random (B, L, D) tokens; a non-contiguous view (a transposed tensor) if asked."""
     if contiguous:
@@ -286,17 +274,14 @@ def split_heads(split_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
     D = num_heads * head_dim
     x = _tokens(B, L, D, seed, dtype, contiguous)
     expected, bugs = _split_answers(x, num_heads)
-    original = x.clone()
     name = "split_heads(x, num_heads)"
-    out, (x_after, _) = _run(split_heads, _copy(x), num_heads, name=name)
+    out, _ = _run(split_heads, _copy(x), num_heads, name=name)
     _expect_shape(out, name, (B, num_heads, L, head_dim), SPLIT_LAYOUT, MESSAGES["split_shape"])
     expect_tensor(out, name, dtype=x.dtype)
     expect_close(out, expected, name, bugs=bugs, axes=SPLIT_LAYOUT,
                  mistakes=step_mistakes("split heads", {"x": x}, current_dims(),
                                         num_heads=num_heads),
                  hint=MESSAGES["split_hint"])
-    if not _unchanged(x_after, original):
-        fail(MESSAGES["split_in_place"].format(name=name))
     passed(MESSAGES["split_passed"].format(
         x=tuple(x.shape), layout=SPLIT_LAYOUT, out=tuple(out.shape), dtype=x.dtype,
         memory="contiguous" if contiguous else "non-contiguous"))
@@ -387,15 +372,12 @@ def merge_heads(merge_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
     else:
         heads = _in_split_layout(_split_tokens(B, L, num_heads, head_dim, seed, dtype))
     expected, bugs = _merge_answers(heads)
-    original = heads.clone()
     name = "merge_heads(x)"
-    out, (heads_after,) = _run(merge_heads, _copy(heads), name=name)
+    out, _ = _run(merge_heads, _copy(heads), name=name)
     _expect_shape(out, name, (B, L, D), "(B, L, d_model)", MESSAGES["merge_shape"])
     expect_tensor(out, name, dtype=heads.dtype)
     expect_close(out, expected, name, bugs=bugs, axes="(B, L, d_model)",
                  hint=MESSAGES["merge_hint"])
-    if not _unchanged(heads_after, original):
-        fail(MESSAGES["merge_in_place"].format(name=name))
     # the heads as split_heads(merged heads) returns them: a view, not contiguous
     roundtrip, _ = _run(merge_heads, _in_split_layout(heads), name=name)
     expect_close(roundtrip, expected, "merge_heads(split_heads(x))",
@@ -564,10 +546,8 @@ def head_projection(head_projection, *, seed=0, B=2, L=5, in_features=None, num_
                                  dtype=dtype)
     b = b if bias else None
     expected, bugs = _projection_answers(x, weight, b, i, num_heads)
-    originals = (weight.clone(), None if b is None else b.clone())
     name = f"head_projection(x, weight, bias, i={i}, num_heads={num_heads})"
-    out, (_, weight_after, b_after, _, _) = _run(head_projection, _copy(x), _copy(weight),
-                                                 _copy(b), i, num_heads, name=name)
+    out, _ = _run(head_projection, _copy(x), _copy(weight), _copy(b), i, num_heads, name=name)
     sizes = dict(B=B, L=L, num_heads=num_heads, head_dim=head_dim, d_model=D)
     if in_features != D:
         sizes["in_features"] = in_features
@@ -579,8 +559,6 @@ def head_projection(head_projection, *, seed=0, B=2, L=5, in_features=None, num_
                  mistakes=step_mistakes("head projection", {"x": x, "weight": weight, "bias": b},
                                         current_dims(), i=i, num_heads=num_heads),
                  hint=MESSAGES["proj_hint"])
-    if not (_unchanged(weight_after, originals[0]) and _unchanged(b_after, originals[1])):
-        fail(MESSAGES["proj_in_place"].format(name=name))
     passed(MESSAGES["proj_passed"].format(i=i, num_heads=num_heads, x=tuple(x.shape),
                                           weight=tuple(weight.shape),
                                           bias="with" if bias else "no", dtype=x.dtype))
@@ -611,9 +589,8 @@ def fuse_head_weights(fuse_head_weights, *, seed=0, num_heads=3, in_features=7, 
     w, x = random_inputs((num_heads, in_features, head_dim), (2, 5, in_features), seed=seed,
                          dtype=dtype)
     expected, bugs, per_head = _fuse_answers(w, x)
-    original = w.clone()
     name = "fuse_head_weights(w)"
-    out, (w_after,) = _run(fuse_head_weights, _copy(w), name=name)
+    out, _ = _run(fuse_head_weights, _copy(w), name=name)
     sizes = dict(num_heads=num_heads, in_features=in_features, head_dim=head_dim, d_model=D)
     _expect_layout(out, (D, in_features), name, "(d_model, in_features)", sizes, known={
         "(in_features, d_model)": MESSAGES["fuse_x_at_w"],
@@ -622,8 +599,6 @@ def fuse_head_weights(fuse_head_weights, *, seed=0, num_heads=3, in_features=7, 
     expect_tensor(out, name, dtype=w.dtype)
     expect_close(out, expected, name, bugs=bugs,
                  hint=MESSAGES["fuse_hint"])
-    if not _unchanged(w_after, original):
-        fail(MESSAGES["fuse_in_place"].format(name=name))
     # head i's outputs are features [i*head_dim, (i+1)*head_dim) of F.linear(x, fused): the
     # same numbers as comparing split_heads of it with x @ W_i, head by head
     expect_close(F.linear(x, out), per_head, MESSAGES["fuse_per_head"])

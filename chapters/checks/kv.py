@@ -48,7 +48,7 @@ from .common import (attempt, by_owner, call, check, close, construct, differs, 
                      expect_tensor, fail, fresh_seed, generator, given, judge_construct,
                      load_weights, observe, passed, raised, random_inputs, reference, refusal,
                      revive, softmax_condition, type_name)
-from .common import current_dims, step_mistakes
+from .common import current_dims, expect_type, step_mistakes
 from . import common, diagnose
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
@@ -539,8 +539,9 @@ def attend_heads(fn, seed=0, batch=2, L=3, T=5, d_model=16, num_heads=4, num_kv_
     attn = _helper_attn(d_model, h, g, state)
     for label, given_mask in (("the decoding mask (L, T)", mask), ("mask=None", None)):
         shown = f"attend_heads(attn, q, k, v, mask) with {label}"
+        # mask=None, the default the exercise promises, is left to it (not passed)
         seen = observe(fn, attn, q.clone(), k.clone(), v.clone(),
-                       None if given_mask is None else given_mask.clone())
+                       *([] if given_mask is None else [given_mask.clone()]))
         raised(seen.error, shown)
         output = revive(seen.result)
         expected, bugs = _attend_answers(state, q, k, v, given_mask)
@@ -559,12 +560,10 @@ def attend_heads(fn, seed=0, batch=2, L=3, T=5, d_model=16, num_heads=4, num_kv_
 
 # ----------------------------------------------------------------------------- counts
 def _number(got, shown):
-    """`got` as a Python number; a number of numpy's (numpy.int64: numbers.Integral, not int)
-    counts as one, in the student's kit as in the grader."""
-    if isinstance(got, torch.Tensor) and got.numel() == 1:
-        got = got.item()
-    if isinstance(got, bool) or not isinstance(got, numbers.Real):
-        fail(f"{shown} returned {got!r}: return a number (an int).")
+    """`got` as a Python number: the counts are computed by arithmetic, no tensor (the
+    documented kind: common.expect_type); a number of numpy's (numpy.int64:
+    numbers.Integral, not int) counts as one, in the student's kit as in the grader."""
+    expect_type(got, (int, float, numbers.Integral), shown, documented="an int")
     return int(got) if isinstance(got, numbers.Integral) else float(got)
 
 
@@ -786,12 +785,16 @@ def _decoding_mask_answers(L_new, T):
 @check
 def decoding_causal_mask(fn, sizes=((3, 4), (1, 4), (2, 2), (4, 7))):
     """fn(L_new, T) -> (L_new, T) bool, aligned at the bottom-right corner, for each
-    (L_new, T) of `sizes` (one new position, a prompt with nothing cached, and chunks)."""
-    for L_new, T in sizes:
+    (L_new, T) of `sizes` (one new position, a prompt with nothing cached, and chunks); the
+    last also with device= the device of the check's own tensors (the grader receives every
+    tensor on the CPU, so a device it cannot see is not asked for), where it must be."""
+    for index, (L_new, T) in enumerate(sizes):
         expected, bugs = _decoding_mask_answers(L_new, T)
-        shown = f"decoding_causal_mask({L_new}, {T})"
-        mask = call(fn, L_new, T, name="decoding_causal_mask")
-        expect_tensor(mask, shown, shape=(L_new, T), dtype=torch.bool, shape_names="(L_new, T)")
+        on_device = {"device": expected.device} if index == len(sizes) - 1 else {}
+        shown = f"decoding_causal_mask({_shown((L_new, T), on_device)})"
+        mask = call(fn, L_new, T, name="decoding_causal_mask", **on_device)
+        expect_tensor(mask, shown, shape=(L_new, T), dtype=torch.bool, shape_names="(L_new, T)",
+                      **on_device)
         expect_close(mask, expected, shown, bugs={m: b for m, b in bugs.items()
                                                   if not torch.equal(b, expected)},
                      hint="Query i sits at position T - L_new + i and may attend to keys "
@@ -845,7 +848,8 @@ def _decoding(fn, cache_cls, name, seed, batch, d_model, num_heads, num_kv_heads
     expected, condition, size, bugs = _decode_answers(state, x, h, g, chunks, rotary, base,
                                                       rotary_variants)
     # rotary_cached_attention's base, passed as its signature promises (cached_attention has none)
-    options = {"base": base} if rotary else {}
+    # base=10000.0, the default the exercise promises, is left to it (not passed)
+    options = {"base": base} if rotary and base != ROTARY_BASE else {}
     attrs = {"d_model": d_model, "num_heads": h, "head_dim": d_model // h}
     if num_kv_heads is not None:
         attrs["num_kv_heads"] = g

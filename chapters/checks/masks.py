@@ -422,10 +422,10 @@ def masked_softmax(function, seed=0, batch=(2, 3), Lq=5, Lk=6, dtype=torch.float
                  condition=_condition(scores, mask).amax(-1, keepdim=True),
                  regions={MESSAGES["fully_masked"]: fully,
                           MESSAGES["allowed"]: mask.expand(shape)})
-    # mask=None: a plain softmax
-    plain = _call(function, scores.clone(), None, name="masked_softmax",
+    # mask left to its default, None: a plain softmax
+    plain = _call(function, scores.clone(), name="masked_softmax",
                   hint=MESSAGES["no_mask"])
-    expect_close(plain, expected_plain, "masked_softmax(scores, None)",
+    expect_close(plain, expected_plain, "masked_softmax(scores)",
                  dtype=dtype, condition=_condition(scores, None),
                  mistakes=step_mistakes("masked softmax", {"scores": scores, "mask": None},
                                         current_dims()),

@@ -45,7 +45,8 @@ from .common import (MALFORMED, Forbidden, attempt, by_owner, call,
                      judge_construct, load_weights, observe, passed, raised, random_inputs,
                      read_back, reference, refusal, revive, softmax_condition, take,
                      take_error, type_name)
-from .common import Intermediate, current_dims, step_mistakes
+from .common import Intermediate, current_dims, expect_type, step_mistakes
+from .common import expect_unchanged, watch_arguments
 from . import diagnose
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
 
@@ -67,9 +68,6 @@ MESSAGES = {
                   "out_features) stores its weight as (out_features, in_features).",
     "kind": "{reason}: {hint}.",
     # exercise 1
-    "changed_input": "output_projection_by_heads changed its input `{name}` in place{how}: "
-                     "compute new tensors instead (avoid +=, add_ and friends on the inputs).",
-    "changed_shape": " (its shape became {got}; in words: {words})",
     "projection_passed": "output_projection_by_heads: sum over {h} heads of head_i @ W_O^i"
                          "{bias} equals Concat(heads) @ W_O{bias} (B={batch}, L={L}, "
                          "head_dim={hd}, d_model={d_model}, {dtype}).",
@@ -110,7 +108,6 @@ MESSAGES = {
     # exercise 3
     "not_ours": "load_from_torch must copy the weights into `ours` in place and return "
                 "`ours`; it returned a different object ({result}).",
-    "wrote_torch": "load_from_torch changed torch_mha.{name}: copy from it, never into it.",
     "none_after": "{label} is None after load_from_torch: copy the values into the existing "
                   "parameters (with torch.no_grad(): ours.q_proj.weight.copy_(w_q)).",
     "shares": "{label} shares memory with torch_mha's parameters: copy the values "
@@ -218,17 +215,10 @@ def output_projection_by_heads(fn, *, seed=0, batch=2, num_heads=4, L=5, head_di
                                     seed=seed, dtype=dtype, device=device)
     b_O = b_O if bias else None
     expected = _projection_answer(heads, W_O, b_O)
-    originals = [t.clone() for t in (heads, W_O) + ((b_O,) if bias else ())]
-    output, inputs = call_keeping(fn, heads, W_O, b_O, name="output_projection_by_heads")
-    for before, after, name in zip(originals, inputs, ("heads", "W_O", "b_O")):
-        if not (isinstance(after, torch.Tensor) and torch.equal(before, after)):
-            how = ""
-            if isinstance(after, torch.Tensor) and after.shape != before.shape:
-                # a transpose_ or resize_ of the input: the shape family says which axes
-                how = MESSAGES["changed_shape"].format(
-                    got=tuple(after.shape), words=diagnose.wrong_shape(
-                        tuple(after.shape), tuple(before.shape), current_dims()))
-            fail(MESSAGES["changed_input"].format(name=name, how=how))
+    # (the inputs must not change: call_keeping fails when they did)
+    # b_O=None, the default the exercise promises, is left to it (not passed) without a bias
+    output, _ = call_keeping(fn, heads, W_O, *([b_O] if bias else []),
+                             name="output_projection_by_heads")
     _expect_kind("output_projection_by_heads(heads, W_O, b_O)", "a tensor (B, L, d_model)",
                  output, (torch.Tensor,))
     expect_tensor(output, "output", shape=(batch, L, d_model), dtype=dtype, device=device,
@@ -371,10 +361,12 @@ def _forward(cls, d_model, num_heads, kwargs, P, dtype, device, inputs):
         return data
     data["targets"] = _load_into(module, P)
     data["results"] = []
-    for query, key, value in inputs:
+    for index, (query, key, value) in enumerate(inputs):
         with forbid_spec(*FORBIDS):
-            # mask=None, as the exercise documents it (chapter 4 gives masks)
-            seen = observe(module, query, key, value, mask=None)
+            # without a mask, as the exercise documents it (chapter 4 gives masks); the first
+            # call passes mask=None, which the signature promises to take
+            given_mask = {"mask": None} if index == 0 else {}
+            seen = observe(module, query, key, value, **given_mask)
         data["results"].append([seen.result, seen.error])
     return data
 
@@ -581,9 +573,10 @@ def _load_answers(torch_state):
 
 def _load_run(fn, setup, key_size, value_size, bias):
     """Build, where the student's code runs (given()), an nn.MultiheadAttention and a _Target
-    holding _load_setup's values `setup` (load_weights), call fn(ours, torch_mha) and read
-    both modules back by value ("built": ours held its given values before the call, so a
-    replaced _Target cannot hand in torch's values itself). Then two cross-checks of
+    holding _load_setup's values `setup` (load_weights), call fn(ours, torch_mha) (torch_mha
+    must come out as it went in: common.expect_unchanged fails here if not) and read ours
+    back by value ("built": ours held its given values before the call, so a replaced
+    _Target cannot hand in torch's values itself). Then two cross-checks of
     behaviour, each a write of the grader's into one module read back from the other:
     "shares" {name: ours' tensor changed when torch_mha's parameters were overwritten}, and
     "is_ours": writing into what fn returned reached ours (None when it returned None, False
@@ -600,9 +593,12 @@ def _load_run(fn, setup, key_size, value_size, bias):
     data = {"built": all(not _differs_tensor(before[n], v) for n, v in setup["ours"].items())}
     # a plain call: what fn returns must stay itself (a module of the student's process) for
     # the "is_ours" cross-check; the in-place effects are read back from the two modules
+    watched = watch_arguments((ours, torch_mha), {}, may_change=(ours,))  # ours: its job
     result, error = attempt(fn, ours, torch_mha)
+    if error is None:   # torch_mha must be left as it was, its mode too
+        expect_unchanged(watched, fn, "load_from_torch", [ours, torch_mha], {})
     data.update(error=error, result=None if result is None else type_name(result),
-                torch_mha=read_back(torch_mha, torch_state), ours=read_back(ours, names))
+                ours=read_back(ours, names))
     # (a) shared memory, by behaviour: new values into torch_mha, ours read again
     load_weights(torch_mha, by_owner({n: p + 1.0 for n, p in torch_state.items()}))
     again = read_back(ours, names)
@@ -638,12 +634,11 @@ def load_from_torch(fn, *, seed=0, d_model=16, num_heads=4, key_size=None, value
     if not data["built"]:
         fail(MALFORMED.format(what="`ours` before load_from_torch ran"))
     raised(data["error"], "load_from_torch")
+    if data["result"] is None:  # the documented return: `ours`, the module it filled
+        expect_type(None, torch.nn.Module, "load_from_torch(ours, torch_mha)",
+                    documented="`ours`, the module it filled")
     if data["result"] is not None and data["is_ours"] is False:
         fail(MESSAGES["not_ours"].format(result=data["result"]))
-    after = data["torch_mha"]
-    for name, p in torch_state.items():
-        if _differs_tensor(after[name], p):
-            fail(MESSAGES["wrote_torch"].format(name=name))
     separate = "in_proj_weight" not in torch_state
     copied, shares = data["ours"], data["shares"]
     if separate:

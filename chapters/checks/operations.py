@@ -16,6 +16,7 @@ It imports torch, and nothing of the course.
 """
 import contextvars
 import importlib
+import inspect
 import os
 import re
 import sysconfig
@@ -115,7 +116,60 @@ def observe(function, args, kwargs, copy):
         torch.set_warn_always(warn_always)
     # copied here, where what a tensor subclass raises on copying is the call's own error
     return {"result": copy(result), "error": error, "args": [copy(a) for a in args],
-            "warnings": [str(w.message) for w in caught]}
+            "kwargs": {str(k): copy(v) for k, v in kwargs.items()},
+            "warnings": [str(w.message) for w in caught], "attached": attached(result),
+            "type": described_type(result)}
+
+
+def described_type(value):
+    """[the name of `value`'s class, the field names of a named tuple or None]: what a copy
+    by value loses (a named tuple crosses to the grader as a plain tuple)."""
+    fields = getattr(type(value), "_fields", None)
+    named = isinstance(value, tuple) and isinstance(fields, tuple)
+    return [type(value).__name__, [str(f) for f in fields] if named else None]
+
+
+def attached(value):
+    """Whether `value` (a call's result: a tensor, or a tuple or list of them) holds a
+    tensor that requires grad, i.e. carries an autograd graph (what a copy loses)."""
+    items = value if isinstance(value, (tuple, list)) else (value,)
+    return any(isinstance(item, _Tensor) and item.requires_grad for item in items)
+
+
+def parameter_names(function):
+    """The names of the parameters of `function` that take positional arguments, in order
+    (an nn.Module: its forward's; a bound method: without self), for a message that names
+    an argument as the student's code does; [] where no signature can be read."""
+    target = function.forward if isinstance(function, _Module) else function
+    try:
+        parameters = inspect.signature(target).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [str(p.name) for p in parameters
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def module_state(module):
+    """{"training": the mode of an nn.Module, "tensors": {name: tensor}} of its parameters
+    and buffers, as they are (the caller copies them), or None for anything else: what a
+    call that must leave the module as it was is compared on."""
+    if not isinstance(module, _Module):
+        return None
+    tensors = dict(module.named_parameters())
+    tensors.update({name: buffer for name, buffer in module.named_buffers()
+                    if isinstance(buffer, _Tensor)})
+    return {"training": bool(module.training), "tensors": tensors}
+
+
+def storages(module):
+    """{name: the address of its storage} of an nn.Module's parameters and buffers (two
+    tensors that share memory have one), or None for anything else: whether a module made
+    from another owns its tensors."""
+    state = module_state(module)
+    if state is None:
+        return None
+    return {name: int(tensor.untyped_storage().data_ptr())
+            for name, tensor in state["tensors"].items()}
 
 
 def load_weights(module, weights):

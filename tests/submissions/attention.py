@@ -249,7 +249,7 @@ def stable_softmax(scores, dim=-1):
     e = scores.exp()
     return e / e.sum(dim=dim, keepdim=True)
 '''},
-        fails=SOFTMAX_TESTS, diagnosis=r"changed its input tensor in place"),
+        fails=SOFTMAX_TESTS, diagnosis=r"changed its argument `scores` in place"),
     "softmax_delegated": Bug(
         cells={"stable_softmax": '''
 def stable_softmax(scores, dim=-1):

@@ -530,11 +530,12 @@ BUGS = {
         _step_with("targets.flatten())", "targets.flatten(), reduction='sum')"),
         r"sums over the positions \(reduction='sum'\)"),
     "loss_not_returned": _step_bug(_step_with("    return loss.item()\n", ""),
-                                   r"return the loss as a Python number.*NoneType"),
+                                   r"returned None where the exercise documents a Python "
+                                   r"float.*loss\.item\(\)"),
     # the exercise promises a Python number: a 0-d tensor is not one (issue 20's return types)
     "loss_as_tensor": _step_bug(
         _step_with("    return loss.item()\n", "    return loss.detach()\n"),
-        r"return the loss as a Python number.*a tensor of shape \(\)"),
+        r"returned a 0-d Tensor where the exercise documents a Python float"),
     # ---------------------------------------------------------------- generation
     "generate_in_training_mode": _generate_bug(
         _generate_with("    model.eval()\n", ""), r"model\.eval\(\) step is left out"),
@@ -557,8 +558,8 @@ BUGS = {
         r"never given the caches"),
     "mode_not_restored": _generate_bug(
         _generate_with("    model.train(was_training)\n", ""),
-        r"right from a model in eval mode but not from a model in training mode: it left the "
-        r"model in eval mode"),
+        r"argument `model`'s mode after the call is eval where it should be training \(the "
+        r"mode it came in with"),
     # issue 20's false passes, caught by completed checks (not by table entries): the block's
     # output in training mode is compared with the block's under the dropout masks the grader
     # seeded, where dropout's placement shows in the values (the formula's dropout steps name
@@ -573,8 +574,8 @@ BUGS = {
 ''', r"torch\.manual_seed\(0\) draws.*feed-forward dropout step is left out"),
     "generate_always_ends_in_training": _generate_bug(
         _generate_with("    model.train(was_training)\n", "    model.train()\n"),
-        r"right from a model in training mode but not from a model in eval mode: it left the "
-        r"model in training mode although it came in eval mode"),
+        r"argument `model`'s mode after the call is training where it should be eval \(the "
+        r"mode it came in with"),
     "returns_probabilities": _generate_bug(
         _generate_with("chosen.append(last)", "chosen.append(last.softmax(-1))"),
         r"returned as probabilities \(their softmax\): return the logits"),

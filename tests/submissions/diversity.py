@@ -434,7 +434,7 @@ BUGS.update({
         r"returned a Tensor of shape \(2, 2\) where the exercise documents a pair"),
     "scores_zeroes_input_in_place": _scores(
         _PREV, "weights[:, :, 0] = 0      # the first query has no previous token\n"
-               "    on_prev = weights[:, :, i, i - 1]", r"changed its input weights in place"),
+               "    on_prev = weights[:, :, i, i - 1]", r"changed its argument `weights` in place"),
     "scores_float64_result": _scores(
         _MEANS, "return RelationScores(on_prev.double().mean((0, 2)), on_first.mean((0, 2)))",
         r"dtype"),
@@ -519,7 +519,7 @@ def head_similarity(weights):
         "        importance[k] = loss(gates) - base\n",
         "        importance[k] = loss(gates) - base\n"
         "        model.w_out[0, 0] += 1.0   # (a leftover of a debugging session)\n",
-        r"changed the model's parameter w_out"),
+        r"changed its argument `model`'s `w_out` in place"),
     "ablation_returns_list": _ablation("    return importance\n", "    return importance.tolist()\n",
                                        r"returned a list of 3 items where .*torch\.Tensor"),
     # --- prune_heads: parameter loading
@@ -538,7 +538,7 @@ def head_similarity(weights):
         "    for old, small in zip(",
         "    for k in heads_to_remove:   # switch the removed heads off first\n"
         "        mha.q_proj.weight[k * hd:(k + 1) * hd] = 0\n    for old, small in zip(",
-        r"changed mha's q_proj\.weight in place"),
+        r"changed its argument `mha`'s `q_proj\.weight` in place"),
     "prune_default_dtype": Bug(
         cells={"prune_heads": _edit(_PRUNE, "device=ref.device,\n                             dtype=ref.dtype)", ")")},
         fails=["test_prune_heads"], diagnosis=r"dtype", notes="hidden only: float64"),
@@ -586,4 +586,35 @@ def head_similarity(weights):
         fails=["test_make_heads_identical"],
         diagnosis=r"q_proj\.weight is wrong: .*stops before the last head",
         notes="range(1, num_heads - 1) misses the last head"),
+})
+
+
+# The promises every exercise makes beyond its values (checks.common's PROMISES, issue 20
+# item 3): the documented return type, a measurement without a graph in the model's dtype,
+# a new module that owns its tensors, the argument left in the mode it came in.
+BUGS.update({
+    "scores_returns_list": _scores(
+        _MEANS, "return [on_prev.mean((0, 2)), on_first.mean((0, 2))]",
+        r"returned a list of 2 items where the exercise documents RelationScores\(prev, "
+        r"first\), a named tuple"),
+    "ablation_graph_kept": Bug(
+        cells={"ablation_importance": _edit(_edit(
+            _ABLATION, "@torch.no_grad()\ndef ablation_importance", "def ablation_importance"),
+            "    base = loss()\n", "    base = loss().detach()   # the baseline needs no graph\n")},
+        fails=["test_ablation_importance"],
+        diagnosis=r"attached to the autograd graph .*@torch\.no_grad\(\)",
+        notes="detaches the baseline only: every importance keeps the graph of its loss"),
+    "ablation_default_dtype": _ablation(
+        "    importance = torch.empty(h, dtype=param.dtype, device=param.device)\n",
+        "    importance = torch.empty(h, device=param.device)\n",
+        r"its dtype is torch\.float32 where it should be torch\.float64 \(the dtype of the "
+        r"model's parameters\)"),
+    "prune_shares_bias_data": _prune(
+        "        new.out_proj.bias.copy_(mha.out_proj.bias)\n",
+        "        new.out_proj.bias.data = mha.out_proj.bias.data   # the bias as it is\n",
+        r"`out_proj\.bias` shares its memory with mha's `out_proj\.bias`"),
+    "prune_sets_mha_to_eval": _prune(
+        "    h, hd = mha.num_heads, mha.head_dim\n",
+        "    mha.eval()   # no dropout while copying\n    h, hd = mha.num_heads, mha.head_dim\n",
+        r"argument `mha`'s mode after the call is eval where it should be training"),
 })

@@ -280,4 +280,18 @@ BUGS = {
                                              "return values_per_token * bytes_per_value * 8")),
         fails=["test_count_kv_cache_bytes"],
         diagnosis=r"in bits"),
+    # the promises beyond the values (checks.common's PROMISES, issue 20 item 3)
+    "decoding_mask_without_device": Bug(
+        cells=_edit("decoding", ("def decoding_causal_mask(L_new, T, device=None):",
+                                 "def decoding_causal_mask(L_new, T):"),
+                    ("dtype=torch.bool, device=device).tril(T - L_new)",
+                     "dtype=torch.bool).tril(T - L_new)")),
+        fails=DECODING,
+        diagnosis=r"decoding_causal_mask has no parameter device, which the exercise's "
+                  r"signature promises"),
+    "count_returns_tensor": Bug(
+        cells=_edit("counts", ("    return weights + biases\n",
+                               "    return torch.tensor(weights + biases)\n")),
+        fails=["test_count_gqa_parameters"],
+        diagnosis=r"returned a 0-d Tensor where the exercise documents an int \(\.item\(\)"),
 }

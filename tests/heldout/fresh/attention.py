@@ -143,7 +143,7 @@ def stable_softmax(scores, dim=-1):
                                       "def stable_softmax(scores, dim=0):")},
         fails=["test_stable_softmax"],
         diagnosis=r"(?i)default|dim=0|without (a |the )?dim",
-        notes="false pass: test_stable_softmax always passes dim, so a wrong default is not "
+        notes="test_stable_softmax always passes dim, so a wrong default is not "
               "seen"),
     # Exponentials of the shifted scores divided by the sum of the unshifted ones: each row
     # is off by the factor exp(-max).

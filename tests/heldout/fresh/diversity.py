@@ -109,7 +109,7 @@ BUGS = {
                                        "return on_prev.mean((0, 2)), on_first.mean((0, 2))")},
         fails=["test_relation_scores"],
         diagnosis=r"(?i)RelationScores|named (pair|tuple)|plain tuple",
-        notes="false pass: test_relation_scores unpacks the result, so a plain tuple passes "
+        notes="test_relation_scores unpacks the result, so a plain tuple passes "
               "where the exercise asks for RelationScores"),
     # Summed over the positions and divided by L, where there are L - 2 of them.
     "relation_divided_by_L": Bug(
@@ -200,7 +200,7 @@ def head_similarity(weights):
             "        increases.append((loss(gates) - base).item())\n"
             "    return torch.tensor(increases)\n")},
         fails=["test_ablation_importance"], diagnosis=_DTYPE,
-        notes="false pass: test_ablation_importance does not compare the result's dtype with "
+        notes="test_ablation_importance does not compare the result's dtype with "
               "the model's"),
     # The batch unpacked in the wrong order: the two targets swapped.
     "ablation_targets_swapped": Bug(
@@ -218,7 +218,7 @@ def head_similarity(weights):
         cells={"ablation_importance": edit(_ABLATION, "@torch.no_grad()\ndef ablation_importance", "def ablation_importance")},
         fails=["test_ablation_importance"],
         diagnosis=r"(?i)no_grad|requires_grad|(records?|tracks?|keeps?) (the )?(gradient|graph)",
-        notes="false pass: test_ablation_importance does not look at whether the result "
+        notes="test_ablation_importance does not look at whether the result "
               "carries an autograd graph"),
 
     # --- prune_heads
@@ -228,7 +228,7 @@ def head_similarity(weights):
                                    "new.out_proj.bias = mha.out_proj.bias")},
         fails=["test_prune_heads"],
         diagnosis=r"(?i)shar\w*|same (parameter|tensor|object)|independent|alias",
-        notes="false pass: test_prune_heads does not check that the new module's parameters are "
+        notes="test_prune_heads does not check that the new module's parameters are "
               "its own (a change to one does not reach the other)"),
     # k_proj's rows copied from q_proj (a copy-paste slip in the tuple).
     "prune_k_from_q_proj": Bug(

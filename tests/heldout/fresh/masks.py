@@ -74,7 +74,7 @@ BUGS = {
         cells={"padding_mask": edit(_PADDING, "real = positions < lengths[:, None]",
                                     "real = positions < lengths.unsqueeze_(1)")},
         fails=["test_padding_mask"], diagnosis=_IN_PLACE,
-        notes="false pass: test_padding_mask does not look at lengths after the call"),
+        notes="test_padding_mask does not look at lengths after the call"),
 
     # --- causal_mask
     # The two aranges on the wrong axes: a (k_len, q_len) mask, transposed.
@@ -163,6 +163,6 @@ def causal_mask(q_len, k_len=None, device=None):
     "to_torch_inverts_in_place": Bug(
         cells={"to_torch_key_padding_mask": edit(_TO_TORCH, "return ~mask", "return mask.logical_not_()")},
         fails=["test_to_torch_key_padding_mask"], diagnosis=_IN_PLACE,
-        notes="false pass: test_to_torch_key_padding_mask does not look at the mask after "
+        notes="test_to_torch_key_padding_mask does not look at the mask after "
               "the call"),
 }

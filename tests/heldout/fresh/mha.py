@@ -204,7 +204,7 @@ BUGS = {
         cells={"load_from_torch": edit(_LOADER, "    return ours", "")},
         fails=["test_load_from_torch"],
         diagnosis=r"(?i)return\w* None|returns nothing|return ours|returned None",
-        notes="false pass: test_load_from_torch reads the copied parameters from its own "
+        notes="test_load_from_torch reads the copied parameters from its own "
               "module, never the returned value"),
 
     # --- count_parameters
