@@ -103,9 +103,10 @@ def test_constant_names_a_factor_by_the_quantity_it_equals(quantity, form):
              "1/sqrt({})": 1 / math.sqrt(n)}[form]
     message = diagnose.constant(x * value, x, same, DIMS)
     assert message.startswith("it is the right answer times")
-    label = message.split(" = ", 1)[1]
-    # the label names a quantity of that value (several quantities may share a size)
-    assert math.isclose(diagnose.constant_names(DIMS)[label], value)
+    labels = message.split(" = ")[1:]
+    # each label names a quantity of that value (several quantities may share a size)
+    assert labels and all(math.isclose(diagnose.constant_names(DIMS)[label], value)
+                          for label in labels)
 
 
 def test_constant_names_an_offset_and_nothing_else():
@@ -655,3 +656,32 @@ def test_other_layout_names_entries_read_in_another_order_of_three_axes():
     reason = diagnose.other_layout(scrambled, weight, same, dims)
     assert "read in the axis order (head_dim, in_features, num_heads)" in reason
     assert diagnose.other_layout(heads(8, shape=(12, 7)), weight, same, dims) is None
+
+
+# ------------------------------------------------- lines rescaled, indices reordered
+
+def test_rescaled_lines_names_lines_each_times_its_own_factor():
+    expected = torch.softmax(heads(9), dim=-1)             # (batch, num_heads, L, head_dim)
+    unnormalised = expected * torch.arange(1.0, 41.0, dtype=torch.float64).reshape(2, 4, 5, 1)
+    reason = diagnose.rescaled_lines(unnormalised, expected, same, DIMS)
+    assert reason.startswith("each line of entries along the head_dim axis is the right one "
+                             "times its own factor (from 1 to 40")
+    assert diagnose.FAMILY_PATTERN.search(reason)
+    assert diagnose.rescaled_lines(3 * expected, expected, same, DIMS) is None  # constant()'s
+    assert diagnose.rescaled_lines(heads(10), expected, same, DIMS) is None
+    assert diagnose.rescaled_lines(expected, expected, same, DIMS) is None
+
+
+def test_indices_permuted_names_which_index_holds_which():
+    expected = heads(11)                                   # (batch, num_heads, L, head_dim)
+    order = [2, 0, 1, 3]
+    reason = diagnose.indices_permuted(expected[:, order], expected, same, DIMS)
+    assert reason == ("the values are right but the indices of the num_heads axis are in "
+                      "another order: index 0 holds what belongs at 2, index 1 holds what "
+                      "belongs at 0, index 2 holds what belongs at 1 (the blocks or items of "
+                      "the num_heads axis put back in the wrong order)")
+    assert diagnose.FAMILY_PATTERN.search(reason)
+    assert diagnose.indices_permuted(expected, expected, same, DIMS) is None
+    assert diagnose.indices_permuted(heads(12), expected, same, DIMS) is None
+    # an index that appears twice (one head copied over another) is no reordering
+    assert diagnose.indices_permuted(expected[:, [0, 0, 2, 3]], expected, same, DIMS) is None

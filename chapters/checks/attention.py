@@ -18,8 +18,8 @@ import torch.nn.functional as F
 from . import diagnose
 from .common import (FLOAT32_SQRT, CheckFailure, Forbidden, check, current_dims, expect_close,
                      expect_tensor, fail, float32_sqrt, forbid_spec, generator, observe, passed,
-                     raised, random_inputs, reference, revive, softmax_condition, step_mistakes,
-                     type_name)
+                     raised, random_inputs, reference, revive, shape_reason, softmax_condition,
+                     step_mistakes, type_name)
 
 # Bound at import, before student code runs in the same kernel.
 _softmax = torch.softmax
@@ -30,38 +30,42 @@ _equal = torch.equal
 # Every message of this chapter's checks, one template each with named fields, for a second
 # language: the checks' own, then the per-bug tables' (filled in by the @reference functions).
 MESSAGES = {
-    "in_place": "{name} changed its input tensor in place (e.g. `scores -= ...` or `.sub_()`); "
-                "compute a new tensor instead and leave the inputs as they were.",
+    "in_place": "{name}: {reason} (e.g. `scores -= ...` or `.sub_()`); compute a new tensor "
+                "instead and leave the inputs as they were.",
+    "input_tensor": "its input tensor `{name}`",
+    "changed": "it changed {what} in place (its shape or type too)",
     "warning": "Note: {name} emitted a warning: {text}",
     "scores_passed": "attention_scores: shape (..., Lq, Lk) = {shape}, dtype {dtype}, values "
                      "Q K^T / sqrt(d_k) (batch {batch}, Lq={Lq}, Lk={Lk}, d_k={d_k})",
     "entropy_keepdim": "{name}: expected shape {shape} = (..., Lq), got {got}: drop "
                        "keepdim=True, one number per query.",
-    "entropy_nan": "{name}: NaN where the weights contain exact zeros (a one-hot row, as a "
-                   "saturated softmax gives). In floating point 0 * log(0) = 0 * (-inf) = NaN, "
-                   "but the entropy's limit is 0: use torch.special.xlogy(w, w), which is 0 "
-                   "where w is 0, or torch.where(w > 0, w * w.log(), 0).",
+    "entropy_nan": "{name}: {where}. NaN where the weights contain exact zeros (a one-hot "
+                   "row, as a saturated softmax gives): in floating point 0 * log(0) = 0 * "
+                   "(-inf) = NaN, but the entropy's limit is 0: use torch.special.xlogy(w, w), "
+                   "which is 0 where w is 0, or torch.where(w > 0, w * w.log(), 0).",
+    "entropy_zero_rows": "the queries whose weights hold an exact 0",
     "entropy_passed": "attention_entropy: shape (..., Lq) = {shape}, values in nats, 0 for "
                       "one-hot rows (batch {batch}, Lq={Lq}, Lk={Lk}, {dtype})",
     "softmax_passed": "stable_softmax matches torch.softmax along dims {dims} of a tensor of "
                       "shape {shape} ({dtype})",
-    "overflow": "stable_softmax: NaN or inf for {label}. exp({offset:g}) overflows to inf (the "
-                "largest finite exp() is about exp(88.7) in float32, exp(709.8) in float64), "
-                "and inf / inf = NaN. Subtract the maximum along dim first: "
+    "overflow": "stable_softmax: NaN or inf for {label} ({found}). exp({offset:g}) overflows "
+                "to inf (the largest finite exp() is about exp(88.7) in float32, exp(709.8) "
+                "in float64), and inf / inf = NaN. Subtract the maximum along dim first: "
                 "scores - scores.amax(dim=dim, keepdim=True), so every exponent is <= 0.",
-    "underflow": "stable_softmax: NaN or inf for {label}. exp(-{offset:g}) underflows to 0, and "
-                 "0 / 0 = NaN. Subtracting the maximum along dim first fixes this too: the "
-                 "largest entry of every row becomes exp(0) = 1.",
-    "one_max": "stable_softmax: NaN or inf for {label}, although it works when all rows are "
-               "alike: you subtracted ONE maximum for the whole tensor, so the rows near "
+    "underflow": "stable_softmax: NaN or inf for {label} ({found}). exp(-{offset:g}) "
+                 "underflows to 0, and 0 / 0 = NaN. Subtracting the maximum along dim first "
+                 "fixes this too: the largest entry of every row becomes exp(0) = 1.",
+    "one_max": "stable_softmax: NaN or inf for {label} ({found}), although it works when all "
+               "rows are alike: you subtracted ONE maximum for the whole tensor, so the rows near "
                "-{offset:g} become exp(-{twice:g}) = 0 and 0 / 0 = NaN. Subtract each row's "
                "own maximum: scores.amax(dim=dim, keepdim=True).",
-    "min_subtracted": "stable_softmax: NaN or inf for {label}: {where}you subtracted each "
-                      "row's minimum (or another value below its maximum): softmax does not "
-                      "change, but the exponents are then >= 0 and, in a row whose scores span "
-                      "more than {range:.1f} (exp's range in {dtype}), the largest overflows to "
-                      "inf and inf / inf = NaN. The row's maximum, not its minimum, keeps every "
-                      "exponent <= 0: scores - scores.amax(dim=dim, keepdim=True).",
+    "min_subtracted": "stable_softmax: NaN or inf for {label} ({found}): {where}you "
+                      "subtracted each row's minimum (or another value below its maximum): "
+                      "softmax does not change, but the exponents are then >= 0 and, in a "
+                      "row whose scores span more than {range:.1f} (exp's range in {dtype}), "
+                      "the largest overflows to inf and inf / inf = NaN. The row's maximum, "
+                      "not its minimum, keeps every exponent <= 0: scores - "
+                      "scores.amax(dim=dim, keepdim=True).",
     "min_subtracted_where": "NaN or inf where the softmax is finite: ",
     "large_passed": "stable_softmax is finite and right for scores near +-{offset:g} and for "
                     "rows that span more than exp's range ({dtype}), where exp() alone "
@@ -188,10 +192,11 @@ FORBIDS = (
 FORBIDDEN = {"softmax": FORBIDS[0], "attention": FORBIDS[1]}  # by name, for _run
 
 
-def _run(function, *args, name, hints=(), forbidden=None, **kwargs):
+def _run(function, *args, name, hints=(), forbidden=None, inputs=(), **kwargs):
     """Call the student's function (common.observe; forbidden: a key of FORBIDDEN): errors
-    become messages with a hint, inputs modified in place are reported, and warnings are
-    printed as notes (a correct answer that warns keeps its points)."""
+    become messages with a hint, inputs modified in place are reported (inputs: the names
+    of the tensor arguments, in order), and warnings are printed as notes (a correct answer
+    that warns keeps its points)."""
     before = [a.clone() if isinstance(a, torch.Tensor) else None for a in args]
     with forbid_spec(*([FORBIDDEN[forbidden]] if forbidden else [])):
         seen = observe(function, *args, **kwargs)
@@ -202,13 +207,32 @@ def _run(function, *args, name, hints=(), forbidden=None, **kwargs):
         warned = " ".join(seen.warnings)
         raise CheckFailure("\n".join([message] + (_hint(warned, hints)
                                                    or _hint(message, hints)))) from None
-    for old, new in zip(before, seen.args):
+    for index, (old, new) in enumerate(zip(before, seen.args)):
         if old is not None and not (isinstance(new, torch.Tensor) and _equal(old, new)):
-            fail(MESSAGES["in_place"].format(name=name))
+            what = MESSAGES["input_tensor"].format(
+                name=inputs[index] if index < len(inputs) else index)
+            # the in-place family: how many entries it changed (where the shape stayed)
+            reason = (diagnose.changed_in_place(what, old, new)
+                      or MESSAGES["changed"].format(what=what))
+            fail(MESSAGES["in_place"].format(name=name, reason=reason))
     for text in seen.warnings[:3]:  # they cost nothing, but often name a mistake
         print("\n".join([MESSAGES["warning"].format(name=name, text=text)]
                         + _hint(text, hints)))
     return revive(seen.result)
+
+
+def _named_by_shape(actual, expected, name, dtype, axes, mistakes):
+    """Fail where a family names a result of the wrong shape (a step of the formula done
+    another way, Q Q^T or K Q^T; the right values with their axes in another order) before
+    the shape check says only which axis is off."""
+    reason = shape_reason(actual, expected, dtype, axes, mistakes)
+    if reason:
+        fail(diagnose.explained(name, reason))
+
+
+def _leading(batch):
+    """The names of the leading axes, as diagnose.named_dims names the check's `batch`."""
+    return ("batch",) if len(batch) == 1 else tuple(f"batch[{i}]" for i in range(len(batch)))
 
 
 def _batch_text(batch):
@@ -271,15 +295,17 @@ def attention_scores(attention_scores, seed=0, batch=(2,), Lq=3, Lk=5, d_k=4,
     name = "attention_scores(query, key)"
     query, key = random_inputs((*batch, Lq, d_k), (*batch, Lk, d_k), seed=seed, dtype=dtype,
                                device=device)
-    scores = _run(attention_scores, query, key, name="attention_scores",
+    scores = _run(attention_scores, query, key, name="attention_scores", inputs=("query", "key"),
                   hints=ATTENTION_HINTS)
     shape = (*batch, Lq, Lk)
+    expected, bugs = _scores_answers(query, key, _other_sizes(batch, Lq, Lk))
+    mistakes = step_mistakes("attention scores", {"query": query, "key": key}, current_dims(),
+                             d_k=d_k)
+    axes = (*_leading(batch), "Lq", "Lk")
+    _named_by_shape(scores, expected, name, dtype, axes, mistakes)
     expect_tensor(scores, name, shape=shape, dtype=dtype, device=device,
                   shape_names="(..., Lq, Lk)")
-    expected, bugs = _scores_answers(query, key, _other_sizes(batch, Lq, Lk))
-    expect_close(scores, expected, name, bugs=bugs, dtype=dtype,
-                 mistakes=step_mistakes("attention scores", {"query": query, "key": key},
-                                        current_dims(), d_k=d_k))
+    expect_close(scores, expected, name, bugs=bugs, dtype=dtype, axes=axes, mistakes=mistakes)
     passed(MESSAGES["scores_passed"].format(shape=shape, dtype=dtype, batch=_batch_text(batch),
                                             Lq=Lq, Lk=Lk, d_k=d_k))
 
@@ -325,7 +351,7 @@ def attention_entropy(attention_entropy, seed=0, batch=(2,), Lq=4, Lk=6,
     """Check attention_entropy(weights) = -sum_k w log w over the last axis, in nats."""
     name = "attention_entropy(weights)"
     weights = _weights_with_zeros(batch, Lq, Lk, seed, dtype, device)
-    entropy = _run(attention_entropy, weights, name="attention_entropy",
+    entropy = _run(attention_entropy, weights, name="attention_entropy", inputs=("weights",),
                    hints=[h for h in ATTENTION_HINTS if h[0] == "axis"])
     shape = (*batch, Lq)
     if isinstance(entropy, torch.Tensor) and tuple(entropy.shape) == (*batch, Lq, 1):
@@ -335,12 +361,18 @@ def attention_entropy(attention_entropy, seed=0, batch=(2,), Lq=4, Lk=6,
     mistakes = step_mistakes("attention entropy", {"weights": weights}, current_dims())
     if isinstance(entropy, torch.Tensor) and tuple(entropy.shape) != shape:
         # a step done another way may give the shape (a sum over the queries): named first
-        expect_close(entropy, expected, name, dtype=dtype, mistakes=mistakes)
+        expect_close(entropy, expected, name, dtype=dtype, mistakes=mistakes,
+                     axes=(*_leading(batch), "Lq"))
     expect_tensor(entropy, name, shape=shape, dtype=dtype, device=device,
                   shape_names="(..., Lq)")
-    if not bool(torch.isfinite(entropy.detach()).all()):
-        fail(MESSAGES["entropy_nan"].format(name=name))
-    expect_close(entropy, expected, name, bugs=bugs, dtype=dtype, mistakes=mistakes)
+    # the non-finite family says how many and where (in the rows with exact zeros?)
+    where = diagnose.nonfinite(entropy.detach(), expected, current_dims(),
+                               (*_leading(batch), "Lq"),
+                               {MESSAGES["entropy_zero_rows"]: (weights == 0).any(dim=-1)})
+    if where:
+        fail(MESSAGES["entropy_nan"].format(name=name, where=where))
+    expect_close(entropy, expected, name, bugs=bugs, dtype=dtype, mistakes=mistakes,
+                 axes=(*_leading(batch), "Lq"))
     passed(MESSAGES["entropy_passed"].format(shape=shape, batch=_batch_text(batch), Lq=Lq,
                                              Lk=Lk, dtype=dtype))
 
@@ -350,7 +382,8 @@ def attention_entropy(attention_entropy, seed=0, batch=(2,), Lq=4, Lk=6,
 # ---------------------------------------------------------------------------------------
 
 def _stable_call(stable_softmax, scores, dim):
-    out = _run(stable_softmax, scores, dim=dim, name="stable_softmax", hints=SOFTMAX_HINTS,
+    out = _run(stable_softmax, scores, dim=dim, name="stable_softmax", inputs=("scores",),
+               hints=SOFTMAX_HINTS,
                forbidden="softmax")
     expect_tensor(out, f"stable_softmax(scores, dim={dim})", shape=scores.shape,
                   dtype=scores.dtype, device=scores.device, shape_names="(the shape of scores)")
@@ -383,9 +416,16 @@ def stable_softmax(stable_softmax, seed=0, shape=(2, 3, 5), dims=(-1, -2),
         expected, bugs = _softmax_answers(scores, dim)
         expect_close(out, expected, f"stable_softmax(scores, dim={dim})", bugs=bugs,
                      dtype=dtype, condition=softmax_condition(scores, dim),
+                     axes=_softmax_axes(len(shape), dim),
                      mistakes=step_mistakes("stable softmax", {"scores": scores},
                                             current_dims(), dim=dim))
     passed(MESSAGES["softmax_passed"].format(dims=tuple(dims), shape=tuple(shape), dtype=dtype))
+
+
+def _softmax_axes(rank, dim):
+    """The axes' names for the families' sentences: "axis k", the softmax's own marked."""
+    return tuple(f"axis {k}" + (f" (dim={dim}, the softmax's axis)" if k == dim % rank else "")
+                 for k in range(rank))
 
 
 def _exp_range(dtype):
@@ -448,12 +488,15 @@ def stable_softmax_large_scores(stable_softmax, seed=0, shape=(2, 3, 5), dim=-1,
         out = _stable_call(stable_softmax, scores, dim)
         expected, bugs = _softmax_answers(scores, dim, whole=False)
         if not bool(torch.isfinite(out.detach()).all()):
+            # the non-finite family: how many, and where
+            found = diagnose.nonfinite(out.detach(), expected, current_dims(),
+                                       _softmax_axes(len(shape), dim))
             if i < 3:  # the case's own cause: overflow, underflow, one maximum for all
                 fail(MESSAGES[("overflow", "underflow", "one_max")[i]].format(
-                    label=label, offset=offset, twice=2 * offset))
+                    label=label, offset=offset, twice=2 * offset, found=found))
             bad = ~torch.isfinite(out.detach()).cpu()
             where = "" if _equal(bad, min_bad) else MESSAGES["min_subtracted_where"]
-            fail(MESSAGES["min_subtracted"].format(label=label, where=where,
+            fail(MESSAGES["min_subtracted"].format(label=label, where=where, found=found,
                                                    range=_exp_range(dtype), dtype=dtype))
         expect_close(out, expected, f"stable_softmax(scores, dim={dim}) for {label}",
                      bugs=bugs, dtype=dtype, condition=softmax_condition(scores, dim))
@@ -506,6 +549,7 @@ def _check_attention(fn, query, key, value, label, **mask):
     batch = tuple(batch)
     dtype, device = query.dtype, query.device
     result = _run(fn, query, key, value, name=name, hints=ATTENTION_HINTS,
+                  inputs=("query", "key", "value"),
                   forbidden="attention", **mask)
 
     out_shape, w_shape = (*batch, Lq, d_v), (*batch, Lq, Lk)
@@ -523,27 +567,30 @@ def _check_attention(fn, query, key, value, label, **mask):
             fail(diagnose.explained(name, swapped))
     if isinstance(weights, torch.Tensor) and Lq != Lk and tuple(weights.shape) == (*batch, Lk, Lq):
         fail(MESSAGES["weights_K_Q"].format(shape=w_shape, got=tuple(weights.shape)))
+    expected_out, expected_w, weight_bugs, output_bugs = _attention_answers(
+        query, key, value, _other_sizes(batch, Lq, Lk, d_v))
+    # the formula with one step left out or moved (checks/diagnose.py), for a mistake that
+    # no entry of the tables names
+    inputs = {"query": query, "key": key, "value": value, "mask": None}
+    weight_mistakes = step_mistakes("attention weights", inputs, current_dims(), d_k=d_k)
+    output_mistakes = step_mistakes("attention", inputs, current_dims(), d_k=d_k)
+    # the axes' names, for the families' sentences (as diagnose.named_dims names the batch)
+    leading = _leading(batch)
+    _named_by_shape(output, expected_out, f"output ({label})", dtype, (*leading, "Lq", "d_v"),
+                    output_mistakes)
+    _named_by_shape(weights, expected_w, f"weights ({label})", dtype, (*leading, "Lq", "Lk"),
+                    weight_mistakes)
     expect_tensor(output, "output", shape=out_shape, dtype=dtype, device=device,
                   shape_names="(..., Lq, d_v)")
     expect_tensor(weights, "weights", shape=w_shape, dtype=dtype, device=device,
                   shape_names="(..., Lq, Lk)")
-
-    expected_out, expected_w, weight_bugs, output_bugs = _attention_answers(
-        query, key, value, _other_sizes(batch, Lq, Lk, d_v))
     # the weights' rounding follows the scores' magnitude; the output's, the values'
     condition = softmax_condition(query.double() @ key.double().transpose(-2, -1)
                                   / math.sqrt(d_k))
-    # the formula with one step left out or moved (checks/diagnose.py), for a mistake that
-    # no entry of the tables names
-    inputs = {"query": query, "key": key, "value": value, "mask": None}
-    # the axes' names, for the families' sentences (as diagnose.named_dims names the batch)
-    leading = ("batch",) if len(batch) == 1 else tuple(f"batch[{i}]" for i in range(len(batch)))
     expect_close(weights, expected_w, f"weights ({label})", bugs=weight_bugs, dtype=dtype,
-                 condition=condition, axes=(*leading, "Lq", "Lk"),
-                 mistakes=step_mistakes("attention weights", inputs, current_dims(), d_k=d_k))
+                 condition=condition, axes=(*leading, "Lq", "Lk"), mistakes=weight_mistakes)
     expect_close(output, expected_out, f"output ({label})", bugs=output_bugs, dtype=dtype,
-                 axes=(*leading, "Lq", "d_v"),
-                 mistakes=step_mistakes("attention", inputs, current_dims(), d_k=d_k),
+                 axes=(*leading, "Lq", "d_v"), mistakes=output_mistakes,
                  scale=value.detach().double().abs().max(),
                  condition=condition.amax(dim=-1, keepdim=True),
                  hint="The weights are right: the output is weights @ value, shape (..., Lq, d_v).")

@@ -209,6 +209,15 @@ MESSAGES = {
                     "(the same vector added at every other index){like}: a bias added once "
                     "too often or left out, or the wrong vector added",
     "offset_like": " ({times}the vector {name})",
+    # rescaled_lines, indices_permuted (any exercise)
+    "rescaled_lines": "each line of entries along {axis} is the right one times its own "
+                      "factor (from {low:.3g} to {high:.3g}, one per index of the other axes): "
+                      "the entries of a line are in the right proportions but the line is "
+                      "scaled by another number, as when a normalisation along {axis} (a "
+                      "division by its sum, maximum or norm) is left out, runs over other "
+                      "entries, or divides by a sum that is not the one of the numerator",
+    "indices_permuted": "the values are right but the indices of {axis} are in another order: "
+                        "{moves} (the blocks or items of {axis} put back in the wrong order)",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -404,11 +413,11 @@ def constant_names(dims):
     return named
 
 
-def _name_constant(value, dims):
-    for label, named in constant_names(dims).items():
-        if math.isclose(value, named, rel_tol=1e-6, abs_tol=1e-12):
-            return f" = {label}"
-    return ""
+def _name_constant(value, dims, most=3):
+    """" = 1/2 = 1/sqrt(d_k)": every label (at most `most`) of the constants `value` equals."""
+    labels = [label for label, named in constant_names(dims).items()
+              if math.isclose(value, named, rel_tol=1e-6, abs_tol=1e-12)]
+    return "".join(f" = {label}" for label in labels[:most])
 
 
 def constant(actual, expected, same, dims):
@@ -723,7 +732,9 @@ def explain(actual, expected, same, wrong, dims, axes=None, mistakes=None):
                     lambda: nonfinite(actual, expected, dims, axes),
                     lambda: mask_runs(actual, expected, dims, axes),
                     lambda: all_zero(actual, expected),
-                    lambda: offset_along(actual, expected, same, dims, axes)):
+                    lambda: offset_along(actual, expected, same, dims, axes),
+                    lambda: rescaled_lines(actual, expected, same, dims, axes),
+                    lambda: indices_permuted(actual, expected, same, dims, axes)):
         reason = attempt()
         if reason:
             return reason
@@ -753,7 +764,7 @@ FAMILY_KEYS = ("swap", "view", "reversed", "factors", "times", "plus", "shifted"
                "starting_states",
      "item_order", "split_axis",
                "raised_reason", "offset_along", "earlier", "permuted", "permuted_view",
-               "reduced_many")
+               "reduced_many", "rescaled_lines", "indices_permuted")
 # a message that a family produced, for tests and the measurement of the families alone
 FAMILY_PATTERN = re.compile(
     "|".join(re.escape(_signature(key)) for key in FAMILY_KEYS)
@@ -1344,4 +1355,66 @@ def reduced_many(actual, expected, same, dims, axes=None):
             if same(actual, reduce(dim=dropped)):
                 words = " and ".join(_axis_label(names[k]) for k in dropped)
                 return MESSAGES["reduced_many"].format(how=how, axes=words)
+    return None
+
+
+# ------------------------------------------------ lines rescaled, indices reordered (any)
+
+def rescaled_lines(actual, expected, same, dims, axes=None):
+    """The rescaled-lines family: along one axis, every line of `actual` (the entries that
+    share the indices of all other axes) is the matching line of `expected` times its own
+    positive or negative factor, the factors not all alike (one factor is constant()'s): a
+    normalisation along that axis left out, done over other entries, or with a denominator
+    that does not match its numerator (exp(s - max) over sum exp(s))."""
+    shape = tuple(expected.shape)
+    if tuple(actual.shape) != shape or expected.dim() < 2 or expected.numel() < 4:
+        return None
+    a, e = actual.detach().double(), expected.detach().double()
+    if not (bool(torch.isfinite(a).all()) and bool(torch.isfinite(e).all())):
+        return None
+    names = axis_names(shape, dims, axes)
+    for axis, size in enumerate(shape):
+        if size < 2:
+            continue
+        norm = (e * e).sum(dim=axis, keepdim=True)
+        if not bool((norm > 0).all()):
+            continue
+        factor = (a * e).sum(dim=axis, keepdim=True) / norm
+        flat = factor.flatten()
+        if float((flat - flat.mean()).abs().max()) <= 1e-6 * (1 + float(flat.abs().max())):
+            continue   # one factor for all: constant()'s
+        if not same(actual, e * factor):
+            continue
+        return MESSAGES["rescaled_lines"].format(axis=_axis_label(names[axis]),
+                                                 low=float(flat.min()), high=float(flat.max()))
+    return None
+
+
+def indices_permuted(actual, expected, same, dims, axes=None, most=64):
+    """The reordered-indices family: along one axis (at most `most` indices), every index of
+    `actual` holds the entries of another index of `expected`, each index used once, not in
+    the right order (the heads' blocks put back in another order, an index counted from the
+    other end); the sentence says which index went where. (A whole axis reversed, or its
+    factors interleaved, is other_layout()'s.)"""
+    shape = tuple(expected.shape)
+    if tuple(actual.shape) != shape or expected.dim() == 0:
+        return None
+    names = axis_names(shape, dims, axes)
+    for axis, size in enumerate(shape):
+        if not 2 <= size <= most:
+            continue
+        found = []
+        for i in range(size):
+            got = actual.select(axis, i)
+            order = [i] + [j for j in range(size) if j != i]
+            match = next((j for j in order if j not in found
+                          and same(got, expected.select(axis, j))), None)
+            if match is None:
+                break
+            found.append(match)
+        if len(found) != size or found == list(range(size)):
+            continue
+        moved = [f"index {i} holds what belongs at {j}" for i, j in enumerate(found) if i != j]
+        moves = ", ".join(moved[:6]) + (", ..." if len(moved) > 6 else "")
+        return MESSAGES["indices_permuted"].format(axis=_axis_label(names[axis]), moves=moves)
     return None

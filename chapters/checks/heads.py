@@ -393,6 +393,7 @@ def merge_heads(merge_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
     _expect_shape(out, name, (B, L, D), "(B, L, d_model)", MESSAGES["merge_shape"])
     expect_tensor(out, name, dtype=heads.dtype)
     expect_close(out, expected, name, bugs=bugs, axes="(B, L, d_model)",
+                 mistakes=step_mistakes("merge heads", {"x": heads}, current_dims()),
                  hint=MESSAGES["merge_hint"])
     if not _unchanged(heads_after, original):
         fail(MESSAGES["merge_in_place"].format(name=name))
@@ -620,7 +621,8 @@ def fuse_head_weights(fuse_head_weights, *, seed=0, num_heads=3, in_features=7, 
         "(num_heads, head_dim, in_features)": MESSAGES["fuse_unstacked"],
         "(num_heads, in_features, head_dim)": MESSAGES["fuse_unchanged"]})
     expect_tensor(out, name, dtype=w.dtype)
-    expect_close(out, expected, name, bugs=bugs,
+    expect_close(out, expected, name, bugs=bugs, axes="(d_model, in_features)",
+                 mistakes=step_mistakes("fuse head weights", {"w": w}, current_dims()),
                  hint=MESSAGES["fuse_hint"])
     if not _unchanged(w_after, original):
         fail(MESSAGES["fuse_in_place"].format(name=name))

@@ -155,7 +155,7 @@ def attention_scores(query, key):
     return key @ query.transpose(-2, -1) / math.sqrt(query.shape[-1])
 '''},
         fails=["test_attention_scores"],
-        diagnosis=r"you gave \(batch, Lk, Lq\), the answer is \(batch, Lq, Lk\)"),
+        diagnosis=r"computes K Q\^T \(keys and queries exchanged\)"),
     "scaled_by_wrong_axis": Bug(
         cells={"attention_scores": '''
 def attention_scores(query, key):
@@ -249,7 +249,7 @@ def stable_softmax(scores, dim=-1):
     e = scores.exp()
     return e / e.sum(dim=dim, keepdim=True)
 '''},
-        fails=SOFTMAX_TESTS, diagnosis=r"changed its input tensor in place"),
+        fails=SOFTMAX_TESTS, diagnosis=r"changed its input tensor `scores` in place"),
     "softmax_delegated": Bug(
         cells={"stable_softmax": '''
 def stable_softmax(scores, dim=-1):
