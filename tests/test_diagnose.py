@@ -685,3 +685,14 @@ def test_indices_permuted_names_which_index_holds_which():
     assert diagnose.indices_permuted(heads(12), expected, same, DIMS) is None
     # an index that appears twice (one head copied over another) is no reordering
     assert diagnose.indices_permuted(expected[:, [0, 0, 2, 3]], expected, same, DIMS) is None
+
+
+def test_reshaped_in_place_names_the_new_shape_in_the_exercises_words():
+    before = heads(13)                                     # (batch, num_heads, L, head_dim)
+    reason = diagnose.reshaped_in_place("its input x", before, before.transpose(1, 2), DIMS)
+    assert reason.startswith("it changed its input x in place, to another shape: (2, 5, 4, 3) "
+                             "where it was (2, 4, 5, 3) (the sizes are right but the axes are "
+                             "in another order: you gave (batch, L, num_heads, head_dim)")
+    assert diagnose.FAMILY_PATTERN.search(reason)
+    assert diagnose.reshaped_in_place("x", before, before.clone(), DIMS) is None
+    assert diagnose.reshaped_in_place("x", before, None, DIMS) is None

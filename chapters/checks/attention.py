@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from . import diagnose
 from .common import (FLOAT32_SQRT, CheckFailure, Forbidden, check, current_dims, expect_close,
                      expect_tensor, fail, float32_sqrt, forbid_spec, generator, observe, passed,
-                     raised, random_inputs, reference, revive, shape_reason, softmax_condition,
+                     named_by_shape, raised, random_inputs, reference, revive, softmax_condition,
                      step_mistakes, type_name)
 
 # Bound at import, before student code runs in the same kernel.
@@ -70,8 +70,8 @@ MESSAGES = {
     "large_passed": "stable_softmax is finite and right for scores near +-{offset:g} and for "
                     "rows that span more than exp's range ({dtype}), where exp() alone "
                     "overflows or underflows",
-    "one_tensor": "{name} returned one tensor of shape {shape}; return the pair (output, "
-                  "weights): output (..., Lq, d_v) and weights (..., Lq, Lk).",
+    "one_tensor": "{reason}: output (..., Lq, d_v) and weights (..., Lq, Lk).",
+    "pair": "the pair (output, weights)",
     "not_pair": "{name} returned {what}; return the pair (output, weights).",
     "items": "{kind} of {count} items",
     "weights_K_Q": "weights: expected shape {shape} = (..., Lq, Lk), got {got} = (..., Lk, Lq): "
@@ -221,15 +221,6 @@ def _run(function, *args, name, hints=(), forbidden=None, inputs=(), **kwargs):
     return revive(seen.result)
 
 
-def _named_by_shape(actual, expected, name, dtype, axes, mistakes):
-    """Fail where a family names a result of the wrong shape (a step of the formula done
-    another way, Q Q^T or K Q^T; the right values with their axes in another order) before
-    the shape check says only which axis is off."""
-    reason = shape_reason(actual, expected, dtype, axes, mistakes)
-    if reason:
-        fail(diagnose.explained(name, reason))
-
-
 def _leading(batch):
     """The names of the leading axes, as diagnose.named_dims names the check's `batch`."""
     return ("batch",) if len(batch) == 1 else tuple(f"batch[{i}]" for i in range(len(batch)))
@@ -302,7 +293,7 @@ def attention_scores(attention_scores, seed=0, batch=(2,), Lq=3, Lk=5, d_k=4,
     mistakes = step_mistakes("attention scores", {"query": query, "key": key}, current_dims(),
                              d_k=d_k)
     axes = (*_leading(batch), "Lq", "Lk")
-    _named_by_shape(scores, expected, name, dtype, axes, mistakes)
+    named_by_shape(scores, expected, name, dtype, axes, mistakes)
     expect_tensor(scores, name, shape=shape, dtype=dtype, device=device,
                   shape_names="(..., Lq, Lk)")
     expect_close(scores, expected, name, bugs=bugs, dtype=dtype, axes=axes, mistakes=mistakes)
@@ -553,8 +544,9 @@ def _check_attention(fn, query, key, value, label, **mask):
                   forbidden="attention", **mask)
 
     out_shape, w_shape = (*batch, Lq, d_v), (*batch, Lq, Lk)
-    if isinstance(result, torch.Tensor):
-        fail(MESSAGES["one_tensor"].format(name=name, shape=tuple(result.shape)))
+    if isinstance(result, torch.Tensor):   # the kind family: a tensor, not the pair
+        fail(MESSAGES["one_tensor"].format(reason=diagnose.kind(
+            f"{name}(query, key, value)", MESSAGES["pair"], result, (tuple, list))))
     if not isinstance(result, (tuple, list)) or len(result) != 2:
         what = (MESSAGES["items"].format(kind=type_name(result), count=len(result))
                 if isinstance(result, (tuple, list)) else type_name(result))
@@ -576,9 +568,9 @@ def _check_attention(fn, query, key, value, label, **mask):
     output_mistakes = step_mistakes("attention", inputs, current_dims(), d_k=d_k)
     # the axes' names, for the families' sentences (as diagnose.named_dims names the batch)
     leading = _leading(batch)
-    _named_by_shape(output, expected_out, f"output ({label})", dtype, (*leading, "Lq", "d_v"),
+    named_by_shape(output, expected_out, f"output ({label})", dtype, (*leading, "Lq", "d_v"),
                     output_mistakes)
-    _named_by_shape(weights, expected_w, f"weights ({label})", dtype, (*leading, "Lq", "Lk"),
+    named_by_shape(weights, expected_w, f"weights ({label})", dtype, (*leading, "Lq", "Lk"),
                     weight_mistakes)
     expect_tensor(output, "output", shape=out_shape, dtype=dtype, device=device,
                   shape_names="(..., Lq, d_v)")

@@ -616,6 +616,15 @@ def shape_reason(actual, expected, dtype=None, axes=None, mistakes=None):
             or diagnose.fewer_axes(got, want, same, current_dims(), axes))
 
 
+def named_by_shape(actual, expected, name, dtype=None, axes=None, mistakes=None):
+    """Fail where a family names `actual`, a result of another shape than `expected`
+    (shape_reason: a step done another way, Q Q^T or K Q^T; the right values in another
+    layout), before a shape check says only which axis is off."""
+    reason = shape_reason(actual, expected, dtype, axes, mistakes)
+    if reason:
+        fail(diagnose.explained(name, reason))
+
+
 @dataclass
 class Intermediate:
     """A value the student's result is made from that the check holds (the weights an

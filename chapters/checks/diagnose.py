@@ -218,6 +218,9 @@ MESSAGES = {
                       "entries, or divides by a sum that is not the one of the numerator",
     "indices_permuted": "the values are right but the indices of {axis} are in another order: "
                         "{moves} (the blocks or items of {axis} put back in the wrong order)",
+    # reshaped_in_place (any exercise)
+    "in_place_shape": "it changed {what} in place, to another shape: {got} where it was "
+                      "{want} ({words}; a transpose_, resize_ or an in-place view)",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -302,7 +305,7 @@ def wrong_shape(got, want, dims, axes=None):
             return MESSAGES["shape_order"].format(
                 got_axes=", ".join(axis_names(got, dims)), want_axes=want_axes)
         parts = [MESSAGES["shape_axis"].format(
-            axis=_axis_label(want_names[k]), got=g, got_is=_quantity(g, dims), want=w,
+            axis=_axis_label(want_names[k]), got=g, got_is=_product_name(g, dims), want=w,
             want_is=_quantity(w, dims)) for k, (g, w) in enumerate(zip(got, want)) if g != w]
         return "; ".join(parts)
     if len(got) == len(want) + 1:
@@ -764,11 +767,11 @@ FAMILY_KEYS = ("swap", "view", "reversed", "factors", "times", "plus", "shifted"
                "starting_states",
      "item_order", "split_axis",
                "raised_reason", "offset_along", "earlier", "permuted", "permuted_view",
-               "reduced_many", "rescaled_lines", "indices_permuted")
+               "reduced_many", "rescaled_lines", "indices_permuted", "in_place_shape")
 # a message that a family produced, for tests and the measurement of the families alone
 FAMILY_PATTERN = re.compile(
     "|".join(re.escape(_signature(key)) for key in FAMILY_KEYS)
-    + r"|has \d+(?: = \w+)* entries; it should have"
+    + r"|has \d+(?: = [\w\[\]]+(?: \* [\w\[\]]+)*)* entries; it should have"
     r"|the sizes are right but the axes|an extra axis of size|it lacks the \S+ axis"
     r"|\(the sizes in it: |\(at line \d+ of ")
 
@@ -1335,6 +1338,21 @@ def permuted(actual, expected, same, dims, axes=None):
         if same(actual, e.permute(order).reshape(got)):
             return MESSAGES["permuted_view"].format(
                 order=", ".join(names[k] for k in order), got=got)
+    # the same with one axis cut into two named factors (d_model as num_heads x head_dim):
+    # the heads concatenated along another axis, a view that splits the wrong axis
+    for i in range(e.dim()):
+        for outer, inner, outer_name, inner_name in _factor_pairs(want[i], dims):
+            fine = e.reshape(*want[:i], outer, inner, *want[i + 1:])
+            if fine.dim() > 5:
+                continue
+            fine_names = names[:i] + [outer_name, inner_name] + names[i + 1:]
+            for order in itertools.permutations(range(fine.dim())):
+                moved = fine.permute(order)
+                # (the axes moved but none merged: the unmerged-axis family, wrong_shape's)
+                if order != tuple(range(fine.dim())) and tuple(moved.shape) != got and same(
+                        actual, moved.reshape(got)):
+                    return MESSAGES["permuted_view"].format(
+                        order=", ".join(fine_names[k] for k in order), got=got)
     return None
 
 
@@ -1418,3 +1436,16 @@ def indices_permuted(actual, expected, same, dims, axes=None, most=64):
         moves = ", ".join(moved[:6]) + (", ..." if len(moved) > 6 else "")
         return MESSAGES["indices_permuted"].format(axis=_axis_label(names[axis]), moves=moves)
     return None
+
+
+def reshaped_in_place(what, before, after, dims, axes=None):
+    """The in-place family for an argument whose shape the call changed (a transpose_ of the
+    input): `after` (as the student's call left it) is a tensor of another shape than
+    `before`; the sentence names the axes by the exercise's quantities. None otherwise
+    (changed_in_place() counts changed entries of one shape)."""
+    if not (isinstance(after, torch.Tensor) and isinstance(before, torch.Tensor)) \
+            or tuple(after.shape) == tuple(before.shape):
+        return None
+    return MESSAGES["in_place_shape"].format(
+        what=what, got=tuple(after.shape), want=tuple(before.shape),
+        words=wrong_shape(tuple(after.shape), tuple(before.shape), dims, axes))

@@ -325,7 +325,8 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
                           lambda st, _x: _with(st, s=st["k"] @ st["q"].transpose(-2, -1))},
         "scale": scale_ways,
         "softmax": {"runs over the queries (dim=-2) instead of the keys": softmax(-2),
-                    "runs over the heads (dim=1) instead of the keys": softmax(1)},
+                    "runs over the heads (dim=1) instead of the keys": softmax(1),
+                    "runs over the batch (dim=0) instead of the keys": softmax(0)},
     }
     skips = {"scale": None, "mask": None,
              "softmax": lambda st, _x: _with(st, w=st["s"])}
@@ -632,9 +633,11 @@ def head_projection_formula(dims, i, num_heads):
     """head_projection(x, weight, bias, i, num_heads): head i's block of nn.Linear's
     weight (d_model, in_features), rows [i*head_dim, (i+1)*head_dim), and of its bias, then
     x W_i^T + b_i; inputs {"x", "weight", "bias" (or None)}."""
-    def rows(which):
+    def rows(which, size_from="weight"):
         def step(_v, x):
-            head_dim = x["weight"].shape[0] // num_heads
+            # head_dim = d_model // num_heads, d_model = the weight's rows ("x": its features)
+            features = x["x"].shape[-1] if size_from == "x" else x["weight"].shape[0]
+            head_dim = features // num_heads
             block = (slice(i, None, num_heads) if which == "strided"
                      else slice(i, i + head_dim) if which == "from i"
                      else slice(which * head_dim, (which + 1) * head_dim))
@@ -673,6 +676,8 @@ def head_projection_formula(dims, i, num_heads):
               "bias[i*head_dim:(i+1)*head_dim], the same rows as the weight"] = \
         bias_block("strided")
     ways = {"takes the strided rows i, i + num_heads, ... instead of a block": rows("strided"),
+            "computes head_dim from x's features (in_features // num_heads) instead of the "
+            "weight's rows (d_model // num_heads)": rows(i, size_from="x"),
             "takes columns of the weight instead of rows (nn.Linear stores W transposed)":
             columns}
     if i != 0:   # from row i (for head 0 the same block)

@@ -19,7 +19,8 @@ import torch.nn.functional as F
 from .common import (FLOAT32_SQRT, CheckFailure, Forbidden, attempt, call_keeping, check,
                      expect_close, expect_tensor, fail, float32_sqrt, forbid_spec, passed,
                      random_inputs, reference, softmax_condition, type_name)
-from .common import Intermediate, current_dims, step_mistakes
+from .common import Intermediate, current_dims, shape_reason, step_mistakes
+from . import diagnose
 from .diagnose import located
 from .operations import student_line
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
@@ -138,15 +139,15 @@ MESSAGES = {
                   "cut into {num_heads} equal heads (head_dim would be {head_dim:.3g}). Check "
                   "d_model % num_heads and raise ValueError naming both.",
     "split_hint": "Reshape to (B, L, num_heads, head_dim), then transpose(1, 2).",
-    "split_in_place": "{name} changed its input x in place; return a new view instead.",
+    "split_in_place": "{name}: {reason}; return a new view instead.",
     "split_passed": "split_heads: (B, L, d_model) = {x} -> {layout} = {out} ({dtype}, {memory} "
                     "input), head i holds features [i*head_dim, (i+1)*head_dim)",
     "merge_hint": "Transpose(1, 2) to (B, L, num_heads, head_dim), then reshape(B, L, d_model).",
-    "merge_in_place": "{name} changed its input in place; return a new tensor instead.",
+    "merge_in_place": "{name}: {reason}; return a new tensor instead.",
     "roundtrip_hint": "merge_heads must undo split_heads exactly.",
     "merge_passed": "merge_heads: (B, num_heads, L, head_dim) = {heads} ({memory}, {dtype}) -> "
                     "(B, L, d_model) = {out}, and merge_heads(split_heads(x)) == x",
-    "not_pair": "{name} must return a tuple (output, weights); got {what}",
+    "not_pair": "it must return a tuple (output, weights); it returned {what}",
     "items": "{kind} of {count} items",
     "core_hint": "Split query, key and value with split_heads, run "
                  "scaled_dot_product_attention on the (B, num_heads, L, head_dim) tensors, and "
@@ -165,7 +166,7 @@ MESSAGES = {
     "proj_all_heads": "That is every head: return only head i.",
     "proj_hint": "Head i's weight is weight[i*head_dim:(i+1)*head_dim] (and the same slice of "
                  "the bias); project x with it as nn.Linear does, x @ W^T + b.",
-    "proj_in_place": "{name} changed the weight or bias in place.",
+    "proj_in_place": "{name}: {reason}.",
     "proj_passed": "head_projection: head {i} of {num_heads} (x {x}, weight {weight}, {bias} "
                    "bias, {dtype}) equals split_heads(nn.Linear(x))[:, {i}]",
     "fuse_x_at_w": "That is the x @ W matrix [W_0 | W_1 | ... ] of shape (in_features, "
@@ -175,7 +176,9 @@ MESSAGES = {
     "fuse_unchanged": "You returned the per-head matrices unchanged.",
     "fuse_hint": "Transpose each W_i to (head_dim, in_features) and stack them in head order "
                  "along the first axis.",
-    "fuse_in_place": "{name} changed its input in place.",
+    "fuse_in_place": "{name}: {reason}.",
+    "changed": "it changed {what} in place",
+    "input": "its input {name}",
     "fuse_per_head": "split_heads(F.linear(x, fused)) vs x @ W_i for each head",
     "fuse_passed": "fuse_head_weights: {num_heads} matrices {shape} -> one nn.Linear weight {out} "
                    "({dtype}); projecting once and splitting equals x @ W_i for every head",
@@ -206,18 +209,24 @@ def _layout(shape, sizes):
     return "(" + ", ".join(names) + ")"
 
 
-def _expect_layout(actual, shape, name, shape_names, sizes, known):
+def _expect_layout(actual, shape, name, shape_names, sizes, known, **named):
     """_expect_shape(), its hint chosen by the wrong layout: sizes {axis name: size} name the
     axes of the shape found; known {layout string: what that layout likely means}."""
     expect_tensor(actual, name)
     return _expect_shape(actual, name, shape, shape_names,
-                         known.get(_layout(tuple(actual.shape), sizes), ""))
+                         known.get(_layout(tuple(actual.shape), sizes), ""), **named)
 
 
-def _expect_shape(actual, name, shape, shape_names, hint):
+def _expect_shape(actual, name, shape, shape_names, hint, expected=None, mistakes=None):
     """expect_tensor(actual, name, shape=shape): a wrong shape is named by the shape family
     (checks/diagnose.py, expect_tensor's "In words"), then `hint` (if any) says what the
-    exercise asks."""
+    exercise asks. With the `expected` value, the families that name a result of another
+    shape (common.shape_reason: a step of the formula, `mistakes`, or the right values in
+    another layout) come first."""
+    reason = None if expected is None else shape_reason(actual, expected, None, shape_names,
+                                                         mistakes)
+    if reason:
+        fail(diagnose.explained(name, reason) + (f" {hint}" if hint else ""))
     try:
         return expect_tensor(actual, name, shape=shape, shape_names=shape_names)
     except CheckFailure as failure:
@@ -241,6 +250,19 @@ def _copy(tensor):
     """A copy for the student's code, with the same strides (a transposed view stays one):
     what it does in place must not reach the check's inputs (in the kit, its fixtures)."""
     return None if tensor is None else tensor.clone()
+
+
+def _expect_unchanged(after, original, name, what, template):
+    """Fail with MESSAGES[template] unless `after` (the argument `what`, e.g. "x", as the
+    student's code left it) still equals `original`: the in-place families say how many
+    entries changed, or into which shape."""
+    if _unchanged(after, original):
+        return
+    what = MESSAGES["input"].format(name=what)
+    reason = (diagnose.changed_in_place(what, original, after)
+              or diagnose.reshaped_in_place(what, original, after, current_dims())
+              or MESSAGES["changed"].format(what=what))
+    fail(MESSAGES[template].format(name=name, reason=reason))
 
 
 def _unchanged(after, original):
@@ -289,14 +311,13 @@ def split_heads(split_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
     original = x.clone()
     name = "split_heads(x, num_heads)"
     out, (x_after, _) = _run(split_heads, _copy(x), num_heads, name=name)
-    _expect_shape(out, name, (B, num_heads, L, head_dim), SPLIT_LAYOUT, MESSAGES["split_shape"])
+    mistakes = step_mistakes("split heads", {"x": x}, current_dims(), num_heads=num_heads)
+    _expect_shape(out, name, (B, num_heads, L, head_dim), SPLIT_LAYOUT, MESSAGES["split_shape"],
+                  expected, mistakes)
     expect_tensor(out, name, dtype=x.dtype)
-    expect_close(out, expected, name, bugs=bugs, axes=SPLIT_LAYOUT,
-                 mistakes=step_mistakes("split heads", {"x": x}, current_dims(),
-                                        num_heads=num_heads),
+    expect_close(out, expected, name, bugs=bugs, axes=SPLIT_LAYOUT, mistakes=mistakes,
                  hint=MESSAGES["split_hint"])
-    if not _unchanged(x_after, original):
-        fail(MESSAGES["split_in_place"].format(name=name))
+    _expect_unchanged(x_after, original, name, "x", "split_in_place")
     passed(MESSAGES["split_passed"].format(
         x=tuple(x.shape), layout=SPLIT_LAYOUT, out=tuple(out.shape), dtype=x.dtype,
         memory="contiguous" if contiguous else "non-contiguous"))
@@ -390,13 +411,13 @@ def merge_heads(merge_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
     original = heads.clone()
     name = "merge_heads(x)"
     out, (heads_after,) = _run(merge_heads, _copy(heads), name=name)
-    _expect_shape(out, name, (B, L, D), "(B, L, d_model)", MESSAGES["merge_shape"])
+    mistakes = step_mistakes("merge heads", {"x": heads}, current_dims())
+    _expect_shape(out, name, (B, L, D), "(B, L, d_model)", MESSAGES["merge_shape"], expected,
+                  mistakes)
     expect_tensor(out, name, dtype=heads.dtype)
-    expect_close(out, expected, name, bugs=bugs, axes="(B, L, d_model)",
-                 mistakes=step_mistakes("merge heads", {"x": heads}, current_dims()),
+    expect_close(out, expected, name, bugs=bugs, axes="(B, L, d_model)", mistakes=mistakes,
                  hint=MESSAGES["merge_hint"])
-    if not _unchanged(heads_after, original):
-        fail(MESSAGES["merge_in_place"].format(name=name))
+    _expect_unchanged(heads_after, original, name, "x", "merge_in_place")
     # the heads as split_heads(merged heads) returns them: a view, not contiguous
     roundtrip, _ = _run(merge_heads, _in_split_layout(heads), name=name)
     expect_close(roundtrip, expected, "merge_heads(split_heads(x))",
@@ -488,39 +509,45 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
         result, _ = _run(multihead_attention_core, _copy(q), _copy(k), _copy(v), num_heads,
                          name=name)
     if not (isinstance(result, tuple) and len(result) == 2):
-        what = (MESSAGES["items"].format(kind=type_name(result), count=len(result))
-                if isinstance(result, tuple) else type_name(result))
-        fail(MESSAGES["not_pair"].format(name=name, what=what))
+        # the kind family: what it returned instead, in words
+        fail(diagnose.explained(name, diagnose.kind(name, "a tuple (output, weights)", result,
+                                                    (tuple,))
+                                or MESSAGES["not_pair"].format(
+                                    what=MESSAGES["items"].format(kind=type_name(result),
+                                                                  count=len(result)))))
     out, weights = result
     out = expect_tensor(out, f"{name}: output")
-    _expect_shape(out, f"{name}: output", (B, Lq, D), "(B, Lq, d_model)", MESSAGES["core_shape"])
+    # the formula with one step left out or moved (checks/diagnose.py), projections the
+    # identity, for a mistake that no entry of the tables names
+    identity = torch.eye(D, dtype=torch.float64)
+    inputs = {"query": q, "key": k, "value": v, "mask": None,
+              **{f"{n}_w": identity for n in "qkvo"}}
+    mistakes = step_mistakes("multi-head attention core", inputs, current_dims(),
+                             num_heads=num_heads)
+    weight_mistakes = step_mistakes("multi-head weights", inputs, current_dims(),
+                                    num_heads=num_heads)
+    _expect_shape(out, f"{name}: output", (B, Lq, D), "(B, Lq, d_model)", MESSAGES["core_shape"],
+                  expected_out, mistakes)
     expect_tensor(out, f"{name}: output", dtype=q.dtype)
     # common.py's rule: each head's weights round with its scores' magnitude, the output
     # (weighted means of the values) with the values'
     def heads(t):
         return t.detach().double().reshape(B, t.shape[1], num_heads, head_dim).transpose(1, 2)
     condition = softmax_condition(heads(q) @ heads(k).transpose(-2, -1) / math.sqrt(head_dim))
-    # the formula with one step left out or moved (checks/diagnose.py), projections the
-    # identity, for a mistake that no entry of the tables names
-    identity = torch.eye(D, dtype=torch.float64)
-    inputs = {"query": q, "key": k, "value": v, "mask": None,
-              **{f"{n}_w": identity for n in "qkvo"}}
-    expect_close(out, expected_out, f"{name}: output", bugs=bugs,
-                 mistakes=step_mistakes("multi-head attention core", inputs, current_dims(),
-                                        num_heads=num_heads),
+    weight_axes = "(B, num_heads, Lq, Lk)"
+    expect_close(out, expected_out, f"{name}: output", bugs=bugs, mistakes=mistakes,
                  scale=v.detach().double().abs().max(), condition=condition.amax(),
                  axes="(B, Lq, d_model)", hint=MESSAGES["core_hint"],
                  # where no family names the output's mistake: the weights, if they differ
                  earlier=[Intermediate("weights", weights, expected_weights, q.dtype, condition,
-                                       "(B, num_heads, Lq, Lk)")])
+                                       weight_axes, weight_mistakes)])
     weights = expect_tensor(weights, f"{name}: weights")
     if tuple(weights.shape) == (B, Lq, num_heads, num_heads) and Lq != num_heads:
         fail(MESSAGES["weights_across_heads"].format(name=name, shape=tuple(weights.shape)))
-    _expect_shape(weights, f"{name}: weights", (B, num_heads, Lq, Lk), "(B, num_heads, Lq, Lk)",
-                  MESSAGES["core_weights_shape"])
+    _expect_shape(weights, f"{name}: weights", (B, num_heads, Lq, Lk), weight_axes,
+                  MESSAGES["core_weights_shape"], expected_weights, weight_mistakes)
     expect_close(weights, expected_weights, f"{name}: weights", condition=condition,
-                 axes="(B, num_heads, Lq, Lk)",
-                 hint=MESSAGES["weights_hint"])
+                 axes=weight_axes, mistakes=weight_mistakes, hint=MESSAGES["weights_hint"])
     kind = "self-attention" if Lq == Lk else "cross-attention"
     passed(MESSAGES["core_passed"].format(num_heads=num_heads, head_dim=head_dim, Lq=Lq, Lk=Lk,
                                           kind=kind, dtype=q.dtype))
@@ -572,16 +599,16 @@ def head_projection(head_projection, *, seed=0, B=2, L=5, in_features=None, num_
     sizes = dict(B=B, L=L, num_heads=num_heads, head_dim=head_dim, d_model=D)
     if in_features != D:
         sizes["in_features"] = in_features
+    mistakes = step_mistakes("head projection", {"x": x, "weight": weight, "bias": b},
+                             current_dims(), i=i, num_heads=num_heads)
     _expect_layout(out, (B, L, head_dim), name, "(B, L, head_dim)", sizes, known={
         "(B, L, d_model)": MESSAGES["proj_every_head"],
-        "(B, num_heads, L, head_dim)": MESSAGES["proj_all_heads"]})
+        "(B, num_heads, L, head_dim)": MESSAGES["proj_all_heads"]}, expected=expected,
+        mistakes=mistakes)
     expect_tensor(out, name, dtype=x.dtype)
-    expect_close(out, expected, name, bugs=bugs,
-                 mistakes=step_mistakes("head projection", {"x": x, "weight": weight, "bias": b},
-                                        current_dims(), i=i, num_heads=num_heads),
-                 hint=MESSAGES["proj_hint"])
-    if not (_unchanged(weight_after, originals[0]) and _unchanged(b_after, originals[1])):
-        fail(MESSAGES["proj_in_place"].format(name=name))
+    expect_close(out, expected, name, bugs=bugs, mistakes=mistakes, hint=MESSAGES["proj_hint"])
+    _expect_unchanged(weight_after, originals[0], name, "weight", "proj_in_place")
+    _expect_unchanged(b_after, originals[1], name, "bias", "proj_in_place")
     passed(MESSAGES["proj_passed"].format(i=i, num_heads=num_heads, x=tuple(x.shape),
                                           weight=tuple(weight.shape),
                                           bias="with" if bias else "no", dtype=x.dtype))
@@ -616,16 +643,16 @@ def fuse_head_weights(fuse_head_weights, *, seed=0, num_heads=3, in_features=7, 
     name = "fuse_head_weights(w)"
     out, (w_after,) = _run(fuse_head_weights, _copy(w), name=name)
     sizes = dict(num_heads=num_heads, in_features=in_features, head_dim=head_dim, d_model=D)
+    mistakes = step_mistakes("fuse head weights", {"w": w}, current_dims())
     _expect_layout(out, (D, in_features), name, "(d_model, in_features)", sizes, known={
         "(in_features, d_model)": MESSAGES["fuse_x_at_w"],
         "(num_heads, head_dim, in_features)": MESSAGES["fuse_unstacked"],
-        "(num_heads, in_features, head_dim)": MESSAGES["fuse_unchanged"]})
+        "(num_heads, in_features, head_dim)": MESSAGES["fuse_unchanged"]}, expected=expected,
+        mistakes=mistakes)
     expect_tensor(out, name, dtype=w.dtype)
     expect_close(out, expected, name, bugs=bugs, axes="(d_model, in_features)",
-                 mistakes=step_mistakes("fuse head weights", {"w": w}, current_dims()),
-                 hint=MESSAGES["fuse_hint"])
-    if not _unchanged(w_after, original):
-        fail(MESSAGES["fuse_in_place"].format(name=name))
+                 mistakes=mistakes, hint=MESSAGES["fuse_hint"])
+    _expect_unchanged(w_after, original, name, "w", "fuse_in_place")
     # head i's outputs are features [i*head_dim, (i+1)*head_dim) of F.linear(x, fused): the
     # same numbers as comparing split_heads of it with x @ W_i, head by head
     expect_close(F.linear(x, out), per_head, MESSAGES["fuse_per_head"])

@@ -67,9 +67,10 @@ MESSAGES = {
                   "out_features) stores its weight as (out_features, in_features).",
     "kind": "{reason}: {hint}.",
     # exercise 1
-    "changed_input": "output_projection_by_heads changed its input `{name}` in place{how}: "
-                     "compute new tensors instead (avoid +=, add_ and friends on the inputs).",
-    "changed_shape": " (its shape became {got}; in words: {words})",
+    "changed_input": "output_projection_by_heads: {reason}: compute new tensors instead "
+                     "(avoid +=, add_ and friends on the inputs).",
+    "input": "its input `{name}`",
+    "changed": "it changed {what} in place (its dtype, or what it is)",
     "projection_passed": "output_projection_by_heads: sum over {h} heads of head_i @ W_O^i"
                          "{bias} equals Concat(heads) @ W_O{bias} (B={batch}, L={L}, "
                          "head_dim={hd}, d_model={d_model}, {dtype}).",
@@ -222,13 +223,12 @@ def output_projection_by_heads(fn, *, seed=0, batch=2, num_heads=4, L=5, head_di
     output, inputs = call_keeping(fn, heads, W_O, b_O, name="output_projection_by_heads")
     for before, after, name in zip(originals, inputs, ("heads", "W_O", "b_O")):
         if not (isinstance(after, torch.Tensor) and torch.equal(before, after)):
-            how = ""
-            if isinstance(after, torch.Tensor) and after.shape != before.shape:
-                # a transpose_ or resize_ of the input: the shape family says which axes
-                how = MESSAGES["changed_shape"].format(
-                    got=tuple(after.shape), words=diagnose.wrong_shape(
-                        tuple(after.shape), tuple(before.shape), current_dims()))
-            fail(MESSAGES["changed_input"].format(name=name, how=how))
+            # the in-place families: how many entries, or (a transpose_) which shape
+            what = MESSAGES["input"].format(name=name)
+            reason = (diagnose.changed_in_place(what, before, after)
+                      or diagnose.reshaped_in_place(what, before, after, current_dims())
+                      or MESSAGES["changed"].format(what=what))
+            fail(MESSAGES["changed_input"].format(reason=reason))
     _expect_kind("output_projection_by_heads(heads, W_O, b_O)", "a tensor (B, L, d_model)",
                  output, (torch.Tensor,))
     expect_tensor(output, "output", shape=(batch, L, d_model), dtype=dtype, device=device,
