@@ -710,7 +710,9 @@ def core_formula(dims, num_heads):
         B, L, h, head_dim = st["o"].shape
         return _with(st, o=st["o"].reshape(B, L, h * head_dim))
 
-    formula.steps = tuple((name, merge_in_place if name == "merge of the heads" else step)
+    # no projections here: the first step only takes the three inputs
+    formula.steps = tuple(("inputs" if name == "projection" else name,
+                           merge_in_place if name == "merge of the heads" else step)
                           for name, step in formula.steps)
     formula.variants["split into heads"] = {
         **formula.variants["split into heads"],
@@ -721,10 +723,13 @@ def core_formula(dims, num_heads):
     def reading(which, source):
         return lambda st, x: project(st, {**x, which: x[source]})
 
-    formula.variants["projection"] = {
-        **formula.variants["projection"],
+    del formula.variants["projection"]
+    formula.variants["inputs"] = {
         "reads the query input for the keys": reading("key", "query"),
-        "reads the query input for the values": reading("value", "query")}
+        "reads the query input for the values": reading("value", "query"),
+        "reads the key input for the values": reading("value", "key"),
+        "exchanges the key and value inputs":
+            lambda st, x: project(st, {**x, "key": x["value"], "value": x["key"]})}
     if "head_dim" in dims:
         formula.variants["scale"] = {**formula.variants["scale"],
                                      **_float32_root(dims["head_dim"], "head_dim")}
