@@ -527,7 +527,7 @@ def test_chapter_1_and_2_formulas_give_the_right_answer_and_their_variants():
     keys_from_query = F.scaled_dot_product_attention(heads[0], heads[0], heads[2])
     assert diagnose.one_step(keys_from_query.transpose(1, 2).reshape(2, 5, 12),
                              core.mistakes(inputs), same).endswith(
-        "the projection step reads the query input for the keys")
+        "the inputs step reads the query input for the keys")
     # the chapter's silent bug: the head axis left after L, attention across the heads
     across = F.scaled_dot_product_attention(*(t.view(2, 5, 3, 4) for t in (q, k, v)))
     assert "the attention runs across the heads of each position" in diagnose.one_step(
