@@ -696,3 +696,14 @@ def test_reshaped_in_place_names_the_new_shape_in_the_exercises_words():
     assert diagnose.FAMILY_PATTERN.search(reason)
     assert diagnose.reshaped_in_place("x", before, before.clone(), DIMS) is None
     assert diagnose.reshaped_in_place("x", before, None, DIMS) is None
+
+
+def test_unrepeatable_names_two_calls_that_disagree():
+    first = heads(14)
+    dropped = first * (heads(15) > 0)                      # a dropout's zeros
+    reason = diagnose.unrepeatable("outputs", first, dropped, same)
+    assert reason.startswith("the same call on the same inputs gave other outputs the second "
+                             "time (")
+    assert diagnose.FAMILY_PATTERN.search(reason)
+    assert diagnose.unrepeatable("outputs", first, first.clone(), same) is None
+    assert diagnose.unrepeatable("outputs", first, None, same) is None

@@ -221,6 +221,11 @@ MESSAGES = {
     # reshaped_in_place (any exercise)
     "in_place_shape": "it changed {what} in place, to another shape: {got} where it was "
                       "{want} ({words}; a transpose_, resize_ or an in-place view)",
+    # unrepeatable (any exercise)
+    "unrepeatable": "the same call on the same inputs gave other {what} the second time "
+                    "({count} of {total} entries differ): a random step runs where the "
+                    "exercise has none, or in eval mode (a dropout: F.dropout's training= is "
+                    "True unless given; nn.Dropout follows .train() and .eval())",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -767,7 +772,8 @@ FAMILY_KEYS = ("swap", "view", "reversed", "factors", "times", "plus", "shifted"
                "starting_states",
      "item_order", "split_axis",
                "raised_reason", "offset_along", "earlier", "permuted", "permuted_view",
-               "reduced_many", "rescaled_lines", "indices_permuted", "in_place_shape")
+               "reduced_many", "rescaled_lines", "indices_permuted", "in_place_shape",
+               "unrepeatable")
 # a message that a family produced, for tests and the measurement of the families alone
 FAMILY_PATTERN = re.compile(
     "|".join(re.escape(_signature(key)) for key in FAMILY_KEYS)
@@ -1449,3 +1455,15 @@ def reshaped_in_place(what, before, after, dims, axes=None):
     return MESSAGES["in_place_shape"].format(
         what=what, got=tuple(after.shape), want=tuple(before.shape),
         words=wrong_shape(tuple(after.shape), tuple(before.shape), dims, axes))
+
+
+def unrepeatable(what, first, second, same):
+    """The randomness family: two calls with the same inputs (and the module in eval mode)
+    gave results `first` and `second` that differ beyond the check's tolerance (same(a, b));
+    `what` names them ("outputs"). None when they agree or are no tensors of one shape."""
+    if not (isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor)) \
+            or tuple(first.shape) != tuple(second.shape) or same(first, second):
+        return None
+    a, b = first.detach().double(), second.detach().double()
+    differ = ~((a == b) | (torch.isnan(a) & torch.isnan(b)))
+    return MESSAGES["unrepeatable"].format(what=what, count=int(differ.sum()), total=a.numel())

@@ -356,9 +356,16 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
                 lambda st, x: _linear(st["o"], x, "o", bias=False)
                 + (0 if x.get("o_b") is None else h * x["o_b"])}
         skips["output projection"] = lambda st, _x: st["o"]
+        # W_O applied to the wrong tensor: the projected values, before the attention
+        together = {"the output projection W_O is applied to the projected values, before the "
+                    "attention, instead of to the merged heads": {
+                        "projection": lambda st, x: _with(
+                            project(st, x), v=_linear(project(st, x)["v"], x, "o")),
+                        "output projection": lambda st, _x: st["o"]}}
     else:
         steps.append(("weights", lambda st, _x: st["w"]))
-    return Formula(steps, variants, skips)
+        together = {}
+    return Formula(steps, variants, skips, together)
 
 
 FORMULAS["multi-head attention"] = multihead_formula
@@ -446,7 +453,9 @@ def projection_by_heads_formula(dims, num_heads):
                                lambda st, _x: _with(st, o=st["terms"][:, :, :-1].sum(2)),
                                "leaves out the first head, head 0 (heads are numbered from 0: "
                                "range(num_heads))":
-                               lambda st, _x: _with(st, o=st["terms"][:, :, 1:].sum(2))},
+                               lambda st, _x: _with(st, o=st["terms"][:, :, 1:].sum(2)),
+                               "sums over the positions L instead of the heads":
+                               lambda st, _x: _with(st, o=st["terms"].sum(1))},
         "bias b_O": {"adds b_O once per head (num_heads times) instead of once after the sum":
                      bias(h),
                      "adds b_O twice (once too often)": bias(2)}}
@@ -489,6 +498,11 @@ def loaded_weight_formula(dims, name, part):
                                    f"the q, k, v order is wrong ({stack} in this order: "
                                    f"{letters} = in_proj_{part}.chunk(3){separate})"] = \
                     source(other)
+    else:
+        for other in "qkv":
+            variants["source"][f"takes torch's {other}-{part} (in_proj_{part}.chunk(3)[" \
+                               f"{'qkv'.index(other)}]) instead of out_proj.{part}: W_O and b_O "
+                               "live in torch_mha.out_proj"] = source(other)
     if part == "weight":
         variants["source"]["copies the transpose of torch's matrix (nn.Linear.weight, "
                            "in_proj_weight and out_proj.weight all store (out_features, "
