@@ -707,3 +707,14 @@ def test_unrepeatable_names_two_calls_that_disagree():
     assert diagnose.FAMILY_PATTERN.search(reason)
     assert diagnose.unrepeatable("outputs", first, first.clone(), same) is None
     assert diagnose.unrepeatable("outputs", first, None, same) is None
+
+
+def test_error_reason_says_which_name_on_the_students_line_is_none():
+    reason = diagnose.error_reason("'NoneType' object has no attribute 'chunk'", DIMS,
+                                   "w_q, w_k, w_v = torch_mha.in_proj_weight.chunk(3)")
+    assert reason.endswith("; on that line, `torch_mha.in_proj_weight` is None")
+    reason = diagnose.error_reason("'NoneType' object is not subscriptable", DIMS,
+                                   "return x @ weight[rows].T + bias[rows]")
+    assert reason.endswith("; on that line, one of `weight`, `bias` is None")
+    assert diagnose.error_reason("'NoneType' object is not subscriptable", DIMS, "") == \
+        diagnose.MESSAGES["error_none"]

@@ -226,6 +226,9 @@ MESSAGES = {
                     "({count} of {total} entries differ): a random step runs where the "
                     "exercise has none, or in eval mode (a dropout: F.dropout's training= is "
                     "True unless given; nn.Dropout follows .train() and .eval())",
+    # which name is None on the student's line (error_reason)
+    "error_none_name": "; on that line, `{name}` is None",
+    "error_none_names": "; on that line, one of {names} is None",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -310,7 +313,7 @@ def wrong_shape(got, want, dims, axes=None):
             return MESSAGES["shape_order"].format(
                 got_axes=", ".join(axis_names(got, dims)), want_axes=want_axes)
         parts = [MESSAGES["shape_axis"].format(
-            axis=_axis_label(want_names[k]), got=g, got_is=_product_name(g, dims), want=w,
+            axis=_axis_label(want_names[k]), got=g, got_is=_quantity(g, dims), want=w,
             want_is=_quantity(w, dims)) for k, (g, w) in enumerate(zip(got, want)) if g != w]
         return "; ".join(parts)
     if len(got) == len(want) + 1:
@@ -1218,7 +1221,7 @@ def error_reason(message, dims, code=""):
         size = int(found.group(2))
         return sized("error_index", index=int(found.group(1)), size=size, last=size - 1)
     if re.search(r"'NoneType'|NoneType\b", message):
-        return MESSAGES["error_none"]
+        return MESSAGES["error_none"] + _none_on_line(message, code)
     if "a leaf Variable that requires grad is being used in an in-place operation" in message:
         return MESSAGES["error_leaf"]
     if re.search(r"batch[12] must be a 3D tensor", message):
@@ -1467,3 +1470,21 @@ def unrepeatable(what, first, second, same):
     a, b = first.detach().double(), second.detach().double()
     differ = ~((a == b) | (torch.isnan(a) & torch.isnan(b)))
     return MESSAGES["unrepeatable"].format(what=what, count=int(differ.sum()), total=a.numel())
+
+
+def _none_on_line(message, code):
+    """"; on that line, `bias` is None": the names on the student's line `code` that the
+    NoneType error `message` can be about (the object of the missing attribute, or what is
+    subscripted); "" where the line names none."""
+    found = re.search(r"'NoneType' object has no attribute '(\w+)'", message)
+    if found:
+        names = re.findall(r"([A-Za-z_][\w.]*)\." + re.escape(found.group(1)) + r"\b", code or "")
+    elif "'NoneType' object is not subscriptable" in message:
+        names = re.findall(r"([A-Za-z_][\w.]*)\[", code or "")
+    else:
+        return ""
+    names = list(dict.fromkeys(names))
+    if len(names) == 1:
+        return MESSAGES["error_none_name"].format(name=names[0])
+    return MESSAGES["error_none_names"].format(
+        names=", ".join(f"`{name}`" for name in names)) if names else ""

@@ -63,8 +63,15 @@ def _scale_variants(dims, d_k):
          "is (x / d_k) / 2: write d_k ** 0.5)"] = lambda s, _x: s / (2 * d_k)
     for label, value in constant_names(dims).items():
         if value > 0 and not math.isclose(1.0 / value, right) and not math.isclose(value, 1.0):
-            ways[f"divides by {label} instead of sqrt(d_k) = sqrt({d_k})"] = (
-                lambda s, _x, by=value: s / by)
+            what = (f"multiplies by {label[2:]} instead of dividing by sqrt(d_k) = sqrt({d_k})"
+                    if label.startswith("1/") else
+                    f"divides by {label} instead of sqrt(d_k) = sqrt({d_k})")
+            if value == d_k:   # why the root: the spread of a dot product of d_k terms
+                what += (": Q K^T has variance d_k, so its standard deviation is sqrt(d_k); "
+                         "dividing by d_k leaves variance 1/d_k and flattens the weights")
+            elif label.startswith("sqrt(") and value != math.sqrt(d_k):
+                what += ": d_k is the size of the last axis of query and key, query.shape[-1]"
+            ways[what] = lambda s, _x, by=value: s / by
     ways.update(_float32_root(d_k, "d_k"))
     return ways
 
@@ -75,8 +82,8 @@ def _float32_root(size, label):
     root32 = float(torch.tensor(float(size), dtype=torch.float32).sqrt())
     if root32 == math.sqrt(size):   # a perfect square: the same number
         return {}
-    return {f"divides by sqrt({label}) rounded to float32 ({root32!r}, a torch.sqrt of a "
-            f"float32 tensor), not the Python float math.sqrt({label})":
+    return {f"divides by sqrt({label}) rounded to float32 ({root32!r}): "
+            + FLOAT32_SQRT.rstrip("."):
             lambda s, _x: s / root32 if isinstance(s, torch.Tensor)
             else _with(s, s=s["s"] / root32)}
 
@@ -103,15 +110,26 @@ def attention_formula(dims, d_k, output=True):
                 "mask": {"uses the complement of the mask (True/False mixed up)":
                          lambda s, x: s if x.get("mask") is None
                          else s.masked_fill(x["mask"], float("-inf"))},
-                "softmax": {"runs over the queries (dim=-2) instead of the keys":
+                "softmax": {"runs over the queries (dim=-2) instead of the keys: each query's "
+                            "weights over the keys must sum to 1, so use dim=-1":
                             _softmax_over(-2),
+                            "is left out: the scores, not their softmax, are used as the "
+                            "weights (the softmax is missing)": lambda s, _x: s,
                             "comes before the scale: the weights, not the scores, are divided "
                             "by sqrt(d_k)": lambda s, x: _softmax_over(-1)(s * math.sqrt(d_k), x)
                             / math.sqrt(d_k),
                             **{f"runs over dim={axis}, a batch axis, instead of the keys "
                                "(F.softmax without dim= picks dim=0 for 3-D scores, 1 for "
                                "4-D)": _softmax_over_batch(axis) for axis in (0, 1)}}}
-    optional = ["scale", "mask", "softmax"]
+    # the scale and the softmax left out: variants, for their sentences' hint
+    variants["scale"]["is left out: the scores are not scaled, divide Q K^T by sqrt(d_k)"] = \
+        lambda s, _x: s
+    optional = ["mask"]
+    if not output:   # the weights returned in another layout
+        steps.append(("result", lambda w, _x: w))
+        variants["result"] = {"is the weights transposed, one row per key (.transpose(-2, -1), "
+                              "or K Q^T): each row belongs to one query and sums to 1":
+                              lambda w, _x: w.transpose(-2, -1)}
     if output:
         steps.append(("weighted sum", lambda w, x: w @ x["value"]))
         variants["weighted sum"] = {"multiplies the weights by the keys instead of the values":
@@ -139,7 +157,9 @@ def scores_formula(dims, d_k):
                 "scale": _scale_variants(dims, d_k),
                 "output": {"is the softmax of the scores (the weights), not the scores that "
                            "go into it": _softmax_over(-1)}}
-    return Formula(steps, variants, ["scale"])
+    variants["scale"]["is left out: the scores are not scaled, divide Q K^T by sqrt(d_k)"] = \
+        lambda s, _x: s
+    return Formula(steps, variants)
 
 
 def softmax_formula(dims, dim):
@@ -169,7 +189,7 @@ def softmax_formula(dims, dim):
                     lambda state, _x: _with(state, s=state["s"] - state["s"].amax(
                         dim=-1, keepdim=True))},
                 "division by the sum": {
-                    "sums the whole tensor instead of along dim":
+                    "sums the whole tensor instead of along dim: .sum(dim=dim, keepdim=True)":
                     lambda state, _x: _with(state, s=state["s"] / state["s"].sum()),
                     "sums along the last axis instead of along dim":
                     lambda state, _x: _with(state, s=state["s"] / state["s"].sum(
@@ -180,7 +200,9 @@ def softmax_formula(dims, dim):
                         dim=state["dim"], keepdim=True))},
                 "result": {"is the log of the softmax (log_softmax), not the softmax":
                            lambda state, _x: state["s"].log()}}
-    return Formula(steps, variants, ["division by the sum"])
+    variants["division by the sum"]["is left out: exp(scores - max) is returned without "
+                                    "dividing by its sum along dim"] = lambda state, _x: state
+    return Formula(steps, variants)
 
 
 def entropy_formula(dims):
@@ -203,12 +225,14 @@ def entropy_formula(dims):
                             w_log_w(10)},
                 "sum over the keys": {what: (lambda t, _x, r=r: r(t))
                                       for what, r in reductions.items()},
+                "minus sign": {"is left out: the entropy is negative, it is MINUS the sum of "
+                               "w log w": lambda t, _x: t},
                 "result": {"is divided by log(Lk), the largest entropy (a normalised entropy): "
                            "the exercise asks for the entropy itself, in nats":
                            lambda t, x: t / math.log(x["weights"].shape[-1]),
                            "is exp(entropy), the perplexity, not the entropy":
                            lambda t, _x: t.exp()}}
-    return Formula(steps, variants, ["minus sign"])
+    return Formula(steps, variants)
 
 
 FORMULAS["attention scores"] = scores_formula
@@ -300,7 +324,8 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
                   if value > 1 and label != "sqrt(head_dim)"}
     # sqrt(head_dim) held by a float32 number: visible in the float64 runs only (common.py's
     # one rule and message for it, in every chapter)
-    scale_ways["divides by sqrt(head_dim) rounded to float32: " + FLOAT32_SQRT] = scale_by(
+    scale_ways["divides by sqrt(head_dim) rounded to float32: "
+               + FLOAT32_SQRT.rstrip(".")] = scale_by(
         lambda st: float(torch.tensor(float(head_dim(st)), dtype=torch.float32).sqrt()))
     variants = {
         "projection": {
@@ -706,7 +731,7 @@ def head_projection_formula(dims, i, num_heads):
 def core_formula(dims, num_heads):
     """multihead_attention_core (chapter 2): multihead_formula with identity projections,
     and the other ways of its steps that reading the three inputs and scaling by
-    sqrt(head_dim) allow: keys or values split from another input, a float32 root."""
+    sqrt(head_dim) allow: keys or values split from another input."""
     formula = multihead_formula(dims, num_heads)
     project = dict(formula.steps)["projection"]
     merge = dict(formula.steps)["merge of the heads"]
@@ -744,9 +769,6 @@ def core_formula(dims, num_heads):
         "reads the key input for the values": reading("value", "key"),
         "exchanges the key and value inputs":
             lambda st, x: project(st, {**x, "key": x["value"], "value": x["key"]})}
-    if "head_dim" in dims:
-        formula.variants["scale"] = {**formula.variants["scale"],
-                                     **_float32_root(dims["head_dim"], "head_dim")}
     return formula
 
 
