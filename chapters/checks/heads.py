@@ -47,10 +47,10 @@ MESSAGES = {
     "core_shape": "Merge the heads back into (B, Lq, d_model) with merge_heads.",
     "core_weights_shape": "Return every head's weights, (B, num_heads, Lq, Lk), not their "
                           "average (nor their sum, nor one head's).",
-    "view_error": "view() cannot flatten a non-contiguous tensor: after transpose(1, 2) the "
-                  "numbers of one position are no longer next to each other in memory, so "
-                  ".view(B, L, d_model) fails. Use .reshape(B, L, d_model) (it copies only when "
-                  "it must) or .contiguous().view(B, L, d_model).",
+    "view_error": "view() cannot flatten a non-contiguous tensor: the numbers it merges are "
+                  "not next to each other in memory (after transpose(1, 2), or in an input "
+                  "that is itself a transposed view). Use .reshape(...) (it copies only when "
+                  "it must) or .contiguous().view(...).",
     # the checks' own messages
     "refuses_all": "split_heads(x, num_heads={num_heads}) with d_model={d_model} raised "
                    "{kind}: {message}. But {num_heads} divides {d_model}: your function refuses "

@@ -204,6 +204,19 @@ def split_heads(x, num_heads):
         fails=["test_split_heads_divisibility"],
         diagnosis=r"PyTorch's RuntimeError .*check d_model % num_heads",
         notes="no divisibility check; the hidden test's shapes make view(B, -1, ...) succeed"),
+    "split_view_merges_batch_and_positions": Bug(
+        cells={"split_heads": '''
+def split_heads(x, num_heads):
+    B, L, d_model = x.shape
+    if d_model % num_heads != 0:
+        raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+    rows = x.view(B * L, d_model)                  # merges B and L: needs contiguous memory
+    return rows.view(B, L, num_heads, d_model // num_heads).transpose(1, 2)
+'''},
+        fails=["test_split_heads"],
+        diagnosis=r"view\(\) cannot flatten a non-contiguous tensor: .*an input that is itself "
+                  r"a transposed view",
+        notes="hidden only: the non-contiguous input, with B > 1 (with B = 1 the view works)"),
     "merge_no_transpose": Bug(
         cells={"merge_heads": '''
 def merge_heads(x):
