@@ -111,7 +111,7 @@ MESSAGES = {
     # exercise 3
     "not_ours": "load_from_torch must copy the weights into `ours` in place and return "
                 "`ours`; it returned a different object ({result}).",
-    "wrote_torch": "load_from_torch changed torch_mha.{name}: copy from it, never into it.",
+    "wrote_torch": "load_from_torch: {reason}: copy from it, never into it.",
     "none_after": "{label} is None after load_from_torch: copy the values into the existing "
                   "parameters (with torch.no_grad(): ours.q_proj.weight.copy_(w_q)).",
     "shares": "{label} shares memory with torch_mha's parameters: copy the values "
@@ -655,7 +655,12 @@ def load_from_torch(fn, *, seed=0, d_model=16, num_heads=4, key_size=None, value
     after = data["torch_mha"]
     for name, p in torch_state.items():
         if _differs_tensor(after[name], p):
-            fail(MESSAGES["wrote_torch"].format(name=name))
+            # the in-place families: how many entries it overwrote, or into which shape
+            what = f"torch_mha.{name}"
+            fail(MESSAGES["wrote_torch"].format(reason=(
+                diagnose.changed_in_place(what, p, after[name])
+                or diagnose.reshaped_in_place(what, p, after[name], current_dims())
+                or MESSAGES["changed"].format(what=what))))
     separate = "in_proj_weight" not in torch_state
     copied, shares = data["ours"], data["shares"]
     if separate:
