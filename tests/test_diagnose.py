@@ -103,9 +103,10 @@ def test_constant_names_a_factor_by_the_quantity_it_equals(quantity, form):
              "1/sqrt({})": 1 / math.sqrt(n)}[form]
     message = diagnose.constant(x * value, x, same, DIMS)
     assert message.startswith("it is the right answer times")
-    label = message.split(" = ", 1)[1]
-    # the label names a quantity of that value (several quantities may share a size)
-    assert math.isclose(diagnose.constant_names(DIMS)[label], value)
+    labels = message.split(" = ")[1:]
+    # each label names a quantity of that value (several quantities may share a size)
+    assert labels and all(math.isclose(diagnose.constant_names(DIMS)[label], value)
+                          for label in labels)
 
 
 def test_constant_names_an_offset_and_nothing_else():
@@ -526,7 +527,7 @@ def test_chapter_1_and_2_formulas_give_the_right_answer_and_their_variants():
     keys_from_query = F.scaled_dot_product_attention(heads[0], heads[0], heads[2])
     assert diagnose.one_step(keys_from_query.transpose(1, 2).reshape(2, 5, 12),
                              core.mistakes(inputs), same).endswith(
-        "the projection step reads the query input for the keys")
+        "the inputs step reads the query input for the keys")
     # the chapter's silent bug: the head axis left after L, attention across the heads
     across = F.scaled_dot_product_attention(*(t.view(2, 5, 3, 4) for t in (q, k, v)))
     assert "the attention runs across the heads of each position" in diagnose.one_step(
@@ -655,3 +656,65 @@ def test_other_layout_names_entries_read_in_another_order_of_three_axes():
     reason = diagnose.other_layout(scrambled, weight, same, dims)
     assert "read in the axis order (head_dim, in_features, num_heads)" in reason
     assert diagnose.other_layout(heads(8, shape=(12, 7)), weight, same, dims) is None
+
+
+# ------------------------------------------------- lines rescaled, indices reordered
+
+def test_rescaled_lines_names_lines_each_times_its_own_factor():
+    expected = torch.softmax(heads(9), dim=-1)             # (batch, num_heads, L, head_dim)
+    unnormalised = expected * torch.arange(1.0, 41.0, dtype=torch.float64).reshape(2, 4, 5, 1)
+    reason = diagnose.rescaled_lines(unnormalised, expected, same, DIMS)
+    assert reason.startswith("each line of entries along the head_dim axis is the right one "
+                             "times its own factor (from 1 to 40")
+    assert diagnose.FAMILY_PATTERN.search(reason)
+    assert diagnose.rescaled_lines(3 * expected, expected, same, DIMS) is None  # constant()'s
+    assert diagnose.rescaled_lines(heads(10), expected, same, DIMS) is None
+    assert diagnose.rescaled_lines(expected, expected, same, DIMS) is None
+
+
+def test_indices_permuted_names_which_index_holds_which():
+    expected = heads(11)                                   # (batch, num_heads, L, head_dim)
+    order = [2, 0, 1, 3]
+    reason = diagnose.indices_permuted(expected[:, order], expected, same, DIMS)
+    assert reason == ("the values are right but the indices of the num_heads axis are in "
+                      "another order: index 0 holds what belongs at 2, index 1 holds what "
+                      "belongs at 0, index 2 holds what belongs at 1 (the blocks or items of "
+                      "the num_heads axis put back in the wrong order)")
+    assert diagnose.FAMILY_PATTERN.search(reason)
+    assert diagnose.indices_permuted(expected, expected, same, DIMS) is None
+    assert diagnose.indices_permuted(heads(12), expected, same, DIMS) is None
+    # an index that appears twice (one head copied over another) is no reordering
+    assert diagnose.indices_permuted(expected[:, [0, 0, 2, 3]], expected, same, DIMS) is None
+
+
+def test_reshaped_in_place_names_the_new_shape_in_the_exercises_words():
+    before = heads(13)                                     # (batch, num_heads, L, head_dim)
+    reason = diagnose.reshaped_in_place("its input x", before, before.transpose(1, 2), DIMS)
+    assert reason.startswith("it changed its input x in place, to another shape: (2, 5, 4, 3) "
+                             "where it was (2, 4, 5, 3) (the sizes are right but the axes are "
+                             "in another order: you gave (batch, L, num_heads, head_dim)")
+    assert diagnose.FAMILY_PATTERN.search(reason)
+    assert diagnose.reshaped_in_place("x", before, before.clone(), DIMS) is None
+    assert diagnose.reshaped_in_place("x", before, None, DIMS) is None
+
+
+def test_unrepeatable_names_two_calls_that_disagree():
+    first = heads(14)
+    dropped = first * (heads(15) > 0)                      # a dropout's zeros
+    reason = diagnose.unrepeatable("outputs", first, dropped, same)
+    assert reason.startswith("the same call on the same inputs gave other outputs the second "
+                             "time (")
+    assert diagnose.FAMILY_PATTERN.search(reason)
+    assert diagnose.unrepeatable("outputs", first, first.clone(), same) is None
+    assert diagnose.unrepeatable("outputs", first, None, same) is None
+
+
+def test_error_reason_says_which_name_on_the_students_line_is_none():
+    reason = diagnose.error_reason("'NoneType' object has no attribute 'chunk'", DIMS,
+                                   "w_q, w_k, w_v = torch_mha.in_proj_weight.chunk(3)")
+    assert reason.endswith("; on that line, `torch_mha.in_proj_weight` is None")
+    reason = diagnose.error_reason("'NoneType' object is not subscriptable", DIMS,
+                                   "return x @ weight[rows].T + bias[rows]")
+    assert reason.endswith("; on that line, one of `weight`, `bias` is None")
+    assert diagnose.error_reason("'NoneType' object is not subscriptable", DIMS, "") == \
+        diagnose.MESSAGES["error_none"]

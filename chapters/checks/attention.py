@@ -18,8 +18,8 @@ import torch.nn.functional as F
 from . import diagnose
 from .common import (FLOAT32_SQRT, CheckFailure, Forbidden, check, current_dims, expect_close,
                      expect_tensor, fail, float32_sqrt, forbid_spec, generator, observe, passed,
-                     raised, random_inputs, reference, revive, softmax_condition, step_mistakes,
-                     type_name)
+                     named_by_shape, raised, random_inputs, reference, revive, softmax_condition,
+                     step_mistakes, type_name)
 
 # Bound at import, before student code runs in the same kernel.
 _softmax = torch.softmax
@@ -35,37 +35,39 @@ MESSAGES = {
                      "Q K^T / sqrt(d_k) (batch {batch}, Lq={Lq}, Lk={Lk}, d_k={d_k})",
     "entropy_keepdim": "{name}: expected shape {shape} = (..., Lq), got {got}: drop "
                        "keepdim=True, one number per query.",
-    "entropy_nan": "{name}: NaN where the weights contain exact zeros (a one-hot row, as a "
-                   "saturated softmax gives). In floating point 0 * log(0) = 0 * (-inf) = NaN, "
-                   "but the entropy's limit is 0: use torch.special.xlogy(w, w), which is 0 "
-                   "where w is 0, or torch.where(w > 0, w * w.log(), 0).",
+    "entropy_nan": "{name}: {where}. NaN where the weights contain exact zeros (a one-hot "
+                   "row, as a saturated softmax gives): in floating point 0 * log(0) = 0 * "
+                   "(-inf) = NaN, but the entropy's limit is 0: use torch.special.xlogy(w, w), "
+                   "which is 0 where w is 0, or torch.where(w > 0, w * w.log(), 0).",
+    "entropy_zero_rows": "the queries whose weights hold an exact 0",
     "entropy_passed": "attention_entropy: shape (..., Lq) = {shape}, values in nats, 0 for "
                       "one-hot rows (batch {batch}, Lq={Lq}, Lk={Lk}, {dtype})",
     "softmax_passed": "stable_softmax matches torch.softmax along dims {dims} of a tensor of "
                       "shape {shape} ({dtype})",
-    "overflow": "stable_softmax: NaN or inf for {label}. exp({offset:g}) overflows to inf (the "
-                "largest finite exp() is about exp(88.7) in float32, exp(709.8) in float64), "
-                "and inf / inf = NaN. Subtract the maximum along dim first: "
+    "overflow": "stable_softmax: NaN or inf for {label} ({found}). exp({offset:g}) overflows "
+                "to inf (the largest finite exp() is about exp(88.7) in float32, exp(709.8) "
+                "in float64), and inf / inf = NaN. Subtract the maximum along dim first: "
                 "scores - scores.amax(dim=dim, keepdim=True), so every exponent is <= 0.",
-    "underflow": "stable_softmax: NaN or inf for {label}. exp(-{offset:g}) underflows to 0, and "
-                 "0 / 0 = NaN. Subtracting the maximum along dim first fixes this too: the "
-                 "largest entry of every row becomes exp(0) = 1.",
-    "one_max": "stable_softmax: NaN or inf for {label}, although it works when all rows are "
-               "alike: you subtracted ONE maximum for the whole tensor, so the rows near "
+    "underflow": "stable_softmax: NaN or inf for {label} ({found}). exp(-{offset:g}) "
+                 "underflows to 0, and 0 / 0 = NaN. Subtracting the maximum along dim first "
+                 "fixes this too: the largest entry of every row becomes exp(0) = 1.",
+    "one_max": "stable_softmax: NaN or inf for {label} ({found}), although it works when all "
+               "rows are alike: you subtracted ONE maximum for the whole tensor, so the rows near "
                "-{offset:g} become exp(-{twice:g}) = 0 and 0 / 0 = NaN. Subtract each row's "
                "own maximum: scores.amax(dim=dim, keepdim=True).",
-    "min_subtracted": "stable_softmax: NaN or inf for {label}: {where}you subtracted each "
-                      "row's minimum (or another value below its maximum): softmax does not "
-                      "change, but the exponents are then >= 0 and, in a row whose scores span "
-                      "more than {range:.1f} (exp's range in {dtype}), the largest overflows to "
-                      "inf and inf / inf = NaN. The row's maximum, not its minimum, keeps every "
-                      "exponent <= 0: scores - scores.amax(dim=dim, keepdim=True).",
+    "min_subtracted": "stable_softmax: NaN or inf for {label} ({found}): {where}you "
+                      "subtracted each row's minimum (or another value below its maximum): "
+                      "softmax does not change, but the exponents are then >= 0 and, in a "
+                      "row whose scores span more than {range:.1f} (exp's range in {dtype}), "
+                      "the largest overflows to inf and inf / inf = NaN. The row's maximum, "
+                      "not its minimum, keeps every exponent <= 0: scores - "
+                      "scores.amax(dim=dim, keepdim=True).",
     "min_subtracted_where": "NaN or inf where the softmax is finite: ",
     "large_passed": "stable_softmax is finite and right for scores near +-{offset:g} and for "
                     "rows that span more than exp's range ({dtype}), where exp() alone "
                     "overflows or underflows",
-    "one_tensor": "{name} returned one tensor of shape {shape}; return the pair (output, "
-                  "weights): output (..., Lq, d_v) and weights (..., Lq, Lk).",
+    "one_tensor": "{reason}: output (..., Lq, d_v) and weights (..., Lq, Lk).",
+    "pair": "the pair (output, weights)",
     "not_pair": "{name} returned {what}; return the pair (output, weights).",
     "items": "{kind} of {count} items",
     "weights_K_Q": "weights: expected shape {shape} = (..., Lq, Lk), got {got} = (..., Lk, Lq): "
@@ -205,6 +207,11 @@ def _run(function, *args, name, hints=(), forbidden=None, **kwargs):
     return revive(seen.result)
 
 
+def _leading(batch):
+    """The names of the leading axes, as diagnose.named_dims names the check's `batch`."""
+    return ("batch",) if len(batch) == 1 else tuple(f"batch[{i}]" for i in range(len(batch)))
+
+
 def _batch_text(batch):
     return "()" if not batch else str(tuple(batch))
 
@@ -268,12 +275,14 @@ def attention_scores(attention_scores, seed=0, batch=(2,), Lq=3, Lk=5, d_k=4,
     scores = _run(attention_scores, query, key, name="attention_scores",
                   hints=ATTENTION_HINTS)
     shape = (*batch, Lq, Lk)
+    expected, bugs = _scores_answers(query, key, _other_sizes(batch, Lq, Lk))
+    mistakes = step_mistakes("attention scores", {"query": query, "key": key}, current_dims(),
+                             d_k=d_k)
+    axes = (*_leading(batch), "Lq", "Lk")
+    named_by_shape(scores, expected, name, dtype, axes, mistakes)
     expect_tensor(scores, name, shape=shape, dtype=dtype, device=device,
                   shape_names="(..., Lq, Lk)")
-    expected, bugs = _scores_answers(query, key, _other_sizes(batch, Lq, Lk))
-    expect_close(scores, expected, name, bugs=bugs, dtype=dtype,
-                 mistakes=step_mistakes("attention scores", {"query": query, "key": key},
-                                        current_dims(), d_k=d_k))
+    expect_close(scores, expected, name, bugs=bugs, dtype=dtype, axes=axes, mistakes=mistakes)
     passed(MESSAGES["scores_passed"].format(shape=shape, dtype=dtype, batch=_batch_text(batch),
                                             Lq=Lq, Lk=Lk, d_k=d_k))
 
@@ -329,12 +338,18 @@ def attention_entropy(attention_entropy, seed=0, batch=(2,), Lq=4, Lk=6,
     mistakes = step_mistakes("attention entropy", {"weights": weights}, current_dims())
     if isinstance(entropy, torch.Tensor) and tuple(entropy.shape) != shape:
         # a step done another way may give the shape (a sum over the queries): named first
-        expect_close(entropy, expected, name, dtype=dtype, mistakes=mistakes)
+        expect_close(entropy, expected, name, dtype=dtype, mistakes=mistakes,
+                     axes=(*_leading(batch), "Lq"))
     expect_tensor(entropy, name, shape=shape, dtype=dtype, device=device,
                   shape_names="(..., Lq)")
-    if not bool(torch.isfinite(entropy.detach()).all()):
-        fail(MESSAGES["entropy_nan"].format(name=name))
-    expect_close(entropy, expected, name, bugs=bugs, dtype=dtype, mistakes=mistakes)
+    # the non-finite family says how many and where (in the rows with exact zeros?)
+    where = diagnose.nonfinite(entropy.detach(), expected, current_dims(),
+                               (*_leading(batch), "Lq"),
+                               {MESSAGES["entropy_zero_rows"]: (weights == 0).any(dim=-1)})
+    if where:
+        fail(MESSAGES["entropy_nan"].format(name=name, where=where))
+    expect_close(entropy, expected, name, bugs=bugs, dtype=dtype, mistakes=mistakes,
+                 axes=(*_leading(batch), "Lq"))
     passed(MESSAGES["entropy_passed"].format(shape=shape, batch=_batch_text(batch), Lq=Lq,
                                              Lk=Lk, dtype=dtype))
 
@@ -387,9 +402,16 @@ def stable_softmax(stable_softmax, seed=0, shape=(2, 3, 5), dims=(-1, -2),
         expected, bugs = _softmax_answers(scores, dim)
         expect_close(out, expected, _softmax_call(dim, dim == -1), bugs=bugs,
                      dtype=dtype, condition=softmax_condition(scores, dim),
+                     axes=_softmax_axes(len(shape), dim),
                      mistakes=step_mistakes("stable softmax", {"scores": scores},
                                             current_dims(), dim=dim))
     passed(MESSAGES["softmax_passed"].format(dims=tuple(dims), shape=tuple(shape), dtype=dtype))
+
+
+def _softmax_axes(rank, dim):
+    """The axes' names for the families' sentences: "axis k", the softmax's own marked."""
+    return tuple(f"axis {k}" + (f" (dim={dim}, the softmax's axis)" if k == dim % rank else "")
+                 for k in range(rank))
 
 
 def _exp_range(dtype):
@@ -452,12 +474,15 @@ def stable_softmax_large_scores(stable_softmax, seed=0, shape=(2, 3, 5), dim=-1,
         out = _stable_call(stable_softmax, scores, dim)
         expected, bugs = _softmax_answers(scores, dim, whole=False)
         if not bool(torch.isfinite(out.detach()).all()):
+            # the non-finite family: how many, and where
+            found = diagnose.nonfinite(out.detach(), expected, current_dims(),
+                                       _softmax_axes(len(shape), dim))
             if i < 3:  # the case's own cause: overflow, underflow, one maximum for all
                 fail(MESSAGES[("overflow", "underflow", "one_max")[i]].format(
-                    label=label, offset=offset, twice=2 * offset))
+                    label=label, offset=offset, twice=2 * offset, found=found))
             bad = ~torch.isfinite(out.detach()).cpu()
             where = "" if _equal(bad, min_bad) else MESSAGES["min_subtracted_where"]
-            fail(MESSAGES["min_subtracted"].format(label=label, where=where,
+            fail(MESSAGES["min_subtracted"].format(label=label, where=where, found=found,
                                                    range=_exp_range(dtype), dtype=dtype))
         expect_close(out, expected, f"stable_softmax(scores, dim={dim}) for {label}",
                      bugs=bugs, dtype=dtype, condition=softmax_condition(scores, dim))
@@ -513,8 +538,9 @@ def _check_attention(fn, query, key, value, label, **mask):
                   forbidden="attention", **mask)
 
     out_shape, w_shape = (*batch, Lq, d_v), (*batch, Lq, Lk)
-    if isinstance(result, torch.Tensor):
-        fail(MESSAGES["one_tensor"].format(name=name, shape=tuple(result.shape)))
+    if isinstance(result, torch.Tensor):   # the kind family: a tensor, not the pair
+        fail(MESSAGES["one_tensor"].format(reason=diagnose.kind(
+            f"{name}(query, key, value)", MESSAGES["pair"], result, (tuple, list))))
     if not isinstance(result, (tuple, list)) or len(result) != 2:
         what = (MESSAGES["items"].format(kind=type_name(result), count=len(result))
                 if isinstance(result, (tuple, list)) else type_name(result))
@@ -527,27 +553,30 @@ def _check_attention(fn, query, key, value, label, **mask):
             fail(diagnose.explained(name, swapped))
     if isinstance(weights, torch.Tensor) and Lq != Lk and tuple(weights.shape) == (*batch, Lk, Lq):
         fail(MESSAGES["weights_K_Q"].format(shape=w_shape, got=tuple(weights.shape)))
+    expected_out, expected_w, weight_bugs, output_bugs = _attention_answers(
+        query, key, value, _other_sizes(batch, Lq, Lk, d_v))
+    # the formula with one step left out or moved (checks/diagnose.py), for a mistake that
+    # no entry of the tables names
+    inputs = {"query": query, "key": key, "value": value, "mask": None}
+    weight_mistakes = step_mistakes("attention weights", inputs, current_dims(), d_k=d_k)
+    output_mistakes = step_mistakes("attention", inputs, current_dims(), d_k=d_k)
+    # the axes' names, for the families' sentences (as diagnose.named_dims names the batch)
+    leading = _leading(batch)
+    named_by_shape(output, expected_out, f"output ({label})", dtype, (*leading, "Lq", "d_v"),
+                    output_mistakes)
+    named_by_shape(weights, expected_w, f"weights ({label})", dtype, (*leading, "Lq", "Lk"),
+                    weight_mistakes)
     expect_tensor(output, "output", shape=out_shape, dtype=dtype, device=device,
                   shape_names="(..., Lq, d_v)")
     expect_tensor(weights, "weights", shape=w_shape, dtype=dtype, device=device,
                   shape_names="(..., Lq, Lk)")
-
-    expected_out, expected_w, weight_bugs, output_bugs = _attention_answers(
-        query, key, value, _other_sizes(batch, Lq, Lk, d_v))
     # the weights' rounding follows the scores' magnitude; the output's, the values'
     condition = softmax_condition(query.double() @ key.double().transpose(-2, -1)
                                   / math.sqrt(d_k))
-    # the formula with one step left out or moved (checks/diagnose.py), for a mistake that
-    # no entry of the tables names
-    inputs = {"query": query, "key": key, "value": value, "mask": None}
-    # the axes' names, for the families' sentences (as diagnose.named_dims names the batch)
-    leading = ("batch",) if len(batch) == 1 else tuple(f"batch[{i}]" for i in range(len(batch)))
     expect_close(weights, expected_w, f"weights ({label})", bugs=weight_bugs, dtype=dtype,
-                 condition=condition, axes=(*leading, "Lq", "Lk"),
-                 mistakes=step_mistakes("attention weights", inputs, current_dims(), d_k=d_k))
+                 condition=condition, axes=(*leading, "Lq", "Lk"), mistakes=weight_mistakes)
     expect_close(output, expected_out, f"output ({label})", bugs=output_bugs, dtype=dtype,
-                 axes=(*leading, "Lq", "d_v"),
-                 mistakes=step_mistakes("attention", inputs, current_dims(), d_k=d_k),
+                 axes=(*leading, "Lq", "d_v"), mistakes=output_mistakes,
                  scale=value.detach().double().abs().max(),
                  condition=condition.amax(dim=-1, keepdim=True),
                  hint="The weights are right: the output is weights @ value, shape (..., Lq, d_v).")

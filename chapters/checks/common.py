@@ -864,22 +864,9 @@ def expect_close(actual, expected, name, bugs=None, hint=None, dtype=None, scale
     when no family names the result's mistake: the first that differs, and what a family
     says of it, is named instead of the generic message.
     """
-    if isinstance(actual, _Tensor) and tuple(actual.shape) != tuple(expected.shape):
-        # a step of the formula done another way that gives another shape (a sum over
-        # another axis): the formula family names it before the shape does
-        same = _same_within(dtype or expected.dtype, None, 1.0)
-        reason = (diagnose.one_step(actual.detach(), mistakes, same)
-                  or diagnose.permuted(actual.detach(), expected.detach(), same,
-                                       current_dims(), axes)
-                  or diagnose.reduced_many(actual.detach(), expected.detach(), same,
-                                           current_dims(), axes))
-        if reason:
-            fail(diagnose.explained(name, reason))
-    if isinstance(actual, _Tensor) and actual.dim() + 1 == expected.dim():  # an axis lost
-        reason = diagnose.fewer_axes(actual.detach(), expected.detach(), _same_within(
-            dtype or expected.dtype, None, 1.0), current_dims(), axes)
-        if reason:
-            fail(diagnose.explained(name, reason))
+    reason = shape_reason(actual, expected, dtype, axes, mistakes)
+    if reason:
+        fail(diagnose.explained(name, reason))
     expect_tensor(actual, name, shape=expected.shape)
     if not bool(_isfinite(actual.detach()).all()) and bool(_isfinite(expected).all()):
         # the non-finite family says how many and where, in the exercise's words; the
@@ -913,6 +900,30 @@ def expect_close(actual, expected, name, bugs=None, hint=None, dtype=None, scale
     fail(f"{name} is wrong (largest error {max_error(actual, expected):.3g}). "
          + where_it_differs(actual, expected, axes, dtype, scale, condition)
          + (hint or "Compare your steps with the formula above, one tensor at a time."))
+
+
+def shape_reason(actual, expected, dtype=None, axes=None, mistakes=None):
+    """What the families say of `actual`, a tensor of another shape than `expected` (a
+    step of the formula done another way that gives another shape, a sum over another axis,
+    the right values with the axes in another order, axes averaged away or merged), or
+    None: named before the shape is."""
+    if not (isinstance(actual, _Tensor) and tuple(actual.shape) != tuple(expected.shape)):
+        return None
+    same = _same_within(dtype or expected.dtype, None, 1.0)
+    got, want = actual.detach(), expected.detach()
+    return (diagnose.one_step(got, mistakes, same)
+            or diagnose.permuted(got, want, same, current_dims(), axes)
+            or diagnose.reduced_many(got, want, same, current_dims(), axes)
+            or diagnose.fewer_axes(got, want, same, current_dims(), axes))
+
+
+def named_by_shape(actual, expected, name, dtype=None, axes=None, mistakes=None):
+    """Fail where a family names `actual`, a result of another shape than `expected`
+    (shape_reason: a step done another way, Q Q^T or K Q^T; the right values in another
+    layout), before a shape check says only which axis is off."""
+    reason = shape_reason(actual, expected, dtype, axes, mistakes)
+    if reason:
+        fail(diagnose.explained(name, reason))
 
 
 @dataclass

@@ -209,6 +209,26 @@ MESSAGES = {
                     "(the same vector added at every other index){like}: a bias added once "
                     "too often or left out, or the wrong vector added",
     "offset_like": " ({times}the vector {name})",
+    # rescaled_lines, indices_permuted (any exercise)
+    "rescaled_lines": "each line of entries along {axis} is the right one times its own "
+                      "factor (from {low:.3g} to {high:.3g}, one per index of the other axes): "
+                      "the entries of a line are in the right proportions but the line is "
+                      "scaled by another number, as when a normalisation along {axis} (a "
+                      "division by its sum, maximum or norm) is left out, runs over other "
+                      "entries, or divides by a sum that is not the one of the numerator",
+    "indices_permuted": "the values are right but the indices of {axis} are in another order: "
+                        "{moves} (the blocks or items of {axis} put back in the wrong order)",
+    # reshaped_in_place (any exercise)
+    "in_place_shape": "it changed {what} in place, to another shape: {got} where it was "
+                      "{want} ({words}; a transpose_, resize_ or an in-place view)",
+    # unrepeatable (any exercise)
+    "unrepeatable": "the same call on the same inputs gave other {what} the second time "
+                    "({count} of {total} entries differ): a random step runs where the "
+                    "exercise has none, or in eval mode (a dropout: F.dropout's training= is "
+                    "True unless given; nn.Dropout follows .train() and .eval())",
+    # which name is None on the student's line (error_reason)
+    "error_none_name": "; on that line, `{name}` is None",
+    "error_none_names": "; on that line, one of {names} is None",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -404,11 +424,11 @@ def constant_names(dims):
     return named
 
 
-def _name_constant(value, dims):
-    for label, named in constant_names(dims).items():
-        if math.isclose(value, named, rel_tol=1e-6, abs_tol=1e-12):
-            return f" = {label}"
-    return ""
+def _name_constant(value, dims, most=3):
+    """" = 1/2 = 1/sqrt(d_k)": every label (at most `most`) of the constants `value` equals."""
+    labels = [label for label, named in constant_names(dims).items()
+              if math.isclose(value, named, rel_tol=1e-6, abs_tol=1e-12)]
+    return "".join(f" = {label}" for label in labels[:most])
 
 
 def constant(actual, expected, same, dims):
@@ -723,7 +743,9 @@ def explain(actual, expected, same, wrong, dims, axes=None, mistakes=None):
                     lambda: nonfinite(actual, expected, dims, axes),
                     lambda: mask_runs(actual, expected, dims, axes),
                     lambda: all_zero(actual, expected),
-                    lambda: offset_along(actual, expected, same, dims, axes)):
+                    lambda: offset_along(actual, expected, same, dims, axes),
+                    lambda: rescaled_lines(actual, expected, same, dims, axes),
+                    lambda: indices_permuted(actual, expected, same, dims, axes)):
         reason = attempt()
         if reason:
             return reason
@@ -753,11 +775,12 @@ FAMILY_KEYS = ("swap", "view", "reversed", "factors", "times", "plus", "shifted"
                "starting_states",
      "item_order", "split_axis",
                "raised_reason", "offset_along", "earlier", "permuted", "permuted_view",
-               "reduced_many")
+               "reduced_many", "rescaled_lines", "indices_permuted", "in_place_shape",
+               "unrepeatable")
 # a message that a family produced, for tests and the measurement of the families alone
 FAMILY_PATTERN = re.compile(
     "|".join(re.escape(_signature(key)) for key in FAMILY_KEYS)
-    + r"|has \d+(?: = \w+)* entries; it should have"
+    + r"|has \d+(?: = [\w\[\]]+(?: \* [\w\[\]]+)*)* entries; it should have"
     r"|the sizes are right but the axes|an extra axis of size|it lacks the \S+ axis"
     r"|\(the sizes in it: |\(at line \d+ of ")
 
@@ -1198,7 +1221,7 @@ def error_reason(message, dims, code=""):
         size = int(found.group(2))
         return sized("error_index", index=int(found.group(1)), size=size, last=size - 1)
     if re.search(r"'NoneType'|NoneType\b", message):
-        return MESSAGES["error_none"]
+        return MESSAGES["error_none"] + _none_on_line(message, code)
     if "a leaf Variable that requires grad is being used in an in-place operation" in message:
         return MESSAGES["error_leaf"]
     if re.search(r"batch[12] must be a 3D tensor", message):
@@ -1324,6 +1347,21 @@ def permuted(actual, expected, same, dims, axes=None):
         if same(actual, e.permute(order).reshape(got)):
             return MESSAGES["permuted_view"].format(
                 order=", ".join(names[k] for k in order), got=got)
+    # the same with one axis cut into two named factors (d_model as num_heads x head_dim):
+    # the heads concatenated along another axis, a view that splits the wrong axis
+    for i in range(e.dim()):
+        for outer, inner, outer_name, inner_name in _factor_pairs(want[i], dims):
+            fine = e.reshape(*want[:i], outer, inner, *want[i + 1:])
+            if fine.dim() > 5:
+                continue
+            fine_names = names[:i] + [outer_name, inner_name] + names[i + 1:]
+            for order in itertools.permutations(range(fine.dim())):
+                moved = fine.permute(order)
+                # (the axes moved but none merged: the unmerged-axis family, wrong_shape's)
+                if order != tuple(range(fine.dim())) and tuple(moved.shape) != got and same(
+                        actual, moved.reshape(got)):
+                    return MESSAGES["permuted_view"].format(
+                        order=", ".join(fine_names[k] for k in order), got=got)
     return None
 
 
@@ -1345,3 +1383,108 @@ def reduced_many(actual, expected, same, dims, axes=None):
                 words = " and ".join(_axis_label(names[k]) for k in dropped)
                 return MESSAGES["reduced_many"].format(how=how, axes=words)
     return None
+
+
+# ------------------------------------------------ lines rescaled, indices reordered (any)
+
+def rescaled_lines(actual, expected, same, dims, axes=None):
+    """The rescaled-lines family: along one axis, every line of `actual` (the entries that
+    share the indices of all other axes) is the matching line of `expected` times its own
+    positive or negative factor, the factors not all alike (one factor is constant()'s): a
+    normalisation along that axis left out, done over other entries, or with a denominator
+    that does not match its numerator (exp(s - max) over sum exp(s))."""
+    shape = tuple(expected.shape)
+    if tuple(actual.shape) != shape or expected.dim() < 2 or expected.numel() < 4:
+        return None
+    a, e = actual.detach().double(), expected.detach().double()
+    if not (bool(torch.isfinite(a).all()) and bool(torch.isfinite(e).all())):
+        return None
+    names = axis_names(shape, dims, axes)
+    for axis, size in enumerate(shape):
+        if size < 2:
+            continue
+        norm = (e * e).sum(dim=axis, keepdim=True)
+        if not bool((norm > 0).all()):
+            continue
+        factor = (a * e).sum(dim=axis, keepdim=True) / norm
+        flat = factor.flatten()
+        if float((flat - flat.mean()).abs().max()) <= 1e-6 * (1 + float(flat.abs().max())):
+            continue   # one factor for all: constant()'s
+        if not same(actual, e * factor):
+            continue
+        return MESSAGES["rescaled_lines"].format(axis=_axis_label(names[axis]),
+                                                 low=float(flat.min()), high=float(flat.max()))
+    return None
+
+
+def indices_permuted(actual, expected, same, dims, axes=None, most=64):
+    """The reordered-indices family: along one axis (at most `most` indices), every index of
+    `actual` holds the entries of another index of `expected`, each index used once, not in
+    the right order (the heads' blocks put back in another order, an index counted from the
+    other end); the sentence says which index went where. (A whole axis reversed, or its
+    factors interleaved, is other_layout()'s.)"""
+    shape = tuple(expected.shape)
+    if tuple(actual.shape) != shape or expected.dim() == 0:
+        return None
+    names = axis_names(shape, dims, axes)
+    for axis, size in enumerate(shape):
+        if not 2 <= size <= most:
+            continue
+        found = []
+        for i in range(size):
+            got = actual.select(axis, i)
+            order = [i] + [j for j in range(size) if j != i]
+            match = next((j for j in order if j not in found
+                          and same(got, expected.select(axis, j))), None)
+            if match is None:
+                break
+            found.append(match)
+        if len(found) != size or found == list(range(size)):
+            continue
+        moved = [f"index {i} holds what belongs at {j}" for i, j in enumerate(found) if i != j]
+        moves = ", ".join(moved[:6]) + (", ..." if len(moved) > 6 else "")
+        return MESSAGES["indices_permuted"].format(axis=_axis_label(names[axis]), moves=moves)
+    return None
+
+
+def reshaped_in_place(what, before, after, dims, axes=None):
+    """The in-place family for an argument whose shape the call changed (a transpose_ of the
+    input): `after` (as the student's call left it) is a tensor of another shape than
+    `before`; the sentence names the axes by the exercise's quantities. None otherwise
+    (changed_in_place() counts changed entries of one shape)."""
+    if not (isinstance(after, torch.Tensor) and isinstance(before, torch.Tensor)) \
+            or tuple(after.shape) == tuple(before.shape):
+        return None
+    return MESSAGES["in_place_shape"].format(
+        what=what, got=tuple(after.shape), want=tuple(before.shape),
+        words=wrong_shape(tuple(after.shape), tuple(before.shape), dims, axes))
+
+
+def unrepeatable(what, first, second, same):
+    """The randomness family: two calls with the same inputs (and the module in eval mode)
+    gave results `first` and `second` that differ beyond the check's tolerance (same(a, b));
+    `what` names them ("outputs"). None when they agree or are no tensors of one shape."""
+    if not (isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor)) \
+            or tuple(first.shape) != tuple(second.shape) or same(first, second):
+        return None
+    a, b = first.detach().double(), second.detach().double()
+    differ = ~((a == b) | (torch.isnan(a) & torch.isnan(b)))
+    return MESSAGES["unrepeatable"].format(what=what, count=int(differ.sum()), total=a.numel())
+
+
+def _none_on_line(message, code):
+    """"; on that line, `bias` is None": the names on the student's line `code` that the
+    NoneType error `message` can be about (the object of the missing attribute, or what is
+    subscripted); "" where the line names none."""
+    found = re.search(r"'NoneType' object has no attribute '(\w+)'", message)
+    if found:
+        names = re.findall(r"([A-Za-z_][\w.]*)\." + re.escape(found.group(1)) + r"\b", code or "")
+    elif "'NoneType' object is not subscriptable" in message:
+        names = re.findall(r"([A-Za-z_][\w.]*)\[", code or "")
+    else:
+        return ""
+    names = list(dict.fromkeys(names))
+    if len(names) == 1:
+        return MESSAGES["error_none_name"].format(name=names[0])
+    return MESSAGES["error_none_names"].format(
+        names=", ".join(f"`{name}`" for name in names)) if names else ""

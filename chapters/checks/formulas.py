@@ -63,8 +63,15 @@ def _scale_variants(dims, d_k):
          "is (x / d_k) / 2: write d_k ** 0.5)"] = lambda s, _x: s / (2 * d_k)
     for label, value in constant_names(dims).items():
         if value > 0 and not math.isclose(1.0 / value, right) and not math.isclose(value, 1.0):
-            ways[f"divides by {label} instead of sqrt(d_k) = sqrt({d_k})"] = (
-                lambda s, _x, by=value: s / by)
+            what = (f"multiplies by {label[2:]} instead of dividing by sqrt(d_k) = sqrt({d_k})"
+                    if label.startswith("1/") else
+                    f"divides by {label} instead of sqrt(d_k) = sqrt({d_k})")
+            if value == d_k:   # why the root: the spread of a dot product of d_k terms
+                what += (": Q K^T has variance d_k, so its standard deviation is sqrt(d_k); "
+                         "dividing by d_k leaves variance 1/d_k and flattens the weights")
+            elif label.startswith("sqrt(") and value != math.sqrt(d_k):
+                what += ": d_k is the size of the last axis of query and key, query.shape[-1]"
+            ways[what] = lambda s, _x, by=value: s / by
     ways.update(_float32_root(d_k, "d_k"))
     return ways
 
@@ -75,10 +82,20 @@ def _float32_root(size, label):
     root32 = float(torch.tensor(float(size), dtype=torch.float32).sqrt())
     if root32 == math.sqrt(size):   # a perfect square: the same number
         return {}
-    return {f"divides by sqrt({label}) rounded to float32 ({root32!r}, a torch.sqrt of a "
-            f"float32 tensor), not the Python float math.sqrt({label})":
+    return {f"divides by sqrt({label}) rounded to float32 ({root32!r}): "
+            + FLOAT32_SQRT.rstrip("."):
             lambda s, _x: s / root32 if isinstance(s, torch.Tensor)
             else _with(s, s=s["s"] / root32)}
+
+
+def _product_variants():
+    """{description: step} of the Q K^T product done with the wrong operands or order."""
+    return {"computes K Q^T (keys and queries exchanged)":
+            lambda _v, x: x["key"] @ x["query"].transpose(-2, -1),
+            "multiplies the queries by themselves (Q Q^T: the keys left out)":
+            lambda _v, x: x["query"] @ x["query"].transpose(-2, -1),
+            "multiplies the keys by themselves (K K^T: the queries left out)":
+            lambda _v, x: x["key"] @ x["key"].transpose(-2, -1)}
 
 
 def attention_formula(dims, d_k, output=True):
@@ -88,24 +105,40 @@ def attention_formula(dims, d_k, output=True):
              ("scale", lambda s, _x: s / math.sqrt(d_k)),
              ("mask", _masked),
              ("softmax", _softmax_over(-1))]
-    variants = {"Q K^T product": {"computes K Q^T (keys and queries exchanged)":
-                                  lambda _v, x: x["key"] @ x["query"].transpose(-2, -1)},
+    variants = {"Q K^T product": _product_variants(),
                 "scale": _scale_variants(dims, d_k),
                 "mask": {"uses the complement of the mask (True/False mixed up)":
                          lambda s, x: s if x.get("mask") is None
                          else s.masked_fill(x["mask"], float("-inf"))},
-                "softmax": {"runs over the queries (dim=-2) instead of the keys":
+                "softmax": {"runs over the queries (dim=-2) instead of the keys: each query's "
+                            "weights over the keys must sum to 1, so use dim=-1":
                             _softmax_over(-2),
+                            "is left out: the scores, not their softmax, are used as the "
+                            "weights (the softmax is missing)": lambda s, _x: s,
+                            "comes before the scale: the weights, not the scores, are divided "
+                            "by sqrt(d_k)": lambda s, x: _softmax_over(-1)(s * math.sqrt(d_k), x)
+                            / math.sqrt(d_k),
                             **{f"runs over dim={axis}, a batch axis, instead of the keys "
                                "(F.softmax without dim= picks dim=0 for 3-D scores, 1 for "
                                "4-D)": _softmax_over_batch(axis) for axis in (0, 1)}}}
-    optional = ["scale", "mask", "softmax"]
+    # the scale and the softmax left out: variants, for their sentences' hint
+    variants["scale"]["is left out: the scores are not scaled, divide Q K^T by sqrt(d_k)"] = \
+        lambda s, _x: s
+    optional = ["mask"]
+    if not output:   # the weights returned in another layout
+        steps.append(("result", lambda w, _x: w))
+        variants["result"] = {"is the weights transposed, one row per key (.transpose(-2, -1), "
+                              "or K Q^T): each row belongs to one query and sums to 1":
+                              lambda w, _x: w.transpose(-2, -1)}
     if output:
         steps.append(("weighted sum", lambda w, x: w @ x["value"]))
         variants["weighted sum"] = {"multiplies the weights by the keys instead of the values":
                                     lambda w, x: w @ x["key"],
                                     "multiplies the transposed weights (one row per key) by "
-                                    "the values": lambda w, x: w.transpose(-2, -1) @ x["value"]}
+                                    "the values": lambda w, x: w.transpose(-2, -1) @ x["value"],
+                                    "divides the output by sqrt(d_k) as well (only the scores "
+                                    "Q K^T are scaled)":
+                                    lambda w, x: w @ x["value"] / math.sqrt(d_k)}
     return Formula(steps, variants, optional)
 
 
@@ -120,10 +153,13 @@ def scores_formula(dims, d_k):
     steps = [("Q K^T product", _scores),
              ("scale", lambda s, _x: s / math.sqrt(d_k)),
              ("output", lambda s, _x: s)]
-    variants = {"scale": _scale_variants(dims, d_k),
+    variants = {"Q K^T product": _product_variants(),
+                "scale": _scale_variants(dims, d_k),
                 "output": {"is the softmax of the scores (the weights), not the scores that "
                            "go into it": _softmax_over(-1)}}
-    return Formula(steps, variants, ["scale"])
+    variants["scale"]["is left out: the scores are not scaled, divide Q K^T by sqrt(d_k)"] = \
+        lambda s, _x: s
+    return Formula(steps, variants)
 
 
 def softmax_formula(dims, dim):
@@ -153,12 +189,20 @@ def softmax_formula(dims, dim):
                     lambda state, _x: _with(state, s=state["s"] - state["s"].amax(
                         dim=-1, keepdim=True))},
                 "division by the sum": {
-                    "sums the whole tensor instead of along dim":
+                    "sums the whole tensor instead of along dim: .sum(dim=dim, keepdim=True)":
                     lambda state, _x: _with(state, s=state["s"] / state["s"].sum()),
                     "sums along the last axis instead of along dim":
                     lambda state, _x: _with(state, s=state["s"] / state["s"].sum(
-                        dim=-1, keepdim=True))}}
-    return Formula(steps, variants, ["division by the sum"])
+                        dim=-1, keepdim=True)),
+                    "divides by the sum of exp(scores) without the maximum subtracted (the "
+                    "numerator and the denominator must subtract the same maximum)":
+                    lambda state, x: _with(state, s=state["s"] / x["scores"].exp().sum(
+                        dim=state["dim"], keepdim=True))},
+                "result": {"is the log of the softmax (log_softmax), not the softmax":
+                           lambda state, _x: state["s"].log()}}
+    variants["division by the sum"]["is left out: exp(scores - max) is returned without "
+                                    "dividing by its sum along dim"] = lambda state, _x: state
+    return Formula(steps, variants)
 
 
 def entropy_formula(dims):
@@ -168,12 +212,27 @@ def entropy_formula(dims):
                   "takes the largest term instead of the sum": lambda t: t.amax(dim=-1),
                   "sums over the queries (dim=-2) instead of the keys (the last axis)":
                       lambda t: t.sum(dim=-2)}
+    def w_log_w(base):
+        return lambda _v, x: torch.special.xlogy(x["weights"], x["weights"]) / math.log(base)
+
     steps = [("w log w", lambda _v, x: torch.special.xlogy(x["weights"], x["weights"])),
              ("sum over the keys", lambda t, _x: t.sum(dim=-1)),
-             ("minus sign", lambda t, _x: -t)]
-    variants = {"sum over the keys": {what: (lambda t, _x, r=r: r(t))
-                                      for what, r in reductions.items()}}
-    return Formula(steps, variants, ["minus sign"])
+             ("minus sign", lambda t, _x: -t),
+             ("result", lambda t, _x: t)]
+    variants = {"w log w": {"uses log base 2 (bits) instead of the natural log (nats, "
+                            "torch.log)": w_log_w(2),
+                            "uses log base 10 instead of the natural log (nats, torch.log)":
+                            w_log_w(10)},
+                "sum over the keys": {what: (lambda t, _x, r=r: r(t))
+                                      for what, r in reductions.items()},
+                "minus sign": {"is left out: the entropy is negative, it is MINUS the sum of "
+                               "w log w": lambda t, _x: t},
+                "result": {"is divided by log(Lk), the largest entropy (a normalised entropy): "
+                           "the exercise asks for the entropy itself, in nats":
+                           lambda t, x: t / math.log(x["weights"].shape[-1]),
+                           "is exp(entropy), the perplexity, not the entropy":
+                           lambda t, _x: t.exp()}}
+    return Formula(steps, variants)
 
 
 FORMULAS["attention scores"] = scores_formula
@@ -265,7 +324,8 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
                   if value > 1 and label != "sqrt(head_dim)"}
     # sqrt(head_dim) held by a float32 number: visible in the float64 runs only (common.py's
     # one rule and message for it, in every chapter)
-    scale_ways["divides by sqrt(head_dim) rounded to float32: " + FLOAT32_SQRT] = scale_by(
+    scale_ways["divides by sqrt(head_dim) rounded to float32: "
+               + FLOAT32_SQRT.rstrip(".")] = scale_by(
         lambda st: float(torch.tensor(float(head_dim(st)), dtype=torch.float32).sqrt()))
     variants = {
         "projection": {
@@ -275,6 +335,9 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
                 lambda st, x: project(st, x, q="k", k="q"),
             "projects the key input as the values": lambda st, x: project(st, x, v_input="key"),
             "leaves out the input projections' biases": lambda st, x: project(st, x, bias=False),
+            **{f"leaves out the {role} projection ({name}_proj): the {role} input is used as "
+               "it is": lambda st, x, n=name, r=role: {**project(st, x), n: x[r]}
+               for name, role in (("q", "query"), ("k", "key"), ("v", "value"))},
             "exchanges keys and values": lambda st, x: {**project(st, x),
                                                        "k": project(st, x)["v"],
                                                        "v": project(st, x)["k"]}},
@@ -287,7 +350,8 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
                           lambda st, _x: _with(st, s=st["k"] @ st["q"].transpose(-2, -1))},
         "scale": scale_ways,
         "softmax": {"runs over the queries (dim=-2) instead of the keys": softmax(-2),
-                    "runs over the heads (dim=1) instead of the keys": softmax(1)},
+                    "runs over the heads (dim=1) instead of the keys": softmax(1),
+                    "runs over the batch (dim=0) instead of the keys": softmax(0)},
     }
     skips = {"scale": None, "mask": None,
              "softmax": lambda st, _x: _with(st, w=st["s"])}
@@ -295,6 +359,11 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
         steps += [("weighted sum", lambda st, _x: _with(st, o=st["w"] @ st["v"])),
                   ("merge of the heads", merge("transpose")),
                   ("output projection", lambda st, x: _linear(st["o"], x, "o"))]
+        variants["weighted sum"] = {
+            "multiplies the weights by the keys instead of the values":
+                lambda st, _x: _with(st, o=st["w"] @ st["k"]),
+            "divides it by sqrt(head_dim) as well (only the scores Q K^T are scaled)":
+                lambda st, _x: _with(st, o=st["w"] @ st["v"] / math.sqrt(head_dim(st)))}
         variants["merge of the heads"] = {"reshapes without the transpose": merge("view"),
                                           "interleaves the heads' features":
                                               merge("interleaved")}
@@ -312,9 +381,16 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
                 lambda st, x: _linear(st["o"], x, "o", bias=False)
                 + (0 if x.get("o_b") is None else h * x["o_b"])}
         skips["output projection"] = lambda st, _x: st["o"]
+        # W_O applied to the wrong tensor: the projected values, before the attention
+        together = {"the output projection W_O is applied to the projected values, before the "
+                    "attention, instead of to the merged heads": {
+                        "projection": lambda st, x: _with(
+                            project(st, x), v=_linear(project(st, x)["v"], x, "o")),
+                        "output projection": lambda st, _x: st["o"]}}
     else:
         steps.append(("weights", lambda st, _x: st["w"]))
-    return Formula(steps, variants, skips)
+        together = {}
+    return Formula(steps, variants, skips, together)
 
 
 FORMULAS["multi-head attention"] = multihead_formula
@@ -356,6 +432,10 @@ def projection_by_heads_formula(dims, num_heads):
                 found = W[:hd].expand(h, hd, d)
             elif how == "diagonal":         # W_O^i restricted to head i's own columns
                 found = _diagonal_blocks(W.T, h).T.reshape(h, hd, d)
+            elif how == "transposed":       # W_O.T, as if it were out_proj.weight
+                if W.shape[0] != W.shape[1]:
+                    raise RuntimeError("W_O is not square: its transpose does not fit")
+                found = W.T.reshape(h, hd, d)
             elif how == "identity":         # no W_O: each head stays in its own slice
                 if h * hd != d:
                     raise RuntimeError("without W_O the output would not have d_model features")
@@ -387,12 +467,23 @@ def projection_by_heads_formula(dims, num_heads):
             "gets rows i, i + num_heads, ...; W_O^i is the block of rows [i*head_dim, "
             "(i+1)*head_dim))": blocks("interleaved"),
             "gives every head the first block W_O[:head_dim]": blocks("first"),
+            "uses W_O transposed (W_O is already in the x @ W convention, (num_heads * "
+            "head_dim, d_model): its row block i is W_O^i, no .T)": blocks("transposed"),
             "uses only the diagonal blocks of W_O (each head projected only into its own "
             "slice of the output)": blocks("diagonal")},
         "sum over the heads": {"averages the heads instead of summing them":
-                               lambda st, _x: _with(st, o=st["terms"].mean(2))},
+                               lambda st, _x: _with(st, o=st["terms"].mean(2)),
+                               "leaves out the last head (a loop over range(num_heads - 1) "
+                               "instead of range(num_heads))":
+                               lambda st, _x: _with(st, o=st["terms"][:, :, :-1].sum(2)),
+                               "leaves out the first head, head 0 (heads are numbered from 0: "
+                               "range(num_heads))":
+                               lambda st, _x: _with(st, o=st["terms"][:, :, 1:].sum(2)),
+                               "sums over the positions L instead of the heads":
+                               lambda st, _x: _with(st, o=st["terms"].sum(1))},
         "bias b_O": {"adds b_O once per head (num_heads times) instead of once after the sum":
-                     bias(h)}}
+                     bias(h),
+                     "adds b_O twice (once too often)": bias(2)}}
     skips = {"projection by W_O": blocks("identity"), "bias b_O": lambda st, _x: st["o"]}
     return Formula(steps, variants, skips)
 
@@ -432,6 +523,11 @@ def loaded_weight_formula(dims, name, part):
                                    f"the q, k, v order is wrong ({stack} in this order: "
                                    f"{letters} = in_proj_{part}.chunk(3){separate})"] = \
                     source(other)
+    else:
+        for other in "qkv":
+            variants["source"][f"takes torch's {other}-{part} (in_proj_{part}.chunk(3)[" \
+                               f"{'qkv'.index(other)}]) instead of out_proj.{part}: W_O and b_O "
+                               "live in torch_mha.out_proj"] = source(other)
     if part == "weight":
         variants["source"]["copies the transpose of torch's matrix (nn.Linear.weight, "
                            "in_proj_weight and out_proj.weight all store (out_features, "
@@ -500,11 +596,75 @@ def split_formula(dims, num_heads):
             return x["x"].reshape(B, L, D // num_heads, num_heads).transpose(-2, -1)
         return step
 
+    def straight(transposed):
+        def step(_v, x):
+            B, L, D = x["x"].shape
+            t = x["x"].transpose(1, 2) if transposed else x["x"]
+            return t.reshape(B, num_heads, L, D // num_heads)
+        return step
+
     steps = [("cut of d_model into (num_heads, head_dim)", cut("heads first")),
              ("transpose(1, 2)", lambda t, _x: t.transpose(1, 2))]
     variants = {"cut of d_model into (num_heads, head_dim)": {
         "cuts it as (head_dim, num_heads): head i gets the strided features i, "
         "i + num_heads, ...": cut("head_dim first")}}
+    keep = {"transpose(1, 2)": lambda t, _x: t}
+    together = {
+        "x is reshaped straight to (B, num_heads, L, head_dim) with no transpose(1, 2): the "
+        "reshape cuts the numbers in memory order, so heads and positions are mixed (a head "
+        "gets pieces of several positions)": {
+            "cut of d_model into (num_heads, head_dim)": straight(False), **keep},
+        "x is transposed to (B, d_model, L) before the cut: the reshape then cuts across "
+        "positions; cut d_model first, (B, L, num_heads, head_dim), then transpose(1, 2)": {
+            "cut of d_model into (num_heads, head_dim)": straight(True), **keep}}
+    return Formula(steps, variants, together=together)
+
+
+def merge_formula(dims):
+    """merge_heads(x): (B, num_heads, L, head_dim) -> (B, L, d_model): transpose(1, 2) to
+    (B, L, num_heads, head_dim), then flatten (num_heads, head_dim) into d_model (head i
+    fills features [i*head_dim, (i+1)*head_dim)); inputs {"x"}."""
+    def flatten(t, x):
+        B, h, L, hd = x["x"].shape
+        return t.reshape(B, L, h * hd)
+
+    steps = [("transpose(1, 2)", lambda _v, x: x["x"].transpose(1, 2)),
+             ("flatten of (num_heads, head_dim)", flatten)]
+    variants = {"transpose(1, 2)": {
+        "is left out: a reshape of (B, num_heads, L, head_dim) straight to (B, L, d_model) "
+        "mixes heads and positions": lambda _v, x: x["x"],
+        "swaps the last two axes (transpose(2, 3)) instead of num_heads and L: heads and "
+        "positions are mixed": lambda _v, x: x["x"].transpose(2, 3),
+        "puts head_dim before num_heads (permute(0, 2, 3, 1)): the heads' features are "
+        "interleaved (head i goes to features i, i + num_heads, ...) instead of filling the "
+        "block [i*head_dim, (i+1)*head_dim)": lambda _v, x: x["x"].permute(0, 2, 3, 1)}}
+    return Formula(steps, variants)
+
+
+def fuse_formula(dims):
+    """fuse_head_weights(w): (num_heads, in_features, head_dim), head i's W_i in the x @ W
+    convention -> nn.Linear's weight (num_heads * head_dim, in_features): each W_i
+    transposed to (head_dim, in_features), the heads stacked in order along the rows;
+    inputs {"w"}."""
+    def stack(t, x):
+        h, n, hd = x["w"].shape
+        return t.reshape(h * hd, n)
+
+    steps = [("transpose of each W_i", lambda _v, x: x["w"].transpose(1, 2)),
+             ("stack of the heads along the rows", stack)]
+    variants = {
+        "transpose of each W_i": {
+            "is left out: a plain reshape of (num_heads, in_features, head_dim) scrambles the "
+            "numbers (nn.Linear stores W_i^T, (head_dim, in_features), in rows "
+            "[i*head_dim, (i+1)*head_dim))": lambda _v, x: x["w"],
+            "uses w.T (or transpose(0, 2)), which on a 3-D tensor moves the heads' axis too: "
+            "transpose only the last two axes, w.transpose(1, 2)":
+            lambda _v, x: x["w"].transpose(0, 2),
+            "puts head_dim first (permute(2, 0, 1)): the heads' rows are interleaved, row "
+            "j*num_heads + i holds head i's feature j": lambda _v, x: x["w"].permute(2, 0, 1)},
+        "stack of the heads along the rows": {
+            "puts the heads in reverse order (head i's rows must be [i*head_dim, "
+            "(i+1)*head_dim))": lambda t, x: stack(t.flip(0), x)}}
     return Formula(steps, variants)
 
 
@@ -512,9 +672,11 @@ def head_projection_formula(dims, i, num_heads):
     """head_projection(x, weight, bias, i, num_heads): head i's block of nn.Linear's
     weight (d_model, in_features), rows [i*head_dim, (i+1)*head_dim), and of its bias, then
     x W_i^T + b_i; inputs {"x", "weight", "bias" (or None)}."""
-    def rows(which):
+    def rows(which, size_from="weight"):
         def step(_v, x):
-            head_dim = x["weight"].shape[0] // num_heads
+            # head_dim = d_model // num_heads, d_model = the weight's rows ("x": its features)
+            features = x["x"].shape[-1] if size_from == "x" else x["weight"].shape[0]
+            head_dim = features // num_heads
             block = (slice(i, None, num_heads) if which == "strided"
                      else slice(i, i + head_dim) if which == "from i"
                      else slice(which * head_dim, (which + 1) * head_dim))
@@ -532,10 +694,29 @@ def head_projection_formula(dims, i, num_heads):
     def add_bias(state, _x):
         return state["y"] if state["b"] is None else state["y"] + state["b"]
 
+    def bias_block(which):
+        def step(state, x):
+            if x.get("bias") is None:
+                raise RuntimeError("no bias")   # no fit (Formula.mistakes)
+            head_dim = x["weight"].shape[0] // num_heads
+            block = slice(i, None, num_heads) if which == "strided" else slice(0, head_dim)
+            return state["y"] + x["bias"][block]
+        return step
+
     steps = [("block of rows of head i", rows(i)),
              ("product x W_i^T", lambda st, x: _with(st, y=x["x"] @ st["w"].transpose(0, 1))),
              ("bias", add_bias)]
+    bias_ways = {}
+    if i != 0:
+        bias_ways["adds head 0's part of the bias, bias[:head_dim], to head i: head i's bias "
+                  "is bias[i*head_dim:(i+1)*head_dim], the same rows as the weight"] = \
+            bias_block("first")
+    bias_ways["adds the strided entries bias[i::num_heads]: head i's bias is the block "
+              "bias[i*head_dim:(i+1)*head_dim], the same rows as the weight"] = \
+        bias_block("strided")
     ways = {"takes the strided rows i, i + num_heads, ... instead of a block": rows("strided"),
+            "computes head_dim from x's features (in_features // num_heads) instead of the "
+            "weight's rows (d_model // num_heads)": rows(i, size_from="x"),
             "takes columns of the weight instead of rows (nn.Linear stores W transposed)":
             columns}
     if i != 0:   # from row i (for head 0 the same block)
@@ -543,14 +724,14 @@ def head_projection_formula(dims, i, num_heads):
              "i * head_dim)"] = rows("from i")
     ways.update({f"takes head {j}'s block (off by one: head i = {i} is asked, counted "
                  "from 0)": rows(j) for j in (i - 1, i + 1) if 0 <= j < num_heads})
-    return Formula(steps, {"block of rows of head i": ways},
+    return Formula(steps, {"block of rows of head i": ways, "bias": bias_ways},
                    {"bias": lambda st, _x: st["y"]})
 
 
 def core_formula(dims, num_heads):
     """multihead_attention_core (chapter 2): multihead_formula with identity projections,
     and the other ways of its steps that reading the three inputs and scaling by
-    sqrt(head_dim) allow: keys or values split from another input, a float32 root."""
+    sqrt(head_dim) allow: keys or values split from another input."""
     formula = multihead_formula(dims, num_heads)
     project = dict(formula.steps)["projection"]
     merge = dict(formula.steps)["merge of the heads"]
@@ -568,7 +749,9 @@ def core_formula(dims, num_heads):
         B, L, h, head_dim = st["o"].shape
         return _with(st, o=st["o"].reshape(B, L, h * head_dim))
 
-    formula.steps = tuple((name, merge_in_place if name == "merge of the heads" else step)
+    # no projections here: the first step only takes the three inputs
+    formula.steps = tuple(("inputs" if name == "projection" else name,
+                           merge_in_place if name == "merge of the heads" else step)
                           for name, step in formula.steps)
     formula.variants["split into heads"] = {
         **formula.variants["split into heads"],
@@ -579,17 +762,19 @@ def core_formula(dims, num_heads):
     def reading(which, source):
         return lambda st, x: project(st, {**x, which: x[source]})
 
-    formula.variants["projection"] = {
-        **formula.variants["projection"],
+    del formula.variants["projection"]
+    formula.variants["inputs"] = {
         "reads the query input for the keys": reading("key", "query"),
-        "reads the query input for the values": reading("value", "query")}
-    if "head_dim" in dims:
-        formula.variants["scale"] = {**formula.variants["scale"],
-                                     **_float32_root(dims["head_dim"], "head_dim")}
+        "reads the query input for the values": reading("value", "query"),
+        "reads the key input for the values": reading("value", "key"),
+        "exchanges the key and value inputs":
+            lambda st, x: project(st, {**x, "key": x["value"], "value": x["key"]})}
     return formula
 
 
 FORMULAS["split heads"] = split_formula
+FORMULAS["merge heads"] = merge_formula
+FORMULAS["fuse head weights"] = fuse_formula
 FORMULAS["head projection"] = head_projection_formula
 FORMULAS["multi-head attention core"] = core_formula
 

@@ -2,8 +2,11 @@
 head_projection, fuse_head_weights.
 
 Each check builds random inputs from `seed`, runs the student's function, compares with a
-few-line reference (or nn.MultiheadAttention) and, when the numbers differ, with the
-outputs of the classic mistakes on the same input, so that the message names the mistake.
+few-line reference (or nn.MultiheadAttention) and, when the numbers differ, names the
+mistake by its shape (checks/diagnose.py): one step of the exercise's formula left out or
+done another way (checks/formulas.py: "split heads", "merge heads", "multi-head attention
+core", "multi-head weights", "head projection", "fuse head weights"), another layout, an
+axis lost.
 The @reference functions compute those inputs and answers (in the student's kit they are
 read from its fixtures instead, see common.py); the student's code gets copies of the
 inputs, so that nothing it does in place reaches them. The messages live here, outside
@@ -16,10 +19,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import (FLOAT32_SQRT, CheckFailure, Forbidden, attempt, call_keeping, check,
-                     expect_close, expect_tensor, fail, float32_sqrt, forbid_spec, passed,
+from .common import (CheckFailure, Forbidden, attempt, call_keeping, check,
+                     expect_close, expect_tensor, fail, forbid_spec, passed,
                      random_inputs, reference, softmax_condition, type_name)
-from .common import Intermediate, current_dims, step_mistakes
+from .common import Intermediate, current_dims, shape_reason, step_mistakes
+from . import diagnose
 from .diagnose import located
 from .operations import student_line
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
@@ -43,78 +47,10 @@ MESSAGES = {
     "core_shape": "Merge the heads back into (B, Lq, d_model) with merge_heads.",
     "core_weights_shape": "Return every head's weights, (B, num_heads, Lq, Lk), not their "
                           "average (nor their sum, nor one head's).",
-    "mixed": "heads and positions are mixed: reshape to (B, L, num_heads, head_dim), then "
-             "transpose(1, 2). A direct reshape to (B, num_heads, L, head_dim) runs without "
-             "error but cuts the numbers in memory order, so a 'head' gets pieces of several "
-             "positions.",
-    "strided_split": "head i holds the strided features i, i + num_heads, i + 2*num_heads, ... : "
-                     "it must hold the contiguous block [i*head_dim, (i+1)*head_dim). Split the "
-                     "last axis as (num_heads, head_dim), in that order, not (head_dim, "
-                     "num_heads).",
-    "transposed_first": "you transposed before splitting: x.transpose(1, 2) is (B, d_model, L), "
-                        "and reshaping that cuts across positions. Split d_model first (B, L, "
-                        "num_heads, head_dim), then transpose(1, 2).",
-    "view_error": "view() cannot flatten a non-contiguous tensor: after transpose(1, 2) the "
-                  "numbers of one position are no longer next to each other in memory, so "
-                  ".view(B, L, d_model) fails. Use .reshape(B, L, d_model) (it copies only when "
-                  "it must) or .contiguous().view(B, L, d_model).",
-    "merge_mixed": "heads and positions are mixed: transpose(1, 2) back to (B, L, num_heads, "
-                   "head_dim) before flattening (num_heads, head_dim) into d_model. A plain "
-                   "reshape of (B, num_heads, L, head_dim) runs without error and scrambles "
-                   "positions.",
-    "merge_interleaved": "the features of the heads are interleaved (head i went to features i, "
-                         "i + num_heads, ...): head i must fill the block [i*head_dim, "
-                         "(i+1)*head_dim); flatten (num_heads, head_dim) in that order.",
-    "core_scale_d_model": "scores scaled by sqrt(d_model); each head's scores must be divided by "
-                          "sqrt(head_dim), the size of the vectors that head compares.",
-    "core_unscaled": "scores not scaled: divide Q K^T by sqrt(head_dim).",
-    "core_not_merged_back": "the heads were merged without transposing back: heads and positions "
-                            "are mixed in the output. merge_heads must transpose(1, 2) before "
-                            "flattening.",
-    "core_softmax_queries": "the softmax normalises over the queries (dim=-2): it must normalise "
-                            "over the keys (dim=-1), so that each query's weights sum to 1.",
-    "core_k_q": "you computed K Q^T instead of Q K^T: scores[i, j] must be q_i . k_j, query i "
-                "against key j (q @ k.transpose(-2, -1)).",
-    "core_keys_from_query": "the keys were taken from `query`: split `key` for the keys (in "
-                            "self-attention the three inputs coincide; here they differ).",
-    "core_values_from_key": "the values were taken from `key`: split `value` for the values (in "
-                            "self-attention the three inputs coincide; here they differ).",
-    "core_split_mixed": "split_heads mixes heads and positions (it reshapes straight to (B, "
-                        "num_heads, L, head_dim)): fix it first, its own check says how.",
-    "core_split_strided": "split_heads gives head i the strided features i, i + num_heads, ...: "
-                          "fix it first, its own check says how.",
-    "core_merge_interleaved": "merge_heads interleaves the heads' features: fix it first, its "
-                              "own check says how.",
-    "core_across_heads": "attention ran across heads instead of positions (the silent bug shown "
-                         "in this chapter): the head axis was never moved, so the scores were "
-                         "(B, L, num_heads, num_heads) and each position attended only over its "
-                         "own heads. Split to (B, num_heads, L, head_dim) (reshape, then "
-                         "transpose(1, 2)) before the matmul.",
-    "core_reshaped": "heads and positions are mixed: the tensors were reshaped straight to (B, "
-                     "num_heads, L, head_dim) and back without transpose(1, 2). Use split_heads "
-                     "and merge_heads.",
-    # head_projection's mistakes: str.format templates (i, num_heads; j and word: the neighbour)
-    "proj_strided": "you took the strided rows i, i + num_heads, ... (weight[{i}::{num_heads}]); "
-                    "head i's W_i is the contiguous block of rows [i*head_dim, (i+1)*head_dim).",
-    "proj_no_bias": "the bias is missing: add head i's part of it, "
-                    "bias[i*head_dim:(i+1)*head_dim].",
-    "proj_bias_block": "the bias block is wrong: head i's bias is "
-                       "bias[i*head_dim:(i+1)*head_dim], the same rows as the weight.",
-    "proj_bias_head0": "the bias block is wrong: you added head 0's bias, bias[:head_dim], to "
-                       "head {i}: head i's bias is bias[i*head_dim:(i+1)*head_dim], the same "
-                       "rows as the weight.",
-    "proj_columns": "you took columns of the weight: nn.Linear stores W transposed, as "
-                    "(out_features, in_features), so head i's W_i^Q is rows [i*head_dim, "
-                    "(i+1)*head_dim) of weight (transposed), i.e. columns of the x @ W matrix.",
-    "proj_neighbour": "you returned the {word} head's block (head {j}): heads are numbered from "
-                      "0, head i holds rows [i*head_dim, (i+1)*head_dim).",
-    "fuse_not_transposed": "each W_i must be transposed: nn.Linear computes x @ weight^T, so its "
-                           "weight holds W_i^T (head_dim, in_features) in rows [i*head_dim, "
-                           "(i+1)*head_dim). A plain reshape of (num_heads, in_features, "
-                           "head_dim) scrambles the numbers.",
-    "fuse_interleaved": "the heads' rows are interleaved (row j*num_heads + i holds head i's "
-                        "feature j): head i's W_i^T must fill the contiguous rows [i*head_dim, "
-                        "(i+1)*head_dim).",
+    "view_error": "view() cannot flatten a non-contiguous tensor: the numbers it merges are "
+                  "not next to each other in memory (after transpose(1, 2), or in an input "
+                  "that is itself a transposed view). Use .reshape(...) (it copies only when "
+                  "it must) or .contiguous().view(...).",
     # the checks' own messages
     "refuses_all": "split_heads(x, num_heads={num_heads}) with d_model={d_model} raised "
                    "{kind}: {message}. But {num_heads} divides {d_model}: your function refuses "
@@ -144,7 +80,7 @@ MESSAGES = {
     "roundtrip_hint": "merge_heads must undo split_heads exactly.",
     "merge_passed": "merge_heads: (B, num_heads, L, head_dim) = {heads} ({memory}, {dtype}) -> "
                     "(B, L, d_model) = {out}, and merge_heads(split_heads(x)) == x",
-    "not_pair": "{name} must return a tuple (output, weights); got {what}",
+    "not_pair": "it must return a tuple (output, weights); it returned {what}",
     "items": "{kind} of {count} items",
     "core_hint": "Split query, key and value with split_heads, run "
                  "scaled_dot_product_attention on the (B, num_heads, L, head_dim) tensors, and "
@@ -181,13 +117,6 @@ MESSAGES = {
 # ------------------------------------------------------------------ references and helpers
 
 
-@reference
-def _attend(q, k, v, scale):
-    """softmax(q k^T * scale) v over the last two axes; returns (output, weights)."""
-    weights = torch.softmax((q @ k.transpose(-2, -1)) * scale, dim=-1)
-    return weights @ v, weights
-
-
 def _layout(shape, sizes):
     """Name each axis of `shape`, e.g. '(B, L, num_heads, head_dim)', or None if ambiguous."""
     by_size = {}
@@ -202,18 +131,24 @@ def _layout(shape, sizes):
     return "(" + ", ".join(names) + ")"
 
 
-def _expect_layout(actual, shape, name, shape_names, sizes, known):
+def _expect_layout(actual, shape, name, shape_names, sizes, known, **named):
     """_expect_shape(), its hint chosen by the wrong layout: sizes {axis name: size} name the
     axes of the shape found; known {layout string: what that layout likely means}."""
     expect_tensor(actual, name)
     return _expect_shape(actual, name, shape, shape_names,
-                         known.get(_layout(tuple(actual.shape), sizes), ""))
+                         known.get(_layout(tuple(actual.shape), sizes), ""), **named)
 
 
-def _expect_shape(actual, name, shape, shape_names, hint):
+def _expect_shape(actual, name, shape, shape_names, hint, expected=None, mistakes=None):
     """expect_tensor(actual, name, shape=shape): a wrong shape is named by the shape family
     (checks/diagnose.py, expect_tensor's "In words"), then `hint` (if any) says what the
-    exercise asks."""
+    exercise asks. With the `expected` value, the families that name a result of another
+    shape (common.shape_reason: a step of the formula, `mistakes`, or the right values in
+    another layout) come first."""
+    reason = None if expected is None else shape_reason(actual, expected, None, shape_names,
+                                                         mistakes)
+    if reason:
+        fail(diagnose.explained(name, reason) + (f" {hint}" if hint else ""))
     try:
         return expect_tensor(actual, name, shape=shape, shape_names=shape_names)
     except CheckFailure as failure:
@@ -256,15 +191,8 @@ def _in_split_layout(heads):
 # ------------------------------------------------------------------ exercise 1: split_heads
 @reference
 def _split_answers(x, num_heads):
-    """(the split of x, {bug message: what the bug returns})."""
-    B, L, D = x.shape
-    head_dim = D // num_heads
-    return _split(x, num_heads), {
-        MESSAGES["mixed"]: x.reshape(B, num_heads, L, head_dim),
-        MESSAGES["strided_split"]: x.reshape(B, L, head_dim, num_heads).permute(0, 3, 1, 2),
-        MESSAGES["transposed_first"]: x.transpose(1, 2).reshape(B, num_heads, L, head_dim),
-    }
-
+    """The split of x (what a mistake gives instead: the formula's steps, step_mistakes)."""
+    return _split(x, num_heads)
 
 @check
 def split_heads(split_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
@@ -273,14 +201,14 @@ def split_heads(split_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
     holding features [i*head_dim, (i+1)*head_dim)."""
     D = num_heads * head_dim
     x = _tokens(B, L, D, seed, dtype, contiguous)
-    expected, bugs = _split_answers(x, num_heads)
+    expected = _split_answers(x, num_heads)
     name = "split_heads(x, num_heads)"
     out, _ = _run(split_heads, _copy(x), num_heads, name=name)
-    _expect_shape(out, name, (B, num_heads, L, head_dim), SPLIT_LAYOUT, MESSAGES["split_shape"])
+    mistakes = step_mistakes("split heads", {"x": x}, current_dims(), num_heads=num_heads)
+    _expect_shape(out, name, (B, num_heads, L, head_dim), SPLIT_LAYOUT, MESSAGES["split_shape"],
+                  expected, mistakes)
     expect_tensor(out, name, dtype=x.dtype)
-    expect_close(out, expected, name, bugs=bugs, axes=SPLIT_LAYOUT,
-                 mistakes=step_mistakes("split heads", {"x": x}, current_dims(),
-                                        num_heads=num_heads),
+    expect_close(out, expected, name, axes=SPLIT_LAYOUT, mistakes=mistakes,
                  hint=MESSAGES["split_hint"])
     passed(MESSAGES["split_passed"].format(
         x=tuple(x.shape), layout=SPLIT_LAYOUT, out=tuple(out.shape), dtype=x.dtype,
@@ -349,14 +277,8 @@ def _split_tokens(B, L, num_heads, head_dim, seed, dtype):
 
 @reference
 def _merge_answers(heads):
-    """(the merge of heads, {bug message: what the bug returns})."""
-    B, num_heads, L, head_dim = heads.shape
-    D = num_heads * head_dim
-    return _merge(heads), {
-        MESSAGES["merge_mixed"]: heads.reshape(B, L, D),
-        MESSAGES["merge_interleaved"]: heads.permute(0, 2, 3, 1).reshape(B, L, D),
-    }
-
+    """The merge of heads (what a mistake gives instead: the formula's steps)."""
+    return _merge(heads)
 
 @check
 def merge_heads(merge_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
@@ -371,12 +293,14 @@ def merge_heads(merge_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
         heads = random_inputs((B, num_heads, L, head_dim), seed=seed, dtype=dtype)[0]
     else:
         heads = _in_split_layout(_split_tokens(B, L, num_heads, head_dim, seed, dtype))
-    expected, bugs = _merge_answers(heads)
+    expected = _merge_answers(heads)
     name = "merge_heads(x)"
     out, _ = _run(merge_heads, _copy(heads), name=name)
-    _expect_shape(out, name, (B, L, D), "(B, L, d_model)", MESSAGES["merge_shape"])
+    mistakes = step_mistakes("merge heads", {"x": heads}, current_dims())
+    _expect_shape(out, name, (B, L, D), "(B, L, d_model)", MESSAGES["merge_shape"], expected,
+                  mistakes)
     expect_tensor(out, name, dtype=heads.dtype)
-    expect_close(out, expected, name, bugs=bugs, axes="(B, L, d_model)",
+    expect_close(out, expected, name, axes="(B, L, d_model)", mistakes=mistakes,
                  hint=MESSAGES["merge_hint"])
     # the heads as split_heads(merged heads) returns them: a view, not contiguous
     roundtrip, _ = _run(merge_heads, _in_split_layout(heads), name=name)
@@ -404,55 +328,9 @@ def _torch_core(q, k, v, num_heads):
 
 @reference
 def _core_answers(q, k, v, num_heads):
-    """(expected output, expected weights, {bug message: the bug's output})."""
-    B, Lq, D = q.shape
-    Lk, head_dim = k.shape[1], D // num_heads
-    expected_out, expected_weights = _torch_core(q, k, v, num_heads)
-    bugs = {
-        MESSAGES["core_scale_d_model"]:
-            _merge(_attend(_split(q, num_heads), _split(k, num_heads), _split(v, num_heads),
-                           1 / math.sqrt(D))[0]),
-        MESSAGES["core_unscaled"]:
-            _merge(_attend(_split(q, num_heads), _split(k, num_heads), _split(v, num_heads),
-                           1.0)[0]),
-        MESSAGES["core_not_merged_back"]:
-            _attend(_split(q, num_heads), _split(k, num_heads), _split(v, num_heads),
-                    1 / math.sqrt(head_dim))[0].reshape(B, Lq, D),
-    }
-    root32 = float32_sqrt(head_dim)  # common.py's rule, for the float64 runs
-    if root32 is not None:
-        bugs[FLOAT32_SQRT] = _merge(_attend(_split(q, num_heads), _split(k, num_heads),
-                                            _split(v, num_heads), 1 / root32)[0])
-    scale = 1 / math.sqrt(head_dim)
-    hq, hk, hv = _split(q, num_heads), _split(k, num_heads), _split(v, num_heads)
-    bugs[MESSAGES["core_softmax_queries"]] = _merge(torch.softmax(hq @ hk.transpose(-2, -1) * scale,
-                                                      dim=-2) @ hv)
-    if Lq == Lk:
-        bugs[MESSAGES["core_k_q"]] = _merge(
-            torch.softmax(hk @ hq.transpose(-2, -1) * scale, dim=-1) @ hv)
-        bugs[MESSAGES["core_keys_from_query"]] = _merge(_attend(hq, hq, hv, scale)[0])
-    bugs[MESSAGES["core_values_from_key"]] = _merge(_attend(hq, hk, hk, scale)[0])
-    for message, split in (
-        (MESSAGES["core_split_mixed"],
-         lambda t: t.reshape(t.shape[0], num_heads, t.shape[1], head_dim)),
-        (MESSAGES["core_split_strided"],
-         lambda t: t.reshape(t.shape[0], t.shape[1], head_dim, num_heads).permute(0, 3, 1, 2)),
-    ):
-        bugs[message] = _merge(_attend(split(q), split(k), split(v), scale)[0])
-    bugs[MESSAGES["core_merge_interleaved"]] = _attend(_split(q, num_heads), _split(k, num_heads),
-                                           _split(v, num_heads),
-                                           scale)[0].permute(0, 2, 3, 1).reshape(B, Lq, D)
-    if Lq == Lk:
-        # The Keras code of one of the course's source tutorials: reshape to (B, L, h, hd)
-        # and multiply without moving the head axis; the scores are (B, L, h, h).
-        hq, hk, hv = (t.reshape(B, Lq, num_heads, head_dim) for t in (q, k, v))
-        bugs[MESSAGES["core_across_heads"]] = _attend(hq, hk, hv, 1 / math.sqrt(head_dim))[0] \
-            .reshape(B, Lq, D)
-        mq, mk, mv = (t.reshape(B, num_heads, Lq, head_dim) for t in (q, k, v))
-        bugs[MESSAGES["core_reshaped"]] = _attend(mq, mk, mv, 1 / math.sqrt(head_dim))[0] \
-            .reshape(B, Lq, D)
-    return expected_out, expected_weights, bugs
-
+    """(expected output, expected weights); what a mistake gives instead comes from the
+    formula's steps (step_mistakes: "multi-head attention core", "multi-head weights")."""
+    return _torch_core(q, k, v, num_heads)
 
 @check
 def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=None,
@@ -463,45 +341,51 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
     Lk = Lq if Lk is None else Lk
     D = num_heads * head_dim
     q, k, v = random_inputs((B, Lq, D), (B, Lk, D), (B, Lk, D), seed=seed, dtype=dtype)
-    expected_out, expected_weights, bugs = _core_answers(q, k, v, num_heads)
+    expected_out, expected_weights = _core_answers(q, k, v, num_heads)
     name = "multihead_attention_core(query, key, value, num_heads)"
     with forbid_spec(*FORBIDS):
         result, _ = _run(multihead_attention_core, _copy(q), _copy(k), _copy(v), num_heads,
                          name=name)
     if not (isinstance(result, tuple) and len(result) == 2):
-        what = (MESSAGES["items"].format(kind=type_name(result), count=len(result))
-                if isinstance(result, tuple) else type_name(result))
-        fail(MESSAGES["not_pair"].format(name=name, what=what))
+        # the kind family: what it returned instead, in words
+        fail(diagnose.explained(name, diagnose.kind(name, "a tuple (output, weights)", result,
+                                                    (tuple,))
+                                or MESSAGES["not_pair"].format(
+                                    what=MESSAGES["items"].format(kind=type_name(result),
+                                                                  count=len(result)))))
     out, weights = result
     out = expect_tensor(out, f"{name}: output")
-    _expect_shape(out, f"{name}: output", (B, Lq, D), "(B, Lq, d_model)", MESSAGES["core_shape"])
+    # the formula with one step left out or moved (checks/diagnose.py), projections the
+    # identity, for a mistake that no entry of the tables names
+    identity = torch.eye(D, dtype=torch.float64)
+    inputs = {"query": q, "key": k, "value": v, "mask": None,
+              **{f"{n}_w": identity for n in "qkvo"}}
+    mistakes = step_mistakes("multi-head attention core", inputs, current_dims(),
+                             num_heads=num_heads)
+    weight_mistakes = step_mistakes("multi-head weights", inputs, current_dims(),
+                                    num_heads=num_heads)
+    _expect_shape(out, f"{name}: output", (B, Lq, D), "(B, Lq, d_model)", MESSAGES["core_shape"],
+                  expected_out, mistakes)
     expect_tensor(out, f"{name}: output", dtype=q.dtype)
     # common.py's rule: each head's weights round with its scores' magnitude, the output
     # (weighted means of the values) with the values'
     def heads(t):
         return t.detach().double().reshape(B, t.shape[1], num_heads, head_dim).transpose(1, 2)
     condition = softmax_condition(heads(q) @ heads(k).transpose(-2, -1) / math.sqrt(head_dim))
-    # the formula with one step left out or moved (checks/diagnose.py), projections the
-    # identity, for a mistake that no entry of the tables names
-    identity = torch.eye(D, dtype=torch.float64)
-    inputs = {"query": q, "key": k, "value": v, "mask": None,
-              **{f"{n}_w": identity for n in "qkvo"}}
-    expect_close(out, expected_out, f"{name}: output", bugs=bugs,
-                 mistakes=step_mistakes("multi-head attention core", inputs, current_dims(),
-                                        num_heads=num_heads),
+    weight_axes = "(B, num_heads, Lq, Lk)"
+    expect_close(out, expected_out, f"{name}: output", mistakes=mistakes,
                  scale=v.detach().double().abs().max(), condition=condition.amax(),
                  axes="(B, Lq, d_model)", hint=MESSAGES["core_hint"],
                  # where no family names the output's mistake: the weights, if they differ
                  earlier=[Intermediate("weights", weights, expected_weights, q.dtype, condition,
-                                       "(B, num_heads, Lq, Lk)")])
+                                       weight_axes, weight_mistakes)])
     weights = expect_tensor(weights, f"{name}: weights")
     if tuple(weights.shape) == (B, Lq, num_heads, num_heads) and Lq != num_heads:
         fail(MESSAGES["weights_across_heads"].format(name=name, shape=tuple(weights.shape)))
-    _expect_shape(weights, f"{name}: weights", (B, num_heads, Lq, Lk), "(B, num_heads, Lq, Lk)",
-                  MESSAGES["core_weights_shape"])
+    _expect_shape(weights, f"{name}: weights", (B, num_heads, Lq, Lk), weight_axes,
+                  MESSAGES["core_weights_shape"], expected_weights, weight_mistakes)
     expect_close(weights, expected_weights, f"{name}: weights", condition=condition,
-                 axes="(B, num_heads, Lq, Lk)",
-                 hint=MESSAGES["weights_hint"])
+                 axes=weight_axes, mistakes=weight_mistakes, hint=MESSAGES["weights_hint"])
     kind = "self-attention" if Lq == Lk else "cross-attention"
     passed(MESSAGES["core_passed"].format(num_heads=num_heads, head_dim=head_dim, Lq=Lq, Lk=Lk,
                                           kind=kind, dtype=q.dtype))
@@ -510,30 +394,9 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
 # ------------------------------------------------------------------ exercise 4: head i's block
 @reference
 def _projection_answers(x, weight, b, i, num_heads):
-    """(head i's projection (B, L, head_dim), {bug message: what the bug returns})."""
-    D, in_features = weight.shape
-    head_dim = D // num_heads
-    expected = _split(F.linear(x, weight, b), num_heads)[:, i]   # (B, L, hd)
-
-    def block(rows):
-        return F.linear(x, weight[rows], None if b is None else b[rows])
-
-    rows = slice(i * head_dim, (i + 1) * head_dim)
-    bugs = {MESSAGES["proj_strided"].format(i=i, num_heads=num_heads):
-            block(slice(i, None, num_heads))}
-    if b is not None:
-        bugs[MESSAGES["proj_no_bias"]] = F.linear(x, weight[rows])
-        bugs[MESSAGES["proj_bias_block"]] = F.linear(x, weight[rows]) + b[i::num_heads]
-        if i != 0:
-            bugs[MESSAGES["proj_bias_head0"].format(i=i)] = F.linear(x, weight[rows]) + b[:head_dim]
-    if in_features == D:
-        bugs[MESSAGES["proj_columns"]] = x @ weight[:, rows] + (0 if b is None else b[rows])
-    for j, word in ((i + 1, "next"), (i - 1, "previous")):
-        if 0 <= j < num_heads:
-            bugs[MESSAGES["proj_neighbour"].format(word=word, j=j)] = \
-                block(slice(j * head_dim, (j + 1) * head_dim))
-    return expected, bugs
-
+    """Head i's projection (B, L, head_dim): the whole layer's, cut into heads (what a
+    mistake gives instead: the formula's steps, step_mistakes("head projection"))."""
+    return _split(F.linear(x, weight, b), num_heads)[:, i]   # (B, L, hd)
 
 @check
 def head_projection(head_projection, *, seed=0, B=2, L=5, in_features=None, num_heads=3,
@@ -545,20 +408,20 @@ def head_projection(head_projection, *, seed=0, B=2, L=5, in_features=None, num_
     x, weight, b = random_inputs((B, L, in_features), (D, in_features), (D,), seed=seed,
                                  dtype=dtype)
     b = b if bias else None
-    expected, bugs = _projection_answers(x, weight, b, i, num_heads)
+    expected = _projection_answers(x, weight, b, i, num_heads)
     name = f"head_projection(x, weight, bias, i={i}, num_heads={num_heads})"
     out, _ = _run(head_projection, _copy(x), _copy(weight), _copy(b), i, num_heads, name=name)
     sizes = dict(B=B, L=L, num_heads=num_heads, head_dim=head_dim, d_model=D)
     if in_features != D:
         sizes["in_features"] = in_features
+    mistakes = step_mistakes("head projection", {"x": x, "weight": weight, "bias": b},
+                             current_dims(), i=i, num_heads=num_heads)
     _expect_layout(out, (B, L, head_dim), name, "(B, L, head_dim)", sizes, known={
         "(B, L, d_model)": MESSAGES["proj_every_head"],
-        "(B, num_heads, L, head_dim)": MESSAGES["proj_all_heads"]})
+        "(B, num_heads, L, head_dim)": MESSAGES["proj_all_heads"]}, expected=expected,
+        mistakes=mistakes)
     expect_tensor(out, name, dtype=x.dtype)
-    expect_close(out, expected, name, bugs=bugs,
-                 mistakes=step_mistakes("head projection", {"x": x, "weight": weight, "bias": b},
-                                        current_dims(), i=i, num_heads=num_heads),
-                 hint=MESSAGES["proj_hint"])
+    expect_close(out, expected, name, mistakes=mistakes, hint=MESSAGES["proj_hint"])
     passed(MESSAGES["proj_passed"].format(i=i, num_heads=num_heads, x=tuple(x.shape),
                                           weight=tuple(weight.shape),
                                           bias="with" if bias else "no", dtype=x.dtype))
@@ -567,17 +430,13 @@ def head_projection(head_projection, *, seed=0, B=2, L=5, in_features=None, num_
 # ------------------------------------------------------------------ exercise 5: fusing
 @reference
 def _fuse_answers(w, x):
-    """(the fused weight (d_model, in_features), {bug message: what the bug returns}, the
-    heads' projections x @ W_i side by side (B, L, d_model): what F.linear(x, fused) gives)."""
+    """(the fused weight (d_model, in_features), the heads' projections x @ W_i side by side
+    (B, L, d_model): what F.linear(x, fused) gives); what a mistake gives instead comes from
+    the formula's steps (step_mistakes("fuse head weights"))."""
     num_heads, in_features, head_dim = w.shape
-    D = num_heads * head_dim
-    expected = w.transpose(1, 2).reshape(D, in_features)
-    bugs = {
-        MESSAGES["fuse_not_transposed"]: w.reshape(D, in_features),
-        MESSAGES["fuse_interleaved"]: w.permute(2, 0, 1).reshape(D, in_features),
-    }
+    expected = w.transpose(1, 2).reshape(num_heads * head_dim, in_features)
     per_head = torch.stack([x @ w[i] for i in range(num_heads)], dim=1)   # (B, h, L, hd)
-    return expected, bugs, _merge(per_head)
+    return expected, _merge(per_head)
 
 
 @check
@@ -588,17 +447,19 @@ def fuse_head_weights(fuse_head_weights, *, seed=0, num_heads=3, in_features=7, 
     D = num_heads * head_dim
     w, x = random_inputs((num_heads, in_features, head_dim), (2, 5, in_features), seed=seed,
                          dtype=dtype)
-    expected, bugs, per_head = _fuse_answers(w, x)
+    expected, per_head = _fuse_answers(w, x)
     name = "fuse_head_weights(w)"
     out, _ = _run(fuse_head_weights, _copy(w), name=name)
     sizes = dict(num_heads=num_heads, in_features=in_features, head_dim=head_dim, d_model=D)
+    mistakes = step_mistakes("fuse head weights", {"w": w}, current_dims())
     _expect_layout(out, (D, in_features), name, "(d_model, in_features)", sizes, known={
         "(in_features, d_model)": MESSAGES["fuse_x_at_w"],
         "(num_heads, head_dim, in_features)": MESSAGES["fuse_unstacked"],
-        "(num_heads, in_features, head_dim)": MESSAGES["fuse_unchanged"]})
+        "(num_heads, in_features, head_dim)": MESSAGES["fuse_unchanged"]}, expected=expected,
+        mistakes=mistakes)
     expect_tensor(out, name, dtype=w.dtype)
-    expect_close(out, expected, name, bugs=bugs,
-                 hint=MESSAGES["fuse_hint"])
+    expect_close(out, expected, name, axes="(d_model, in_features)",
+                 mistakes=mistakes, hint=MESSAGES["fuse_hint"])
     # head i's outputs are features [i*head_dim, (i+1)*head_dim) of F.linear(x, fused): the
     # same numbers as comparing split_heads of it with x @ W_i, head by head
     expect_close(F.linear(x, out), per_head, MESSAGES["fuse_per_head"])

@@ -39,13 +39,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import (MALFORMED, Forbidden, attempt, by_owner, call,
+from .common import (MALFORMED, Forbidden, attempt, by_owner, call, close,
                      call_keeping, check, construct, differs, expect_close, expect_tensor,
                      export, fail, forbid_spec, generator, given, is_module,
                      judge_construct, load_weights, observe, passed, raised, random_inputs,
                      read_back, reference, refusal, revive, softmax_condition, take,
                      take_error, type_name)
-from .common import Intermediate, current_dims, expect_type, step_mistakes
+from .common import Intermediate, current_dims, expect_type, named_by_shape, step_mistakes
 from .common import expect_unchanged, watch_arguments
 from . import diagnose
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
@@ -221,13 +221,16 @@ def output_projection_by_heads(fn, *, seed=0, batch=2, num_heads=4, L=5, head_di
                              name="output_projection_by_heads")
     _expect_kind("output_projection_by_heads(heads, W_O, b_O)", "a tensor (B, L, d_model)",
                  output, (torch.Tensor,))
+    # the formula's steps (checks/formulas.py) name a mistake in one of them, also one that
+    # gives another shape (a sum over the positions)
+    mistakes = step_mistakes("output projection by heads",
+                             {"heads": heads, "W_O": W_O, "b_O": b_O}, current_dims(),
+                             num_heads=h)
+    named_by_shape(output, expected, "output", dtype, ("B", "L", "d_model"), mistakes)
     expect_tensor(output, "output", shape=(batch, L, d_model), dtype=dtype, device=device,
                   shape_names="(B, L, d_model)")
-    # the formula's steps (checks/formulas.py) name a mistake in one of them
     expect_close(output, expected, "output", dtype=dtype, axes=("B", "L", "d_model"),
-                 mistakes=step_mistakes("output projection by heads",
-                                        {"heads": heads, "W_O": W_O, "b_O": b_O},
-                                        current_dims(), num_heads=h))
+                 mistakes=mistakes)
     passed(MESSAGES["projection_passed"].format(h=h, bias=" + b_O" if bias else "", batch=batch,
                                                 L=L, hd=hd, d_model=d_model, dtype=dtype))
 
@@ -368,6 +371,9 @@ def _forward(cls, d_model, num_heads, kwargs, P, dtype, device, inputs):
             given_mask = {"mask": None} if index == 0 else {}
             seen = observe(module, query, key, value, **given_mask)
         data["results"].append([seen.result, seen.error])
+    # the first input once more: an eval-mode forward gives the same result again
+    with forbid_spec(*FORBIDS):
+        data["again"] = observe(module, *inputs[0], mask=None).result
     return data
 
 
@@ -476,6 +482,12 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
 
         context = f" ({label}, B={batch}, Lq={q_in.shape[1]}, Lk={Lk_case}, {dtype})"
         expect_tensor(output, "output" + context, dtype=dtype, device=device)
+        again = revive(data.get("again")) if item is results[0] else None
+        if isinstance(again, tuple) and again:   # the randomness family: a second call
+            reason = diagnose.unrepeatable("outputs", output, again[0],
+                                           lambda a, b: close(a, b, dtype))
+            if reason:
+                fail(diagnose.explained("forward" + context, reason))
         scale, condition = _magnitudes(P, q_in, k_in, v_in, h)
         # the formula with one step left out or moved (checks/diagnose.py), for a mistake
         # that no entry of the tables names

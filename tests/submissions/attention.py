@@ -155,7 +155,7 @@ def attention_scores(query, key):
     return key @ query.transpose(-2, -1) / math.sqrt(query.shape[-1])
 '''},
         fails=["test_attention_scores"],
-        diagnosis=r"you gave \(batch, Lk, Lq\), the answer is \(batch, Lq, Lk\)"),
+        diagnosis=r"computes K Q\^T \(keys and queries exchanged\)"),
     "scaled_by_wrong_axis": Bug(
         cells={"attention_scores": '''
 def attention_scores(query, key):
