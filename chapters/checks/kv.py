@@ -360,7 +360,8 @@ def _forward(cls, args, kwargs, state, dtype, inputs):
     data["targets"] = load_weights(module, by_owner(state))
     data["results"] = []
     for x, mask in inputs:
-        seen = observe(module, x.clone(), None if mask is None else mask.clone())
+        # no mask: left to forward's default (mask=None), as the exercise promises
+        seen = observe(module, x.clone(), *([] if mask is None else [mask.clone()]))
         data["results"].append([seen.result, seen.error])
     return data
 
