@@ -319,7 +319,7 @@ def wrong_shape(got, want, dims, axes=None):
                 return MESSAGES["shape_rank_missing"].format(
                     axis=want_names[index], size=want[index], want_rank=len(want),
                     want_axes=want_axes)
-    unmerged = split_axis(got, want, dims, axes)
+    unmerged = split_axis(got, want, dims, axes) or singleton_axes(got, want, dims, axes)
     if unmerged:
         return unmerged
     return MESSAGES["shape_rank"].format(got_rank=len(got), got=got, want_rank=len(want),

@@ -666,14 +666,22 @@ def masked_softmax_formula(dims):
             "takes the keys where the mask is True (the complement: True means may attend)":
                 lambda _v, x: {"s": x["scores"], "masked": x.get("mask")}},
         "fill": {
+            "fills the masked scores with a fixed number such as -1e4, which is not below "
+            "every real score, instead of torch.finfo(scores.dtype).min":
+                _mask_products(lambda s, masked: s.masked_fill(masked, -1e4)),
             "fills the masked scores with 0 (or multiplies the scores by the mask) instead "
             "of torch.finfo(scores.dtype).min": _mask_products(
                 lambda s, masked: s.masked_fill(masked, 0.0)),
             "adds the mask to the scores (True = +1, False = +0) as if it were a float "
             "additive mask": _mask_products(lambda s, masked: s + ~masked),
-            "fills the masked scores with a fixed number such as -1e4, which is not below "
-            "every real score, instead of torch.finfo(scores.dtype).min":
-                _mask_products(lambda s, masked: s.masked_fill(masked, -1e4))},
+            "fills the scores of the keys that may be attended (where the mask is True) "
+            "instead of the masked ones":
+                _mask_products(lambda s, masked: s.masked_fill(~masked, lowest(s)))},
+        "zeroing of the masked weights": {
+            "zeroes the weights of the keys that may be attended (where the mask is True) "
+            "instead of the masked ones":
+                lambda st, _x: st["w"] if st["masked"] is None
+                else st["w"].masked_fill(~st["masked"], 0.0)},
         "softmax": {"runs over the queries (dim=-2) instead of the keys": softmax(-2),
                     **{f"runs over dim={axis}, a batch axis, instead of the keys "
                        "(F.softmax without dim= picks dim=0 for 3-D scores, 1 for 4-D)":

@@ -85,12 +85,12 @@ MESSAGES = {
     "masks_queries": ("padding_mask returned shape {got} = (B, 1, Lk, 1): {words}. The "
                       "positions are on the query axis, so this masks queries (rows) instead "
                       "of keys (columns). Put the position axis last: (B, 1, 1, Lk)."),
-    "padding_bool": ("padding_mask must return a torch.bool tensor (True = may attend), got "
-                     "{dtype}. A comparison such as positions < lengths already gives bool."),
-    "causal_bool": "{name} must return a torch.bool tensor (True = may attend), got {dtype}.",
-    "key_padding_bool": ("{name}: return a torch.bool mask, got {dtype}. (A float "
-                         "key_padding_mask is added to the scores, so 1.0 would not hide "
-                         "anything.)"),
+    # a mask of another dtype: "{failure}" is diagnose.wrong_state's sentence
+    "padding_bool": ("{failure} Return a torch.bool tensor (True = may attend): a comparison "
+                     "such as positions < lengths already gives bool."),
+    "causal_bool": "{failure} Return a torch.bool tensor (True = may attend).",
+    "key_padding_bool": ("{failure} Return a torch.bool mask (a float key_padding_mask is "
+                         "added to the scores, so 1.0 would not hide anything)."),
     "batch_of_one": ("{name}, a batch of one sequence: expected shape (1, {Lk}) = (B, Lk), got "
                      "{got}: {words}. A bare .squeeze() removes every axis of size 1, the "
                      "batch axis too when B = 1: remove only the two singleton axes "
@@ -124,7 +124,8 @@ MESSAGES = {
         "True = may attend) query i may attend to keys 0..i only."),
     # what a passing check verified
     "padding_passed": ("padding_mask: shape (B, 1, 1, max_len) = {shape}, bool, True exactly "
-                       "at positions < length for lengths {lengths}"),
+                       "at positions < length for lengths {lengths}, and for lengths all "
+                       "shorter than max_len"),
     "causal_passed": ("causal_mask: shape {shape}, bool, query i attends to keys 0..i, as "
                       "F.scaled_dot_product_attention(is_causal=True), and on device={device!r}"),
     "softmax_passed": ("masked_softmax ({dtype}, scores {shape}, mask {mask_shape}): right "
@@ -222,6 +223,11 @@ def _call(function, *args, hint=None, **kwargs):
         raise
 
 
+def _not_bool(name, mask):
+    """The state family's sentence for a mask of another dtype than torch.bool."""
+    return diagnose.explained(name, diagnose.wrong_state("dtype", mask.dtype, torch.bool))
+
+
 def _expect_graph(result, what):
     if not result.requires_grad:
         fail(MESSAGES["no_graph"].format(what=what))
@@ -303,11 +309,22 @@ def padding_mask(function, seed=0, batch=4, max_len=7, allow_zero=False):
     expect_tensor(actual, "padding_mask(lengths, max_len)", shape=expected.shape,
                   shape_names="(B, 1, 1, max_len)")
     if actual.dtype != torch.bool:
-        fail(MESSAGES["padding_bool"].format(dtype=actual.dtype))
+        fail(MESSAGES["padding_bool"].format(failure=_not_bool("padding_mask(lengths, max_len)",
+                                                                actual)))
     _expect_mask(actual, expected, f"padding_mask(lengths={lengths.tolist()}, max_len={max_len})",
                  "(B, 1, 1, max_len)",
                  MESSAGES["padding_shown"].format(want=expected[:, 0, 0].int().tolist(),
                                                   got=actual[:, 0, 0].int().tolist()))
+    # every sequence shorter than max_len (above, one had length max_len): the mask's last
+    # axis is max_len, whatever the lengths
+    short = lengths.clamp(max=max_len - 1)                                   # (B,)
+    shown = f"padding_mask(lengths={short.tolist()}, max_len={max_len})"
+    got = call(function, short.clone(), max_len)
+    expect_tensor(got, shown, shape=expected.shape, shape_names="(B, 1, 1, max_len)")
+    want = _ref_padding_mask(short, max_len)
+    _expect_mask(got, want, shown, "(B, 1, 1, max_len)",
+                 MESSAGES["padding_shown"].format(want=want[:, 0, 0].int().tolist(),
+                                                  got=got[:, 0, 0].int().tolist()))
     passed(MESSAGES["padding_passed"].format(shape=tuple(expected.shape),
                                              lengths=lengths.tolist()))
 
@@ -317,7 +334,7 @@ def _expect_causal(actual, expected, name):
     """Require the (q_len, k_len) bool mask `expected` of the student's `actual`."""
     expect_tensor(actual, name, shape=expected.shape, shape_names="(q_len, k_len)")
     if actual.dtype != torch.bool:
-        fail(MESSAGES["causal_bool"].format(name=name, dtype=actual.dtype))
+        fail(MESSAGES["causal_bool"].format(failure=_not_bool(name, actual)))
     _expect_mask(actual, expected, name, "(q_len, k_len)",
                  MESSAGES["causal_shown"].format(want=expected.int(), got=actual.int()))
 
@@ -674,7 +691,7 @@ def to_torch_key_padding_mask(function, seed=0, batch=3, Lk=6, d_model=8, num_he
     _expect_singletons(actual, expected, name, "(B, Lk)", MESSAGES["key_padding_shape"])
     expect_tensor(actual, name, shape=expected.shape, shape_names="(B, Lk)")
     if actual.dtype != torch.bool:
-        fail(MESSAGES["key_padding_bool"].format(name=name, dtype=actual.dtype))
+        fail(MESSAGES["key_padding_bool"].format(failure=_not_bool(name, actual)))
     _expect_mask(actual, expected, name, "(B, Lk)",
                  MESSAGES["key_padding_shown"].format(lengths=lengths.tolist(),
                                                       want=expected.int().tolist(),
