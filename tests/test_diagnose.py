@@ -702,3 +702,13 @@ def test_factors_of_an_axis_are_named_by_quantities_that_are_no_other_axis():
     # the tiled copy holds groups blocks of num_kv_heads heads, the answer the reverse
     assert "(groups blocks of num_kv_heads where num_kv_heads blocks of groups are expected" \
         in reason
+
+
+def test_one_minus_names_a_distance_returned_for_a_similarity():
+    similarity = heads(9).sigmoid()
+    reason = diagnose.one_minus(1 - similarity, similarity, same)
+    assert reason.startswith("it is 1 minus the right answer")
+    assert diagnose.FAMILY_PATTERN.search(reason)
+    assert diagnose.one_minus(similarity, similarity, same) is None
+    assert diagnose.one_minus(2 - similarity, similarity, same) is None
+    assert diagnose.one_minus(torch.zeros(3), torch.ones(3), same) is None   # constant's

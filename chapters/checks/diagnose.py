@@ -219,6 +219,9 @@ MESSAGES = {
                               "(B, 1, 1, Lk) was expected); handle each documented shape",
     "error_bool_arithmetic": "- or 1 - x on a bool tensor: PyTorch has no arithmetic on "
                              "bools; negate a bool mask with ~mask (or torch.logical_not)",
+    # one_minus (chapter 5)
+    "one_minus": "it is 1 minus the right answer (a distance or a complement, 1 - x, where "
+                 "the quantity x itself is asked for)",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -738,7 +741,8 @@ def explain(actual, expected, same, wrong, dims, axes=None, mistakes=None):
                     lambda: mask_runs(actual, expected, dims, axes),
                     lambda: all_zero(actual, expected),
                     lambda: offset_along(actual, expected, same, dims, axes),
-                    lambda: triangle_kind(actual, expected, dims, axes)):
+                    lambda: triangle_kind(actual, expected, dims, axes),
+                    lambda: one_minus(actual, expected, same)):
         reason = attempt()
         if reason:
             return reason
@@ -768,7 +772,7 @@ FAMILY_KEYS = ("swap", "view", "reversed", "factors", "times", "plus", "shifted"
                "starting_states",
      "item_order", "split_axis",
                "raised_reason", "offset_along", "earlier", "permuted", "permuted_view",
-               "reduced_many", "triangle")
+               "reduced_many", "triangle", "one_minus")
 # a message that a family produced, for tests and the measurement of the families alone
 FAMILY_PATTERN = re.compile(
     "|".join(re.escape(_signature(key)) for key in FAMILY_KEYS)
@@ -1414,3 +1418,16 @@ def more_error_reasons(message):
                  message or ""):
         return MESSAGES["error_bool_arithmetic"]
     return None
+
+
+# ---------------------------------------------------------------- 1 - x (chapter 5)
+
+def one_minus(actual, expected, same):
+    """The complement family for values: actual = 1 - expected (a distance returned for a
+    similarity, 1 - p for p), where expected is not a constant (that is constant()'s)."""
+    if tuple(actual.shape) != tuple(expected.shape) or expected.numel() < 2:
+        return None
+    e = expected.detach().double()
+    if float(e.max() - e.min()) == 0 or not same(actual, 1 - e):
+        return None
+    return MESSAGES["one_minus"]

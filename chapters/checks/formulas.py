@@ -916,7 +916,7 @@ def ablation_formula(dims, num_heads, L, vocab_size, d_model):
         "gates": {"switches off every head except head k (gates = 0, gates[k] = 1) instead "
                   "of head k alone (gates = 1, gates[k] = 0)": gates(off_only=False),
                   "switches off heads 0 .. k together at step k (one gates tensor, not reset "
-                  "to ones for each head): only head k is off at step k":
+                  "to ones for each head) instead of head k alone":
                   gates(cumulative=True)},
         "loss": {"uses only loss_prev instead of loss_prev + loss_first":
                  loss(parts=("prev",)),
