@@ -998,6 +998,16 @@ def head_copy_formula(dims, num_heads, head_dim, layout, ndim=2, key="the parame
             return W
         return step
 
+    def into_first(source):
+        """Head `source`'s block written into head 0 (a loop whose assignment is reversed
+        leaves the last head's there)."""
+        def step(_v, x):
+            W = x["W"].clone()
+            blocks = _head_blocks(h, hd, layout)(W)
+            blocks[0] = blocks[source].clone()
+            return W
+        return step
+
     steps = [("copy", layout_step(layout))]
     variants = {"copy": {
         f"is left out: {key} was not changed (head 0's block goes into every head i = 1 .. "
@@ -1006,7 +1016,10 @@ def head_copy_formula(dims, num_heads, head_dim, layout, ndim=2, key="the parame
         "stops before the last head (range(1, num_heads - 1) misses head num_heads - 1)":
             copied(_head_blocks(h, hd, layout), range(1, h - 1)),
         **{f"copies head {j}'s block into every head instead of head 0's":
-           copied_from(j) for j in range(1, h)}}}
+           copied_from(j) for j in range(1, h)},
+        **{f"copies the other way, head {j}'s block into head 0 (the others unchanged), "
+           "instead of head 0's block into every other head": into_first(j)
+           for j in sorted({1, h - 1}) if j > 0}}}
     return Formula(steps, variants)
 
 
