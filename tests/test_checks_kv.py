@@ -117,7 +117,7 @@ def test_a_top_left_mask_is_named_at_the_first_step_after_the_prefill():
     comes first, names the mask itself)."""
     namespace = _with("decoding", ".tril(T - L_new)", ".tril()")
     message = CHAPTER.run("check.cached_attention(cached_attention, KVCache)", namespace)
-    assert "step 1 (position 3)" in message and "off by one" in message, message
+    assert "step 1 (position 3)" in message and "top-left corner" in message, message
     message = CHAPTER.run("test_cached_attention", namespace, hidden=False)
     assert "decoding_causal_mask(3, 4) is wrong: off by one" in message, message
 
@@ -136,7 +136,7 @@ def test_checks_do_not_touch_the_global_rng(reference):
      "check.project_heads(project_heads)", "without the transpose"),
     ("GroupedQueryAttention", [("scaled_dot_product_attention(q, k, v, mask)",
                                 "scaled_dot_product_attention(q, k, v)")],
-     "check.attend_heads(attend_heads)", "the mask is ignored"),
+     "check.attend_heads(attend_heads)", "the mask step is left out"),
     ("decoding", [(".tril(T - L_new)", ".tril()")],
      "check.decoding_causal_mask(decoding_causal_mask)", "aligned at the top-left"),
 ])

@@ -718,3 +718,58 @@ def test_error_reason_says_which_name_on_the_students_line_is_none():
     assert reason.endswith("; on that line, one of `weight`, `bias` is None")
     assert diagnose.error_reason("'NoneType' object is not subscriptable", DIMS, "") == \
         diagnose.MESSAGES["error_none"]
+# ------------------------------------------------------- triangles, two errors (chapter 4)
+
+def test_triangle_kind_names_an_upper_triangle_where_a_lower_one_is_right():
+    dims = {"q_len": 4, "k_len": 7}
+    lower = torch.ones(4, 7, dtype=torch.bool).tril()
+    reason = diagnose.triangle_kind(torch.ones(4, 7, dtype=torch.bool).triu(), lower, dims)
+    assert reason.startswith("it is an upper triangle where a lower one is right: your mask "
+                             "is True where j >= i, the answer where j <= i (j the k_len "
+                             "index, i the q_len index")
+    assert diagnose.FAMILY_PATTERN.search(reason)
+    shifted_lower = diagnose.triangle_kind(lower, torch.ones(4, 7, dtype=torch.bool).triu(2),
+                                           dims)
+    assert "lower triangle where an upper one" in shifted_lower and "j >= i + 2" in shifted_lower
+    # the same kind (a diagonal off by k: mask_family's), or no triangle: not this family
+    assert diagnose.triangle_kind(lower.tril(-1), lower, dims) is None
+    # (the complement is one too, said by mask_family first in explain())
+    assert "j >= i + 1" in diagnose.triangle_kind(~lower, lower, dims)
+    assert diagnose.triangle_kind(torch.eye(4, 7).bool(), lower, dims) is None
+    assert diagnose.triangle_kind(torch.ones(4, 7, dtype=torch.bool), lower, dims) is None
+    assert diagnose.triangle_kind(heads(1), heads(1), DIMS) is None
+
+
+def test_more_error_reasons_name_an_index_of_too_many_axes_and_bool_arithmetic():
+    assert "more axes than the tensor has (2)" in diagnose.error_reason(
+        "too many indices for tensor of dimension 2", DIMS)
+    message = ("Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+               "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+    assert "~mask" in diagnose.error_reason(message, DIMS)
+    assert "~mask" in diagnose.error_reason(message.replace("Subtraction", "Negation")
+                                            .replace("with a bool", "on a bool"), DIMS)
+    assert diagnose.more_error_reasons("something else") is None
+
+
+def test_factors_of_an_axis_are_named_by_quantities_that_are_no_other_axis():
+    dims = diagnose.named_dims({"batch": 2, "num_kv_heads": 2, "num_heads": 6, "L": 5,
+                                "head_dim": 3})
+    kv = heads(2, shape=(2, 2, 5, 3))                     # (batch, num_kv_heads, L, head_dim)
+    reason = diagnose.other_layout(kv.repeat(1, 3, 1, 1), kv.repeat_interleave(3, dim=1),
+                                   same, dims)
+    assert "entries of the num_heads axis are in the other order" in reason
+    assert "num_kv_heads" in reason and "groups" in reason
+    assert "batch" not in reason and "head_dim" not in reason
+    # the tiled copy holds groups blocks of num_kv_heads heads, the answer the reverse
+    assert "(groups blocks of num_kv_heads where num_kv_heads blocks of groups are expected" \
+        in reason
+
+
+def test_one_minus_names_a_distance_returned_for_a_similarity():
+    similarity = heads(9).sigmoid()
+    reason = diagnose.one_minus(1 - similarity, similarity, same)
+    assert reason.startswith("it is 1 minus the right answer")
+    assert diagnose.FAMILY_PATTERN.search(reason)
+    assert diagnose.one_minus(similarity, similarity, same) is None
+    assert diagnose.one_minus(2 - similarity, similarity, same) is None
+    assert diagnose.one_minus(torch.zeros(3), torch.ones(3), same) is None   # constant's

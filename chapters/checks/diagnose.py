@@ -229,6 +229,19 @@ MESSAGES = {
     # which name is None on the student's line (error_reason)
     "error_none_name": "; on that line, `{name}` is None",
     "error_none_names": "; on that line, one of {names} is None",
+    # triangle_kind, more_error_reasons (chapter 4)
+    "triangle": "it is {got_article} {got} triangle where {want_article} {want} one is right: "
+                "your mask is True where {rule_got}, the answer where {rule_want} (j the "
+                "{col} index, i the {row} index; tril keeps the entries on and below a "
+                "diagonal, triu those on and above it)",
+    "error_too_many_indices": "it indexes more axes than the tensor has ({rank}): a tensor "
+                              "with fewer axes than the code assumes (e.g. (B, Lk) where "
+                              "(B, 1, 1, Lk) was expected); handle each documented shape",
+    "error_bool_arithmetic": "- or 1 - x on a bool tensor: PyTorch has no arithmetic on "
+                             "bools; negate a bool mask with ~mask (or torch.logical_not)",
+    # one_minus (chapter 5)
+    "one_minus": "it is 1 minus the right answer (a distance or a complement, 1 - x, where "
+                 "the quantity x itself is asked for)",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -329,7 +342,7 @@ def wrong_shape(got, want, dims, axes=None):
                 return MESSAGES["shape_rank_missing"].format(
                     axis=want_names[index], size=want[index], want_rank=len(want),
                     want_axes=want_axes)
-    unmerged = split_axis(got, want, dims, axes)
+    unmerged = split_axis(got, want, dims, axes) or singleton_axes(got, want, dims, axes)
     if unmerged:
         return unmerged
     return MESSAGES["shape_rank"].format(got_rank=len(got), got=got, want_rank=len(want),
@@ -338,14 +351,17 @@ def wrong_shape(got, want, dims, axes=None):
 
 # --------------------------------------------------------------------------------- layouts
 
-def _factor_pairs(size, dims):
+def _factor_pairs(size, dims, avoid=()):
     """(outer, inner, outer name, inner name) with outer * inner = size, one of them a named
-    quantity (both > 1)."""
+    quantity (both > 1). avoid: the names of the tensor's other axes, which a factor of this
+    axis is named by only when no other quantity has its size (a (batch, num_heads, ...)
+    tensor's num_heads = num_kv_heads * groups, not batch * head_dim)."""
     pairs = []
-    for name, value in dims.items():
+    ordered = sorted(dims.items(), key=lambda item: item[0] in avoid)
+    for name, value in ordered:
         if 1 < value < size and size % value == 0:
             other = size // value
-            other_name = next((n for n, v in dims.items() if v == other), str(other))
+            other_name = next((n for n, v in ordered if v == other), str(other))
             pairs += [(value, other, name, other_name), (other, value, other_name, name)]
     seen, unique = set(), []
     for pair in pairs:
@@ -373,15 +389,18 @@ def other_layout(actual, expected, same, dims, axes=None):
         if shape[i] > 1 and same(actual, expected.flip(i)):
             return MESSAGES["reversed"].format(axis=_axis_label(names[i]))
     for i in range(rank):
-        for outer, inner, outer_name, inner_name in _factor_pairs(shape[i], dims):
+        for outer, inner, outer_name, inner_name in _factor_pairs(
+                shape[i], dims, names[:i] + names[i + 1:]):
             fine = expected.reshape(*shape[:i], outer, inner, *shape[i + 1:])
             if same(actual, fine.transpose(i, i + 1).reshape(shape)):
-                return MESSAGES["factors"].format(outer=outer_name, inner=inner_name,
+                # actual holds `inner` blocks of `outer` entries: the template's outer
+                return MESSAGES["factors"].format(outer=inner_name, inner=outer_name,
                                                   axis=_axis_label(names[i]))
     # a view that exchanges two axes (possibly factors of one axis split by the view)
     splits = [(None, shape, names)]
     for i in range(rank):
-        for outer, inner, outer_name, inner_name in _factor_pairs(shape[i], dims):
+        for outer, inner, outer_name, inner_name in _factor_pairs(
+                shape[i], dims, names[:i] + names[i + 1:]):
             splits.append((i, (*shape[:i], outer, inner, *shape[i + 1:]),
                            names[:i] + [outer_name, inner_name] + names[i + 1:]))
     for _, fine_shape, fine_names in splits:
@@ -496,12 +515,10 @@ def _triangle(matrix):
 def mask_family(actual, expected):
     """The mask family, for 0/1 (or bool) masks of one shape: the complement of the right
     mask, or a triangle whose diagonal is off by k."""
-    if tuple(actual.shape) != tuple(expected.shape) or expected.dim() < 2:
+    masks = _bool_masks(actual, expected)
+    if masks is None:
         return None
-    a, e = actual.detach(), expected.detach()
-    if not (_binary(a) and _binary(e)):
-        return None
-    a, e = a.bool().cpu(), e.bool().cpu()
+    a, e = masks
     if torch.equal(a, ~e):
         return MESSAGES["complement"]
     want, got = _triangle(e), _triangle(a)
@@ -745,7 +762,9 @@ def explain(actual, expected, same, wrong, dims, axes=None, mistakes=None):
                     lambda: all_zero(actual, expected),
                     lambda: offset_along(actual, expected, same, dims, axes),
                     lambda: rescaled_lines(actual, expected, same, dims, axes),
-                    lambda: indices_permuted(actual, expected, same, dims, axes)):
+                    lambda: indices_permuted(actual, expected, same, dims, axes),
+                    lambda: triangle_kind(actual, expected, dims, axes),
+                    lambda: one_minus(actual, expected, same)):
         reason = attempt()
         if reason:
             return reason
@@ -776,7 +795,7 @@ FAMILY_KEYS = ("swap", "view", "reversed", "factors", "times", "plus", "shifted"
      "item_order", "split_axis",
                "raised_reason", "offset_along", "earlier", "permuted", "permuted_view",
                "reduced_many", "rescaled_lines", "indices_permuted", "in_place_shape",
-               "unrepeatable")
+               "unrepeatable", "triangle", "one_minus")
 # a message that a family produced, for tests and the measurement of the families alone
 FAMILY_PATTERN = re.compile(
     "|".join(re.escape(_signature(key)) for key in FAMILY_KEYS)
@@ -1283,7 +1302,7 @@ def error_reason(message, dims, code=""):
         return MESSAGES["error_fill_value"].format(rank=found.group(1))
     if "only one element tensors can be converted to Python scalars" in message:
         return MESSAGES["error_scalar"]
-    return overflow(message) or missing_parameter(message)
+    return overflow(message) or missing_parameter(message) or more_error_reasons(message)
 
 
 # ------------------------------------------------------------ an offset along one axis
@@ -1488,3 +1507,68 @@ def _none_on_line(message, code):
         return MESSAGES["error_none_name"].format(name=names[0])
     return MESSAGES["error_none_names"].format(
         names=", ".join(f"`{name}`" for name in names)) if names else ""
+# --------------------------------------------------- a triangle of the other kind (chapter 4)
+
+def _bool_masks(actual, expected):
+    """(actual, expected) as bool tensors on the CPU when both are 0/1 masks of one shape
+    of at least two axes, else None."""
+    if tuple(actual.shape) != tuple(expected.shape) or expected.dim() < 2:
+        return None
+    a, e = actual.detach(), expected.detach()
+    if not (_binary(a) and _binary(e)):
+        return None
+    return a.bool().cpu(), e.bool().cpu()
+
+
+def _triangle_rule(kind, diagonal):
+    """"j <= i + 2" for ("tril", 2): where a triangle of `kind` is True (i the row, j the
+    column)."""
+    shift = f" + {diagonal}" if diagonal > 0 else f" - {-diagonal}" if diagonal < 0 else ""
+    return f"j {'<=' if kind == 'tril' else '>='} i{shift}"
+
+
+def triangle_kind(actual, expected, dims, axes=None):
+    """The triangle family, for 0/1 masks of one shape (..., R, C) that are both triangles
+    of ones, the same in every leading index: the upper one (triu) where the lower one
+    (tril) is right, or the reverse, whatever their diagonals (a square one with the same
+    diagonal is also other_layout's swap of the two axes, tried before)."""
+    masks = _bool_masks(actual, expected)
+    if masks is None:
+        return None
+    a, e = masks
+    if any(bool(m.all()) or not bool(m.any()) for m in (a, e)):
+        return None   # all True or all False: a triangle of either kind, no triangle to name
+    got, want = _triangle(a), _triangle(e)
+    if not (got and want) or got[0] == want[0]:
+        return None
+    names = axis_names(tuple(e.shape), dims, axes)
+    words = {"tril": ("a", "lower"), "triu": ("an", "upper")}
+    return MESSAGES["triangle"].format(
+        got_article=words[got[0]][0], got=words[got[0]][1], want_article=words[want[0]][0],
+        want=words[want[0]][1], rule_got=_triangle_rule(*got), rule_want=_triangle_rule(*want),
+        col=names[-1], row=names[-2])
+
+
+def more_error_reasons(message):
+    """What two more errors mean, for any exercise: an index with more axes than the tensor
+    has, and arithmetic (- or 1 - x) on a bool tensor. None for any other error."""
+    found = re.search(r"too many indices for tensor of dimension (\d+)", message or "")
+    if found:
+        return MESSAGES["error_too_many_indices"].format(rank=found.group(1))
+    if re.search(r"(Subtraction|Negation), the `-` operator, (with|on) a bool tensor",
+                 message or ""):
+        return MESSAGES["error_bool_arithmetic"]
+    return None
+
+
+# ---------------------------------------------------------------- 1 - x (chapter 5)
+
+def one_minus(actual, expected, same):
+    """The complement family for values: actual = 1 - expected (a distance returned for a
+    similarity, 1 - p for p), where expected is not a constant (that is constant()'s)."""
+    if tuple(actual.shape) != tuple(expected.shape) or expected.numel() < 2:
+        return None
+    e = expected.detach().double()
+    if float(e.max() - e.min()) == 0 or not same(actual, 1 - e):
+        return None
+    return MESSAGES["one_minus"]

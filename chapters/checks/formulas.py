@@ -816,6 +816,16 @@ def _mask_products(fill):
     return step
 
 
+def _batch_softmax(axis):
+    """masked_softmax_formula's softmax step over a leading (batch) axis of the scores,
+    where they have one there (else no fit: the axis would be Lq or Lk)."""
+    def step(st, _x):
+        if st["s"].dim() < axis + 3:
+            raise RuntimeError(f"no batch axis {axis}")   # no fit (Formula.mistakes)
+        return _with(st, w=torch.softmax(st["s"], dim=axis))
+    return step
+
+
 def masked_softmax_formula(dims):
     """Chapter 4's masked softmax, the course's rule: the masked keys are where the mask is
     False (True = may attend), their scores are filled with torch.finfo(dtype).min, a
@@ -841,15 +851,28 @@ def masked_softmax_formula(dims):
             "takes the keys where the mask is True (the complement: True means may attend)":
                 lambda _v, x: {"s": x["scores"], "masked": x.get("mask")}},
         "fill": {
+            "fills the masked scores with a fixed number such as -1e4, which is not below "
+            "every real score, instead of torch.finfo(scores.dtype).min":
+                _mask_products(lambda s, masked: s.masked_fill(masked, -1e4)),
             "fills the masked scores with 0 (or multiplies the scores by the mask) instead "
             "of torch.finfo(scores.dtype).min": _mask_products(
                 lambda s, masked: s.masked_fill(masked, 0.0)),
             "adds the mask to the scores (True = +1, False = +0) as if it were a float "
             "additive mask": _mask_products(lambda s, masked: s + ~masked),
-            "fills the masked scores with a fixed number such as -1e4, which is not below "
-            "every real score, instead of torch.finfo(scores.dtype).min":
-                _mask_products(lambda s, masked: s.masked_fill(masked, -1e4))},
-        "softmax": {"runs over the queries (dim=-2) instead of the keys": softmax(-2)},
+            "fills the scores of the keys that may be attended (where the mask is True) "
+            "instead of the masked ones":
+                _mask_products(lambda s, masked: s.masked_fill(~masked, lowest(s)))},
+        "zeroing of the masked weights": {
+            "zeroes the weights of the keys that may be attended (where the mask is True) "
+            "instead of the masked ones":
+                lambda st, _x: st["w"] if st["masked"] is None
+                else st["w"].masked_fill(~st["masked"], 0.0)},
+        "softmax": {"runs over the queries (dim=-2) instead of the keys": softmax(-2),
+                    **{f"runs over dim={axis}, a batch axis, instead of the keys "
+                       "(F.softmax without dim= picks dim=0 for 3-D scores, 1 for 4-D)":
+                       _batch_softmax(axis) for axis in (0, 1)},
+                    "is a log_softmax (log-weights, all <= 0) instead of a softmax":
+                        lambda st, _x: _with(st, w=torch.log_softmax(st["s"], dim=-1))},
     }
     skips = {"fill": None, "zeroing of the masked weights": lambda st, _x: st["w"]}
     return _UpToTwoSteps(steps, variants, skips)
@@ -858,12 +881,18 @@ def masked_softmax_formula(dims):
 FORMULAS["masked softmax"] = masked_softmax_formula
 
 
-def masked_attention_formula(dims, d_k):
+def masked_attention_formula(dims, d_k, output=True):
     """Chapter 4's masked attention: chapter 1's formula (attention_formula), whose mask
     step may also be done by multiplying or adding the mask, and whose scale may be
-    sqrt(d_k) rounded to float32 (common.float32_sqrt: visible in a float64 run)."""
+    sqrt(d_k) rounded to float32 (common.float32_sqrt: visible in a float64 run), or done
+    after the softmax; the weights alone when not `output`."""
     from .common import float32_sqrt   # common imports this module lazily (step_mistakes)
-    formula = attention_formula(dims, d_k)
+    formula = attention_formula(dims, d_k, output=output)
+    # the scale moved past the softmax: the weights (and so the output) divided by sqrt(d_k)
+    formula.together["the scale is applied after the softmax (to the weights, or to the "
+                     "output) instead of to the scores before it"] = {
+        "scale": lambda s, _x: s,
+        "softmax": lambda s, x: _softmax_over(-1)(s, x) / math.sqrt(d_k)}
     formula.variants["mask"] = {
         **formula.variants["mask"],
         "multiplies the scores by the mask (a masked score becomes 0, not very negative)":
@@ -883,12 +912,13 @@ def masked_attention_formula(dims, d_k):
     if root32 is not None:
         formula.variants["scale"] = {
             **formula.variants["scale"],
-            "divides by sqrt(d_k) held in float32 (a float32 constant)":
-                lambda s, _x: s / root32}
+            "divides by sqrt(d_k) held in float32: " + FLOAT32_SQRT: lambda s, _x: s / root32}
     return formula
 
 
 FORMULAS["masked attention"] = masked_attention_formula
+FORMULAS["masked attention weights"] = (
+    lambda dims, d_k: masked_attention_formula(dims, d_k, output=False))
 
 
 # ==== chapter 5: why heads diversify ======================================================
@@ -897,8 +927,14 @@ def relation_formula(dims, relation):
     """relation_scores' prev (relation "prev") or first ("first"), (num_heads,): the weight of
     query i on key i-1 (prev) or on key 0 (first), averaged over the batch and over the query
     positions i >= 2. Inputs {"weights": (B, num_heads, L, L)}."""
-    def rows(start):
-        return lambda _v, x: torch.arange(start, x["weights"].shape[-1])
+    def rows(start, stop=0):
+        """The query positions start .. L - 1 + stop (none: no fit, see Formula.mistakes)."""
+        def step(_v, x):
+            positions = torch.arange(start, x["weights"].shape[-1] + stop)
+            if not len(positions):
+                raise RuntimeError("no query position left")
+            return positions
+        return step
 
     def pick(key, query=lambda i: i):
         """The entries weights[..., query(i), key(i)] for the rows i where both exist:
@@ -942,7 +978,11 @@ def relation_formula(dims, relation):
                             "the first token, a row that cannot tell the two relations apart":
                             rows(1),
                             "takes every query position from i = 0 instead of i >= 2: rows 0 "
-                            "and 1 cannot tell the two relations apart": rows(0)},
+                            "and 1 cannot tell the two relations apart": rows(0),
+                            "starts at i = 3 instead of i = 2 (off by one: the query "
+                            "positions are 2 .. L - 1)": rows(3),
+                            "stops before the last query position (i < L - 1 instead of "
+                            "i <= L - 1: a range one short)": rows(2, stop=-1)},
         "key": keys,
         "average": {"sums over the query positions instead of averaging (each score is a mean "
                     "attention weight, between 0 and 1)":
@@ -985,6 +1025,11 @@ def similarity_formula(dims):
                 lambda maps, _x: maps,
             "runs along the heads axis (dim=1) instead of along each flattened map (dim=-1)":
                 lambda maps, _x: normalize(maps, dim=1),
+            "runs along the batch axis (dim=0) instead of along each flattened map (dim=-1)":
+                lambda maps, _x: normalize(maps, dim=0),
+            "divides each map by the sum of its entries (the L1 norm, F.normalize(p=1)) "
+            "instead of by its length (the L2 norm, p=2)":
+                lambda maps, _x: normalize(maps, p=1, dim=-1),
             "subtracts each map's mean first (a Pearson correlation): the cosine takes the "
             "maps as they are":
                 lambda maps, _x: normalize(maps - maps.mean(-1, keepdim=True), dim=-1),
@@ -1025,11 +1070,14 @@ def ablation_formula(dims, num_heads, L, vocab_size, d_model):
                                           x[f"{p}_target"].flatten(), reduction=reduction)
                             for p in parts])
         return lambda gates, x: {
-            "masked": torch.stack([of(x, g) for g in gates]), "base": of(x, None)}
+            "masked": torch.stack([of(x, g) for g in gates]), "base": of(x, None),
+            "off": of(x, torch.zeros(h, dtype=torch.float64))}
 
-    def gates(off_only=True):
+    def gates(off_only=True, cumulative=False):
         def step(_v, _x):
             eye = torch.eye(h, dtype=torch.float64)
+            if cumulative:   # one gates tensor, never reset: heads 0 .. k off at step k
+                return list(1 - eye.cumsum(0))
             return list(1 - eye) if off_only else list(eye)
         return step
 
@@ -1051,7 +1099,10 @@ def ablation_formula(dims, num_heads, L, vocab_size, d_model):
              ("baseline subtraction", lambda st, _x: st["masked"] - st["base"])]
     variants = {
         "gates": {"switches off every head except head k (gates = 0, gates[k] = 1) instead "
-                  "of head k alone (gates = 1, gates[k] = 0)": gates(off_only=False)},
+                  "of head k alone (gates = 1, gates[k] = 0)": gates(off_only=False),
+                  "switches off heads 0 .. k together at step k (one gates tensor, not reset "
+                  "to ones for each head) instead of head k alone":
+                  gates(cumulative=True)},
         "loss": {"uses only loss_prev instead of loss_prev + loss_first":
                  loss(parts=("prev",)),
                  "uses only loss_first instead of loss_prev + loss_first":
@@ -1063,6 +1114,12 @@ def ablation_formula(dims, num_heads, L, vocab_size, d_model):
         "baseline subtraction": {"is the wrong way round: the loss with every head on minus "
                                  "the loss with head k off":
                                  lambda st, _x: st["base"] - st["masked"],
+                                 "divides by the loss with no mask (a relative increase) "
+                                 "instead of only subtracting it":
+                                 lambda st, _x: (st["masked"] - st["base"]) / st["base"],
+                                 "subtracts the loss with every head off (gates all 0) "
+                                 "instead of the loss with no mask (every head on)":
+                                 lambda st, _x: st["masked"] - st["off"],
                                  "is replaced by the gradient score |dL/d gate_k| (Michel et "
                                  "al.), not the ablation: set head k's gate to 0 and measure "
                                  "how much the loss grows": gradient_score}}
@@ -1126,6 +1183,16 @@ def head_copy_formula(dims, num_heads, head_dim, layout, ndim=2, key="the parame
             return W
         return step
 
+    def into_first(source):
+        """Head `source`'s block written into head 0 (a loop whose assignment is reversed
+        leaves the last head's there)."""
+        def step(_v, x):
+            W = x["W"].clone()
+            blocks = _head_blocks(h, hd, layout)(W)
+            blocks[0] = blocks[source].clone()
+            return W
+        return step
+
     steps = [("copy", layout_step(layout))]
     variants = {"copy": {
         f"is left out: {key} was not changed (head 0's block goes into every head i = 1 .. "
@@ -1134,7 +1201,10 @@ def head_copy_formula(dims, num_heads, head_dim, layout, ndim=2, key="the parame
         "stops before the last head (range(1, num_heads - 1) misses head num_heads - 1)":
             copied(_head_blocks(h, hd, layout), range(1, h - 1)),
         **{f"copies head {j}'s block into every head instead of head 0's":
-           copied_from(j) for j in range(1, h)}}}
+           copied_from(j) for j in range(1, h)},
+        **{f"copies the other way, head {j}'s block into head 0 (the others unchanged), "
+           "instead of head 0's block into every other head": into_first(j)
+           for j in sorted({1, h - 1}) if j > 0}}}
     return Formula(steps, variants)
 
 
@@ -1178,6 +1248,22 @@ def grouped_query_formula(dims, num_heads, num_kv_heads):
 
 
 FORMULAS["grouped-query attention"] = grouped_query_formula
+
+
+def attend_heads_formula(dims, num_heads, num_kv_heads):
+    """attend_heads: grouped_query_formula's steps from the repeat of the key/value heads
+    on, on heads already projected and split. Inputs "q" (B, num_heads, L, head_dim), "k",
+    "v" (B, num_kv_heads, T, head_dim), "mask" (or None), "o_w", "o_b"."""
+    full = grouped_query_formula(dims, num_heads, num_kv_heads)
+    before = ("projection", "split into heads")   # attend_heads is handed their results
+    steps = [("heads", lambda _v, x: {n: x[n] for n in "qkv"})]
+    steps += [step for step in full.steps if step[0] not in before]
+    return Formula(steps, {name: ways for name, ways in full.variants.items()
+                           if name not in before},
+                   {name: skip for name, skip in full.optional.items() if name not in before})
+
+
+FORMULAS["attend heads"] = attend_heads_formula
 
 
 ROTARY_BASE = 10000.0  # rotary's default base
@@ -1224,6 +1310,11 @@ def rotary_formula(dims, base=ROTARY_BASE):
     if base != ROTARY_BASE:
         variants["rotation"][f"ignores base={base:g} and uses the default {ROTARY_BASE:g}"] = (
             lambda _v, x: _rotate(x["x"], x["positions"], ROTARY_BASE))
+    variants["rotation"].update({
+        "uses the frequencies base ** (-4 i / head_dim) (the feature index 2i where the pair "
+        "index i belongs)": rotate(exponent=4.0),
+        "uses the frequencies base ** (+2 i / head_dim) (the exponent's minus sign left out)":
+            rotate(exponent=-2.0)})
     return Formula(steps, variants)
 
 
@@ -1333,7 +1424,9 @@ def equivariance_formula(dims):
                     "uses the inverse permutation (argsort(perm))":
                         lambda _v, x: x["output"][:, x["perm"].argsort()]},
                 "largest entry": {"takes the mean instead of the largest entry":
-                                  lambda d, _x: d.mean().reshape(1)}}
+                                  lambda d, _x: d.mean().reshape(1),
+                                  "takes the sum instead of the largest entry":
+                                  lambda d, _x: d.sum().reshape(1)}}
     optional = {"permutation of the output": lambda _v, x: x["output"],
                 "absolute value": None}
     return Formula(steps, variants, optional)
@@ -1394,12 +1487,16 @@ FORMULAS["GQA parameter count"] = gqa_parameters_formula
 
 # ---- chapter 7: positions (its equivariance gap, rotary and rotary decoding: above)
 
-def _sinusoidal(positions, d_model, base=ROTARY_BASE, exponent=2.0, waves=("sin", "cos")):
+def _sinusoidal(positions, d_model, base=ROTARY_BASE, exponent=2.0, waves=("sin", "cos"),
+                halves=False):
     """The (L, d_model) table of positions (L,): pair i of row p is (waves[0], waves[1]) of
-    the angle p * base ** (-exponent * i / d_model), at the features (2i, 2i + 1)."""
+    the angle p * base ** (-exponent * i / d_model), at the features (2i, 2i + 1), or with
+    `halves` at (i, i + d_model // 2)."""
     pair = torch.arange(d_model // 2, dtype=torch.float64)
     angles = positions.double()[:, None] * base ** (-exponent * pair / d_model)    # (L, P)
     wave = {"sin": angles.sin(), "cos": angles.cos()}
+    if halves:
+        return torch.cat([wave[waves[0]], wave[waves[1]]], -1)                     # (L, D)
     return torch.stack([wave[waves[0]], wave[waves[1]]], -1).flatten(-2)          # (L, D)
 
 
@@ -1414,10 +1511,20 @@ def sinusoidal_formula(dims, d_model, base=ROTARY_BASE):
     variants = {"table": {
         "puts cos(p w_i) at the even features 2i and sin(p w_i) at the odd ones":
             table(waves=("cos", "sin")),
-        "uses the frequencies base ** (-i / d_model) (without the 2)": table(exponent=1.0)}}
+        "uses the frequencies base ** (-i / d_model) (without the 2)": table(exponent=1.0),
+        "puts the sines in the first half of the features and the cosines in the second "
+        "(torch.cat of the two) instead of interleaving them at 2i and 2i + 1 (torch.stack "
+        "on a last axis, then a reshape)": table(halves=True),
+        "counts the positions from 1 instead of 0 (row p is position p)":
+            lambda _v, x: _sinusoidal(x["positions"] + 1, d_model, base)}}
     if base != ROTARY_BASE:
         variants["table"][f"ignores base={base:g} and uses the default {ROTARY_BASE:g}"] = (
             table(base=ROTARY_BASE))
+    variants["table"].update({
+        "uses the frequencies base ** (-4 i / d_model) (the feature index 2i where the pair "
+        "index i belongs)": table(exponent=4.0),
+        "uses the frequencies base ** (+2 i / d_model) (the exponent's minus sign left out)":
+            table(exponent=-2.0)})
     return Formula(steps, variants)
 
 

@@ -14,8 +14,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import diagnose
-from .common import (FLOAT32_SQRT, CheckFailure, Forbidden, _isfinite, beyond_tolerance, call,
-                     check, close, expect_close, expect_tensor, fail, float32_sqrt, forbid_spec,
+from .common import (CheckFailure, Forbidden, _isfinite, beyond_tolerance, call,
+                     check, close, expect_close, expect_tensor, fail, forbid_spec,
                      fresh_seed, generator, max_error, passed, random_inputs, reference,
                      softmax_condition, type_name)
 from .common import Intermediate, current_dims, step_mistakes
@@ -38,9 +38,10 @@ MESSAGES = {
     "allowed": "the keys that may be attended",
     "attending": "the queries that have a key to attend to",
     "nan_fully_masked": (
-        "The softmax of a row that is all -inf is 0/0 = NaN.{fp16} Fill masked scores with "
-        "torch.finfo(scores.dtype).min (finite), and after the softmax set the weights of "
-        "masked keys to 0, which turns those rows into zeros."),
+        "The softmax of a row that is all -inf is 0/0 = NaN, and so is a division by the "
+        "sum of a row's weights once its masked ones are zeroed (that sum is 0 there).{fp16} "
+        "Fill masked scores with torch.finfo(scores.dtype).min (finite), and after the softmax "
+        "set the weights of masked keys to 0, which turns those rows into zeros."),
     "fp16_note": (" In float16, -1e9 is -inf too: float16's finite range ends at -65504, and "
                   "score + finfo.min also overflows to -inf when the score is below about -16."),
     "nan_allowed": (
@@ -84,12 +85,12 @@ MESSAGES = {
     "masks_queries": ("padding_mask returned shape {got} = (B, 1, Lk, 1): {words}. The "
                       "positions are on the query axis, so this masks queries (rows) instead "
                       "of keys (columns). Put the position axis last: (B, 1, 1, Lk)."),
-    "padding_bool": ("padding_mask must return a torch.bool tensor (True = may attend), got "
-                     "{dtype}. A comparison such as positions < lengths already gives bool."),
-    "causal_bool": "{name} must return a torch.bool tensor (True = may attend), got {dtype}.",
-    "key_padding_bool": ("{name}: return a torch.bool mask, got {dtype}. (A float "
-                         "key_padding_mask is added to the scores, so 1.0 would not hide "
-                         "anything.)"),
+    # a mask of another dtype: "{failure}" is diagnose.wrong_state's sentence
+    "padding_bool": ("{failure} Return a torch.bool tensor (True = may attend): a comparison "
+                     "such as positions < lengths already gives bool."),
+    "causal_bool": "{failure} Return a torch.bool tensor (True = may attend).",
+    "key_padding_bool": ("{failure} Return a torch.bool mask (a float key_padding_mask is "
+                         "added to the scores, so 1.0 would not hide anything)."),
     "batch_of_one": ("{name}, a batch of one sequence: expected shape (1, {Lk}) = (B, Lk), got "
                      "{got}: {words}. A bare .squeeze() removes every axis of size 1, the "
                      "batch axis too when B = 1: remove only the two singleton axes "
@@ -123,7 +124,8 @@ MESSAGES = {
         "True = may attend) query i may attend to keys 0..i only."),
     # what a passing check verified
     "padding_passed": ("padding_mask: shape (B, 1, 1, max_len) = {shape}, bool, True exactly "
-                       "at positions < length for lengths {lengths}"),
+                       "at positions < length for lengths {lengths}, and for lengths all "
+                       "shorter than max_len"),
     "causal_passed": ("causal_mask: shape {shape}, bool, query i attends to keys 0..i, as "
                       "F.scaled_dot_product_attention(is_causal=True), and on device={device!r}"),
     "softmax_passed": ("masked_softmax ({dtype}, scores {shape}, mask {mask_shape}): right "
@@ -221,6 +223,11 @@ def _call(function, *args, hint=None, **kwargs):
         raise
 
 
+def _not_bool(name, mask):
+    """The state family's sentence for a mask of another dtype than torch.bool."""
+    return diagnose.explained(name, diagnose.wrong_state("dtype", mask.dtype, torch.bool))
+
+
 def _expect_graph(result, what):
     if not result.requires_grad:
         fail(MESSAGES["no_graph"].format(what=what))
@@ -302,11 +309,22 @@ def padding_mask(function, seed=0, batch=4, max_len=7, allow_zero=False):
     expect_tensor(actual, "padding_mask(lengths, max_len)", shape=expected.shape,
                   shape_names="(B, 1, 1, max_len)")
     if actual.dtype != torch.bool:
-        fail(MESSAGES["padding_bool"].format(dtype=actual.dtype))
+        fail(MESSAGES["padding_bool"].format(failure=_not_bool("padding_mask(lengths, max_len)",
+                                                                actual)))
     _expect_mask(actual, expected, f"padding_mask(lengths={lengths.tolist()}, max_len={max_len})",
                  "(B, 1, 1, max_len)",
                  MESSAGES["padding_shown"].format(want=expected[:, 0, 0].int().tolist(),
                                                   got=actual[:, 0, 0].int().tolist()))
+    # every sequence shorter than max_len (above, one had length max_len): the mask's last
+    # axis is max_len, whatever the lengths
+    short = lengths.clamp(max=max_len - 1)                                   # (B,)
+    shown = f"padding_mask(lengths={short.tolist()}, max_len={max_len})"
+    got = call(function, short.clone(), max_len)
+    expect_tensor(got, shown, shape=expected.shape, shape_names="(B, 1, 1, max_len)")
+    want = _ref_padding_mask(short, max_len)
+    _expect_mask(got, want, shown, "(B, 1, 1, max_len)",
+                 MESSAGES["padding_shown"].format(want=want[:, 0, 0].int().tolist(),
+                                                  got=got[:, 0, 0].int().tolist()))
     passed(MESSAGES["padding_passed"].format(shape=tuple(expected.shape),
                                              lengths=lengths.tolist()))
 
@@ -316,7 +334,7 @@ def _expect_causal(actual, expected, name):
     """Require the (q_len, k_len) bool mask `expected` of the student's `actual`."""
     expect_tensor(actual, name, shape=expected.shape, shape_names="(q_len, k_len)")
     if actual.dtype != torch.bool:
-        fail(MESSAGES["causal_bool"].format(name=name, dtype=actual.dtype))
+        fail(MESSAGES["causal_bool"].format(failure=_not_bool(name, actual)))
     _expect_mask(actual, expected, name, "(q_len, k_len)",
                  MESSAGES["causal_shown"].format(want=expected.int(), got=actual.int()))
 
@@ -460,9 +478,9 @@ def _attention_inputs(seed, batch, Lq, Lk, d_k, d_v, dtype):
 @reference
 def _attention_answers(query, key, value, mask, upstream):
     """(expected output, expected weights, the expected gradients of (query, key, value)
-    when `upstream` flows back into the output, (the expected output with mask=None,
-    {FLOAT32_SQRT: its output})), in float64: F.scaled_dot_product_attention for the
-    outputs."""
+    when `upstream` flows back into the output, the expected output with mask=None), in
+    float64: F.scaled_dot_product_attention for the outputs (a float32 sqrt(d_k), which
+    shows in that float64 run, is a step of the formula: formulas.masked_attention_formula)."""
     q, k, v = query.double(), key.double(), value.double()
     fully = _fully_masked_rows(mask, (*q.shape[:-1], k.shape[-2]))        # (..., Lq, 1)
     # The trusted reference on every query that has a key to attend to; zeros elsewhere.
@@ -473,17 +491,20 @@ def _attention_answers(query, key, value, mask, upstream):
     rq, rk, rv = (t.double().clone().requires_grad_() for t in (query, key, value))
     (_ref_attention(rq, rk, rv, mask)[0] * upstream.double()).sum().backward()
     plain = F.scaled_dot_product_attention(q, k, v)
-    # common.py's rule for a float32 sqrt(d_k) constant, which shows in the float64 run
-    root32 = float32_sqrt(q.shape[-1])
-    plain_bugs = {} if root32 is None else {
-        FLOAT32_SQRT: _softmax(q @ k.transpose(-2, -1) / root32, dim=-1) @ v}
-    return expected, ref_w, (rq.grad, rk.grad, rv.grad), (plain, plain_bugs)
+    return expected, ref_w, (rq.grad, rk.grad, rv.grad), plain
 
 
-def _unpack(result, name):
+def _unpack(result, name, shapes=None):
+    """(output, weights) of the student's result; shapes: theirs, for naming the two
+    returned in the other order (diagnose.item_order)."""
     if not (isinstance(result, tuple) and len(result) == 2):
         got = f"a tuple of {len(result)}" if isinstance(result, tuple) else type_name(result)
         fail(MESSAGES["not_a_pair"].format(name=name, got=got))
+    if shapes and all(isinstance(item, torch.Tensor) for item in result):
+        reason = diagnose.item_order([item.shape for item in result], shapes,
+                                     ("output", "weights"))
+        if reason:
+            fail(diagnose.explained(name, reason))
     return result
 
 
@@ -496,7 +517,7 @@ def scaled_dot_product_attention(function, seed=0, batch=(3, 2), Lq=5, Lk=7, d_k
     query, key, value, mask, lengths = _attention_inputs(seed, batch, Lq, Lk, d_k, d_v, dtype)
     scores_shape = (*batch, Lq, Lk)
     upstream = random_inputs((*batch, Lq, d_v), seed=seed + 3, dtype=dtype)[0]
-    expected, expected_w, expected_grads, (expected_plain, plain_bugs) = _attention_answers(
+    expected, expected_w, expected_grads, expected_plain = _attention_answers(
         query, key, value, mask, upstream)
     fully = _fully_masked_rows(mask, scores_shape)                          # (..., Lq, 1)
     q, k, v = (t.clone().requires_grad_() for t in (query, key, value))
@@ -504,7 +525,7 @@ def scaled_dot_product_attention(function, seed=0, batch=(3, 2), Lq=5, Lk=7, d_k
     with forbid_spec(*FORBIDS):
         result = _call(function, q, k, v, mask.clone(),
                        name="scaled_dot_product_attention")
-    output, weights = _unpack(result, name)
+    output, weights = _unpack(result, name, ((*batch, Lq, d_v), scores_shape))
     expect_tensor(output, "output", shape=(*batch, Lq, d_v), shape_names="(..., Lq, d_v)")
     expect_tensor(weights, "weights", shape=scores_shape, shape_names="(..., Lq, Lk)")
     expect_tensor(output, "output", dtype=dtype)
@@ -522,6 +543,8 @@ def scaled_dot_product_attention(function, seed=0, batch=(3, 2), Lq=5, Lk=7, d_k
                  scale=value.double().abs().max(), condition=condition.amax(-1, keepdim=True),
                  earlier=[Intermediate("weights", weights, expected_w, dtype, condition)])
     expect_close(weights, expected_w, "weights", dtype=dtype, condition=condition,
+                 mistakes=step_mistakes("masked attention weights", inputs, current_dims(),
+                                        d_k=d_k),
                  hint=MESSAGES["weights_hint"])
     if bool((output.detach().masked_select(fully) != 0).any()):
         fail(MESSAGES["output_not_zero"])
@@ -551,7 +574,7 @@ def scaled_dot_product_attention(function, seed=0, batch=(3, 2), Lq=5, Lk=7, d_k
     plain, _ = _unpack(result, "scaled_dot_product_attention(query, key, value)")
     expect_tensor(plain, "output without a mask (float64 inputs)", dtype=torch.float64)
     expect_close(plain, expected_plain, "output without a mask (float64 inputs)",
-                 bugs=plain_bugs, dtype=torch.float64, scale=value.double().abs().max(),
+                 dtype=torch.float64, scale=value.double().abs().max(),
                  mistakes=step_mistakes("masked attention", dict(inputs, mask=None),
                                         current_dims(), d_k=d_k),
                  condition=_condition(query.double() @ key.double().transpose(-2, -1)
@@ -668,7 +691,7 @@ def to_torch_key_padding_mask(function, seed=0, batch=3, Lk=6, d_model=8, num_he
     _expect_singletons(actual, expected, name, "(B, Lk)", MESSAGES["key_padding_shape"])
     expect_tensor(actual, name, shape=expected.shape, shape_names="(B, Lk)")
     if actual.dtype != torch.bool:
-        fail(MESSAGES["key_padding_bool"].format(name=name, dtype=actual.dtype))
+        fail(MESSAGES["key_padding_bool"].format(failure=_not_bool(name, actual)))
     _expect_mask(actual, expected, name, "(B, Lk)",
                  MESSAGES["key_padding_shown"].format(lengths=lengths.tolist(),
                                                       want=expected.int().tolist(),

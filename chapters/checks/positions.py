@@ -7,8 +7,9 @@ rotary_cached_attention (rotary position embedding, per head and in decoding wit
 diagnose.py, with the exercise's formula as steps (formulas.py) where it has one.
 
 The rotary references are chapter 6's float64 attention computed chunk by chunk
-(checks/kv.py: _ref_run, _ref_rotate, and the decoding loop _decoding), told here which
-rotary mistakes to name. Every message of this module is a template in MESSAGES.
+(checks/kv.py: _ref_run, _ref_rotate, and the decoding loop _decoding); their mistakes
+are named by the formulas' steps (formulas.py). Every message of this module is a template
+in MESSAGES.
 
 Interfaces the checks use:
     equivariance_gap(layer, x, perm) -> a Python float.
@@ -38,39 +39,7 @@ from .kv import ROTARY_BASE, _decoding, _number, _ref_rotate
 
 # ----------------------------------------------------------------------------- messages
 MESSAGES = {
-    "offset_forgotten": ("the rotary positions restart at 0 in every call: the new positions are "
-                         "len(cache) .. len(cache) + L_new - 1 (read len(cache) before "
-                         "appending)."),
-    "rotary_values": ("rotary was applied to the values too: it rotates queries and keys only, so"
-                      " that the scores depend on relative positions; the values are averaged as "
-                      "they are."),
-    "rotary_twice": ("the cached keys are rotated again at every step: rotate each key once, with"
-                     " its own position, before it goes into the cache."),
-    "no_rotary": "no rotary positions: rotate the queries and the new keys with apply_rotary.",
-    "keys_only": "only the keys were rotated: rotate the queries too, with the same positions.",
-    "interleaved": ("you paired neighbouring features (2i, 2i + 1), the paper's layout: this "
-                    "course, like Hugging Face's rotate_half, pairs feature i with feature i + "
-                    "head_dim // 2 (the two layouts differ by a permutation of the features)."),
-    "wrong_way": ("each pair is rotated the wrong way (by -angle): the rotation is (x1 cos - x2 "
-                  "sin, x1 sin + x2 cos)."),
-    "freq_no_2": ("the frequencies are base ** (-i / head_dim): pair i turns at base ** (-2 i / "
-                  "head_dim), i = 0 .. head_dim // 2 - 1."),
-    "base_ignored": ("the base argument is ignored (10000 is used): the frequencies are base ** "
-                     "(-2 i / head_dim) with the base given (pass it on to apply_rotary)."),
-    "positions_ignored": ("the positions argument is ignored (you used 0 .. L - 1): rotate by the"
-                          " positions given."),
-    "not_permuted": ("you compared layer(x[:, perm]) with layer(x) itself: equivariance says the "
-                     "output of the permuted tokens is the permuted output, layer(x)[:, perm]."),
-    "inverse_perm": ("you permuted the output with the inverse permutation (argsort(perm)): "
-                     "layer(x[:, perm]) is to be compared with layer(x)[:, perm]."),
-    "mean_gap": "you returned the mean absolute difference: return the largest one (max).",
-    # sinusoidal_positions
-    "sin_cos_swapped": ("the sines and the cosines are swapped: sin(p w_i) goes to the even "
-                        "feature 2i, cos(p w_i) to the odd feature 2i + 1."),
-    "sinusoidal_freq_no_2": ("the frequencies are base ** (-i / d_model): pair i turns at "
-                             "w_i = base ** (-2 i / d_model), i = 0 .. d_model // 2 - 1."),
-    "sinusoidal_base_ignored": ("the base argument is ignored (10000 is used): "
-                                "w_i = base ** (-2 i / d_model) with the base given."),
+    # sinusoidal_positions (its other mistakes: the formula's, formulas.sinusoidal_formula)
     "angles_float32": ("{shown} is right to float32's rounding of the angles, which grows "
                        "with the position (largest error {error:.1e}, at position {where}): "
                        "compute the angles p * w_i in float64 and round the table to "
@@ -93,33 +62,21 @@ def rotary_cached_attention(fn, cache_cls, seed=0, batch=2, d_model=16, num_head
                             num_kv_heads=2, chunks=(3, 1, 1, 1), dtype=torch.float32,
                             base=ROTARY_BASE):
     """fn(attn, x_new, cache, base=base) with rotary positions on queries and keys: every
-    step equals full causal rotary attention over the whole sequence."""
-    # the rotary mistakes, by _ref_run's variant; the base's only where it is not the default
-    variants = {MESSAGES[v]: v for v in ("offset_forgotten", "rotary_values", "rotary_twice",
-                                         "no_rotary", "keys_only")}
-    if base != ROTARY_BASE:
-        variants[MESSAGES["base_ignored"]] = "base_ignored"
+    step equals full causal rotary attention over the whole sequence (the rotary mistakes:
+    the formula's, formulas.cached_attention_formula with rotary=True)."""
     _decoding(fn, cache_cls, "rotary_cached_attention", seed, batch, d_model, num_heads,
-              num_kv_heads, chunks, dtype, rotary=True, base=base, rotary_variants=variants)
+              num_kv_heads, chunks, dtype, rotary=True, base=base)
 
 
 # ----------------------------------------------------------------------------- sinusoidal
 @reference
-def _sinusoidal_answers(num_positions, d_model, base):
+def _sinusoidal_answer(num_positions, d_model, base):
     """The (num_positions, d_model) table in float64: row p holds sin(p w_i) at feature 2i
-    and cos(p w_i) at 2i + 1, w_i = base ** (-2i / d_model); and {bug: table}."""
-    def table(exponent=2, b=base, swapped=False):
-        positions = torch.arange(num_positions, dtype=torch.float64)              # (L,)
-        pair = torch.arange(d_model // 2, dtype=torch.float64)                    # (P,)
-        angles = positions[:, None] * b ** (-exponent * pair / d_model)           # (L, P)
-        first, second = (angles.cos(), angles.sin()) if swapped else (angles.sin(), angles.cos())
-        return torch.stack([first, second], dim=-1).reshape(num_positions, d_model)
-
-    bugs = {MESSAGES["sin_cos_swapped"]: table(swapped=True),
-            MESSAGES["sinusoidal_freq_no_2"]: table(exponent=1)}
-    if base != ROTARY_BASE:
-        bugs[MESSAGES["sinusoidal_base_ignored"]] = table(b=ROTARY_BASE)
-    return table(), bugs
+    and cos(p w_i) at 2i + 1, w_i = base ** (-2i / d_model)."""
+    positions = torch.arange(num_positions, dtype=torch.float64)                  # (L,)
+    pair = torch.arange(d_model // 2, dtype=torch.float64)                        # (P,)
+    angles = positions[:, None] * base ** (-2 * pair / d_model)                   # (L, P)
+    return torch.stack([angles.sin(), angles.cos()], dim=-1).reshape(num_positions, d_model)
 
 
 @check
@@ -127,7 +84,7 @@ def sinusoidal_positions(fn, num_positions=200, d_model=16, base=ROTARY_BASE):
     """fn(num_positions, d_model, base=base) -> the (num_positions, d_model) float32 table of
     the original Transformer: sin(p w_i) at feature 2i, cos(p w_i) at 2i + 1, w_i =
     base ** (-2i / d_model); right to one float32 rounding (angles in float64)."""
-    expected, bugs = _sinusoidal_answers(num_positions, d_model, base)
+    expected = _sinusoidal_answer(num_positions, d_model, base)
     # the formula's mistakes, computed on every run (the kit replays what the reference's
     # run computed: an answer asked for only on a wrong table would not be stored)
     mistakes = step_mistakes("sinusoidal table", {"positions": torch.arange(num_positions)},
@@ -139,6 +96,14 @@ def sinusoidal_positions(fn, num_positions=200, d_model=16, base=ROTARY_BASE):
     expect_tensor(actual, shown, shape=(num_positions, d_model), dtype=torch.float32,
                   shape_names="(num_positions, d_model)")
     table = actual.double()
+    # a step of the formula done another way (sines and cosines in halves, say) is named
+    # before the property below says only which pair is off the circle
+    def same(a, b):
+        return close(a, b.float(), torch.float32, scale=1.0)
+
+    step = not same(actual, expected) and diagnose.one_step(actual, mistakes, same)
+    if step:
+        fail(diagnose.explained(shown, step))
     # a property that needs no answer: each neighbouring pair is a point of the unit circle
     norms = table[:, 0::2] ** 2 + table[:, 1::2] ** 2                             # (L, P)
     off = (norms - 1).abs()
@@ -149,7 +114,7 @@ def sinusoidal_positions(fn, num_positions=200, d_model=16, base=ROTARY_BASE):
                                               y=table[row, 2 * pair + 1].item(),
                                               norm=norms[row, pair].item()))
     # sin and cos of float64 angles, rounded once: one float32 rounding of numbers <= 1
-    if not close(actual, expected.float(), torch.float32, scale=1.0):
+    if not same(actual, expected):
         # right to the rounding of float32 angles, which grows with p * w_i
         if close(actual, expected.float(), torch.float32, scale=1.0,
                  condition=2 + 2 * num_positions):
@@ -157,7 +122,6 @@ def sinusoidal_positions(fn, num_positions=200, d_model=16, base=ROTARY_BASE):
             fail(MESSAGES["angles_float32"].format(shown=shown, error=error.max().item(),
                                                    where=int(error.amax(1).argmax())))
         expect_close(actual, expected.float(), shown, dtype=torch.float32, scale=1.0,
-                     bugs={m: b.float() for m, b in bugs.items()},
                      mistakes=mistakes,
                      hint=MESSAGES["sinusoidal_hint"])
     passed(MESSAGES["sinusoidal_passed"].format(num_positions=num_positions, d_model=d_model,
@@ -177,14 +141,9 @@ def _rotary_inputs(seed, batch, num_heads, L, head_dim, start, dtype):
 
 
 @reference
-def _rotary_answers(x, positions, base=ROTARY_BASE):
-    variants = {MESSAGES[v]: v for v in ("interleaved", "wrong_way", "freq_no_2")}
-    if not torch.equal(positions, torch.arange(x.shape[-2])):
-        variants[MESSAGES["positions_ignored"]] = "positions_ignored"
-    if base != ROTARY_BASE:
-        variants[MESSAGES["base_ignored"]] = "base_ignored"
-    return _ref_rotate(x, positions, base=base), {m: _ref_rotate(x, positions, v, base)
-                                                  for m, v in variants.items()}
+def _rotary_answer(x, positions, base=ROTARY_BASE):
+    """x rotated by `positions` in float64 (its mistakes: the formula's, formulas.rotary_formula)."""
+    return _ref_rotate(x, positions, base=base)
 
 
 @check
@@ -195,7 +154,7 @@ def apply_rotary(fn, seed=0, batch=2, num_heads=2, L=5, head_dim=8, start=3,
     positions."""
     x, positions, q, k, (m, n, shift) = _rotary_inputs(seed, batch, num_heads, L, head_dim,
                                                        start, dtype)
-    expected, bugs = _rotary_answers(x, positions, base)
+    expected = _rotary_answer(x, positions, base)
     name = (f"apply_rotary(x of shape {tuple(x.shape)}, positions {positions.tolist()}, "
             f"base={base:g})")
     # base=10000.0, the default the exercise promises, is left to it (not passed)
@@ -224,7 +183,7 @@ def apply_rotary(fn, seed=0, batch=2, num_heads=2, L=5, head_dim=8, start=3,
              f"but at positions {m + shift} and {n + shift} (the same offset) it is "
              f"{after.item():.6g}: with rotary positions, q . k depends only on the offset. "
              "Rotate each pair by position * frequency, the same frequencies for q and k.")
-    expect_close(actual, expected, name, bugs=bugs, dtype=dtype,
+    expect_close(actual, expected, name, dtype=dtype,
                  scale=x.double().abs().amax(-1, keepdim=True),
                  condition=1 + int(positions.abs().max()),
                  mistakes=step_mistakes("rotary", {"x": x, "positions": positions},
@@ -281,8 +240,8 @@ def _equivariance_setup(seed, batch, L, d_model, num_heads, dtype):
 @reference
 def _equivariance_answers(state, d_model, num_heads, positions, x, perm):
     """For the plain layer and the one with positions: (expected gap, size of the outputs,
-    {bug: gap}, the formula's inputs: {"output": layer(x), "permuted": layer(x[:, perm]),
-    "perm": perm})."""
+    the formula's inputs: {"output": layer(x), "permuted": layer(x[:, perm]), "perm": perm},
+    whose steps done another way name a wrong gap)."""
     state64 = {n: t.double() for n, t in state.items()}
     answers = []
     for pos in (None, positions.double()):
@@ -290,11 +249,8 @@ def _equivariance_answers(state, d_model, num_heads, positions, x, perm):
         with torch.no_grad():
             out, permuted = layer(x.double()), layer(x.double()[:, perm])
         diff = (permuted - out[:, perm]).abs()
-        answers.append((diff.max().item(), out.abs().max().item(), {
-            MESSAGES["not_permuted"]: (permuted - out).abs().max().item(),
-            MESSAGES["inverse_perm"]: (permuted - out[:, perm.argsort()]).abs().max().item(),
-            MESSAGES["mean_gap"]: diff.mean().item(),
-        }, {"output": out, "permuted": permuted, "perm": perm}))
+        answers.append((diff.max().item(), out.abs().max().item(),
+                        {"output": out, "permuted": permuted, "perm": perm}))
     return answers
 
 
@@ -306,7 +262,7 @@ def equivariance_gap(fn, seed=0, batch=2, L=6, d_model=8, num_heads=2, dtype=tor
     state, positions, x, perm = _equivariance_setup(seed, batch, L, d_model, num_heads, dtype)
     answers = _equivariance_answers(state, d_model, num_heads, positions, x, perm)
     labels = ("attention without positions", "attention with position vectors added")
-    for label, pos, (expected, size, bugs, inputs) in zip(labels, (None, positions), answers):
+    for label, pos, (expected, size, inputs) in zip(labels, (None, positions), answers):
         # the layer is the course's own (given: built where the student's code runs, from the
         # grader's weights); the number the student's function returns is judged against the
         # grader's own gap, so a layer replaced there never changes the answer to match
@@ -324,7 +280,6 @@ def equivariance_gap(fn, seed=0, batch=2, L=6, d_model=8, num_heads=2, dtype=tor
         expect_close(torch.tensor([float(got)], **one), torch.tensor([expected], **one),
                      f"equivariance_gap ({label}) returned {got:.6g}, expected {expected:.6g}: "
                      "the gap",
-                     bugs={m: torch.tensor([v], **one) for m, v in bugs.items()},
                      mistakes=step_mistakes("equivariance gap", inputs, current_dims()),
                      dtype=dtype, scale=size,
                      hint="Return max |layer(x[:, perm]) - layer(x)[:, perm]| over all entries "

@@ -83,7 +83,7 @@ BUGS = {
                                     "torch.arange(int(lengths.max()), device=lengths.device)")},
         fails=["test_padding_mask"],
         diagnosis=r"(?i)max_len|longest|lengths\.max",
-        notes="false pass: every test's batch holds a sequence of length max_len"),
+        notes="every test's batch holds a sequence of length max_len"),
 
     # --- causal_mask
     # k_len ignored: always square.

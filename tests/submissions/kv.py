@@ -137,7 +137,8 @@ BUGS = {
                                   "    return groups.reshape(B, num_heads, L, head_dim)                  # (B, h, L, hd)",
                                   "    return kv.repeat(1, G, 1, 1)")),
         fails=["test_repeat_kv", "test_gqa_forward"] + DECODING,
-        diagnosis=r"tiled \(heads 0, 1, 0, 1"),
+        diagnosis=r"the groups x num_kv_heads entries of the num_heads axis are in the other "
+                  r"order .*repeat_interleave vs repeat"),
     "repeat_wrong_group": Bug(
         cells=_edit("repeat_kv", ("    groups = kv[:, :, None].expand(B, num_kv_heads, G, L, head_dim)  # (B, g, G, L, hd): a view\n"
                                   "    return groups.reshape(B, num_heads, L, head_dim)                  # (B, h, L, hd)",
@@ -177,12 +178,12 @@ BUGS = {
     "scores_scaled_by_d_model": Bug(
         cells=_edit("GroupedQueryAttention", (_ATTEND, _SCALED_BY_D_MODEL)),
         fails=["test_gqa_forward"] + DECODING,
-        diagnosis=r"divided by sqrt\(d_model\)"),
+        diagnosis=r"the scale step divides by sqrt\(d_model\) instead of sqrt\(head_dim\)"),
     "mask_ignored": Bug(
         cells=_edit("GroupedQueryAttention", ("scaled_dot_product_attention(q, k, v, mask)",
                                               "scaled_dot_product_attention(q, k, v)")),
         fails=["test_gqa_forward"] + DECODING,
-        diagnosis=r"causal mask \(L, L\).*the mask is ignored"),
+        diagnosis=r"causal mask \(L, L\).*the mask step is left out"),
     "decoding_mask_top_left": Bug(
         cells=_edit("decoding", (".tril(T - L_new)", ".tril()")),
         fails=DECODING,
@@ -197,7 +198,7 @@ BUGS = {
         cells=_edit("decoding", ("    k, v = cache.append(k, v)              # (B, g, T, hd)\n",
                                          "    cache.append(k, v)\n")),
         fails=["test_cached_attention"],
-        diagnosis=r"attended to the new keys only"),
+        diagnosis=r"the cache step attends over this call's keys and values only"),
     "decoding_appends_twice": Bug(
         cells=_edit("decoding", ("    return attend_heads(attn, q, k, v, mask)",
                                          "    cache.append(k[..., -q.shape[-2]:, :], v[..., -q.shape[-2]:, :])\n"
@@ -248,17 +249,18 @@ BUGS = {
         cells=_edit("counts", ("kv_size = num_kv_heads * (d_model // num_heads)",
                                              "kv_size = d_model")),
         fails=["test_count_gqa_parameters"],
-        diagnosis=r"k_proj and v_proj were counted as d_model x d_model"),
+        diagnosis=r"key/value width step is d_model \(as many key/value heads as query "
+                  r"heads\)"),
     "count_kv_without_head_dim": Bug(
         cells=_edit("counts", ("kv_size = num_kv_heads * (d_model // num_heads)",
                                              "kv_size = num_kv_heads")),
         fails=["test_count_gqa_parameters"],
-        diagnosis=r"counted with num_kv_heads outputs"),
+        diagnosis=r"key/value width step is num_kv_heads \(without head_dim\)"),
     "count_kv_biases_full": Bug(
         cells=_edit("counts", ("biases = 2 * d_model + 2 * kv_size if bias else 0",
                                              "biases = 4 * d_model if bias else 0")),
         fails=["test_count_gqa_parameters"],
-        diagnosis=r"biases of k_proj and v_proj were counted as d_model each"),
+        diagnosis=r"biases step counts d_model biases for k_proj and v_proj"),
     "count_no_value_error": Bug(
         cells=_edit("counts", ("    if d_model % num_heads or num_heads % num_kv_heads:\n"
                                              "        raise ValueError(f\"num_heads={num_heads} must divide d_model={d_model}, and \"\n"
@@ -269,17 +271,17 @@ BUGS = {
         cells=_edit("counts", ("values_per_token = 2 * num_layers",
                                              "values_per_token = num_layers")),
         fails=["test_count_kv_cache_bytes"],
-        diagnosis=r"only the keys were counted"),
+        diagnosis=r"the key and value \(2\) step is left out"),
     "bytes_per_value_ignored": Bug(
         cells=_edit("counts", ("return values_per_token * bytes_per_value",
                                              "return values_per_token * 2")),
         fails=["test_count_kv_cache_bytes"],
-        diagnosis=r"bytes_per_value is ignored"),
+        diagnosis=r"assumes 2 bytes per value \(ignores bytes_per_value\)"),
     "bytes_in_bits": Bug(
         cells=_edit("counts", ("return values_per_token * bytes_per_value",
                                              "return values_per_token * bytes_per_value * 8")),
         fails=["test_count_kv_cache_bytes"],
-        diagnosis=r"in bits"),
+        diagnosis=r"counts bits \(8 per byte\) instead of bytes"),
     # the promises beyond the values (checks.common's PROMISES, issue 20 item 3)
     "decoding_mask_without_device": Bug(
         cells=_edit("decoding", ("def decoding_causal_mask(L_new, T, device=None):",

@@ -389,6 +389,14 @@ def to_torch_key_padding_mask(mask):
 
 # ------------------------------------------------------------- promises of the instructions
 BUGS.update({
+    # max_len is a parameter of its own: a mask as long as the longest sequence is right
+    # only when some sequence has length max_len
+    "padding_mask_longest_length": Bug(
+        cells={"padding_mask": _edit(_PADDING, "torch.arange(max_len, device=lengths.device)",
+                                     "torch.arange(int(lengths.max()), device=lengths.device)")},
+        fails=["test_padding_mask"],
+        diagnosis=r"padding_mask\(lengths=\[6, 4, 5, 1\], max_len=7\).*the max_len axis has 6 "
+                  r"entries; it should have 7 = max_len"),
     # causal_mask(q_len, k_len=None, device=None): a signature without `device` fails where a
     # caller asks for a device (the check passes the device of its own tensors).
     "causal_mask_without_device": Bug(
