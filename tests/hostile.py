@@ -2381,9 +2381,8 @@ ENTRIES = [
         split_heads="import torch\ntorch.allclose = lambda *a, **k: True\n\n"
                     "def split_heads(x, num_heads):\n    return x[:, None]\n",
         merge_heads="import os\n\ndef merge_heads(x):\n    os._exit(3)\n"),
-            Expect(tests={"test_split_heads": failed(r"expected shape \(2, 3, 5, 4\) = "
-                                                     r"\(B, num_heads, L, head_dim\), got "
-                                                     r"\(2, 1, 5, 12\)"),
+            Expect(tests={"test_split_heads": failed(r"values are right but in another layout: "
+                                                     r".*put into shape \(2, 1, 5, 12\)"),
                           "test_split_heads_divisibility": failed(r"returned \(2, 1, 5, 10\) "
                                                                   r"without an error"),
                           "test_merge_heads": failed(CRASH, "crash"),

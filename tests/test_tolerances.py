@@ -247,8 +247,10 @@ def test_float32_sqrt_constant_is_named_in_float64_and_harmless_below(d_k):
             ch1.scaled_dot_product_attention(_float32_sqrt_attention, seed=d_k, d_k=d_k,
                                              dtype=torch.float64)
     assert seen[0] > 1e4, seen[0]  # the weights' error, in tolerances
-    with pytest.raises(common.CheckFailure, match=r"float64 inputs\) is wrong: your "
-                                                  r"sqrt\(d_k\) is a float32 number"):
+    with pytest.raises(common.CheckFailure, match=r"float64 inputs\) is wrong: .*the "
+                                                  r"scale step divides by sqrt\(d_k\) "
+                                                  r"rounded to float32 .*your sqrt\(d_k\) "
+                                                  r"is a float32 number"):
         ch4.scaled_dot_product_attention(_float32_sqrt_attention, seed=d_k, d_k=d_k)
     for dtype in (torch.float32, torch.float16, torch.bfloat16):
         with contextlib.redirect_stdout(io.StringIO()):

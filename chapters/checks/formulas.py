@@ -886,7 +886,6 @@ def masked_attention_formula(dims, d_k, output=True):
     step may also be done by multiplying or adding the mask, and whose scale may be
     sqrt(d_k) rounded to float32 (common.float32_sqrt: visible in a float64 run), or done
     after the softmax; the weights alone when not `output`."""
-    from .common import float32_sqrt   # common imports this module lazily (step_mistakes)
     formula = attention_formula(dims, d_k, output=output)
     # the scale moved past the softmax: the weights (and so the output) divided by sqrt(d_k)
     formula.together["the scale is applied after the softmax (to the weights, or to the "
@@ -908,11 +907,7 @@ def masked_attention_formula(dims, d_k, output=True):
         "multiplies its weights by the mask afterwards (0 at the masked keys, but the rows "
         "then no longer sum to 1)": lambda s, x: torch.softmax(s, dim=-1) if x.get("mask") is None
         else torch.softmax(s, dim=-1) * x["mask"]}
-    root32 = float32_sqrt(d_k)
-    if root32 is not None:
-        formula.variants["scale"] = {
-            **formula.variants["scale"],
-            "divides by sqrt(d_k) held in float32: " + FLOAT32_SQRT: lambda s, _x: s / root32}
+    # (sqrt(d_k) rounded to float32 is among attention_formula's scale variants already)
     return formula
 
 

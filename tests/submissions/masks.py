@@ -249,9 +249,8 @@ BUGS = {
     return weights @ value, weights
 ''')},
         fails=["test_scaled_dot_product_attention"],
-        diagnosis=r"output without a mask \(float64 inputs\) is wrong: (your sqrt\(d_k\) is a "
-                  r"float32 number|.*divides by sqrt\(d_k\) held in float32)",
-    ),
+        diagnosis=r"output without a mask \(float64 inputs\) is wrong: .*divides by "
+                  r"sqrt\(d_k\) rounded to float32 .*your sqrt\(d_k\) is a float32 number"),
     "attention_ignores_mask": Bug(
         cells={"scaled_dot_product_attention": _sdpa('''    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
     weights = masked_softmax(scores)
@@ -395,8 +394,8 @@ BUGS.update({
         cells={"padding_mask": _edit(_PADDING, "torch.arange(max_len, device=lengths.device)",
                                      "torch.arange(int(lengths.max()), device=lengths.device)")},
         fails=["test_padding_mask"],
-        diagnosis=r"padding_mask\(lengths=\[6, 4, 5, 1\], max_len=7\).*the max_len axis has 6 "
-                  r"entries; it should have 7 = max_len"),
+        diagnosis=r"padding_mask\(lengths=\[[\d, ]+\], max_len=7\).*the max_len axis has \d "
+                  r"entries; it should have 7 = max_len"),   # (the grader salts the lengths)
     # causal_mask(q_len, k_len=None, device=None): a signature without `device` fails where a
     # caller asks for a device (the check passes the device of its own tensors).
     "causal_mask_without_device": Bug(
