@@ -1307,18 +1307,28 @@ def error_reason(message, dims, code=""):
 
 # ------------------------------------------------------------ an offset along one axis
 
-def offset_along(actual, expected, same, dims, axes=None, vectors=None):
-    """The offset family: actual = expected + v, with v a vector along one axis (the same
-    at every index of the other axes) that is not a constant (constant()'s): a bias added
-    once too often, or left out. vectors: {name: 1-D tensor} the check can name (the
-    exercise's bias), said with the multiple of it that v is, where one is."""
+def _finite_lines(actual, expected, dims, axes=None):
+    """(actual, expected) in float64, their shape and its axis names, for the families that
+    compare lines along one axis (offset_along, rescaled_lines): both of one shape with at
+    least two axes and four entries, every entry finite; else None."""
     shape = tuple(expected.shape)
     if tuple(actual.shape) != shape or expected.dim() < 2 or expected.numel() < 4:
         return None
     a, e = actual.detach().double(), expected.detach().double()
     if not (bool(torch.isfinite(a).all()) and bool(torch.isfinite(e).all())):
         return None
-    names = axis_names(shape, dims, axes)
+    return a, e, shape, axis_names(shape, dims, axes)
+
+
+def offset_along(actual, expected, same, dims, axes=None, vectors=None):
+    """The offset family: actual = expected + v, with v a vector along one axis (the same
+    at every index of the other axes) that is not a constant (constant()'s): a bias added
+    once too often, or left out. vectors: {name: 1-D tensor} the check can name (the
+    exercise's bias), said with the multiple of it that v is, where one is."""
+    pair = _finite_lines(actual, expected, dims, axes)
+    if pair is None:
+        return None
+    a, e, shape, names = pair
     difference = a - e
     for axis, size in enumerate(shape):
         if size < 2:
@@ -1412,13 +1422,10 @@ def rescaled_lines(actual, expected, same, dims, axes=None):
     positive or negative factor, the factors not all alike (one factor is constant()'s): a
     normalisation along that axis left out, done over other entries, or with a denominator
     that does not match its numerator (exp(s - max) over sum exp(s))."""
-    shape = tuple(expected.shape)
-    if tuple(actual.shape) != shape or expected.dim() < 2 or expected.numel() < 4:
+    pair = _finite_lines(actual, expected, dims, axes)
+    if pair is None:
         return None
-    a, e = actual.detach().double(), expected.detach().double()
-    if not (bool(torch.isfinite(a).all()) and bool(torch.isfinite(e).all())):
-        return None
-    names = axis_names(shape, dims, axes)
+    a, e, shape, names = pair
     for axis, size in enumerate(shape):
         if size < 2:
             continue
