@@ -129,6 +129,12 @@ def _replace_lines(lines, start, end, content, translation):
     return True
 
 
+def _in_cell(text):
+    """`text` as a table cell's source holds it: markdown-it gives a cell's content with each
+    escaped pipe `\\|` unescaped, and a bare `|` written back would split the cell in two."""
+    return text.replace("|", "\\|")
+
+
 def translate_markdown(source, catalogue):
     """(the markdown cell `source` translated through `catalogue`, [unmatched message]).
 
@@ -155,10 +161,11 @@ def translate_markdown(source, catalogue):
         elif token.type == "inline" and token.map is not None and in_cell:
             # the cells of a row share its line: each found after the one before it
             row = lines[token.map[0]]
-            column = row.find(token.content, row_cursor) if token.content else -1
+            written = _in_cell(token.content)
+            column = row.find(written, row_cursor) if written else -1
             if column < 0:
                 column = row_cursor
-            row_cursor = column + len(token.content)
+            row_cursor = column + len(written)
             blocks.append((token.map[0], column, "cell", token))
         elif token.type == "inline" and token.map is not None:
             blocks.append((token.map[0], 0, "inline", token))
@@ -193,11 +200,11 @@ def translate_markdown(source, catalogue):
             continue
         translated = " ".join(translated.split("\n"))
         if kind == "cell":
-            row = lines[line]
-            if row[column:column + len(content)] != content:
+            row, written = lines[line], _in_cell(content)
+            if row[column:column + len(written)] != written:
                 unmatched.append(normalised(content))
                 continue
-            lines[line] = row[:column] + translated + row[column + len(content):]
+            lines[line] = row[:column] + _in_cell(translated) + row[column + len(written):]
         elif not _replace_lines(lines, token.map[0], token.map[1], content, translated):
             unmatched.append(normalised(content))
     unmatched.reverse()  # in the cell's order

@@ -104,6 +104,18 @@ def test_each_kind_of_block_is_translated_in_place(messages):
     ]
 
 
+def test_a_table_cell_keeps_its_escaped_pipes():
+    """markdown-it hands a cell's content over with `\\|` unescaped; written back, each pipe
+    of the translation is escaped again, or it would split the cell in two."""
+    messages = translate.Catalogue({"`a | b` or c": "`a | b` 或 c", "Rule": "规则",
+                                    "x": "x"})
+    source = "| Rule | x |\n|---|---|\n| `a \\| b` or c | x |\n"
+    text, unmatched = translate.translate_markdown(source, messages)
+    assert unmatched == []
+    assert text == "| 规则 | x |\n|---|---|\n| `a \\| b` 或 c | x |\n"
+    assert translate.block_structure(text) == translate.block_structure(source)
+
+
 def test_maths_and_code_blocks_stay_as_they_are(messages):
     source = ("Scaled dot-product attention\n\n$$\nS = Q K^\\top / \\sqrt{d_k}\n$$\n\n"
               "```python\n# Where\nx = 1\n```\n\n    Shape\n")
