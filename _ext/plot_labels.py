@@ -54,12 +54,14 @@ METADATA_KEY = "course_plot_labels"
 TEXT_ARGUMENT = {"set_title": 0, "set_xlabel": 0, "set_ylabel": 0, "suptitle": 0,
                  "supxlabel": 0, "supylabel": 0, "set_label": 0, "title": 0, "xlabel": 0,
                  "ylabel": 0, "text": 2, "figtext": 2, "annotate": 0, "set_xticks": 1,
-                 "set_yticks": 1, "set_xticklabels": 0, "set_yticklabels": 0}
+                 "set_yticks": 1, "set_xticklabels": 0, "set_yticklabels": 0, "legend": 1}
 # keyword arguments that are texts, in any call (ax.set(title=...), plot(label=...), colorbar)
 TEXT_KEYWORDS = {"label", "title", "xlabel", "ylabel"}
-# str methods whose result is their string changed (a label broken into lines, say)
+# str methods whose result is their string changed (a label broken into lines, say), and
+# textwrap's functions of a string (their first argument)
 STRING_METHODS = {"replace", "strip", "rstrip", "lstrip", "capitalize", "title", "lower",
                   "upper", "format", "removeprefix", "removesuffix"}
+TEXTWRAP = {"fill", "wrap", "shorten", "dedent", "indent"}
 # an English word of a label: letters, not part of an identifier (head_dim, W_O, RMSNorm, kv0)
 # and not all capitals (MFLOP, MATH)
 ENGLISH_WORD = re.compile(r"(?<![\w.])[A-Za-z][a-z]+(?:'[a-z]+)?(?![\w(])")
@@ -109,7 +111,9 @@ class Flow:
         #         (cell, line) of the binding or None for a parameter's)]
         self.bindings = defaultdict(list)
         self.functions, self.parameters = {}, {}   # name: ast.FunctionDef, [its parameters]
+        self.locals = {}                           # name: {its parameters and local names}
         self.scope = {}                            # id(node): the function it is in
+        self.sources = {}             # id(string node): (its module's file, that module's Flow)
         self.trees = []
         for index, source in cells:
             tree = ast.parse(source)
@@ -119,8 +123,16 @@ class Flow:
                     self.functions[node.name] = node
                     self.parameters[node.name] = [
                         a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs]
+                    self.locals[node.name] = set(self.parameters[node.name]) | {
+                        n.id for n in ast.walk(node)
+                        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
                     for inner in ast.walk(node):
                         self.scope.setdefault(id(inner), node.name) if inner is not node else None
+        # name: (the repository's module it is imported from, its name there)
+        self.imported = {alias.asname or alias.name: (node.module, alias.name)
+                         for _, tree in self.trees for node in ast.walk(tree)
+                         if isinstance(node, ast.ImportFrom) and node.module
+                         and _repository_module(node.module) for alias in node.names}
         self.cell = {}                             # id(node): its cell's index
         for index, tree in self.trees:
             for node in ast.walk(tree):
@@ -146,9 +158,9 @@ class Flow:
             self.bindings[name].append((target.slice, (("key",),), (), self._where))
 
     def _scoped(self, name, scope):
-        """A parameter of a notebook function is its own name (the cells' names are one
-        namespace, but each function's parameters are not in it)."""
-        return f"{scope}.{name}" if scope and name in self.parameters[scope] else name
+        """A function's parameter or local name is its own (function.name): the cells' names
+        are one namespace, a function's locals are not in it."""
+        return f"{scope}.{name}" if scope and name in self.locals[scope] else name
 
     def _bind(self, node, scope):
         if isinstance(node, ast.Assign):
@@ -163,6 +175,13 @@ class Flow:
               and node.args):                   # X.append(value): X holds it
             name = self._scoped(node.func.value.id, scope)
             self.bindings[name].append((node.args[0], (("elem",),), (), self._where))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr == "setdefault" and isinstance(node.func.value, ast.Name)
+              and node.args):                   # X.setdefault(key, value): X holds both
+            name = self._scoped(node.func.value.id, scope)
+            self.bindings[name].append((node.args[0], (("key",),), (), self._where))
+            if len(node.args) > 1:
+                self.bindings[name].append((node.args[1], (("value", None),), (), self._where))
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
               and node.func.id in self.functions):
             function = node.func.id
@@ -273,6 +292,11 @@ class Flow:
                 yield from found(owner, (("value", None),) + rest)
             elif method in STRING_METHODS:
                 yield from found(owner, path)
+            elif method in ("split", "splitlines") and head == ("elem",):
+                yield from found(owner, rest)       # a line of the label: the label's message
+            elif (method in TEXTWRAP and isinstance(owner, ast.Name) and owner.id == "textwrap"
+                  and node.args):
+                yield from found(node.args[0], path if method != "wrap" else rest)
             elif method == "join" and node.args:
                 yield from found(node.args[0], (("elem",),) + path)
         elif isinstance(function, ast.Name):
@@ -294,6 +318,21 @@ class Flow:
                 for statement in ast.walk(self.functions[name]):
                     if isinstance(statement, ast.Return) and statement.value is not None:
                         yield from found(statement.value, path)
+            elif name in self.imported:
+                yield from self.imported_returns(name, path)
+
+    def imported_returns(self, name, path):
+        """What the function `name`, imported from a module of the repository (solutions/),
+        returns along `path`, found by that module's own Flow."""
+        module, function = self.imported[name]
+        flow = _module_flow(module)
+        if function in flow.functions:
+            for statement in ast.walk(flow.functions[function]):
+                if isinstance(statement, ast.Return) and statement.value is not None:
+                    for string in flow.strings(statement.value, path):
+                        self.sources[id(string)] = flow.sources.get(id(string)) or (
+                            _repository_module(module), flow)
+                        yield string
 
     def text_arguments(self):
         """The expressions that matplotlib draws as text: the arguments of TEXT_ARGUMENT's
@@ -317,21 +356,36 @@ class Flow:
 
     def labels(self):
         """The string nodes that reach a matplotlib text, with the strings that fill their
-        fields when they are f-strings (each field's expression followed in turn)."""
-        found, queue = [], list(self.text_arguments())
+        fields when they are f-strings (each field's expression followed in turn, by the
+        Flow of the module the f-string is in)."""
+        found, queue = [], [(self, expression) for expression in self.text_arguments()]
         seen = set()
         while queue:
-            expression = queue.pop()
-            strings = (self.strings(expression.node, (("item", expression.index),))
-                       if isinstance(expression, _Item) else self.strings(expression))
+            flow, expression = queue.pop()
+            strings = (flow.strings(expression.node, (("item", expression.index),))
+                       if isinstance(expression, _Item) else flow.strings(expression))
             for string in strings:
                 if id(string) in seen:
                     continue
                 seen.add(id(string))
                 found.append(string)
                 if isinstance(string, ast.JoinedStr):
-                    queue += [v.value for v in string.values if isinstance(v, ast.FormattedValue)]
+                    owner = self.sources.get(id(string), (None, flow))[1]
+                    queue += [(owner, v.value) for v in string.values
+                              if isinstance(v, ast.FormattedValue)]
         return found
+
+
+def _repository_module(module):
+    """The file of `module` when it is one of the repository's own (solutions.sdpa_backends:
+    solutions/sdpa_backends.py), else None."""
+    path = REPO.joinpath(*module.split(".")).with_suffix(".py")
+    return path if path.is_file() and module.split(".")[0] in ("solutions",) else None
+
+
+@functools.lru_cache(maxsize=None)
+def _module_flow(module):
+    return Flow([(0, _repository_module(module).read_text(encoding="utf-8"))])
 
 
 class _Item:
@@ -384,7 +438,9 @@ def extract(notebooks=None):
                 continue
             formatted = isinstance(node, ast.JoinedStr)
             _, places = messages.setdefault(text, (formatted, []))
-            place = (str(path.relative_to(REPO)), where.get(id(node)))
+            module = flow.sources.get(id(node), (None, None))[0]
+            place = ((str(module.relative_to(REPO)), None) if module
+                     else (str(path.relative_to(REPO)), where.get(id(node))))
             if place not in places:
                 places.append(place)
     return messages
@@ -397,7 +453,8 @@ def write_template(path, notebooks=None):
     catalogue = Catalog(project="plots", fuzzy=False)
     for text, (formatted, places) in sorted(extract(notebooks).items()):
         catalogue.add(text, flags=[BRACE_FORMAT] if formatted else [],
-                      auto_comments=[", ".join(f"{name} cell {cell}" for name, cell in places)])
+                      auto_comments=[", ".join(name if cell is None else f"{name} cell {cell}"
+                                               for name, cell in places)])
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as file:
         write_po(file, catalogue, width=0, omit_header=False)

@@ -65,9 +65,9 @@ def test_the_plot_labels_are_chinese_in_the_glossarys_terms():
     english_left = [m.id for m in plot_messages() if not HAN.search(m.string)
                     and (m.string != m.id or len(english_words(m.id, kept)) != 1)]
     assert english_left == [], "a label left in English (a one-word datum may stay)"
-    call = re.compile(r"\w+\([^()]*\)")   # code in a label: transpose(1, 2)
+    code = re.compile(r"\w+\([^()]*\)|\w+ ?[=!<>]= ?\w+")  # transpose(1, 2), mask == 0
     report = [f"{english!r} without {chinese!r} in {m.string!r}" for m in plot_messages()
-              for english, chinese in missing_terms(call.sub(" ", m.id), m.string)]
+              for english, chinese in missing_terms(code.sub(" ", m.id), m.string)]
     assert report == []
 
 
