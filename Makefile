@@ -147,7 +147,8 @@ $(DOWNLOADS): $(STAMP) $(CHAPTER_FILES) autograde/kit.py autograde/course.py aut
 	touch $@
 
 # What the launch buttons open: the student notebooks at the chapters' paths, with their
-# checks and the student requirements, for the branch `student` named in _config.yml.
+# checks and the student requirements, for the branch `student` named in _config.yml; the
+# Chinese ones under zh_CN/chapters/, which the Chinese pages' buttons open.
 student-branch: $(DOWNLOADS)
 	$(BIN)/python -c "from autograde import course; \
 	  print(course.student_branch('_build/course', '_build/student-branch'))"
