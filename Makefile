@@ -109,9 +109,9 @@ locales: gettext
 # catalogues of locales/ (Sphinx compiles each .po into the .mo it reads, next to it). The
 # code cells are the English ones; their outputs come from the edition's own jupyter-cache
 # (_build/.jupyter_cache-zh_CN), which `execute_chapters.py --language zh_CN` fills with
-# kernels that draw each plot's labels from plots.po in a CJK font (_ext/plot_labels.py:
-# about 3 minutes of CPU for the eight chapters, two at a time, and only when the code or
-# plots.po changed); the build runs with the same kernels. Search segments Chinese words
+# kernels that draw each plot's labels from plots.po in a CJK font (_ext/plot_language.py:
+# about 2 min 15 s of CPU for the eight chapters, two at a time, when the code, plots.po or
+# that module changed); the build runs with the same kernels. Search segments Chinese words
 # with jieba (requirements.txt); the plots' Chinese needs Debian's fonts-noto-cjk, which
 # .ci/run installs at a pinned version.
 # Published, the Chinese root lies under zh_CN/ of the English one (_config.yml's

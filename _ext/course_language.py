@@ -71,7 +71,7 @@ def edition_config(language=None, gettext=False):
     if language:
         settings["language"] = language
         # its own jupyter-cache: its notebooks are executed with their plots' labels in
-        # `language` (_ext/execute_chapters.py --language, _ext/plot_labels.py)
+        # `language` (_ext/execute_chapters.py --language, _ext/plot_language.py)
         config.setdefault("execute", {})["cache"] = language_cache(config, language)
         # the launch buttons open this language's student notebooks: on the branch `student`
         # (autograde.course.student_branch), under the edition's root, as on the site

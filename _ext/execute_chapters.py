@@ -16,7 +16,7 @@ the error as it always has.
 With --language (`make book-zh`: zh_CN), the same into that edition's own cache
 (course_language.language_cache), each kernel started with COURSE_LANGUAGE set and an
 IPython directory whose startup file draws the plots in that language
-(_ext/plot_labels.py); the cache is emptied first when the plots' catalogue or that module
+(_ext/plot_language.py); the cache is emptied first when the plots' catalogue or that module
 changed since it was filled (the cache's keys hash the code only).
 """
 import argparse
@@ -33,7 +33,7 @@ from jupyter_cache import get_cache
 from jupyter_cache.base import CacheBundleIn
 from jupyter_cache.executors.utils import single_nb_execution
 
-import plot_labels
+import plot_language
 from autograde import kit
 from course_language import language_cache
 from course_solutions import EDITIONS, prepared  # (this folder, _ext/, is sys.path[0])
@@ -82,8 +82,8 @@ def language_kernels(config, language):
     kernel started from now on drawing them in that language (the pool's processes and
     their kernels inherit this environment)."""
     cache = get_cache(str(REPO / language_cache(config, language)))
-    drawn_by = [REPO / "locales" / language / "LC_MESSAGES" / f"{plot_labels.CATALOGUE}.po",
-                Path(plot_labels.__file__)]
+    drawn_by = [REPO / "locales" / language / "LC_MESSAGES" / f"{plot_language.CATALOGUE}.po",
+                Path(plot_language.__file__)]
     digest = hashlib.sha256(b"".join(path.read_bytes() for path in drawn_by)).hexdigest()
     stamp = Path(cache.path) / "plot-labels.sha256"
     if not stamp.exists() or stamp.read_text() != digest:
@@ -93,7 +93,7 @@ def language_kernels(config, language):
         Path(cache.path).mkdir(parents=True, exist_ok=True)
         stamp.write_text(digest)
     os.environ["COURSE_LANGUAGE"] = language
-    os.environ["IPYTHONDIR"] = str(plot_labels.ipython_dir(
+    os.environ["IPYTHONDIR"] = str(plot_language.ipython_dir(
         language, REPO / "_build" / "ipython" / language))
     return cache
 

@@ -1,31 +1,15 @@
-"""The labels of the figures the chapter notebooks plot (matplotlib), in each language edition
-(issue 24): the notebooks' code is the same in every edition (the pages show it), so their
-plots are translated while they are drawn, in the kernel that executes them.
+"""The labels of the figures the chapter notebooks plot (matplotlib), as gettext messages
+for the editions in other languages (issue 24; _ext/plot_language.py draws them translated).
 
-The path of a label:
-
-1. `extract` (`make gettext`) reads the code cells of every chapter notebook and finds each
-   string that reaches a matplotlib text (a title, an axis label, a legend entry, a tick
-   label, a colour bar's label, a text drawn in the axes): written there, or through the
-   names, containers, loops and notebook functions it passes on the way (Flow). Each becomes
-   a message of _build/gettext/plots.pot; an f-string becomes one message with its fields
-   kept as they are written (`layer {n}, head {i}`), flagged `python-brace-format`, whose
-   translation places (or leaves out) the same fields. Labels with no English word (code,
-   shapes, maths, numbers) are not messages.
-2. `make locales` merges it into locales/<language>/LC_MESSAGES/plots.po, which translators
-   fill in (tests/test_plot_labels.py holds it complete and current).
-3. The edition's execution (`_ext/execute_chapters.py --language zh_CN`) starts each kernel
-   with IPYTHONDIR=ipython_dir(language): its startup file calls `install(language)`, which
-   makes every matplotlib Text translate its string through the catalogue when it is set
-   (before any layout is measured), adds the CJK font that .ci/run installs (Debian's
-   fonts-noto-cjk, pinned there, loaded by its path: FONT_FILE) after DejaVu Sans, turns a
-   missing glyph into an error, and writes each figure's labels, English and shown, into
-   the figure's output metadata (METADATA_KEY), where the tests read them.
-
-A string is looked up whitespace-insensitively (a notebook may break a label into lines
-after the fact: title.replace(", ", ",\\n")); an f-string's message matches any string that
-its fields could fill, and each field's value is itself translated when the catalogue has it
-(whole, or item by item when it is a list joined with ", ").
+`extract` (`make gettext`) reads the code cells of every chapter notebook and finds each
+string that reaches a matplotlib text (a title, an axis label, a legend entry, a tick label,
+a colour bar's label, a text drawn in the axes): written there, or through the names,
+containers, loops and functions it passes on the way (Flow). Each becomes a message of
+_build/gettext/plots.pot; an f-string becomes one message with its fields kept as they are
+written (`layer {n}, head {i}`), flagged `python-brace-format`, whose translation places (or
+leaves out) the same fields. Labels with no English word (code, shapes, maths, numbers) are
+not messages. `make locales` merges the template into locales/<language>/LC_MESSAGES/plots.po,
+which translators fill in (tests/test_plot_labels.py holds it complete and current).
 
     python _ext/plot_labels.py extract OUT.pot     (`make gettext`)
 """
@@ -33,23 +17,12 @@ import argparse
 import ast
 import functools
 import json
-import re
 import sys
 from collections import defaultdict
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-LOCALES = REPO / "locales"
-CATALOGUE = "plots"  # locales/<language>/LC_MESSAGES/plots.po
-BRACE_FORMAT = "python-brace-format"
-# Debian's fonts-noto-cjk (version pinned in .ci/run): its Simplified Chinese face
-FONT_FILE = Path("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc")
-CJK_FAMILY = "Noto Sans CJK SC"
-LATIN_FAMILY = "DejaVu Sans"  # matplotlib's own, the English figures' font
-# where a figure's labels are recorded: its display output's metadata
-METADATA_KEY = "course_plot_labels"
+from plot_language import BRACE_FORMAT, ENGLISH_WORD, FIELD, MATHS, REPO  # (this folder)
 
-# --------------------------------------------------------------------------- extraction
 # matplotlib's calls that make a text, and the position of the text among their arguments
 TEXT_ARGUMENT = {"set_title": 0, "set_xlabel": 0, "set_ylabel": 0, "suptitle": 0,
                  "supxlabel": 0, "supylabel": 0, "set_label": 0, "title": 0, "xlabel": 0,
@@ -62,11 +35,7 @@ TEXT_KEYWORDS = {"label", "title", "xlabel", "ylabel"}
 STRING_METHODS = {"replace", "strip", "rstrip", "lstrip", "capitalize", "title", "lower",
                   "upper", "format", "removeprefix", "removesuffix"}
 TEXTWRAP = {"fill", "wrap", "shorten", "dedent", "indent"}
-# an English word of a label: letters, not part of an identifier (head_dim, W_O, RMSNorm, kv0)
-# and not all capitals (MFLOP, MATH)
-ENGLISH_WORD = re.compile(r"(?<![\w.])[A-Za-z][a-z]+(?:'[a-z]+)?(?![\w(])")
-MATHS = re.compile(r"\$[^$]*\$")
-FIELD = re.compile(r"\{[^{}]*(?:\{[^{}]*\}[^{}]*)*\}")
+
 
 
 def code_cells(notebook_path):
@@ -97,14 +66,15 @@ def _path_matches(prefix, path):
 
 
 class Flow:
-    """Where the strings of one notebook go: which string literals and f-strings reach a
-    matplotlib text. Flow-insensitive (a name is every value it is given anywhere in the
-    notebook, as the cells share one namespace), following values through names, tuple
-    unpacking, for loops and comprehensions, containers (displays, X[k] = v, X.append,
-    X += [...], dict(...)), dict.items/keys/values, enumerate, zip, str methods and
-    ", ".join, and the notebook's own functions (their parameters and returns). A value
-    is looked up along a path: ("item", i) its i-th item, ("elem",) any element of it,
-    ("key",) a key, ("value", key or None) a value of a mapping."""
+    """Where the strings of one notebook (or module) go: which string literals and f-strings
+    reach a matplotlib text. Values are followed through names (_reaching: the bindings a
+    use can see), tuple unpacking, for loops and comprehensions, containers (displays,
+    X[k] = v, X.append, X.setdefault, X += [...], dict(...)), dict.items/keys/values,
+    enumerate, zip, str methods, textwrap and ", ".join, the notebook's own functions (their
+    parameters, locals and returns) and the functions it imports from the repository's
+    solutions/ (their returns). A value is looked up along a path: ("item", i) its i-th
+    item, ("elem",) any element of it, ("key",) a key, ("value", key or None) a value of a
+    mapping."""
 
     def __init__(self, cells):
         # name: [(expression, where the name holds it, the path of the name in it,
@@ -126,14 +96,16 @@ class Flow:
                     self.locals[node.name] = set(self.parameters[node.name]) | {
                         n.id for n in ast.walk(node)
                         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-                    for inner in ast.walk(node):
-                        self.scope.setdefault(id(inner), node.name) if inner is not node else None
+                    for inner in ast.walk(node):   # (an outer function's, for a nested one)
+                        if inner is not node:
+                            self.scope.setdefault(id(inner), node.name)
         # name: (the repository's module it is imported from, its name there)
         self.imported = {alias.asname or alias.name: (node.module, alias.name)
                          for _, tree in self.trees for node in ast.walk(tree)
                          if isinstance(node, ast.ImportFrom) and node.module
                          and _repository_module(node.module) for alias in node.names}
         self.cell = {}                             # id(node): its cell's index
+        self.extending = set()                     # id(value) of each X += value
         for index, tree in self.trees:
             for node in ast.walk(tree):
                 self.cell[id(node)] = index
@@ -163,10 +135,14 @@ class Flow:
         return f"{scope}.{name}" if scope and name in self.locals[scope] else name
 
     def _bind(self, node, scope):
+        """The bindings that the statement or call `node` (in function `scope`) makes."""
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 self._bind_target(target, node.value, (), scope)
-        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and node.value is not None:
+        elif isinstance(node, ast.AugAssign):      # X += [...]: X holds those too
+            self.extending.add(id(node.value))
+            self._bind_target(node.target, node.value, (), scope)
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
             self._bind_target(node.target, node.value, (), scope)
         elif isinstance(node, (ast.For, ast.comprehension)):
             self._bind_target(node.target, node.iter, (("elem",),), scope)
@@ -215,7 +191,7 @@ class Flow:
             if last_cell is not None and entry[3][0] != last_cell:
                 break
             reaching.append(entry[:3])
-            if entry[1] == ():                 # bound anew: nothing earlier reaches here
+            if entry[1] == () and id(entry[0]) not in self.extending:  # bound anew
                 last_cell = entry[3][0]
         return reaching or [entry[:3] for entry in entries]
 
@@ -459,176 +435,6 @@ def write_template(path, notebooks=None):
     with open(path, "wb") as file:
         write_po(file, catalogue, width=0, omit_header=False)
     return catalogue
-
-
-# --------------------------------------------------------------------------- translation
-def _spaced(text):
-    return " ".join(text.split())
-
-
-class Labels:
-    """A language's plot labels: {English: translation} from its catalogue, the f-string
-    messages as patterns."""
-
-    def __init__(self, entries):
-        """entries: [(English message, translation, is an f-string's)]."""
-        self.exact, self.patterns = {}, []
-        for english, translated, formatted in entries:
-            if not translated:
-                continue
-            if formatted:
-                fields = FIELD.findall(english)
-                pieces = FIELD.split(english)
-                pattern = "(.*?)".join(
-                    re.escape(re.sub(r"\s+", " ", piece.replace("{{", "{").replace("}}", "}")))
-                    .replace(r"\ ", r"\s+") for piece in pieces)
-                self.patterns.append((re.compile(pattern, re.S), fields, translated))
-            else:
-                self.exact[_spaced(english)] = translated
-
-    @classmethod
-    def read(cls, language):
-        from babel.messages.pofile import read_po
-        path = LOCALES / language / "LC_MESSAGES" / f"{CATALOGUE}.po"
-        with open(path, "rb") as file:
-            catalogue = read_po(file)
-        return cls([(m.id, m.string, BRACE_FORMAT in m.flags) for m in catalogue
-                    if m.id and not m.fuzzy])
-
-    @functools.lru_cache(maxsize=4096)
-    def translate(self, text):
-        """`text` in the catalogue's language, or None when the catalogue does not hold it."""
-        if not ENGLISH_WORD.search(text):
-            return None
-        spaced = _spaced(text)
-        if spaced in self.exact:
-            return self.exact[spaced]
-        for pattern, fields, translated in self.patterns:
-            match = pattern.fullmatch(spaced)
-            if match:
-                for field, value in zip(fields, match.groups()):
-                    translated = translated.replace(field, self.translate_value(value))
-                return translated
-        return None
-
-    def translate_value(self, value):
-        """A field's value, translated whole, or item by item (a list joined with ", ")."""
-        whole = self.translate(value)
-        if whole is not None:
-            return whole
-        items = value.split(", ")
-        if len(items) > 1:
-            return "、".join(self.translate(item) or item for item in items)
-        return value
-
-
-CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
-
-
-def install(language, labels=None):
-    """Plots drawn in `language` from now on, in this process (a kernel's startup file calls
-    it): every Text's string translated when it is set, the CJK font after DejaVu Sans,
-    a missing glyph an error, each shown figure's labels in its output metadata."""
-    import logging
-    import warnings
-
-    import matplotlib
-    from matplotlib import font_manager
-    from matplotlib.text import Text
-
-    labels = labels or Labels.read(language)
-    if not FONT_FILE.exists():
-        raise FileNotFoundError(f"{FONT_FILE}: install Debian's fonts-noto-cjk (.ci/run does)")
-    font_manager.fontManager.addfont(str(FONT_FILE))   # by its path: no font search
-    matplotlib.rcParams["font.family"] = [LATIN_FAMILY, CJK_FAMILY]
-    set_text, init = Text.set_text, Text.__init__
-
-    def cjk_first(text):
-        # mathtext draws the text around the maths in the first font of the family list,
-        # with no fallback: there, the CJK face first (it has Latin letters too)
-        shown = text.get_text()
-        if MATHS.search(shown) and CJK.search(shown):
-            text.set_fontfamily([CJK_FAMILY, LATIN_FAMILY])
-
-    def translated_set_text(self, text):
-        set_text(self, text)
-        english = self.get_text()
-        shown = labels.translate(english)
-        self._course_english = english
-        if shown is not None:
-            set_text(self, shown)
-        if hasattr(self, "_fontproperties"):  # (Text.__init__ sets the text first)
-            cjk_first(self)
-
-    def init_then_font(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        cjk_first(self)
-    Text.set_text, Text.__init__ = translated_set_text, init_then_font
-
-    class MissingGlyph(logging.Filter):
-        def filter(self, record):
-            if "does not have a glyph" in record.getMessage():
-                raise ValueError(f"a plot label has a character no font draws: {record.getMessage()}")
-            return True
-    logging.getLogger("matplotlib.mathtext").addFilter(MissingGlyph())
-    warnings.filterwarnings("error", message=r"Glyph \d+ .*missing from font")
-    _drawn_before_shown()
-    _record_labels()
-
-
-def _drawn_before_shown():
-    """plt.show() draws each figure first, so that a missing glyph is the cell's error (the
-    inline display's own drawing would print the error and go on)."""
-    from matplotlib import pyplot
-    from matplotlib._pylab_helpers import Gcf
-    show = pyplot.show
-
-    def drawn_then_shown(*args, **kwargs):
-        for manager in Gcf.get_all_fig_managers():
-            manager.canvas.draw()
-        return show(*args, **kwargs)
-    pyplot.show = drawn_then_shown
-
-
-def shown_labels(figure):
-    """[[English, shown]] of every visible, non-empty text of `figure`."""
-    from matplotlib.text import Text
-    return [[getattr(t, "_course_english", t.get_text()), t.get_text()]
-            for t in figure.findobj(Text) if t.get_visible() and t.get_text().strip()]
-
-
-def _record_labels():
-    """Each figure shown inline carries its labels in its output's metadata."""
-    try:
-        from matplotlib_inline import backend_inline
-    except ImportError:
-        return
-    fetch = backend_inline._fetch_figure_metadata
-
-    def with_labels(figure):
-        metadata = dict(fetch(figure) or {})
-        metadata[METADATA_KEY] = shown_labels(figure)
-        return metadata
-    backend_inline._fetch_figure_metadata = with_labels
-
-
-STARTUP = """\
-# written by _ext/plot_labels.py: the plots of this kernel in {language}
-import sys
-sys.path.insert(0, {folder!r})
-import plot_labels
-plot_labels.install({language!r})
-"""
-
-
-def ipython_dir(language, folder):
-    """An IPython directory whose kernels start with install(language): `folder`, written."""
-    startup = Path(folder) / "profile_default" / "startup"
-    startup.mkdir(parents=True, exist_ok=True)
-    (startup / "00-plot-labels.py").write_text(
-        STARTUP.format(language=language, folder=str(Path(__file__).resolve().parent)),
-        encoding="utf-8")
-    return Path(folder)
 
 
 def main(argv=None):

@@ -1,5 +1,5 @@
 """The labels of the plots the chapter notebooks draw, in the Chinese edition (issue 24, item
-4; _ext/plot_labels.py): the catalogue locales/zh_CN/LC_MESSAGES/plots.po holds exactly the
+4; _ext/plot_labels.py, _ext/plot_language.py): the catalogue locales/zh_CN/LC_MESSAGES/plots.po holds exactly the
 labels the extraction finds in the notebooks' code (current, like the pages' catalogues),
 each translated in the glossary's terms, keeping its code and its f-string fields; the
 kernel hook translates a label, whole or by pattern, and makes a missing glyph an error;
@@ -22,8 +22,9 @@ from tests.translations import LANGUAGE, MESSAGES, REPO, read_catalogue
 
 sys.path.insert(0, str(REPO / "_ext"))
 import plot_labels  # noqa: E402  (_ext/ is no package)
+import plot_language  # noqa: E402
 
-CATALOGUE = MESSAGES / f"{plot_labels.CATALOGUE}.po"
+CATALOGUE = MESSAGES / f"{plot_language.CATALOGUE}.po"
 HAN = re.compile(r"[\u4e00-\u9fff]")
 
 
@@ -40,7 +41,7 @@ def test_the_plot_catalogue_is_current():
     assert len(extracted) > 100
     catalogue = read_catalogue(CATALOGUE)
     assert stale(catalogue, set(extracted)) == ([], []), "run `make locales`, then translate"
-    flagged = {m.id for m in catalogue if m.id and plot_labels.BRACE_FORMAT in m.flags}
+    flagged = {m.id for m in catalogue if m.id and plot_language.BRACE_FORMAT in m.flags}
     assert flagged == {text for text, (formatted, _) in extracted.items() if formatted}
 
 
@@ -50,7 +51,7 @@ def test_every_plot_label_is_translated_keeping_its_fields_and_code():
     code = re.compile(r"\([^()（）\s]*(?:, [^()（）\s]*)+\)|[A-Za-z_]*_[A-Za-z_0-9]*|\$[^$]*\$")
     changed = []
     for m in plot_messages():
-        fields = set(plot_labels.FIELD.findall(m.string)) - set(plot_labels.FIELD.findall(m.id))
+        fields = set(plot_language.FIELD.findall(m.string)) - set(plot_language.FIELD.findall(m.id))
         lost = set(code.findall(m.id)) - set(code.findall(m.string))
         if fields or lost:
             changed.append((m.id, sorted(fields), sorted(lost)))
@@ -114,7 +115,7 @@ def test_labels_without_english_words_are_not_messages():
 
 # --------------------------------------------------------------------------- translation
 def test_a_label_is_translated_whole_by_pattern_or_item_by_item():
-    labels = plot_labels.Labels([
+    labels = plot_language.Labels([
         ("key position", "键的位置", False),
         ("layer {n}, head {i}", "第 {n} 层，第 {i} 个头", True),
         ("Seed {seed}, heads:\n{', '.join(roles)}", "随机种子 {seed}，各个头：\n{', '.join(roles)}", True),
@@ -131,7 +132,7 @@ def test_a_label_is_translated_whole_by_pattern_or_item_by_item():
     assert labels.translate("layer 1") is None
 
 
-NOTO_CJK = plot_labels.FONT_FILE
+NOTO_CJK = plot_language.FONT_FILE
 
 
 @pytest.mark.skipif(not NOTO_CJK.exists(), reason=f"no {NOTO_CJK}: .ci/run installs fonts-noto-cjk")
@@ -140,7 +141,7 @@ def test_a_kernel_with_the_hook_draws_chinese_and_refuses_a_missing_glyph(tmp_pa
     interpreter: the labels translated as they are set, the CJK face first where mathtext
     draws Chinese, each shown figure's labels recorded, and a character that no font draws
     the error of plt.show()."""
-    folder = plot_labels.ipython_dir(LANGUAGE, tmp_path / "ipython")
+    folder = plot_language.ipython_dir(LANGUAGE, tmp_path / "ipython")
     startup = (folder / "profile_default" / "startup" / "00-plot-labels.py").read_text()
     script = startup + """
 import matplotlib
@@ -151,8 +152,8 @@ ax.plot([0, 1], label="$q \\\\cdot k$, measured")
 ax.set(title="layer 1, head 3", xlabel="key position")
 legend = ax.legend()
 shown = plt.show()
-labels = plot_labels.shown_labels(fig)
-print(repr(sorted(l for l in labels if plot_labels.ENGLISH_WORD.search(l[0]))))
+labels = plot_language.shown_labels(fig)
+print(repr(sorted(l for l in labels if plot_language.ENGLISH_WORD.search(l[0]))))
 print(repr(legend.get_texts()[0].get_fontfamily()))
 ax.set_title("\\u0e01 no font draws this")
 try:
@@ -167,7 +168,7 @@ except Exception as error:
     assert ast.literal_eval(lines[0]) == [["$q \\cdot k$, measured", "$q \\cdot k$，实测"],
                                           ["key position", "键的位置"],
                                           ["layer 1, head 3", "第 1 层，第 3 个头"]]
-    assert ast.literal_eval(lines[1])[0] == plot_labels.CJK_FAMILY
+    assert ast.literal_eval(lines[1])[0] == plot_language.CJK_FAMILY
     assert lines[2] == "refused: UserWarning"
 
 
@@ -230,7 +231,7 @@ def test_every_chinese_plot_shows_its_catalogued_labels_in_chinese(chinese_plots
     family names (the maths aside, which mathtext draws in its own fonts)."""
     from matplotlib.ft2font import FT2Font
     english, chinese = chinese_plots
-    labels = plot_labels.Labels.read(LANGUAGE)
+    labels = plot_language.Labels.read(LANGUAGE)
     charmaps = [FT2Font(str(NOTO_CJK)).get_charmap() if NOTO_CJK.exists() else {},
                 FT2Font(str(Path(__import__("matplotlib").get_data_path()) / "fonts" / "ttf"
                             / "DejaVuSans.ttf")).get_charmap()]
@@ -239,7 +240,7 @@ def test_every_chinese_plot_shows_its_catalogued_labels_in_chinese(chinese_plots
         figures = _figures(notebook)
         assert len(figures) == len(_figures(english[chapter])), chapter
         for cell, output in figures:
-            shown_labels = output["metadata"].get(plot_labels.METADATA_KEY)
+            shown_labels = output["metadata"].get(plot_language.METADATA_KEY)
             assert shown_labels, f"{chapter} cell {cell}: a plot without its labels recorded"
             for original, shown in shown_labels:
                 expected = labels.translate(original)
@@ -247,7 +248,7 @@ def test_every_chinese_plot_shows_its_catalogued_labels_in_chinese(chinese_plots
                     translated += 1
                     if shown != expected:
                         wrong.append((chapter, cell, original, shown))
-                for character in set(plot_labels.MATHS.sub("", shown)) - set(" \n"):
+                for character in set(plot_language.MATHS.sub("", shown)) - set(" \n"):
                     if not any(ord(character) in charmap for charmap in charmaps):
                         no_glyph.append((chapter, cell, character, shown))
             if not any(HAN.search(shown) for _, shown in shown_labels):

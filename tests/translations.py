@@ -13,7 +13,7 @@ LANGUAGE = "zh_CN"
 MESSAGES = LOCALES / LANGUAGE / "LC_MESSAGES"
 # the diagrams' labels (chapters/figures/make_diagrams.py), beside the documents' catalogues
 # but no document's: `make locales` keeps it current as it keeps theirs; so are the labels of
-# the notebooks' plots (_ext/plot_labels.py, tests/test_plot_labels.py)
+# the notebooks' plots (_ext/plot_labels.py, _ext/plot_language.py, tests/test_plot_labels.py)
 FIGURES_CATALOGUE = "figures"
 PLOTS_CATALOGUE = "plots"
 
