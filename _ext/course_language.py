@@ -21,8 +21,9 @@ Two parts:
   chapters/intro.pot, not one chapters.pot), the notebooks not executed (the gettext
   builder reads prose only). `--language`: the edition in that language, from the
   catalogues under locales/<language>/LC_MESSAGES/, with the configuration strings of
-  locales/<language>/config.yml (the title), executed outputs from the English build's
-  jupyter-cache (_config.yml's execute.cache: the same code cells, so the same keys).
+  locales/<language>/config.yml (the title), executed outputs from the language's own
+  jupyter-cache (language_cache: the same code, executed with the plots' labels in that
+  language by _ext/execute_chapters.py --language).
 """
 import argparse
 import os
@@ -69,10 +70,24 @@ def edition_config(language=None, gettext=False):
         settings["gettext_additional_targets"] = ["raw"]
     if language:
         settings["language"] = language
+        # its own jupyter-cache: its notebooks are executed with their plots' labels in
+        # `language` (_ext/execute_chapters.py --language, _ext/plot_language.py)
+        config.setdefault("execute", {})["cache"] = language_cache(config, language)
+        # the launch buttons open this language's student notebooks: on the branch `student`
+        # (autograde.course.student_branch), under the edition's root, as on the site
+        root = settings.get("course_language_editions", {}).get(language, "").strip("/")
+        if root:
+            config.setdefault("repository", {})["path_to_book"] = root
         overrides = LOCALES / language / "config.yml"
         if overrides.exists():
             _merge(config, yaml.safe_load(overrides.read_text(encoding="utf-8")))
     return config
+
+
+def language_cache(config, language):
+    """The jupyter-cache of `language`'s edition: beside the English one (_config.yml's
+    execute.cache), its name ending in the language (_build/.jupyter_cache-zh_CN)."""
+    return f"{config.get('execute', {}).get('cache', '_build/.jupyter_cache')}-{language}"
 
 
 def _merge(config, overrides):

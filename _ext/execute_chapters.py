@@ -12,8 +12,15 @@ notebook that fails here is left out of the cache: the build executes it again a
 the error as it always has.
 
     PYTHONPATH=. python _ext/execute_chapters.py [--jobs N]    (from the repository root)
+
+With --language (`make book-zh`: zh_CN), the same into that edition's own cache
+(course_language.language_cache), each kernel started with COURSE_LANGUAGE set and an
+IPython directory whose startup file draws the plots in that language
+(_ext/plot_language.py); the cache is emptied first when the plots' catalogue or that module
+changed since it was filled (the cache's keys hash the code only).
 """
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -26,7 +33,9 @@ from jupyter_cache import get_cache
 from jupyter_cache.base import CacheBundleIn
 from jupyter_cache.executors.utils import single_nb_execution
 
+import plot_language
 from autograde import kit
+from course_language import language_cache
 from course_solutions import EDITIONS, prepared  # (this folder, _ext/, is sys.path[0])
 
 REPO = Path(__file__).resolve().parent.parent
@@ -68,12 +77,37 @@ def with_outputs(notebook, executed):
     return notebook
 
 
+def language_kernels(config, language):
+    """`language`'s jupyter-cache, emptied when what draws its plots changed, with every
+    kernel started from now on drawing them in that language (the pool's processes and
+    their kernels inherit this environment)."""
+    cache = get_cache(str(REPO / language_cache(config, language)))
+    drawn_by = [REPO / "locales" / language / "LC_MESSAGES" / f"{plot_language.CATALOGUE}.po",
+                Path(plot_language.__file__)]
+    digest = hashlib.sha256(b"".join(path.read_bytes() for path in drawn_by)).hexdigest()
+    stamp = Path(cache.path) / "plot-labels.sha256"
+    if not stamp.exists() or stamp.read_text() != digest:
+        if Path(cache.path).exists():
+            cache.clear_cache()
+        cache = get_cache(str(REPO / language_cache(config, language)))
+        Path(cache.path).mkdir(parents=True, exist_ok=True)
+        stamp.write_text(digest)
+    os.environ["COURSE_LANGUAGE"] = language
+    os.environ["IPYTHONDIR"] = str(plot_language.ipython_dir(
+        language, REPO / "_build" / "ipython" / language))
+    return cache
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument("--language", help="an edition's language (zh_CN): its own cache")
     args = parser.parse_args(argv)
     config = yaml.safe_load((REPO / "_config.yml").read_text())
-    cache = get_cache(str(REPO / config["execute"]["cache"]))
+    if args.language:
+        cache = language_kernels(config, args.language)
+    else:
+        cache = get_cache(str(REPO / config["execute"]["cache"]))
     missing = {}  # {path: {edition: notebook the cache lacks}}
     for path in book_notebooks():
         for name, notebook in editions_of(path, config["html"]["baseurl"]).items():
@@ -82,7 +116,8 @@ def main(argv=None):
             except KeyError:
                 missing.setdefault(path, {})[name] = notebook
     if not missing:
-        print("execute_chapters: every notebook is in the cache, for both editions")
+        print(f"execute_chapters: every notebook is in the cache{' of ' + args.language if args.language else ''}, "
+              "for both editions")
         return 0
     print(f"execute_chapters: {len(missing)} notebooks, {args.jobs} at a time", flush=True)
     # the longest first, so that the short ones fill the other core meanwhile: the later

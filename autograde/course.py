@@ -380,22 +380,39 @@ def write_zip(folder, zip_dir):
     return archive
 
 
+def language_roots():
+    """{language: its edition's root folder relative to the English one, "zh_CN"} for every
+    language but English (_config.yml's course_language_editions)."""
+    config = yaml.safe_load((REPO / "_config.yml").read_text(encoding="utf-8"))
+    editions = config["sphinx"]["config"].get("course_language_editions", {})
+    return {language: root.strip("/") for language, root in editions.items() if root.strip("/")}
+
+
 def student_branch(course_dir, target):
     """The tree of the repository branch `student` that the launch buttons open (see
     _config.yml): each released chapter's notebook at chapters/<assignment>.ipynb, as in
     the book, with the checks beside it, and the student requirements. A chapter whose
     release holds earlier answers (chapter 5: its lab, and checks that run a model built
-    from chapters 1-4) gives its notebook only, which asks for its zip. Returns `target`."""
+    from chapters 1-4) gives its notebook only, which asks for its zip. The editions in
+    other languages (_config.yml's course_language_editions) have theirs under their root,
+    as on the published site: zh_CN/chapters/<assignment>.ipynb from release-zh_CN/, where
+    the Chinese pages' launch buttons open them (their path_to_book). Returns `target`."""
     target = Path(target)
     if target.exists():
         shutil.rmtree(target)
     (target / "chapters").mkdir(parents=True)
-    for folder in sorted((Path(course_dir) / RELEASE).iterdir()):
-        for path in sorted(folder.rglob("*")):
-            relative = path.relative_to(folder)
-            if path.is_file() and "__pycache__" not in relative.parts and \
-                    (path.suffix == ".ipynb" or not answers_shipped(folder.name)):
-                (target / "chapters" / relative).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(path, target / "chapters" / relative)
+    releases = {"": Path(course_dir) / RELEASE}
+    for language, root in language_roots().items():
+        if release_dir(course_dir, language).is_dir():
+            releases[root] = release_dir(course_dir, language)
+    for root, release in releases.items():
+        chapters = target / root / "chapters"
+        for folder in sorted(release.iterdir()):
+            for path in sorted(folder.rglob("*")):
+                relative = path.relative_to(folder)
+                if path.is_file() and "__pycache__" not in relative.parts and \
+                        (path.suffix == ".ipynb" or not answers_shipped(folder.name)):
+                    (chapters / relative).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(path, chapters / relative)
     shutil.copy2(REPO / "requirements-student.txt", target / "requirements.txt")
     return target

@@ -900,19 +900,22 @@ def test_student_download(visit, browser, page_name, tmp_path):
 
 
 @_by_page(CHAPTERS)
-def test_launch_buttons(visit, page_name):
-    """Binder, Colab and JupyterHub open the chapter's notebook from the repository."""
+def test_launch_buttons(visit, edition, page_name):
+    """Binder, Colab and JupyterHub open the chapter's notebook from the repository: the
+    Chinese pages the Chinese one, under the edition's root (zh_CN/chapters/...)."""
     org_repo = urlsplit(CONFIG["repository"]["url"]).path.strip("/")
     launch = CONFIG["launch_buttons"]
     hrefs = visit(page_name)["launch"]
-    notebook = f"{page_name}.ipynb"
+    root = CONFIG["sphinx"]["config"]["course_language_editions"].get(edition, "")
+    notebook = f"{root}{page_name}.ipynb"
     want = {
         "Binder": f"{launch['binderhub_url'].rstrip('/')}/v2/gh/{org_repo}/",
         "Colab": f"{launch['colab_url'].rstrip('/')}/github/{org_repo}/blob/",
         "JupyterHub": f"{launch['jupyterhub_url'].rstrip('/')}/hub/",
     }
     for service, prefix in want.items():
-        assert any(h.startswith(prefix) and notebook in h for h in hrefs), \
+        assert any(h.startswith(prefix) and re.search(rf"[=/]{re.escape(notebook)}\b", h)
+                   for h in hrefs), \
             f"{page_name}: no {service} launch link to {notebook}: {hrefs}"
 
 

@@ -300,23 +300,29 @@ def test_downloads_of_pages_are_the_student_notebooks():
 
 
 def test_launch_buttons_open_the_student_branch(found, tmp_path):
-    """Every chapter page's launch buttons (Binder, JupyterHub, Colab), in both editions,
-    open chapters/<chapter>.ipynb on the branch of _config.yml; that branch's tree
-    (`make student-branch`) holds there the student version, and no answer anywhere."""
+    """Every chapter page's launch buttons (Binder, JupyterHub, Colab), in every edition,
+    open chapters/<chapter>.ipynb on the branch of _config.yml, under the edition's root
+    for another language (zh_CN/chapters/<chapter>.ipynb); that branch's tree
+    (`make student-branch`) holds there the student version in the page's language, and no
+    answer anywhere."""
     import yaml
 
     config = yaml.safe_load((REPO / "_config.yml").read_text())
     branch = config["repository"]["branch"]
+    roots = config["sphinx"]["config"]["course_language_editions"]
     tree = course.student_branch(BUILD / "course", tmp_path / "student")
-    for site in SITES.values():
+    for edition, site in SITES.items():
+        root = roots.get(edition, "")
         for assignment in course.assignments():
             page = (site / "chapters" / f"{assignment}.html").read_text()
             links = re.findall(r'href="(https://[^"]*(?:binder|/hub/|colab)[^"]*)"', page)
             assert len(links) == 3, links
+            notebook = f"{root}chapters/{assignment}.ipynb"
             for link in links:
-                assert branch in link and f"chapters/{assignment}.ipynb" in html.unescape(link)
-            student = (RELEASE / assignment / f"{assignment}.ipynb").read_bytes()
-            assert (tree / "chapters" / f"{assignment}.ipynb").read_bytes() == student
+                assert branch in link and re.search(rf"[=/]{re.escape(notebook)}\b",
+                                                    html.unescape(link)), (edition, link)
+            student = (RELEASES[edition] / assignment / f"{assignment}.ipynb").read_bytes()
+            assert (tree / notebook).read_bytes() == student
     files = []
     for path in sorted(tree.rglob("*")):
         if path.is_file():

@@ -124,8 +124,9 @@ def test_the_checks_above_catch_what_they_name():
 
 def test_the_build_configurations_follow_config_yml():
     """`make gettext` and `make book-zh` build from _config.yml changed only where they must:
-    the Chinese edition reads the catalogues and the English build's jupyter-cache (the
-    notebooks are not executed again); the extraction executes nothing."""
+    the Chinese edition reads the catalogues and a jupyter-cache of its own (its notebooks
+    executed with their plots' labels in Chinese), and its launch buttons open the Chinese
+    student notebooks under its root; the extraction executes nothing."""
     import yaml
     sys.path.insert(0, str(REPO / "_ext"))
     from course_language import edition_config
@@ -135,7 +136,9 @@ def test_the_build_configurations_follow_config_yml():
     settings = chinese["sphinx"]["config"]
     assert settings["language"] == "zh_CN" and settings["locale_dirs"] == ["locales"]
     assert settings["gettext_compact"] is False
-    assert chinese["execute"] == english["execute"]
+    assert chinese["execute"] == dict(english["execute"], cache=english["execute"]["cache"] + "-zh_CN")
+    assert chinese["repository"] == dict(english["repository"], path_to_book="zh_CN")
+    assert settings["course_language_editions"]["zh_CN"] == "zh_CN/"
     assert chinese["title"] != english["title"] and chinese["parse"] == english["parse"]
     for folder in chinese["sphinx"]["local_extensions"].values():
         assert Path(folder).is_absolute() and Path(folder).is_dir()

@@ -12,8 +12,10 @@ LOCALES = REPO / "locales"
 LANGUAGE = "zh_CN"
 MESSAGES = LOCALES / LANGUAGE / "LC_MESSAGES"
 # the diagrams' labels (chapters/figures/make_diagrams.py), beside the documents' catalogues
-# but no document's: `make locales` keeps it current as it keeps theirs
+# but no document's: `make locales` keeps it current as it keeps theirs; so are the labels of
+# the notebooks' plots (_ext/plot_labels.py, _ext/plot_language.py, tests/test_plot_labels.py)
 FIGURES_CATALOGUE = "figures"
+PLOTS_CATALOGUE = "plots"
 
 # What a message holds that is not prose, and is neither translated nor searched for terms:
 # code spans, MyST roles' targets ({doc}`student_guide`), maths, link targets, addresses.
@@ -39,10 +41,11 @@ def translated_documents(language=LANGUAGE):
 
 def catalogued_documents(messages=MESSAGES, suffix=".po"):
     """Every document that has a catalogue (or, suffix=".pot", a template): {document: path}.
-    The figures' catalogue is not a document's."""
+    The figures' and the plots' catalogues are no document's."""
     found = {str(p.relative_to(messages).with_suffix("")): p
              for p in sorted(messages.rglob(f"*{suffix}"))}
     found.pop(FIGURES_CATALOGUE, None)
+    found.pop(PLOTS_CATALOGUE, None)
     return found
 
 
