@@ -71,8 +71,11 @@ $(MATHJAX):
 # chapters (autograde/class_calendar.py writes the table of contents and the kit).
 # CLASS_OUT: where it goes (tests/test_class_calendar.py builds other settings elsewhere);
 # CLASS_CONFIG: another language's configuration (`make book-zh-class`), else _config.yml.
+# The site is written afresh (Sphinx leaves what it no longer writes): a page or zip of a
+# chapter that an earlier build published, with another calendar, must not stay in it.
 CLASS_OUT ?= _build/class
 book-class: $(STAMP) $(DOWNLOADS) $(MATHJAX)
+	rm -rf $(CLASS_OUT)/_build/html
 	$(BIN)/python -m autograde.class_calendar --toc $(CLASS_OUT)/toc.yml --kit $(CLASS_OUT)/site-extra
 	COURSE_EDITION=class COURSE_SITE_EXTRA=$(CLASS_OUT)/site-extra $(BIN)/jupyter-book build . \
 	  $(CLASS_CONFIG:%=--config %) \
