@@ -3,7 +3,8 @@
 # make book-class -> the class edition in _build/class/_build/html (no solution code)
 # make test       -> .venv (created if missing), both editions, the whole test suite
 # make book-zh    -> the self-study edition in Simplified Chinese in _build/zh_CN/_build/html
-#                    (from the catalogues of locales/zh_CN/LC_MESSAGES/)
+#                    (from the catalogues of locales/zh_CN/LC_MESSAGES/), and the class edition
+#                    in Chinese (make book-zh-class, _build/zh_CN-class/_build/html)
 # make locales    -> the English messages extracted again (`make gettext`, _build/gettext) and
 #                    merged into those catalogues, for translators
 # make bench -> the CPU benchmark of solutions.MultiHeadAttention against nn.MultiheadAttention
@@ -15,7 +16,7 @@ STAMP  := $(VENV)/.installed
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: venv book book-class book-zh gettext locales student-branch test bench clean
+.PHONY: venv book book-class book-zh book-zh-class gettext locales student-branch test bench clean
 
 venv: $(STAMP)
 
@@ -68,11 +69,16 @@ $(MATHJAX):
 # editions (_ext/execute_chapters.py); a `make book-class` alone executes what is missing.
 # Only the chapters that _config.yml's class_calendar has opened, with the kit of those
 # chapters (autograde/class_calendar.py writes the table of contents and the kit).
-# CLASS_OUT: where it goes (tests/test_class_calendar.py builds other settings elsewhere).
+# CLASS_OUT: where it goes (tests/test_class_calendar.py builds other settings elsewhere);
+# CLASS_CONFIG: another language's configuration (`make book-zh-class`), else _config.yml.
+# The site is written afresh (Sphinx leaves what it no longer writes): a page or zip of a
+# chapter that an earlier build published, with another calendar, must not stay in it.
 CLASS_OUT ?= _build/class
 book-class: $(STAMP) $(DOWNLOADS) $(MATHJAX)
+	rm -rf $(CLASS_OUT)/_build/html
 	$(BIN)/python -m autograde.class_calendar --toc $(CLASS_OUT)/toc.yml --kit $(CLASS_OUT)/site-extra
 	COURSE_EDITION=class COURSE_SITE_EXTRA=$(CLASS_OUT)/site-extra $(BIN)/jupyter-book build . \
+	  $(CLASS_CONFIG:%=--config %) \
 	  --warningiserror --keep-going --all --path-output $(CLASS_OUT) --toc $(CLASS_OUT)/toc.yml
 	touch $(CLASS_OUT)/_build/html/.stamp
 
@@ -121,16 +127,41 @@ locales: gettext
 # catalogues' own tests (tests/test_translations.py).
 ZH_OUT := _build/zh_CN
 ZH_BOOK := $(ZH_OUT)/_build/html/.stamp
+ZH_CLASS_OUT ?= _build/zh_CN-class
+ZH_CLASS_BOOK := $(ZH_CLASS_OUT)/_build/html/.stamp
 ZH_CATALOGUES := $(wildcard locales/zh_CN/*.yml locales/zh_CN/LC_MESSAGES/*.po locales/zh_CN/LC_MESSAGES/*/*.po chapters/figures/*.zh_CN.svg)
-book-zh: $(ZH_BOOK)
+# Each catalogue compiled into the .mo that Sphinx reads before an edition's build, with
+# Sphinx's own function: Sphinx compiles the outdated ones at the start of each build, and the
+# two Chinese editions built side by side (`make test`) would both write the same .mo, one
+# reading it half written.
+ZH_MO := $(patsubst %.po,%.mo,$(filter %.po,$(ZH_CATALOGUES)))
+locales/zh_CN/LC_MESSAGES/%.mo: locales/zh_CN/LC_MESSAGES/%.po
+	$(BIN)/python -c "import sys; from pathlib import Path; from sphinx.util.i18n import CatalogInfo; \
+	  po = Path(sys.argv[1]); CatalogInfo(str(po.parent), po.stem, 'utf-8').write_mo('zh_CN')" $<
+book-zh: $(ZH_BOOK) $(ZH_CLASS_BOOK)
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_language_switch.py tests/test_translations.py
 
-$(ZH_BOOK): $(BOOK) $(DOWNLOADS) $(MATHJAX) $(ZH_CATALOGUES)
+$(ZH_BOOK): $(BOOK) $(DOWNLOADS) $(MATHJAX) $(ZH_CATALOGUES) $(ZH_MO)
 	$(BIN)/python _ext/course_language.py config --language zh_CN $(ZH_OUT)/_config.yml
 	$(BIN)/python _ext/execute_chapters.py --language zh_CN
 	COURSE_LANGUAGE=zh_CN IPYTHONDIR=_build/ipython/zh_CN $(BIN)/jupyter-book build . \
 	  --config $(ZH_OUT)/_config.yml --warningiserror --keep-going --all --path-output $(ZH_OUT)
 	touch $@
+
+# The class edition in Chinese: `make book-class` with the Chinese edition's configuration,
+# the same calendar (the same chapters open, the same kit), the chapters' Chinese zips
+# (_build/downloads/zh_CN/, those of the open chapters only: a page copies the zip it links)
+# and Chinese student notebooks as the pages' ".ipynb" downloads; the executed outputs come
+# from the Chinese cache's class-edition entries (`execute_chapters.py --language zh_CN`
+# stores each chapter under both editions' keys: it runs first, a no-op when the cache is full). Published, it lies under zh_CN/ of the English class edition, and each
+# page's language switch leads to the same page of the other language's class edition.
+book-zh-class: $(STAMP) $(DOWNLOADS) $(MATHJAX)
+	$(BIN)/python _ext/course_language.py config --language zh_CN $(ZH_CLASS_OUT)/_config.yml
+	$(MAKE) book-class CLASS_OUT=$(ZH_CLASS_OUT) CLASS_CONFIG=$(ZH_CLASS_OUT)/_config.yml
+
+$(ZH_CLASS_BOOK): $(CLASS_BOOK) $(DOWNLOADS) $(MATHJAX) $(ZH_CATALOGUES) $(ZH_MO)
+	$(BIN)/python _ext/execute_chapters.py --language zh_CN
+	$(MAKE) book-zh-class
 
 # Student versions, generated by nbgrader, zipped for the download link on each chapter
 # page; the checks package (no answers) served by the book at <baseurl>kit/. The same in
@@ -154,9 +185,10 @@ student-branch: $(DOWNLOADS)
 	  print(course.student_branch('_build/course', '_build/student-branch'))"
 	@echo "commit that tree as the branch 'student' of the repository in _config.yml"
 
-# The editions, once the notebooks they show are executed (two at a time), are built side
-# by side (each a one-core Sphinx build reading the same cache; the Chinese one after the
-# English, whose executed cells it shows), so that the tests of every edition run. Then
+# The editions, once the notebooks they show are executed (two at a time, in English, then in
+# Chinese into the Chinese cache), are built side by side (each a one-core Sphinx build
+# reading its language's cache; each Chinese one after its English one), so that the tests
+# of every edition run. Then
 # pytest-xdist workers, three on the two cores: with two, a core idled whenever its worker waited on a
 # subprocess (nbgrader's kernels, pip, Chromium, a sandbox), about a quarter of the run
 # (bench/CI_TIMES.md); --dist loadgroup keeps the tests that share a costly module fixture
@@ -165,7 +197,8 @@ student-branch: $(DOWNLOADS)
 TEST_WORKERS ?= 3
 test: $(STAMP) $(DOWNLOADS) $(MATHJAX)
 	$(BIN)/python _ext/execute_chapters.py
-	$(MAKE) -j2 $(BOOK) $(CLASS_BOOK) $(ZH_BOOK)
+	$(BIN)/python _ext/execute_chapters.py --language zh_CN
+	$(MAKE) -j2 $(BOOK) $(CLASS_BOOK) $(ZH_BOOK) $(ZH_CLASS_BOOK)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=20
 
 bench: $(STAMP)

@@ -9,8 +9,10 @@ Two parts:
   translated too (TranslateTocCaptions); a search in Chinese splits the reader's query into
   the words of the index (ChineseSearch). Where each edition's root lies on the
   published site, relative to the English root, is `course_language_editions` in
-  _config.yml; the edition a build writes is Sphinx's `language`. Only the self-study
-  edition exists in Chinese so far: the class edition (COURSE_EDITION=class) has no switch.
+  _config.yml; the edition a build writes is Sphinx's `language`. Both editions exist in
+  each language (`make book-zh`): a class edition's switch leads to the class edition in
+  the other language (published under zh_CN/ of the English class edition), never to a
+  self-study one, whose solutions are folded under each exercise.
 - the configuration of the other builds, written from _config.yml so that it stays the one
   source of the book's settings:
 
@@ -37,7 +39,6 @@ from sphinx.search.zh import SearchChinese
 from sphinx.transforms import SphinxTransform
 from sphinx.util.i18n import docname_to_domain
 
-from course_solutions import edition  # (this folder, _ext/, is on sys.path)
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIG = REPO / "_config.yml"
@@ -192,11 +193,6 @@ def _use_template(app, config):
 
 
 def _page_context(app, pagename, templatename, context, doctree):
-    context["course_other_editions"] = []
-    if edition() != "self-study":
-        # the editions in other languages are self-study ones: from the class edition, a
-        # link there would lead students to the folded solutions
-        return
     editions = app.config.course_language_editions
     language = app.config.language or ENGLISH
     if language not in editions:

@@ -20,6 +20,10 @@ import shutil
 import sys
 from pathlib import Path
 
+from docutils import nodes
+from sphinx import addnodes
+from sphinx.transforms import SphinxTransform
+
 EDITIONS = {"self-study": "hide-input", "class": "remove-input"}
 
 
@@ -106,20 +110,40 @@ def _student_sources(app, exception):
             path.unlink()
 
 
-# a link to a chapter's page from a page of the book: [text](NN_topic.ipynb)
-CHAPTER_LINK = re.compile(r"\[([^\]]+)\]\((0[0-9]_[a-z]+)\.ipynb\)")
+# A link to a chapter's page, as MyST leaves it in the doctree: a pending_xref to the
+# document (chapters/NN_topic), or, where the page is not in the project, a download of the
+# notebook (NN_topic.ipynb).
+CHAPTER_TARGET = re.compile(r"(?:.*/)?(?P<chapter>0[0-9]_[a-z]+)(?:\.ipynb)?")
+# What such a link reads once the chapter is not open, in each language of the book
+# (_config.yml's course_language_editions)
+NOT_OPEN = {"en": " (not open yet)", "zh_CN": "（尚未开放）"}
 
 
-def _unpublished_links(app, docname, source):
+class UnpublishedLinks(SphinxTransform):
     """In the class edition, a link to a chapter the course calendar has not opened
-    (autograde.class_calendar: its page is not built) becomes its plain text."""
-    if edition() != "class" or not os.fspath(app.env.doc2path(docname)).endswith(".md"):
-        return
-    _kit(app)  # puts the repository on sys.path
-    from autograde import class_calendar
-    opened = set(class_calendar.published(class_calendar.setting()))
-    source[0] = CHAPTER_LINK.sub(lambda m: m.group(0) if m.group(2) in opened
-                                 else f"{m.group(1)} (not open yet)", source[0])
+    (autograde.class_calendar: its page is not built) becomes its text, marked NOT_OPEN.
+    On the doctree, after Sphinx's Locale transform (priority 20), so that a translated page
+    keeps its translated text: the link in the catalogue is the English page's, and the
+    message it is part of is found only while the link is still a link."""
+    default_priority = 102
+
+    def apply(self, **kwargs):
+        if edition() != "class":
+            return
+        _kit(self.app)  # puts the repository on sys.path
+        from autograde import class_calendar, course
+        closed = set(course.assignments()) - set(class_calendar.published(class_calendar.setting()))
+        links = (addnodes.pending_xref, addnodes.download_reference)
+        for link in list(self.document.findall(lambda node: isinstance(node, links))):
+            target = CHAPTER_TARGET.fullmatch(link.get("reftarget", ""))
+            if target is None or target["chapter"] not in closed:
+                continue
+            # the link's own text (MyST wraps it in one inline node), maths included
+            text = link.children
+            if len(text) == 1 and isinstance(text[0], nodes.inline):
+                text = text[0].children
+            link.replace_self([child.deepcopy() for child in text]
+                              + [nodes.Text(NOT_OPEN[self.config.language or "en"])])
 
 
 def _class_site_extra(app, config):
@@ -134,6 +158,6 @@ def setup(app):
     edition()  # refuse an unknown edition before any page is read
     app.connect("config-inited", _class_site_extra)
     app.connect("source-read", _prepare_notebook)
-    app.connect("source-read", _unpublished_links)
+    app.add_transform(UnpublishedLinks)
     app.connect("build-finished", _student_sources)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -2,6 +2,7 @@
 
   python -m autograde release  [ASSIGNMENT ...]   student versions into release/ (nbgrader)
                     [--lang zh_CN]                and translated ones into release-zh_CN/
+                    [--calendar]                  of the chapters class_calendar has opened
   python -m autograde grade    [ASSIGNMENT ...]   grade submitted/ into the gradebook,
                                                   grades.csv and tests.csv
   python -m autograde feedback [ASSIGNMENT ...]   feedback/<student>/<assignment>.html
@@ -40,6 +41,9 @@ def main(argv=None):
     rel.add_argument("--lang", action="append", default=[], metavar="LANGUAGE",
                      help="also write the student versions in LANGUAGE (e.g. zh_CN, from "
                           "locales/LANGUAGE/LC_MESSAGES/) into release-LANGUAGE/; repeatable")
+    rel.add_argument("--calendar", action="store_true",
+                     help="the chapters that _config.yml's class_calendar has opened (those the "
+                          "class edition publishes), in place of naming them")
     grade = commands.add_parser("grade", help="grade every submission in submitted/")
     _common(grade)
     grade.add_argument("--engine", choices=["sandbox", "nbgrader"], default="sandbox",
@@ -70,6 +74,14 @@ def main(argv=None):
     course_dir = Path(args.course_dir)
 
     if args.command == "release":
+        if args.calendar:
+            if assignments:
+                parser.error("release: name chapters or give --calendar, not both")
+            from autograde import class_calendar
+            assignments = class_calendar.published(class_calendar.setting())
+            if not assignments:  # (course.release would take none for every chapter)
+                print("class_calendar has opened no chapter: nothing released")
+                return 0
         for assignment, folder in course.release(course_dir, assignments, args.db).items():
             earlier = course.answers_shipped(assignment)
             print(f"{assignment}: {folder}" + (f" (holds the answers of {', '.join(earlier)} "

@@ -1,8 +1,11 @@
 """A class edition that follows the course's calendar: _config.yml's class_calendar
-decides which chapters `make book-class` and its kit publish; built here for every
-setting, no published byte holds an answer of an open chapter."""
+decides which chapters `make book-class` (and `make book-zh-class`, the same in Chinese) and
+its kit publish; built here for every setting, no published byte holds an answer of an open
+chapter."""
 import datetime
+import html
 import os
+import re
 import subprocess
 import zipfile
 from pathlib import Path
@@ -12,6 +15,7 @@ from filelock import FileLock
 
 from autograde import class_calendar, course
 from tests.test_leaks import _site_files, leaks, needles, owner
+from tests.translations import catalogue_path, read_catalogue
 
 REPO = Path(__file__).resolve().parent.parent
 CHAPTERS = course.assignments()
@@ -64,9 +68,14 @@ def found():
     return needles()
 
 
-def build(tmp_path_factory, opened):
-    """`make book-class` for the setting `opened` chapters, into a folder of its own."""
-    out = tmp_path_factory.mktemp(f"class-{opened}")
+# each language's class edition: its make target and the variable naming its output folder
+TARGETS = {"en": ("book-class", "CLASS_OUT"), "zh_CN": ("book-zh-class", "ZH_CLASS_OUT")}
+
+
+def build(tmp_path_factory, opened, language="en"):
+    """`make book-class` (or its Chinese sibling) for the setting `opened` chapters, into a
+    folder of its own."""
+    out = tmp_path_factory.mktemp(f"class-{language}-{opened}")
     env = dict(os.environ, COURSE_CLASS_CALENDAR=str(opened))
     # the prerequisites every setting shares (the release, its zips and the kit's wheel),
     # brought up to date by one worker at a time: two makes rebuilding the wheel at once
@@ -75,21 +84,40 @@ def build(tmp_path_factory, opened):
         done = subprocess.run(["make", "_build/downloads/.stamp"],
                               cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    done = subprocess.run(["make", "book-class", f"CLASS_OUT={out}"], cwd=REPO, env=env,
+    # what an earlier build with another calendar left there (the last chapter's page and
+    # zip), which this one must not publish
+    stale = out / "_build" / "html"
+    (stale / "_downloads" / "0").mkdir(parents=True)
+    (stale / "_downloads" / "0" / f"{CHAPTERS[-1]}.zip").write_bytes(b"stale")
+    (stale / "chapters").mkdir()
+    (stale / "chapters" / f"{CHAPTERS[-1]}.html").write_text("stale")
+    target, variable = TARGETS[language]
+    done = subprocess.run(["make", target, f"{variable}={out}"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     return out / "_build" / "html"
 
 
+# What a link to a closed chapter reads (_ext/course_solutions.py: NOT_OPEN), in each language
+NOT_OPEN = {"en": "(not open yet)", "zh_CN": "（尚未开放）"}
+# a row of the intro's table of chapters, as its catalogue holds it: [text](NN_topic.ipynb)
+CHAPTER_ROW = re.compile(r"\[(.+)\]\(0[0-9]_[a-z]+\.ipynb\)")
+
+
 # Each setting is a whole `make book-class` (about 20 s of CPU): the ones where what a class
 # edition holds changes in kind: nothing open, the first chapter whose zip ships earlier
-# chapters' answers (5), and all but the capstone.
-@pytest.mark.parametrize("opened", [0, 5, len(CHAPTERS) - 1])
-def test_a_class_edition_publishes_only_open_chapters(tmp_path_factory, found, opened):
+# chapters' answers (5), and all but the capstone. The one in the middle is built in Chinese
+# (`make book-zh-class`: the same pages, kit and checks, the Chinese zips), so that each
+# language's edition is built with chapters both open and closed, at no added cost.
+@pytest.mark.parametrize("language, opened", [("en", 0), ("zh_CN", 5), ("en", len(CHAPTERS) - 1)])
+def test_a_class_edition_publishes_only_open_chapters(tmp_path_factory, found, language,
+                                                      opened):
     """Every setting but `all` (the edition `make test` builds and test_leaks scans):
     chapters 1..opened published, nothing of the later ones, no answer of chapter
-    `opened` anywhere, earlier chapters' answers only where the course gives them."""
-    site = build(tmp_path_factory, opened)
+    `opened` anywhere, earlier chapters' answers only where the course gives them; the
+    open chapters' zips in the edition's language, the closed chapters' links marked in
+    it."""
+    site = build(tmp_path_factory, opened, language)
     files = _site_files(site)
     published = {owner(name) for name, _ in files} - {0}
     assert published == set(range(1, opened + 1)), sorted(published)
@@ -98,6 +126,25 @@ def test_a_class_edition_publishes_only_open_chapters(tmp_path_factory, found, o
     assert leaks(files, found) == []
     open_answers = [line for line, (chapter, what, _) in found.items() if chapter == opened]
     assert not any(line in text for line in open_answers for _, text in files)
+    # each open chapter's page offers its zip in the edition's language, byte for byte
+    zips = REPO / "_build" / "downloads" / ("" if language == "en" else language)
+    offered = {path.name: path.read_bytes() for path in (site / "_downloads").rglob("*.zip")}
+    assert offered == {f"{chapter}.zip": (zips / f"{chapter}.zip").read_bytes()
+                       for chapter in CHAPTERS[:opened]}
+    # the intro's table: an open chapter's row links its page, a closed one's says so
+    intro = (site / "chapters" / "intro.html").read_text(encoding="utf-8")
+    for number, chapter in enumerate(CHAPTERS, start=1):
+        assert (f'href="{chapter}.html"' in intro) == (number <= opened), chapter
+    for other, marker in NOT_OPEN.items():
+        assert intro.count(marker) == (len(CHAPTERS) - opened if other == language else 0)
+    if language != "en":  # a closed chapter's row keeps its translated text
+        rows = {m.id: m.string for m in read_catalogue(catalogue_path("chapters/intro"))
+                if m.id and CHAPTER_ROW.fullmatch(m.id)}
+        for chapter in CHAPTERS[opened:]:
+            (row,) = [CHAPTER_ROW.fullmatch(text)[1] for english, text in rows.items()
+                      if english.endswith(f"({chapter}.ipynb)")]
+            if "$" not in row:  # (maths is rendered otherwise)
+                assert f"{html.escape(row, quote=False)}{NOT_OPEN[language]}" in intro, row
     # the kit holds the checks of the published chapters that ship no answers, no others
     wheels = sorted((site / "kit").glob("*.whl"))
     public = [c for c in CHAPTERS[:opened] if not course.answers_shipped(c)]

@@ -1,9 +1,10 @@
 """Each page of each language edition links, from its header, to the same page in the other
-edition (issue 24; _ext/course_language.py, templates/language-switch.html). The links are
+edition (issue 24; _ext/course_language.py, templates/language-switch.html): the self-study
+edition to the self-study edition, the class edition to the class edition. The links are
 relative and follow the published layout of _config.yml's course_language_editions (the
-Chinese root under zh_CN/ of the English one); here each built edition's pages are read and
-each link is resolved in that layout. `make test` builds the English edition; the Chinese
-one is checked where `make book-zh` has built it (that target runs this file)."""
+Chinese root under zh_CN/ of the English one, for each of the two editions); here each built
+edition's pages are read and each link is resolved in that layout. `make test` builds all
+four; `make book-zh` builds the Chinese ones and runs this file."""
 import posixpath
 import re
 import sys
@@ -19,7 +20,11 @@ from course_language import _page_context, other_editions  # noqa: E402  (_ext/ 
 
 EDITIONS = yaml.safe_load((REPO / "_config.yml").read_text())["sphinx"]["config"][
     "course_language_editions"]
-BUILT = {"en": REPO / "_build" / "html", "zh_CN": REPO / "_build" / "zh_CN" / "_build" / "html"}
+# {edition: {language: its built site}}
+BUILT = {"self-study": {"en": REPO / "_build" / "html",
+                        "zh_CN": REPO / "_build" / "zh_CN" / "_build" / "html"},
+         "class": {"en": REPO / "_build" / "class" / "_build" / "html",
+                   "zh_CN": REPO / "_build" / "zh_CN-class" / "_build" / "html"}}
 SWITCH = re.compile(r'<a class="[^"]*course-language-switch[^"]*" href="([^"]+)" hreflang="([^"]+)"')
 
 
@@ -61,15 +66,17 @@ def test_the_links_lead_to_the_same_page_in_the_other_edition():
     assert other_editions("zh_CN", "chapters/intro", EDITIONS)[0]["url"] == "../../chapters/intro.html"
 
 
-@pytest.mark.parametrize("language", sorted(BUILT))
-def test_every_built_page_links_to_itself_in_the_other_edition(language):
-    site = BUILT[language]
+@pytest.mark.parametrize("edition, language", [(e, l) for e in sorted(BUILT) for l in EDITIONS])
+def test_every_built_page_links_to_itself_in_the_other_edition(edition, language):
+    site = BUILT[edition][language]
     if not (site / "index.html").exists():
-        pytest.skip(f"the {language} edition is not built ({site}): `make book-zh` builds and checks it")
+        pytest.skip(f"the {edition} edition in {language} is not built ({site}): `make test` "
+                    "builds it, `make book-zh` builds and checks the Chinese ones")
     built = pages(site)
     assert "chapters/intro" in built and "chapters/student_guide" in built
     other = "zh_CN" if language == "en" else "en"
-    other_pages = pages(BUILT[other]) if (BUILT[other] / "index.html").exists() else None
+    other_site = BUILT[edition][other]  # the same edition in the other language
+    other_pages = pages(other_site) if (other_site / "index.html").exists() else None
     for page, text in built.items():
         links = SWITCH.findall(text)
         assert len(links) == 1, f"{language} {page}: {len(links)} language switches"
@@ -83,27 +90,17 @@ def test_every_built_page_links_to_itself_in_the_other_edition(language):
             assert page in other_pages, f"{href} on {language} {page}: no such page in {other}"
 
 
-def test_the_class_edition_links_to_no_other_language():
-    """The class edition (no solutions) must not lead students to a self-study edition, where
-    the solutions are folded under each exercise: it has no switch until a Chinese class
-    edition exists."""
-    site = REPO / "_build" / "class" / "_build" / "html"
-    if not (site / "index.html").exists():
-        pytest.skip(f"the class edition is not built ({site}): `make test` builds it")
-    built = pages(site)
-    assert "chapters/intro" in built
-    assert [page for page, text in built.items() if SWITCH.search(text) or "hreflang" in text] == []
-
-
-@pytest.mark.parametrize("course_edition, links", [("self-study", 1), ("class", 0)])
-def test_the_switch_is_in_the_self_study_edition_only(monkeypatch, course_edition, links):
+@pytest.mark.parametrize("course_edition", ["self-study", "class"])
+def test_each_edition_has_the_switch(monkeypatch, course_edition):
+    """The class edition too: its switch leads to the class edition in the other language
+    (published under its zh_CN/, built by `make book-zh-class`), never to a self-study one."""
     monkeypatch.setenv("COURSE_EDITION", course_edition)
     for language in EDITIONS:
         config = SimpleNamespace(course_language_editions=EDITIONS, language=language,
                                  html_baseurl="https://example.org/course/")
         context = {"metatags": "", "pageurl": "https://example.org/course/chapters/intro.html"}
         _page_context(SimpleNamespace(config=config), "chapters/intro", "page.html", context, None)
-        assert len(context["course_other_editions"]) == links
-        assert context["metatags"].count('rel="alternate"') == links
-        assert context["pageurl"] == ("https://example.org/course/" + EDITIONS[language] * links
+        assert len(context["course_other_editions"]) == 1
+        assert context["metatags"].count('rel="alternate"') == 1
+        assert context["pageurl"] == ("https://example.org/course/" + EDITIONS[language]
                                       + "chapters/intro.html")

@@ -224,18 +224,42 @@ def test_chinese_student_notebook(released_zh, chapter):
             assert drawn[name.parent / chinese_figure.name] == chinese_figure.read_bytes()
 
 
+def test_a_calendar_that_opened_nothing_releases_nothing(tmp_path, monkeypatch, capsys):
+    """`release --calendar` before the first chapter opens: no chapter, in no language (not
+    every chapter, which is what naming none means)."""
+    monkeypatch.setenv("COURSE_CLASS_CALENDAR", "0")
+    assert main(["release", "--calendar", "--course-dir", str(tmp_path), "--lang", LANGUAGE,
+                 "--zip", str(tmp_path / "downloads")]) == 0
+    assert "nothing released" in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(SystemExit):
+        main(["release", "--calendar", GRADED, "--course-dir", str(tmp_path)])
+
+
 # About 20 s: a release of one chapter in both languages and one batch of three submissions.
-def test_a_chinese_submission_is_graded_as_the_english_one(course_release, tmp_path, capsys):
+# The instructor's release while the class runs: the chapters class_calendar has opened
+# (here the first, GRADED), in both languages, into one gradebook.
+def test_a_chinese_submission_is_graded_as_the_english_one(course_release, tmp_path, capsys,
+                                                           monkeypatch):
     course_dir = tmp_path / "course"
     shutil.copytree(course_release(GRADED), course_dir)
-    assert main(["release", GRADED, "--course-dir", str(course_dir), "--lang", LANGUAGE,
+    assert course.assignments()[0] == GRADED
+    monkeypatch.setenv("COURSE_CLASS_CALENDAR", "1")
+    assert main(["release", "--calendar", "--course-dir", str(course_dir), "--lang", LANGUAGE,
                  "--zip", str(tmp_path / "downloads")]) == 0
     out = capsys.readouterr().out
     assert f"{GRADED} ({LANGUAGE}): " in out and "left in English" not in out
+    for folder in (tmp_path / "downloads", tmp_path / "downloads" / LANGUAGE):
+        assert sorted(p.name for p in folder.glob("*.zip")) == [f"{GRADED}.zip"]
     with zipfile.ZipFile(tmp_path / "downloads" / LANGUAGE / f"{GRADED}.zip") as z:
         zipped = z.read(f"{GRADED}/{GRADED}.ipynb")
     name = f"{GRADED}.ipynb"
     assert zipped == (release_dir(course_dir, LANGUAGE) / GRADED / name).read_bytes()
+    # code, cell ids and nbgrader's metadata: the English release's, cell for cell
+    released = [[c for c in json.loads((release_dir(course_dir, language) / GRADED / name)
+                                       .read_text(encoding="utf-8"))["cells"]
+                 if c["cell_type"] == "code"] for language in (None, LANGUAGE)]
+    assert released[0] == released[1] and released[0]
     source = json.loads((course_dir / "source" / GRADED / name).read_text())
     bug = next(iter(catalogue(GRADED).BUGS.values()))
     submissions = {}

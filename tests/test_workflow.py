@@ -1,8 +1,9 @@
 """The GitHub Actions workflow that publishes the book (.github/workflows/book.yml): its
 shape (Pages, the edition, the schedule), its Makefile targets (documented in the README),
 and its shell steps run here: the edition step against `make -n`, the kit check against
-the built book, the student-branch step against a bare repository standing in for
-GitHub's."""
+the built book, the Chinese class edition put under zh_CN/ of the English one (each page's
+language switch then leads to a page of the site), the student-branch step against a bare
+repository standing in for GitHub's."""
 import os
 import re
 import shutil
@@ -18,6 +19,8 @@ REPO = Path(__file__).resolve().parent.parent
 WORKFLOW = REPO / ".github" / "workflows" / "book.yml"
 SITES = {"class": REPO / "_build" / "class" / "_build" / "html",
          "self-study": REPO / "_build" / "html"}
+# the edition in Chinese published with each (none yet with the self-study one)
+ZH_SITES = {"class": REPO / "_build" / "zh_CN-class" / "_build" / "html", "self-study": None}
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +57,10 @@ def test_calls_only_documented_makefile_targets(workflow):
     called = set()
     for job in workflow["jobs"].values():
         for step in job["steps"]:
-            called |= set(re.findall(r"\bmake ([a-z-]+)", step.get("run", "")))
-    assert called == {"book", "book-class", "student-branch"}
+            # every target of each make call (`make book-class book-zh-class`)
+            for targets in re.findall(r"\bmake((?: [a-z][a-z-]*)+)", step.get("run", "")):
+                called |= set(targets.split())
+    assert called == {"book", "book-class", "book-zh-class", "student-branch"}
     assert called <= makefile_targets() and called <= documented, called - documented
 
 
@@ -81,8 +86,10 @@ def test_edition_step_builds_the_chosen_edition(workflow, tmp_path, edition):
     target = "book-class" if edition == "class" else "book"
     assert "jupyter-book build" in done.stdout  # make -n printed the target's recipe
     assert ("--path-output _build/class" in done.stdout) == (target == "book-class")
-    site = github_env.read_text().strip().removeprefix("SITE=")
-    assert REPO / site == SITES[edition]
+    assert ("--path-output _build/zh_CN-class" in done.stdout) == (target == "book-class")
+    written = dict(line.split("=", 1) for line in github_env.read_text().splitlines())
+    assert REPO / written["SITE"] == SITES[edition]
+    assert (REPO / written["ZH_SITE"] if written["ZH_SITE"] else None) == ZH_SITES[edition]
     bad = run_step(script, tmp_path, {"EDITION": "draft", "GITHUB_ENV": str(github_env)})
     assert bad.returncode != 0 and "unknown edition" in bad.stdout
 
@@ -100,6 +107,37 @@ def test_kit_check_passes_on_the_built_book(workflow, tmp_path, edition):
     empty.mkdir()
     (empty / "index.html").write_text("<html></html>")
     assert run_step(script, tmp_path, {"SITE": str(empty)}).returncode != 0
+
+
+def test_the_class_site_holds_the_chinese_class_edition(workflow, tmp_path):
+    """The class site as the workflow uploads it, from the built class editions: the English
+    one with the Chinese one under zh_CN/, where every page's language switch leads to the
+    same page of the other language, both ways (a page of the site, never of a self-study
+    edition). With no Chinese edition (self-study), the step adds nothing."""
+    from tests.test_language_switch import SWITCH, pages
+
+    english, chinese = SITES["class"], ZH_SITES["class"]
+    if not (english / "index.html").is_file() or not (chinese / "index.html").is_file():
+        pytest.skip("the class editions are not built (make test builds them)")
+    script = steps(workflow)["Put the Chinese edition under zh_CN/"]["run"]
+    site = tmp_path / "site"
+    shutil.copytree(english, site)
+    done = run_step(script, tmp_path, {"SITE": str(site), "ZH_SITE": str(chinese)})
+    assert done.returncode == 0, done.stderr
+    roots = {"en": site.resolve(), "zh_CN": (site / "zh_CN").resolve()}
+    for language, root in roots.items():
+        other = roots["zh_CN" if language == "en" else "en"]
+        built = {page: text for page, text in pages(root).items()
+                 if language != "en" or not page.startswith("zh_CN/")}
+        assert "chapters/intro" in built
+        for page, text in built.items():
+            (href, _), = SWITCH.findall(text)
+            target = ((root / page).parent / href).resolve()
+            assert target == other / f"{page}.html" and target.is_file(), (language, page, href)
+    empty = tmp_path / "self-study"
+    empty.mkdir()
+    assert run_step(script, tmp_path, {"SITE": str(empty), "ZH_SITE": ""}).returncode == 0
+    assert list(empty.iterdir()) == []
 
 
 def test_student_branch_step_pushes_the_student_tree(workflow, tmp_path):
