@@ -19,8 +19,9 @@ REPO = Path(__file__).resolve().parent.parent
 WORKFLOW = REPO / ".github" / "workflows" / "book.yml"
 SITES = {"class": REPO / "_build" / "class" / "_build" / "html",
          "self-study": REPO / "_build" / "html"}
-# the edition in Chinese published with each (none yet with the self-study one)
-ZH_SITES = {"class": REPO / "_build" / "zh_CN-class" / "_build" / "html", "self-study": None}
+# the edition in Chinese published with each, under zh_CN/ of it
+ZH_SITES = {"class": REPO / "_build" / "zh_CN-class" / "_build" / "html",
+            "self-study": REPO / "_build" / "zh_CN" / "_build" / "html"}
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +61,7 @@ def test_calls_only_documented_makefile_targets(workflow):
             # every target of each make call (`make book-class book-zh-class`)
             for targets in re.findall(r"\bmake((?: [a-z][a-z-]*)+)", step.get("run", "")):
                 called |= set(targets.split())
-    assert called == {"book", "book-class", "book-zh-class", "student-branch"}
+    assert called == {"book", "book-zh-self-study", "book-class", "book-zh-class", "student-branch"}
     assert called <= makefile_targets() and called <= documented, called - documented
 
 
@@ -87,6 +88,7 @@ def test_edition_step_builds_the_chosen_edition(workflow, tmp_path, edition):
     assert "jupyter-book build" in done.stdout  # make -n printed the target's recipe
     assert ("--path-output _build/class" in done.stdout) == (target == "book-class")
     assert ("--path-output _build/zh_CN-class" in done.stdout) == (target == "book-class")
+    assert "--path-output _build/zh_CN" in done.stdout  # the Chinese edition beside it
     written = dict(line.split("=", 1) for line in github_env.read_text().splitlines())
     assert REPO / written["SITE"] == SITES[edition]
     assert (REPO / written["ZH_SITE"] if written["ZH_SITE"] else None) == ZH_SITES[edition]
@@ -109,16 +111,17 @@ def test_kit_check_passes_on_the_built_book(workflow, tmp_path, edition):
     assert run_step(script, tmp_path, {"SITE": str(empty)}).returncode != 0
 
 
-def test_the_class_site_holds_the_chinese_class_edition(workflow, tmp_path):
-    """The class site as the workflow uploads it, from the built class editions: the English
-    one with the Chinese one under zh_CN/, where every page's language switch leads to the
-    same page of the other language, both ways (a page of the site, never of a self-study
-    edition). With no Chinese edition (self-study), the step adds nothing."""
+@pytest.mark.parametrize("edition", sorted(SITES))
+def test_the_site_holds_its_chinese_edition(workflow, tmp_path, edition):
+    """Each site as the workflow uploads it, from the built editions: the English one with
+    the Chinese one of the same edition under zh_CN/, where every page's language switch
+    leads to the same page of the other language, both ways (a page of the site, never of
+    the other edition). With no Chinese edition given, the step adds nothing."""
     from tests.test_language_switch import SWITCH, pages
 
-    english, chinese = SITES["class"], ZH_SITES["class"]
+    english, chinese = SITES[edition], ZH_SITES[edition]
     if not (english / "index.html").is_file() or not (chinese / "index.html").is_file():
-        pytest.skip("the class editions are not built (make test builds them)")
+        pytest.skip(f"the {edition} editions are not built (make test builds them)")
     script = steps(workflow)["Put the Chinese edition under zh_CN/"]["run"]
     site = tmp_path / "site"
     shutil.copytree(english, site)
@@ -134,7 +137,7 @@ def test_the_class_site_holds_the_chinese_class_edition(workflow, tmp_path):
             (href, _), = SWITCH.findall(text)
             target = ((root / page).parent / href).resolve()
             assert target == other / f"{page}.html" and target.is_file(), (language, page, href)
-    empty = tmp_path / "self-study"
+    empty = tmp_path / "no-chinese"
     empty.mkdir()
     assert run_step(script, tmp_path, {"SITE": str(empty), "ZH_SITE": ""}).returncode == 0
     assert list(empty.iterdir()) == []
