@@ -26,6 +26,7 @@ from pathlib import Path
 
 from IPython.core.inputtransformer2 import TransformerManager
 
+from autograde import checks_catalogue
 from autograde.notebook import definitions, parse
 from autograde.paths import CHAPTERS, CHECKS, REPO
 DISTRIBUTION = "mha-course-checks"
@@ -179,7 +180,8 @@ def record(out_dir, assignments):
 
 
 def write_checks(target, modules, fixtures):
-    """checks/ at `target` in kit form: the given modules (names), and the fixture files."""
+    """checks/ at `target` in kit form: the given modules (names), the fixture files, and
+    the messages' catalogues (locale/<language>/LC_MESSAGES/checks.mo)."""
     target = Path(target)
     if target.exists():
         shutil.rmtree(target)
@@ -190,6 +192,9 @@ def write_checks(target, modules, fixtures):
     (target / "fixtures").mkdir()
     for fixture in fixtures:
         shutil.copy2(fixture, target / "fixtures" / Path(fixture).name)
+    # the messages in each other language, compiled for the standard library's gettext
+    # (checks/language.py; the kit runs without Babel)
+    checks_catalogue.write_compiled(target / "locale")
     return target
 
 
@@ -233,7 +238,7 @@ dependencies = {requires}
 packages = ["checks"]
 
 [tool.setuptools.package-data]
-checks = ["fixtures/*.npz"]
+checks = ["fixtures/*.npz", "locale/*/LC_MESSAGES/*.mo"]
 """
 
 

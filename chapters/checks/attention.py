@@ -20,6 +20,7 @@ from .common import (FLOAT32_SQRT, CheckFailure, Forbidden, check, current_dims,
                      expect_tensor, fail, float32_sqrt, forbid_spec, generator, observe, passed,
                      named_by_shape, raised, random_inputs, reference, revive, softmax_condition,
                      step_mistakes, type_name)
+from .language import translated
 
 # Bound at import, before student code runs in the same kernel.
 _softmax = torch.softmax
@@ -29,7 +30,7 @@ _equal = torch.equal
 
 # Every message of this chapter's checks, one template each with named fields, for a second
 # language: the checks' own, then the per-bug tables' (filled in by the @reference functions).
-MESSAGES = {
+MESSAGES = translated(__name__) | {
     "warning": "Note: {name} emitted a warning: {text}",
     "scores_passed": "attention_scores: shape (..., Lq, Lk) = {shape}, dtype {dtype}, values "
                      "Q K^T / sqrt(d_k) (batch {batch}, Lq={Lq}, Lk={Lk}, d_k={d_k})",
