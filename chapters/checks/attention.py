@@ -648,7 +648,7 @@ def sdpa_large_scores(scaled_dot_product_attention, seed=0, batch=(2,), Lq=5, Lk
         _check_attention(scaled_dot_product_attention, query, key, value,
                          label=f"scores up to {top:.0f}")
     except CheckFailure as error:
-        if "NaN or inf" in str(error):
+        if diagnose._signature("nonfinite") in str(error):  # (in the language spoken)
             raise CheckFailure(MESSAGES["large_overflow"].format(error=error, top=top,
                                                                  dtype=dtype)) from None
         raise
