@@ -117,14 +117,20 @@ def read_catalogue(language):
         return read_po(file, locale=language)
 
 
-def write_compiled(locale_dir):
-    """<locale_dir>/<language>/LC_MESSAGES/checks.mo for every language with a catalogue
-    (fuzzy translations left out, as msgfmt does); returns their paths."""
+def write_compiled(locale_dir, modules):
+    """<locale_dir>/<language>/LC_MESSAGES/checks.mo for every language with a catalogue,
+    holding the messages of the checks `modules` only (a kit's: the grader-only modules'
+    sentences stay with the grader), fuzzy translations left out as msgfmt does; returns
+    their paths."""
     written = []
     for language in languages():
+        catalogue = read_catalogue(language)
+        for message in list(catalogue):
+            if message.id and message.context.split(".", 1)[0] not in modules:
+                catalogue.delete(message.id, context=message.context)
         target = Path(locale_dir) / language / "LC_MESSAGES" / f"{DOMAIN}.mo"
         target.parent.mkdir(parents=True, exist_ok=True)
         with open(target, "wb") as file:
-            write_mo(file, read_catalogue(language))
+            write_mo(file, catalogue)
         written.append(target)
     return written

@@ -192,9 +192,9 @@ def write_checks(target, modules, fixtures):
     (target / "fixtures").mkdir()
     for fixture in fixtures:
         shutil.copy2(fixture, target / "fixtures" / Path(fixture).name)
-    # the messages in each other language, compiled for the standard library's gettext
-    # (checks/language.py; the kit runs without Babel)
-    checks_catalogue.write_compiled(target / "locale")
+    # the messages of these modules in each other language, compiled for the standard
+    # library's gettext (checks/language.py; the kit runs without Babel)
+    checks_catalogue.write_compiled(target / "locale", modules)
     return target
 
 

@@ -139,8 +139,10 @@ def _kit_language(folder, environment):
 
 
 def test_the_kit_carries_the_catalogue_and_the_chinese_kit_its_marker(tmp_path):
-    checks = kit.write_checks(tmp_path / "checks", ["__init__", "language"], [])
-    assert (checks / "locale" / LANGUAGE / "LC_MESSAGES" / "checks.mo").is_file()
+    checks = kit.write_checks(tmp_path / "checks", ["__init__", "language", "attention"], [])
+    compiled = (checks / "locale" / LANGUAGE / "LC_MESSAGES" / "checks.mo").read_bytes()
+    # the messages of the modules it ships, and no other's (diagnose is not among them here)
+    assert "attention.warning".encode() in compiled and b"diagnose." not in compiled
     translated = checks_catalogue.read_catalogue(LANGUAGE).get(
         "Note: {name} emitted a warning: {text}", context="attention.warning").string
     assert _kit_language(tmp_path, {}) == "en Note: {name}"  # (not in the catalogue: English)
