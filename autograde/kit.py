@@ -172,7 +172,8 @@ def record(out_dir, assignments):
     done = subprocess.run([sys.executable, "-m", "autograde.kit", "record",
                            str(Path(out_dir).resolve()), *assignments], cwd=CHAPTERS,
                           capture_output=True, text=True,
-                          env={**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": path})
+                          env={**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": path,
+                               "COURSE_LANGUAGE": "en"})  # (the others: common.reference)
     if done.returncode != 0:
         raise RuntimeError(f"recording the kit's fixtures failed:\n{done.stdout[-3000:]}"
                            f"{done.stderr[-5000:]}")

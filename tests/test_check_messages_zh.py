@@ -6,6 +6,7 @@ translated it again), keeping the template's fields and the glossary's terms; th
 the notebook's (the grader: autograde.notebook.language), COURSE_LANGUAGE's, or the Chinese
 kit's marker; and each catalogued bug gets, in Chinese, the Chinese rendering of the message
 it gets in English."""
+import os
 import re
 import string
 import subprocess
@@ -163,8 +164,19 @@ def test_the_chinese_zip_holds_the_marker_and_the_catalogue(course_release, tmp_
     with zipfile.ZipFile(course.write_zip(folder, tmp_path)) as archive:
         names = set(archive.namelist())
         assert archive.read("01_attention/checks/LANGUAGE").decode().strip() == LANGUAGE
+        archive.extractall(tmp_path / "unzipped")
     assert f"01_attention/checks/locale/{LANGUAGE}/LC_MESSAGES/checks.mo" in names
     assert "01_attention/checks/language.py" in names
+    # unzipped, its checks speak Chinese with nothing set, the catalogued bugs' messages too
+    # (the kit replays them from its fixtures, recorded in each language: checks.common)
+    code = ("import sys; sys.path.insert(0, '.'); from checks import attention as check\n"
+            "try:\n    check.attention_scores(lambda q, k: q @ k.mT / q.shape[-1])\n"
+            "except Exception as error:\n    print(error)")
+    environment = {k: v for k, v in os.environ.items()
+                   if k not in ("PYTHONPATH", "COURSE_LANGUAGE")}
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path / "unzipped" / "01_attention",
+                          capture_output=True, text=True, env=environment, check=True)
+    assert "你除以了 d_k = 4" in done.stdout, done.stdout + done.stderr
 
 
 # ------------------------------------------------------- each catalogued bug, in Chinese

@@ -125,3 +125,42 @@ def translated(module, english=None):
     `MESSAGES = translated(__name__) | {...}`: its dict stays a plain literal, closed by its
     own brace."""
     return Translated(module.rsplit(".", 1)[-1], dict(english or {}))
+
+
+def languages():
+    """The languages other than English that the checks have a catalogue of: the kit's
+    compiled ones, or the repository's."""
+    found = {p.parent.parent.name for p in KIT_LOCALE.glob(f"*/LC_MESSAGES/{DOMAIN}.mo")}
+    found |= {p.parent.parent.name for p in REPO_LOCALE.glob(f"*/LC_MESSAGES/{DOMAIN}.po")}
+    return sorted(found)
+
+
+# The kit replays the @reference functions' results from fixtures recorded in English
+# (checks.common); the messages among them (a per-bug table's keys) are recorded in each
+# other language too, as the list of a result's strings, and put back in their place.
+def texts(value):
+    """Every string of `value`, dicts' keys included, walking dicts, lists and tuples."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for key, item in value.items() for text in texts(key) + texts(item)]
+    if isinstance(value, (list, tuple)):
+        return [text for item in value for text in texts(item)]
+    return []
+
+
+def with_texts(value, replacements):
+    """`value` with its strings replaced, in the order texts() lists them, by the next ones
+    of the iterator `replacements`."""
+    if isinstance(value, str):
+        return next(replacements)
+    if isinstance(value, dict):  # (a key is evaluated before its value)
+        return {with_texts(key, replacements): with_texts(item, replacements)
+                for key, item in value.items()}
+    if isinstance(value, list):
+        return [with_texts(item, replacements) for item in value]
+    if isinstance(value, tuple):
+        items = [with_texts(item, replacements) for item in value]
+        return tuple(items) if type(value) is tuple else type(value)(*items)
+    return value
+
