@@ -318,8 +318,8 @@ def release_language(course_dir, assignment, language):
     English release (course.release): release-<language>/<assignment>/, a copy of
     release/<assignment>/ whose notebook's markdown cells are translated through the
     chapter's catalogue (autograde.translate), whose figures are those drawn in the language
-    where there are (language_figures), and whose metadata["course"]["language"] names the
-    language; its code cells, cell ids and nbgrader metadata (grade ids, points,
+    where there are (language_figures), whose metadata["course"]["language"] names the
+    language, as does checks/LANGUAGE (the checks' messages in it); its code cells, cell ids and nbgrader metadata (grade ids, points,
     checksums) are the English ones, so one gradebook grades both.
 
     Returns (folder, [(cell index, message left in English)]): empty once the chapter's
@@ -337,6 +337,8 @@ def release_language(course_dir, assignment, language):
     for name in language_figures(translated, language):
         shutil.copy2(CHAPTERS / name, target / name)
     notebook.write_text(notebook_json(translated), encoding="utf-8")
+    # its checks speak the language too, with nothing set by the student (checks/language.py)
+    (target / "checks" / "LANGUAGE").write_text(f"{language}\n", encoding="utf-8")
     return target, unmatched
 
 

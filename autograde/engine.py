@@ -26,15 +26,17 @@ import torch.nn as nn
 import torch.nn.functional as F
 from IPython.core.inputtransformer2 import TransformerManager
 
-from autograde import forbids
+from autograde import checks_catalogue, forbids
 from autograde.notebook import (CELL_STATEMENTS, NOTEBOOK_FILE_BYTES, NOTEBOOK_STATEMENTS,
                                 Submission, SubmissionError, _nbgrader, _one_line, _source,
                                 definitions, duplicates, exercises, parse, plan, printable)
+from autograde.notebook import language as notebook_language
 from autograde.paths import CHECKS_PACKAGE
 from autograde.remote import (SCRATCH_BYTES, SHM_BYTES, RemoteNamespace, RemoteRuntime,
                               SubmissionFault)
 from autograde.results import NotebookResult, TestResult
 from chapters.checks import common
+from chapters.checks import language as checks_language
 
 LIMITS = {
     "call_seconds": 60,         # one test cell, or one cell of the student's code
@@ -246,6 +248,7 @@ class Grader:
         result.fingerprint = fingerprint(submission, assignment)
         try:
             nb = submission.notebook(assignment)
+            spoken = _spoken(nb)
             steps = plan(nb, assignment, self.transform, self.limits, result.problems)
             result.problems += duplicates(nb) + suspicious(steps, assignment.given)
             # which functions a solution calls: from its source, never from its process
@@ -269,7 +272,7 @@ class Grader:
                 if child is None:
                     child = self._child_or_fault(assignment, steps, skip, result.problems,
                                                  deadline)
-                outcome.output = self._run_test(test, child)
+                outcome.output = self._run_test(test, child, spoken)
                 outcome.status, outcome.points = "passed", test.points
                 if test.grade_id in lost:  # right, but not written as the exercise asks
                     outcome.status, outcome.points = "failed", 0.0
@@ -285,8 +288,9 @@ class Grader:
         result.seconds = round(time.monotonic() - started, 3)
         return _cleaned(result)
 
-    def _run_test(self, test, child):
-        """Run one test cell here; returns what it printed, raises what it raised."""
+    def _run_test(self, test, child, spoken=checks_language.ENGLISH):
+        """Run one test cell here, its checks' messages in the language `spoken`; returns
+        what it printed, raises what it raised."""
         trusted = dict(self.trusted, **test.names)
         # names defined here (the checks, torch) never resolve in the student's process
         namespace = RemoteNamespace(child, trusted)
@@ -297,13 +301,25 @@ class Grader:
         child.test_deadline = time.monotonic() + self.limits["call_seconds"]
         try:
             with contextlib.redirect_stdout(printed), torch.random.fork_rng(), \
-                    common.salted(self.salt), common.use_runtime(runtime):
+                    common.salted(self.salt), common.use_runtime(runtime), \
+                    checks_language.speaking(spoken):
                 torch.manual_seed(0)
                 exec(code, trusted, namespace)
         finally:
             child.test_deadline = None
             child.stdout.take()  # what the student's code printed in its calls: freed per test
         return printed.getvalue()
+
+
+def _spoken(nb):
+    """The language of the checks' messages for the notebook `nb`: the one it was released
+    in (notebook.language), if the checks have a catalogue of it, else English (a
+    notebook's metadata is the student's to write: no other value reaches a path)."""
+    try:
+        chosen = notebook_language(nb)
+    except AttributeError:  # (metadata that is not a dict where the release writes one)
+        return checks_language.ENGLISH
+    return chosen if chosen in checks_catalogue.languages() else checks_language.ENGLISH
 
 
 def fingerprint(submission, assignment):

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from IPython.core.inputtransformer2 import TransformerManager
 
+from autograde import checks_catalogue
 from autograde.notebook import definitions, parse
 from autograde.paths import CHAPTERS, CHECKS, REPO
 DISTRIBUTION = "mha-course-checks"
@@ -171,7 +172,8 @@ def record(out_dir, assignments):
     done = subprocess.run([sys.executable, "-m", "autograde.kit", "record",
                            str(Path(out_dir).resolve()), *assignments], cwd=CHAPTERS,
                           capture_output=True, text=True,
-                          env={**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": path})
+                          env={**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": path,
+                               "COURSE_LANGUAGE": "en"})  # (the others: common.reference)
     if done.returncode != 0:
         raise RuntimeError(f"recording the kit's fixtures failed:\n{done.stdout[-3000:]}"
                            f"{done.stderr[-5000:]}")
@@ -179,7 +181,8 @@ def record(out_dir, assignments):
 
 
 def write_checks(target, modules, fixtures):
-    """checks/ at `target` in kit form: the given modules (names), and the fixture files."""
+    """checks/ at `target` in kit form: the given modules (names), the fixture files, and
+    the messages' catalogues (locale/<language>/LC_MESSAGES/checks.mo)."""
     target = Path(target)
     if target.exists():
         shutil.rmtree(target)
@@ -190,6 +193,9 @@ def write_checks(target, modules, fixtures):
     (target / "fixtures").mkdir()
     for fixture in fixtures:
         shutil.copy2(fixture, target / "fixtures" / Path(fixture).name)
+    # the messages of these modules in each other language, compiled for the standard
+    # library's gettext (checks/language.py; the kit runs without Babel)
+    checks_catalogue.write_compiled(target / "locale", modules)
     return target
 
 
@@ -233,7 +239,7 @@ dependencies = {requires}
 packages = ["checks"]
 
 [tool.setuptools.package-data]
-checks = ["fixtures/*.npz"]
+checks = ["fixtures/*.npz", "locale/*/LC_MESSAGES/*.mo"]
 """
 
 

@@ -229,6 +229,12 @@ def exercises(nb):
     return found
 
 
+def language(nb):
+    """The language the notebook `nb` (a dict) was released in: its metadata course.language
+    (autograde.course.release_language writes it), "en" where it has none."""
+    return nb.get("metadata", {}).get("course", {}).get("language", "en")
+
+
 def _source(cell):
     source = cell.get("source", "")
     if isinstance(source, list):

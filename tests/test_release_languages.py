@@ -12,6 +12,7 @@ import json
 import re
 import shutil
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -212,6 +213,9 @@ def test_chinese_student_notebook(released_zh, chapter):
     # in place of the English ones
     drawn = {name: path for name, path in chinese_files.items()
              if name.name.endswith(f".{LANGUAGE}.svg")}
+    # and the marker that makes its checks speak Chinese (chapters/checks/language.py)
+    marker = chinese_files.pop(Path("checks") / "LANGUAGE")
+    assert marker.decode().strip() == LANGUAGE
     assert {name: data for name, data in chinese_files.items() if name not in drawn} \
         == english_files
     markdown = "".join("".join(c["source"]) for c in chinese["cells"]
@@ -286,3 +290,10 @@ def test_a_chinese_submission_is_graded_as_the_english_one(course_release, tmp_p
     assert grades["bug_zh_CN"]["score"] == grades["bug_en"]["score"] != full
     assert tests["reference_zh_CN"] == tests["reference_en"]
     assert tests["bug_zh_CN"] == tests["bug_en"]
+    # and the checks spoke each notebook's language (the grader reads its metadata)
+    messages = {}
+    for student in ("bug_en", "bug_zh_CN"):
+        saved = course_dir / ".autograde" / "results" / GRADED / f"{student}.json"
+        messages[student] = " ".join(t["message"] for t in json.loads(saved.read_text())["tests"])
+    assert CHINESE.search(messages["bug_zh_CN"]) and not CHINESE.search(messages["bug_en"]), \
+        messages

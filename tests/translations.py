@@ -16,6 +16,9 @@ MESSAGES = LOCALES / LANGUAGE / "LC_MESSAGES"
 # the notebooks' plots (_ext/plot_labels.py, _ext/plot_language.py, tests/test_plot_labels.py)
 FIGURES_CATALOGUE = "figures"
 PLOTS_CATALOGUE = "plots"
+# the checks' messages (chapters/checks/*.py's MESSAGES, autograde/checks_catalogue.py), the
+# same: no document's (tests/test_check_messages_zh.py holds it to the checks' English)
+CHECKS_CATALOGUE = "checks"
 
 # What a message holds that is not prose, and is neither translated nor searched for terms:
 # code spans, MyST roles' targets ({doc}`student_guide`), maths, link targets, addresses.
@@ -41,11 +44,12 @@ def translated_documents(language=LANGUAGE):
 
 def catalogued_documents(messages=MESSAGES, suffix=".po"):
     """Every document that has a catalogue (or, suffix=".pot", a template): {document: path}.
-    The figures' and the plots' catalogues are no document's."""
+    The figures', the plots' and the checks' catalogues are no document's."""
     found = {str(p.relative_to(messages).with_suffix("")): p
              for p in sorted(messages.rglob(f"*{suffix}"))}
     found.pop(FIGURES_CATALOGUE, None)
     found.pop(PLOTS_CATALOGUE, None)
+    found.pop(CHECKS_CATALOGUE, None)
     return found
 
 

@@ -20,6 +20,7 @@ from .common import (FLOAT32_SQRT, CheckFailure, Forbidden, check, current_dims,
                      expect_tensor, fail, float32_sqrt, forbid_spec, generator, observe, passed,
                      named_by_shape, raised, random_inputs, reference, revive, softmax_condition,
                      step_mistakes, type_name)
+from .language import translated
 
 # Bound at import, before student code runs in the same kernel.
 _softmax = torch.softmax
@@ -29,7 +30,7 @@ _equal = torch.equal
 
 # Every message of this chapter's checks, one template each with named fields, for a second
 # language: the checks' own, then the per-bug tables' (filled in by the @reference functions).
-MESSAGES = {
+MESSAGES = translated(__name__) | {
     "warning": "Note: {name} emitted a warning: {text}",
     "scores_passed": "attention_scores: shape (..., Lq, Lk) = {shape}, dtype {dtype}, values "
                      "Q K^T / sqrt(d_k) (batch {batch}, Lq={Lq}, Lk={Lk}, d_k={d_k})",
@@ -647,7 +648,7 @@ def sdpa_large_scores(scaled_dot_product_attention, seed=0, batch=(2,), Lq=5, Lk
         _check_attention(scaled_dot_product_attention, query, key, value,
                          label=f"scores up to {top:.0f}")
     except CheckFailure as error:
-        if "NaN or inf" in str(error):
+        if diagnose._signature("nonfinite") in str(error):  # (in the language spoken)
             raise CheckFailure(MESSAGES["large_overflow"].format(error=error, top=top,
                                                                  dtype=dtype)) from None
         raise

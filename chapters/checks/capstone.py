@@ -35,10 +35,11 @@ from .common import (MALFORMED, CheckFailure, attempt, by_owner, check, construc
                      judge_construct, load_weights, max_error, observe, passed, raised,
                      random_inputs, read_back, reference, revive, type_name)
 from .diagnose import explained, one_step
+from .language import translated
 
 # Every message of the chapter's checks, one template each with named fields, in one place
 # (a second language translates them here); the families' sentences are diagnose.MESSAGES.
-MESSAGES = {
+MESSAGES = translated(__name__) | {
     # ---------------------------------------------------------------- exercise 1: the block
     "classes": "pass the two classes to the check: check.transformer_block(TransformerBlock, "
                "KVCache); got {cls} and {cache_cls}",

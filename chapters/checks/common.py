@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from . import diagnose, nested, operations
+from . import diagnose, language, nested, operations
 # (the operations' own names that the checks modules take from here)
 from .operations import (CheckFailure, Forbidden, _ForbidSpec, attempt,  # noqa: F401
                          forbid_spec)
@@ -1168,6 +1168,8 @@ def reference(function):
         kept = _RECORDING.get()
         if kept is not None:
             kept.setdefault(call.key, {})[slot] = (signature, result)
+            kept[call.key].update({f"{slot}@{spoken}": (signature, texts) for spoken, texts
+                                   in _in_other_languages(function, args, kwargs, result)})
         return result
     answer.reference = True
     return answer
@@ -1185,7 +1187,28 @@ def _replay(key, slot, signature):
     if stored is None or stored[0] != signature:
         fail(f"the stored answers of {key} do not match this call ({slot}): "
              f"{REINSTALL_HINT}.")
-    return _copy(stored[1])  # a check or the student's code may change what it gets
+    # (its messages in the language spoken, where they were recorded in it)
+    spoken = _STORED[key].get(f"{slot}@{language.current()}")
+    result = language.with_texts(stored[1], iter(spoken[1])) if spoken else stored[1]
+    return _copy(result)  # a check or the student's code may change what it gets
+
+
+def _in_other_languages(function, args, kwargs, result):
+    """[(language, strings)]: the strings of a @reference's `result` (language.texts), as
+    function(*args, **kwargs) gives them in each other language the checks speak, where they
+    differ (its messages), recorded for the kit's replay. Runs outside any check, the random
+    state untouched."""
+    english, found = language.texts(result), []
+    for spoken in language.languages() if english else ():
+        token = _CURRENT.set(None)
+        try:
+            with torch.random.fork_rng(), language.speaking(spoken):
+                texts = language.texts(function(*args, **kwargs))
+        finally:
+            _CURRENT.reset(token)
+        if len(texts) == len(english) and texts != english:
+            found.append((spoken, texts))
+    return found
 
 
 def _copied(value):

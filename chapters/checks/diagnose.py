@@ -33,8 +33,10 @@ import string
 
 import torch
 
+from .language import translated
+
 # One template per family outcome; the fields are filled by the family that fits.
-MESSAGES = {
+MESSAGES = translated(__name__) | {
     "shape_axis": "{axis} has {got}{got_is} entries; it should have {want}{want_is}",
     "shape_order": "the sizes are right but the axes are in another order: you gave "
                    "({got_axes}), the answer is ({want_axes})",

@@ -45,13 +45,14 @@ from .common import (CheckFailure, attempt, by_owner, call_keeping, check, close
                      step_mistakes, type_name)
 from .common import (expect_dtype, expect_named_tuple, expect_no_graph, expect_own_storage,
                      watch_arguments, expect_unchanged)
+from .language import translated
 
 IGNORE_INDEX = -100  # F.cross_entropy's default ignore_index: positions with no target
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
 
 # Every message of this chapter's checks, one template each with named fields (one place, for
 # a second language); the families' sentences are diagnose.MESSAGES'.
-MESSAGES = {
+MESSAGES = translated(__name__) | {
     # shared
     "interface": "The checks use: attributes num_heads, head_dim and q_proj, k_proj, v_proj, "
                  "out_proj, each an nn.Linear with .weight (out_features, in_features) and "

@@ -27,6 +27,7 @@ from . import diagnose
 from .diagnose import located
 from .operations import student_line
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
+from .language import translated
 
 # The shortcut the core exercise forbids (see common.Forbidden): decided by the grader from
 # the submitted source, and caught here, in the student's Jupyter, when it runs.
@@ -38,7 +39,7 @@ FORBIDS = (Forbidden("multihead_attention_core", ("test_multihead_attention_core
 SPLIT_LAYOUT = "(B, num_heads, L, head_dim)"
 # Every message of this chapter's checks, one template each with named fields (str.format),
 # in one place for a second language.
-MESSAGES = {
+MESSAGES = translated(__name__) | {
     # what each exercise asks, after the shape family has named a wrong shape
     "split_shape": "Reshape to (B, L, num_heads, head_dim), then transpose(1, 2) swaps L and "
                    "num_heads, so that each head holds a whole (L, head_dim) sequence.",

@@ -19,6 +19,7 @@ from .common import (CheckFailure, Forbidden, _isfinite, beyond_tolerance, call,
                      fresh_seed, generator, max_error, passed, random_inputs, reference,
                      softmax_condition, type_name)
 from .common import Intermediate, current_dims, step_mistakes
+from .language import translated
 
 _softmax = torch.softmax
 _where = torch.where
@@ -32,7 +33,7 @@ FORBIDS = (Forbidden("scaled_dot_product_attention",
 
 # Every message of this module, one template per message with named fields (one place, for
 # a second language); the families' sentences are diagnose.MESSAGES.
-MESSAGES = {
+MESSAGES = translated(__name__) | {
     # where NaN or inf can sit (diagnose.nonfinite's regions), and why it comes there
     "fully_masked": "the fully masked rows (queries with no key they may attend to)",
     "allowed": "the keys that may be attended",

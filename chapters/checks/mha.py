@@ -49,6 +49,7 @@ from .common import Intermediate, current_dims, expect_type, named_by_shape, ste
 from .common import expect_unchanged, watch_arguments
 from . import diagnose
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
+from .language import translated
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
 INTERFACE = ("The checks use: attributes d_model, num_heads, head_dim and q_proj, k_proj, "
@@ -58,7 +59,7 @@ INTERFACE = ("The checks use: attributes d_model, num_heads, head_dim and q_proj
 # Every message of this module: one template each, with named fields (a second language
 # translates them here). The mistakes inside a wrong value are named by the families of
 # checks/diagnose.py and the formulas' step sentences of checks/formulas.py.
-MESSAGES = {
+MESSAGES = translated(__name__) | {
     # the documented interface, where a check loads its weights
     "no_attribute": "MultiHeadAttention has no attribute `{attr}`. " + INTERFACE,
     "bias_without_bias": "{attr}.{part} exists although bias=False: pass bias=bias to every "

@@ -36,9 +36,10 @@ from .common import (call, check, close, expect_close, expect_tensor, fail, gene
 from .common import current_dims, step_mistakes
 from . import diagnose
 from .kv import ROTARY_BASE, _decoding, _number, _ref_rotate
+from .language import translated
 
 # ----------------------------------------------------------------------------- messages
-MESSAGES = {
+MESSAGES = translated(__name__) | {
     # sinusoidal_positions (its other mistakes: the formula's, formulas.sinusoidal_formula)
     "angles_float32": ("{shown} is right to float32's rounding of the angles, which grows "
                        "with the position (largest error {error:.1e}, at position {where}): "
