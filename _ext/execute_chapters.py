@@ -16,8 +16,8 @@ the error as it always has.
 With --language (`make book-zh`: zh_CN), the same into that edition's own cache
 (course_language.language_cache), each kernel started with COURSE_LANGUAGE set and an
 IPython directory whose startup file draws the plots in that language
-(_ext/plot_language.py); the cache is emptied first when the plots' catalogue or that module
-changed since it was filled (the cache's keys hash the code only).
+(_ext/plot_language.py); the cache is emptied first when the plots' catalogue, that module
+or the checks' catalogue changed since it was filled (the cache's keys hash the code only).
 """
 import argparse
 import hashlib
@@ -78,11 +78,14 @@ def with_outputs(notebook, executed):
 
 
 def language_kernels(config, language):
-    """`language`'s jupyter-cache, emptied when what draws its plots changed, with every
-    kernel started from now on drawing them in that language (the pool's processes and
-    their kernels inherit this environment)."""
+    """`language`'s jupyter-cache, emptied when what translates its outputs changed (the
+    plots' catalogue and the module that draws them, the checks' catalogue that their
+    printed messages come from), with every kernel started from now on drawing and
+    printing in that language (the pool's processes and their kernels inherit this
+    environment)."""
     cache = get_cache(str(REPO / language_cache(config, language)))
-    drawn_by = [REPO / "locales" / language / "LC_MESSAGES" / f"{plot_language.CATALOGUE}.po",
+    catalogues = REPO / "locales" / language / "LC_MESSAGES"
+    drawn_by = [catalogues / f"{plot_language.CATALOGUE}.po", catalogues / "checks.po",
                 Path(plot_language.__file__)]
     digest = hashlib.sha256(b"".join(path.read_bytes() for path in drawn_by)).hexdigest()
     stamp = Path(cache.path) / "plot-labels.sha256"
