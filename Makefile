@@ -94,9 +94,13 @@ gettext: $(STAMP)
 	mv _build/gettext-config/_build/gettext $(GETTEXT)
 	$(BIN)/pybabel extract -k _ --no-default-keywords --no-location -o $(GETTEXT)/figures.pot \
 	  chapters/figures/make_diagrams.py
+	$(BIN)/pybabel extract -k _ --no-default-keywords --no-location -o $(GETTEXT)/grader.pot \
+	  autograde/messages.py
 
-# The pages' catalogues and the figures' (figures.po: the diagrams' labels, which Babel's
-# Python extractor takes from make_diagrams.py's _("...") calls above) merged with the
+# The pages' catalogues, the figures' (figures.po: the diagrams' labels, which Babel's
+# Python extractor takes from make_diagrams.py's _("...") calls above) and the grader's
+# (grader.po: feedback's, report's and the grader's verdicts' sentences, from the _("...")
+# templates of autograde/messages.py, which the grader reads at run time) merged with the
 # English of now; then the diagrams drawn again in each language from their catalogue.
 locales: gettext
 	$(BIN)/sphinx-intl update --pot-dir $(GETTEXT) --locale-dir locales $(LANGUAGES:%=-l %) \

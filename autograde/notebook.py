@@ -34,6 +34,11 @@ def parse(text, where="<unknown>"):
         return ast.parse(text, where)
 
 
+def language(nb):
+    """The notebook's language: metadata course.language (release --lang), else "en"."""
+    return nb.get("metadata", {}).get("course", {}).get("language", "en")
+
+
 class SubmissionError(Exception):
     """The submission cannot be graded at all (not a notebook, wrong chapter, ...)."""
 

@@ -14,6 +14,8 @@ MESSAGES = LOCALES / LANGUAGE / "LC_MESSAGES"
 # the diagrams' labels (chapters/figures/make_diagrams.py), beside the documents' catalogues
 # but no document's: `make locales` keeps it current as it keeps theirs
 FIGURES_CATALOGUE = "figures"
+# the grader's sentences (autograde/messages.py): feedback, report, the grader's verdicts
+GRADER_CATALOGUE = "grader"
 
 # What a message holds that is not prose, and is neither translated nor searched for terms:
 # code spans, MyST roles' targets ({doc}`student_guide`), maths, link targets, addresses.
@@ -39,10 +41,11 @@ def translated_documents(language=LANGUAGE):
 
 def catalogued_documents(messages=MESSAGES, suffix=".po"):
     """Every document that has a catalogue (or, suffix=".pot", a template): {document: path}.
-    The figures' catalogue is not a document's."""
+    The figures' catalogue and the grader's are no document's."""
     found = {str(p.relative_to(messages).with_suffix("")): p
              for p in sorted(messages.rglob(f"*{suffix}"))}
     found.pop(FIGURES_CATALOGUE, None)
+    found.pop(GRADER_CATALOGUE, None)
     return found
 
 
