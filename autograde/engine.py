@@ -261,9 +261,11 @@ class Grader:
         except (SubmissionError, OSError, RecursionError, MemoryError) as error:
             # (anything but SubmissionError here is a notebook no check foresaw: it costs
             # that notebook only, with what went wrong)
-            message = str(error) if isinstance(error, SubmissionError) else \
-                f"{submission.path.name} could not be read: " + \
-                _one_line(f"{type(error).__name__}: {error}")
+            if isinstance(error, SubmissionError):  # (in the notebook's language, if read)
+                message, result.language = error.text(), error.language
+            else:
+                message = f"{submission.path.name} could not be read: " + \
+                    _one_line(f"{type(error).__name__}: {error}")
             result.status, result.error = "error", printable(message)
             result.tests = [TestResult(t.grade_id, 0.0, t.points, "error", result.error)
                             for t in assignment.tests]

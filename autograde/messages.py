@@ -76,6 +76,34 @@ MESSAGES = {
                     "limit): {error}"),
     "fault.malformed_error": _("malformed error"),
     "failure.in_your_code": _("In your code:"),
+    # -- why a submission cannot be graded at all (autograde.notebook.SubmissionError) ------
+    "submission.missing": _("no notebook named {name} was submitted"),
+    "submission.too_big": _("{name} is {size} MB, over the limit of {limit} MB: clear its "
+                            "outputs and submit again"),
+    "submission.empty": _("{name} is empty (0 bytes)"),
+    "submission.grew_over_limit": _("{name} is over the limit of {limit} MB"),
+    "submission.nested": _("{name} is not a notebook (its JSON is nested too deeply to read)"),
+    "submission.not_json": _("{name} is not a notebook (not valid JSON: {error})"),
+    "submission.no_cells": _("{name} is JSON but not a Jupyter notebook (no cell list)"),
+    "submission.nbformat": _("{name} has nbformat {version}; expected 4"),
+    "submission.surrogate": _("{name} holds text that is not valid Unicode (a lone surrogate) "
+                              "in {where}: save it again from Jupyter"),
+    "submission.invalid": _("{name} is not a valid nbformat 4 notebook: {problem}"),
+    "submission.kernel": _("{name} uses the {kernel} kernel; the course's notebooks are "
+                           "Python"),
+    "submission.wrong_chapter": _("{name} holds {ours} of {assignment}'s {exercises} exercises "
+                                  "(the wrong notebook, or submitted under the wrong chapter?)"),
+    "submission.other_chapter": _("{name} holds {ours} of {assignment}'s {exercises} exercises; "
+                                  "it holds {other}'s exercises (the wrong notebook, or "
+                                  "submitted under the wrong chapter?)"),
+    "submission.too_many_statements": _("the notebook's code cells hold more than {limit} "
+                                        "statements (lines and semicolons; the chapter's own "
+                                        "hold under 1,000): over the grader's limit, not "
+                                        "graded"),
+    # -- Gradescope's results.json (autograde.gradescope) ----------------------------------
+    "gradescope.hidden": _("{hidden} of {cells} test cells hold hidden tests: their results "
+                           "show once your instructor publishes the grades."),
+    "gradescope.not_graded": _("Your notebook could not be graded: {error}"),
     # -- report: the class's summary (autograde.report) ------------------------------------
     "report.title": _("Grading report"),
     "report.count": _("{submissions} in {assignments}."),

@@ -249,3 +249,52 @@ def test_the_graders_verdicts_on_the_students_process_are_translated():
     assert raw.reason(LANGUAGE) == "unknown reference"
     assert engine._fault_text(raw, engine.LIMITS, LANGUAGE) == \
         "你的代码破坏了评分器的通信协议：unknown reference。"
+
+
+def test_why_a_notebook_cannot_be_graded_is_said_in_its_language(tmp_path):
+    import json
+    import pickle
+    from types import SimpleNamespace
+
+    from autograde.notebook import SubmissionError, read_submission
+    assignment = SimpleNamespace(name=A1, solution_ids=["scores", "attention"])
+    path = tmp_path / f"{A1}.ipynb"
+    notebook = {"cells": [], "metadata": {"course": {"language": LANGUAGE}}, "nbformat": 4,
+                "nbformat_minor": 5}
+    path.write_text(json.dumps(notebook), encoding="utf-8")
+    with pytest.raises(SubmissionError) as refused:
+        read_submission(path, assignment)
+    error = refused.value
+    assert str(error) == (f"{A1}.ipynb holds 0 of {A1}'s 2 exercises (the wrong notebook, "
+                          "or submitted under the wrong chapter?)")  # English: the logs
+    assert error.language == LANGUAGE
+    assert error.text() == (f"{A1}.ipynb 含有 {A1} 的 2 个练习中的 0 个（是不是交错了 "
+                            "notebook，或者交到了别的章节下？）")
+    again = pickle.loads(pickle.dumps(error))  # (a Submission travels to a worker with it)
+    assert (str(again), again.text()) == (str(error), error.text())
+    # before the JSON is read, no language is known: English
+    path.write_text("{not json", encoding="utf-8")
+    with pytest.raises(SubmissionError) as refused:
+        read_submission(path, assignment)
+    assert refused.value.language == "en" and refused.value.text().startswith(
+        f"{A1}.ipynb is not a notebook (not valid JSON: ")
+    # a notebook whose metadata.course is no object: English, not a crash
+    path.write_text(json.dumps(dict(notebook, metadata={"course": "zh_CN"})), encoding="utf-8")
+    with pytest.raises(SubmissionError) as refused:
+        read_submission(path, assignment)
+    assert refused.value.language == "en"
+
+
+def test_gradescopes_results_json_speaks_the_notebooks_language():
+    from autograde import gradescope
+    cells = [("test_scores", 2.0, False), ("test_sdpa", 3.0, False), ("test_hidden", 1.0, True)]
+    chinese = gradescope.results_json(result("li", LANGUAGE), cells)
+    assert chinese["output"].startswith("3 个测试单元格中有 1 个含有隐藏测试：它们的结果在教师公布评分结果后显示。")
+    assert [t["output"] for t in chinese["tests"]][:2] == [DIAGNOSIS[LANGUAGE], "\u2714 sdpa\n"]
+    english = gradescope.results_json(result("ann", "en"), cells)
+    assert english["output"].startswith("1 of 3 test cells hold hidden tests")
+    assert [t["status"] for t in chinese["tests"]] == [t["status"] for t in english["tests"]]
+    # the autograder.zip carries the grader's catalogues (and Babel, which reads them)
+    shipped = sorted(messages.LOCALES.glob(gradescope.SHIPPED_CATALOGUES))
+    assert CATALOGUE in shipped and "babel" in gradescope.GRADER_PACKAGES
+    assert any(line.startswith("babel==") for line in gradescope.grader_requirements())
