@@ -257,7 +257,8 @@ class Grader:
             steps = plan(nb, assignment, self.transform, self.limits, result.problems)
             result.problems += duplicates(nb) + suspicious(steps, assignment.given)
             # which functions a solution calls: from its source, never from its process
-            lost = forbids.verdicts(steps, assignment.forbids, assignment.given)
+            lost = forbids.verdicts(steps, assignment.forbids, assignment.given,
+                                    result.language)
         except (SubmissionError, OSError, RecursionError, MemoryError) as error:
             # (anything but SubmissionError here is a notebook no check foresaw: it costs
             # that notebook only, with what went wrong)

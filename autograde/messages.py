@@ -76,6 +76,14 @@ MESSAGES = {
                     "limit): {error}"),
     "fault.malformed_error": _("malformed error"),
     "failure.in_your_code": _("In your code:"),
+    # -- an exercise written with what it forbids (autograde.forbids.verdicts) -------------
+    "forbid.named": _("{message} (in your code: {where}: {code})"),
+    "forbid.could_hide": _("{exercise}'s tests need it written without {label}, and your code "
+                           "does what could hide such a call from the checks ({listed}{more}): "
+                           "no points for them. The checks run in the grader: a solution needs "
+                           "none of this."),
+    "forbid.more": _(" and {count} more"),
+    "forbid.own_version": _("PyTorch’s own version"),
     # -- why a submission cannot be graded at all (autograde.notebook.SubmissionError) ------
     "submission.missing": _("no notebook named {name} was submitted"),
     "submission.too_big": _("{name} is {size} MB, over the limit of {limit} MB: clear its "

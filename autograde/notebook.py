@@ -63,7 +63,7 @@ def _submission_error(key, language, fields):
 
 def _language(nb):
     """language(nb) as the grader can trust it (messages.supported), English where the
-    notebook's metadata is malformed."""
+    notebook's metadata is malformed (also exports', for results rebuilt from nbgrader's)."""
     try:
         return messages.supported(language(nb))
     except (AttributeError, TypeError):

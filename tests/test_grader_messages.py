@@ -289,7 +289,8 @@ def test_gradescopes_results_json_speaks_the_notebooks_language():
     from autograde import gradescope
     cells = [("test_scores", 2.0, False), ("test_sdpa", 3.0, False), ("test_hidden", 1.0, True)]
     chinese = gradescope.results_json(result("li", LANGUAGE), cells)
-    assert chinese["output"].startswith("3 个测试单元格中有 1 个含有隐藏测试：它们的结果在教师公布评分结果后显示。")
+    assert chinese["output"].startswith(
+        "3 个测试单元格中有 1 个含有隐藏测试：它们的结果在教师公布评分结果后显示。")
     assert [t["output"] for t in chinese["tests"]][:2] == [DIAGNOSIS[LANGUAGE], "\u2714 sdpa\n"]
     english = gradescope.results_json(result("ann", "en"), cells)
     assert english["output"].startswith("1 of 3 test cells hold hidden tests")
@@ -298,3 +299,31 @@ def test_gradescopes_results_json_speaks_the_notebooks_language():
     shipped = sorted(messages.LOCALES.glob(gradescope.SHIPPED_CATALOGUES))
     assert CATALOGUE in shipped and "babel" in gradescope.GRADER_PACKAGES
     assert any(line.startswith("babel==") for line in gradescope.grader_requirements())
+
+
+def test_an_exercise_written_with_what_it_forbids_is_told_in_the_notebooks_language():
+    from autograde import forbids
+    from chapters.checks.mha import FORBIDS
+    hidden = "import torch\n\n\ndef helper(x, i):\n    return getattr(torch.nn.functional, x)\n"
+    named = ("import torch\n\n\ndef helper(x):\n"
+             "    return torch.nn.functional.multi_head_attention_forward(x)\n")
+    for code, english, chinese in (
+            (hidden, "'s tests need it written without ", " 的测试要求不用 "),
+            (named, " (in your code: cell MultiHeadAttention, line ", "（在你的代码中：cell ")):
+        steps = [("cell MultiHeadAttention, line 1", code, True)]
+        lost_en = forbids.verdicts(steps, FORBIDS)
+        lost_zh = forbids.verdicts(steps, FORBIDS, language=LANGUAGE)
+        assert set(lost_en) == set(lost_zh) == {"test_mha_forward"}
+        assert english in lost_en["test_mha_forward"], lost_en
+        assert chinese in lost_zh["test_mha_forward"], lost_zh
+
+
+def test_results_rebuilt_from_nbgraders_gradebook_keep_the_notebooks_language(tmp_path):
+    import json
+
+    from autograde import exports
+    path = tmp_path / f"{A1}.ipynb"
+    path.write_text(json.dumps({"cells": [], "metadata": {"course": {"language": LANGUAGE}}}),
+                    encoding="utf-8")
+    assert exports.notebook_language(exports._read(path)) == LANGUAGE
+    assert exports.notebook_language(exports._read(tmp_path / "missing.ipynb")) == "en"
