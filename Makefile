@@ -104,15 +104,19 @@ gettext: $(STAMP)
 	$(BIN)/python _ext/plot_labels.py extract $(GETTEXT)/plots.pot
 	$(BIN)/pybabel extract -F locales/checks-babel.cfg -k pgettext:1c,2 --no-default-keywords \
 	  --no-location -o $(GETTEXT)/checks.pot chapters/checks
+	$(BIN)/pybabel extract -k _ --no-default-keywords --no-location -o $(GETTEXT)/grader.pot \
+	  autograde/messages.py
 
 # The pages' catalogues, the figures' (figures.po: the diagrams' labels, which Babel's
 # Python extractor takes from make_diagrams.py's _("...") calls above), the plots' (plots.po:
 # the labels of the notebooks' matplotlib plots, which _ext/plot_labels.py finds in their
-# code) and the checks' (checks.po: every checks module's MESSAGES, which
+# code), the checks' (checks.po: every checks module's MESSAGES, which
 # autograde/checks_catalogue.py extracts for pybabel, each message's context
-# "<module>.<key>") merged with the English of now; then the diagrams drawn again in each
-# language from their catalogue. The checks read checks.po (the grader, compiled in memory)
-# or the checks.mo the release writes into each kit (autograde/kit.py).
+# "<module>.<key>") and the grader's (grader.po: feedback's, report's and the grader's
+# verdicts' sentences, the _("...") templates of autograde/messages.py) merged with the
+# English of now; then the diagrams drawn again in each language from their catalogue. The
+# checks read checks.po (the grader, compiled in memory) or the checks.mo the release writes
+# into each kit (autograde/kit.py); the grader reads grader.po, compiled in memory.
 locales: gettext
 	$(BIN)/sphinx-intl update --pot-dir $(GETTEXT) --locale-dir locales $(LANGUAGES:%=-l %) \
 	  --no-obsolete --line-width 0

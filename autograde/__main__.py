@@ -6,7 +6,9 @@
   python -m autograde grade    [ASSIGNMENT ...]   grade submitted/ into the gradebook,
                                                   grades.csv and tests.csv
   python -m autograde feedback [ASSIGNMENT ...]   feedback/<student>/<assignment>.html
+                                                  (each in its notebook's language)
   python -m autograde report   [ASSIGNMENT ...]   report.md and report.png for the class
+                    [--lang zh_CN]                (its own sentences in LANGUAGE)
   python -m autograde collect DOWNLOAD.zip ASSIGNMENT --from canvas|moodle|blackboard
                                                   a platform's download into submitted/
   python -m autograde export --to canvas|moodle|csv --roster ROSTER.csv
@@ -65,6 +67,10 @@ def main(argv=None):
     _common(feedback)
     report = commands.add_parser("report", help="class summary from the last grading")
     _common(report)
+    report.add_argument("--lang", default="en", metavar="LANGUAGE",
+                        help="the report's own sentences in LANGUAGE (e.g. zh_CN, from "
+                             "locales/LANGUAGE/LC_MESSAGES/grader.po; default: en); what it "
+                             "quotes of each student stays in that student's language")
     from . import platform_commands
     platform_commands.add_commands(commands)
     args = parser.parse_args(argv)
@@ -113,7 +119,7 @@ def main(argv=None):
         for path in write_feedback(course_dir, results):
             print(printable(path))
         return 0
-    for path in write_report(course_dir, results):
+    for path in write_report(course_dir, results, args.lang):
         print(printable(path))
     return 0
 

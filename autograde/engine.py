@@ -26,7 +26,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from IPython.core.inputtransformer2 import TransformerManager
 
-from autograde import checks_catalogue, forbids
+from autograde import checks_catalogue, forbids, messages
 from autograde.notebook import (CELL_STATEMENTS, NOTEBOOK_FILE_BYTES, NOTEBOOK_STATEMENTS,
                                 Submission, SubmissionError, _nbgrader, _one_line, _source,
                                 definitions, duplicates, exercises, parse, plan, printable)
@@ -177,14 +177,15 @@ def suspicious(steps, given=frozenset()):
 
 
 
-def _failure_text(error):
+def _failure_text(error, language=messages.ENGLISH):
     """A check's verdict as it is; anything else (what the student's code raised, also a
     class of theirs named CheckFailure) with its class name and where in their code."""
     if isinstance(error, common.CheckFailure):
         return str(error)
     text = f"{type(error).__name__}: {error}"
     student = getattr(error, "student_traceback", "")
-    return text + (f"\nIn your code:\n{student}" if student else "")
+    where = messages.text("failure.in_your_code", language)
+    return text + (f"\n{where}\n{student}" if student else "")
 
 
 def _first_line(label):
@@ -204,7 +205,7 @@ class Grader:
         self.limits = dict(LIMITS, **(limits or {}))
         self.transform = TransformerManager().transform_cell
 
-    def _fresh_child(self, assignment, steps, skip, problems, deadline):
+    def _fresh_child(self, assignment, steps, skip, problems, deadline, language):
         """A new child that has run `steps` except those in `skip`; records what failed."""
         child = self.zygote.spawn(assignment.name, self.limits)
         child.deadline = deadline
@@ -215,27 +216,29 @@ class Grader:
                 child.run(source, label, timeout=self.limits["call_seconds"],
                           line=_first_line(label))
             except SubmissionFault as fault:
-                problems.append({"cell": label, "kind": fault.kind, "message": fault.message})
+                problems.append({"cell": label, "kind": fault.kind,
+                                 "message": fault.reason(language)})
                 skip.add(label)
                 raise
             except Exception as error:
                 # a failing given statement is usually a skipped demonstration's fault
                 if is_solution:
                     problems.append({"cell": label, "kind": "error",
-                                     "message": _failure_text(error)})
+                                     "message": _failure_text(error, language)})
         return child
 
-    def _child_or_fault(self, assignment, steps, skip, problems, deadline):
+    def _child_or_fault(self, assignment, steps, skip, problems, deadline, language):
         """A fresh child, leaving out each step that kills one (at most every step)."""
         for _ in range(len(steps) + 1):
             if time.monotonic() >= deadline:  # no step is to blame for the time spent before
-                raise SubmissionFault("timeout", "the notebook's time limit ran out")
+                raise SubmissionFault("timeout", key="fault.notebook_time_ran_out")
             try:
-                return self._fresh_child(assignment, steps, skip, problems, deadline)
+                return self._fresh_child(assignment, steps, skip, problems, deadline,
+                                         language)
             except SubmissionFault:
                 if time.monotonic() > deadline:
                     raise
-        raise SubmissionFault("crash", "the student's code could not be loaded")
+        raise SubmissionFault("crash", key="fault.not_loaded")
 
     def grade(self, assignment, submission, student=""):
         """The NotebookResult of `submission` (a notebook.Submission, or the path of the
@@ -248,17 +251,24 @@ class Grader:
         result.fingerprint = fingerprint(submission, assignment)
         try:
             nb = submission.notebook(assignment)
+            # the grader's own messages in the notebook's language, the checks' too (each
+            # from its own catalogue)
             spoken = _spoken(nb)
+            with contextlib.suppress(AttributeError):  # (metadata.course not a dict: English)
+                result.language = messages.supported(notebook_language(nb))
             steps = plan(nb, assignment, self.transform, self.limits, result.problems)
             result.problems += duplicates(nb) + suspicious(steps, assignment.given)
             # which functions a solution calls: from its source, never from its process
-            lost = forbids.verdicts(steps, assignment.forbids, assignment.given)
+            lost = forbids.verdicts(steps, assignment.forbids, assignment.given,
+                                    result.language)
         except (SubmissionError, OSError, RecursionError, MemoryError) as error:
             # (anything but SubmissionError here is a notebook no check foresaw: it costs
             # that notebook only, with what went wrong)
-            message = str(error) if isinstance(error, SubmissionError) else \
-                f"{submission.path.name} could not be read: " + \
-                _one_line(f"{type(error).__name__}: {error}")
+            if isinstance(error, SubmissionError):  # (in the notebook's language, if read)
+                message, result.language = error.text(), error.language
+            else:
+                message = f"{submission.path.name} could not be read: " + \
+                    _one_line(f"{type(error).__name__}: {error}")
             result.status, result.error = "error", printable(message)
             result.tests = [TestResult(t.grade_id, 0.0, t.points, "error", result.error)
                             for t in assignment.tests]
@@ -271,18 +281,19 @@ class Grader:
             try:
                 if child is None:
                     child = self._child_or_fault(assignment, steps, skip, result.problems,
-                                                 deadline)
+                                                 deadline, result.language)
                 outcome.output = self._run_test(test, child, spoken)
                 outcome.status, outcome.points = "passed", test.points
                 if test.grade_id in lost:  # right, but not written as the exercise asks
                     outcome.status, outcome.points = "failed", 0.0
                     outcome.message, outcome.output = lost[test.grade_id], ""
             except SubmissionFault as fault:
-                outcome.status, outcome.message = fault.kind, _fault_text(fault, self.limits)
+                outcome.status = fault.kind
+                outcome.message = _fault_text(fault, self.limits, result.language)
                 self.zygote.kill()
                 child = None
             except Exception as error:
-                outcome.message = _failure_text(error)
+                outcome.message = _failure_text(error, result.language)
             result.tests.append(outcome)
         self.zygote.kill()
         result.seconds = round(time.monotonic() - started, 3)
@@ -339,13 +350,12 @@ def _cleaned(result):
     return result
 
 
-def _fault_text(fault, limits):
-    if fault.kind == "timeout":
-        return (f"Timed out: {fault.message}. Each test may take {limits['call_seconds']} s "
-                f"and the notebook {limits['notebook_seconds']} s.")
-    if fault.kind == "crash":
-        return f"Your code crashed the grader's process for it: {fault.message}."
-    return f"Your code broke the grader's protocol: {fault.message}."
+def _fault_text(fault, limits, language=messages.ENGLISH):
+    """What the student reads of a SubmissionFault, in `language`."""
+    key = {"timeout": "fault.timeout", "crash": "fault.crash"}.get(fault.kind, "fault.protocol")
+    return messages.text(key, language, reason=fault.reason(language),
+                         call_seconds=limits["call_seconds"],
+                         notebook_seconds=limits["notebook_seconds"])
 
 
 def trusted_namespace():

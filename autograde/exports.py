@@ -14,6 +14,7 @@ from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.plugins import CsvExportPlugin
 
 from autograde.course import nbgrader_api
+from autograde.notebook import _language as notebook_language
 from autograde.results import NotebookResult, TestResult
 
 TEST_COLUMNS = ["student_id", "assignment", "test", "points", "max_points", "status",
@@ -83,9 +84,12 @@ def results_from_gradebook(course_dir, assignments, db_url=None):
                     nb = gradebook.find_submission_notebook(assignment, assignment, student.id)
                 except MissingEntry:
                     continue
-                errors = _errors(course_dir / "autograded" / student.id / assignment
-                                 / f"{assignment}.ipynb")
-                result = NotebookResult(student.id, assignment, assignment, "graded")
+                graded = _read(course_dir / "autograded" / student.id / assignment
+                               / f"{assignment}.ipynb")
+                errors = _errors(graded)
+                # (the language it was released in: nbgrader keeps the notebook's metadata)
+                result = NotebookResult(student.id, assignment, assignment, "graded",
+                                        language=notebook_language(graded))
                 for grade in nb.grades:
                     if grade.cell.cell_type != "code":
                         continue
@@ -98,12 +102,17 @@ def results_from_gradebook(course_dir, assignments, db_url=None):
     return results
 
 
-def _errors(path):
-    """{grade_id: "Error: message"} from an autograded notebook's error outputs."""
+def _read(path):
+    """The autograded notebook at `path` as a dict ({} where it cannot be read)."""
     try:
-        nb = json.loads(Path(path).read_text())
+        nb = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
+    return nb if isinstance(nb, dict) else {}
+
+
+def _errors(nb):
+    """{grade_id: "Error: message"} from an autograded notebook's error outputs."""
     found = {}
     for cell in nb.get("cells", []):
         grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")

@@ -8,6 +8,9 @@ be graded. Test source, hidden tests included, is never read here, so it cannot 
 A result with status "error" either could not be graded at all (every test says why) or
 was graded but not recorded in the gradebook: the latter keeps its tests' diagnoses.
 
+Every sentence is a template of autograde.messages, in the language of the student's
+notebook (NotebookResult.language): a Chinese submission gets Chinese feedback.
+
 Everything taken from a result is treated as untrusted: diagnoses quote the student's
 code and values, so a message may hold "<script>". The HTML escapes all of it and uses no
 script or external asset (it opens offline, from a mail attachment or an LMS); the
@@ -17,14 +20,9 @@ import html
 import re
 from pathlib import Path
 
-STATUS_LABELS = {
-    "passed": "passed",
-    "failed": "failed",
-    "timeout": "timed out",
-    "crash": "crashed",
-    "protocol": "grader error",
-    "error": "not graded",
-}
+from autograde import messages
+
+STATUSES = ("passed", "failed", "timeout", "crash", "protocol", "error")
 # C0/C1 control characters other than tab and newline: a message is printed by the
 # student's code, and escape sequences in it could rewrite an instructor's terminal; and the
 # bidirectional overrides and isolates, which reorder what a reader sees of the text
@@ -74,6 +72,11 @@ def is_ungradable(result):
     return result.status == "error" and all(t.status == "error" for t in result.tests)
 
 
+def status_label(status, language=messages.ENGLISH):
+    """A test's status as the student reads it ("timeout" -> "timed out")."""
+    return messages.text(f"status.{status}", language) if status in STATUSES else str(status)
+
+
 def write_feedback(course_dir, results):
     """Write feedback/<student>/<assignment>.html and .md for every result.
 
@@ -100,25 +103,33 @@ def _pre(text):
     return f"<pre>{_e(text.rstrip())}</pre>"
 
 
-def _test_details_html(test, ungradable):
+def _h(key, language, **markup):
+    """The message `key` as HTML: its template escaped, its fields HTML already."""
+    return html.escape(messages.template(key, language), quote=True).format(**markup)
+
+
+def _test_details_html(test, ungradable, language):
     """The diagnosis of a failed test, or what a passing check printed."""
     if ungradable:
-        return "see above"
+        return _h("feedback.see_above", language)
     if test.passed:
-        return _pre(test.output) if test.output.strip() else "passed"
+        return _pre(test.output) if test.output.strip() else _e(status_label("passed", language))
     return _pre(test.message) if test.message.strip() else ""
 
 
 def _tests_html(result, ungradable):
+    language = result.language
     rows = []
     for test in result.tests:
         rows.append(
             f"<tr><td><code>{_e(test.grade_id)}</code></td>"
             f'<td class="points">{_e(number(test.points))} / {_e(number(test.max_points))}</td>'
-            f'<td class="{_e(test.status)}">{_e(STATUS_LABELS.get(test.status, test.status))}</td>'
-            f"<td>{_test_details_html(test, ungradable)}</td></tr>")
-    return ("<h2>Tests</h2>\n<table>\n<tr><th>Test</th><th>Points</th><th>Status</th>"
-            "<th>Details</th></tr>\n" + "\n".join(rows) + "\n</table>")
+            f'<td class="{_e(test.status)}">{_e(status_label(test.status, language))}</td>'
+            f"<td>{_test_details_html(test, ungradable, language)}</td></tr>")
+    header = "".join(f"<th>{_h(f'feedback.column.{column}', language)}</th>"
+                     for column in ("test", "points", "status", "details"))
+    return (f"<h2>{_h('feedback.tests', language)}</h2>\n<table>\n<tr>{header}</tr>\n"
+            + "\n".join(rows) + "\n</table>")
 
 
 def _errors(result):
@@ -133,37 +144,38 @@ def _problems_html(result):
     items = "\n".join(
         f"<li><strong>{_e(problem.get('cell', ''))}</strong>{_pre(problem.get('message', ''))}</li>"
         for problem in errors)
-    return ("<h2>Errors in your code</h2>\n<p>These statements of your solution cells raised "
-            "an error when the grader ran them; the tests that use them may fail because of it."
-            f"</p>\n<ul>\n{items}\n</ul>")
+    return (f"<h2>{_h('feedback.errors', result.language)}</h2>\n"
+            f"<p>{_h('feedback.errors_explained', result.language)}</p>\n<ul>\n{items}\n</ul>")
 
 
 def _error_heading(result):
-    if is_ungradable(result):
-        return "Your submission could not be graded"
-    return "Your grade could not be recorded yet (your instructor will see to it)"
+    """Key of the heading over why a submission has no grade in the gradebook."""
+    return "feedback.ungradable" if is_ungradable(result) else "feedback.not_recorded"
 
 
 def render_html(result):
     """One self-contained page (inline CSS, no script, no external asset)."""
+    language = result.language
     ungradable = is_ungradable(result)
-    title = f"{result.assignment} — feedback for {result.student}"
+    title = messages.text("feedback.title", language, assignment=result.assignment,
+                          student=result.student)
     error = ""
     if result.status == "error":
-        error = (f'<div class="box"><strong>{_error_heading(result)}</strong>'
+        error = (f'<div class="box"><strong>{_h(_error_heading(result), language)}</strong>'
                  f"{_pre(result.error)}</div>")
+    score = f"<strong>{_e(number(result.score))}</strong> / {_e(number(result.max_score))}"
+    student = f"<strong>{_e(result.student)}</strong>"
     return "\n".join([
         "<!DOCTYPE html>",
-        '<html lang="en">',
+        f'<html lang="{_e(messages.html_lang(language))}">',
         '<head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{_e(title)}</title>",
         f"<style>{_STYLE}</style></head>",
         "<body>",
         f"<h1>{_e(result.assignment)}</h1>",
-        f"<p>Feedback for <strong>{_e(result.student)}</strong></p>",
-        f'<p class="score">Score: <strong>{_e(number(result.score))}</strong> / '
-        f"{_e(number(result.max_score))}</p>",
+        f"<p>{_h('feedback.for', language, student=student)}</p>",
+        f'<p class="score">{_h("feedback.score", language, score=score)}</p>',
         error,
         _tests_html(result, ungradable),
         _problems_html(result),
@@ -202,10 +214,11 @@ def code_span(text):
     return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
-def _test_markdown(test, ungradable):
-    status = STATUS_LABELS.get(test.status, test.status)
-    lines = [f"- {code_span(test.grade_id)}: {number(test.points)} / "
-             f"{number(test.max_points)}, {status}"]
+def _test_markdown(test, ungradable, language):
+    line = messages.text("feedback.test_line", language, test=code_span(test.grade_id),
+                         points=number(test.points), max_points=number(test.max_points),
+                         status=status_label(test.status, language))
+    lines = [f"- {line}"]
     if ungradable:
         return lines
     detail = test.output if test.passed else test.message
@@ -216,18 +229,20 @@ def _test_markdown(test, ungradable):
 
 def render_markdown(result):
     """The same feedback as Markdown, readable as plain text too."""
+    language = result.language
+    text = lambda key, **fields: messages.text(key, language, **fields)  # noqa: E731
     ungradable = is_ungradable(result)
-    lines = [f"# {md_text(result.assignment)}: feedback for {md_text(result.student)}", "",
-             f"Score: **{number(result.score)} / {number(result.max_score)}**", ""]
+    score = f"**{number(result.score)} / {number(result.max_score)}**"
+    title = text("feedback.title", assignment=md_text(result.assignment),
+                 student=md_text(result.student))
+    lines = [f"# {title}", "", text("feedback.score", score=score), ""]
     if result.status == "error":
-        lines += [f"## {_error_heading(result)}", "", fenced(result.error), ""]
-    lines += ["## Tests", ""]
+        lines += [f"## {text(_error_heading(result))}", "", fenced(result.error), ""]
+    lines += [f"## {text('feedback.tests')}", ""]
     for test in result.tests:
-        lines += _test_markdown(test, ungradable)
+        lines += _test_markdown(test, ungradable, language)
     if _errors(result):
-        lines += ["", "## Errors in your code", "",
-                  "These statements of your solution cells raised an error when the grader "
-                  "ran them; the tests that use them may fail because of it.", ""]
+        lines += ["", f"## {text('feedback.errors')}", "", text("feedback.errors_explained"), ""]
         for problem in _errors(result):
             lines += [f"- {md_text(problem.get('cell', ''))}", "",
                       fenced(problem.get("message", ""), indent="  "), ""]

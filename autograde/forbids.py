@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
+from autograde import messages
 from autograde import notebook  # notebook.parse: every parse in the grader's process, one lock
 
 # what may call a forbidden function out of a check's sight, but only from code the exercise
@@ -553,11 +554,12 @@ def used_by(steps, exercise):
     return sorted(seen)
 
 
-def verdicts(steps, specs, given=frozenset()):
+def verdicts(steps, specs, given=frozenset(), language=messages.ENGLISH):
     """{test grade_id: message} of the tests that lose their points, from the submitted
     source: steps as autograde.notebook.plan gives them, specs the chapter's Forbidden. What
     counts: a name the spec forbids in code the exercise runs (used_by), something that
-    could hide a call in that code, or anywhere something strong (see reaching())."""
+    could hide a call in that code, or anywhere something strong (see reaching()). The
+    grader's sentences in `language` (the spec's own message is the checks')."""
     if not specs:
         return {}
     found = _findings(steps, given)
@@ -571,14 +573,15 @@ def verdicts(steps, specs, given=frozenset()):
                    if f.strong or i in runs or (f.patched and spec.matches(f.patched))]
         if named:
             where, name, text = named[0]
-            message = f"{spec.message(name)} (in your code: {where}: {text})"
+            message = messages.text("forbid.named", language, message=spec.message(name),
+                                    where=where, code=text)
         elif reasons:
             listed = "; ".join(f"{f.where}: {f.what}" for f in reasons[:4])
-            more = f" and {len(reasons) - 4} more" if len(reasons) > 4 else ""
-            message = (f"{spec.exercise}'s tests need it written without "
-                       f"{spec.label or 'PyTorch’s own version'}, and your code does what "
-                       f"could hide such a call from the checks ({listed}{more}): no points "
-                       "for them. The checks run in the grader: a solution needs none of this.")
+            more = messages.text("forbid.more", language, count=len(reasons) - 4) \
+                if len(reasons) > 4 else ""
+            message = messages.text(
+                "forbid.could_hide", language, exercise=spec.exercise, listed=listed,
+                more=more, label=spec.label or messages.text("forbid.own_version", language))
         else:
             continue
         for test in spec.tests:

@@ -29,10 +29,14 @@ import traceback
 import zipfile
 from pathlib import Path
 
-from autograde import course
+from autograde import course, messages
 
-GRADER_PACKAGES = ("torch", "numpy", "matplotlib", "nbformat", "nbgrader", "tqdm", "pyyaml")
+# babel: the grader's catalogues (autograde.messages) for a notebook in another language
+GRADER_PACKAGES = ("torch", "numpy", "matplotlib", "nbformat", "nbgrader", "tqdm", "pyyaml",
+                   "babel")
 SHIPPED_TREES = ("autograde", "chapters", "solutions")
+# of locales/, only the grader's catalogues: the book's are no business of the grader's
+SHIPPED_CATALOGUES = f"*/LC_MESSAGES/{messages.DOMAIN}.po"
 SHIPPED_FILES = ("_config.yml", "requirements.txt")
 SKIPPED = ("__pycache__", ".ipynb_checkpoints")
 HIDDEN_MARK = "### BEGIN HIDDEN TESTS"
@@ -114,6 +118,8 @@ def build(assignment, output):
                 archive.write(course.REPO / name, name)
             for name in SHIPPED_TREES:
                 _add_tree(archive, course.REPO / name, name)
+            for path in sorted(messages.LOCALES.glob(SHIPPED_CATALOGUES)):
+                archive.write(path, path.relative_to(course.REPO).as_posix())
             for part in (f"source/{assignment}", f"release/{assignment}"):
                 _add_tree(archive, course_dir / part, f"course/{part}")
             archive.write(course_dir / "gradebook.db", "course/gradebook.db")
@@ -154,12 +160,14 @@ def _choose_notebook(submission, assignment):
 def results_json(result, cells, note=""):
     """Gradescope's results.json (a dict) for one NotebookResult of `batch.grade`."""
     hidden = {grade_id for grade_id, _, has_hidden in cells if has_hidden}
+    language = result.language  # (the notebook's: its sentences are the student's)
     lines = [note] if note else []
     if hidden:
-        lines.append(f"{len(hidden)} of {len(cells)} test cells hold hidden tests: their "
-                     "results show once your instructor publishes the grades.")
+        lines.append(messages.text("gradescope.hidden", language, hidden=len(hidden),
+                                   cells=len(cells)))
     if result.status != "graded":
-        lines.append(f"Your notebook could not be graded: {result.error.strip()}")
+        lines.append(messages.text("gradescope.not_graded", language,
+                                   error=result.error.strip()))
     for problem in result.problems:
         where = problem.get("cell", "")
         lines.append(f"{where}: {problem.get('message', '')}".strip(": "))
@@ -168,7 +176,8 @@ def results_json(result, cells, note=""):
         tests.append({
             "name": test.grade_id, "score": test.points, "max_score": test.max_points,
             "status": "passed" if test.passed else "failed",
-            "output": (test.output or "passed") if test.passed else (test.message or test.status),
+            "output": (test.output or messages.text("status.passed", language)) if test.passed
+            else (test.message or test.status),
             "visibility": "after_published" if test.grade_id in hidden else "visible"})
     return {"score": result.score, "output": "\n".join(lines), "tests": tests,
             "stdout_visibility": "hidden"}

@@ -13,6 +13,7 @@ import threading
 import warnings
 from pathlib import Path
 
+from autograde import messages
 from autograde.paths import CHAPTERS
 
 NOTEBOOK_FILE_BYTES = 20 * 2**20  # the submitted .ipynb itself (engine.LIMITS)
@@ -34,8 +35,40 @@ def parse(text, where="<unknown>"):
         return ast.parse(text, where)
 
 
+def language(nb):
+    """The language the notebook `nb` (a dict) was released in: its metadata course.language
+    (autograde.course.release_language writes it), "en" where it has none."""
+    return nb.get("metadata", {}).get("course", {}).get("language", "en")
+
+
 class SubmissionError(Exception):
-    """The submission cannot be graded at all (not a notebook, wrong chapter, ...)."""
+    """The submission cannot be graded at all (not a notebook, wrong chapter, ...): why, as
+    the template `key` of autograde.messages with its `fields`; str() is the English, text()
+    the student's, in `language`, the notebook's where it could be read."""
+
+    def __init__(self, key, language=messages.ENGLISH, **fields):
+        super().__init__(messages.text(key, **fields))
+        self.key, self.language, self.fields = key, language, fields
+
+    def __reduce__(self):  # (pickled with a Submission, to a worker process)
+        return _submission_error, (self.key, self.language, self.fields)
+
+    def text(self):
+        """Why, in the notebook's language."""
+        return messages.text(self.key, self.language, **self.fields)
+
+
+def _submission_error(key, language, fields):
+    return SubmissionError(key, language, **fields)
+
+
+def _language(nb):
+    """language(nb) as the grader can trust it (messages.supported), English where the
+    notebook's metadata is malformed (also exports', for results rebuilt from nbgrader's)."""
+    try:
+        return messages.supported(language(nb))
+    except (AttributeError, TypeError):
+        return messages.ENGLISH
 
 
 class Submission:
@@ -55,23 +88,23 @@ class Submission:
         try:
             if not path.is_file():
                 return cls(path, digest="missing", error=SubmissionError(
-                    f"no notebook named {path.name} was submitted"))
+                    "submission.missing", name=path.name))
             info = path.stat()
             if info.st_size > max_bytes:  # refused unread: its size and time say if it changed
                 return cls(path, digest=f"over the limit: {info.st_size} bytes, "
                                         f"{info.st_mtime_ns}", error=SubmissionError(
-                    f"{path.name} is {info.st_size / 2**20:.0f} MB, over the limit of "
-                    f"{max_bytes / 2**20:.0f} MB: clear its outputs and submit again"))
+                    "submission.too_big", name=path.name, size=f"{info.st_size / 2**20:.0f}",
+                    limit=f"{max_bytes / 2**20:.0f}"))
             with open(path, "rb") as handle:
                 data = handle.read(max_bytes + 1)  # (the file may have grown since)
         except OSError as error:
             return cls(path, digest=f"unreadable: {_one_line(error)}", error=error)
         error = None
         if not data:
-            error = SubmissionError(f"{path.name} is empty (0 bytes)")
+            error = SubmissionError("submission.empty", name=path.name)
         elif len(data) > max_bytes:
-            error = SubmissionError(f"{path.name} is over the limit of "
-                                    f"{max_bytes / 2**20:.0f} MB")
+            error = SubmissionError("submission.grew_over_limit", name=path.name,
+                                    limit=f"{max_bytes / 2**20:.0f}")
         return cls(path, data, hashlib.sha256(data).hexdigest(), error)
 
     def notebook(self, assignment):
@@ -107,37 +140,36 @@ def _validated(data, filename, assignment):
     try:
         nb = json.loads(data)
     except RecursionError:
-        raise SubmissionError(f"{filename} is not a notebook (its JSON is nested too "
-                              "deeply to read)") from None
+        raise SubmissionError("submission.nested", name=filename) from None
     except (ValueError, UnicodeDecodeError) as error:
-        raise SubmissionError(f"{filename} is not a notebook (not valid JSON: "
-                              f"{_one_line(error)})") from None
+        raise SubmissionError("submission.not_json", name=filename,
+                              error=_one_line(error)) from None
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
-        raise SubmissionError(f"{filename} is JSON but not a Jupyter notebook (no cell list)")
+        raise SubmissionError("submission.no_cells", name=filename)
+    said = _language(nb)  # the language its refusals are written in, from here on
     if nb.get("nbformat") != 4:
-        raise SubmissionError(f"{filename} has nbformat {_one_line(repr(nb.get('nbformat')))}"
-                              "; expected 4")
+        raise SubmissionError("submission.nbformat", said, name=filename,
+                              version=_one_line(repr(nb.get("nbformat"))))
     where = _undecodable(nb)
     if where:
-        raise SubmissionError(f"{filename} holds text that is not valid Unicode (a lone "
-                              f"surrogate) in {where}: save it again from Jupyter")
+        raise SubmissionError("submission.surrogate", said, name=filename, where=where)
     problem = _schema_problem(nb)
     if problem:
-        raise SubmissionError(f"{filename} is not a valid nbformat 4 notebook: {problem}")
+        raise SubmissionError("submission.invalid", said, name=filename, problem=problem)
     kernel = nb["metadata"].get("kernelspec") or {}
     language = nb["metadata"].get("language_info", {}).get("name") or "python"
     if kernel.get("language", language) != "python":
-        raise SubmissionError(f"{filename} uses the {_one_line(kernel.get('display_name'))}"
-                              " kernel; the course's notebooks are Python")
+        raise SubmissionError("submission.kernel", said, name=filename,
+                              kernel=_one_line(kernel.get("display_name")))
     ids = set(_solutions(nb))
     ours = len(ids & set(assignment.solution_ids))
     best = max(((len(ids & set(other)), name) for name, other in chapter_exercises().items()
                 if name != assignment.name), default=(0, ""))
     if assignment.solution_ids and (ours == 0 or best[0] > ours):
-        where = f"; it holds {best[1]}'s exercises" if best[0] > ours else ""
-        raise SubmissionError(f"{filename} holds {ours} of {assignment.name}'s "
-                              f"{len(assignment.solution_ids)} exercises{where} (the wrong "
-                              "notebook, or submitted under the wrong chapter?)")
+        raise SubmissionError(
+            "submission.other_chapter" if best[0] > ours else "submission.wrong_chapter", said,
+            name=filename, ours=ours, assignment=assignment.name,
+            exercises=len(assignment.solution_ids), other=best[1])
     return nb
 
 
@@ -227,12 +259,6 @@ def exercises(nb):
         if meta.get("solution") and not meta.get("grade"):
             found.append(meta["grade_id"])
     return found
-
-
-def language(nb):
-    """The language the notebook `nb` (a dict) was released in: its metadata course.language
-    (autograde.course.release_language writes it), "en" where it has none."""
-    return nb.get("metadata", {}).get("course", {}).get("language", "en")
 
 
 def _source(cell):
@@ -366,9 +392,8 @@ def plan(nb, assignment, transform, limits=None, problems=None):
     per_cell = limits.get("cell_statements", CELL_STATEMENTS)
     per_notebook = limits.get("notebook_statements", NOTEBOOK_STATEMENTS)
     if sum(min(b, per_cell + 1) for b in bounds) > per_notebook:
-        raise SubmissionError(f"the notebook's code cells hold more than {per_notebook:,} "
-                              f"statements (lines and semicolons; the chapter's own hold "
-                              f"under 1,000): over the grader's limit, not graded")
+        raise SubmissionError("submission.too_many_statements", _language(nb),
+                              limit=f"{per_notebook:,}")
     steps = []
     for (index, cell), bound in zip(code_cells, bounds):
         meta = _nbgrader(cell)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from autograde import wire
+from autograde import messages, wire
 from autograde.paths import CHECKS, SANDBOX
 from autograde.protocol import ZYGOTE, request
 from autograde.trees import remove_tree
@@ -36,11 +36,20 @@ SANDBOX_FILES = {PACKAGE / name: f"/grader/autograde/{name}" for name in SANDBOX
 
 
 class SubmissionFault(BaseException):
-    """The student's process timed out, died or broke the protocol; `kind` says which."""
+    """The student's process timed out, died or broke the protocol; `kind` says which.
 
-    def __init__(self, kind, message):
+    Why, as the template `key` of autograde.messages with its `fields` (then `message` is
+    its English and reason(language) the student's), or as a `message` of its own (what
+    broke the protocol: the grader's wire format's words, in English)."""
+
+    def __init__(self, kind, message="", key=None, **fields):
+        message = messages.text(key, **fields) if key else message
         super().__init__(message)
-        self.kind, self.message = kind, message
+        self.kind, self.message, self.key, self.fields = kind, message, key, fields
+
+    def reason(self, language=messages.ENGLISH):
+        """Why, in `language`."""
+        return messages.text(self.key, language, **self.fields) if self.key else self.message
 
 
 def bwrap_path():
@@ -332,32 +341,31 @@ class Child:
 
     def request(self, message, buffers=(), timeout=None, grad=False):
         timeout = self.timeout if timeout is None else timeout
-        left = ""  # which limit this call's time is what is left of, when it is one
-        for deadline, limit in ((self.test_deadline, "the test cell's"),
-                                (self.deadline, "the notebook's")):
+        # the message when no answer comes: which limit this call's time is what is left
+        # of, when it is one
+        no_answer = "fault.no_answer"
+        for deadline, limit in ((self.test_deadline, "test"), (self.deadline, "notebook")):
             if deadline is None or deadline - time.monotonic() >= timeout:
                 continue
             if deadline - time.monotonic() <= 0:
-                raise SubmissionFault("timeout", f"{limit} time limit ran out")
+                raise SubmissionFault("timeout", key=f"fault.{limit}_time_ran_out")
             if deadline - time.monotonic() < timeout - 1:  # (not the call's own limit)
-                left = f", what was left of {limit} time limit"
+                no_answer = f"fault.no_answer_{limit}_left"
             timeout = deadline - time.monotonic()
         try:
             self.sock.sendall(wire.pack(message, buffers))
             if not select.select([self.sock], [], [], timeout)[0]:
-                raise SubmissionFault("timeout", f"no answer within {timeout:.0f} s{left} (an "
-                                                 "infinite loop, or far too slow)")
+                raise SubmissionFault("timeout", key=no_answer, seconds=f"{timeout:.0f}")
             # the whole reply within `timeout` of its first byte, not `timeout` per recv:
             # a process that trickles a byte at a time must not hold the grader forever
             reply, buffers = wire.Reader(_Until(self.sock, time.monotonic() + timeout),
                                          self.reader.max_bytes).read()
             self.sock.settimeout(timeout)  # what sending the next request may take
         except TimeoutError:
-            raise SubmissionFault("timeout", f"no complete answer within {timeout:.0f} s "
-                                             "(a message cut short, or far too slow)") from None
+            raise SubmissionFault("timeout", key="fault.cut_short",
+                                  seconds=f"{timeout:.0f}") from None
         except (EOFError, ConnectionError, OSError) as error:
-            raise SubmissionFault("crash", "the student's process died (a crash, os._exit, "
-                                           f"or a memory or process limit): {error}") from None
+            raise SubmissionFault("crash", key="fault.died", error=str(error)) from None
         except (wire.ProtocolError, RecursionError) as error:  # (JSON nested too deep)
             # the rest of a message may be left unread: the stream cannot be trusted
             raise SubmissionFault("protocol", str(error)) from None
@@ -366,7 +374,7 @@ class Child:
         if reply.get("error"):
             error = reply["error"]
             if not isinstance(error, dict):
-                raise SubmissionFault("protocol", "malformed error")
+                raise SubmissionFault("protocol", key="fault.malformed_error")
             exception = _exception(str(error.get("error")), str(error.get("message", "")),
                                    error.get("base"))
             exception.student_traceback = str(reply.get("traceback", ""))

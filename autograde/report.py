@@ -4,16 +4,23 @@ Per assignment: the pass rate of each test cell, the score distribution, the mos
 diagnosed mistakes, and every submission that needs the instructor's attention (it could
 not be graded, or a test timed out, crashed or broke the grader's protocol).
 
+The report's own sentences are templates of autograde.messages, in the language asked for
+(`report --lang`, English by default: the instructor's). What it quotes of each student (a
+diagnosis, why a submission needs attention) is as that student read it, in their notebook's
+language; mistakes are grouped per language, and marked with it when the class has several.
+
 Diagnoses hold student-controlled text, so report.md shows them only inside indented
 code blocks (no Markdown or HTML is interpreted there) with control characters removed
 (no escape sequences reach the terminal that prints it).
 """
 import re
 import statistics
+import unicodedata
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograde import messages
 from autograde.feedback import clean, code_span, is_ungradable, md_text, number
 
 INFRASTRUCTURE = ("timeout", "crash", "protocol")  # the grader's fault or a limit, not a mistake
@@ -47,6 +54,7 @@ def normalise(line):
 class Mistake:
     """Failed tests whose diagnoses share a normalised first line."""
     pattern: str
+    language: str = messages.ENGLISH  # of the submissions' notebooks (their diagnoses')
     count: int = 0
     students: set = field(default_factory=set)
     tests: Counter = field(default_factory=Counter)
@@ -57,7 +65,7 @@ class Mistake:
 class Attention:
     """A submission the instructor must look at, and why."""
     student: str
-    reason: str
+    reason: str   # a key of messages.MESSAGES, or a test's "grade_id: status"
     message: str
 
 
@@ -71,6 +79,11 @@ class Summary:
     passed: Counter   # grade id -> submissions that passed it (graded ones only)
     mistakes: list    # Mistakes, most frequent first
     attention: list   # Attentions, by student
+    languages: list = field(default_factory=list)  # of the submissions, English first
+
+    @property
+    def multilingual(self):
+        return len(self.languages) > 1
 
     @property
     def scores(self):
@@ -102,25 +115,29 @@ def _summary(assignment, results):
                 tests.append(test.grade_id)
     for result in graded:
         passed.update(t.grade_id for t in result.tests if t.passed)
+    languages = sorted({r.language for r in results}, key=lambda l: (l != messages.ENGLISH, l))
     return Summary(assignment, graded, ungradable, tests, passed, _mistakes(graded),
-                   _attention(results))
+                   _attention(results), languages)
 
 
 def _mistakes(graded):
-    """Failed tests grouped by their diagnosis' normalised first line, most frequent first."""
+    """Failed tests grouped by their diagnosis' normalised first line (and the language it
+    is written in), most frequent first."""
     groups = {}
     for result in graded:
         for test in result.tests:
             if test.status != "failed":
                 continue
-            line = first_line(test.message) or "(no diagnosis)"
-            mistake = groups.setdefault(normalise(line), Mistake(normalise(line)))
+            line = first_line(test.message) or messages.text("report.no_diagnosis",
+                                                             result.language)
+            mistake = groups.setdefault((normalise(line), result.language),
+                                        Mistake(normalise(line), result.language))
             if not mistake.count:
                 mistake.example = (result.student, line)
             mistake.count += 1
             mistake.students.add(result.student)
             mistake.tests[test.grade_id] += 1
-    return sorted(groups.values(), key=lambda m: (-m.count, m.pattern))
+    return sorted(groups.values(), key=lambda m: (-m.count, m.pattern, m.language))
 
 
 def _attention(results):
@@ -128,14 +145,14 @@ def _attention(results):
     found = []
     for result in sorted(results, key=lambda r: r.student):
         if is_ungradable(result):
-            found.append(Attention(result.student, "could not be graded", result.error))
+            found.append(Attention(result.student, "report.reason.ungradable", result.error))
         elif result.status == "error":  # graded, but nbgrader could not record it
-            found.append(Attention(result.student, "graded, not recorded", result.error))
+            found.append(Attention(result.student, "report.reason.not_recorded", result.error))
         elif result.error:
-            found.append(Attention(result.student, "grading problem", result.error))
+            found.append(Attention(result.student, "report.reason.problem", result.error))
         for problem in result.problems:
-            reason = {"suspicious": "suspicious code",
-                      "duplicate": "exercise in several cells"}.get(problem.get("kind"))
+            reason = {"suspicious": "report.reason.suspicious",
+                      "duplicate": "report.reason.duplicate"}.get(problem.get("kind"))
             if reason:
                 found.append(Attention(result.student, reason,
                                        f"{problem.get('cell', '')}: {problem.get('message', '')}"))
@@ -152,8 +169,10 @@ def _block(lines):
     return ["", *("    " + clean(line).replace("\n", " ") for line in lines)]
 
 
-def _plural(count, word):
-    return f"{count} {word}" + ("" if count == 1 else "s")
+def _plural(count, what, language):
+    """"1 submission", "2 submissions": the message report.<what>_one or _many."""
+    return messages.text(f"report.{what}_{'one' if count == 1 else 'many'}", language,
+                         count=count)
 
 
 def _short(text, limit=EXAMPLE_CHARS):
@@ -161,88 +180,144 @@ def _short(text, limit=EXAMPLE_CHARS):
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
+def _width(text):
+    """How many columns a terminal gives `text`: two for a wide (Chinese) character."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in str(text))
+
+
 def _table(header, rows):
     """A Markdown table with padded columns, as readable in a terminal as rendered."""
-    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
-    line = lambda row: "| " + " | ".join(str(c).ljust(w) for c, w in zip(row, widths)) + " |"
+    widths = [max(_width(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    pad = lambda cell, width: str(cell) + " " * (width - _width(cell))  # noqa: E731
+    line = lambda row: "| " + " | ".join(pad(c, w) for c, w in zip(row, widths)) + " |"
     return [line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|",
             *(line(row) for row in rows)]
 
 
-def _scores_md(summary):
+def _wrapped(text, width=88):
+    """A sentence of the report as lines of at most `width` characters where it has spaces
+    (a Chinese sentence, without any, stays one line)."""
+    lines = [""]
+    for word in text.split(" "):
+        if lines[-1] and len(lines[-1]) + 1 + len(word) > width:
+            lines.append(word)
+        else:
+            lines[-1] = f"{lines[-1]} {word}" if lines[-1] else word
+    return lines
+
+
+def _scores_md(summary, language):
+    text = lambda key, **fields: messages.text(key, language, **fields)  # noqa: E731
     scores = summary.scores
-    counted = _plural(len(summary.graded), "graded submission")
+    counted = _plural(len(summary.graded), "graded", language)
     if summary.ungradable:
-        counted += f"; {len(summary.ungradable)} ungradable, left out: see Needs attention"
+        counted = text("report.ungradable_left_out", counted=counted,
+                       ungradable=len(summary.ungradable))
     if not scores:
-        return [f"Scores: none ({counted})."]
+        return [text("report.no_scores", counted=counted)]
     full = sum(1 for r in summary.graded if r.max_score and r.score >= r.max_score)
-    return [f"Scores out of {number(summary.max_score)} ({counted}):", "",
-            *_table(["mean", "median", "min", "max", "full marks"],
+    columns = [text(f"report.column.{c}") for c in ("mean", "median", "min", "max",
+                                                     "full_marks")]
+    return [text("report.scores", max_score=number(summary.max_score), counted=counted), "",
+            *_table(columns,
                     [[f"{statistics.mean(scores):.2f}", number(statistics.median(scores)),
                       number(min(scores)), number(max(scores)), f"{full}/{len(scores)}"]])]
 
 
-def _pass_rates_md(summary):
+def _pass_rates_md(summary, language):
     rows = [[code_span(grade_id), f"{summary.passed[grade_id]}/{len(summary.graded)}",
              f"{100 * summary.pass_rate(grade_id):.0f}%"] for grade_id in summary.tests]
-    return ["Pass rate of each test cell (graded submissions):", "",
-            *_table(["test", "passed", "rate"], rows)]
+    columns = [messages.text(f"report.column.{c}", language) for c in ("test", "passed", "rate")]
+    return [messages.text("report.pass_rates", language), "", *_table(columns, rows)]
 
 
-def _mistakes_md(summary):
+def _mistakes_md(summary, language):
+    text = lambda key, **fields: messages.text(key, language, **fields)  # noqa: E731
     if not summary.mistakes:
-        return ["Most common mistakes: none."]
+        return [text("report.no_mistakes")]
     lines = []
     for mistake in summary.mistakes[:TOP_MISTAKES]:
         tests = ", ".join(f"{name} ({count})" for name, count in mistake.tests.most_common())
         student, line = mistake.example
-        lines += [f"{mistake.count}x, {_plural(len(mistake.students), 'student')}: "
-                  f"{_short(mistake.pattern)}",
-                  f"    tests: {tests}"]
+        fields = dict(count=mistake.count, pattern=_short(mistake.pattern),
+                      students=_plural(len(mistake.students), "student", language))
+        lines += [text("report.mistake_language", language=mistake.language, **fields)
+                  if summary.multilingual else text("report.mistake", **fields),
+                  "    " + text("report.mistake_tests", tests=tests)]
         if line != mistake.pattern:  # an example with its numbers, when it had any
-            lines.append(f"    e.g. {_short(student, 60)}: {_short(line)}")
+            lines.append("    " + text("report.mistake_example", student=_short(student, 60),
+                                       line=_short(line)))
     more = len(summary.mistakes) - TOP_MISTAKES
-    note = f" ({more} rarer kinds not shown)" if more > 0 else ""
-    return ["Most common mistakes: failed tests grouped by the first line of their",
-            f"diagnosis, with numbers as # and shapes as (…){note}:", *_block(lines)]
+    note = text("report.rarer_kinds", count=more) if more > 0 else ""
+    return [*_wrapped(text("report.mistakes", note=note), 80), *_block(lines)]
 
 
-def _attention_md(summary):
+def _attention_reason(reason, language):
+    """An Attention's reason as the report says it (a test's "grade_id: status" as it is)."""
+    return messages.text(reason, language) if reason in messages.MESSAGES else reason
+
+
+def _attention_md(summary, language):
     if not summary.attention:
-        return ["Needs attention: nobody."]
+        return [messages.text("report.nobody", language)]
     lines = []
     for item in summary.attention:
-        lines += [f"{_short(item.student, 60)}: {_short(item.reason, 100)}",
+        lines += [f"{_short(item.student, 60)}: "
+                  f"{_short(_attention_reason(item.reason, language), 100)}",
                   f"    {_short(item.message, 2 * EXAMPLE_CHARS)}"]
-    return [f"Needs attention ({len(summary.attention)}): not graded, a test that timed out,",
-            "crashed or broke the grader's protocol, or code that reaches into the checks.",
-            *_block(lines)]
+    return [*_wrapped(messages.text("report.attention", language,
+                                    count=len(summary.attention)), 80), *_block(lines)]
 
 
-def render_markdown(summaries, image_name="report.png"):
-    """report.md's text."""
+def render_markdown(summaries, image_name="report.png", language=messages.ENGLISH):
+    """report.md's text, its own sentences in `language`."""
+    text = lambda key, **fields: messages.text(key, language, **fields)  # noqa: E731
     total = sum(len(s.graded) + len(s.ungradable) for s in summaries.values())
-    lines = ["# Grading report", "",
-             f"{_plural(total, 'submission')} in {_plural(len(summaries), 'assignment')}.", "",
-             f"![Pass rate of each test cell]({image_name})", ""]
+    count = text("report.count", submissions=_plural(total, "submission", language),
+                 assignments=_plural(len(summaries), "assignment", language))
+    lines = [f"# {text('report.title')}", "", count, "",
+             f"![{text('report.chart_title')}]({image_name})", ""]
     for summary in summaries.values():
         lines += [f"## {md_text(summary.assignment)}", ""]
         for section in (_scores_md, _pass_rates_md, _mistakes_md, _attention_md):
-            lines += [*section(summary), ""]
+            lines += [*section(summary, language), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
 # -- report.png ------------------------------------------------------------------------
-def render_png(summaries, path):
+# A report in a language that Latin fonts lack draws its labels with the CJK font that the
+# Chinese edition uses (Debian's fonts-noto-cjk, .ci/run), DejaVu Sans first for the rest
+CJK_FONT = "Noto Sans CJK SC"
+
+
+def _cjk_fonts():
+    """matplotlib's font families for a Chinese report: the CJK font added to its font list
+    where its cache predates the font's installation (matplotlib lists the fonts it found
+    once, when it first ran)."""
+    from matplotlib import font_manager
+    if CJK_FONT not in {font.name for font in font_manager.fontManager.ttflist}:
+        for path in font_manager.findSystemFonts():
+            if Path(path).name.startswith("NotoSansCJK"):
+                font_manager.fontManager.addfont(path)
+    return ["DejaVu Sans", CJK_FONT]
+
+
+def render_png(summaries, path, language=messages.ENGLISH):
     """One horizontal bar chart of pass rates per assignment, stacked in one PNG."""
+    import matplotlib
+    fonts = {} if language == messages.ENGLISH else {"font.family": _cjk_fonts()}
+    with matplotlib.rc_context(fonts):
+        return _render_png(summaries, path, language)
+
+
+def _render_png(summaries, path, language):
     # the Agg canvas directly: no pyplot state, no GUI backend, safe in any process
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     panels = [s for s in summaries.values() if s.tests]
     if not panels:
-        return _empty_png(path)
+        return _empty_png(path, language)
     heights = [max(len(s.tests), 1) for s in panels]
     label_chars = max((len(t) for s in panels for t in s.tests), default=10)
     figure = Figure(figsize=(8 + 0.08 * label_chars, 1.2 + sum(0.35 * h + 0.8 for h in heights)),
@@ -251,25 +326,26 @@ def render_png(summaries, path):
     axes = figure.subplots(len(panels), 1, squeeze=False,
                            gridspec_kw={"height_ratios": heights})[:, 0]
     for ax, summary in zip(axes, panels):
-        _pass_rate_panel(ax, summary)
-    figure.suptitle("Pass rate of each test cell")
+        _pass_rate_panel(ax, summary, language)
+    figure.suptitle(messages.text("report.chart_title", language))
     figure.savefig(path, dpi=100)
     return Path(path)
 
 
-def _empty_png(path):
+def _empty_png(path, language):
     """A small image that says there is nothing to chart (no results, or no test cells)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(6, 1.5))
     FigureCanvasAgg(figure)
-    figure.text(0.5, 0.5, "No graded test cells", ha="center", va="center", fontsize=14)
+    figure.text(0.5, 0.5, messages.text("report.no_chart", language), ha="center",
+                va="center", fontsize=14)
     figure.savefig(path, dpi=100)
     return Path(path)
 
 
-def _pass_rate_panel(ax, summary):
+def _pass_rate_panel(ax, summary, language):
     names = summary.tests
     rates = [100 * summary.pass_rate(name) for name in names]
     positions = range(len(names))
@@ -281,8 +357,10 @@ def _pass_rate_panel(ax, summary):
     for y, (name, rate) in enumerate(zip(names, rates)):
         ax.text(rate + 1, y, f"{summary.passed[name]}/{len(summary.graded)}", va="center",
                 fontsize=9)
-    extra = f", {len(summary.ungradable)} ungradable" if summary.ungradable else ""
-    ax.set_title(f"{summary.assignment} ({len(summary.graded)} graded{extra})", loc="left")
+    fields = dict(assignment=summary.assignment, graded=len(summary.graded),
+                  ungradable=len(summary.ungradable))
+    ax.set_title(messages.text("report.panel_title_ungradable" if summary.ungradable
+                               else "report.panel_title", language, **fields), loc="left")
     ax.grid(axis="x", alpha=0.3)
 
 
@@ -290,12 +368,13 @@ def _colour(rate):
     return "#2e7d32" if rate >= 80 else "#f9a825" if rate >= 50 else "#c62828"
 
 
-def write_report(course_dir, results):
-    """Write <course>/report.md and <course>/report.png; returns their paths."""
+def write_report(course_dir, results, language=messages.ENGLISH):
+    """Write <course>/report.md and <course>/report.png, their own sentences in `language`;
+    returns their paths."""
     course_dir = Path(course_dir)
     course_dir.mkdir(parents=True, exist_ok=True)
     summaries = summarise(results)
-    image = render_png(summaries, course_dir / "report.png")
+    image = render_png(summaries, course_dir / "report.png", language)
     markdown = course_dir / "report.md"
-    markdown.write_text(render_markdown(summaries, image.name), encoding="utf-8")
+    markdown.write_text(render_markdown(summaries, image.name, language), encoding="utf-8")
     return [markdown, image]

@@ -32,6 +32,9 @@ class NotebookResult:
     seconds: float = 0.0
     sandbox: str = ""
     fingerprint: str = ""
+    # the notebook's language (notebook.language): the grader's messages, feedback's and
+    # report's are written in it; "en" where no notebook could be read
+    language: str = "en"
 
     def to_json(self):
         data = dict(self.__dict__)

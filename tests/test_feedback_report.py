@@ -241,7 +241,7 @@ def test_a_result_graded_but_not_recorded_keeps_its_diagnoses(tmp_path):
     summary = summarise(results)[A1]
     assert len(summary.graded) == 1 and summary.passed["test_scores"] == 1
     assert [(a.student, a.reason) for a in summary.attention] == \
-        [("frank", "graded, not recorded")]
+        [("frank", "report.reason.not_recorded")]
 
 
 def test_normalise_numbers_and_shapes():

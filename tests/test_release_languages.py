@@ -4,8 +4,10 @@ The translator (autograde.translate) on cells made here, one per kind of markdow
 every chapter whose catalogue is complete (locales/zh_CN/TRANSLATED): its Chinese student
 notebook leaves no block in English, holds Chinese, shows the figures drawn in Chinese, and
 differs from the English one in its markdown only (code cells, cell ids and nbgrader's metadata are the English bytes, so one
-gradebook holds both); and a Chinese notebook completed with the reference solution gets the
-same full marks through `python -m autograde grade` as the English one.
+gradebook holds both); and every chapter's reference solution and a sample of its catalogued
+bugs, handed in as Chinese notebooks and as English ones, get the same points and statuses in
+every test cell through `python -m autograde grade`, and `feedback` in each notebook's
+language.
 """
 import csv
 import json
@@ -19,13 +21,13 @@ import pytest
 from autograde import course, translate
 from autograde.__main__ import main
 from autograde.paths import release_dir
-from tests.submissions import catalogue, fill_submission
+from tests.submissions import catalogue, fill_submission, sample_bugs
 from tests.translations import LANGUAGE, translated_documents
 
 CHINESE = re.compile(r"[\u4e00-\u9fff]")
 CHAPTERS = [d.split("/", 1)[1] for d in translated_documents()
             if re.fullmatch(r"chapters/\d\d_[a-z_]+", d)]
-GRADED = "01_attention"  # the chapter graded in both languages (the cheapest to grade)
+GRADED = "01_attention"  # the chapter released by the command line in both languages
 
 MESSAGES = {
     "Scaled dot-product attention": "缩放点积注意力",
@@ -240,11 +242,10 @@ def test_a_calendar_that_opened_nothing_releases_nothing(tmp_path, monkeypatch, 
         main(["release", "--calendar", GRADED, "--course-dir", str(tmp_path)])
 
 
-# About 20 s: a release of one chapter in both languages and one batch of three submissions.
-# The instructor's release while the class runs: the chapters class_calendar has opened
-# (here the first, GRADED), in both languages, into one gradebook.
-def test_a_chinese_submission_is_graded_as_the_english_one(course_release, tmp_path, capsys,
-                                                           monkeypatch):
+# About 10 s: the instructor's release while the class runs, through the command line: the
+# chapters class_calendar has opened (here the first, GRADED), in both languages.
+def test_release_lang_writes_the_chinese_notebook_and_its_zip(course_release, tmp_path, capsys,
+                                                              monkeypatch):
     course_dir = tmp_path / "course"
     shutil.copytree(course_release(GRADED), course_dir)
     assert course.assignments()[0] == GRADED
@@ -259,41 +260,103 @@ def test_a_chinese_submission_is_graded_as_the_english_one(course_release, tmp_p
         zipped = z.read(f"{GRADED}/{GRADED}.ipynb")
     name = f"{GRADED}.ipynb"
     assert zipped == (release_dir(course_dir, LANGUAGE) / GRADED / name).read_bytes()
+    chinese = json.loads(zipped)
+    assert chinese["metadata"]["course"] == {"language": LANGUAGE}
     # code, cell ids and nbgrader's metadata: the English release's, cell for cell
     released = [[c for c in json.loads((release_dir(course_dir, language) / GRADED / name)
                                        .read_text(encoding="utf-8"))["cells"]
                  if c["cell_type"] == "code"] for language in (None, LANGUAGE)]
     assert released[0] == released[1] and released[0]
-    source = json.loads((course_dir / "source" / GRADED / name).read_text())
-    bug = next(iter(catalogue(GRADED).BUGS.values()))
-    submissions = {}
-    for language in (None, LANGUAGE):
-        blank = json.loads((release_dir(course_dir, language) / GRADED / name).read_text())
-        tag = language or "en"
-        submissions[f"reference_{tag}"] = fill_submission(source, blank, {})
-        submissions[f"bug_{tag}"] = fill_submission(source, blank, bug.cells)
-    for student, notebook in submissions.items():
-        folder = course_dir / "submitted" / student / GRADED
+
+
+# The submissions graded in both languages: each chapter's reference solution and, of its
+# catalogued bugs, the first whose first failing test cell is each test cell (sample_bugs with
+# one per cell: 3 to 7 a chapter, 42 in all), each as the Chinese and as the English student
+# notebook. One `grade` of the 100 notebooks: ~35 s of CPU on the 2-core machine.
+BUGS_PER_CELL = 1
+
+
+def _submissions(course_dir):
+    """{student id: (chapter, language, kind, notebook)} of every submission graded here,
+    kind "reference" or "bug-<name>"; the student id is "<kind>_<chapter>_<language>"."""
+    found = {}
+    for chapter in CHAPTERS:
+        name = f"{chapter}.ipynb"
+        source = json.loads((course_dir / "source" / chapter / name).read_text())
+        kinds = {"reference": {}} | {
+            f"bug-{bug}": entry.cells for bug, entry in
+            sample_bugs(catalogue(chapter).BUGS, BUGS_PER_CELL).items()}
+        for language in ("en", LANGUAGE):
+            folder = release_dir(course_dir, None if language == "en" else language)
+            blank = json.loads((folder / chapter / name).read_text(encoding="utf-8"))
+            for kind, cells in kinds.items():
+                found[f"{kind}_{chapter}_{language}"] = (
+                    chapter, language, kind, fill_submission(source, blank, cells))
+    return found
+
+
+@pytest.fixture(scope="module")
+def graded_both(released_zh, tmp_path_factory):
+    """Every submission of _submissions() graded in one batch, and `feedback` written: the
+    course directory and {student id: {test: (status, points)}} from tests.csv."""
+    course_dir = tmp_path_factory.mktemp("graded-both") / "course"
+    shutil.copytree(released_zh[0], course_dir)
+    submissions = _submissions(course_dir)
+    for student, (chapter, _, _, notebook) in submissions.items():
+        folder = course_dir / "submitted" / student / chapter
         folder.mkdir(parents=True)
-        (folder / name).write_text(json.dumps(notebook, ensure_ascii=False), encoding="utf-8")
-    assert main(["grade", GRADED, "--course-dir", str(course_dir), "--no-progress"]) == 0
-    assert "4 notebooks; 0 could not be graded" in capsys.readouterr().out
-    with open(course_dir / "grades.csv", newline="") as handle:
-        grades = {r["student_id"]: r for r in csv.DictReader(handle)}
+        (folder / f"{chapter}.ipynb").write_text(json.dumps(notebook, ensure_ascii=False),
+                                                  encoding="utf-8")
+    assert main(["grade", "--course-dir", str(course_dir), "--no-progress"]) == 0
+    assert main(["feedback", "--course-dir", str(course_dir)]) == 0
     with open(course_dir / "tests.csv", newline="") as handle:
         tests = {}
         for row in csv.DictReader(handle):
-            tests.setdefault(row["student_id"], {})[row["test"]] = (row["status"], row["points"])
-    full = grades["reference_en"]["max_score"]
-    assert float(full) > 0
-    assert grades["reference_zh_CN"]["score"] == grades["reference_en"]["score"] == full
-    assert grades["bug_zh_CN"]["score"] == grades["bug_en"]["score"] != full
-    assert tests["reference_zh_CN"] == tests["reference_en"]
-    assert tests["bug_zh_CN"] == tests["bug_en"]
-    # and the checks spoke each notebook's language (the grader reads its metadata)
-    messages = {}
-    for student in ("bug_en", "bug_zh_CN"):
-        saved = course_dir / ".autograde" / "results" / GRADED / f"{student}.json"
-        messages[student] = " ".join(t["message"] for t in json.loads(saved.read_text())["tests"])
-    assert CHINESE.search(messages["bug_zh_CN"]) and not CHINESE.search(messages["bug_en"]), \
-        messages
+            tests.setdefault((row["student_id"], row["assignment"]), {})[row["test"]] = (
+                row["status"], float(row["points"]), float(row["max_points"]))
+    return course_dir, submissions, tests
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_a_submission_gets_the_same_points_in_either_language(graded_both, chapter):
+    """Each test cell of each submission: the same status and points whether the notebook was
+    the Chinese or the English one; the reference gets full marks, each bug loses points."""
+    _, submissions, tests = graded_both
+    kinds = sorted({kind for c, _, kind, _ in submissions.values() if c == chapter})
+    assert "reference" in kinds and len(kinds) >= 4, kinds  # the reference and 3+ bugs
+    for kind in kinds:
+        english = tests[(f"{kind}_{chapter}_en", chapter)]
+        chinese = tests[(f"{kind}_{chapter}_{LANGUAGE}", chapter)]
+        assert english and chinese == english, kind
+        lost = [test for test, (_, points, full) in english.items() if points < full]
+        if kind == "reference":
+            assert lost == [] and all(s == "passed" for s, _, _ in english.values())
+        else:
+            assert lost, f"{kind} lost no points"
+
+
+def test_the_feedback_of_each_submission_is_in_its_notebooks_language(graded_both):
+    course_dir, submissions, _ = graded_both
+    for student, (chapter, language, kind, _) in submissions.items():
+        page = (course_dir / "feedback" / student / f"{chapter}.md").read_text(
+            encoding="utf-8")
+        if language == LANGUAGE:
+            assert page.startswith(f"# {chapter} — 给 ") and "\n## 测试\n" in page, student
+            statuses = re.findall(r"`：[\d.]+ / [\d.]+，(.+)$", page, re.M)
+            assert statuses and set(statuses) <= {"通过", "未通过", "超时", "崩溃"}, student
+            assert (set(statuses) == {"通过"}) is (kind == "reference"), student
+        else:
+            assert page.startswith(f"# {chapter} — feedback for ") and "\n## Tests\n" in page
+            assert CHINESE.search(page) is None, student
+
+
+def test_the_checks_spoke_each_notebooks_language(graded_both):
+    """The checks' messages of each bug (the grader reads the notebook's metadata): Chinese
+    for the Chinese notebook, none for the English one."""
+    course_dir, submissions, _ = graded_both
+    for student, (chapter, language, kind, _) in submissions.items():
+        if kind == "reference":
+            continue
+        saved = course_dir / ".autograde" / "results" / chapter / f"{student}.json"
+        said = " ".join(t["message"] for t in json.loads(saved.read_text())["tests"])
+        assert bool(CHINESE.search(said)) is (language == LANGUAGE), (student, said)

@@ -19,6 +19,8 @@ PLOTS_CATALOGUE = "plots"
 # the checks' messages (chapters/checks/*.py's MESSAGES, autograde/checks_catalogue.py), the
 # same: no document's (tests/test_check_messages_zh.py holds it to the checks' English)
 CHECKS_CATALOGUE = "checks"
+# the grader's sentences (autograde/messages.py): feedback, report, the grader's verdicts
+GRADER_CATALOGUE = "grader"
 
 # What a message holds that is not prose, and is neither translated nor searched for terms:
 # code spans, MyST roles' targets ({doc}`student_guide`), maths, link targets, addresses.
@@ -44,12 +46,11 @@ def translated_documents(language=LANGUAGE):
 
 def catalogued_documents(messages=MESSAGES, suffix=".po"):
     """Every document that has a catalogue (or, suffix=".pot", a template): {document: path}.
-    The figures', the plots' and the checks' catalogues are no document's."""
+    The figures', the plots', the checks' and the grader's catalogues are no document's."""
     found = {str(p.relative_to(messages).with_suffix("")): p
              for p in sorted(messages.rglob(f"*{suffix}"))}
-    found.pop(FIGURES_CATALOGUE, None)
-    found.pop(PLOTS_CATALOGUE, None)
-    found.pop(CHECKS_CATALOGUE, None)
+    for catalogue in (FIGURES_CATALOGUE, PLOTS_CATALOGUE, CHECKS_CATALOGUE, GRADER_CATALOGUE):
+        found.pop(catalogue, None)
     return found
 
 

@@ -1,0 +1,206 @@
+"""The grader's own words to students and instructors, in one place, in every language.
+
+Every sentence that feedback, report and the grader's verdicts (a timeout, a crash, a
+notebook that cannot be read) put before a person is a template with named fields in
+MESSAGES below; code writes `text(key, language, **fields)`. The English is the catalogue's
+message id: `make locales` extracts the templates (pybabel, the `_()` marks below) into
+locales/<language>/LC_MESSAGES/grader.po, where they are translated; at run time the .po is
+compiled in memory and read with the standard library's gettext (`translations`), so no
+compiled file can go stale. A template with no translation (or only a fuzzy one) falls back
+to the English, as gettext does. The language of a submission is its notebook's metadata
+`course.language`, which `release --lang` writes (autograde.notebook.language).
+
+Fields hold what is not prose: names, numbers, code, shapes, and text quoted from the
+student's code or from the checks (translated by the checks' own catalogue). Values that are
+code stay as they are in every language.
+"""
+import functools
+import gettext
+import io
+import re
+
+from autograde.paths import REPO
+
+ENGLISH = "en"
+DOMAIN = "grader"
+LOCALES = REPO / "locales"
+
+
+def _(english):
+    """Marks a template for extraction (pybabel extract -k _); returns it unchanged."""
+    return english
+
+
+MESSAGES = {
+    # -- feedback: one student's page (autograde.feedback) ---------------------------------
+    "status.passed": _("passed"),
+    "status.failed": _("failed"),
+    "status.timeout": _("timed out"),
+    "status.crash": _("crashed"),
+    "status.protocol": _("grader error"),
+    "status.error": _("not graded"),
+    "feedback.title": _("{assignment} — feedback for {student}"),
+    "feedback.for": _("Feedback for {student}"),
+    "feedback.score": _("Score: {score}"),
+    "feedback.tests": _("Tests"),
+    "feedback.column.test": _("Test"),
+    "feedback.column.points": _("Points"),
+    "feedback.column.status": _("Status"),
+    "feedback.column.details": _("Details"),
+    "feedback.see_above": _("see above"),
+    "feedback.test_line": _("{test}: {points} / {max_points}, {status}"),
+    "feedback.errors": _("Errors in your code"),
+    "feedback.errors_explained": _("These statements of your solution cells raised an error "
+                                   "when the grader ran them; the tests that use them may fail "
+                                   "because of it."),
+    "feedback.ungradable": _("Your submission could not be graded"),
+    "feedback.not_recorded": _("Your grade could not be recorded yet (your instructor will "
+                               "see to it)"),
+    # -- the grader's verdicts on the student's process (autograde.engine, remote) --------
+    "fault.timeout": _("Timed out: {reason}. Each test may take {call_seconds} s and the "
+                       "notebook {notebook_seconds} s."),
+    "fault.crash": _("Your code crashed the grader's process for it: {reason}."),
+    "fault.protocol": _("Your code broke the grader's protocol: {reason}."),
+    "fault.notebook_time_ran_out": _("the notebook's time limit ran out"),
+    "fault.test_time_ran_out": _("the test cell's time limit ran out"),
+    "fault.not_loaded": _("the student's code could not be loaded"),
+    "fault.no_answer": _("no answer within {seconds} s (an infinite loop, or far too slow)"),
+    "fault.no_answer_test_left": _("no answer within {seconds} s, what was left of the test "
+                                   "cell's time limit (an infinite loop, or far too slow)"),
+    "fault.no_answer_notebook_left": _("no answer within {seconds} s, what was left of the "
+                                       "notebook's time limit (an infinite loop, or far too "
+                                       "slow)"),
+    "fault.cut_short": _("no complete answer within {seconds} s (a message cut short, or far "
+                         "too slow)"),
+    "fault.died": _("the student's process died (a crash, os._exit, or a memory or process "
+                    "limit): {error}"),
+    "fault.malformed_error": _("malformed error"),
+    "failure.in_your_code": _("In your code:"),
+    # -- an exercise written with what it forbids (autograde.forbids.verdicts) -------------
+    "forbid.named": _("{message} (in your code: {where}: {code})"),
+    "forbid.could_hide": _("{exercise}'s tests need it written without {label}, and your code "
+                           "does what could hide such a call from the checks ({listed}{more}): "
+                           "no points for them. The checks run in the grader: a solution needs "
+                           "none of this."),
+    "forbid.more": _(" and {count} more"),
+    "forbid.own_version": _("PyTorch’s own version"),
+    # -- why a submission cannot be graded at all (autograde.notebook.SubmissionError) ------
+    "submission.missing": _("no notebook named {name} was submitted"),
+    "submission.too_big": _("{name} is {size} MB, over the limit of {limit} MB: clear its "
+                            "outputs and submit again"),
+    "submission.empty": _("{name} is empty (0 bytes)"),
+    "submission.grew_over_limit": _("{name} is over the limit of {limit} MB"),
+    "submission.nested": _("{name} is not a notebook (its JSON is nested too deeply to read)"),
+    "submission.not_json": _("{name} is not a notebook (not valid JSON: {error})"),
+    "submission.no_cells": _("{name} is JSON but not a Jupyter notebook (no cell list)"),
+    "submission.nbformat": _("{name} has nbformat {version}; expected 4"),
+    "submission.surrogate": _("{name} holds text that is not valid Unicode (a lone surrogate) "
+                              "in {where}: save it again from Jupyter"),
+    "submission.invalid": _("{name} is not a valid nbformat 4 notebook: {problem}"),
+    "submission.kernel": _("{name} uses the {kernel} kernel; the course's notebooks are "
+                           "Python"),
+    "submission.wrong_chapter": _("{name} holds {ours} of {assignment}'s {exercises} exercises "
+                                  "(the wrong notebook, or submitted under the wrong chapter?)"),
+    "submission.other_chapter": _("{name} holds {ours} of {assignment}'s {exercises} exercises; "
+                                  "it holds {other}'s exercises (the wrong notebook, or "
+                                  "submitted under the wrong chapter?)"),
+    "submission.too_many_statements": _("the notebook's code cells hold more than {limit} "
+                                        "statements (lines and semicolons; the chapter's own "
+                                        "hold under 1,000): over the grader's limit, not "
+                                        "graded"),
+    # -- Gradescope's results.json (autograde.gradescope) ----------------------------------
+    "gradescope.hidden": _("{hidden} of {cells} test cells hold hidden tests: their results "
+                           "show once your instructor publishes the grades."),
+    "gradescope.not_graded": _("Your notebook could not be graded: {error}"),
+    # -- report: the class's summary (autograde.report) ------------------------------------
+    "report.title": _("Grading report"),
+    "report.count": _("{submissions} in {assignments}."),
+    "report.submission_one": _("{count} submission"),
+    "report.submission_many": _("{count} submissions"),
+    "report.assignment_one": _("{count} assignment"),
+    "report.assignment_many": _("{count} assignments"),
+    "report.graded_one": _("{count} graded submission"),
+    "report.graded_many": _("{count} graded submissions"),
+    "report.student_one": _("{count} student"),
+    "report.student_many": _("{count} students"),
+    "report.chart_title": _("Pass rate of each test cell"),
+    "report.no_chart": _("No graded test cells"),
+    "report.panel_title": _("{assignment} ({graded} graded)"),
+    "report.panel_title_ungradable": _("{assignment} ({graded} graded, {ungradable} "
+                                       "ungradable)"),
+    "report.ungradable_left_out": _("{counted}; {ungradable} ungradable, left out: see "
+                                    "Needs attention"),
+    "report.no_scores": _("Scores: none ({counted})."),
+    "report.scores": _("Scores out of {max_score} ({counted}):"),
+    "report.column.mean": _("mean"),
+    "report.column.median": _("median"),
+    "report.column.min": _("min"),
+    "report.column.max": _("max"),
+    "report.column.full_marks": _("full marks"),
+    "report.pass_rates": _("Pass rate of each test cell (graded submissions):"),
+    "report.column.test": _("test"),
+    "report.column.passed": _("passed"),
+    "report.column.rate": _("rate"),
+    "report.no_mistakes": _("Most common mistakes: none."),
+    "report.mistakes": _("Most common mistakes: failed tests grouped by the first line of "
+                         "their diagnosis, with numbers as # and shapes as (…){note}:"),
+    "report.rarer_kinds": _(" ({count} rarer kinds not shown)"),
+    "report.mistake": _("{count}x, {students}: {pattern}"),
+    "report.mistake_language": _("{count}x, {students} ({language}): {pattern}"),
+    "report.mistake_tests": _("tests: {tests}"),
+    "report.mistake_example": _("e.g. {student}: {line}"),
+    "report.no_diagnosis": _("(no diagnosis)"),
+    "report.nobody": _("Needs attention: nobody."),
+    "report.attention": _("Needs attention ({count}): not graded, a test that timed out, "
+                          "crashed or broke the grader's protocol, or code that reaches into "
+                          "the checks."),
+    "report.reason.ungradable": _("could not be graded"),
+    "report.reason.not_recorded": _("graded, not recorded"),
+    "report.reason.problem": _("grading problem"),
+    "report.reason.suspicious": _("suspicious code"),
+    "report.reason.duplicate": _("exercise in several cells"),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def translations(language):
+    """The gettext catalogue of `language` (gettext.NullTranslations for English, or where
+    locales/<language>/LC_MESSAGES/grader.po is missing): the .po compiled in memory by
+    Babel and read by the standard library's gettext. Fuzzy entries are left out (Babel's
+    write_mo), so they fall back to the English."""
+    path = LOCALES / str(language) / "LC_MESSAGES" / f"{DOMAIN}.po"
+    if language == ENGLISH or not path.is_file():
+        return gettext.NullTranslations()
+    # (imported here: only a translated submission needs Babel)
+    from babel.messages.mofile import write_mo
+    from babel.messages.pofile import read_po
+    with open(path, "rb") as file:
+        catalogue = read_po(file, locale=str(language))
+    compiled = io.BytesIO()
+    write_mo(compiled, catalogue)
+    compiled.seek(0)
+    return gettext.GNUTranslations(compiled)
+
+
+def supported(language):
+    """`language` where the grader has a catalogue for it (or English), else English: the
+    value comes from a submitted notebook's metadata, which the student controls."""
+    if isinstance(language, str) and re.fullmatch(r"[a-z]{2,3}(_[A-Z]{2})?", language) and \
+            (LOCALES / language / "LC_MESSAGES" / f"{DOMAIN}.po").is_file():
+        return language
+    return ENGLISH
+
+
+def template(key, language=ENGLISH):
+    """The template of `key` in `language` (the English where it has no translation)."""
+    return translations(language or ENGLISH).gettext(MESSAGES[key])
+
+
+def text(key, language=ENGLISH, /, **fields):
+    """The message `key` in `language`, its fields filled in."""
+    return template(key, language).format(**fields)
+
+
+def html_lang(language):
+    """The HTML lang attribute of a language: zh_CN -> zh-CN."""
+    return str(language or ENGLISH).replace("_", "-")

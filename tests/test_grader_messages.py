@@ -1,0 +1,329 @@
+"""The grader's sentences in the student's language (issue 24 item 3): the catalogue
+locales/zh_CN/LC_MESSAGES/grader.po complete and current, its placeholders and glossary terms
+kept; feedback of a Chinese submission in Chinese and of an English one in English; the
+report's sentences in the language asked for, quoting each student in theirs; the grader's
+verdicts on the student's process (timeouts, crashes) in the notebook's language.
+No grading here (hand-made results, ~1 s): tests/test_release_languages.py grades both
+languages."""
+import re
+import string
+
+import pytest
+from babel.messages.extract import extract_from_file
+
+from autograde import engine, messages
+from autograde.feedback import render_html, render_markdown, status_label, write_feedback
+from autograde.notebook import language
+from autograde.remote import SubmissionFault
+from autograde.report import render_markdown as report_markdown, render_png, summarise
+from autograde.results import NotebookResult
+from autograde.results import TestResult as Verdict  # (not a pytest class)
+from tests.test_glossary import exemptions, missing_terms
+from tests.test_translations import stale, untranslated
+from tests.translations import GRADER_CATALOGUE, LANGUAGE, MESSAGES, read_catalogue
+
+HAN = re.compile(r"[\u4e00-\u9fff]")
+# a translation is Chinese when it holds Chinese characters or Chinese punctuation (a line
+# of fields only: "{test}：{points} / {max_points}，{status}")
+CHINESE = re.compile(r"[\u4e00-\u9fff\u3000-\u303f\uff00-\uffef]")
+CATALOGUE = MESSAGES / f"{GRADER_CATALOGUE}.po"
+
+
+@pytest.fixture(scope="module")
+def catalogue():
+    return read_catalogue(CATALOGUE)
+
+
+def fields(template):
+    """The names of a template's {fields}, sorted, with repeats."""
+    return sorted(name for _, name, _, _ in string.Formatter().parse(template) if name)
+
+
+def test_every_template_is_marked_for_extraction():
+    """Each value of MESSAGES is a literal inside _(): what pybabel extract (`make locales`)
+    finds is exactly the set of templates."""
+    marked = {message for _, message, _, _ in extract_from_file(
+        "python", messages.__file__, keywords={"_": None})}
+    assert marked == set(messages.MESSAGES.values())
+
+
+def test_the_catalogue_is_current(catalogue):
+    """grader.po holds exactly the templates of autograde/messages.py: a template added or
+    changed fails until `make locales` merges it (and it is translated)."""
+    assert stale(catalogue, set(messages.MESSAGES.values())) == ([], []), \
+        "run `make locales`, then translate locales/zh_CN/LC_MESSAGES/grader.po"
+
+
+def test_the_catalogue_is_wholly_translated(catalogue):
+    assert len([m for m in catalogue if m.id]) > 50
+    assert untranslated(catalogue) == []
+    for message in catalogue:
+        if message.id:
+            assert CHINESE.search(message.string), message.id
+
+
+def test_translations_keep_every_placeholder(catalogue):
+    for message in catalogue:
+        if message.id:
+            assert fields(message.string) == fields(message.id), message.id
+
+
+def test_translations_use_the_glossarys_terms(catalogue):
+    unnamed = lambda text: re.sub(r"\{\w+\}", " ", text)  # noqa: E731 (fields are code)
+    report = [f"{english!r} without {chinese!r} in {m.string!r}"
+              for m in catalogue if m.id
+              for english, chinese in missing_terms(unnamed(m.id), m.string, exemptions(m))]
+    assert report == []
+
+
+def test_the_catalogue_checks_catch_what_they_look_for():
+    assert fields("{count}x, {students}: {pattern}") == ["count", "pattern", "students"]
+    assert fields("{count} 次：{pattern}") != fields("{count}x, {students}: {pattern}")
+    from babel.messages.catalog import Catalog
+    stale_catalogue = Catalog(locale=LANGUAGE)
+    stale_catalogue.add("Tests", "测试")
+    stale_catalogue.add("a sentence no longer in messages.py", "")
+    stale_catalogue.add("Details", "详情", flags=["fuzzy"])
+    assert stale(stale_catalogue, {"Tests", "Status"}) == (
+        ["Status"], ["Details", "a sentence no longer in messages.py"])
+    assert {why for why, _ in untranslated(stale_catalogue)} == {"empty", "fuzzy"}
+
+
+def test_every_template_formats_in_every_language():
+    for key, english in messages.MESSAGES.items():
+        values = {name: f"<{name}>" for name in fields(english)}
+        assert messages.text(key, **values) == english.format(**values)
+        chinese = messages.text(key, LANGUAGE, **values)
+        assert CHINESE.search(chinese) and all(v in chinese for v in values.values()), key
+
+
+def test_a_fuzzy_or_missing_translation_falls_back_to_the_english(tmp_path, monkeypatch):
+    folder = tmp_path / "xx" / "LC_MESSAGES"
+    folder.mkdir(parents=True)
+    (folder / "grader.po").write_text(
+        'msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=utf-8\\n"\n\n'
+        '#, fuzzy\nmsgid "Tests"\nmsgstr "Prüfungen"\n\n'
+        'msgid "Details"\nmsgstr "Einzelheiten"\n', encoding="utf-8")
+    monkeypatch.setattr(messages, "LOCALES", tmp_path)
+    messages.translations.cache_clear()
+    try:
+        assert messages.supported("xx") == "xx"
+        assert messages.text("feedback.column.details", "xx") == "Einzelheiten"
+        assert messages.text("feedback.tests", "xx") == "Tests"  # fuzzy: not used
+        assert messages.text("feedback.errors", "xx") == "Errors in your code"  # none
+    finally:
+        messages.translations.cache_clear()
+
+
+def test_a_notebooks_language_is_its_metadata_and_only_a_catalogued_one():
+    assert language({"metadata": {"course": {"language": LANGUAGE}}}) == LANGUAGE
+    assert language({"metadata": {}}) == "en"
+    assert messages.supported(LANGUAGE) == LANGUAGE
+    # the metadata is the student's to write: anything but a language with a catalogue is
+    # English, never a path
+    for value in ("en", "fr", "../../zh_CN", "zh_CN/../zh_CN", 3, None, ["zh_CN"]):
+        assert messages.supported(value) == "en", value
+
+
+# -- feedback and report in the student's language ---------------------------------------
+A1 = "01_attention"
+DIAGNOSIS = {"en": "attention_scores is wrong (largest error 0.31).",
+             LANGUAGE: "attention_scores 是错的（最大误差 0.31）。"}
+
+
+def result(student, notebook_language, status="graded"):
+    tests = [Verdict("test_scores", 0.0, 2.0, "failed", DIAGNOSIS[notebook_language]),
+             Verdict("test_sdpa", 3.0, 3.0, "passed", "", "\u2714 sdpa\n"),
+             Verdict("test_hidden", 0.0, 1.0, "timeout",
+                        engine._fault_text(SubmissionFault("timeout", key="fault.no_answer",
+                                                           seconds="60"),
+                                           engine.LIMITS, notebook_language))]
+    problems = [{"cell": "cell scores, line 3", "kind": "error",
+                 "message": "NameError: name 'q' is not defined"}]
+    return NotebookResult(student, A1, A1, status, tests=tests, problems=problems,
+                          language=notebook_language)
+
+
+def english_sentences(language_of_page):
+    """The constant words of every feedback template, in `language_of_page`."""
+    keys = [k for k in messages.MESSAGES if k.startswith(("feedback.", "status.", "fault."))]
+    words = set()
+    for key in keys:
+        for literal, *_ in string.Formatter().parse(
+                messages.template(key, language_of_page)):
+            words |= set(re.findall(r"[A-Za-z]{4,}", literal))
+    return words
+
+
+def test_feedback_of_a_chinese_submission_is_chinese():
+    chinese = result("li", LANGUAGE)
+    page = render_markdown(chinese)
+    assert page.startswith(f"# {A1} — 给 li 的反馈\n")
+    assert "分数：**3 / 6**" in page
+    assert "## 测试" in page and "## 你的代码中的错误" in page
+    assert "- `test_scores`：0 / 2，未通过" in page and "- `test_sdpa`：3 / 3，通过" in page
+    assert "- `test_hidden`：0 / 1，超时" in page
+    assert "超时：60 秒内没有应答（死循环，或者太慢）。每个测试最多可用 60 秒" in page
+    assert DIAGNOSIS[LANGUAGE] in page  # the checks' diagnosis, as the grader recorded it
+    # no sentence of the grader's left in English (the English words that remain are the
+    # names and the student's own code)
+    english = english_sentences("en")
+    left = set(re.findall(r"[A-Za-z]{4,}", page)) & english
+    assert left <= {"test", "scores", "sdpa", "hidden", "attention", "name", "defined",
+                    "line", "cell", "notebook"}, left  # (notebook: the glossary keeps it)
+    html = render_html(chinese)
+    assert '<html lang="zh-CN">' in html
+    assert "<p>给 <strong>li</strong> 的反馈</p>" in html
+    assert '<p class="score">分数：<strong>3</strong> / 6</p>' in html
+    assert "<th>测试</th><th>得分</th><th>状态</th><th>详情</th>" in html
+    assert '<td class="timeout">超时</td>' in html
+    for english_word in ("Feedback for", "Score:", "Errors in your code", "Timed out"):
+        assert english_word not in html and english_word not in page
+
+
+def test_feedback_of_an_english_submission_is_english():
+    page = render_markdown(result("ann", "en"))
+    assert page.startswith(f"# {A1} — feedback for ann\n")
+    assert "Score: **3 / 6**" in page and "- `test_scores`: 0 / 2, failed" in page
+    assert "Timed out: no answer within 60 s (an infinite loop, or far too slow). Each " \
+           "test may take 60 s and the notebook 300 s." in page
+    assert not HAN.search(page)
+    html = render_html(result("ann", "en"))
+    assert '<html lang="en">' in html and not HAN.search(html)
+
+
+def test_a_result_saved_before_languages_is_english():
+    saved = result("old", "en").to_json()
+    del saved["language"]
+    assert NotebookResult.from_json(saved).language == "en"
+
+
+def test_feedback_files_follow_each_notebooks_language(tmp_path):
+    results = {("li", A1): result("li", LANGUAGE), ("ann", A1): result("ann", "en")}
+    write_feedback(tmp_path, results)
+    for student, chinese in (("li", True), ("ann", False)):
+        for suffix in ("html", "md"):
+            page = (tmp_path / "feedback" / student / f"{A1}.{suffix}").read_text("utf-8")
+            assert bool(HAN.search(page)) is chinese, (student, suffix)
+    ungradable = NotebookResult("wu", A1, A1, "error", "no notebook named 01_attention.ipynb",
+                                tests=[Verdict("test_scores", 0.0, 2.0, "error", "x")],
+                                language=LANGUAGE)
+    assert "## 你的提交无法评分" in render_markdown(ungradable)
+    assert status_label("error", LANGUAGE) == "未评分" and status_label("odd") == "odd"
+
+
+def test_the_report_speaks_its_language_and_quotes_each_student_in_theirs(tmp_path):
+    results = {(s, A1): result(s, lang) for s, lang in
+               (("ann", "en"), ("bob", "en"), ("li", LANGUAGE))}
+    summaries = summarise(results)
+    english = report_markdown(summaries)
+    # the same mistake in two languages: two groups, each marked with its language
+    assert "2x, 2 students (en): attention_scores is wrong (largest error #)." in english
+    assert "1x, 1 student (zh_CN): attention_scores 是错的（最大误差 #）。" in english
+    # the timeouts need the instructor's attention, whoever's language; errors of the
+    # students' own code do not
+    assert "Needs attention (3): not graded" in english and "li: test_hidden: timeout" in english
+    assert "NameError" not in english
+    chinese = report_markdown(summaries, language=LANGUAGE)
+    assert chinese.startswith("# 评分报告\n\n1 个作业，共 3 份提交。\n")
+    assert "2 次，2 名学生（en）：attention_scores is wrong (largest error #)." in chinese
+    assert "每个测试单元格的通过率（已评分的提交）：" in chinese
+    assert "| 平均" in chinese and "| 测试" in chinese
+    assert "需要处理（3）：未评分的提交" in chinese
+    # one language in the class: no language marked
+    alone = report_markdown(summarise({("li", A1): result("li", LANGUAGE)}), language=LANGUAGE)
+    assert "1 次，1 名学生：attention_scores 是错的（最大误差 #）。" in alone
+    assert render_png(summaries, tmp_path / "report.png", LANGUAGE).stat().st_size > 10_000
+
+
+def test_the_graders_verdicts_on_the_students_process_are_translated():
+    for key, fields_, chinese in (
+            ("fault.test_time_ran_out", {}, "测试单元格的时间限制已用完"),
+            ("fault.died", {"error": "EOF"}, "学生代码的进程终止了"),
+            ("fault.malformed_error", {}, "格式错误的异常信息")):
+        fault = SubmissionFault("crash", key=key, **fields_)
+        assert fault.message == messages.text(key, **fields_)  # English: logs, the instructor
+        assert chinese in fault.reason(LANGUAGE)
+        assert chinese in engine._fault_text(fault, engine.LIMITS, LANGUAGE)
+    raw = SubmissionFault("protocol", "unknown reference")  # the wire format's own words
+    assert raw.reason(LANGUAGE) == "unknown reference"
+    assert engine._fault_text(raw, engine.LIMITS, LANGUAGE) == \
+        "你的代码破坏了评分器的通信协议：unknown reference。"
+
+
+def test_why_a_notebook_cannot_be_graded_is_said_in_its_language(tmp_path):
+    import json
+    import pickle
+    from types import SimpleNamespace
+
+    from autograde.notebook import SubmissionError, read_submission
+    assignment = SimpleNamespace(name=A1, solution_ids=["scores", "attention"])
+    path = tmp_path / f"{A1}.ipynb"
+    notebook = {"cells": [], "metadata": {"course": {"language": LANGUAGE}}, "nbformat": 4,
+                "nbformat_minor": 5}
+    path.write_text(json.dumps(notebook), encoding="utf-8")
+    with pytest.raises(SubmissionError) as refused:
+        read_submission(path, assignment)
+    error = refused.value
+    assert str(error) == (f"{A1}.ipynb holds 0 of {A1}'s 2 exercises (the wrong notebook, "
+                          "or submitted under the wrong chapter?)")  # English: the logs
+    assert error.language == LANGUAGE
+    assert error.text() == (f"{A1}.ipynb 含有 {A1} 的 2 个练习中的 0 个（是不是交错了 "
+                            "notebook，或者交到了别的章节下？）")
+    again = pickle.loads(pickle.dumps(error))  # (a Submission travels to a worker with it)
+    assert (str(again), again.text()) == (str(error), error.text())
+    # before the JSON is read, no language is known: English
+    path.write_text("{not json", encoding="utf-8")
+    with pytest.raises(SubmissionError) as refused:
+        read_submission(path, assignment)
+    assert refused.value.language == "en" and refused.value.text().startswith(
+        f"{A1}.ipynb is not a notebook (not valid JSON: ")
+    # a notebook whose metadata.course is no object: English, not a crash
+    path.write_text(json.dumps(dict(notebook, metadata={"course": "zh_CN"})), encoding="utf-8")
+    with pytest.raises(SubmissionError) as refused:
+        read_submission(path, assignment)
+    assert refused.value.language == "en"
+
+
+def test_gradescopes_results_json_speaks_the_notebooks_language():
+    from autograde import gradescope
+    cells = [("test_scores", 2.0, False), ("test_sdpa", 3.0, False), ("test_hidden", 1.0, True)]
+    chinese = gradescope.results_json(result("li", LANGUAGE), cells)
+    assert chinese["output"].startswith(
+        "3 个测试单元格中有 1 个含有隐藏测试：它们的结果在教师公布评分结果后显示。")
+    assert [t["output"] for t in chinese["tests"]][:2] == [DIAGNOSIS[LANGUAGE], "\u2714 sdpa\n"]
+    english = gradescope.results_json(result("ann", "en"), cells)
+    assert english["output"].startswith("1 of 3 test cells hold hidden tests")
+    assert [t["status"] for t in chinese["tests"]] == [t["status"] for t in english["tests"]]
+    # the autograder.zip carries the grader's catalogues (and Babel, which reads them)
+    shipped = sorted(messages.LOCALES.glob(gradescope.SHIPPED_CATALOGUES))
+    assert CATALOGUE in shipped and "babel" in gradescope.GRADER_PACKAGES
+    assert any(line.startswith("babel==") for line in gradescope.grader_requirements())
+
+
+def test_an_exercise_written_with_what_it_forbids_is_told_in_the_notebooks_language():
+    from autograde import forbids
+    from chapters.checks.mha import FORBIDS
+    hidden = "import torch\n\n\ndef helper(x, i):\n    return getattr(torch.nn.functional, x)\n"
+    named = ("import torch\n\n\ndef helper(x):\n"
+             "    return torch.nn.functional.multi_head_attention_forward(x)\n")
+    for code, english, chinese in (
+            (hidden, "'s tests need it written without ", " 的测试要求不用 "),
+            (named, " (in your code: cell MultiHeadAttention, line ", "（在你的代码中：cell ")):
+        steps = [("cell MultiHeadAttention, line 1", code, True)]
+        lost_en = forbids.verdicts(steps, FORBIDS)
+        lost_zh = forbids.verdicts(steps, FORBIDS, language=LANGUAGE)
+        assert set(lost_en) == set(lost_zh) == {"test_mha_forward"}
+        assert english in lost_en["test_mha_forward"], lost_en
+        assert chinese in lost_zh["test_mha_forward"], lost_zh
+
+
+def test_results_rebuilt_from_nbgraders_gradebook_keep_the_notebooks_language(tmp_path):
+    import json
+
+    from autograde import exports
+    path = tmp_path / f"{A1}.ipynb"
+    path.write_text(json.dumps({"cells": [], "metadata": {"course": {"language": LANGUAGE}}}),
+                    encoding="utf-8")
+    assert exports.notebook_language(exports._read(path)) == LANGUAGE
+    assert exports.notebook_language(exports._read(tmp_path / "missing.ipynb")) == "en"
