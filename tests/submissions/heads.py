@@ -30,7 +30,7 @@ def fuse_head_weights(w):
     return w.permute(0, 2, 1).flatten(0, 1)
 ''',
     },
-    # chunks stacked along a new head axis; full projection, then take head i's chunk
+    # chunks stacked along a new head axis; head i's chunk of the weight and of the bias
     "stack_chunks": {
         "split_heads": '''
 import torch
@@ -50,7 +50,8 @@ def merge_heads(x):
 import torch.nn.functional as F
 
 def head_projection(x, weight, bias, i, num_heads):
-    return F.linear(x, weight, bias).chunk(num_heads, dim=-1)[i]
+    return F.linear(x, weight.chunk(num_heads)[i],
+                    None if bias is None else bias.chunk(num_heads)[i])
 ''',
         "fuse_head_weights": '''
 import torch
@@ -481,4 +482,42 @@ def multihead_attention_core(query, key, value, num_heads):
 def fuse_head_weights(w):
     return torch.cat(list(w), dim=1)      # [W_0 | W_1 | ...], (in_features, h * head_dim)
 '''}, fails=["test_fuse_head_weights"], diagnosis=r"x @ W matrix"),
+})
+
+
+# ------------------------------------------------------------------ promises of the text alone
+BUGS.update({
+    # the error message names both words and both numbers, each beside the other's name
+    "split_message_numbers_swapped": _bug(
+        "split_heads", _SPLIT, 'raise ValueError(f"d_model={d_model} is not divisible by '
+                               'num_heads={num_heads}")',
+        'raise ValueError(f"d_model={num_heads} is not divisible by num_heads={d_model}")',
+        ["test_split_heads_divisibility"], r"writes d_model=3, which is num_heads's value: "
+        r"the two numbers are swapped"),
+    # "never project all d_model features to keep a few": the values are the same
+    "projection_projects_every_feature": Bug(
+        cells={"head_projection": '''
+import torch.nn.functional as F
+
+def head_projection(x, weight, bias, i, num_heads):
+    head_dim = weight.shape[0] // num_heads
+    return F.linear(x, weight, bias)[..., i * head_dim:(i + 1) * head_dim]
+'''}, fails=["test_head_projection"],
+        diagnosis=r"reads the other heads' rows of the weight: .* the gradient of your result "
+                  r"with respect to x",
+        notes="a projection of all d_model features, cut afterwards: its gradient reads the "
+              "other heads' rows"),
+    "projection_masks_the_weight": Bug(
+        cells={"head_projection": '''
+import torch
+
+def head_projection(x, weight, bias, i, num_heads):
+    head_dim = weight.shape[0] // num_heads
+    keep = torch.zeros(weight.shape[0], 1, dtype=weight.dtype)
+    keep[i * head_dim:(i + 1) * head_dim] = 1
+    out = (x @ (weight * keep).T)[..., i * head_dim:(i + 1) * head_dim]
+    return out if bias is None else out + bias[i * head_dim:(i + 1) * head_dim]
+'''}, fails=["test_head_projection"],
+        diagnosis=r"reads the other heads' rows of the weight: .* came out NaN",
+        notes="zeroes the other heads' rows with a mask: the whole weight is still read"),
 })
