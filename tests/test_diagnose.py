@@ -773,3 +773,14 @@ def test_one_minus_names_a_distance_returned_for_a_similarity():
     assert diagnose.one_minus(similarity, similarity, same) is None
     assert diagnose.one_minus(2 - similarity, similarity, same) is None
     assert diagnose.one_minus(torch.zeros(3), torch.ones(3), same) is None   # constant's
+
+
+def test_constant_names_a_count_off_by_one():
+    x = heads(10)
+    reason = diagnose.constant(x * 4 / 5, x, same, {"L": 7})
+    assert reason.startswith("it is the right answer times 0.8 = 4/5: as if a sum were "
+                             "divided by 5 where it should be divided by 4")
+    assert diagnose.FAMILY_PATTERN.search(reason)
+    assert "= 6/5:" in diagnose.constant(x * 6 / 5, x, same, {"L": 7})
+    assert diagnose.constant(x * 1.7, x, same, {"L": 7}).endswith("times 1.7")
+    assert "as if" not in diagnose.constant(x * 2, x, same, {"L": 7})   # named: 2

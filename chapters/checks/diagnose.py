@@ -242,6 +242,10 @@ MESSAGES = {
     # one_minus (chapter 5)
     "one_minus": "it is 1 minus the right answer (a distance or a complement, 1 - x, where "
                  "the quantity x itself is asked for)",
+    # constant (a count off by one, any chapter)
+    "count_off_by_one": " = {num}/{den}: as if a sum were divided by {den} where it should be "
+                        "divided by {num} (a count off by one: a mean over {den} items where "
+                        "{num} are averaged, or the other way round)",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -296,7 +300,9 @@ def axis_names(shape, dims, axes=None):
     if isinstance(axes, str):
         axes = [a.strip() for a in axes.strip("()").split(",")]
     if axes and len(axes) == len(shape) and all(a and a != "..." for a in axes):
-        return [str(a).replace("{}", "").strip() or f"axis {k}" for k, a in enumerate(axes)]
+        # ("head {} of the pruned module": "head of the pruned module", one space)
+        return [" ".join(str(a).replace("{}", "").split()) or f"axis {k}"
+                for k, a in enumerate(axes)]
     names, used = [], set()
     for k, size in enumerate(shape):
         found = [n for n, v in dims.items() if v == size and n not in used]
@@ -450,6 +456,17 @@ def _name_constant(value, dims, most=3):
     return "".join(f" = {label}" for label in labels[:most])
 
 
+def _count_off_by_one(factor, largest=64):
+    """" = 4/5: as if a sum were divided by 5 where ..." for a factor n/(n+1) or (n+1)/n
+    (2 <= n < largest, as closely as _name_constant names a constant): a mean taken over
+    one item too many or too few; "" for any other factor."""
+    for den in range(2, largest + 1):
+        for num in (den - 1, den + 1):
+            if num >= 2 and math.isclose(factor, num / den, rel_tol=1e-6):
+                return MESSAGES["count_off_by_one"].format(num=num, den=den)
+    return ""
+
+
 def constant(actual, expected, same, dims):
     """The constant family: actual = c * expected, or actual = expected + c (c != 0)."""
     if tuple(actual.shape) != tuple(expected.shape) or expected.numel() < 2:
@@ -461,7 +478,8 @@ def constant(actual, expected, same, dims):
     if norm > 0:
         factor = float((a * e).sum()) / norm
         if abs(factor - 1) > 1e-9 and factor != 0 and same(actual, e * factor):
-            return MESSAGES["times"].format(factor=factor, factor_is=_name_constant(factor, dims))
+            return MESSAGES["times"].format(factor=factor, factor_is=_name_constant(
+                factor, dims) or _count_off_by_one(factor))
     offset = float((a - e).mean())
     if offset != 0 and same(actual, e + offset) and not same(actual, e):
         return MESSAGES["plus"].format(offset=offset, offset_is=_name_constant(offset, dims))

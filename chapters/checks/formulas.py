@@ -1058,6 +1058,9 @@ def similarity_formula(dims):
                 lambda maps, _x: maps,
             "runs along the heads axis (dim=1) instead of along each flattened map (dim=-1)":
                 lambda maps, _x: normalize(maps, dim=1),
+            "normalises each query's row of the map (over the keys, Lk) before flattening, "
+            "instead of the whole flattened map of Lq * Lk numbers": lambda maps, x: normalize(
+                maps.unflatten(-1, x["weights"].shape[-2:]), dim=-1).flatten(-2),
             "runs along the batch axis (dim=0) instead of along each flattened map (dim=-1)":
                 lambda maps, _x: normalize(maps, dim=0),
             "divides each map by the sum of its entries (the L1 norm, F.normalize(p=1)) "
@@ -1190,6 +1193,15 @@ def _other_layouts(W, layout, make_step):
             for other in others if other != layout}
 
 
+def _averaged(W, split):
+    """W with every head's block (split(W): a view with the heads on axis 0) replaced by
+    the mean of all the heads' blocks."""
+    W = W.clone()
+    blocks = split(W)
+    blocks[:] = blocks.mean(0, keepdim=True).clone()
+    return W
+
+
 def head_copy_formula(dims, num_heads, head_dim, layout, ndim=2, key="the parameter"):
     """make_heads_identical for one parameter W (inputs {"W"}, named `key`): head 0's block
     copied into every head i = 1 .. num_heads - 1; the blocks are rows of q_proj, k_proj,
@@ -1231,13 +1243,19 @@ def head_copy_formula(dims, num_heads, head_dim, layout, ndim=2, key="the parame
         f"is left out: {key} was not changed (head 0's block goes into every head i = 1 .. "
         "num_heads - 1, or the heads still compute different things)": lambda _v, x: x["W"],
         **_other_layouts(torch.empty((1,) * ndim), layout, layout_step),
-        "stops before the last head (range(1, num_heads - 1) misses head num_heads - 1)":
-            copied(_head_blocks(h, hd, layout), range(1, h - 1)),
+        f"stops before the last head (range(1, num_heads - 1) misses head num_heads - 1 = "
+        f"{h - 1})": copied(_head_blocks(h, hd, layout), range(1, h - 1)),
+        "copies the average of all heads' blocks into every head instead of head 0's block":
+            lambda _v, x: _averaged(x["W"], _head_blocks(h, hd, layout)),
         **{f"copies head {j}'s block into every head instead of head 0's":
            copied_from(j) for j in range(1, h)},
         **{f"copies the other way, head {j}'s block into head 0 (the others unchanged), "
            "instead of head 0's block into every other head": into_first(j)
            for j in sorted({1, h - 1}) if j > 0}}}
+    if h > 3:   # (with 3 heads, the same as stopping before the last head)
+        variants["copy"][f"copies head 0's block into head 1 only (heads 2 .. {h - 1} keep "
+                         "their own): every head i = 1 .. num_heads - 1 gets it"] = copied(
+            _head_blocks(h, hd, layout), [1])
     return Formula(steps, variants)
 
 

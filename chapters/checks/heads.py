@@ -132,6 +132,13 @@ MESSAGES = {
                          "divisibility test refuses an input it must accept: raise only when "
                          "d_model % num_heads != 0 (the remainder of d_model divided by "
                          "num_heads).{where}",
+    # labels and compositions
+    "labelled": "{name}: {label}",
+    "output_label": "output",
+    "weights_label": "weights",
+    "joined": "{first} {then}",
+    "joined_below": "{first}\n{then}",
+    "divisibility_call": "split_heads(x, num_heads={num_heads}) with d_model={d_model}",
 }
 
 
@@ -169,12 +176,13 @@ def _expect_shape(actual, name, shape, shape_names, hint, expected=None, mistake
     reason = None if expected is None else shape_reason(actual, expected, None, shape_names,
                                                          mistakes)
     if reason:
-        fail(diagnose.explained(name, reason) + (f" {hint}" if hint else ""))
+        fail(MESSAGES["joined"].format(first=diagnose.explained(name, reason), then=hint)
+             if hint else diagnose.explained(name, reason))
     try:
         return expect_tensor(actual, name, shape=shape, shape_names=shape_names)
     except CheckFailure as failure:
         if hint and isinstance(actual, torch.Tensor) and tuple(actual.shape) != tuple(shape):
-            fail(f"{failure} {hint}")
+            fail(MESSAGES["joined"].format(first=failure, then=hint))
         raise
 
 
@@ -193,7 +201,7 @@ def _run(function, *args, name, refused=None):
         return revive(seen.result), [revive(a) for a in seen.args]
     except CheckFailure as failure:
         if "view size is not compatible" in str(failure):
-            fail(f"{failure}\n" + MESSAGES["view_error"])
+            fail(MESSAGES["joined_below"].format(first=failure, then=MESSAGES["view_error"]))
         raise
 
 
@@ -292,7 +300,7 @@ def split_heads_divisibility(split_heads, *, seed=0, B=2, L=5, d_model=10, num_h
     if d_model % num_heads == 0:
         raise ValueError("this check needs a d_model that num_heads does not divide")
     x = random_inputs((B, L, d_model), seed=seed)[0]
-    name = f"split_heads(x, num_heads={num_heads}) with d_model={d_model}"
+    name = MESSAGES["divisibility_call"].format(num_heads=num_heads, d_model=d_model)
     try:
         out = split_heads(_copy(x), num_heads)
     except NotImplementedError:
@@ -413,7 +421,8 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
                                     what=MESSAGES["items"].format(kind=type_name(result),
                                                                   count=len(result)))))
     out, weights = result
-    out = expect_tensor(out, f"{name}: output")
+    output_name = MESSAGES["labelled"].format(name=name, label=MESSAGES["output_label"])
+    out = expect_tensor(out, output_name)
     # the formula with one step left out or moved (checks/diagnose.py), projections the
     # identity, for a mistake that no entry of the tables names
     identity = torch.eye(D, dtype=torch.float64)
@@ -423,27 +432,28 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
                              num_heads=num_heads)
     weight_mistakes = step_mistakes("multi-head core weights", inputs, current_dims(),
                                     num_heads=num_heads)
-    _expect_shape(out, f"{name}: output", (B, Lq, D), "(B, Lq, d_model)", MESSAGES["core_shape"],
+    _expect_shape(out, output_name, (B, Lq, D), "(B, Lq, d_model)", MESSAGES["core_shape"],
                   expected_out, mistakes)
-    expect_tensor(out, f"{name}: output", dtype=q.dtype)
+    expect_tensor(out, output_name, dtype=q.dtype)
     # common.py's rule: each head's weights round with its scores' magnitude, the output
     # (weighted means of the values) with the values'
     def heads(t):
         return t.detach().double().reshape(B, t.shape[1], num_heads, head_dim).transpose(1, 2)
     condition = softmax_condition(heads(q) @ heads(k).transpose(-2, -1) / math.sqrt(head_dim))
     weight_axes = "(B, num_heads, Lq, Lk)"
-    expect_close(out, expected_out, f"{name}: output", mistakes=mistakes,
+    expect_close(out, expected_out, output_name, mistakes=mistakes,
                  scale=v.detach().double().abs().max(), condition=condition.amax(),
                  axes="(B, Lq, d_model)", hint=MESSAGES["core_hint"],
                  # where no family names the output's mistake: the weights, if they differ
-                 earlier=[Intermediate("weights", weights, expected_weights, q.dtype, condition,
-                                       weight_axes, weight_mistakes)])
-    weights = expect_tensor(weights, f"{name}: weights")
+                 earlier=[Intermediate(MESSAGES["weights_label"], weights, expected_weights,
+                                       q.dtype, condition, weight_axes, weight_mistakes)])
+    weights_name = MESSAGES["labelled"].format(name=name, label=MESSAGES["weights_label"])
+    weights = expect_tensor(weights, weights_name)
     if tuple(weights.shape) == (B, Lq, num_heads, num_heads) and Lq != num_heads:
         fail(MESSAGES["weights_across_heads"].format(name=name, shape=tuple(weights.shape)))
-    _expect_shape(weights, f"{name}: weights", (B, num_heads, Lq, Lk), weight_axes,
+    _expect_shape(weights, weights_name, (B, num_heads, Lq, Lk), weight_axes,
                   MESSAGES["core_weights_shape"], expected_weights, weight_mistakes)
-    expect_close(weights, expected_weights, f"{name}: weights", condition=condition,
+    expect_close(weights, expected_weights, weights_name, condition=condition,
                  axes=weight_axes, mistakes=weight_mistakes, hint=MESSAGES["weights_hint"])
     kind = "self-attention" if Lq == Lk else "cross-attention"
     passed(MESSAGES["core_passed"].format(num_heads=num_heads, head_dim=head_dim, Lq=Lq, Lk=Lk,
