@@ -784,3 +784,20 @@ def test_constant_names_a_count_off_by_one():
     assert "= 6/5:" in diagnose.constant(x * 6 / 5, x, same, {"L": 7})
     assert diagnose.constant(x * 1.7, x, same, {"L": 7}).endswith("times 1.7")
     assert "as if" not in diagnose.constant(x * 2, x, same, {"L": 7})   # named: 2
+
+
+def test_error_reason_names_a_tuple_used_as_a_tensor_and_a_size_from_elsewhere():
+    reason = diagnose.error_reason("'tuple' object has no attribute 'shape'", DIMS)
+    assert reason.startswith("a tuple has no .shape: a tuple is used where one tensor is "
+                             "expected") and "unpack it first" in reason
+    assert "exercise's object" not in reason        # not the misspelled-attribute sentence
+    sizes = {"B": 2, "L": 5, "num_heads": 3, "head_dim": 4, "d_model": 12}
+    reason = diagnose.error_reason("shape '[2, 5, 3, 170]' is invalid for input of size 120",
+                                   sizes)
+    assert reason.endswith("; 170 is none of this call's sizes (no quantity of the exercise "
+                           "nor a product of them): a size taken from elsewhere than the "
+                           "tensor itself (a notebook variable, a fixed number); read every "
+                           "size from the input's .shape")
+    named = diagnose.error_reason("shape '[2, 5, 4, 3]' is invalid for input of size 100",
+                                  sizes)
+    assert "none of this call's sizes" not in named

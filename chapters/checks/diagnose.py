@@ -246,6 +246,15 @@ MESSAGES = {
     "count_off_by_one": " = {num}/{den}: as if a sum were divided by {den} where it should be "
                         "divided by {num} (a count off by one: a mean over {den} items where "
                         "{num} are averaged, or the other way round)",
+    # error_reason: a tuple used as a tensor; a view's size that is none of the call's
+    "error_tuple_attribute": "a {what} has no .{attribute}: a {what} is used where one tensor "
+                             "is expected; a function that returns several values, such as "
+                             "(output, weights), gives a tuple: unpack it first (output, "
+                             "weights = f(...))",
+    "error_view_unknown": "; {sizes} is none of this call's sizes (no quantity of the exercise "
+                          "nor a product of them): a size taken from elsewhere than the "
+                          "tensor itself (a notebook variable, a fixed number); read every "
+                          "size from the input's .shape",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -1212,8 +1221,11 @@ def error_reason(message, dims, code=""):
             return sized("error_view", sizes=", ".join(
                 f"{s}{_product_name(s, dims)}" if s > 0 else "-1" for s in sizes),
                 want=f"a multiple of {math.prod(s for s in sizes if s > 0)}", have=have)
+        unknown = [s for s in sizes if s > 1 and not _quantity(s, dims)
+                   and not _product_name(s, dims)] if dims else []
         return sized("error_view", sizes=", ".join(f"{s}{_quantity(s, dims)}" for s in sizes),
-                     want=math.prod(sizes), have=have)
+                     want=math.prod(sizes), have=have) + (MESSAGES["error_view_unknown"].format(
+                         sizes=", ".join(map(str, unknown))) if unknown else "")
     if "view size is not compatible with input tensor's size and stride" in message:
         return MESSAGES["error_stride"]
     found = re.search(r"Dimension out of range \(expected to be in range of \[(-?\d+), "
@@ -1285,6 +1297,10 @@ def error_reason(message, dims, code=""):
         return MESSAGES["error_not_callable"].format(
             what=found.group(1), shape=MESSAGES["error_shape_call"]
             if found.group(1) == "torch.Size" else "")
+    found = re.search(r"'(tuple|list)' object has no attribute '(\w+)'", message)
+    if found:
+        return MESSAGES["error_tuple_attribute"].format(what=found.group(1),
+                                                        attribute=found.group(2))
     found = re.search(r"'(\w+)' object has no attribute '(\w+)'", message)
     if found and found.group(1) != "NoneType":
         return MESSAGES["error_attribute"].format(what=found.group(1),

@@ -601,3 +601,29 @@ def merge_heads(x):
         "fuse_head_weights", _FUSE, "w = w.transpose(1, 2)", "w = w.flip(0).transpose(1, 2)",
         ["test_fuse_head_weights"], r"puts the heads in reverse order"),
 })
+
+# a second practice round (errors the student's code raises): the error restated in the
+# exercise's terms; 4 of 5 named before (one by luck, with a wrong explanation), 5 after
+BUGS.update({
+    "core_attention_tuple_not_unpacked": _bug(
+        "multihead_attention_core", _CORE,
+        "    heads, weights = scaled_dot_product_attention(q, k, v)\n"
+        "    return merge_heads(heads), weights\n",
+        "    heads = scaled_dot_product_attention(q, k, v)\n"
+        "    return merge_heads(heads), heads[1]\n", _CORE_FAILS,
+        r"a tuple has no \.shape: a tuple is used where one tensor is expected; .*unpack it"),
+    "split_size_from_the_notebook": _bug(
+        "split_heads", _SPLIT, "    head_dim = d_model // num_heads\n",
+        "    head_dim = 512 // num_heads   # the notebook's d_model\n",
+        ["test_split_heads", "test_split_heads_divisibility", "test_multihead_attention_core"],
+        r"170 is none of this call's sizes .*read every size from the input's \.shape"),
+    "projection_weight_not_transposed": _bug(
+        "head_projection", _PROJECTION, "out = x @ weight[rows].T",
+        "out = x @ weight[rows]", ["test_head_projection"],
+        r"the product wants B transposed \(nn\.Linear keeps its weight as \(out_features, "
+        r"in_features\)"),
+    "core_merges_transposed_heads": _bug(
+        "multihead_attention_core", _CORE, "    return merge_heads(heads), weights\n",
+        "    return merge_heads(heads.transpose(1, 2)), weights\n", _CORE_FAILS,
+        r"output is wrong: the values are right but in another layout"),
+})
