@@ -29,13 +29,6 @@ from .diagnose import located
 from .operations import student_line
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
 
-# The shortcut the core exercise forbids (see common.Forbidden): decided by the grader from
-# the submitted source, and caught here, in the student's Jupyter, when it runs.
-FORBIDS = (Forbidden("multihead_attention_core", ("test_multihead_attention_core",),
-                     r"multi_head_attention|MultiheadAttention",
-                     "which does the whole exercise for you",
-                     label="nn.MultiheadAttention (F.multi_head_attention_forward)"),)
-
 SPLIT_LAYOUT = "(B, num_heads, L, head_dim)"
 # Every message of this chapter's checks, one template each with named fields (str.format),
 # in one place for a second language.
@@ -139,7 +132,15 @@ MESSAGES = {
     "joined": "{first} {then}",
     "joined_below": "{first}\n{then}",
     "divisibility_call": "split_heads(x, num_heads={num_heads}) with d_model={d_model}",
+    # the forbid's end of sentence ("you called ..., {what}; build it ...")
+    "forbid_core": "which does the whole exercise for you",
 }
+
+# The shortcut the core exercise forbids (see common.Forbidden): decided by the grader from
+# the submitted source, and caught here, in the student's Jupyter, when it runs.
+FORBIDS = (Forbidden("multihead_attention_core", ("test_multihead_attention_core",),
+                     r"multi_head_attention|MultiheadAttention", MESSAGES["forbid_core"],
+                     label="nn.MultiheadAttention (F.multi_head_attention_forward)"),)
 
 
 # ------------------------------------------------------------------ references and helpers
