@@ -801,3 +801,16 @@ def test_error_reason_names_a_tuple_used_as_a_tensor_and_a_size_from_elsewhere()
     named = diagnose.error_reason("shape '[2, 5, 4, 3]' is invalid for input of size 100",
                                   sizes)
     assert "none of this call's sizes" not in named
+
+
+def test_error_reason_names_a_view_size_read_from_another_tensor():
+    sizes = {"B": 3, "Lq": 4, "Lk": 7, "num_heads": 2, "head_dim": 8, "d_model": 16}
+    reason = diagnose.error_reason("shape '[3, 4, 2, 8]' is invalid for input of size 336",
+                                   sizes)
+    assert reason.endswith("; with 7 = Lk in place of 4 = Lq (size 1 of the view) the sizes "
+                           "fit: that size was read from another tensor or quantity than the "
+                           "one reshaped (read each tensor's sizes from its own .shape)")
+    # no quantity fits in place of any size: nothing more is claimed
+    other = diagnose.error_reason("shape '[3, 4, 2, 8]' is invalid for input of size 300",
+                                  sizes)
+    assert "in place of" not in other

@@ -255,6 +255,10 @@ MESSAGES = {
                           "nor a product of them): a size taken from elsewhere than the "
                           "tensor itself (a notebook variable, a fixed number); read every "
                           "size from the input's .shape",
+    "error_view_in_place_of": "; with {fits}{fits_is} in place of {size}{size_is} (size "
+                              "{axis} of the view) the sizes fit: that size was read from "
+                              "another tensor or quantity than the one reshaped (read each "
+                              "tensor's sizes from its own .shape)",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -1174,6 +1178,22 @@ def _no_keepdim(code):
     return None
 
 
+def _view_size_in_place_of(sizes, have, dims):
+    """"; 4 = Lq stands where 7 = Lk would fit ..." when replacing one size of a view's
+    `sizes` by another named quantity makes the sizes hold the tensor's `have` entries (a
+    size read from the wrong tensor: the queries' length for the keys); "" otherwise."""
+    want = math.prod(sizes)
+    for axis, size in enumerate(sizes):
+        if size <= 0 or (size * have) % want:
+            continue
+        fits = size * have // want
+        if fits != size and _quantity(fits, dims) and _quantity(size, dims):
+            return MESSAGES["error_view_in_place_of"].format(
+                size=size, size_is=_quantity(size, dims), fits=fits,
+                fits_is=_quantity(fits, dims), axis=axis)
+    return ""
+
+
 def error_reason(message, dims, code=""):
     """What an error the student's code raised means, in the exercise's words: which
     operation met which sizes (each named by the quantity it equals, or the product of
@@ -1225,7 +1245,8 @@ def error_reason(message, dims, code=""):
                    and not _product_name(s, dims)] if dims else []
         return sized("error_view", sizes=", ".join(f"{s}{_quantity(s, dims)}" for s in sizes),
                      want=math.prod(sizes), have=have) + (MESSAGES["error_view_unknown"].format(
-                         sizes=", ".join(map(str, unknown))) if unknown else "")
+                         sizes=", ".join(map(str, unknown))) if unknown else
+                         _view_size_in_place_of(sizes, have, dims))
     if "view size is not compatible with input tensor's size and stride" in message:
         return MESSAGES["error_stride"]
     found = re.search(r"Dimension out of range \(expected to be in range of \[(-?\d+), "

@@ -627,3 +627,14 @@ BUGS.update({
         "    return merge_heads(heads.transpose(1, 2)), weights\n", _CORE_FAILS,
         r"output is wrong: the values are right but in another layout"),
 })
+
+# a third round: a size read from the wrong tensor (the keys reshaped with the queries' length)
+BUGS["core_keys_reshaped_with_query_length"] = Bug(cells={"multihead_attention_core": '''
+def multihead_attention_core(query, key, value, num_heads):
+    B, L, D = query.shape
+    hd = D // num_heads
+    q, k, v = (t.reshape(B, L, num_heads, hd).transpose(1, 2) for t in (query, key, value))
+    heads, weights = scaled_dot_product_attention(q, k, v)
+    return merge_heads(heads), weights
+'''}, fails=_CORE_FAILS, diagnosis=r"with 7 = Lk in place of 4 = Lq \(size 1 of the view\)",
+    notes="hidden only: the cross-attention test (Lq != Lk)")
