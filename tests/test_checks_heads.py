@@ -160,3 +160,51 @@ def test_divisibility_message_must_name_both_numbers():
         raise ValueError("bad number of heads")
     with pytest.raises(CheckFailure, match=r"does not name d_model, num_heads"):
         check.split_heads_divisibility(split)
+
+
+@pytest.mark.parametrize("first, second", [(0, 1), (0, 2), (1, 2)])
+def test_core_tells_every_two_inputs_apart(first, second):
+    """query, key and value are three different tensors in every call of the core's check
+    (self-attention included), so that a core which reads one for another, in any pair, fails:
+    a check that passed one tensor as both key and value could not see them swapped."""
+    core = CHAPTER.namespace()["multihead_attention_core"]
+
+    def swapped(*inputs):
+        inputs = list(inputs)
+        inputs[first], inputs[second] = inputs[second], inputs[first]
+        return core(*inputs)
+    for kwargs in ({}, {"seed": 22, "B": 1, "Lq": 6, "num_heads": 4, "head_dim": 3}):
+        with pytest.raises(CheckFailure):
+            check.multihead_attention_core(swapped, **kwargs)
+
+
+@pytest.mark.parametrize("message", [
+    "d_model=10 is not divisible by num_heads=3",
+    "num_heads (3) does not divide d_model (10).",
+    "10 (d_model) is not divisible by 3 (num_heads)",
+    "d_model % num_heads != 0: d_model=10, num_heads=3",
+    "Cannot split 10 features (d_model) into 3 heads (num_heads)",   # no number beside a name
+])
+def test_divisibility_message_pairs_each_number_with_its_name(message):
+    def split(x, num_heads):
+        raise ValueError(message)
+    with pytest.raises(CheckFailure, match=r"refuses every input"):   # passes the pairing
+        check.split_heads_divisibility(split)
+
+
+@pytest.mark.parametrize("message", ["d_model=3 is not divisible by num_heads=10",
+                                     "num_heads: 10, d_model: 3"])
+def test_divisibility_message_with_the_numbers_swapped_fails(message):
+    def split(x, num_heads):
+        raise ValueError(message)
+    with pytest.raises(CheckFailure, match=r"the two numbers are swapped"):
+        check.split_heads_divisibility(split)
+
+
+def test_head_projection_reads_only_head_is_block():
+    def projects_everything(x, weight, bias, i, num_heads):
+        head_dim = weight.shape[0] // num_heads
+        return torch.nn.functional.linear(x, weight, bias)[..., i * head_dim:(i + 1) * head_dim]
+    with pytest.raises(CheckFailure, match=r"reads the other heads' rows of the weight: .*"
+                                           r"gradient of your result with respect to x"):
+        check.head_projection(projects_everything)

@@ -773,3 +773,44 @@ def test_one_minus_names_a_distance_returned_for_a_similarity():
     assert diagnose.one_minus(similarity, similarity, same) is None
     assert diagnose.one_minus(2 - similarity, similarity, same) is None
     assert diagnose.one_minus(torch.zeros(3), torch.ones(3), same) is None   # constant's
+
+
+def test_constant_names_a_count_off_by_one():
+    x = heads(10)
+    reason = diagnose.constant(x * 4 / 5, x, same, {"L": 7})
+    assert reason.startswith("it is the right answer times 0.8 = 4/5: as if a sum were "
+                             "divided by 5 where it should be divided by 4")
+    assert diagnose.FAMILY_PATTERN.search(reason)
+    assert "= 6/5:" in diagnose.constant(x * 6 / 5, x, same, {"L": 7})
+    assert diagnose.constant(x * 1.7, x, same, {"L": 7}).endswith("times 1.7")
+    assert "as if" not in diagnose.constant(x * 2, x, same, {"L": 7})   # named: 2
+
+
+def test_error_reason_names_a_tuple_used_as_a_tensor_and_a_size_from_elsewhere():
+    reason = diagnose.error_reason("'tuple' object has no attribute 'shape'", DIMS)
+    assert reason.startswith("a tuple has no .shape: a tuple is used where one tensor is "
+                             "expected") and "unpack it first" in reason
+    assert "exercise's object" not in reason        # not the misspelled-attribute sentence
+    sizes = {"B": 2, "L": 5, "num_heads": 3, "head_dim": 4, "d_model": 12}
+    reason = diagnose.error_reason("shape '[2, 5, 3, 170]' is invalid for input of size 120",
+                                   sizes)
+    assert reason.endswith("; 170 is none of this call's sizes (no quantity of the exercise "
+                           "nor a product of them): a size taken from elsewhere than the "
+                           "tensor itself (a notebook variable, a fixed number); read every "
+                           "size from the input's .shape")
+    named = diagnose.error_reason("shape '[2, 5, 4, 3]' is invalid for input of size 100",
+                                  sizes)
+    assert "none of this call's sizes" not in named
+
+
+def test_error_reason_names_a_view_size_read_from_another_tensor():
+    sizes = {"B": 3, "Lq": 4, "Lk": 7, "num_heads": 2, "head_dim": 8, "d_model": 16}
+    reason = diagnose.error_reason("shape '[3, 4, 2, 8]' is invalid for input of size 336",
+                                   sizes)
+    assert reason.endswith("; with 7 = Lk in place of 4 = Lq (size 1 of the view) the sizes "
+                           "fit: that size was read from another tensor or quantity than the "
+                           "one reshaped (read each tensor's sizes from its own .shape)")
+    # no quantity fits in place of any size: nothing more is claimed
+    other = diagnose.error_reason("shape '[3, 4, 2, 8]' is invalid for input of size 300",
+                                  sizes)
+    assert "in place of" not in other

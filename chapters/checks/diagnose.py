@@ -244,6 +244,23 @@ MESSAGES = translated(__name__) | {
     # one_minus (chapter 5)
     "one_minus": "it is 1 minus the right answer (a distance or a complement, 1 - x, where "
                  "the quantity x itself is asked for)",
+    # constant (a count off by one, any chapter)
+    "count_off_by_one": " = {num}/{den}: as if a sum were divided by {den} where it should be "
+                        "divided by {num} (a count off by one: a mean over {den} items where "
+                        "{num} are averaged, or the other way round)",
+    # error_reason: a tuple used as a tensor; a view's size that is none of the call's
+    "error_tuple_attribute": "a {what} has no .{attribute}: a {what} is used where one tensor "
+                             "is expected; a function that returns several values, such as "
+                             "(output, weights), gives a tuple: unpack it first (output, "
+                             "weights = f(...))",
+    "error_view_unknown": "; {sizes} is none of this call's sizes (no quantity of the exercise "
+                          "nor a product of them): a size taken from elsewhere than the "
+                          "tensor itself (a notebook variable, a fixed number); read every "
+                          "size from the input's .shape",
+    "error_view_in_place_of": "; with {fits}{fits_is} in place of {size}{size_is} (size "
+                              "{axis} of the view) the sizes fit: that size was read from "
+                              "another tensor or quantity than the one reshaped (read each "
+                              "tensor's sizes from its own .shape)",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -298,7 +315,9 @@ def axis_names(shape, dims, axes=None):
     if isinstance(axes, str):
         axes = [a.strip() for a in axes.strip("()").split(",")]
     if axes and len(axes) == len(shape) and all(a and a != "..." for a in axes):
-        return [str(a).replace("{}", "").strip() or f"axis {k}" for k, a in enumerate(axes)]
+        # ("head {} of the pruned module": "head of the pruned module", one space)
+        return [" ".join(str(a).replace("{}", "").split()) or f"axis {k}"
+                for k, a in enumerate(axes)]
     names, used = [], set()
     for k, size in enumerate(shape):
         found = [n for n, v in dims.items() if v == size and n not in used]
@@ -452,6 +471,17 @@ def _name_constant(value, dims, most=3):
     return "".join(f" = {label}" for label in labels[:most])
 
 
+def _count_off_by_one(factor, largest=64):
+    """" = 4/5: as if a sum were divided by 5 where ..." for a factor n/(n+1) or (n+1)/n
+    (2 <= n < largest, as closely as _name_constant names a constant): a mean taken over
+    one item too many or too few; "" for any other factor."""
+    for den in range(2, largest + 1):
+        for num in (den - 1, den + 1):
+            if num >= 2 and math.isclose(factor, num / den, rel_tol=1e-6):
+                return MESSAGES["count_off_by_one"].format(num=num, den=den)
+    return ""
+
+
 def constant(actual, expected, same, dims):
     """The constant family: actual = c * expected, or actual = expected + c (c != 0)."""
     if tuple(actual.shape) != tuple(expected.shape) or expected.numel() < 2:
@@ -463,7 +493,8 @@ def constant(actual, expected, same, dims):
     if norm > 0:
         factor = float((a * e).sum()) / norm
         if abs(factor - 1) > 1e-9 and factor != 0 and same(actual, e * factor):
-            return MESSAGES["times"].format(factor=factor, factor_is=_name_constant(factor, dims))
+            return MESSAGES["times"].format(factor=factor, factor_is=_name_constant(
+                factor, dims) or _count_off_by_one(factor))
     offset = float((a - e).mean())
     if offset != 0 and same(actual, e + offset) and not same(actual, e):
         return MESSAGES["plus"].format(offset=offset, offset_is=_name_constant(offset, dims))
@@ -1149,6 +1180,22 @@ def _no_keepdim(code):
     return None
 
 
+def _view_size_in_place_of(sizes, have, dims):
+    """"; 4 = Lq stands where 7 = Lk would fit ..." when replacing one size of a view's
+    `sizes` by another named quantity makes the sizes hold the tensor's `have` entries (a
+    size read from the wrong tensor: the queries' length for the keys); "" otherwise."""
+    want = math.prod(sizes)
+    for axis, size in enumerate(sizes):
+        if size <= 0 or (size * have) % want:
+            continue
+        fits = size * have // want
+        if fits != size and _quantity(fits, dims) and _quantity(size, dims):
+            return MESSAGES["error_view_in_place_of"].format(
+                size=size, size_is=_quantity(size, dims), fits=fits,
+                fits_is=_quantity(fits, dims), axis=axis)
+    return ""
+
+
 def error_reason(message, dims, code=""):
     """What an error the student's code raised means, in the exercise's words: which
     operation met which sizes (each named by the quantity it equals, or the product of
@@ -1196,8 +1243,12 @@ def error_reason(message, dims, code=""):
             return sized("error_view", sizes=", ".join(
                 f"{s}{_product_name(s, dims)}" if s > 0 else "-1" for s in sizes),
                 want=f"a multiple of {math.prod(s for s in sizes if s > 0)}", have=have)
+        unknown = [s for s in sizes if s > 1 and not _quantity(s, dims)
+                   and not _product_name(s, dims)] if dims else []
         return sized("error_view", sizes=", ".join(f"{s}{_quantity(s, dims)}" for s in sizes),
-                     want=math.prod(sizes), have=have)
+                     want=math.prod(sizes), have=have) + (MESSAGES["error_view_unknown"].format(
+                         sizes=", ".join(map(str, unknown))) if unknown else
+                         _view_size_in_place_of(sizes, have, dims))
     if "view size is not compatible with input tensor's size and stride" in message:
         return MESSAGES["error_stride"]
     found = re.search(r"Dimension out of range \(expected to be in range of \[(-?\d+), "
@@ -1269,6 +1320,10 @@ def error_reason(message, dims, code=""):
         return MESSAGES["error_not_callable"].format(
             what=found.group(1), shape=MESSAGES["error_shape_call"]
             if found.group(1) == "torch.Size" else "")
+    found = re.search(r"'(tuple|list)' object has no attribute '(\w+)'", message)
+    if found:
+        return MESSAGES["error_tuple_attribute"].format(what=found.group(1),
+                                                        attribute=found.group(2))
     found = re.search(r"'(\w+)' object has no attribute '(\w+)'", message)
     if found and found.group(1) != "NoneType":
         return MESSAGES["error_attribute"].format(what=found.group(1),

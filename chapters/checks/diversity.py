@@ -44,7 +44,7 @@ from .common import (CheckFailure, attempt, by_owner, call_keeping, check, close
                      observe, passed, raised, random_inputs, reference, refusal, revive,
                      step_mistakes, type_name)
 from .common import (expect_dtype, expect_named_tuple, expect_no_graph, expect_own_storage,
-                     watch_arguments, expect_unchanged)
+                     expect_type, watch_arguments, expect_unchanged)
 from .language import translated
 
 IGNORE_INDEX = -100  # F.cross_entropy's default ignore_index: positions with no target
@@ -61,7 +61,6 @@ MESSAGES = translated(__name__) | {
                "copies inside `with torch.no_grad():` (or decorate the function with "
                "@torch.no_grad()).",
     "in_words": " In words: {found}.",
-    "fixed_dtype": "Avoid creating tensors with a fixed dtype; use the input's dtype.",
     "dtype_of_weights": "the dtype of weights",
     # the modules the checks build
     "not_a_class": "pass the MultiHeadAttention class to the check, got {got}",
@@ -180,6 +179,29 @@ MESSAGES = translated(__name__) | {
     "prune_refusal": "{reason}: {why} (check the indices before building anything).",
     "prune_passed": "prune_heads: {where} ({dtype}) without heads {remove} -> {kept} heads of "
                     "head_dim {hd}; its output equals the original's with those heads masked",
+    # labels and compositions (a call's name with what it holds, an axis's name: "{}" is
+    # the index along it)
+    "labelled": "{name}: {label}",
+    "joined": "{first} {then}",
+    "joined_below": "{first}\n{then}",
+    "forward_of": "forward of {where}",
+    "forward_weights": "forward of {where}: weights",
+    "dtype_of_model": "the dtype of the model's parameters",
+    "pruned_label": "the pruned module",
+    "pruned_output": "{name}: output of the pruned module",
+    "pruned_training_label": "the pruned module in training mode",
+    "in_training": "{name} with mha in training mode",
+    "kept_axes": "(d_model, kept heads * head_dim)",
+    "axis_head": "head {}",
+    "pruned_head": "head {} of the pruned module",
+    "axis_row": "row {} of each head",
+    "axis_column": "column {} of each head",
+    "axis_input": "input feature",
+    "axis_output": "output feature",
+    # the lab model (GatedModel): what it raises for a head_mask it cannot take
+    "head_mask_type": "head_mask must be a tensor, got {got}",
+    "head_mask_shape": "head_mask must have shape ({h},) or ({B}, {h}), got {got}",
+    "batch_repr": "Batch(tokens, prev_target, first_target: {shape} each)",
 }
 
 # ----------------------------------------------------------------------------- helpers
@@ -195,33 +217,6 @@ def _attention_maps(B, h, Lq, Lk, seed, causal):
     return torch.softmax(scores, dim=-1)
 
 
-class _Undocumented:
-    """No value is one: the kinds that make diagnose.kind() describe what came back, once
-    the check itself has found it is not what the exercise documents."""
-
-
-def _returned(result, name, documented, ok, advice=""):
-    """Fails unless ok(result), naming what came back (diagnose.kind) against the documented
-    return (`documented`, in the exercise's words); advice follows."""
-    if ok(result):
-        return
-    plain = result is None or isinstance(result, (torch.Tensor, tuple, list, bool, int, float,
-                                                  str))
-    # an object of the student's process: a stand-in that bears its class's name
-    shown = result if plain else type(type_name(result), (), {})()
-    fail(diagnose.kind(name, documented, shown, kinds=(_Undocumented,)) + "."
-         + (f" {advice}" if advice else ""))
-
-
-def _expect_dtype(value, name, dtype, whose):
-    """Fails unless the tensor `value` has `dtype` (whose: what fixes it, "the dtype of
-    weights"), naming the dtype found (diagnose.wrong_state)."""
-    if value.dtype != dtype:
-        fail(diagnose.explained(name, diagnose.wrong_state("dtype", value.dtype, dtype,
-                                                           f" ({whose})"))
-             + " " + MESSAGES["fixed_dtype"])
-
-
 def _shape_words(got, want, axes):
     """" In words: <the wrong_shape family's sentence>." for a shape `got` where `want`
     (axes: its axes' names, "(num_heads,)") is documented; "" when none fits."""
@@ -229,12 +224,13 @@ def _shape_words(got, want, axes):
     return MESSAGES["in_words"].format(found=found) if found else ""
 
 
-def _pair(result, name):
-    """The (prev, first) pair the student returned."""
+def _pair(seen, name):
+    """The (prev, first) pair the call `seen` (an Observed) returned, a RelationScores."""
+    result = revive(seen.result)
     advice = (MESSAGES["pair_one_tensor"] if isinstance(result, torch.Tensor) else
               MESSAGES["pair_none"] if result is None else "")
-    _returned(result, name, MESSAGES["pair"],
-              lambda r: isinstance(r, (tuple, list)) and len(r) == 2, advice)
+    expect_type(result, (tuple, list), name, advice, documented=MESSAGES["pair"])
+    expect_named_tuple(seen, "RelationScores", ("prev", "first"), name)
     return result
 
 
@@ -257,23 +253,25 @@ def relation_scores(fn, *, seed=0, B=3, num_heads=2, L=6, dtype=torch.float32, d
     name = "relation_scores(weights)"
     seen = observe(fn, weights, name=name)   # (weights changed in place fail there)
     raised(seen.error, name)
-    prev, first = _pair(revive(seen.result), name)
-    expect_named_tuple(seen, "RelationScores", ("prev", "first"), name)
+    prev, first = _pair(seen, name)
     h = num_heads
     for label, value in (("prev", prev), ("first", first)):
-        expect_tensor(value, f"{name}: {label}")
+        expect_tensor(value, MESSAGES["labelled"].format(name=name, label=label))
         if tuple(value.shape) != (h,):
             fail(MESSAGES["relation_shape"].format(
                 name=name, label=label, got=tuple(value.shape), h=h,
                 words=_shape_words(value.shape, (h,), "(num_heads,)")))
-        expect_tensor(value, f"{name}: {label}", shape=(h,), device=device,
+        expect_tensor(value, MESSAGES["labelled"].format(name=name, label=label), shape=(h,),
+                      device=device,
                       shape_names="(num_heads,)")
-        _expect_dtype(value, f"{name}: {label}", dtype, MESSAGES["dtype_of_weights"])
+        expect_dtype(value, dtype, MESSAGES["labelled"].format(name=name, label=label),
+                     MESSAGES["dtype_of_weights"])
     prev, first = prev.detach().cpu(), first.detach().cpu()
 
     hint = MESSAGES["relation_hint"]
     for label, value, expected in zip(("prev", "first"), (prev, first), _relation_answers(w64)):
-        expect_close(value, expected.to(dtype), f"{name}: {label}", dtype=dtype, hint=hint,
+        labelled = MESSAGES["labelled"].format(name=name, label=label)
+        expect_close(value, expected.to(dtype), labelled, dtype=dtype, hint=hint,
                      axes=["head {}"],
                      mistakes=step_mistakes("relation score", {"weights": w64},
                                             current_dims(), relation=label))
@@ -382,7 +380,7 @@ def _build(cls, d_model, num_heads, kwargs, P, dtype, device, where):
 
 def _forward_result(seen, where):
     """(output, weights) from the Observed forward call of a module."""
-    raised(seen.error, f"forward of {where}")
+    raised(seen.error, MESSAGES["forward_of"].format(where=where))
     result = revive(seen.result)
     if not (isinstance(result, tuple) and len(result) == 2):
         fail(MESSAGES["forward_pair"].format(where=where, interface=MESSAGES["interface"]))
@@ -437,20 +435,21 @@ def _ref_mha(P, query, key, value, h, hd, gates=None):
     return F.linear(merged, P["out_proj.weight"], P.get("out_proj.bias"))     # (B, Lq, D)
 
 
-def _expect_param(actual, expected, name, key, hd, dtype, hint, head="head {}",
+def _expect_param(actual, expected, name, key, hd, dtype, hint, head=None,
                   mistakes=None):
     """expect_close for the parameter `key` of a projection (nn.Linear's layout), with its
     heads on an axis of their own: q_proj, k_proj, v_proj's rows (h*hd, ...) as (h, hd, ...),
     out_proj.weight's columns (D, h*hd) as (D, h, hd); so that the message names the heads
     that differ ("head 2"), not rows. head: that axis's name ("{}": the heads' indices).
     mistakes: step_mistakes() of the exercise's formula for this parameter."""
+    head = head or MESSAGES["axis_head"]
     axis = 1 if key == "out_proj.weight" else 0
     if key == "out_proj.bias" or tuple(actual.shape) != tuple(expected.shape) \
             or actual.dim() <= axis or actual.shape[axis] % hd:
         return expect_close(actual, expected, name, dtype=dtype, hint=hint,
                             mistakes=mistakes)
-    names = ([head, "row {} of each head"] + ["input feature"] * (actual.dim() - 1) if axis == 0
-             else ["output feature", head, "column {} of each head"])
+    names = ([head, MESSAGES["axis_row"]] + [MESSAGES["axis_input"]] * (actual.dim() - 1)
+             if axis == 0 else [MESSAGES["axis_output"], head, MESSAGES["axis_column"]])
 
     def by_head(t):
         return t.unflatten(axis, (-1, hd))
@@ -508,8 +507,9 @@ def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size
         if "leaf Variable that requires grad" in str(failure):
             fail(MESSAGES["leaf_in_place"].format(name=name, no_grad=MESSAGES["no_grad"]))
         raise
-    _returned(result, name, MESSAGES["identical_returns"], lambda r: r is not None,
-              MESSAGES["identical_none"])
+    if result is None:   # (another object than mha: decided by behaviour, below)
+        expect_type(result, nn.Module, name, MESSAGES["identical_none"],
+                    documented=MESSAGES["identical_returns"])
     found = _read(module)
     # copies: the student's forward gets these
     forward = observe(module, *(x.clone() for x in inputs))
@@ -536,13 +536,17 @@ def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size
             if key == "out_proj.bias":
                 if not torch.equal(after[key].double().cpu(), W):
                     try:  # how it changed, in the families' words, when one fits
-                        expect_close(after[key].cpu(), W.to(dtype), f"{name}: {key}",
+                        expect_close(after[key].cpu(), W.to(dtype),
+                                     MESSAGES["labelled"].format(name=name, label=key),
                                      dtype=dtype, hint="")
                     except CheckFailure as failure:
-                        fail(f"{failure} {MESSAGES['out_bias_changed']}")
-                    fail(f"{name}: {MESSAGES['out_bias_changed']}")
+                        fail(MESSAGES["joined"].format(
+                            first=failure, then=MESSAGES["out_bias_changed"]))
+                    fail(MESSAGES["labelled"].format(name=name,
+                                                     label=MESSAGES["out_bias_changed"]))
                 continue
-            _expect_param(after[key].cpu(), answers[key].to(dtype), f"{name}: {key}", key, hd,
+            _expect_param(after[key].cpu(), answers[key].to(dtype),
+                          MESSAGES["labelled"].format(name=name, label=key), key, hd,
                           dtype=dtype,
                           mistakes=step_mistakes("head copy", {"W": W}, current_dims(),
                                                  num_heads=h, head_dim=hd,
@@ -550,7 +554,7 @@ def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size
                           hint=MESSAGES["identical_hint"])
     # the heads now compute the same thing: equal attention weights for every head
     _, weights = _forward_result(forward, where)
-    expect_tensor(weights, f"forward of {where}: weights", shape=(2, h, 4, 5),
+    expect_tensor(weights, MESSAGES["forward_weights"].format(where=where), shape=(2, h, 4, 5),
                   shape_names="(B, num_heads, Lq, Lk)")
     weights = weights.detach().cpu()
     for i in range(1, h):
@@ -586,7 +590,7 @@ def head_similarity(fn, *, seed=0, B=4, num_heads=3, Lq=5, Lk=None, dtype=torch.
                                                       words=words, h=h))
     expect_tensor(out, name, shape=(h, h), device=device,
                   shape_names="(num_heads, num_heads)")
-    _expect_dtype(out, name, dtype, MESSAGES["dtype_of_weights"])
+    expect_dtype(out, dtype, name, MESSAGES["dtype_of_weights"])
     out = out.detach().cpu()
 
     expect_close(out, _similarity_answers(w64).to(dtype), name, dtype=dtype,
@@ -618,7 +622,7 @@ class Batch:
         return 3
 
     def __repr__(self):
-        return f"Batch(tokens, prev_target, first_target: {tuple(self.tokens.shape)} each)"
+        return MESSAGES["batch_repr"].format(shape=tuple(self.tokens.shape))
 
 
 @reference
@@ -667,10 +671,10 @@ class GatedModel(nn.Module):
         heads = weights @ v                                                       # (B, h, L, hd)
         if head_mask is not None:
             if not isinstance(head_mask, torch.Tensor):
-                raise TypeError(f"head_mask must be a tensor, got {type(head_mask).__name__}")
+                raise TypeError(MESSAGES["head_mask_type"].format(got=type(head_mask).__name__))
             if tuple(head_mask.shape) not in ((h,), (B, h)):
-                raise ValueError(f"head_mask must have shape ({h},) or ({B}, {h}), got "
-                                 f"{tuple(head_mask.shape)}")
+                raise ValueError(MESSAGES["head_mask_shape"].format(
+                    h=h, B=B, got=tuple(head_mask.shape)))
             heads = heads * head_mask.to(heads.dtype)[..., None, None]
         out = heads.transpose(1, 2).reshape(B, L, h * hd) @ self.w_out            # (B, L, D)
         return out @ self.readout_prev, out @ self.readout_first, weights
@@ -729,12 +733,11 @@ def ablation_importance(fn, *, seed=0, N=16, L=6, vocab_size=11, d_model=12, num
     raised(seen.error, name)
     out = revive(seen.result)
     h = num_heads
-    _returned(out, name, MESSAGES["ablation_returns"],
-              lambda r: isinstance(r, torch.Tensor))
+    expect_type(out, torch.Tensor, name, documented=MESSAGES["ablation_returns"])
     expect_tensor(out, name, shape=(h,), shape_names="(num_heads,)")
     # a measurement: no gradients (@torch.no_grad()), in the model's dtype
     expect_no_graph(seen, name)
-    expect_dtype(out, dtype, name, "the dtype of the model's parameters")
+    expect_dtype(out, dtype, name, MESSAGES["dtype_of_model"])
     out = out.detach().cpu()
 
     expected = _ablation_answers(params, batch, N, L, vocab_size, d_model, num_heads, dtype,
@@ -808,11 +811,13 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
     except CheckFailure as failure:
         if any(s in str(failure) for s in ("must match the size", "size mismatch", "divisible",
                                           "shape")):
-            fail(f"{failure}\n{MESSAGES['prune_shapes'].format(kept=len(keep), hd=hd)}")
+            fail(MESSAGES["joined_below"].format(
+                first=failure, then=MESSAGES["prune_shapes"].format(kept=len(keep), hd=hd)))
         raise
     expect_unchanged(watched, fn, name, [module], {})
-    _returned(new, name, MESSAGES["prune_returns"], lambda r: r is not None,
-              MESSAGES["prune_none"])
+    if new is None:   # (mha itself: decided by behaviour, below)
+        expect_type(new, nn.Module, name, MESSAGES["prune_none"],
+                    documented=MESSAGES["prune_returns"])
     original = _read(module)  # mha after the call
     if is_module(new):
         got_h, got_hd = getattr(new, "num_heads", None), getattr(new, "head_dim", None)
@@ -829,13 +834,14 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
     for key, value in _params(original, where).items():  # mha's values, read back
         if key not in P:
             fail(MESSAGES["prune_added"].format(name=name, key=key))
-    _returned(new, name, MESSAGES["prune_returns"], is_module)
+    expect_type(new, nn.Module, name, documented=MESSAGES["prune_returns"])
     if differs(got_hd, hd):
-        fail(f"{name}: " + MESSAGES["head_dim_changed"].format(got=got_hd, hd=hd))
+        fail(MESSAGES["labelled"].format(
+            name=name, label=MESSAGES["head_dim_changed"].format(got=got_hd, hd=hd)))
     if differs(got_h, len(keep)):
         fail(MESSAGES["prune_num_heads"].format(name=name, got=got_h, kept=len(keep), h=h,
                                                 removed=len(remove)))
-    after = _params(found, "the pruned module")
+    after = _params(found, MESSAGES["pruned_label"])
     inner = len(keep) * hd
     answers, expected_out = _prune_answers(P, inputs, num_heads, d_model, remove, dtype)
     for key in P:
@@ -847,51 +853,55 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
         expected = answers[key]
         if key == "out_proj.weight" and tuple(value.shape) != tuple(expected.shape):
             if tuple(value.shape)[0] == inner:
-                fail(f"{name}: " + MESSAGES["out_rows_pruned"].format(got=tuple(value.shape))
-                     + _shape_words(value.shape, expected.shape,
-                                    "(d_model, kept heads * head_dim)"))
-            expect_tensor(value, f"{name}: {key}", shape=expected.shape,
-                          shape_names="(d_model, kept heads * head_dim)")
-        expect_tensor(value, f"{name}: {key}", shape=expected.shape, device=device)
-        _expect_dtype(value, f"{name}: {key}", dtype, MESSAGES["dtype_of_mha"])
+                fail(MESSAGES["labelled"].format(
+                    name=name, label=MESSAGES["out_rows_pruned"].format(got=tuple(value.shape)))
+                     + _shape_words(value.shape, expected.shape, MESSAGES["kept_axes"]))
+            expect_tensor(value, MESSAGES["labelled"].format(name=name, label=key),
+                          shape=expected.shape, shape_names=MESSAGES["kept_axes"])
+        labelled = MESSAGES["labelled"].format(name=name, label=key)
+        expect_tensor(value, labelled, shape=expected.shape, device=device)
+        expect_dtype(value, dtype, labelled, MESSAGES["dtype_of_mha"])
         value = value.detach().cpu()
-        _expect_param(value, expected.to(dtype), f"{name}: {key}", key, hd, dtype=dtype,
+        _expect_param(value, expected.to(dtype), labelled, key, hd, dtype=dtype,
                       mistakes=None if key == "out_proj.bias" else step_mistakes(
                           "head pruning", {"W": P[key]}, current_dims(), num_heads=h,
                           head_dim=hd, layout=_layout(key), remove=tuple(sorted(remove)),
                           ndim=P[key].dim()),
-                      head="head {} of the pruned module",
+                      head=MESSAGES["pruned_head"],
                       hint=MESSAGES["prune_hint"])
     if differs(training, False):  # mha's mode: _build put it in eval mode
-        fail(_pruned_state(name, "mode", "training", "eval") + " "
-             + MESSAGES["prune_training"])
-    output, _ = _forward_result(forward, "the pruned module")
-    expect_tensor(output, f"{name}: output of the pruned module", device=device)
-    repeated, _ = _forward_result(again, "the pruned module")
+        fail(MESSAGES["joined"].format(first=_pruned_state(name, "mode", "training", "eval"),
+                                       then=MESSAGES["prune_training"]))
+    output, _ = _forward_result(forward, MESSAGES["pruned_label"])
+    pruned_output = MESSAGES["pruned_output"].format(name=name)
+    expect_tensor(output, pruned_output, device=device)
+    repeated, _ = _forward_result(again, MESSAGES["pruned_label"])
     output = output.detach().cpu()
     # the same inputs twice (an output with NaN is not close to itself: judged below)
     if close(output, output, dtype) and not (isinstance(repeated, torch.Tensor)
                                              and close(repeated.detach().cpu(), output, dtype)):
-        fail(f"{name}: {MESSAGES['prune_random']}")
-    expect_close(output, expected_out, f"{name}: output of the pruned module",
+        fail(MESSAGES["labelled"].format(name=name, label=MESSAGES["prune_random"]))
+    expect_close(output, expected_out, pruned_output,
                  dtype=dtype, hint=MESSAGES["prune_output_hint"])
     # the other mode: a copy put in eval mode whatever mha's mode is as wrong as one left in
     # training mode, which eval mode alone cannot tell from a copied mode
     module.train()
     watched = watch_arguments((module,), {})
     in_training, error = attempt(fn, module, list(remove))
-    raised(error, f"{name} with mha in training mode")
-    expect_unchanged(watched, fn, f"{name} with mha in training mode", [module], {})
+    in_training_mode = MESSAGES["in_training"].format(name=name)
+    raised(error, in_training_mode)
+    expect_unchanged(watched, fn, in_training_mode, [module], {})
     if is_module(in_training) and differs(getattr(in_training, "training", None), True):
-        fail(_pruned_state(name, "mode", "eval", "training") + " "
-             + MESSAGES["prune_always_eval"])
+        fail(MESSAGES["joined"].format(first=_pruned_state(name, "mode", "eval", "training"),
+                                       then=MESSAGES["prune_always_eval"]))
     if dropout and is_module(in_training):  # mha's dropout, seen where it acts: training mode
         outputs = [_forward_result(observe(in_training, *(x.clone() for x in inputs)),
-                                   "the pruned module in training mode")[0] for _ in range(2)]
+                                   MESSAGES["pruned_training_label"])[0] for _ in range(2)]
         if all(isinstance(o, torch.Tensor) for o in outputs) and close(
                 outputs[0].detach().cpu(), outputs[1].detach().cpu(), dtype):
-            fail(_pruned_state(name, "dropout", "off", "on", p=dropout) + " "
-                 + MESSAGES["prune_no_dropout"].format(p=dropout))
+            fail(MESSAGES["joined"].format(
+                first=_pruned_state(name, "dropout", "off", "on", p=dropout),
+                then=MESSAGES["prune_no_dropout"].format(p=dropout)))
     # the refusals the exercise specifies: an index outside [0, num_heads), no head left
     for bad, why in (([h], MESSAGES["no_head"].format(h=h, last=h - 1)),
                      (list(range(h)), MESSAGES["none_left"])):

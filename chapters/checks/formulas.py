@@ -607,7 +607,9 @@ def split_formula(dims, num_heads):
              ("transpose(1, 2)", lambda t, _x: t.transpose(1, 2))]
     variants = {"cut of d_model into (num_heads, head_dim)": {
         "cuts it as (head_dim, num_heads): head i gets the strided features i, "
-        "i + num_heads, ...": cut("head_dim first")}}
+        "i + num_heads, ...": cut("head_dim first"),
+        "numbers the heads in reverse order (head i must hold features [i*head_dim, "
+        "(i+1)*head_dim), head 0 the first block)": lambda t, x: cut("heads first")(t, x).flip(2)}}
     keep = {"transpose(1, 2)": lambda t, _x: t}
     together = {
         "x is reshaped straight to (B, num_heads, L, head_dim) with no transpose(1, 2): the "
@@ -637,7 +639,19 @@ def merge_formula(dims):
         "positions are mixed": lambda _v, x: x["x"].transpose(2, 3),
         "puts head_dim before num_heads (permute(0, 2, 3, 1)): the heads' features are "
         "interleaved (head i goes to features i, i + num_heads, ...) instead of filling the "
-        "block [i*head_dim, (i+1)*head_dim)": lambda _v, x: x["x"].permute(0, 2, 3, 1)}}
+        "block [i*head_dim, (i+1)*head_dim)": lambda _v, x: x["x"].permute(0, 2, 3, 1)},
+        "flatten of (num_heads, head_dim)": {
+        "puts the heads side by side in reverse order (head i must fill features "
+        "[i*head_dim, (i+1)*head_dim), head 0 the first block)":
+            lambda t, x: flatten(t.flip(2), x),
+        "sums the heads (over num_heads) instead of putting them side by side: each head's "
+        "head_dim features must keep their own block of d_model": lambda t, _x: t.sum(dim=2),
+        "averages the heads (over num_heads) instead of putting them side by side: each "
+        "head's head_dim features must keep their own block of d_model":
+            lambda t, _x: t.mean(dim=2),
+        "concatenates the heads along the positions (dim=1), (B, num_heads * L, head_dim), "
+        "instead of along the features (dim=-1)":
+            lambda _t, x: x["x"].reshape(x["x"].shape[0], -1, x["x"].shape[-1])}}
     return Formula(steps, variants)
 
 
@@ -724,17 +738,28 @@ def head_projection_formula(dims, i, num_heads):
              "i * head_dim)"] = rows("from i")
     ways.update({f"takes head {j}'s block (off by one: head i = {i} is asked, counted "
                  "from 0)": rows(j) for j in (i - 1, i + 1) if 0 <= j < num_heads})
+    ways.update({f"takes head {j}'s block of rows, [{j}*head_dim, {j + 1}*head_dim), instead "
+                 f"of head i = {i}'s, [{i}*head_dim, {i + 1}*head_dim)": rows(j)
+                 for j in range(num_heads) if abs(j - i) > 1})
+
+    def subtract_bias(state, x):
+        if state["b"] is None:
+            raise RuntimeError("no bias")   # no fit (Formula.mistakes)
+        return state["y"] - state["b"]
+
+    bias_ways["subtracts the bias instead of adding it (x W_i^T + b_i)"] = subtract_bias
     return Formula(steps, {"block of rows of head i": ways, "bias": bias_ways},
                    {"bias": lambda st, _x: st["y"]})
 
 
-def core_formula(dims, num_heads):
+def core_formula(dims, num_heads, output=True):
     """multihead_attention_core (chapter 2): multihead_formula with identity projections,
     and the other ways of its steps that reading the three inputs and scaling by
-    sqrt(head_dim) allow: keys or values split from another input."""
-    formula = multihead_formula(dims, num_heads)
+    sqrt(head_dim) allow: keys or values split from another input. output=False: its
+    weights (B, num_heads, Lq, Lk), and the ways of returning them."""
+    formula = multihead_formula(dims, num_heads, output)
     project = dict(formula.steps)["projection"]
-    merge = dict(formula.steps)["merge of the heads"]
+    merge = dict(formula.steps).get("merge of the heads")
 
     def heads_after_positions(st, _x):
         """The split without its transpose: (B, L, num_heads, head_dim), so that the
@@ -767,8 +792,19 @@ def core_formula(dims, num_heads):
         "reads the query input for the keys": reading("key", "query"),
         "reads the query input for the values": reading("value", "query"),
         "reads the key input for the values": reading("value", "key"),
-        "exchanges the key and value inputs":
+        "swaps the key and value inputs (the keys read from value, the values from key)":
             lambda st, x: project(st, {**x, "key": x["value"], "value": x["key"]})}
+    # the scale moved past the softmax: the weights divided, the scores left as they are
+    formula.together["the scale is moved after the softmax: the weights are divided by "
+                     "sqrt(head_dim) instead of the scores Q K^T before the softmax"] = {
+        "scale": lambda st, _x: st,
+        "softmax": lambda st, _x: _with(st, w=torch.softmax(st["s"], dim=-1)
+                                        / math.sqrt(st["q"].shape[-1]))}
+    if not output:
+        formula.variants["weights"] = {
+            "returns them transposed, (B, num_heads, Lk, Lq): each row must hold one "
+            "query's weights over the keys, (B, num_heads, Lq, Lk)":
+                lambda st, _x: st["w"].transpose(-2, -1)}
     return formula
 
 
@@ -777,6 +813,8 @@ FORMULAS["merge heads"] = merge_formula
 FORMULAS["fuse head weights"] = fuse_formula
 FORMULAS["head projection"] = head_projection_formula
 FORMULAS["multi-head attention core"] = core_formula
+FORMULAS["multi-head core weights"] = (
+    lambda dims, num_heads: core_formula(dims, num_heads, output=False))
 
 
 # ==== chapter 4: masks ====================================================================
@@ -1020,6 +1058,9 @@ def similarity_formula(dims):
                 lambda maps, _x: maps,
             "runs along the heads axis (dim=1) instead of along each flattened map (dim=-1)":
                 lambda maps, _x: normalize(maps, dim=1),
+            "normalises each query's row of the map (over the keys, Lk) before flattening, "
+            "instead of the whole flattened map of Lq * Lk numbers": lambda maps, x: normalize(
+                maps.unflatten(-1, x["weights"].shape[-2:]), dim=-1).flatten(-2),
             "runs along the batch axis (dim=0) instead of along each flattened map (dim=-1)":
                 lambda maps, _x: normalize(maps, dim=0),
             "divides each map by the sum of its entries (the L1 norm, F.normalize(p=1)) "
@@ -1152,6 +1193,15 @@ def _other_layouts(W, layout, make_step):
             for other in others if other != layout}
 
 
+def _averaged(W, split):
+    """W with every head's block (split(W): a view with the heads on axis 0) replaced by
+    the mean of all the heads' blocks."""
+    W = W.clone()
+    blocks = split(W)
+    blocks[:] = blocks.mean(0, keepdim=True).clone()
+    return W
+
+
 def head_copy_formula(dims, num_heads, head_dim, layout, ndim=2, key="the parameter"):
     """make_heads_identical for one parameter W (inputs {"W"}, named `key`): head 0's block
     copied into every head i = 1 .. num_heads - 1; the blocks are rows of q_proj, k_proj,
@@ -1193,13 +1243,19 @@ def head_copy_formula(dims, num_heads, head_dim, layout, ndim=2, key="the parame
         f"is left out: {key} was not changed (head 0's block goes into every head i = 1 .. "
         "num_heads - 1, or the heads still compute different things)": lambda _v, x: x["W"],
         **_other_layouts(torch.empty((1,) * ndim), layout, layout_step),
-        "stops before the last head (range(1, num_heads - 1) misses head num_heads - 1)":
-            copied(_head_blocks(h, hd, layout), range(1, h - 1)),
+        f"stops before the last head (range(1, num_heads - 1) misses head num_heads - 1 = "
+        f"{h - 1})": copied(_head_blocks(h, hd, layout), range(1, h - 1)),
+        "copies the average of all heads' blocks into every head instead of head 0's block":
+            lambda _v, x: _averaged(x["W"], _head_blocks(h, hd, layout)),
         **{f"copies head {j}'s block into every head instead of head 0's":
            copied_from(j) for j in range(1, h)},
         **{f"copies the other way, head {j}'s block into head 0 (the others unchanged), "
            "instead of head 0's block into every other head": into_first(j)
            for j in sorted({1, h - 1}) if j > 0}}}
+    if h > 3:   # (with 3 heads, the same as stopping before the last head)
+        variants["copy"][f"copies head 0's block into head 1 only (heads 2 .. {h - 1} keep "
+                         "their own): every head i = 1 .. num_heads - 1 gets it"] = copied(
+            _head_blocks(h, hd, layout), [1])
     return Formula(steps, variants)
 
 

@@ -14,12 +14,13 @@ the @reference functions. Shape letters: B batch, L (Lq, Lk) sequence length, h 
 hd head_dim, D d_model = num_heads * head_dim.
 """
 import math
+import re
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import (CheckFailure, Forbidden, attempt, call_keeping, check,
+from .common import (CheckFailure, Forbidden, attempt, call, check, observe, raised, revive,
                      expect_close, expect_tensor, fail, forbid_spec, passed,
                      random_inputs, reference, softmax_condition, type_name)
 from .common import Intermediate, current_dims, shape_reason, step_mistakes
@@ -28,13 +29,6 @@ from .diagnose import located
 from .operations import student_line
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
 from .language import translated
-
-# The shortcut the core exercise forbids (see common.Forbidden): decided by the grader from
-# the submitted source, and caught here, in the student's Jupyter, when it runs.
-FORBIDS = (Forbidden("multihead_attention_core", ("test_multihead_attention_core",),
-                     r"multi_head_attention|MultiheadAttention",
-                     "which does the whole exercise for you",
-                     label="nn.MultiheadAttention (F.multi_head_attention_forward)"),)
 
 SPLIT_LAYOUT = "(B, num_heads, L, head_dim)"
 # Every message of this chapter's checks, one template each with named fields (str.format),
@@ -112,7 +106,42 @@ MESSAGES = translated(__name__) | {
     "fuse_per_head": "split_heads(F.linear(x, fused)) vs x @ W_i for each head",
     "fuse_passed": "fuse_head_weights: {num_heads} matrices {shape} -> one nn.Linear weight {out} "
                    "({dtype}); projecting once and splitting equals x @ W_i for every head",
+    "swapped_numbers": "{name} raised ValueError with both names and both numbers, but "
+                       "its message {message!r} writes {word}={wrong}, which is {other}'s "
+                       "value: the two numbers are swapped ({word} is {value}). Write each "
+                       "number beside its own name, e.g. 'd_model={d_model} is not divisible "
+                       "by num_heads={num_heads}'.",
+    "proj_other_heads": "{name} reads the other heads' rows of the weight: head {i} must be "
+                        "computed from its own block alone, rows [{start}, {stop}) of the "
+                        "weight and the same slice of the bias, as a model with one matrix per "
+                        "head would. In this test every other row holds NaN, and {where} came "
+                        "out NaN: all d_model features were projected (or the whole weight "
+                        "masked) and head {i}'s kept afterwards. Slice weight[{start}:{stop}] "
+                        "(and bias[{start}:{stop}]) first, then project x with that block.",
+    "proj_where_output": "your result",
+    "proj_where_grad": "the gradient of your result with respect to x (the part cut away "
+                       "gets a zero gradient, and 0 * NaN is NaN)",
+    "refuses_divisible": "{name} raised ValueError ({message}) for d_model={d_model} and "
+                         "num_heads={num_heads}, which divide: head_dim = {head_dim}. The "
+                         "divisibility test refuses an input it must accept: raise only when "
+                         "d_model % num_heads != 0 (the remainder of d_model divided by "
+                         "num_heads).{where}",
+    # labels and compositions
+    "labelled": "{name}: {label}",
+    "output_label": "output",
+    "weights_label": "weights",
+    "joined": "{first} {then}",
+    "joined_below": "{first}\n{then}",
+    "divisibility_call": "split_heads(x, num_heads={num_heads}) with d_model={d_model}",
+    # the forbid's end of sentence ("you called ..., {what}; build it ...")
+    "forbid_core": "which does the whole exercise for you",
 }
+
+# The shortcut the core exercise forbids (see common.Forbidden): decided by the grader from
+# the submitted source, and caught here, in the student's Jupyter, when it runs.
+FORBIDS = (Forbidden("multihead_attention_core", ("test_multihead_attention_core",),
+                     r"multi_head_attention|MultiheadAttention", MESSAGES["forbid_core"],
+                     label="nn.MultiheadAttention (F.multi_head_attention_forward)"),)
 
 
 # ------------------------------------------------------------------ references and helpers
@@ -149,23 +178,32 @@ def _expect_shape(actual, name, shape, shape_names, hint, expected=None, mistake
     reason = None if expected is None else shape_reason(actual, expected, None, shape_names,
                                                          mistakes)
     if reason:
-        fail(diagnose.explained(name, reason) + (f" {hint}" if hint else ""))
+        fail(MESSAGES["joined"].format(first=diagnose.explained(name, reason), then=hint)
+             if hint else diagnose.explained(name, reason))
     try:
         return expect_tensor(actual, name, shape=shape, shape_names=shape_names)
     except CheckFailure as failure:
         if hint and isinstance(actual, torch.Tensor) and tuple(actual.shape) != tuple(shape):
-            fail(f"{failure} {hint}")
+            fail(MESSAGES["joined"].format(first=failure, then=hint))
         raise
 
 
-def _run(function, *args, name):
+def _run(function, *args, name, refused=None):
     """call_keeping(): (result, the arguments as the student's code left them), with a
-    specific message for .view() on a non-contiguous tensor."""
+    specific message for .view() on a non-contiguous tensor. refused: the fields of
+    MESSAGES["refuses_divisible"] (d_model, num_heads, head_dim) where the check's input is
+    one split_heads must accept, for a ValueError it raised."""
     try:
-        return call_keeping(function, *args, name=name)
+        seen = observe(function, *args, name=name)
+        if refused and seen.error is not None and seen.error[0] == "ValueError":
+            fail(MESSAGES["refuses_divisible"].format(
+                name=name, message=seen.error[1], **refused,
+                where=located(seen.error[3] if len(seen.error) > 3 else "")))
+        raised(seen.error, name)
+        return revive(seen.result), [revive(a) for a in seen.args]
     except CheckFailure as failure:
         if "view size is not compatible" in str(failure):
-            fail(f"{failure}\n" + MESSAGES["view_error"])
+            fail(MESSAGES["joined_below"].format(first=failure, then=MESSAGES["view_error"]))
         raise
 
 
@@ -204,7 +242,8 @@ def split_heads(split_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
     x = _tokens(B, L, D, seed, dtype, contiguous)
     expected = _split_answers(x, num_heads)
     name = "split_heads(x, num_heads)"
-    out, _ = _run(split_heads, _copy(x), num_heads, name=name)
+    out, _ = _run(split_heads, _copy(x), num_heads, name=name,
+                  refused=dict(num_heads=num_heads, d_model=D, head_dim=head_dim))
     mistakes = step_mistakes("split heads", {"x": x}, current_dims(), num_heads=num_heads)
     _expect_shape(out, name, (B, num_heads, L, head_dim), SPLIT_LAYOUT, MESSAGES["split_shape"],
                   expected, mistakes)
@@ -214,6 +253,34 @@ def split_heads(split_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
     passed(MESSAGES["split_passed"].format(
         x=tuple(x.shape), layout=SPLIT_LAYOUT, out=tuple(out.shape), dtype=x.dtype,
         memory="contiguous" if contiguous else "non-contiguous"))
+
+
+# a number written right beside a name, before or after it, with nothing but "=", ":",
+# brackets and spaces between: "d_model=10", "num_heads (3)", "10 (d_model)"
+_NUMBER = r"(?<![\w.])(\d+)(?!\w|\.\d)"
+_BESIDE_AFTER = r"\b{word}\b[\s=:(\[]*" + _NUMBER
+_BESIDE_BEFORE = _NUMBER + r"[\s(\[]*\b{word}\b"
+
+
+def _beside(message, word):
+    """The whole numbers written right beside `word` in `message` (see _BESIDE_AFTER)."""
+    return {int(n) for pattern in (_BESIDE_AFTER, _BESIDE_BEFORE)
+            for n in re.findall(pattern.format(word=re.escape(word)), message)}
+
+
+def _expect_paired(message, name, values):
+    """Fail when the error message writes a name beside another name's value and never
+    beside its own ("d_model=3 is not divisible by num_heads=10" for d_model=10,
+    num_heads=3): the exercise asks for each name with its value. values: {name: value}.
+    A message that writes no number right beside a name is not judged here."""
+    for word, value in values.items():
+        found = _beside(message, word)
+        others = {other: v for other, v in values.items() if other != word and v in found}
+        if value not in found and others:
+            other, wrong = next(iter(others.items()))
+            fail(MESSAGES["swapped_numbers"].format(
+                name=name, message=message, word=word, wrong=wrong, other=other, value=value,
+                **values))
 
 
 def _accepts_what_divides(split_heads, x, num_heads):
@@ -235,7 +302,7 @@ def split_heads_divisibility(split_heads, *, seed=0, B=2, L=5, d_model=10, num_h
     if d_model % num_heads == 0:
         raise ValueError("this check needs a d_model that num_heads does not divide")
     x = random_inputs((B, L, d_model), seed=seed)[0]
-    name = f"split_heads(x, num_heads={num_heads}) with d_model={d_model}"
+    name = MESSAGES["divisibility_call"].format(num_heads=num_heads, d_model=d_model)
     try:
         out = split_heads(_copy(x), num_heads)
     except NotImplementedError:
@@ -248,6 +315,7 @@ def split_heads_divisibility(split_heads, *, seed=0, B=2, L=5, d_model=10, num_h
             fail(MESSAGES["unnamed_numbers"].format(name=name, message=message,
                                                     missing=", ".join(missing),
                                                     d_model=d_model, num_heads=num_heads))
+        _expect_paired(message, name, {"d_model": d_model, "num_heads": num_heads})
         _accepts_what_divides(split_heads, x, num_heads)
         passed(MESSAGES["refuses_passed"].format(d_model=d_model, num_heads=num_heads,
                                                  message=message))
@@ -355,7 +423,8 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
                                     what=MESSAGES["items"].format(kind=type_name(result),
                                                                   count=len(result)))))
     out, weights = result
-    out = expect_tensor(out, f"{name}: output")
+    output_name = MESSAGES["labelled"].format(name=name, label=MESSAGES["output_label"])
+    out = expect_tensor(out, output_name)
     # the formula with one step left out or moved (checks/diagnose.py), projections the
     # identity, for a mistake that no entry of the tables names
     identity = torch.eye(D, dtype=torch.float64)
@@ -363,29 +432,30 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
               **{f"{n}_w": identity for n in "qkvo"}}
     mistakes = step_mistakes("multi-head attention core", inputs, current_dims(),
                              num_heads=num_heads)
-    weight_mistakes = step_mistakes("multi-head weights", inputs, current_dims(),
+    weight_mistakes = step_mistakes("multi-head core weights", inputs, current_dims(),
                                     num_heads=num_heads)
-    _expect_shape(out, f"{name}: output", (B, Lq, D), "(B, Lq, d_model)", MESSAGES["core_shape"],
+    _expect_shape(out, output_name, (B, Lq, D), "(B, Lq, d_model)", MESSAGES["core_shape"],
                   expected_out, mistakes)
-    expect_tensor(out, f"{name}: output", dtype=q.dtype)
+    expect_tensor(out, output_name, dtype=q.dtype)
     # common.py's rule: each head's weights round with its scores' magnitude, the output
     # (weighted means of the values) with the values'
     def heads(t):
         return t.detach().double().reshape(B, t.shape[1], num_heads, head_dim).transpose(1, 2)
     condition = softmax_condition(heads(q) @ heads(k).transpose(-2, -1) / math.sqrt(head_dim))
     weight_axes = "(B, num_heads, Lq, Lk)"
-    expect_close(out, expected_out, f"{name}: output", mistakes=mistakes,
+    expect_close(out, expected_out, output_name, mistakes=mistakes,
                  scale=v.detach().double().abs().max(), condition=condition.amax(),
                  axes="(B, Lq, d_model)", hint=MESSAGES["core_hint"],
                  # where no family names the output's mistake: the weights, if they differ
-                 earlier=[Intermediate("weights", weights, expected_weights, q.dtype, condition,
-                                       weight_axes, weight_mistakes)])
-    weights = expect_tensor(weights, f"{name}: weights")
+                 earlier=[Intermediate(MESSAGES["weights_label"], weights, expected_weights,
+                                       q.dtype, condition, weight_axes, weight_mistakes)])
+    weights_name = MESSAGES["labelled"].format(name=name, label=MESSAGES["weights_label"])
+    weights = expect_tensor(weights, weights_name)
     if tuple(weights.shape) == (B, Lq, num_heads, num_heads) and Lq != num_heads:
         fail(MESSAGES["weights_across_heads"].format(name=name, shape=tuple(weights.shape)))
-    _expect_shape(weights, f"{name}: weights", (B, num_heads, Lq, Lk), weight_axes,
+    _expect_shape(weights, weights_name, (B, num_heads, Lq, Lk), weight_axes,
                   MESSAGES["core_weights_shape"], expected_weights, weight_mistakes)
-    expect_close(weights, expected_weights, f"{name}: weights", condition=condition,
+    expect_close(weights, expected_weights, weights_name, condition=condition,
                  axes=weight_axes, mistakes=weight_mistakes, hint=MESSAGES["weights_hint"])
     kind = "self-attention" if Lq == Lk else "cross-attention"
     passed(MESSAGES["core_passed"].format(num_heads=num_heads, head_dim=head_dim, Lq=Lq, Lk=Lk,
@@ -423,9 +493,40 @@ def head_projection(head_projection, *, seed=0, B=2, L=5, in_features=None, num_
         mistakes=mistakes)
     expect_tensor(out, name, dtype=x.dtype)
     expect_close(out, expected, name, mistakes=mistakes, hint=MESSAGES["proj_hint"])
+    _expect_own_block(head_projection, x, weight, b, i, num_heads, expected, name)
     passed(MESSAGES["proj_passed"].format(i=i, num_heads=num_heads, x=tuple(x.shape),
                                           weight=tuple(weight.shape),
                                           bias="with" if bias else "no", dtype=x.dtype))
+
+
+def _expect_own_block(head_projection, x, weight, b, i, num_heads, expected, name):
+    """Fail unless head_projection computes head i from head i's block of the weight and of
+    the bias alone, as the exercise asks ("never project all d_model features to keep a
+    few"). The values cannot show it (a projection of every feature, cut afterwards, gives
+    the same numbers), so the other heads' rows hold NaN here: no correct projection reads
+    them, forward or backward, while one that projects all d_model features carries them
+    into the gradient with respect to x (the cut's zero gradient times NaN is NaN), and
+    one that masks the whole weight into its result."""
+    head_dim = weight.shape[0] // num_heads
+    start, stop = i * head_dim, (i + 1) * head_dim
+    others = torch.ones(weight.shape[0], dtype=torch.bool)
+    others[start:stop] = False
+    x_in = x.clone().requires_grad_()
+    out = call(head_projection, x_in, weight.masked_fill(others[:, None], float("nan")),
+               None if b is None else b.masked_fill(others, float("nan")), i, num_heads,
+               name=name)
+    out = expect_tensor(out, name, shape=expected.shape)
+    where = None
+    if not bool(torch.isfinite(out).all()):
+        where = MESSAGES["proj_where_output"]
+    elif out.requires_grad:
+        out.sum().backward()
+        if x_in.grad is not None and not bool(torch.isfinite(x_in.grad).all()):
+            where = MESSAGES["proj_where_grad"]
+    if where:
+        fail(MESSAGES["proj_other_heads"].format(name=name, i=i, start=start, stop=stop,
+                                                 where=where))
+    expect_close(out, expected, name, hint=MESSAGES["proj_hint"])
 
 
 # ------------------------------------------------------------------ exercise 5: fusing

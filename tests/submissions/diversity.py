@@ -618,3 +618,67 @@ BUGS.update({
         "    mha.eval()   # no dropout while copying\n    h, hd = mha.num_heads, mha.head_dim\n",
         r"argument `mha`'s mode after the call is eval where it should be training"),
 })
+
+
+# ------------------------------------------------------------------ a practice set (issue 20)
+# Written from the exercises' text before the checks were changed for them (each diagnosis
+# too): 11 of these 16 were named then, 14 after (the two left: messages true of the
+# mistake in other words than the diagnosis first written, which is adapted here).
+BUGS.update({
+    "scores_from_row_1": _scores(
+        "i = torch.arange(2, L, device=weights.device)",
+        "i = torch.arange(1, L, device=weights.device)",
+        r"prev is wrong: .*starts at i = 1 instead of i = 2"),
+    "scores_prev_two_back": _scores(_PREV, "on_prev = weights[:, :, i, i - 2]",
+                                    r"reads key i-2 instead of key i-1"),
+    "scores_first_is_key_1": _scores(_FIRST, "on_first = weights[:, :, i, 1]",
+                                     r"reads key 1 instead of key 0"),
+    "scores_batch_summed": _scores(
+        _MEANS, "return RelationScores(on_prev.sum(0).mean(-1), on_first.sum(0).mean(-1))",
+        r"sums over the batch instead of averaging"),
+    "scores_mean_over_L_minus_1": _scores(
+        _MEANS, "return RelationScores(on_prev.sum(2).mean(0) / (L - 1), "
+                "on_first.sum(2).mean(0) / (L - 1))",
+        r"times 0\.8 = 4/5: as if a sum were divided by 5 where it should be divided by 4"),
+    "similarity_rows_normalised": _similarity(
+        "maps = F.normalize(weights.flatten(2), dim=-1)",
+        "maps = F.normalize(weights, dim=-1).flatten(2)",
+        r"normalises each query's row of the map"),
+    "similarity_distance": _similarity(
+        "return (maps @ maps.transpose(1, 2)).mean(0)",
+        "return 1 - (maps @ maps.transpose(1, 2)).mean(0)", r"it is 1 minus the right answer"),
+    "similarity_between_positions": _similarity(
+        "return (maps @ maps.transpose(1, 2)).mean(0)",
+        "return (maps.transpose(1, 2) @ maps).mean(0)",
+        r"expected shape \(3, 3\) = \(num_heads, num_heads\), got \(25, 25\)"),
+    "identical_copies_head_1": _identical("        rows[1:] = rows[:1]\n",
+                                          "        rows[:] = rows[1:2]\n",
+                                          r"copies head 1's block into every head"),
+    "identical_averages_heads": _identical(
+        "        rows[1:] = rows[:1]\n", "        rows[:] = rows.mean(0, keepdim=True)\n",
+        r"copies the average of all heads' blocks into every head"),
+    "identical_out_proj_head_1_only": _identical(
+        "    columns[:, 1:] = columns[:, :1]\n", "    columns[:, 1:2] = columns[:, :1]\n",
+        r"out_proj\.weight is wrong: .*(misses head num_heads - 1|into head 1 only)"),
+    "ablation_baseline_all_off": _ablation(
+        "    base = loss()\n",
+        "    base = loss(torch.zeros(model.num_heads, dtype=param.dtype, device=param.device))\n",
+        r"subtracts the loss with every head off"),
+    "ablation_relative_increase": _ablation(
+        "        importance[k] = loss(gates) - base\n",
+        "        importance[k] = (loss(gates) - base) / base\n",
+        r"divides by the loss with no mask \(a relative increase\)"),
+    "ablation_gates_never_reset": _ablation(
+        "    for k in range(h):\n        gates = torch.ones(h, dtype=param.dtype, device=param.device)\n",
+        "    gates = torch.ones(h, dtype=param.dtype, device=param.device)\n    for k in range(h):\n",
+        r"switches off heads 0 \.\. k together"),
+    "prune_kept_heads_reversed": _prune(
+        "keep = [k for k in range(h) if k not in heads_to_remove]",
+        "keep = [k for k in reversed(range(h)) if k not in heads_to_remove]",
+        r"head of the pruned module axis runs in reverse order"),
+    "prune_removes_first_index_only": _prune(
+        "keep = [k for k in range(h) if k not in heads_to_remove]",
+        "keep = [k for k in range(h) if k != heads_to_remove[0]]",
+        r"prune_heads\(mha, \[0, 1, 2, 3\]\) raised nothing where the exercise documents a "
+        r"ValueError: no head would be left"),
+})

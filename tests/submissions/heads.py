@@ -30,7 +30,7 @@ def fuse_head_weights(w):
     return w.permute(0, 2, 1).flatten(0, 1)
 ''',
     },
-    # chunks stacked along a new head axis; full projection, then take head i's chunk
+    # chunks stacked along a new head axis; head i's chunk of the weight and of the bias
     "stack_chunks": {
         "split_heads": '''
 import torch
@@ -50,7 +50,8 @@ def merge_heads(x):
 import torch.nn.functional as F
 
 def head_projection(x, weight, bias, i, num_heads):
-    return F.linear(x, weight, bias).chunk(num_heads, dim=-1)[i]
+    return F.linear(x, weight.chunk(num_heads)[i],
+                    None if bias is None else bias.chunk(num_heads)[i])
 ''',
         "fuse_head_weights": '''
 import torch
@@ -482,3 +483,158 @@ def fuse_head_weights(w):
     return torch.cat(list(w), dim=1)      # [W_0 | W_1 | ...], (in_features, h * head_dim)
 '''}, fails=["test_fuse_head_weights"], diagnosis=r"x @ W matrix"),
 })
+
+
+# ------------------------------------------------------------------ promises of the text alone
+BUGS.update({
+    # the error message names both words and both numbers, each beside the other's name
+    "split_message_numbers_swapped": _bug(
+        "split_heads", _SPLIT, 'raise ValueError(f"d_model={d_model} is not divisible by '
+                               'num_heads={num_heads}")',
+        'raise ValueError(f"d_model={num_heads} is not divisible by num_heads={d_model}")',
+        ["test_split_heads_divisibility"], r"writes d_model=3, which is num_heads's value: "
+        r"the two numbers are swapped"),
+    # "never project all d_model features to keep a few": the values are the same
+    "projection_projects_every_feature": Bug(
+        cells={"head_projection": '''
+import torch.nn.functional as F
+
+def head_projection(x, weight, bias, i, num_heads):
+    head_dim = weight.shape[0] // num_heads
+    return F.linear(x, weight, bias)[..., i * head_dim:(i + 1) * head_dim]
+'''}, fails=["test_head_projection"],
+        diagnosis=r"reads the other heads' rows of the weight: .* the gradient of your result "
+                  r"with respect to x",
+        notes="a projection of all d_model features, cut afterwards: its gradient reads the "
+              "other heads' rows"),
+    "projection_masks_the_weight": Bug(
+        cells={"head_projection": '''
+import torch
+
+def head_projection(x, weight, bias, i, num_heads):
+    head_dim = weight.shape[0] // num_heads
+    keep = torch.zeros(weight.shape[0], 1, dtype=weight.dtype)
+    keep[i * head_dim:(i + 1) * head_dim] = 1
+    out = (x @ (weight * keep).T)[..., i * head_dim:(i + 1) * head_dim]
+    return out if bias is None else out + bias[i * head_dim:(i + 1) * head_dim]
+'''}, fails=["test_head_projection"],
+        diagnosis=r"reads the other heads' rows of the weight: .* came out NaN",
+        notes="zeroes the other heads' rows with a mask: the whole weight is still read"),
+})
+
+
+# ------------------------------------------------------------------ a practice set (issue 20)
+# Written from the exercises' text before the checks were changed for them (each diagnosis
+# too): 6 of these 15 were named then, 15 after the formula steps were completed.
+_MERGE_FAILS = ["test_merge_heads", "test_multihead_attention_core"]
+_FUSE = '''
+def fuse_head_weights(w):
+    num_heads, in_features, head_dim = w.shape
+    w = w.transpose(1, 2)                                    # (h, hd, in_features)
+    return w.reshape(num_heads * head_dim, in_features)      # (h*hd, in_features)
+'''
+BUGS.update({
+    "split_view_head_dim_first": _bug(
+        "split_heads", _SPLIT,
+        "    x = x.view(B, L, num_heads, head_dim)  # (B, L, h, hd)\n"
+        "    return x.transpose(1, 2)               # (B, h, L, hd)\n",
+        "    x = x.view(B, L, head_dim, num_heads)  # (B, L, hd, h)\n"
+        "    return x.permute(0, 3, 1, 2)           # (B, h, L, hd)\n", _SPLIT_FAILS,
+        r"strided features i, i \+ num_heads"),
+    "split_divisibility_backwards": _bug(
+        "split_heads", _SPLIT, "if d_model % num_heads != 0:", "if num_heads % d_model != 0:",
+        ["test_split_heads", "test_split_heads_divisibility", "test_multihead_attention_core"],
+        r"The divisibility test refuses an input it must accept"),
+    "split_heads_reversed": _bug(
+        "split_heads", _SPLIT, "    return x.transpose(1, 2)               # (B, h, L, hd)\n",
+        "    return x.transpose(1, 2).flip(1)       # (B, h, L, hd)\n", _SPLIT_FAILS,
+        r"numbers the heads in reverse order"),
+    "merge_transposes_last_axes": _bug(
+        "merge_heads", _MERGE, "x.transpose(1, 2)                          # (B, L, h, hd)",
+        "x.transpose(2, 3)", _MERGE_FAILS, r"swaps the last two axes \(transpose\(2, 3\)\)"),
+    "merge_cat_along_positions": Bug(cells={"merge_heads": '''
+import torch
+
+def merge_heads(x):
+    return torch.cat(x.unbind(dim=1), dim=1)
+'''}, fails=_MERGE_FAILS, diagnosis=r"concatenates the heads along the positions"),
+    "merge_heads_reversed": Bug(cells={"merge_heads": '''
+import torch
+
+def merge_heads(x):
+    return torch.cat(x.unbind(dim=1)[::-1], dim=-1)
+'''}, fails=_MERGE_FAILS, diagnosis=r"puts the heads side by side in reverse order"),
+    "merge_sums_heads": Bug(cells={"merge_heads": '''
+def merge_heads(x):
+    return x.sum(dim=1)
+'''}, fails=_MERGE_FAILS, diagnosis=r"sums the heads \(over num_heads\)"),
+    "core_scales_after_softmax": _bug(
+        "multihead_attention_core", _CORE_OWN,
+        "    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])\n"
+        "    weights = torch.softmax(scores, dim=-1)                # (B, h, Lq, Lk)\n",
+        "    scores = q @ k.transpose(-2, -1)\n"
+        "    weights = torch.softmax(scores, dim=-1) / math.sqrt(q.shape[-1])\n", _CORE_FAILS,
+        r"the scale is moved after the softmax"),
+    "core_divides_by_head_dim": _bug(
+        "multihead_attention_core", _CORE_OWN, "math.sqrt(q.shape[-1])", "q.shape[-1]",
+        _CORE_FAILS, r"divides by head_dim instead of sqrt\(head_dim\)"),
+    "core_values_split_from_query": _bug(
+        "multihead_attention_core", _CORE, "v = split_heads(value, num_heads)",
+        "v = split_heads(query, num_heads)", _CORE_FAILS,
+        r"reads the query input for the values"),
+    "core_key_value_swapped": _bug(
+        "multihead_attention_core", _CORE, "scaled_dot_product_attention(q, k, v)",
+        "scaled_dot_product_attention(q, v, k)", _CORE_FAILS,
+        r"swaps the key and value inputs"),
+    "core_weights_transposed": _bug(
+        "multihead_attention_core", _CORE, "return merge_heads(heads), weights",
+        "return merge_heads(heads), weights.transpose(-2, -1)", _CORE_FAILS,
+        r"weights is wrong: .*returns them transposed, \(B, num_heads, Lk, Lq\)"),
+    "projection_subtracts_bias": _bug(
+        "head_projection", _PROJECTION, "out = out + bias[rows]", "out = out - bias[rows]",
+        ["test_head_projection"], r"subtracts the bias instead of adding it"),
+    "projection_block_counted_from_end": _bug(
+        "head_projection", _PROJECTION, "rows = slice(i * head_dim, (i + 1) * head_dim)",
+        "rows = slice((num_heads - 1 - i) * head_dim, (num_heads - i) * head_dim)",
+        ["test_head_projection"], r"takes head \d+'s block of rows, .* instead of head i = "),
+    "fuse_heads_reversed": _bug(
+        "fuse_head_weights", _FUSE, "w = w.transpose(1, 2)", "w = w.flip(0).transpose(1, 2)",
+        ["test_fuse_head_weights"], r"puts the heads in reverse order"),
+})
+
+# a second practice round (errors the student's code raises): the error restated in the
+# exercise's terms; 4 of 5 named before (one by luck, with a wrong explanation), 5 after
+BUGS.update({
+    "core_attention_tuple_not_unpacked": _bug(
+        "multihead_attention_core", _CORE,
+        "    heads, weights = scaled_dot_product_attention(q, k, v)\n"
+        "    return merge_heads(heads), weights\n",
+        "    heads = scaled_dot_product_attention(q, k, v)\n"
+        "    return merge_heads(heads), heads[1]\n", _CORE_FAILS,
+        r"a tuple has no \.shape: a tuple is used where one tensor is expected; .*unpack it"),
+    "split_size_from_the_notebook": _bug(
+        "split_heads", _SPLIT, "    head_dim = d_model // num_heads\n",
+        "    head_dim = 512 // num_heads   # the notebook's d_model\n",
+        ["test_split_heads", "test_split_heads_divisibility", "test_multihead_attention_core"],
+        r"170 is none of this call's sizes .*read every size from the input's \.shape"),
+    "projection_weight_not_transposed": _bug(
+        "head_projection", _PROJECTION, "out = x @ weight[rows].T",
+        "out = x @ weight[rows]", ["test_head_projection"],
+        r"the product wants B transposed \(nn\.Linear keeps its weight as \(out_features, "
+        r"in_features\)"),
+    "core_merges_transposed_heads": _bug(
+        "multihead_attention_core", _CORE, "    return merge_heads(heads), weights\n",
+        "    return merge_heads(heads.transpose(1, 2)), weights\n", _CORE_FAILS,
+        r"output is wrong: the values are right but in another layout"),
+})
+
+# a third round: a size read from the wrong tensor (the keys reshaped with the queries' length)
+BUGS["core_keys_reshaped_with_query_length"] = Bug(cells={"multihead_attention_core": '''
+def multihead_attention_core(query, key, value, num_heads):
+    B, L, D = query.shape
+    hd = D // num_heads
+    q, k, v = (t.reshape(B, L, num_heads, hd).transpose(1, 2) for t in (query, key, value))
+    heads, weights = scaled_dot_product_attention(q, k, v)
+    return merge_heads(heads), weights
+'''}, fails=_CORE_FAILS, diagnosis=r"with 7 = Lk in place of 4 = Lq \(size 1 of the view\)",
+    notes="hidden only: the cross-attention test (Lq != Lk)")

@@ -83,7 +83,7 @@ BUGS = {
             'f"d_model={num_heads} is not divisible by num_heads={d_model}: "')},
         fails=["test_split_heads_divisibility"],
         diagnosis=r"(?i)(values?|numbers?) (are |were )?(swapped|the other way round|reversed)|d_model=\d+ .{0,20}but d_model is",
-        notes="false pass: test_split_heads_divisibility finds both words and both numbers in "
+        notes="test_split_heads_divisibility finds both words and both numbers in "
               "the message, not which number goes with which word"),
 
     # --- merge_heads
@@ -168,7 +168,7 @@ def head_projection(x, weight, bias, i, num_heads):
 '''},
         fails=["test_head_projection"],
         diagnosis=r"(?i)(whole|all d_model|full|every).{0,40}(project|feature)|project\w* (all|every)",
-        notes="false pass: test_head_projection compares values only; a projection of all "
+        notes="test_head_projection compares values only; a projection of all "
               "d_model features cut afterwards gives the same numbers"),
 
     # --- fuse_head_weights
