@@ -351,7 +351,11 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
         "scale": scale_ways,
         "softmax": {"runs over the queries (dim=-2) instead of the keys": softmax(-2),
                     "runs over the heads (dim=1) instead of the keys": softmax(1),
-                    "runs over the batch (dim=0) instead of the keys": softmax(0)},
+                    "runs over the batch (dim=0) instead of the keys": softmax(0),
+                    "comes before the scale: the weights, not the scores, are divided by "
+                    "sqrt(head_dim)": lambda st, x: _with(
+                        st, w=softmax(-1)(_with(st, s=st["s"] * math.sqrt(head_dim(st))),
+                                          x)["w"] / math.sqrt(head_dim(st)))},
     }
     skips = {"scale": None, "mask": None,
              "softmax": lambda st, _x: _with(st, w=st["s"])}
@@ -389,6 +393,9 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
                         "output projection": lambda st, _x: st["o"]}}
     else:
         steps.append(("weights", lambda st, _x: st["w"]))
+        variants["weights"] = {
+            "returns them transposed, (B, num_heads, Lk, Lq): one row per key instead of one "
+            "per query": lambda st, _x: st["w"].transpose(-2, -1)}
         together = {}
     return Formula(steps, variants, skips, together)
 
@@ -576,7 +583,10 @@ def parameter_count_formula(dims):
         "biases": {"leaves out the output projection's bias (counts 3 * d_model): out_proj "
                    "has d_model biases too": lambda n, x: n + 3 * d(x) * x["bias"],
                    "ignores bias=False (counts the 4 * d_model biases whatever `bias` is): "
-                   "with bias=False the layers have no biases": lambda n, x: n + 4 * d(x)}}
+                   "with bias=False the layers have no biases": lambda n, x: n + 4 * d(x),
+                   "counts only one head's biases (4 * head_dim): each of the four layers has "
+                   "d_model biases, which the heads slice": lambda n, x: n + 4 * d(x) * x["bias"]
+                   / x["num_heads"]}}
     # the biases left out (a variant rather than an optional step, for the sentence's hint)
     variants["biases"]["is left out: each of the four nn.Linear layers has d_model biases "
                        "(4 * d_model in all when bias=True)"] = lambda n, _x: n
