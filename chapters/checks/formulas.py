@@ -322,6 +322,9 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
                   scale_by(lambda st, value=value: value)
                   for label, value in constant_names(dims).items()
                   if value > 1 and label != "sqrt(head_dim)"}
+    # the scale turned upside down: Q K^T * sqrt(head_dim)
+    scale_ways["multiplies by sqrt(head_dim) instead of dividing by it"] = scale_by(
+        lambda st: 1 / math.sqrt(head_dim(st)))
     # sqrt(head_dim) held by a float32 number: visible in the float64 runs only (common.py's
     # one rule and message for it, in every chapter)
     scale_ways["divides by sqrt(head_dim) rounded to float32: "
@@ -579,7 +582,13 @@ def parameter_count_formula(dims):
             "W_Q has query_size * d_model weights, W_K key_size * d_model, W_V value_size * "
             "d_model": lambda _v, x: 3 * d(x) * d(x)},
         "W_O": {"counts W_O once per head (num_heads matrices): there is one W_O, shared by "
-                "all heads": lambda n, x: n + x["num_heads"] * d(x) * d(x)},
+                "all heads": lambda n, x: n + x["num_heads"] * d(x) * d(x),
+                "counts only one head's block of W_O (head_dim x d_model): the heads' blocks "
+                "together make one d_model x d_model matrix":
+                    lambda n, x: n + d(x) * d(x) / x["num_heads"],
+                "counts W_O as value_size x d_model: W_O maps the d_model features of the "
+                "merged heads, whatever value_size is":
+                    lambda n, x: n + x["value_size"] * d(x)},
         "biases": {"leaves out the output projection's bias (counts 3 * d_model): out_proj "
                    "has d_model biases too": lambda n, x: n + 3 * d(x) * x["bias"],
                    "ignores bias=False (counts the 4 * d_model biases whatever `bias` is): "

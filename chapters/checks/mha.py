@@ -393,7 +393,7 @@ def _initialisers(fan_in, fan_out, inputs, stacked):
 
 
 def _like(values, initialisers):
-    """", as X gives" for the initialisers whose distribution the entries of `values` fit
+    """", which is what X gives" for the initialisers whose distribution the entries of `values` fit
     within the check's tolerance (the same INIT_SIGMAS standard errors), "" for none."""
     rms, _, largest, peaked = _spread(values)
     kind = "normal" if peaked > PEAKED else "uniform"
@@ -418,7 +418,7 @@ def _judge_init(projections, shown, sizes, inputs, d_model, bias):
         bound = math.sqrt(6 / (fan_in + d_model))
         std = bound / math.sqrt(3)
         rms, mean, largest, _ = _spread(weight)
-        if largest > bound * (1 + 1e-6):
+        if not largest <= bound * (1 + 1e-6):   # (a NaN too)
             seen = MESSAGES["init_seen_beyond"].format(largest=largest)
         elif abs(rms / std - 1) > INIT_SIGMAS * UNIFORM_RMS_ERROR / math.sqrt(n):
             seen = MESSAGES["init_seen_spread"].format(got=rms, ratio=rms / std)
