@@ -653,6 +653,10 @@ MHA_LAYERS = '''class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(key_size or d_model, d_model, bias=bias)
         self.v_proj = nn.Linear(value_size or d_model, d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        for proj in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
+            nn.init.xavier_uniform_(proj.weight)       # the start the exercise specifies
+            if bias:
+                nn.init.zeros_(proj.bias)
 '''
 
 # chapter 3: the right layers, no forward, and a replaced _probe_forward that answers with

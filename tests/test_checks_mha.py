@@ -197,3 +197,68 @@ def test_forward_is_called_with_the_documented_mask_none():
     calls = ns["MultiHeadAttention"].forward.__globals__.setdefault("CALLS", [])
     check.multi_head_attention(ns["MultiHeadAttention"])
     assert {'mask': None} in calls and {} in calls, calls
+
+
+# ------------------------------------------------------------------ the initialisation
+_HAND_WRITTEN_INIT = catalogue._INIT.replace(
+    '''        for proj in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
+            nn.init.xavier_uniform_(proj.weight)
+            if bias:
+                nn.init.zeros_(proj.bias)
+''', '''        with torch.no_grad():   # xavier_uniform_ by hand, the biases zeroed in place
+            for proj in (self.out_proj, self.v_proj, self.k_proj, self.q_proj):
+                out_features, in_features = proj.weight.shape
+                bound = math.sqrt(6 / (in_features + out_features))
+                proj.weight.uniform_(-bound, bound)
+                if proj.bias is not None:
+                    proj.bias.data.mul_(0)
+''')
+assert _HAND_WRITTEN_INIT != catalogue._INIT   # (the replaced loop is the catalogue's)
+
+
+@pytest.mark.parametrize("init", [catalogue._INIT, _HAND_WRITTEN_INIT])
+def test_the_initialisation_check_passes_correct_layers_whatever_the_seed(init, capsys):
+    """The reference start and one written by hand (its own bound, another order of draws)
+    pass on every size the test cells use, for 20 seeds each: the statistics' tolerance (7
+    standard errors) is far from a correct layer's spread."""
+    cls = _ns_with("MultiHeadAttention", _mha_class(init=init))["MultiHeadAttention"]
+    for seed in range(20):
+        check.multi_head_attention_structure(cls, seed=seed)
+        check.multi_head_attention_structure(cls, d_model=9, num_heads=1, seed=seed)
+        check.multi_head_attention_structure(cls, d_model=24, num_heads=6, query_size=5,
+                                             key_size=7, value_size=9, bias=False, seed=seed)
+
+
+def test_the_initialisation_words_name_the_initialiser_a_weight_fits():
+    """_like names the standard initialisers whose distribution fits, and none that does not:
+    a normal draw of xavier_normal_'s spread, nn.Linear's default, and zeros."""
+    torch.manual_seed(0)
+    weight = torch.empty(16, 16)
+    found = check._initialisers(16, 16, "d_model", stacked=False)
+    nn.init.xavier_normal_(weight)
+    assert "nn.init.xavier_normal_" in check._like(weight, found)
+    assert "normal with standard deviation" in check._looks(weight)
+    weight = nn.Linear(16, 16).weight.detach()
+    assert check._like(weight, found).startswith(", which is what nn.Linear's default")
+    assert "xavier_normal_" not in check._like(weight, found)
+    assert check._like(torch.zeros(16, 16), found) == ""
+    assert check._looks(torch.zeros(16, 16)) == "all equal to 0"
+
+
+def test_the_initialisation_check_draws_after_the_graders_seed():
+    """The layer is built right after torch.manual_seed(seed) (the grader's), so one seed
+    gives one set of initial weights, and the student's random stream is left as it was."""
+    drawn = []
+
+    class Recording(nn.Module):
+        def __init__(self, d_model, num_heads, **kwargs):
+            super().__init__()
+            drawn.append(torch.rand(1).item())
+            raise ValueError("stop here")
+
+    before = torch.random.get_rng_state()
+    for _ in range(2):
+        with pytest.raises(CheckFailure):
+            check.multi_head_attention_structure(Recording, seed=3)
+    assert drawn[0] == drawn[1]
+    assert torch.equal(torch.random.get_rng_state(), before)

@@ -322,6 +322,9 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
                   scale_by(lambda st, value=value: value)
                   for label, value in constant_names(dims).items()
                   if value > 1 and label != "sqrt(head_dim)"}
+    # the scale turned upside down: Q K^T * sqrt(head_dim)
+    scale_ways["multiplies by sqrt(head_dim) instead of dividing by it"] = scale_by(
+        lambda st: 1 / math.sqrt(head_dim(st)))
     # sqrt(head_dim) held by a float32 number: visible in the float64 runs only (common.py's
     # one rule and message for it, in every chapter)
     scale_ways["divides by sqrt(head_dim) rounded to float32: "
@@ -351,7 +354,11 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
         "scale": scale_ways,
         "softmax": {"runs over the queries (dim=-2) instead of the keys": softmax(-2),
                     "runs over the heads (dim=1) instead of the keys": softmax(1),
-                    "runs over the batch (dim=0) instead of the keys": softmax(0)},
+                    "runs over the batch (dim=0) instead of the keys": softmax(0),
+                    "comes before the scale: the weights, not the scores, are divided by "
+                    "sqrt(head_dim)": lambda st, x: _with(
+                        st, w=softmax(-1)(_with(st, s=st["s"] * math.sqrt(head_dim(st))),
+                                          x)["w"] / math.sqrt(head_dim(st)))},
     }
     skips = {"scale": None, "mask": None,
              "softmax": lambda st, _x: _with(st, w=st["s"])}
@@ -389,6 +396,9 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
                         "output projection": lambda st, _x: st["o"]}}
     else:
         steps.append(("weights", lambda st, _x: st["w"]))
+        variants["weights"] = {
+            "returns them transposed, (B, num_heads, Lk, Lq): one row per key instead of one "
+            "per query": lambda st, _x: st["w"].transpose(-2, -1)}
         together = {}
     return Formula(steps, variants, skips, together)
 
@@ -572,11 +582,20 @@ def parameter_count_formula(dims):
             "W_Q has query_size * d_model weights, W_K key_size * d_model, W_V value_size * "
             "d_model": lambda _v, x: 3 * d(x) * d(x)},
         "W_O": {"counts W_O once per head (num_heads matrices): there is one W_O, shared by "
-                "all heads": lambda n, x: n + x["num_heads"] * d(x) * d(x)},
+                "all heads": lambda n, x: n + x["num_heads"] * d(x) * d(x),
+                "counts only one head's block of W_O (head_dim x d_model): the heads' blocks "
+                "together make one d_model x d_model matrix":
+                    lambda n, x: n + d(x) * d(x) / x["num_heads"],
+                "counts W_O as value_size x d_model: W_O maps the d_model features of the "
+                "merged heads, whatever value_size is":
+                    lambda n, x: n + x["value_size"] * d(x)},
         "biases": {"leaves out the output projection's bias (counts 3 * d_model): out_proj "
                    "has d_model biases too": lambda n, x: n + 3 * d(x) * x["bias"],
                    "ignores bias=False (counts the 4 * d_model biases whatever `bias` is): "
-                   "with bias=False the layers have no biases": lambda n, x: n + 4 * d(x)}}
+                   "with bias=False the layers have no biases": lambda n, x: n + 4 * d(x),
+                   "counts only one head's biases (4 * head_dim): each of the four layers has "
+                   "d_model biases, which the heads slice": lambda n, x: n + 4 * d(x) * x["bias"]
+                   / x["num_heads"]}}
     # the biases left out (a variant rather than an optional step, for the sentence's hint)
     variants["biases"]["is left out: each of the four nn.Linear layers has d_model biases "
                        "(4 * d_model in all when bias=True)"] = lambda n, _x: n

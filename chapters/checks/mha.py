@@ -39,12 +39,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import (MALFORMED, Forbidden, attempt, by_owner, call, close,
+from .common import (MALFORMED, CheckFailure, Forbidden, attempt, by_owner, call, close,
                      call_keeping, check, construct, differs, expect_close, expect_tensor,
                      export, fail, forbid_spec, generator, given, is_module,
                      judge_construct, load_weights, observe, passed, raised, random_inputs,
                      read_back, reference, refusal, revive, softmax_condition, take,
-                     take_error, type_name)
+                     take_error, type_name, fresh_seed)
 from .common import Intermediate, current_dims, expect_type, named_by_shape, step_mistakes
 from .common import expect_unchanged, watch_arguments
 from . import diagnose
@@ -52,19 +52,19 @@ from .common import merge_heads_reference as _merge, split_heads_reference as _s
 from .language import translated
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
-INTERFACE = ("The checks use: attributes d_model, num_heads, head_dim and q_proj, k_proj, "
-             "v_proj, out_proj, each an nn.Linear (or anything with .weight of shape "
-             "(out_features, in_features) and .bias).")
 
 # Every message of this module: one template each, with named fields (a second language
 # translates them here). The mistakes inside a wrong value are named by the families of
 # checks/diagnose.py and the formulas' step sentences of checks/formulas.py.
 MESSAGES = translated(__name__) | {
     # the documented interface, where a check loads its weights
-    "no_attribute": "MultiHeadAttention has no attribute `{attr}`. " + INTERFACE,
+    "interface": "The checks use: attributes d_model, num_heads, head_dim and q_proj, k_proj, "
+                 "v_proj, out_proj, each an nn.Linear (or anything with .weight of shape "
+                 "(out_features, in_features) and .bias).",
+    "no_attribute": "MultiHeadAttention has no attribute `{attr}`. {interface}",
     "bias_without_bias": "{attr}.{part} exists although bias=False: pass bias=bias to every "
                          "nn.Linear.",
-    "bias_missing": "{attr}.{part} is missing although bias=True. " + INTERFACE,
+    "bias_missing": "{attr}.{part} is missing although bias=True. {interface}",
     "part_shape": "{attr}.{part} has shape {got}, expected {want}: nn.Linear(in_features, "
                   "out_features) stores its weight as (out_features, in_features).",
     "kind": "{reason}: {hint}.",
@@ -95,7 +95,8 @@ MESSAGES = translated(__name__) | {
     "refuse": "head_dim = d_model / num_heads must be a whole number, so raise ValueError when "
               "num_heads does not divide d_model (an assert disappears under python -O){said}",
     "structure_passed": "MultiHeadAttention({shown}): q_proj, k_proj, v_proj, out_proj have "
-                        "the right shapes, {count} parameters in all, and a ValueError for "
+                        "the right shapes and start as the exercise asks (xavier_uniform_ "
+                        "weights{zero_biases}), {count} parameters in all, and a ValueError for "
                         "d_model % num_heads != 0.",
     # exercise 2: forward
     "to_raised": "MultiHeadAttention({shown}).to(dtype={dtype}) raised {kind}: {message}",
@@ -116,9 +117,11 @@ MESSAGES = translated(__name__) | {
               "stay independent.",
     "separate_hint": "With kdim or vdim != embed_dim, in_proj_weight is None and the matrices "
                      "are {where}.",
-    "stacked_hint": "Take the q, k, v matrices from {where}.",
+    "stacked_hint": "Take the q, k, v matrices from {where} (in_proj_weight stacks them along "
+                    "its rows, (3 * d_model, d_model)).",
     "inexact": "{label} does not hold torch's values exactly (largest error {error:.3g}): copy "
                "them as they are. {hint}",
+    "load_raised": "{failure}\n{hint}",
     "load_passed": "load_from_torch copied {layout}{biases} and out_proj into q_proj, k_proj, "
                    "v_proj, out_proj (d_model={d_model}, kdim={ks}, vdim={vs}, bias={bias}).",
     # exercise 4
@@ -130,6 +133,57 @@ MESSAGES = translated(__name__) | {
     "count_passed": "count_parameters is exact on {n} layer shapes (checked against "
                     "nn.MultiheadAttention where it applies) and refuses d_model % num_heads "
                     "!= 0.",
+    # exercise 2: the initialisation the exercise specifies
+    "init_weight": "MultiHeadAttention({shown}).{attr}.weight does not start as the exercise "
+                   "asks: nn.init.xavier_uniform_ draws it uniform in [-a, a] with a = "
+                   "sqrt(6 / (fan_in + fan_out)) = {bound:.3g} (fan_in = {inputs} = {fan_in}, "
+                   "fan_out = d_model = {fan_out}), with standard deviation {std:.3g}; its "
+                   "entries {seen}{like}. Initialise each of the four weights with "
+                   "nn.init.xavier_uniform_.",
+    "init_bias": "MultiHeadAttention({shown}).{attr}.bias does not start at zero as the "
+                 "exercise asks: {count} of {numel} entries are not 0 (largest |b| "
+                 "{largest:.3g}){like}. Initialise the biases with nn.init.zeros_.",
+    "init_seen_beyond": "reach |w| = {largest:.3g}, beyond that bound",
+    "init_seen_spread": "have standard deviation {got:.3g}, {ratio:.2f} times xavier_uniform_'s",
+    "init_seen_mean": "have mean {mean:.3g} where xavier_uniform_'s is 0",
+    "init_look": ": they look {shape}",
+    "init_uniform": "uniform in [-{bound:.3g}, {bound:.3g}]",
+    "init_normal": "normal with standard deviation {std:.3g}",
+    "init_constant": "all equal to {value:.3g}",
+    "init_like": ", which is what {initialisers} gives",
+    "init_or": " or ",
+    "init_linear_default": "nn.Linear's default (uniform in [-a, a] with a = 1/sqrt(fan_in) = "
+                           "{bound:.3g})",
+    "init_stacked": "xavier_uniform_ on a stacked (3 * d_model, {inputs}) matrix "
+                    "(nn.MultiheadAttention's start for its in_proj_weight: uniform in [-a, a] "
+                    "with a = sqrt(6 / ({inputs} + 3 * d_model)) = {bound:.3g})",
+    "init_xavier_normal": "nn.init.xavier_normal_ (normal, standard deviation sqrt(2 / "
+                          "(fan_in + fan_out)) = {std:.3g})",
+    "init_kaiming_uniform": "nn.init.kaiming_uniform_ with its defaults (uniform in [-a, a] "
+                            "with a = sqrt(6 / fan_in) = {bound:.3g})",
+    "init_kaiming_normal": "nn.init.kaiming_normal_ with its defaults (normal, standard "
+                           "deviation sqrt(2 / fan_in) = {std:.3g})",
+    "init_normal_default": "nn.init.normal_ with its defaults (standard deviation 1)",
+    # the words around the checks' values: documented kinds, cases, references
+    "kind_alone": "{reason}.",
+    "doc_output": "a tensor (B, L, d_model)",
+    "doc_int_value": "an int ({value})",
+    "doc_linear": "an nn.Linear",
+    "doc_no_bias": "None (bias=False)",
+    "doc_value_error": "a ValueError",
+    "doc_pair": "a tuple (output, weights)",
+    "doc_ours": "`ours`, the module it filled",
+    "doc_int": "an int",
+    "refuse_said": "; it said: {message}",
+    "zero_biases": ", zero biases",
+    "forbid_reason": "which does the whole exercise for you",
+    "case_self": "self-attention, module(x, x, x)",
+    "case_cross": "cross-attention",
+    "against_torch": "nn.MultiheadAttention with the same weights",
+    "against_float64": "a float64 reference (nn.MultiheadAttention needs query_size == d_model)",
+    "count_biases": " + biases 4*{d}",
+    "count_no_biases": " (no biases)",
+    "count_reason": ": {reason}",
 }
 
 # ------------------------------------------------------------------ references and helpers
@@ -170,7 +224,7 @@ def _judge_load_into(targets, P):
     `targets` is what it found (a common.Loaded, validated when made)."""
     for attr, name in zip(PROJECTIONS, "qkvo"):
         if not targets.has(attr):
-            fail(MESSAGES["no_attribute"].format(attr=attr))
+            fail(MESSAGES["no_attribute"].format(attr=attr, interface=MESSAGES["interface"]))
         for part, value in (("weight", P[name + "_w"]), ("bias", P[name + "_b"])):
             target = targets.slot(attr, part)
             if value is None:
@@ -178,7 +232,8 @@ def _judge_load_into(targets, P):
                     fail(MESSAGES["bias_without_bias"].format(attr=attr, part=part))
                 continue
             if not isinstance(target, tuple):
-                fail(MESSAGES["bias_missing"].format(attr=attr, part=part))
+                fail(MESSAGES["bias_missing"].format(attr=attr, part=part,
+                                                     interface=MESSAGES["interface"]))
             if target != tuple(value.shape):
                 fail(MESSAGES["part_shape"].format(attr=attr, part=part, got=target,
                                                    want=tuple(value.shape)))
@@ -202,7 +257,8 @@ def _expect_kind(what, documented, value=None, kinds=(), raised=None, hint=""):
     exception `raised`) is not of the documented kind."""
     reason = diagnose.kind(what, documented, value, kinds, raised)
     if reason:
-        fail(MESSAGES["kind"].format(reason=reason, hint=hint) if hint else f"{reason}.")
+        fail(MESSAGES["kind"].format(reason=reason, hint=hint) if hint
+             else MESSAGES["kind_alone"].format(reason=reason))
 
 
 @check
@@ -220,7 +276,7 @@ def output_projection_by_heads(fn, *, seed=0, batch=2, num_heads=4, L=5, head_di
     # b_O=None, the default the exercise promises, is left to it (not passed) without a bias
     output, _ = call_keeping(fn, heads, W_O, *([b_O] if bias else []),
                              name="output_projection_by_heads")
-    _expect_kind("output_projection_by_heads(heads, W_O, b_O)", "a tensor (B, L, d_model)",
+    _expect_kind("output_projection_by_heads(heads, W_O, b_O)", MESSAGES["doc_output"],
                  output, (torch.Tensor,))
     # the formula's steps (checks/formulas.py) name a mistake in one of them, also one that
     # gives another shape (a sum over the positions)
@@ -237,13 +293,17 @@ def output_projection_by_heads(fn, *, seed=0, batch=2, num_heads=4, L=5, head_di
 
 
 # ------------------------------------------------------------------ exercise 2
-def _structure(cls, d_model, num_heads, kwargs, bad):
-    """Build cls(d_model, num_heads, **kwargs) and describe it from what the grader can read
-    of it (values, never a report of the student's process): attributes d_model, num_heads,
-    head_dim; each projection's weight and bias (None when there is no such attribute);
-    whether two weights are one tensor (equal values: random initial weights never are);
-    the parameter count; and what cls(*bad) raised."""
-    module, data = construct(cls, d_model, num_heads, **kwargs)
+def _structure(cls, d_model, num_heads, kwargs, bad, seed):
+    """Build cls(d_model, num_heads, **kwargs) right after torch.manual_seed(seed) where the
+    student's code runs (the initial weights are judged: the grader chooses their draws), and
+    describe it from what the grader can read of it (values, never a report of the
+    student's process): attributes d_model, num_heads, head_dim; each projection's weight
+    and bias (None when there is no such attribute); whether two weights are one tensor
+    (equal values: random initial weights never are); the parameter count; and what
+    cls(*bad) raised."""
+    with torch.random.fork_rng():  # (in the student's Jupyter: their random stream is kept)
+        given("torch:manual_seed", seed)
+        module, data = construct(cls, d_model, num_heads, **kwargs)
     if module is None:
         return data
     data["attrs"] = {a: export(getattr(module, a, None)) for a in ("d_model", "num_heads",
@@ -274,11 +334,123 @@ def _structure_answers(d_model, num_heads, query_size, key_size, value_size, bia
                                       bias)}
 
 
+# ------------------------------------------------------------------ the initialisation
+# The exercise specifies the layer's start: nn.init.xavier_uniform_ on each of the four
+# weights (uniform in [-a, a] with a = sqrt(6 / (fan_in + fan_out)), so a standard deviation
+# of a / sqrt(3)) and zeros for the biases. A weight is judged as n samples of that
+# distribution: every entry within the bound, and a root mean square and a mean within
+# INIT_SIGMAS standard errors of xavier_uniform_'s. (The mean square of n uniform draws has
+# a relative standard error of 0.894 / sqrt(n), so its root 0.447 / sqrt(n); for normal
+# draws 0.707 / sqrt(n); a mean's is the standard deviation / sqrt(n).) At 7 standard
+# errors a correct layer, however it is written (nn.Linear then re-initialised, its own
+# Parameters, views of one fused tensor), fails less than once in 10^11 draws, and the
+# grader seeds the construction besides. A layer started another way stays far outside at
+# d_model = 16 (the visible test: 256 entries per weight, a tolerance of 20% on the
+# spread): nn.Linear's default spreads 0.58 times as far, xavier_uniform_ on
+# nn.MultiheadAttention's stacked (3 * d_model, d_model) matrix 0.71 times, and a normal
+# draw of the same spread passes the bound in about 21 of its 256 entries.
+INIT_SIGMAS = 7
+UNIFORM_RMS_ERROR, NORMAL_RMS_ERROR = 0.447, 0.707   # times 1 / sqrt(n), see above
+PEAKED = 2.4  # mean(x^4) / mean(x^2)^2: 1.8 for uniform draws, 3 for normal ones
+
+
+def _spread(values):
+    """(root mean square, mean, largest |entry|, mean(x^4) / mean(x^2)^2) of a tensor's
+    entries, in float64: how far they spread around 0 and whether they look uniform."""
+    x = values.detach().double().flatten()
+    square = x.pow(2).mean().item()
+    peaked = x.pow(4).mean().item() / square ** 2 if square > 0 else 0.0
+    return math.sqrt(square), x.mean().item(), x.abs().max().item(), peaked
+
+
+def _looks(values):
+    """The message's words for the distribution the entries of `values` look drawn from."""
+    rms, _, largest, peaked = _spread(values)
+    flat = values.detach().double().flatten()
+    if bool((flat == flat[0]).all()):
+        return MESSAGES["init_constant"].format(value=flat[0].item())
+    if peaked > PEAKED:
+        return MESSAGES["init_normal"].format(std=rms)
+    return MESSAGES["init_uniform"].format(bound=largest)
+
+
+def _initialisers(fan_in, fan_out, inputs, stacked):
+    """[(sentence, "uniform" or "normal", its bound or standard deviation)]: the standard ways
+    of starting a linear layer's weight (fan_in inputs, fan_out outputs) other than the
+    exercise's; `stacked`: also xavier_uniform_ on nn.MultiheadAttention's stacked
+    (3 * fan_out, fan_in) matrix, for an input projection (`inputs`: its input size's name)."""
+    found = [(MESSAGES["init_linear_default"].format(bound=1 / math.sqrt(fan_in)), "uniform",
+              1 / math.sqrt(fan_in))]
+    if stacked:
+        bound = math.sqrt(6 / (fan_in + 3 * fan_out))
+        found.append((MESSAGES["init_stacked"].format(inputs=inputs, bound=bound), "uniform",
+                      bound))
+    for key, kind, size in (("init_xavier_normal", "normal", math.sqrt(2 / (fan_in + fan_out))),
+                            ("init_kaiming_uniform", "uniform", math.sqrt(6 / fan_in)),
+                            ("init_kaiming_normal", "normal", math.sqrt(2 / fan_in)),
+                            ("init_normal_default", "normal", 1.0)):
+        found.append((MESSAGES[key].format(bound=size, std=size), kind, size))
+    return found
+
+
+def _like(values, initialisers):
+    """", which is what X gives" for the initialisers whose distribution the entries of `values` fit
+    within the check's tolerance (the same INIT_SIGMAS standard errors), "" for none."""
+    rms, _, largest, peaked = _spread(values)
+    kind = "normal" if peaked > PEAKED else "uniform"
+    error = (NORMAL_RMS_ERROR if kind == "normal" else UNIFORM_RMS_ERROR) / math.sqrt(
+        values.numel())
+    fits = [sentence for sentence, their_kind, size in initialisers
+            if their_kind == kind and (kind == "normal" or largest <= size * (1 + 1e-6))
+            and abs(rms / (size / math.sqrt(3) if kind == "uniform" else size) - 1)
+            <= INIT_SIGMAS * error]
+    return MESSAGES["init_like"].format(initialisers=MESSAGES["init_or"].join(fits)) \
+        if fits else ""
+
+
+def _judge_init(projections, shown, sizes, inputs, d_model, bias):
+    """Fail unless each projection's weight (read back from the module the grader built
+    after its own seed; shapes already checked) looks drawn by nn.init.xavier_uniform_ and,
+    with bias=True, each bias is zeros; the message names the parameter, what it holds and
+    which standard initialiser gives that."""
+    for attr in PROJECTIONS:
+        weight = revive(projections[attr]["weight"])
+        fan_in, n = sizes[attr], weight.numel()
+        bound = math.sqrt(6 / (fan_in + d_model))
+        std = bound / math.sqrt(3)
+        rms, mean, largest, _ = _spread(weight)
+        if not largest <= bound * (1 + 1e-6):   # (a NaN too)
+            seen = MESSAGES["init_seen_beyond"].format(largest=largest)
+        elif abs(rms / std - 1) > INIT_SIGMAS * UNIFORM_RMS_ERROR / math.sqrt(n):
+            seen = MESSAGES["init_seen_spread"].format(got=rms, ratio=rms / std)
+        elif abs(mean) > INIT_SIGMAS * std / math.sqrt(n):
+            seen = MESSAGES["init_seen_mean"].format(mean=mean)
+        else:
+            continue
+        look = MESSAGES["init_look"].format(shape=_looks(weight))
+        like = _like(weight, _initialisers(fan_in, d_model, inputs[attr], attr != "out_proj"))
+        fail(MESSAGES["init_weight"].format(shown=shown, attr=attr, bound=bound,
+                                            inputs=inputs[attr], fan_in=fan_in,
+                                            fan_out=d_model, std=std, seen=seen + look,
+                                            like=like))
+    for attr in PROJECTIONS if bias else ():
+        b = revive(projections[attr]["bias"]).detach()
+        if bool((b == 0).all()):
+            continue
+        default = 1 / math.sqrt(sizes[attr])
+        like = _like(b, [(MESSAGES["init_linear_default"].format(bound=default), "uniform",
+                          default)])
+        fail(MESSAGES["init_bias"].format(shown=shown, attr=attr, count=int((b != 0).sum()),
+                                          numel=b.numel(), largest=b.abs().max().item(),
+                                          like=like))
+
+
 @check
 def multi_head_attention_structure(cls, *, d_model=16, num_heads=4, query_size=None,
-                                   key_size=None, value_size=None, bias=True):
-    """The constructor: attribute names, nn.Linear shapes, biases, parameter count, and a
-    ValueError when num_heads does not divide d_model."""
+                                   key_size=None, value_size=None, bias=True, seed=0):
+    """The constructor: attribute names, nn.Linear shapes, biases, parameter count, a
+    ValueError when num_heads does not divide d_model, and the initialisation the exercise
+    specifies (xavier_uniform_ weights, zero biases), built after torch.manual_seed(seed)."""
     kwargs = {k: v for k, v in dict(query_size=query_size, key_size=key_size,
                                     value_size=value_size).items() if v is not None}
     if not bias:
@@ -287,14 +459,15 @@ def multi_head_attention_structure(cls, *, d_model=16, num_heads=4, query_size=N
     bad_h = max(num_heads, 2)
     bad_d = 3 * bad_h + 1  # never divisible by bad_h
     answers = _structure_answers(d_model, num_heads, query_size, key_size, value_size, bias)
-    data = _structure(cls, d_model, num_heads, kwargs, (bad_d, bad_h))
+    data = _structure(cls, d_model, num_heads, kwargs, (bad_d, bad_h), fresh_seed(seed))
     judge_construct(data, f"MultiHeadAttention({shown})")
     head_dim = answers["head_dim"]
     attrs = take(data, "attrs", dict)
     for attr, value in (("d_model", d_model), ("num_heads", num_heads), ("head_dim", head_dim)):
         got = revive(attrs.get(attr))
         # an int: a float equal in value still fails view() and range()
-        _expect_kind(f"MultiHeadAttention({shown}).{attr}", f"an int ({value})", got,
+        _expect_kind(f"MultiHeadAttention({shown}).{attr}",
+                     MESSAGES["doc_int_value"].format(value=value), got,
                      (numbers.Integral,),
                      hint=MESSAGES["int_attribute"])
         if differs(got, value):
@@ -307,9 +480,11 @@ def multi_head_attention_structure(cls, *, d_model=16, num_heads=4, query_size=N
     for attr in PROJECTIONS:
         proj = projections.get(attr)
         if proj is None:
-            _expect_kind(f"MultiHeadAttention({shown}).{attr}", "an nn.Linear", kinds=(nn.Linear,),
+            _expect_kind(f"MultiHeadAttention({shown}).{attr}", MESSAGES["doc_linear"],
+                         kinds=(nn.Linear,),
                          raised="AttributeError",
-                         hint=MESSAGES["no_attribute"].format(attr=attr).rstrip("."))
+                         hint=MESSAGES["no_attribute"].format(
+                             attr=attr, interface=MESSAGES["interface"]).rstrip("."))
         weight, b = revive(take(proj, "weight", object)), revive(take(proj, "bias", object))
         expect_tensor(weight, f"{attr}.weight")
         want = (d_model, sizes[attr])
@@ -324,10 +499,11 @@ def multi_head_attention_structure(cls, *, d_model=16, num_heads=4, query_size=N
                 attr=attr, d_model=d_model,
                 got=tuple(b.shape) if isinstance(b, torch.Tensor) else b))
         if not bias:
-            _expect_kind(f"{attr}.bias", "None (bias=False)", b, (type(None),),
+            _expect_kind(f"{attr}.bias", MESSAGES["doc_no_bias"], b, (type(None),),
                          hint=MESSAGES["pass_bias"])
     if take(data, "shared", bool):
         fail(MESSAGES["shared"])
+    _judge_init(projections, shown, sizes, inputs, d_model, bias)
     count = take(data, "count", int)
     weights, expected = answers["weights"], answers["count"]
     if count != expected:
@@ -336,10 +512,12 @@ def multi_head_attention_structure(cls, *, d_model=16, num_heads=4, query_size=N
     bad = take_error(data, "bad")
     if bad is not None and bad[0] == "NotImplementedError":
         fail(MESSAGES["not_implemented"].format(name="MultiHeadAttention"))
-    _expect_kind(f"MultiHeadAttention({bad_d}, {bad_h})", "a ValueError",
+    _expect_kind(f"MultiHeadAttention({bad_d}, {bad_h})", MESSAGES["doc_value_error"],
                  raised=None if bad is None else bad[0],
-                 hint=MESSAGES["refuse"].format(said="" if bad is None else f"; it said: {bad[1]}"))
-    passed(MESSAGES["structure_passed"].format(shown=shown, count=count))
+                 hint=MESSAGES["refuse"].format(
+                     said="" if bad is None else MESSAGES["refuse_said"].format(message=bad[1])))
+    passed(MESSAGES["structure_passed"].format(
+        shown=shown, count=count, zero_biases=MESSAGES["zero_biases"] if bias else ""))
 
 
 # forward must not hand the work to PyTorch's own implementation, which the check compares
@@ -347,7 +525,7 @@ def multi_head_attention_structure(cls, *, d_model=16, num_heads=4, query_size=N
 # here, in the student's Jupyter, when it runs.
 FORBIDS = (Forbidden("MultiHeadAttention", ("test_mha_forward",),
                      r"multi_head_attention|MultiheadAttention",
-                     "which does the whole exercise for you",
+                     MESSAGES["forbid_reason"],
                      label="nn.MultiheadAttention (F.multi_head_attention_forward)"),)
 
 
@@ -448,11 +626,11 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
     cases = []
     if sizes[0] == sizes[1] == sizes[2]:
         (x,) = random_inputs((batch, Lq, sizes[0]), seed=seed + 1, dtype=dtype, device=device)
-        cases.append(("self-attention, module(x, x, x)", x, x, x))
+        cases.append((MESSAGES["case_self"], x, x, x))
     query, key, value = random_inputs((batch, Lq, sizes[0]), (batch, Lk, sizes[1]),
                                       (batch, Lk, sizes[2]), seed=seed + 2, dtype=dtype,
                                       device=device)
-    cases.append(("cross-attention", query, key, value))
+    cases.append((MESSAGES["case_cross"], query, key, value))
     answers = _forward_answers(P, [case[1:] for case in cases], num_heads, key_size, value_size,
                                bias, dtype, device)
 
@@ -474,7 +652,7 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
             fail(MALFORMED.format(what="results"))
         raised(item[1], f"forward ({label})")
         result = revive(item[0])
-        _expect_kind(f"forward ({label})", "a tuple (output, weights)", result, (tuple,))
+        _expect_kind(f"forward ({label})", MESSAGES["doc_pair"], result, (tuple,))
         if len(result) != 2:
             fail(MESSAGES["pair"].format(label=label, length=len(result)))
         output, weights = result
@@ -515,8 +693,7 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
         expect_close(weights, expected_w, "weights" + context, dtype=dtype,
                      condition=condition, axes=axes, mistakes=weight_mistakes,
                      hint=MESSAGES["weights_hint"])
-    what = ("nn.MultiheadAttention with the same weights" if sizes[0] == d_model
-            else "a float64 reference (nn.MultiheadAttention needs query_size == d_model)")
+    what = MESSAGES["against_torch" if sizes[0] == d_model else "against_float64"]
     passed(MESSAGES["forward_passed"].format(shown=shown, what=what, dtype=dtype,
                                              cases=", ".join(c[0] for c in cases)))
 
@@ -646,18 +823,22 @@ def load_from_torch(fn, *, seed=0, d_model=16, num_heads=4, key_size=None, value
     data = _load_run(fn, setup, key_size, value_size, bias)
     if not data["built"]:
         fail(MALFORMED.format(what="`ours` before load_from_torch ran"))
-    raised(data["error"], "load_from_torch")
-    if data["result"] is None:  # the documented return: `ours`, the module it filled
-        expect_type(None, torch.nn.Module, "load_from_torch(ours, torch_mha)",
-                    documented="`ours`, the module it filled")
-    if data["result"] is not None and data["is_ours"] is False:
-        fail(MESSAGES["not_ours"].format(result=data["result"]))
     separate = "in_proj_weight" not in torch_state
-    copied, shares = data["ours"], data["shares"]
     if separate:
         where = "q_proj_weight, k_proj_weight, v_proj_weight"
     else:
         where = "in_proj_weight.chunk(3)"
+    hint = MESSAGES["separate_hint" if separate else "stacked_hint"].format(where=where)
+    try:  # the error in the exercise's words, then where torch_mha holds what to copy
+        raised(data["error"], "load_from_torch")
+    except CheckFailure as failure:
+        fail(MESSAGES["load_raised"].format(failure=str(failure).rstrip(), hint=hint))
+    if data["result"] is None:  # the documented return: `ours`, the module it filled
+        expect_type(None, torch.nn.Module, "load_from_torch(ours, torch_mha)",
+                    documented=MESSAGES["doc_ours"])
+    if data["result"] is not None and data["is_ours"] is False:
+        fail(MESSAGES["not_ours"].format(result=data["result"]))
+    copied, shares = data["ours"], data["shares"]
     w, b = answers["weight"], answers["bias"]
     for attr, n in zip(PROJECTIONS, "qkvo"):
         for part, table in (("weight", w), ("bias", b)):
@@ -679,7 +860,6 @@ def load_from_torch(fn, *, seed=0, d_model=16, num_heads=4, key_size=None, value
                 if shares[f"{attr}.{part}"]:
                     fail(MESSAGES["shares"].format(label=label))
                 continue
-            hint = MESSAGES["separate_hint" if separate else "stacked_hint"].format(where=where)
             expect_close(actual, expected, label, dtype=dtype, hint=hint, mistakes=mistakes)
             fail(MESSAGES["inexact"].format(
                 label=label, hint=hint,
@@ -754,7 +934,8 @@ def count_parameters(fn, *, seed=0):
         shown.append(", ".join([str(d), str(h)] + [f"{k}={v}" for k, v in kw.items()]))
         value = call(fn, d, h, name=f"count_parameters({shown[-1]})", **kw)
         # an int (numpy's integers are ints too); a float, a bool or a tensor is not
-        _expect_kind(f"count_parameters({shown[-1]})", "an int", value, (numbers.Integral,),
+        _expect_kind(f"count_parameters({shown[-1]})", MESSAGES["doc_int"], value,
+                     (numbers.Integral,),
                      hint=MESSAGES["count_int"])
         got.append(int(value))
     expected = [_count_reference(d, h, **kw) for d, h, kw in configs]
@@ -771,13 +952,14 @@ def count_parameters(fn, *, seed=0):
         qs, ks, vs = kw.get("query_size") or d, kw.get("key_size") or d, kw.get("value_size") or d
         fail(MESSAGES["count_wrong"].format(
             shown=shown[i], got=got[i], expected=expected[i], qs=qs, ks=ks, vs=vs, d=d,
-            biases=f" + biases 4*{d}" if kw.get("bias", True) else " (no biases)",
-            reason=f": {reason}" if reason else ""))
+            biases=(MESSAGES["count_biases"].format(d=d) if kw.get("bias", True)
+                    else MESSAGES["count_no_biases"]),
+            reason=MESSAGES["count_reason"].format(reason=reason) if reason else ""))
     for d, h in ((10, 4), (12, 5)):
         value, error = attempt(fn, d, h)
         if error is not None and error[0] == "NotImplementedError":
             fail(MESSAGES["not_implemented"].format(name="count_parameters"))
-        _expect_kind(f"count_parameters({d}, {h})", "a ValueError", value,
+        _expect_kind(f"count_parameters({d}, {h})", MESSAGES["doc_value_error"], value,
                      raised=None if error is None else error[0],
                      hint=MESSAGES["count_refuse"].format(h=h, d=d, ratio=d / h))
     passed(MESSAGES["count_passed"].format(n=len(configs)))

@@ -24,6 +24,10 @@ _INIT = '''
         self.k_proj = nn.Linear(key_size or d_model, d_model, bias=bias)
         self.v_proj = nn.Linear(value_size or d_model, d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        for proj in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
+            nn.init.xavier_uniform_(proj.weight)
+            if bias:
+                nn.init.zeros_(proj.bias)
 '''
 
 
@@ -499,7 +503,8 @@ BUGS.update({
     "init_out_proj_named_W_o": Bug(
         cells={"MultiHeadAttention": _edit(_init(
             "self.out_proj = nn.Linear(d_model, d_model, bias=bias)",
-            "self.W_o = nn.Linear(d_model, d_model, bias=bias)"),
+            "self.W_o = nn.Linear(d_model, d_model, bias=bias)").replace(
+                "self.v_proj, self.out_proj):", "self.v_proj, self.W_o):"),
             "self.out_proj(merge_heads(heads))", "self.W_o(merge_heads(heads))")},
         fails=["test_mha_structure", "test_mha_forward"], diagnosis=r"no attribute `out_proj`"),
     "init_q_proj_in_out_swapped": Bug(
@@ -761,4 +766,133 @@ BUGS.update({
             "def forward(self, query, key, value, mask=None):",
             "def forward(self, query, key, value):").replace("(q, k, v, mask)", "(q, k, v)"))},
         fails=_FORWARD, diagnosis=r"unexpected keyword argument 'mask'"),
+})
+
+
+# ------------------------------------------------------------------ practice set (issue 20)
+# Mistakes of kinds the catalogue above lacked, written on 2026-11-26 (fifth session) from the
+# exercises' text, each diagnosis regex before the checks were changed for it: 9 of 18 were
+# named then (the five weight and bias initialisations got full marks: no check looked at
+# them). The initialisation ones are the promise "xavier_uniform_ weights, zero biases".
+_INIT_LOOP = '''        for proj in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
+            nn.init.xavier_uniform_(proj.weight)
+            if bias:
+                nn.init.zeros_(proj.bias)
+'''
+
+
+BUGS.update({
+    # --- exercise 1
+    "projection_column_blocks_transposed": Bug(
+        cells={"output_projection_by_heads": _edit(
+            _PROJECTION, "output = sum(heads[:, i] @ blocks[i] for i in range(h))",
+            "# W_O^i: head i's block of columns, transposed (nn.Linear's layout)\n"
+            "    output = sum(heads[:, i] @ W_O[:, i * hd:(i + 1) * hd].T for i in range(h))")},
+        fails=["test_output_projection_by_heads"], diagnosis=r"column|transpos"),
+    "projection_skips_last_head": Bug(
+        cells={"output_projection_by_heads": _edit(_PROJECTION, "for i in range(h))",
+                                                   "for i in range(h - 1))")},
+        fails=["test_output_projection_by_heads"],
+        diagnosis=r"last head|index 3 of num_heads|leaves out (a|one|the last) head"),
+    "projection_float64_result": Bug(
+        cells={"output_projection_by_heads": _edit(
+            _PROJECTION, "    blocks = W_O.reshape(h, hd, W_O.shape[-1])\n",
+            "    heads, W_O = heads.double(), W_O.double()   # exact sums\n"
+            "    blocks = W_O.reshape(h, hd, W_O.shape[-1])\n")},
+        fails=["test_output_projection_by_heads"], diagnosis=r"dtype|float64"),
+    "projection_b_O_without_default": Bug(
+        cells={"output_projection_by_heads": _edit(
+            _PROJECTION, "def output_projection_by_heads(heads, W_O, b_O=None):",
+            "def output_projection_by_heads(heads, W_O, b_O):")},
+        fails=["test_output_projection_by_heads"],
+        diagnosis=r"b_O.*(default|None|missing)|missing.*b_O"),
+    # --- exercise 2: the initialisation
+    "init_biases_left_default": Bug(
+        cells={"MultiHeadAttention": _init(_INIT_LOOP, '''        for proj in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
+            nn.init.xavier_uniform_(proj.weight)
+''')},
+        fails=["test_mha_structure"], diagnosis=r"bias.*(zero|zeros_)"),
+    "init_out_proj_left_default": Bug(
+        cells={"MultiHeadAttention": _init(
+            "for proj in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):",
+            "for proj in (self.q_proj, self.k_proj, self.v_proj):")},
+        fails=["test_mha_structure"],
+        diagnosis=r"out_proj\.weight.*(xavier|nn\.Linear's default|default)"),
+    "init_stacked_xavier": Bug(
+        cells={"MultiHeadAttention": _init(_INIT_LOOP, '''        # as nn.MultiheadAttention: xavier over the stacked (3 * d_model, in) matrix
+        for proj in (self.q_proj, self.k_proj, self.v_proj):
+            stacked = torch.empty(3 * d_model, proj.in_features)
+            nn.init.xavier_uniform_(stacked)
+            with torch.no_grad():
+                proj.weight.copy_(stacked[:d_model])
+        nn.init.xavier_uniform_(self.out_proj.weight)
+        for proj in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
+            if bias:
+                nn.init.zeros_(proj.bias)
+''')},
+        fails=["test_mha_structure"],
+        diagnosis=r"stacked|3 ?\* ?d_model|in_proj_weight|nn\.MultiheadAttention"),
+    "init_kaiming_uniform": Bug(
+        cells={"MultiHeadAttention": _init("nn.init.xavier_uniform_(proj.weight)",
+                                           "nn.init.kaiming_uniform_(proj.weight)")},
+        fails=["test_mha_structure"], diagnosis=r"kaiming"),
+    "init_normal_std_002": Bug(
+        cells={"MultiHeadAttention": _init("nn.init.xavier_uniform_(proj.weight)",
+                                           "nn.init.normal_(proj.weight, std=0.02)  # as GPT-2")},
+        fails=["test_mha_structure"], diagnosis=r"normal|0\.02"),
+    "init_zeros_bias_unconditionally": Bug(
+        cells={"MultiHeadAttention": _init('''            if bias:
+                nn.init.zeros_(proj.bias)
+''', '''            nn.init.zeros_(proj.bias)
+''')},
+        fails=["test_mha_structure", "test_mha_forward"],
+        diagnosis=r"bias=False|bias is None|NoneType"),
+    # --- exercise 2: forward
+    "forward_keys_viewed_with_query_length": Bug(
+        cells={"MultiHeadAttention": _mha('''
+    def forward(self, query, key, value, mask=None):
+        B, L, _ = query.shape
+        h, hd = self.num_heads, self.head_dim
+        q = self.q_proj(query).view(B, L, h, hd).transpose(1, 2)
+        k = self.k_proj(key).view(B, L, h, hd).transpose(1, 2)
+        v = self.v_proj(value).view(B, L, h, hd).transpose(1, 2)
+        heads, weights = scaled_dot_product_attention(q, k, v, mask)
+        return self.out_proj(merge_heads(heads)), weights
+''')},
+        fails=_FORWARD, diagnosis=r"Lk|key length|length of the keys"),
+    "forward_dropout_always_on": Bug(
+        cells={"MultiHeadAttention": _forward("weights = torch.softmax(scores, dim=-1)",
+                                              "weights = F.dropout(torch.softmax(scores, dim=-1), p=0.1)")},
+        fails=_FORWARD, diagnosis=r"dropout|random|two calls|repeat"),
+    "forward_scaled_after_softmax": Bug(
+        cells={"MultiHeadAttention": _forward(
+            "scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)\n"
+            "        weights = torch.softmax(scores, dim=-1)",
+            "scores = q @ k.transpose(-2, -1)\n"
+            "        weights = torch.softmax(scores, dim=-1) / math.sqrt(self.head_dim)")},
+        fails=_FORWARD,
+        diagnosis=r"after the softmax|scal\w* .*(softmax|order)|softmax.*before.*scal"),
+    "forward_weights_transposed": Bug(
+        cells={"MultiHeadAttention": _mha(_mha_forward_with(
+            finish="return self.out_proj(merge_heads(heads)), weights.transpose(-2, -1)"))},
+        fails=_FORWARD,
+        diagnosis=r"transpos|\(B, num_heads, Lk, Lq\)|Lq and Lk|queries and keys"),
+    # --- exercise 3
+    "loader_skips_out_proj_bias": Bug(
+        cells={"load_from_torch": _edit(_LOADER, "(b_q, b_k, b_v, torch_mha.out_proj.bias)",
+                                        "(b_q, b_k, b_v, None)")},
+        fails=["test_load_from_torch"], diagnosis=r"out_proj\.bias"),
+    "loader_chunks_columns": Bug(
+        cells={"load_from_torch": _edit(_LOADER, "torch_mha.in_proj_weight.chunk(3)",
+                                        "torch_mha.in_proj_weight.chunk(3, dim=1)")},
+        fails=["test_load_from_torch"], diagnosis=r"chunk|rows|dim=0|axis 0"),
+    # --- exercise 4
+    "count_ignores_bias_flag": Bug(
+        cells={"count_parameters": _edit(_COUNT, "biases = 4 * d_model if bias else 0",
+                                         "biases = 4 * d_model")},
+        fails=["test_count_parameters"], diagnosis=r"bias=False|bias(es)? .*(always|ignor)"),
+    "count_biases_per_head": Bug(
+        cells={"count_parameters": _edit(_COUNT, "biases = 4 * d_model if bias else 0",
+                                         "biases = 4 * (d_model // num_heads) if bias else 0")},
+        fails=["test_count_parameters"], diagnosis=r"bias.*(head_dim|one head|per head)"),
 })

@@ -131,7 +131,7 @@ BUGS = {
         cells={"MultiHeadAttention": edit(_MHA, "            if bias:\n                nn.init.zeros_(proj.bias)\n", "")},
         fails=["test_mha_structure"],
         diagnosis=r"(?i)bias\w*.{0,60}(zero|initiali)",
-        notes="false pass: test_mha_structure checks shapes and counts, not that the biases "
+        notes="test_mha_structure checks shapes and counts, not that the biases "
               "start at zero"),
     # xavier_normal_ where the exercise says xavier_uniform_.
     "init_xavier_normal": Bug(
@@ -139,7 +139,7 @@ BUGS = {
                                           "nn.init.xavier_normal_(proj.weight)")},
         fails=["test_mha_structure"],
         diagnosis=r"(?i)xavier_uniform|xavier_normal|normal distribution|uniform",
-        notes="false pass: test_mha_structure does not look at how the weights are "
+        notes="test_mha_structure does not look at how the weights are "
               "initialised"),
     # out_proj left out of the initialisation loop: PyTorch's default init.
     "init_out_proj_default_init": Bug(
@@ -147,7 +147,7 @@ BUGS = {
                                           "for proj in (self.q_proj, self.k_proj, self.v_proj):")},
         fails=["test_mha_structure"],
         diagnosis=r"(?i)out_proj.{0,80}(xavier|initiali|zero)|initiali\w*.{0,60}out_proj",
-        notes="false pass: test_mha_structure does not look at how the weights are "
+        notes="test_mha_structure does not look at how the weights are "
               "initialised"),
     # out_proj applied to each head before the merge (works only when head_dim == d_model).
     "forward_out_proj_before_merge": Bug(
