@@ -143,6 +143,14 @@ MESSAGES = {
                        "and without the KV cache (prefill, then one token per step at start = "
                        "len(cache)); eval mode, no gradients; the model left in the mode it "
                        "came in",
+    "token_not_argmax": "{name}: token {index} of sequence {sequence} is {got}, but the "
+                        "largest of the logits it returned for that step is at {want}: greedy "
+                        "decoding appends the argmax over the vocabulary of the last "
+                        "position's logits, logits[:, -1].argmax(-1) (no sampling)",
+    "gen_caches_made": "{name}: model.new_caches() was called {count} times in one "
+                       "generation: make the caches once, before the loop, and pass the same "
+                       "ones at every step (a new cache holds none of the earlier keys and "
+                       "values)",
     # the starting states of generate (diagnose.state_dependent), in words
     "from_training_mode": "a model in training mode",
     "from_eval_mode": "a model in eval mode",
@@ -291,8 +299,8 @@ _FORMULA_NAMES = {"norm1": "n1", "norm2": "n2", "gate_proj": "gate", "up_proj": 
 
 def _formula_inputs(P, x, masks):
     """The inputs of formulas.block_formula from the block's parameters P {parameter name:
-    tensor}, x (B, L, D) and the two dropout masks (B, L, D): "x", "n1_w", "n2_w",
-    "gate_w", "up_w", "down_w", the attention's "q_w" ... "o_b" and "drop" (2, B, L, D)."""
+    tensor}, x (B, L, D) and the dropout masks (B, L, D) each: "x", "n1_w", "n2_w",
+    "gate_w", "up_w", "down_w", the attention's "q_w" ... "o_b" and "drop" (3, B, L, D)."""
     inputs = {f"{_FORMULA_NAMES[name.rpartition('.')[0]]}_{name.rpartition('.')[2][0]}": value
               for name, value in P.items()}
     return {**inputs, "x": x, "drop": torch.stack(masks)}
@@ -368,7 +376,8 @@ def transformer_block(cls, cache_cls, *, seed=0, B=2, L=6, d_model=8, num_heads=
     cut = max(L // 2, 1)  # x_future differs from position L // 2 on; the cache's prefill
     # the formula with one step left out or moved (checks/diagnose.py, formulas.py), in eval
     # mode, with the cache, and in training mode under the masks of the grader's seed
-    inputs = _formula_inputs(P, x, _dropout_masks(shape, 0.3, dtype))
+    # (three masks: a dropout applied twice draws one more than the block's two)
+    inputs = _formula_inputs(P, x, _dropout_masks(shape, 0.3, dtype, count=3))
     heads = dict(num_heads=num_heads, num_kv_heads=num_kv_heads)
     expected = _block_answer(inputs, **heads).to(dtype).double()
     in_training = _block_answer(inputs, **heads, training=True).to(dtype).double()
@@ -727,6 +736,9 @@ def _name_from_log(run, use_cache, name):
     """(b) Called only once a run's values have failed: fail with the mistake that the
     stand-in model's log of its calls shows, if any (a forged log changes only the wording
     of a failure)."""
+    made = run["keys"] if isinstance(run["keys"], list) else []
+    if use_cache and len(made) > 1:  # (one cache per step: each call's start looks off too)
+        fail(MESSAGES["gen_caches_made"].format(name=name, count=len(made)))
     calls = run["calls"]
     if not isinstance(calls, list):
         return
@@ -759,6 +771,21 @@ def _cached_keys(params, tokens):
     return _stored(x @ params["wk"].double())                                # (B, n, D)
 
 
+def _expect_greedy(new_tokens, logits, name):
+    """Fail unless each new token (B, T) is the argmax over the vocabulary of the logits
+    (B, T, V) returned for its step: what greedy decoding appends, whatever the logits."""
+    chosen = logits.argmax(-1)                                                  # (B, T)
+    # (a tie between two logits may go either way)
+    top = logits.amax(-1)
+    picked = logits.gather(-1, new_tokens.clamp(0, logits.shape[-1] - 1)[..., None])[..., 0]
+    wrong = ((new_tokens != chosen) & (picked != top)).nonzero()
+    if len(wrong):
+        sequence, index = wrong[0].tolist()
+        fail(MESSAGES["token_not_argmax"].format(name=name, index=index, sequence=sequence,
+                                                 got=int(new_tokens[sequence, index]),
+                                                 want=int(chosen[sequence, index])))
+
+
 def _right(judged):
     """True when judged() (a judgement that fails with CheckFailure) passes."""
     try:
@@ -779,6 +806,13 @@ def _judge_generation(run, use_cache, name, answer, mistakes, params, prompt, B,
         tokens, logits = _judge_run(run, name, B, P, T, V, dtype)
         if not torch.equal(tokens[:, :P], prompt):
             fail(MESSAGES["prompt_kept"].format(name=name))
+        _expect_greedy(tokens[:, P:], logits, name)
+        made = run["keys"] if isinstance(run["keys"], list) else []
+        if use_cache and len(made) > 1 and not close(logits, expected_logits, dtype, None,
+                                                     CONDITION):
+            # a new cache per step (the count comes from the student's process: it only
+            # names a failure the values show; _name_from_log says the same first)
+            fail(MESSAGES["gen_caches_made"].format(name=name, count=len(made)))
         reason = family_reason(logits, expected_logits, dtype=dtype, condition=CONDITION,
                                mistakes=mistakes)
     except CheckFailure:
