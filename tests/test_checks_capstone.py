@@ -103,7 +103,7 @@ def test_hard_coded_answers_fail_the_hidden_calls():
     assert "returned the loss" in message
 
 
-def test_a_step_taken_twice_is_told_the_parameters_are_wrong():
+def test_a_step_taken_twice_is_named_by_the_formula():
     ns = with_cells(train_step='''
 def train_step(model, optimizer, batch):
     model.train()
@@ -115,7 +115,8 @@ def train_step(model, optimizer, batch):
     return loss.item()
 ''')
     message = failure(check.train_step, ns["train_step"])
-    assert "the loss is right but the parameters" in message
+    assert "the parameters moved by two optimizer steps (optimizer.step() called twice)" \
+        in message
 
 
 def test_generated_tokens_must_be_integers():

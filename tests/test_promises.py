@@ -26,11 +26,7 @@ from tests.submissions import CHAPTERS
 UNEXERCISED = {}
 # {assignment: {"function.parameter", ...}}: parameters with a default that every check
 # passes, so that a wrong default is never seen (open gaps, as UNEXERCISED).
-UNDEFAULTED = {
-    # the block's check builds it with dropout 0.3 (its placement is judged under masks the
-    # grader draws); none builds it without, where training mode must equal eval mode
-    "08_capstone": {"TransformerBlock.__init__.dropout"},
-}
+UNDEFAULTED = {}
 
 
 def _exercises(notebook):

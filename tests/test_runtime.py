@@ -37,6 +37,13 @@ def swap_weights(target, source):
     with torch.no_grad():
         target.weight.copy_(source.weight)
     return target
+
+def zero_masked(scores, mask):
+    return scores.masked_fill(~mask, 0.0)
+
+def zero_masked_in_place(scores, mask):
+    mask.logical_not_()
+    return scores.masked_fill(mask, 0.0)
 '''
 
 
@@ -61,7 +68,8 @@ def side(request, child):
         namespace = {}
         exec(STUDENT, namespace)
         return common.LOCAL, namespace
-    names = ("Doubler", "scale_in_place", "swap_weights")
+    names = ("Doubler", "scale_in_place", "swap_weights", "zero_masked",
+             "zero_masked_in_place")
     return RemoteRuntime(child, common.LOCAL), {n: child.lookup(n) for n in names}
 
 
@@ -171,6 +179,24 @@ def test_a_call_that_changes_its_inputs_fails_on_both_sides(side):
         with pytest.raises(common.CheckFailure, match=r"argument `source`'s mode after the "
                            r"call is eval where it should be training"):
             common.observe(lambda target, source: source.eval(), target, source)
+
+
+def test_a_call_whose_inputs_require_grad_is_compared_too(side):
+    """call() with an input that requires grad: its result joins the grader's graph, and an
+    argument the student's code changed in place (here the mask beside the scores) fails
+    the call on both sides, although under the autograder that call's arguments stay in
+    the student's process (issue 20: such calls went uncompared there)."""
+    runtime, student = side
+    mask = torch.tensor([[True, False], [True, True]])
+    with common.use_runtime(runtime):
+        scores = torch.ones(2, 2, dtype=torch.float64, requires_grad=True)
+        result = common.call(student["zero_masked"], scores, mask.clone())
+        result.sum().backward()
+        assert torch.equal(scores.grad, mask.double())
+        with pytest.raises(common.CheckFailure, match=r"zero_masked_in_place is wrong: it "
+                           r"changed its argument `mask` in place: 4 of 4 entries differ"):
+            common.call(student["zero_masked_in_place"], scores, mask.clone())
+    assert torch.equal(mask, torch.tensor([[True, False], [True, True]]))
 
 
 @pytest.mark.parametrize("path", ["builtins:open", "os:system", "torch.nn:Linear.__init__",

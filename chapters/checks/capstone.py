@@ -34,7 +34,7 @@ from .common import (MALFORMED, CheckFailure, attempt, by_owner, check, construc
                      expect_tensor, fail, generator, given, is_class, is_module,
                      judge_construct, load_weights, max_error, observe, passed, raised,
                      random_inputs, read_back, reference, revive, type_name)
-from .diagnose import explained, one_step
+from .diagnose import explained, one_step, state_dependent
 from .language import translated
 
 # Every message of the chapter's checks, one template each with named fields, in one place
@@ -144,6 +144,24 @@ MESSAGES = translated(__name__) | {
                        "and without the KV cache (prefill, then one token per step at start = "
                        "len(cache)); eval mode, no gradients; the model left in the mode it "
                        "came in",
+    "token_not_argmax": "{name}: token {index} of sequence {sequence} is {got}, but the "
+                        "largest of the logits it returned for that step is at {want}: greedy "
+                        "decoding appends the argmax over the vocabulary of the last "
+                        "position's logits, logits[:, -1].argmax(-1) (no sampling)",
+    "gen_caches_made": "{name}: model.new_caches() was called {count} times in one "
+                       "generation: make the caches once, before the loop, and pass the same "
+                       "ones at every step (a new cache holds none of the earlier keys and "
+                       "values)",
+    # the starting states of generate (diagnose.state_dependent), in words
+    "from_training_mode": "a model in training mode",
+    "from_eval_mode": "a model in eval mode",
+    # the block built without `dropout`: the exercise's default, dropout=0.0
+    "default_call": "TransformerBlock({sizes})",
+    "default_dropout": "{where}(x) in training mode, built without `dropout`, gives other "
+                       "outputs than in eval mode ({count} of {total} entries differ): the "
+                       "exercise's default is dropout=0.0, no dropout at all "
+                       "(def __init__(self, d_model, num_heads, num_kv_heads, d_ff, "
+                       "dropout=0.0))",
 }
 # A block chains an RMSNorm (a mean square and a division), the rotary attention and a
 # gated MLP: about three times the roundings of chapter 3's forward, with the softmax's
@@ -227,7 +245,24 @@ def _block_run(cls, cache_cls, sizes, P, x, x_future, dtype, device):
     _, data["train_error"] = attempt(lambda: block.train())
     given("torch:manual_seed", 0)
     data["train"] = run(x)
+    data["default"] = _default_run(cls, sizes, P, x, dtype, device)
     return data
+
+
+def _default_run(cls, sizes, P, x, dtype, device):
+    """cls(*sizes), `dropout` left to its default (0.0: no dropout), with the grader's
+    parameters P, called on x in training mode after torch.manual_seed(0): an observed
+    [result, error] pair, or [None, what raised] where it could not be built or moved."""
+    block, made = construct(cls, *sizes)
+    if block is None:
+        return [None, made["error"]]
+    block, error = attempt(lambda: block.to(dtype=dtype, device=device).train())
+    if error is not None:
+        return [None, error]
+    load_weights(block, _weights_sent(P))
+    given("torch:manual_seed", 0)
+    seen = observe(block, x)
+    return [seen.result, seen.error]
 
 
 def _dropout_masks(shape, p, dtype, count=2, seed=0):
@@ -265,8 +300,8 @@ _FORMULA_NAMES = {"norm1": "n1", "norm2": "n2", "gate_proj": "gate", "up_proj": 
 
 def _formula_inputs(P, x, masks):
     """The inputs of formulas.block_formula from the block's parameters P {parameter name:
-    tensor}, x (B, L, D) and the two dropout masks (B, L, D): "x", "n1_w", "n2_w",
-    "gate_w", "up_w", "down_w", the attention's "q_w" ... "o_b" and "drop" (2, B, L, D)."""
+    tensor}, x (B, L, D) and the dropout masks (B, L, D) each: "x", "n1_w", "n2_w",
+    "gate_w", "up_w", "down_w", the attention's "q_w" ... "o_b" and "drop" (3, B, L, D)."""
     inputs = {f"{_FORMULA_NAMES[name.rpartition('.')[0]]}_{name.rpartition('.')[2][0]}": value
               for name, value in P.items()}
     return {**inputs, "x": x, "drop": torch.stack(masks)}
@@ -342,7 +377,8 @@ def transformer_block(cls, cache_cls, *, seed=0, B=2, L=6, d_model=8, num_heads=
     cut = max(L // 2, 1)  # x_future differs from position L // 2 on; the cache's prefill
     # the formula with one step left out or moved (checks/diagnose.py, formulas.py), in eval
     # mode, with the cache, and in training mode under the masks of the grader's seed
-    inputs = _formula_inputs(P, x, _dropout_masks(shape, 0.3, dtype))
+    # (three masks: a dropout applied twice draws one more than the block's two)
+    inputs = _formula_inputs(P, x, _dropout_masks(shape, 0.3, dtype, count=3))
     heads = dict(num_heads=num_heads, num_kv_heads=num_kv_heads)
     expected = _block_answer(inputs, **heads).to(dtype).double()
     in_training = _block_answer(inputs, **heads, training=True).to(dtype).double()
@@ -380,6 +416,13 @@ def transformer_block(cls, cache_cls, *, seed=0, B=2, L=6, d_model=8, num_heads=
                       shape, dtype)
     expect_close(trained, in_training, MESSAGES["training_run"].format(where=where),
                  mistakes=mistakes["training"], hint=MESSAGES["dropout_hint"], **tolerance)
+    # built without `dropout` (its default, 0.0), training mode gives the eval-mode output
+    built = MESSAGES["default_call"].format(sizes=", ".join(map(str, sizes)))
+    by_default = _output(data["default"], MESSAGES["training_call"].format(where=built),
+                         shape, dtype)
+    if not close(by_default, expected, **tolerance):
+        fail(MESSAGES["default_dropout"].format(
+            where=built, count=int((by_default != out).sum()), total=out.numel()))
     passed(MESSAGES["block_passed"].format(shape=shape, dtype=dtype, steps=L - cut,
                                            heads=num_heads, kv_heads=num_kv_heads))
 
@@ -661,10 +704,15 @@ def _generate_run(fn, params, keep, prompt, T, device):
                            "keys": [getattr(c, "keys", None) for c in made]
                            if isinstance(made, list) else None,
                            "calls": getattr(model, "calls", None)}
-    # the other starting state: a model that comes in eval mode must leave in eval mode
+    # the other starting state: a model that comes in eval mode gives the same tokens and
+    # logits, and leaves in eval mode
     model = given("checks.capstone:DecoderModel", params, keep).to(device).eval()
     seen = observe(fn, model, prompt.to(device, copy=True), T, use_cache=False)
-    runs["from_eval"] = {"error": seen.error}
+    made = getattr(model, "made", None)
+    runs["from_eval"] = {"error": seen.error, "out": seen.result,
+                         "keys": [getattr(c, "keys", None) for c in made]
+                         if isinstance(made, list) else None,
+                         "calls": getattr(model, "calls", None)}
     return runs
 
 
@@ -689,6 +737,9 @@ def _name_from_log(run, use_cache, name):
     """(b) Called only once a run's values have failed: fail with the mistake that the
     stand-in model's log of its calls shows, if any (a forged log changes only the wording
     of a failure)."""
+    made = run["keys"] if isinstance(run["keys"], list) else []
+    if use_cache and len(made) > 1:  # (one cache per step: each call's start looks off too)
+        fail(MESSAGES["gen_caches_made"].format(name=name, count=len(made)))
     calls = run["calls"]
     if not isinstance(calls, list):
         return
@@ -721,6 +772,82 @@ def _cached_keys(params, tokens):
     return _stored(x @ params["wk"].double())                                # (B, n, D)
 
 
+def _expect_greedy(new_tokens, logits, name):
+    """Fail unless each new token (B, T) is the argmax over the vocabulary of the logits
+    (B, T, V) returned for its step: what greedy decoding appends, whatever the logits."""
+    chosen = logits.argmax(-1)                                                  # (B, T)
+    # (a tie between two logits may go either way)
+    top = logits.amax(-1)
+    picked = logits.gather(-1, new_tokens.clamp(0, logits.shape[-1] - 1)[..., None])[..., 0]
+    wrong = ((new_tokens != chosen) & (picked != top)).nonzero()
+    if len(wrong):
+        sequence, index = wrong[0].tolist()
+        fail(MESSAGES["token_not_argmax"].format(name=name, index=index, sequence=sequence,
+                                                 got=int(new_tokens[sequence, index]),
+                                                 want=int(chosen[sequence, index])))
+
+
+def _right(judged):
+    """True when judged() (a judgement that fails with CheckFailure) passes."""
+    try:
+        judged()
+    except CheckFailure:
+        return False
+    return True
+
+
+def _judge_generation(run, use_cache, name, answer, mistakes, params, prompt, B, P, T, V,
+                      dtype):
+    """Fail unless the observed run of generate (use_cache: how it was called) returned the
+    greedy tokens (B, P + T) and logits (B, T, V) of `answer` and left in the stand-in
+    model's caches the keys of every token but the last (with the cache; none without)."""
+    expected_tokens, expected_logits = answer
+    expected_logits = expected_logits.to(dtype).double()
+    try:  # the values: what generate returned, on the grader's model and prompt
+        tokens, logits = _judge_run(run, name, B, P, T, V, dtype)
+        if not torch.equal(tokens[:, :P], prompt):
+            fail(MESSAGES["prompt_kept"].format(name=name))
+        _expect_greedy(tokens[:, P:], logits, name)
+        made = run["keys"] if isinstance(run["keys"], list) else []
+        if use_cache and len(made) > 1 and not close(logits, expected_logits, dtype, None,
+                                                     CONDITION):
+            # a new cache per step (the count comes from the student's process: it only
+            # names a failure the values show; _name_from_log says the same first)
+            fail(MESSAGES["gen_caches_made"].format(name=name, count=len(made)))
+        reason = family_reason(logits, expected_logits, dtype=dtype, condition=CONDITION,
+                               mistakes=mistakes)
+    except CheckFailure:
+        _name_from_log(run, use_cache, name)
+        raise
+    if reason:  # the values name the mistake (the call log would only restate it)
+        fail(explained(MESSAGES["logits"].format(name=name), reason))
+    try:
+        expect_close(logits, expected_logits, MESSAGES["logits"].format(name=name),
+                     dtype=dtype, condition=CONDITION, hint=MESSAGES["generate_hint"])
+        if not torch.equal(tokens, expected_tokens):
+            wrong = (tokens != expected_tokens).nonzero()[0].tolist()
+            fail(MESSAGES["token"].format(name=name, index=wrong[1], sequence=wrong[0],
+                                          got=int(tokens[tuple(wrong)]),
+                                          want=int(expected_tokens[tuple(wrong)])))
+    except CheckFailure:
+        _name_from_log(run, use_cache, name)
+        raise
+    # (a) the caches' contents, read back by value: the keys of every token but the last
+    # with the cache, none without it
+    keys = run["keys"] if isinstance(run["keys"], list) else []
+    filled = [k for k in keys if k is not None]
+    if use_cache:
+        expected_keys = _cached_keys(params, expected_tokens[:, :-1])
+        if not any(isinstance(k, torch.Tensor) and k.shape == expected_keys.shape
+                   and expect_close_quiet(k.double(), expected_keys.to(dtype).double(),
+                                          dtype=dtype, condition=CONDITION)
+                   for k in filled):
+            _name_from_log(run, use_cache, name)  # (b): failed on values already
+            fail(MESSAGES["gen_no_cache"].format(name=name))
+    elif filled:
+        fail(MESSAGES["gen_uncached_calls"].format(name=name))
+
+
 @check
 def generate(fn, *, seed=0, B=2, P=3, num_tokens=5, vocab_size=9, d_model=8,
              dtype=torch.float64, device="cpu"):
@@ -735,49 +862,34 @@ def generate(fn, *, seed=0, B=2, P=3, num_tokens=5, vocab_size=9, d_model=8,
     # so they show that step's call: the prefill, then one position into the given cache
     inputs = _generation_inputs(params, keep, prompt)
     answers = {cached: _greedy(inputs, T, cached=cached) for cached in (False, True)}
+    sizes = dict(B=B, P=P, T=T, V=vocab_size, dtype=dtype)
+    mistakes = {use_cache: step_mistakes("greedy generation", inputs, current_dims(),
+                                         num_tokens=T, use_cache=use_cache)
+                for use_cache in (False, True)}
+
+    def judge(run, use_cache, name):
+        _judge_generation(run, use_cache, name, answers[use_cache], mistakes[use_cache],
+                          params, prompt, **sizes)
+
+    from_eval = MESSAGES["from_eval"].format(T=T)
     for use_cache in (False, True):
         name = MESSAGES["generate_call"].format(T=T, use_cache=use_cache)
-        run = runs[use_cache]
-        expected_tokens, expected_logits = answers[use_cache]
-        expected_logits = expected_logits.to(dtype).double()
-        mistakes = step_mistakes("greedy generation", inputs, current_dims(), num_tokens=T,
-                                 use_cache=use_cache)
-        try:  # the values: what generate returned, on the grader's model and prompt
-            tokens, logits = _judge_run(run, name, B, P, T, vocab_size, dtype)
-            if not torch.equal(tokens[:, :P], prompt):
-                fail(MESSAGES["prompt_kept"].format(name=name))
-            reason = family_reason(logits, expected_logits, dtype=dtype, condition=CONDITION,
-                                   mistakes=mistakes)
-        except CheckFailure:
-            _name_from_log(run, use_cache, name)
-            raise
-        if reason:  # the values name the mistake (the call log would only restate it)
-            fail(explained(MESSAGES["logits"].format(name=name), reason))
         try:
-            expect_close(logits, expected_logits, MESSAGES["logits"].format(name=name),
-                         dtype=dtype, condition=CONDITION, hint=MESSAGES["generate_hint"])
-            if not torch.equal(tokens, expected_tokens):
-                wrong = (tokens != expected_tokens).nonzero()[0].tolist()
-                fail(MESSAGES["token"].format(name=name, index=wrong[1], sequence=wrong[0],
-                                              got=int(tokens[tuple(wrong)]),
-                                              want=int(expected_tokens[tuple(wrong)])))
-        except CheckFailure:
-            _name_from_log(run, use_cache, name)
+            judge(runs[use_cache], use_cache, name)
+        except CheckFailure as failure:
+            # from training mode, wrong; from eval mode (the same call), right: the state
+            # family says so, with what went wrong from training mode
+            if not use_cache and _right(lambda: judge(runs["from_eval"], False, from_eval)):
+                fail(explained(name, state_dependent({
+                    MESSAGES["from_eval_mode"]: (True, ""),
+                    MESSAGES["from_training_mode"]: (False, str(failure))})))
             raise
-        # (a) the caches' contents, read back by value: the keys of every token but the last
-        # with the cache, none without it
-        keys = run["keys"] if isinstance(run["keys"], list) else []
-        filled = [k for k in keys if k is not None]
-        if use_cache:
-            expected_keys = _cached_keys(params, expected_tokens[:, :-1])
-            if not any(isinstance(k, torch.Tensor) and k.shape == expected_keys.shape
-                       and expect_close_quiet(k.double(), expected_keys.to(dtype).double(),
-                                              dtype=dtype, condition=CONDITION)
-                       for k in filled):
-                _name_from_log(run, use_cache, name)  # (b): failed on values already
-                fail(MESSAGES["gen_no_cache"].format(name=name))
-        elif filled:
-            fail(MESSAGES["gen_uncached_calls"].format(name=name))
-    # the other starting state, eval mode: its run (observe()) failed if the mode changed
-    raised(runs["from_eval"]["error"], MESSAGES["from_eval"].format(T=T))
+    # the other starting state, eval mode (its run, observe(), failed if the mode changed):
+    # the same tokens and logits
+    try:
+        judge(runs["from_eval"], False, from_eval)
+    except CheckFailure as failure:
+        fail(explained(from_eval, state_dependent({
+            MESSAGES["from_training_mode"]: (True, ""),
+            MESSAGES["from_eval_mode"]: (False, str(failure))})))
     passed(MESSAGES["generate_passed"].format(shape=(B, P), T=T))

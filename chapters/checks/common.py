@@ -38,6 +38,111 @@ _where = torch.where
 _equal = torch.equal
 _Tensor = torch.Tensor
 
+# Every sentence these helpers can print to a student, one template each with named fields,
+# in one place (a second language translates them here): the failures of expect_tensor,
+# raised(), expect_close() and the kit's replay, what a report that is no report gets
+# (malformed_*), and the promises every exercise makes (see "The promises every exercise
+# makes" below). Values that are code (shapes, dtypes, function names) are fields.
+MESSAGES = language.translated(__name__) | {
+    "passed": "\u2714 {message}",
+    # expect_tensor
+    "tensor_tuple": "{name}: expected a tensor, got a tuple of {count} items (did you return "
+                    "(output, weights) where only one tensor was asked for?)",
+    "tensor_kind": "{name}: expected a torch.Tensor, got {got}{forgot}",
+    "tensor_forgot": " (did you forget to return it?)",
+    "tensor_shape": "{name}: expected shape {want}{named}, got {got}.{found}{hint}",
+    "tensor_shape_named": " = {names}",
+    "tensor_shape_words": " In words: {found}.",
+    "tensor_shape_order": " The sizes are right but in the wrong order: check which axes you "
+                          "transposed.",
+    "tensor_shape_count": " The number of elements is right: check your view/reshape.",
+    "tensor_dtype": "{name}: expected dtype {want} (the input's dtype), got {got}. Avoid "
+                    "creating tensors with a fixed dtype; use the input's dtype.",
+    "tensor_device": "{name}: expected a tensor on {want}, got one on {got}",
+    # what a report from the student's process must be
+    "malformed": "the grader received malformed data ({what}) from the process that runs "
+                 "your code: does your code change the checks module or the grader's "
+                 "messages?",
+    "malformed_error": "the error of {name}",
+    "malformed_report": "a call's report",
+    "malformed_loaded": "what load_weights found",
+    "malformed_loaded_at": "what load_weights found at {attr!r}",
+    "foreign": "<{name} object>",
+    # raised(), judge_construct()
+    "not_implemented": "{name} is not implemented yet: replace `raise NotImplementedError()` "
+                       "with your code.",
+    "not_module": "{shown} is not an nn.Module: subclass nn.Module and call "
+                  "super().__init__() first.",
+    # expect_close(), where_it_differs()
+    "nonfinite": "{name}: {where}. {hint}",
+    "nonfinite_hint": "Look for 0/0 (a fully masked row) or an overflowing exp().",
+    "wrong_bug": "{name} is wrong: {bug}",
+    "wrong_bugs": "{name} is wrong in a way that {count} mistakes share on these inputs: "
+                  "{bugs}",
+    "wrong_bugs_or": " OR: ",
+    "wrong": "{name} is wrong (largest error {error:.3g}). {where}{hint}",
+    "wrong_hint": "Compare your steps with the formula above, one tensor at a time.",
+    "differs": "{count} of {total} entries are off in {dtype}{place}. ",
+    "differs_only": "; only at {parts} (0-based)",
+    "differs_everywhere": ", along every axis",
+    "differs_index": "index {indices} of {axis}",
+    "differs_axis": "axis {index}",
+    # the float32 sqrt(d_k) rule (see float32_sqrt below)
+    "float32_sqrt": "your sqrt(d_k) is a float32 number (e.g. torch.sqrt(torch.tensor(d_k, "
+                    "dtype=torch.float32)), as in seed 000): with float64 inputs the result "
+                    "keeps only float32's 7 digits. Divide by math.sqrt(d_k), a Python float, "
+                    "which adapts to the inputs' dtype.",
+    # the promises every exercise makes (PROMISES below)
+    "unchanged": "The exercise leaves its inputs as they were: compute new tensors "
+                 "(y = x * 2, not x *= 2, x[...] = ..., or a method ending in _ such as "
+                 "masked_fill_), and give a module back with the weights it came in with.",
+    "reshaped": "it changed its argument `{argument}` in place: it came in as {before} and "
+                "left as {after}{words}",
+    "reshaped_words": " (in words: {found})",
+    "reshaped_gone": "gone",
+    "more_tensors": " (and {count} more of its tensors)",
+    "mode": "argument `{argument}`'s mode after the call",
+    "mode_why": " (the mode it came in with: note module.training first, and give it back "
+                "with module.train(was_training))",
+    "mode_training": "training",
+    "mode_eval": "eval",
+    "kind": "{reason}.{hint}",
+    "named": "Return {documented}({fields}): its fields are read by name.",
+    "named_kind": "{documented}({fields}), a named tuple",
+    "graph": "{name} returned a tensor attached to the autograd graph (requires_grad=True): "
+             "the exercise documents a measurement computed without gradients. Decorate it "
+             "with @torch.no_grad(), or compute it inside `with torch.no_grad():`.",
+    "dtype": "Make the result in that dtype: a tensor built from Python numbers "
+             "(torch.tensor([...]), torch.zeros(n)) is float32 unless given dtype=.",
+    "shared": "{name} returned a module whose `{tensor}` shares its memory with {source}'s "
+              "`{other}` (the same storage): changing one changes the other. Copy the values "
+              "into the new module's own tensors (new.weight.copy_(old.weight[rows]), or "
+              ".clone()).",
+    "described_tensor": "a {dtype} tensor of shape {shape}",
+    "argument_number": "argument {number}",
+    "argument_its": "its argument `{label}`",
+    "module_tensor": "{module}`'s `{tensor}",
+    "kind_float": "a Python float",
+    "kind_int": "a Python int",
+    "kind_bool": "a Python bool",
+    "kind_tuple": "a tuple",
+    "kind_tensor": "a tensor",
+    "kind_other": "a {name}",
+    "kinds_or": " or ",
+    # the student's kit: answers replayed from its fixtures
+    "reinstall": "the course's checks package is out of date or incomplete: reinstall it as "
+                 "the student guide says",
+    "kit_outside": "{name} runs only inside a check: {reinstall}.",
+    "kit_no_answers": "no stored answers for the check {key}: the student kit holds the "
+                      "answers of the visible tests only, for the arguments written in them; "
+                      "the hidden tests run in the grader.",
+    "kit_mismatch": "the stored answers of {key} do not match this call ({slot}): "
+                    "{reinstall}.",
+    "fixture_kind": "a @reference function returned {kind}, which fixtures cannot store: "
+                    "return tensors, numbers, strings, tuples, lists or dicts",
+    "fixture_entry": "unknown fixture entry {keys}",
+}
+
 
 # ---------------------------------------------------------------------------------------
 # Tolerances from the arithmetic
@@ -100,10 +205,8 @@ def tolerance(dtype):
 # attention) computes, in its float64 runs, the output of this mistake with
 # float32_sqrt(d_k) and names it with FLOAT32_SQRT. Where d_k is a perfect square (4, 16,
 # 64) the float32 root is exact and the mistake changes nothing, so no test can see it.
-FLOAT32_SQRT = ("your sqrt(d_k) is a float32 number (e.g. torch.sqrt(torch.tensor(d_k, "
-                "dtype=torch.float32)), as in seed 000): with float64 inputs the result keeps "
-                "only float32's 7 digits. Divide by math.sqrt(d_k), a Python float, which "
-                "adapts to the inputs' dtype.")
+# (A constant, not a lookup: the per-bug tables and formulas.py key their sentences by it.)
+FLOAT32_SQRT = MESSAGES["float32_sqrt"]
 
 
 def float32_sqrt(d_k):
@@ -119,7 +222,7 @@ def fail(message):
 
 def passed(message):
     """Tell the student what was verified (printed by a passing check)."""
-    print(f"\u2714 {message}")
+    print(MESSAGES["passed"].format(message=message))
 
 
 def expect_tensor(actual, name, shape=None, dtype=None, device=None, shape_names=None):
@@ -129,28 +232,27 @@ def expect_tensor(actual, name, shape=None, dtype=None, device=None, shape_names
     numbers so the student sees which axis is wrong.
     """
     if isinstance(actual, tuple) and name:
-        fail(f"{name}: expected a tensor, got a tuple of {len(actual)} items "
-             "(did you return (output, weights) where only one tensor was asked for?)")
+        fail(MESSAGES["tensor_tuple"].format(name=name, count=len(actual)))
     if not isinstance(actual, _Tensor):
-        fail(f"{name}: expected a torch.Tensor, got {type_name(actual)}"
-             + (" (did you forget to return it?)" if actual is None else ""))
+        fail(MESSAGES["tensor_kind"].format(
+            name=name, got=type_name(actual),
+            forgot=MESSAGES["tensor_forgot"] if actual is None else ""))
     if shape is not None and tuple(actual.shape) != tuple(shape):
-        named = f" = {shape_names}" if shape_names else ""
+        named = MESSAGES["tensor_shape_named"].format(names=shape_names) if shape_names else ""
         hint = ""
         if sorted(actual.shape) == sorted(shape):
-            hint = " The sizes are right but in the wrong order: check which axes you transposed."
+            hint = MESSAGES["tensor_shape_order"]
         elif actual.numel() == torch.Size(shape).numel():
-            hint = " The number of elements is right: check your view/reshape."
+            hint = MESSAGES["tensor_shape_count"]
         found = diagnose.wrong_shape(tuple(actual.shape), tuple(shape), current_dims(),
                                      shape_names)
-        found = f" In words: {found}." if found else ""
-        fail(f"{name}: expected shape {tuple(shape)}{named}, got {tuple(actual.shape)}."
-             f"{found}{hint}")
+        found = MESSAGES["tensor_shape_words"].format(found=found) if found else ""
+        fail(MESSAGES["tensor_shape"].format(name=name, want=tuple(shape), named=named,
+                                             got=tuple(actual.shape), found=found, hint=hint))
     if dtype is not None and actual.dtype != dtype:
-        fail(f"{name}: expected dtype {dtype} (the input's dtype), got {actual.dtype}. "
-             "Avoid creating tensors with a fixed dtype; use the input's dtype.")
+        fail(MESSAGES["tensor_dtype"].format(name=name, want=dtype, got=actual.dtype))
     if device is not None and actual.device != torch.device(device):
-        fail(f"{name}: expected a tensor on {device}, got one on {actual.device}")
+        fail(MESSAGES["tensor_device"].format(name=name, want=device, got=actual.device))
     return actual
 
 
@@ -241,7 +343,7 @@ class Foreign:
         self.name = str(name)[:100]
 
     def __repr__(self):
-        return f"<{self.name} object>"
+        return MESSAGES["foreign"].format(name=self.name)
 
 
 def type_name(obj):
@@ -253,8 +355,21 @@ def type_name(obj):
 
 # What a call reports comes from the student's process, where the student's code could
 # have changed anything: the judge takes nothing from it without checking its type.
-MALFORMED = ("the grader received malformed data ({what}) from the process that runs your "
-             "code: does your code change the checks module or the grader's messages?")
+# (MALFORMED: the template, looked up when it is filled; the chapters' checks use it too.)
+
+
+class _Template:
+    """MESSAGES[key] looked up when it is filled (.format), in the language of that moment:
+    for a template other modules import by name."""
+
+    def __init__(self, key):
+        self.key = key
+
+    def format(self, **fields):
+        return MESSAGES[self.key].format(**fields)
+
+
+MALFORMED = _Template("malformed")
 
 
 def take(data, key, *kinds):
@@ -322,15 +437,15 @@ def raised(error, name):
         return
     if not (isinstance(error, (list, tuple)) and len(error) in (3, 4)
             and all(isinstance(e, str) for e in error)):
-        fail(MALFORMED.format(what=f"the error of {name}"))
+        fail(MALFORMED.format(what=MESSAGES["malformed_error"].format(name=name)))
     kind, message, shapes, where = (*error, "")[:4]
     if kind == "NotImplementedError":
-        fail(f"{name} is not implemented yet: replace `raise NotImplementedError()` "
-             "with your code.")
+        fail(MESSAGES["not_implemented"].format(name=name))
     if kind == "CheckFailure" and runtime().own_failures:  # the forbid's, in their Jupyter
         fail(message)
     fail(diagnose.restate_error(name, kind, message, current_dims(), shapes, where=where)
-         or f"{name} raised {kind}: {message}\n(called with tensors of shapes {shapes})")
+         or diagnose.MESSAGES["raised_plain"].format(name=name, kind=kind, message=message,
+                                                     shapes=shapes))
 
 
 def construct(cls, *args, **kwargs):
@@ -364,8 +479,7 @@ def judge_construct(data, shown):
     built an nn.Module."""
     raised(take_error(data, "error"), shown)
     if not take(data, "module", bool):
-        fail(f"{shown} is not an nn.Module: subclass nn.Module and call super().__init__() "
-             "first.")
+        fail(MESSAGES["not_module"].format(shown=shown))
 
 
 @dataclass
@@ -390,7 +504,7 @@ def observed(data, count):
     """Observed from the dict a call reported, each field checked (`count` arguments): the
     report of a process that runs the student's code is data, never trusted as it comes."""
     if not isinstance(data, dict) or "result" not in data:
-        fail(MALFORMED.format(what="a call's report"))
+        fail(MALFORMED.format(what=MESSAGES["malformed_report"]))
     error = take_error(data, "error")
     after = take(data, "args", list, tuple)
     messages = take(data, "warnings", list, tuple)
@@ -454,14 +568,14 @@ class Loaded(dict):
     @classmethod
     def of(cls, report, weights):
         if not isinstance(report, dict) or list(report) != list(weights):
-            fail(MALFORMED.format(what="what load_weights found"))
+            fail(MALFORMED.format(what=MESSAGES["malformed_loaded"]))
         for attr, parts in report.items():
             if parts is None:
                 continue
             if not isinstance(parts, dict) or list(parts) != list(weights[attr]) or not all(
                     slot is None or isinstance(slot, str) or (isinstance(slot, list) and all(
                         type(n) is int and n >= 0 for n in slot)) for slot in parts.values()):
-                fail(MALFORMED.format(what=f"what load_weights found at {attr!r}"))
+                fail(MALFORMED.format(what=MESSAGES["malformed_loaded_at"].format(attr=attr)))
         return cls(report)
 
     def has(self, attr):
@@ -529,35 +643,13 @@ def call_keeping(function, *args, name=None, may_change=(), **kwargs):
 # - a behaviour that depends on a starting state is right from each: a check calls from
 #   each (a module in training and in eval mode, an empty and a filled cache), and every
 #   call must give a module argument back in the mode it came in (expect_unchanged).
-# Every sentence is a template of PROMISES, filled with named fields.
-PROMISES = {
-    "unchanged": "The exercise leaves its inputs as they were: compute new tensors "
-                 "(y = x * 2, not x *= 2, x[...] = ..., or a method ending in _ such as "
-                 "masked_fill_), and give a module back with the weights it came in with.",
-    "reshaped": "it changed its argument `{argument}` in place: it came in as {before} and "
-                "left as {after}{words}",
-    "reshaped_words": " (in words: {found})",
-    "more_tensors": " (and {count} more of its tensors)",
-    "mode": "argument `{argument}`'s mode after the call",
-    "mode_why": " (the mode it came in with: note module.training first, and give it back "
-                "with module.train(was_training))",
-    "kind": "{reason}.{hint}",
-    "named": "Return {documented}({fields}): its fields are read by name.",
-    "graph": "{name} returned a tensor attached to the autograd graph (requires_grad=True): "
-             "the exercise documents a measurement computed without gradients. Decorate it "
-             "with @torch.no_grad(), or compute it inside `with torch.no_grad():`.",
-    "dtype": "Make the result in that dtype: a tensor built from Python numbers "
-             "(torch.tensor([...]), torch.zeros(n)) is float32 unless given dtype=.",
-    "shared": "{name} returned a module whose `{tensor}` shares its memory with {source}'s "
-              "`{other}` (the same storage): changing one changes the other. Copy the values "
-              "into the new module's own tensors (new.weight.copy_(old.weight[rows]), or "
-              ".clone()).",
-}
-_MODE_WORDS = {True: "training", False: "eval"}
+# Every sentence is a template of MESSAGES (at the top), filled with named fields.
+_MODE_WORDS = {True: "mode_training", False: "mode_eval"}   # MESSAGES' keys
 
 
 def _described_tensor(tensor):
-    return f"a {str(tensor.dtype)[6:]} tensor of shape {tuple(tensor.shape)}"
+    return MESSAGES["described_tensor"].format(dtype=str(tensor.dtype)[6:],
+                                               shape=tuple(tensor.shape))
 
 
 def watch_arguments(args, kwargs, may_change=()):
@@ -626,7 +718,8 @@ def _argument_label(place, function):
     if i is not None:
         names = _where_it_lives("checks.operations:parameter_names", function)
         names = names if isinstance(names, list) else []
-        label = str(names[i]) if i < len(names) else f"argument {i + 1}"
+        label = (str(names[i]) if i < len(names)
+                 else MESSAGES["argument_number"].format(number=i + 1))
     return label if j is None else f"{label}[{j}]"
 
 
@@ -641,16 +734,17 @@ def _same_tensor(before, after):
 
 def _tensor_change(label, before, after):
     """The sentence that says how the tensor argument `label` changed: `after`, not
-    `before` (diagnose's in-place family, or PROMISES["reshaped"])."""
+    `before` (diagnose's in-place family, or MESSAGES["reshaped"])."""
     if isinstance(after, _Tensor) and tuple(after.shape) == tuple(before.shape) \
             and after.dtype == before.dtype:
-        return diagnose.changed_in_place(f"its argument `{label}`", before,
+        return diagnose.changed_in_place(MESSAGES["argument_its"].format(label=label), before,
                                          after.detach().to(before.device))
-    shown = _described_tensor(after) if isinstance(after, _Tensor) else "gone"
+    shown = (_described_tensor(after) if isinstance(after, _Tensor)
+             else MESSAGES["reshaped_gone"])
     found = isinstance(after, _Tensor) and diagnose.wrong_shape(
         tuple(after.shape), tuple(before.shape), current_dims())
-    words = PROMISES["reshaped_words"].format(found=found) if found else ""
-    return PROMISES["reshaped"].format(argument=label, before=_described_tensor(before),
+    words = MESSAGES["reshaped_words"].format(found=found) if found else ""
+    return MESSAGES["reshaped"].format(argument=label, before=_described_tensor(before),
                                        after=shown, words=words)
 
 
@@ -662,14 +756,14 @@ def _module_change(label, before, after):
                if not _same_tensor(old, after["tensors"].get(tensor))]
     if changed:
         tensor, old = changed[0]
-        more = PROMISES["more_tensors"].format(count=len(changed) - 1) if changed[1:] else ""
-        return _tensor_change(f"{label()}`'s `{tensor}", old,
-                              after["tensors"].get(tensor)) + more
+        more = MESSAGES["more_tensors"].format(count=len(changed) - 1) if changed[1:] else ""
+        return _tensor_change(MESSAGES["module_tensor"].format(module=label(), tensor=tensor),
+                              old, after["tensors"].get(tensor)) + more
     if after["training"] == before["training"]:
         return None
-    return diagnose.wrong_state(PROMISES["mode"].format(argument=label()),
-                                _MODE_WORDS[after["training"]],
-                                _MODE_WORDS[before["training"]], PROMISES["mode_why"])
+    return diagnose.wrong_state(MESSAGES["mode"].format(argument=label()),
+                                MESSAGES[_MODE_WORDS[after["training"]]],
+                                MESSAGES[_MODE_WORDS[before["training"]]], MESSAGES["mode_why"])
 
 
 def expect_unchanged(watched, function, name, args, kwargs):
@@ -691,13 +785,13 @@ def expect_unchanged(watched, function, name, args, kwargs):
         if reason:
             shown = name or getattr(function, "__name__", None) or type_name(function)
             # (a mode's sentence says what to do; a tensor's, the advice)
-            advice = "" if PROMISES["mode_why"] in reason else f" {PROMISES['unchanged']}"
+            advice = "" if MESSAGES["mode_why"] in reason else " " + MESSAGES["unchanged"]
             fail(diagnose.explained(shown, reason) + advice)
 
 
 # the documented kinds of value, in the exercises' words (expect_type)
-KINDS = {float: "a Python float", int: "a Python int", bool: "a Python bool",
-         tuple: "a tuple", _Tensor: "a tensor"}
+KINDS = {float: "kind_float", int: "kind_int", bool: "kind_bool", tuple: "kind_tuple",
+         _Tensor: "kind_tensor"}   # MESSAGES' keys
 
 
 def expect_type(value, kinds, name, hint="", documented=None):
@@ -709,8 +803,9 @@ def expect_type(value, kinds, name, hint="", documented=None):
     (default: KINDS's). An nn.Module of the student's process fits nn.Module; any other
     object of theirs is named by its class. Returns `value`."""
     kinds = kinds if isinstance(kinds, tuple) else (kinds,)
-    documented = documented or " or ".join(KINDS.get(kind, f"a {kind.__name__}")
-                                           for kind in kinds)
+    documented = documented or MESSAGES["kinds_or"].join(
+        MESSAGES[KINDS[kind]] if kind in KINDS else
+        MESSAGES["kind_other"].format(name=kind.__name__) for kind in kinds)
     if torch.nn.Module in kinds and is_module(value):
         return value
     plain = value is None or isinstance(value, (_Tensor, tuple, list, dict, bool, int, float,
@@ -718,7 +813,7 @@ def expect_type(value, kinds, name, hint="", documented=None):
     shown = value if plain else type(type_name(value), (), {})()
     reason = diagnose.kind(name, documented, shown, kinds=kinds)
     if reason:
-        fail(PROMISES["kind"].format(reason=reason, hint=f" {hint}" if hint else ""))
+        fail(MESSAGES["kind"].format(reason=reason, hint=f" {hint}" if hint else ""))
     return value
 
 
@@ -733,9 +828,10 @@ def expect_named_tuple(seen, documented, fields, name):
     returned = revive(seen.result)
     if isinstance(returned, tuple) and got_fields is not None:
         returned = type(class_name, (), {})()   # another named tuple: said by its class
-    reason = diagnose.kind(name, f"{documented}({', '.join(fields)}), a named tuple",
+    reason = diagnose.kind(name, MESSAGES["named_kind"].format(documented=documented,
+                                                                fields=", ".join(fields)),
                            returned, kinds=(_Never,))
-    fail(PROMISES["kind"].format(reason=reason, hint=" " + PROMISES["named"].format(
+    fail(MESSAGES["kind"].format(reason=reason, hint=" " + MESSAGES["named"].format(
         documented=documented, fields=", ".join(fields))))
 
 
@@ -751,7 +847,7 @@ def expect_no_graph(result, name):
     model that require them, for the promise to be exercised."""
     graph = result.attached if isinstance(result, Observed) else operations.attached(result)
     if graph:
-        fail(PROMISES["graph"].format(name=name))
+        fail(MESSAGES["graph"].format(name=name))
 
 
 def expect_dtype(value, dtype, name, whose):
@@ -761,7 +857,7 @@ def expect_dtype(value, dtype, name, whose):
     if isinstance(value, _Tensor) and value.dtype != dtype:
         fail(diagnose.explained(name, diagnose.wrong_state("dtype", value.dtype, dtype,
                                                            f" ({whose})"))
-             + " " + PROMISES["dtype"])
+             + " " + MESSAGES["dtype"])
 
 
 def expect_own_storage(module, source, name, source_name):
@@ -776,7 +872,7 @@ def expect_own_storage(module, source, name, source_name):
     owners = {address: tensor for tensor, address in theirs.items()}
     for tensor, address in ours.items():
         if address in owners and address:   # (an empty tensor has no memory to share)
-            fail(PROMISES["shared"].format(name=name, tensor=tensor, source=source_name,
+            fail(MESSAGES["shared"].format(name=name, tensor=tensor, source=source_name,
                                            other=owners[address]))
 
 
@@ -872,8 +968,8 @@ def expect_close(actual, expected, name, bugs=None, hint=None, dtype=None, scale
         # the non-finite family says how many and where, in the exercise's words; the
         # exercise's hint, what usually puts them there
         where = diagnose.nonfinite(actual.detach(), expected.detach(), current_dims(), axes)
-        fail(f"{name}: {where}. "
-             + (hint or "Look for 0/0 (a fully masked row) or an overflowing exp()."))
+        fail(MESSAGES["nonfinite"].format(name=name, where=where,
+                                          hint=hint or MESSAGES["nonfinite_hint"]))
     if close(actual, expected, dtype, scale, condition):
         return
     if not TABLES:  # measuring the families alone (tests/test_diagnose.py)
@@ -881,10 +977,10 @@ def expect_close(actual, expected, name, bugs=None, hint=None, dtype=None, scale
     matches = [message for message, candidate in (bugs or {}).items()
                if candidate is not None and close(actual, candidate, dtype, scale, condition)]
     if len(matches) == 1:
-        fail(f"{name} is wrong: {matches[0]}")
+        fail(MESSAGES["wrong_bug"].format(name=name, bug=matches[0]))
     if matches:  # on these inputs the mistakes give the same numbers: name them all
-        fail(f"{name} is wrong in a way that {len(matches)} mistakes share on these inputs: "
-             + " OR: ".join(matches))
+        fail(MESSAGES["wrong_bugs"].format(name=name, count=len(matches),
+                                           bugs=MESSAGES["wrong_bugs_or"].join(matches)))
     reason = diagnose.explain(
         actual.detach(), expected.detach(), _same_within(dtype or expected.dtype, scale,
                                                          condition),
@@ -897,9 +993,10 @@ def expect_close(actual, expected, name, bugs=None, hint=None, dtype=None, scale
         if first:
             fail(diagnose.explained(name, diagnose.MESSAGES["earlier"].format(
                 what=step.name, reason=first)))
-    fail(f"{name} is wrong (largest error {max_error(actual, expected):.3g}). "
-         + where_it_differs(actual, expected, axes, dtype, scale, condition)
-         + (hint or "Compare your steps with the formula above, one tensor at a time."))
+    fail(MESSAGES["wrong"].format(
+        name=name, error=max_error(actual, expected),
+        where=where_it_differs(actual, expected, axes, dtype, scale, condition),
+        hint=hint or MESSAGES["wrong_hint"]))
 
 
 def shape_reason(actual, expected, dtype=None, axes=None, mistakes=None):
@@ -984,10 +1081,14 @@ def where_it_differs(actual, expected, axes=None, dtype=None, scale=None, condit
             shown = ", ".join(where[:8]) + (", ..." if len(where) > 8 else "")
             # a name with "{}" reads with the indices in it ("head {}": "head 1, 2")
             parts.append(axis.format(shown) if axis and "{}" in axis
-                         else f"index {shown} of {axis or f'axis {d}'}")
+                         else MESSAGES["differs_index"].format(
+                             indices=shown,
+                             axis=axis or MESSAGES["differs_axis"].format(index=d)))
     dtype = dtype or actual.dtype
-    place = f"; only at {'; '.join(parts)} (0-based)" if parts else ", along every axis"
-    return (f"{int(wrong.sum())} of {wrong.numel()} entries are off in {dtype}{place}. ")
+    place = (MESSAGES["differs_only"].format(parts="; ".join(parts)) if parts
+             else MESSAGES["differs_everywhere"])
+    return MESSAGES["differs"].format(count=int(wrong.sum()), total=wrong.numel(), dtype=dtype,
+                                      place=place)
 
 
 
@@ -998,19 +1099,29 @@ def call(function, *args, name=None, may_change=(), **kwargs):
     may_change: the argument objects whose change is its documented job, e.g. the model of
     a training step). Under the autograder the arguments travel by value, so a call that
     needs no gradient is observed (observe(): the arguments come back as the call left
-    them); one whose inputs require grad is called directly, its inputs' changes unseen
-    there (in the student's Jupyter and the kit they are compared all the same)."""
+    them). One whose inputs require grad is called directly, so that its result joins the
+    grader's graph; there its arguments stay in the student's process, so the same call is
+    observed once more (its arguments sent without their graph) and the arguments it sends
+    back are compared with the ones copied before the first call (in the student's Jupyter
+    and the kit the first call's own arguments are compared)."""
     name = name or getattr(function, "__name__", "your function")
-    if runtime() is not LOCAL and not any(
-            isinstance(t, _Tensor) and t.requires_grad
-            for t in nested.flatten((list(args), kwargs), objects=False)):
+    local = runtime() is LOCAL
+    if not local and not any(isinstance(t, _Tensor) and t.requires_grad
+                             for t in nested.flatten((list(args), kwargs), objects=False)):
         seen = observe(function, *args, name=name, may_change=may_change, **kwargs)
         raised(seen.error, name)
         return revive(seen.result)
     watched = watch_arguments(args, kwargs, may_change)
     result, error = attempt(function, *args, **kwargs)
     raised(error, name)
-    expect_unchanged(watched, function, name, list(args), kwargs)
+    if local:
+        expect_unchanged(watched, function, name, list(args), kwargs)
+        return result
+    # a module among the arguments lives in the student's process: the second call's
+    # comparison reads it again there, against its state before the first call
+    seen = observed(runtime().observe(function, list(args), kwargs), len(args))
+    if seen.error is None:
+        expect_unchanged(watched, function, name, seen.args, seen.kwargs)
     return result
 
 
@@ -1038,8 +1149,6 @@ def call(function, *args, name=None, may_change=(), **kwargs):
 # autograde/kit.py writes `KIT = True` into the student's copy of this module.
 KIT = False
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-REINSTALL_HINT = ("the course's checks package is out of date or incomplete: reinstall it as "
-                "the student guide says")
 
 
 class _Call:
@@ -1153,7 +1262,7 @@ def reference(function):
         call = _CURRENT.get()
         if call is None:
             if KIT:
-                fail(f"{name} runs only inside a check: {REINSTALL_HINT}.")
+                fail(MESSAGES["kit_outside"].format(name=name, reinstall=MESSAGES["reinstall"]))
             return function(*args, **kwargs)
         slot = call.next_slot(name)
         signature = _signature((args, kwargs))
@@ -1180,13 +1289,11 @@ def _replay(key, slot, signature):
     if _STORED is None:
         _STORED = load_fixtures(FIXTURES)
     if key not in _STORED:
-        fail(f"no stored answers for the check {key}: the student kit holds the answers "
-             "of the visible tests only, for the arguments written in them; the hidden "
-             "tests run in the grader.")
+        fail(MESSAGES["kit_no_answers"].format(key=key))
     stored = _STORED[key].get(slot)
     if stored is None or stored[0] != signature:
-        fail(f"the stored answers of {key} do not match this call ({slot}): "
-             f"{REINSTALL_HINT}.")
+        fail(MESSAGES["kit_mismatch"].format(key=key, slot=slot,
+                                             reinstall=MESSAGES["reinstall"]))
     # (its messages in the language spoken, where they were recorded in it)
     spoken = _STORED[key].get(f"{slot}@{language.current()}")
     result = language.with_texts(stored[1], iter(spoken[1])) if spoken else stored[1]
@@ -1241,9 +1348,7 @@ def _encode(value, arrays):
             return item
         if isinstance(item, torch.dtype):
             return {"dtype": str(item)[6:]}
-        raise TypeError(f"a @reference function returned {type(item).__name__}, which "
-                        "fixtures cannot store: return tensors, numbers, strings, tuples, "
-                        "lists or dicts")
+        raise TypeError(MESSAGES["fixture_kind"].format(kind=type(item).__name__))
     return nested.encode(value, leaf, pairs=True)
 
 
@@ -1258,7 +1363,7 @@ def _decode(data, arrays):
             return tensor.requires_grad_() if item["grad"] else tensor
         if "dtype" in item:
             return getattr(torch, item["dtype"])
-        raise ValueError(f"unknown fixture entry {sorted(item)}")
+        raise ValueError(MESSAGES["fixture_entry"].format(keys=sorted(item)))
     return nested.decode(data, leaf)
 
 

@@ -211,7 +211,9 @@ def entropy_formula(dims):
     reductions = {"takes the mean instead of the sum": lambda t: t.mean(dim=-1),
                   "takes the largest term instead of the sum": lambda t: t.amax(dim=-1),
                   "sums over the queries (dim=-2) instead of the keys (the last axis)":
-                      lambda t: t.sum(dim=-2)}
+                      lambda t: t.sum(dim=-2),
+                  "sums over the first axis (dim=0) instead of the keys (the last axis)":
+                      lambda t: t.sum(dim=0) if t.dim() > 2 else _no_fit("no batch axis")}
     def w_log_w(base):
         return lambda _v, x: torch.special.xlogy(x["weights"], x["weights"]) / math.log(base)
 
@@ -222,7 +224,11 @@ def entropy_formula(dims):
     variants = {"w log w": {"uses log base 2 (bits) instead of the natural log (nats, "
                             "torch.log)": w_log_w(2),
                             "uses log base 10 instead of the natural log (nats, torch.log)":
-                            w_log_w(10)},
+                            w_log_w(10),
+                            "is taken of softmax(weights) instead of the weights themselves "
+                            "(each row already sums to 1: use the weights as they are)":
+                            lambda _v, x: torch.special.xlogy(x["weights"].softmax(-1),
+                                                              x["weights"].softmax(-1))},
                 "sum over the keys": {what: (lambda t, _x, r=r: r(t))
                                       for what, r in reductions.items()},
                 "minus sign": {"is left out: the entropy is negative, it is MINUS the sum of "
@@ -232,7 +238,13 @@ def entropy_formula(dims):
                            lambda t, x: t / math.log(x["weights"].shape[-1]),
                            "is exp(entropy), the perplexity, not the entropy":
                            lambda t, _x: t.exp()}}
-    return Formula(steps, variants)
+    # the terms -w log w returned one per key: the sum over the keys (the last axis) missing
+    return Formula(steps, variants, optional=["sum over the keys"])
+
+
+def _no_fit(why):
+    """Raised by a variant that does not apply to these inputs (Formula.mistakes skips it)."""
+    raise RuntimeError(why)
 
 
 FORMULAS["attention scores"] = scores_formula
@@ -1609,10 +1621,10 @@ def block_formula(dims, num_heads, num_kv_heads, training=False):
     causal mask, then x + drop(down(silu(gate(h)) * up(h))), h = norm2(x). Inputs: "x"
     (B, L, d_model), "n1_w", "n2_w" (the RMSNorms' weights), "gate_w", "up_w", "down_w" (the
     SwiGLU's, no biases), the attention's "q_w" ... "o_b" (cached_attention_formula) and
-    "drop" (2, B, L, d_model): the dropout masks (kept / (1 - p), else 0) of the first and
-    the second dropout call, in the order they are made (the attention's output, then the
-    feed-forward's). training: the dropout masks act (else dropout is the identity, as in
-    eval mode)."""
+    "drop" (3, B, L, d_model): the dropout masks (kept / (1 - p), else 0) of the first, the
+    second (and the third) dropout call, in the order they are made (the attention's output,
+    then the feed-forward's; a mistake may make one call more). training: the dropout masks
+    act (else dropout is the identity, as in eval mode)."""
     functional = torch.nn.functional
     rotary = cached_attention_formula(dims, num_heads, num_kv_heads, rotary=True)
     unrotated = cached_attention_formula(dims, num_heads, num_kv_heads)
@@ -1640,13 +1652,21 @@ def block_formula(dims, num_heads, num_kv_heads, training=False):
 
     # the masks go to the dropout calls in the order they are made (as a seeded nn.Dropout
     # draws them): a dropout left out shifts the later ones to the earlier masks
+    def mask(st, x):
+        """The mask of the next dropout call; a mistake that makes more calls than the
+        masks drawn is no fit (Formula.mistakes skips a RuntimeError)."""
+        drawn = st.get("drawn", 0)
+        if drawn >= x["drop"].shape[0]:
+            raise RuntimeError("more dropout calls than masks")
+        return x["drop"][drawn]
+
     def dropout(which, on=training):
-        return (lambda st, x: _with(st, **{which: st[which] * x["drop"][st.get("drawn", 0)],
+        return (lambda st, x: _with(st, **{which: st[which] * mask(st, x),
                                            "drawn": st.get("drawn", 0) + 1})) if on \
             else (lambda st, _x: st)
 
     def sum_dropped(which):  # dropout on x + sublayer(x): the residual and the dropout as one
-        return lambda st, x: _with(st, x=x["drop"][st.get("drawn", 0)] * (st["x"] + st[which]),
+        return lambda st, x: _with(st, x=mask(st, x) * (st["x"] + st[which]),
                                    drawn=st.get("drawn", 0) + 1)
 
     def norm1(which="n1", kind="rms"):
@@ -1679,7 +1699,10 @@ def block_formula(dims, num_heads, num_kv_heads, training=False):
                            lambda st, _x: _with(st, x=st["h"] + st["a"])},
         "norm2": {"uses norm1": norm2("n1"),
                   "uses a LayerNorm (which subtracts the mean first) instead of the RMSNorm":
-                      norm2(kind="layer")},
+                      norm2(kind="layer"),
+                  "normalises the attention's output instead of the residual stream x (the "
+                  "norm before the feed-forward reads x after the first residual, "
+                  "h = norm2(x))": lambda st, x: _with(st, h=norm(st["a"], x, "n2"))},
         "feed-forward": {
             "reads the block's input instead of the attention's output":
                 lambda st, x: _with(st, f=swiglu(norm(x["x"], x, "n2"), x)),
@@ -1692,12 +1715,21 @@ def block_formula(dims, num_heads, num_kv_heads, training=False):
             "uses ReLU instead of SiLU (SwiGLU's gate is silu(gate_proj(h)))":
                 ff(act=functional.relu),
             "leaves out the SiLU (down_proj(gate_proj(h) * up_proj(h)))": ff(act=identity),
+            "applies the SiLU after the product, silu(gate_proj(h) * up_proj(h)), instead of "
+            "to gate_proj(h) alone (silu(gate_proj(h)) * up_proj(h))":
+                ff(act=identity, combine=lambda a, b: functional.silu(a * b)),
             "adds up_proj(h) instead of multiplying by it (the gate multiplies: "
             "silu(gate_proj(h)) * up_proj(h))": ff(combine=torch.add),
             "leaves out up_proj (down_proj(silu(gate_proj(h))): the gate multiplies "
             "up_proj(h))": ff(combine=lambda a, _b: a)},
         "second residual": {"adds the normalised input instead of x":
                             lambda st, _x: st["h"] + st["f"]}}
+    if training:   # a dropout done twice draws one mask more (there are three)
+        twice = "is applied twice (drop(drop(...)): one nn.Dropout call per sublayer output)"
+        variants["attention dropout"] = {
+            twice: lambda st, x: dropout("a")(dropout("a")(st, x), x)}
+        variants["feed-forward dropout"] = {
+            twice: lambda st, x: dropout("f")(dropout("f")(st, x), x)}
 
     def no_norm1(_value, x):  # the attention (and the first residual) read x itself
         return {"x": x["x"], "h": x["x"]}
@@ -1728,6 +1760,15 @@ def block_formula(dims, num_heads, num_kv_heads, training=False):
             "both dropout steps are left out (dropout is never applied, also in training "
             "mode: self.drop on each sublayer's output)": {
                 "attention dropout": lambda st, _x: st, "feed-forward dropout": lambda st, _x: st},
+            "the dropout applies to each sublayer's input (x before the norm) instead of its "
+            "output: x = x + attn(norm1(drop(x))), where the exercise drops the output, "
+            "x = x + drop(attn(norm1(x)))": {
+                "norm1": lambda _v, x: {"x": x["x"], "h": norm(x["x"] * x["drop"][0], x, "n1"),
+                                        "drawn": 1},
+                "attention dropout": lambda st, _x: st,
+                "norm2": lambda st, x: _with(st, h=norm(st["x"] * mask(st, x), x, "n2"),
+                                             drawn=st["drawn"] + 1),
+                "feed-forward dropout": lambda st, _x: st},
             "the dropout applies to the sum x + sublayer(x) instead of the sublayer's output "
             "before it is added to x": {
                 "attention dropout": lambda st, _x: st,
@@ -1780,16 +1821,19 @@ def training_step_formula(dims, p, lr):
         model = StepModel({n: x[n] for n in STEP_PARAMETERS}, x["keep"], p)
         return _with(st, model=model, logits=model.train(st["training"])(st["inputs"]))
 
-    def loss(how=None, **options):
-        return lambda st, _x: _with(st, loss=functional.cross_entropy(
+    def loss(how=None, by=functional.cross_entropy, **options):
+        return lambda st, _x: _with(st, loss=by(
             (how or (lambda z: z))(st["logits"]).flatten(0, 1), st["targets"].flatten(),
             **options))
 
-    def update(step=True):
+    def per_sequence(st, _x):   # summed over the positions, averaged over the batch
+        return _with(st, loss=loss(reduction="sum")(st, _x)["loss"] / st["logits"].shape[0])
+
+    def update(step=True, steps=1):
         def after(st, x):
             parameters = [getattr(st["model"], n) for n in STEP_PARAMETERS]
             grads = torch.autograd.grad(st["loss"], parameters)
-            new = [w - lr * (g + st["stale"][n]) if step else w
+            new = [w - steps * lr * (g + st["stale"][n]) if step else w
                    for n, w, g in zip(STEP_PARAMETERS, parameters, grads)]
             return torch.cat([st["loss"].reshape(1)] + [w.flatten() for w in new]).detach()
         return after
@@ -1815,14 +1859,24 @@ def training_step_formula(dims, p, lr):
             "is given the softmax of the logits (F.cross_entropy applies log_softmax itself: "
             "pass the raw logits)": loss(lambda z: z.softmax(-1)),
             "sums over the positions (reduction='sum') instead of the mean":
-                loss(reduction="sum")}}
+                loss(reduction="sum"),
+            "is F.nll_loss of the raw logits: nll_loss expects log-probabilities "
+            "(F.log_softmax(logits, -1)); F.cross_entropy takes the logits themselves":
+                loss(by=functional.nll_loss),
+            "averages over the batch only (the sum over the positions divided by B): the mean "
+            "runs over all B * L predictions": per_sequence,
+            "flattens the logits in (L, B) order but the targets in (B, L) order (a transpose "
+            "before one flatten): each prediction is scored against another position's "
+            "target": loss(lambda z: z.transpose(0, 1))}}
     skips = {"model.train()": lambda _v, _x: {"training": False},
              "optimizer.zero_grad()": lambda st, x: _with(
                  st, stale={n: x[f"stale_{n}"] for n in STEP_PARAMETERS})}
     return Formula(steps, variants, skips, together={
         "the parameters did not change (no update: optimizer.step() after loss.backward(), "
         "with optimizer.zero_grad() before the backward pass, not between it and the step)":
-            {"loss.backward() and optimizer.step()": update(step=False)}})
+            {"loss.backward() and optimizer.step()": update(step=False)},
+        "the parameters moved by two optimizer steps (optimizer.step() called twice): one "
+        "step per batch": {"loss.backward() and optimizer.step()": update(steps=2)}})
 
 
 FORMULAS["training step"] = training_step_formula

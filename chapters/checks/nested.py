@@ -16,8 +16,21 @@ It uses no torch: a leaf is whatever is not a container.
 """
 import copy
 import dataclasses
+from .language import translated
 
 MAX_DEPTH = 200  # containers deeper than this count as leaves (flatten) or are refused (encode)
+
+# Every sentence this walk can raise (a value too deep to send, data that is not what encode()
+# writes), one template each with named fields (a second language translates them here).
+MESSAGES = translated(__name__) | {
+    "too_deep": "maximum recursion depth exceeded: a value nested more than {depth} deep "
+                "cannot be sent or stored",
+    "data_too_deep": "data nested more than {depth} deep",
+    "dict_payload": "dict payload is not an object",
+    "list_payload": "expected a list (a {kind} payload)",
+    "pairs_payload": "a pairs payload is not a list of [key, value]",
+    "pairs_key": "a pairs payload has a key that cannot be a dict's key",
+}
 
 
 def is_dataclass_instance(value):
@@ -142,8 +155,7 @@ def encode(value, leaf, pairs=False):
             return {"dict": dict(zip(container.keys(), items))}
         return {"pairs": [[leaf(k), item] for k, item in zip(container.keys(), items)]}
     return _walk(value, _wire_children(pairs), leaf, build,
-                 too_deep=f"maximum recursion depth exceeded: a value nested more than "
-                          f"{MAX_DEPTH} deep cannot be sent or stored")
+                 too_deep=MESSAGES["too_deep"].format(depth=MAX_DEPTH))
 
 
 def _kind(data):
@@ -164,13 +176,13 @@ def _payload(data, error):
     items = data[kind]
     if kind == "dict":
         if not isinstance(items, dict):
-            raise error("dict payload is not an object")
+            raise error(MESSAGES["dict_payload"])
         return list(items.values())
     if not isinstance(items, list):
-        raise error(f"expected a list (a {kind} payload)")
+        raise error(MESSAGES["list_payload"].format(kind=kind))
     if kind == "pairs":
         if not all(isinstance(p, list) and len(p) == 2 for p in items):
-            raise error("a pairs payload is not a list of [key, value]")
+            raise error(MESSAGES["pairs_payload"])
         return [p[1] for p in items]
     return items
 
@@ -190,10 +202,10 @@ def decode(data, leaf, error=ValueError):
         try:
             return dict(zip(keys, items))
         except TypeError:
-            raise error("a pairs payload has a key that cannot be a dict's key") from None
+            raise error(MESSAGES["pairs_key"]) from None
     try:
         return _walk(data, lambda item: _payload(item, error), leaf, build,
-                     too_deep=f"data nested more than {MAX_DEPTH} deep")
+                     too_deep=MESSAGES["data_too_deep"].format(depth=MAX_DEPTH))
     except RecursionError as deep:
         raise error(str(deep)) from None
 

@@ -25,6 +25,19 @@ import warnings
 from dataclasses import dataclass
 
 import torch
+from .language import translated
+
+# Every sentence these operations can put before a student, one template each with named
+# fields (a second language translates them here): where in their code an error came from,
+# the forbid's teaching message, and what given() refuses.
+MESSAGES = translated(__name__) | {
+    "student_line": "line {line} of {cell}",
+    "student_line_code": "line {line} of {cell}: {code}",
+    "your_cell": "your cell",
+    "forbidden": "you called {label}, {what}; build it from the operations the chapter shows "
+                 "instead.",
+    "not_given": "given(): {path!r} is not the course's code",
+}
 
 # Bound now, before any student code runs in the same process, so that rebinding
 # torch.Tensor in a notebook does not change what these operations see.
@@ -73,7 +86,7 @@ def _cell_name(filename):
     grader or the kit named it, "your cell" for Jupyter's generated names."""
     name = filename.rpartition(", line ")[0] if ", line " in filename else filename
     if name.startswith("<") or "ipykernel_" in name:
-        return "your cell"
+        return MESSAGES["your_cell"]
     return name
 
 
@@ -92,7 +105,8 @@ def student_line(error):
         if filename.startswith(_LIBRARIES) or filename.startswith("<frozen"):
             continue
         code = (code or "").strip()
-        return f"line {lineno} of {_cell_name(filename)}" + (f": {code}" if code else "")
+        return MESSAGES["student_line_code" if code else "student_line"].format(
+            line=lineno, cell=_cell_name(filename), code=code)
     return ""
 
 
@@ -221,7 +235,7 @@ def resolve_given(path, checks=__name__.rpartition(".")[0]):
     module, _, qualname = str(path).partition(":")
     if module.split(".")[0] not in GIVEN_ROOTS or not qualname or any(
             part.startswith("__") for part in qualname.split(".")):
-        raise PermissionError(f"given(): {path!r} is not the course's code")
+        raise PermissionError(MESSAGES["not_given"].format(path=path))
     if module.split(".")[0] == "checks":
         module = checks + module[len("checks"):]
     target = importlib.import_module(module)
@@ -253,8 +267,7 @@ class Forbidden:
         return bool(re.search(self.pattern, str(name), re.IGNORECASE))
 
     def message(self, name):
-        return (f"you called {self.label or name}, {self.what}; build it from the operations "
-                "the chapter shows instead.")
+        return MESSAGES["forbidden"].format(label=self.label or name, what=self.what)
 
 
 # The forbid_spec() blocks in force in this context, outermost first: per check run, so a

@@ -471,3 +471,82 @@ BUGS.update({
         diagnosis=r"unexpected keyword argument 'mask'.*scaled_dot_product_attention\(query, "
                   r"key, value, mask=None\)"),
 })
+
+# ------------------------------------------------------------------ a practice set (issue 20)
+# Mistakes written from the exercises' text, each with its diagnosis, before the checks were
+# run on them (2026-11-26, fifth session): 10 of 13 named then; the entropy's formula now has
+# its sum over the keys as a step that can be left out or run over the first axis, and its
+# w log w taken of softmax(weights).
+_SCORES = '''
+def attention_scores(query, key):
+    d_k = query.shape[-1]
+    return (query / math.sqrt(d_k)) @ key.transpose(-2, -1)
+'''
+BUGS.update({
+    "scores_query_transposed": Bug(
+        cells={"attention_scores": _edit(
+            _SCORES, "(query / math.sqrt(d_k)) @ key.transpose(-2, -1)",
+            "(query / math.sqrt(d_k)).transpose(-2, -1) @ key")},
+        fails=["test_attention_scores"],
+        diagnosis=r"transpose\(-2, -1\).*pairs the last axis of A with the second-to-last axis "
+                  r"of B.*3 = Lq against 5 = Lk"),
+    "scores_keys_reversed": Bug(
+        cells={"attention_scores": _edit(_SCORES, "key.transpose(-2, -1)",
+                                         "key.flip(-2).transpose(-2, -1)")},
+        fails=["test_attention_scores"], diagnosis=r"the Lk axis runs in reverse order"),
+    "scores_in_float32": Bug(
+        cells={"attention_scores": _edit(
+            _SCORES, "return (query / math.sqrt(d_k)) @ key.transpose(-2, -1)",
+            "return (query.float() / math.sqrt(d_k)) @ key.float().transpose(-2, -1)")},
+        fails=["test_attention_scores"],
+        diagnosis=r"expected dtype torch\.float64 \(the input's dtype\), got torch\.float32"),
+    "entropy_summed_over_first_axis": Bug(
+        cells={"attention_entropy": _edit(_ENTROPY, ".sum(dim=-1)", ".sum(dim=0)")},
+        fails=["test_attention_entropy"],
+        diagnosis=r"sums over the first axis \(dim=0\) instead of the keys"),
+    "entropy_not_summed": Bug(
+        cells={"attention_entropy": _edit(_ENTROPY, ".sum(dim=-1)", "")},
+        fails=["test_attention_entropy"], diagnosis=r"the sum over the keys step is left out"),
+    "entropy_softmax_again": Bug(
+        cells={"attention_entropy": _edit(
+            _ENTROPY, "torch.special.xlogy(weights, weights)",
+            "torch.special.xlogy(weights.softmax(-1), weights.softmax(-1))")},
+        fails=["test_attention_entropy"],
+        diagnosis=r"taken of softmax\(weights\) instead of the weights themselves"),
+    "softmax_adds_max": Bug(
+        cells={"stable_softmax": _edit(_SOFTMAX, "scores - scores.amax", "scores + scores.amax")},
+        fails=["test_stable_softmax_large"],
+        diagnosis=r"exp\(1000\) overflows.*Subtract the maximum along dim first",
+        notes="right values for ordinary scores (a softmax ignores a shift): only large ones "
+              "overflow"),
+    "softmax_returns_log_softmax": Bug(
+        cells={"stable_softmax": _edit(_SOFTMAX,
+                                       "    return exp / exp.sum(dim=dim, keepdim=True)\n",
+                                       "    return shifted - exp.sum(dim=dim, keepdim=True)"
+                                       ".log()\n")},
+        fails=SOFTMAX_TESTS, diagnosis=r"the log of the softmax \(log_softmax\)"),
+    "softmax_divides_by_max": Bug(
+        cells={"stable_softmax": _edit(_SOFTMAX, "exp / exp.sum(dim=dim, keepdim=True)",
+                                       "exp / exp.amax(dim=dim, keepdim=True)")},
+        fails=SOFTMAX_TESTS, diagnosis=r"without dividing by its sum along dim",
+        notes="the largest exp(s - max) is 1: the same numbers as no division"),
+    "softmax_sum_over_last_axis": Bug(
+        cells={"stable_softmax": _edit(_SOFTMAX, "exp.sum(dim=dim, keepdim=True)",
+                                       "exp.sum(dim=-1, keepdim=True)")},
+        fails=SOFTMAX_TESTS, diagnosis=r"sums along the last axis instead of along dim"),
+    "sdpa_softmax_over_first_axis": Bug(
+        cells={"scaled_dot_product_attention": _edit(_SDPA, "torch.softmax(scores, dim=-1)",
+                                                     "torch.softmax(scores, dim=0)")},
+        fails=_SDPA_ALL,
+        diagnosis=r"softmax step runs over dim=0, a batch axis, instead of the keys"),
+    "sdpa_value_transposed": Bug(
+        cells={"scaled_dot_product_attention": _edit(
+            _SDPA, "output = weights @ value", "output = weights @ value.transpose(-2, -1)")},
+        fails=_SDPA_ALL,
+        diagnosis=r"value\.transpose\(-2, -1\).*6 = L = Lq = Lk against 4 = d_k = d_v"),
+    "sdpa_key_query_exchanged": Bug(
+        cells={"scaled_dot_product_attention": _edit(
+            _SDPA, "scores = (query / math.sqrt(d_k)) @ key.transpose(-2, -1)",
+            "scores = (key / math.sqrt(d_k)) @ query.transpose(-2, -1)")},
+        fails=_SDPA_ALL, diagnosis=r"computes K Q\^T \(keys and queries exchanged\)"),
+})

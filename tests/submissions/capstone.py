@@ -580,3 +580,88 @@ BUGS = {
         _generate_with("chosen.append(last)", "chosen.append(last.softmax(-1))"),
         r"returned as probabilities \(their softmax\): return the logits"),
 }
+
+
+# ------------------------------------------------------------------ a practice set (issue 20)
+# Mistakes written from the exercises' text, each with its diagnosis, before the checks were
+# run on them (2026-11-26, fifth session): 6 of 14 named then; the block's formula now has the
+# norm before the feed-forward read the attention's output, the SiLU after the product, the
+# dropout on each sublayer's input and a dropout applied twice; the training step's loss as
+# nll_loss of the logits, averaged over the batch only, or flattened in (L, B) order, and two
+# optimizer steps; generate checks each new token against the argmax of its own logits and
+# names a new cache per step.
+BUGS.update({
+    "norm2_reads_attention_output": _block_bug(ATTEND + '''        x = x + self.drop(a)
+        h = self.norm2(a)
+        return x + self.drop(''' + FF + ''')
+''', r"norm2 step normalises the attention's output instead of the residual stream x"),
+    "no_down_projection": _block_bug(
+        edit(REFERENCE_FORWARD, "self.drop(self.down_proj(gated))", "self.drop(gated)"),
+        r"meets an axis of 8 = d_model entries and one of 12 = d_ff entries"),
+    "norms_exchanged": _block_bug('''
+    def forward(self, x, cache=None):
+        h = self.norm2(x)
+        a = rotary_cached_attention(self.attn, h, KVCache() if cache is None else cache)
+        x = x + self.drop(a)
+        h = self.norm1(x)
+        return x + self.drop(''' + FF + ''')
+''', r"the norm1 step uses norm2, and the norm2 step uses norm1"),
+    "dropout_on_sublayer_input": _block_bug('''
+    def forward(self, x, cache=None):
+        h = self.norm1(self.drop(x))
+        a = rotary_cached_attention(self.attn, h, KVCache() if cache is None else cache)
+        x = x + a
+        h = self.norm2(self.drop(x))
+        return x + ''' + FF + '''
+''', r"the dropout applies to each sublayer's input \(x before the norm\) instead of its output"),
+    "attention_dropout_twice": _block_bug(ATTEND + '''        x = x + self.drop(self.drop(a))
+        h = self.norm2(x)
+        return x + self.drop(''' + FF + ''')
+''', r"the attention dropout step is applied twice"),
+    "rmsnorm_without_weight": _block_bug(
+        REFERENCE_FORWARD, r"parameter norm1\.weight is missing",
+        init=edit(INIT, "super().__init__()\n",
+                  "super().__init__()\n        class RMS(nn.Module):\n"
+                  "            def forward(self, x):\n"
+                  "                return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True)"
+                  " + 1e-6)\n")
+        .replace("nn.RMSNorm(d_model)", "RMS()")),
+    "silu_after_product": _block_bug(
+        edit(REFERENCE_FORWARD, "F.silu(self.gate_proj(h)) * self.up_proj(h)",
+             "F.silu(self.gate_proj(h) * self.up_proj(h))"),
+        r"applies the SiLU after the product"),
+    "nll_loss_of_logits": _step_bug(
+        _step_with("F.cross_entropy(logits.flatten(0, 1), targets.flatten())",
+                   "F.nll_loss(logits.flatten(0, 1), targets.flatten())"),
+        r"F\.nll_loss of the raw logits: nll_loss expects log-probabilities"),
+    "loss_mean_over_batch_only": _step_bug(
+        _step_with("F.cross_entropy(logits.flatten(0, 1), targets.flatten())",
+                   "F.cross_entropy(logits.flatten(0, 1), targets.flatten(), "
+                   "reduction='sum') / batch.shape[0]"),
+        r"averages over the batch only"),
+    "optimizer_step_twice": _step_bug(
+        _step_with("    optimizer.step()\n", "    optimizer.step()\n    optimizer.step()\n"),
+        r"moved by two optimizer steps"),
+    "argmax_over_batch": _generate_bug(
+        _generate_with("last.argmax(-1, keepdim=True)", "last.argmax(0, keepdim=True).T"),
+        r"torch\.cat joins tensors along axis 1.*2 = B entries where another has 9 = vocab_size"),
+    "sampling_not_greedy": _generate_bug(
+        _generate_with("last.argmax(-1, keepdim=True)", "torch.multinomial(last.softmax(-1), 1)"),
+        r"greedy decoding appends the argmax over the vocabulary"),
+    "fresh_cache_every_step": _generate_bug(
+        _generate_with(
+            "            logits = model(tokens[:, -1:], caches=caches, start=tokens.shape[1] - 1)",
+            "            caches = model.new_caches()\n"
+            "            logits = model(tokens[:, -1:], caches=caches, start=tokens.shape[1] - 1)"),
+        r"model\.new_caches\(\) was called 5 times in one generation"),
+    "prompt_dropped": _generate_bug(
+        _generate_with("return tokens, torch.stack(chosen, dim=1)",
+                       "return tokens[:, prompt.shape[1]:], torch.stack(chosen, dim=1)"),
+        r"tokens: expected shape \(2, 8\) = \(B, P \+ num_tokens\), got \(2, 5\)"),
+    # a promise: the default dropout=0.0 (the check builds the block without `dropout` too)
+    "dropout_default_nonzero": _block_bug(
+        REFERENCE_FORWARD, r"built without `dropout`, gives other outputs than in eval mode.*"
+                           r"the exercise's default is dropout=0\.0",
+        init=edit(INIT, "num_kv_heads, d_ff, dropout=0.0):\n",
+                  "num_kv_heads, d_ff, dropout=0.1):\n")),
+})
