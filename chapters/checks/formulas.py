@@ -1418,6 +1418,9 @@ def equivariance_formula(dims):
     variants = {"permutation of the output": {
                     "uses the inverse permutation (argsort(perm))":
                         lambda _v, x: x["output"][:, x["perm"].argsort()]},
+                # the same size with the absolute value; the other sign without it
+                "difference": {"subtracts the other way round (layer(x)[:, perm] - "
+                               "layer(x[:, perm]))": lambda out, x: out - x["permuted"]},
                 "largest entry": {"takes the mean instead of the largest entry":
                                   lambda d, _x: d.mean().reshape(1),
                                   "takes the sum instead of the largest entry":

@@ -78,7 +78,9 @@ MESSAGES = {
     "gap_hint": ("Return max |layer(x[:, perm]) - layer(x)[:, perm]| over all entries "
                  "(rounding aside)."),
     "gap_passed": ("equivariance_gap ({dtype}, perm {perm}): {plain:.2g} (rounding) for "
-                   "attention without positions, {positions:.3g} with position vectors"),
+                   "attention without positions, {positions:.3g} with position vectors, the "
+                   "same with the layer's outputs negated"),
+    "label_negated": "attention with position vectors added, its outputs negated",
 }
 
 
@@ -257,15 +259,23 @@ def _equivariance_setup(seed, batch, L, d_model, num_heads, dtype):
     return state, positions, x, perm
 
 
+def _negated(state):
+    """`state` with out_proj's weight and bias times -1: the same layer, its outputs negated,
+    so that every difference the gap measures changes sign and its size does not."""
+    return {**state, "out_proj.weight": -state["out_proj.weight"],
+            "out_proj.bias": -state["out_proj.bias"]}
+
+
 @reference
 def _equivariance_answers(state, d_model, num_heads, positions, x, perm):
-    """For the plain layer and the one with positions: (expected gap, size of the outputs,
-    the formula's inputs: {"output": layer(x), "permuted": layer(x[:, perm]), "perm": perm},
-    whose steps done another way name a wrong gap)."""
+    """For the plain layer, the one with positions and that one negated (_negated): (expected
+    gap, size of the outputs, the formula's inputs: {"output": layer(x), "permuted":
+    layer(x[:, perm]), "perm": perm}, whose steps done another way name a wrong gap)."""
     state64 = {n: t.double() for n, t in state.items()}
     answers = []
-    for pos in (None, positions.double()):
-        layer = _torch_layer(state64, d_model, num_heads, pos)
+    for weights, pos in ((state64, None), (state64, positions.double()),
+                         (_negated(state64), positions.double())):
+        layer = _torch_layer(weights, d_model, num_heads, pos)
         with torch.no_grad():
             out, permuted = layer(x.double()), layer(x.double()[:, perm])
         diff = (permuted - out[:, perm]).abs()
@@ -278,15 +288,19 @@ def _equivariance_answers(state, d_model, num_heads, positions, x, perm):
 def equivariance_gap(fn, seed=0, batch=2, L=6, d_model=8, num_heads=2, dtype=torch.float32):
     """fn(layer, x, perm) = max |layer(x[:, perm]) - layer(x)[:, perm]|: about 0 (rounding)
     for attention without positions, clearly not for the same layer with position vectors
-    added to its tokens."""
+    added to its tokens, and the same again for that layer with its outputs negated (a
+    largest absolute difference keeps its size when every difference changes sign; a
+    signed largest difference, the absolute value left out, is right for at most one sign
+    unless the largest size comes with both)."""
     state, positions, x, perm = _equivariance_setup(seed, batch, L, d_model, num_heads, dtype)
     answers = _equivariance_answers(state, d_model, num_heads, positions, x, perm)
-    labels = (MESSAGES["label_plain"], MESSAGES["label_positions"])
-    for label, pos, (expected, size, inputs) in zip(labels, (None, positions), answers):
+    labels = (MESSAGES["label_plain"], MESSAGES["label_positions"], MESSAGES["label_negated"])
+    layers = ((state, None), (state, positions), (_negated(state), positions))
+    for label, (weights, pos), (expected, size, inputs) in zip(labels, layers, answers):
         # the layer is the course's own (given: built where the student's code runs, from the
         # grader's weights); the number the student's function returns is judged against the
         # grader's own gap, so a layer replaced there never changes the answer to match
-        layer = given("checks.positions:_torch_layer", state, d_model, num_heads, pos)
+        layer = given("checks.positions:_torch_layer", weights, d_model, num_heads, pos)
         seen = observe(fn, layer, x.clone(), perm.clone())
         shown = MESSAGES["gap_name"].format(label=label)
         raised(seen.error, shown)

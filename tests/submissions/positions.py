@@ -207,3 +207,19 @@ BUGS = {
         diagnosis=r"each pair of neighbouring features \(2i, 2i \+ 1\) is \(sin, cos\) of one "
                   r"angle"),
 }
+
+# Practice set of 2026-11-26 (issue 20, fifth session), written from the exercise's text before
+# the checks changed for them: the documented return is the largest ABSOLUTE difference, a
+# Python float; a signed maximum is right only where the largest size is a positive difference
+BUGS.update({
+    "equivariance_signed_other_way": Bug(
+        cells=_edit("equivariance_gap", ("return (permuted_first - permuted_after).abs().max().item()",
+                                         "return (permuted_after - permuted_first).max().item()")),
+        fails=["test_equivariance_gap"],
+        diagnosis=r"subtracts the other way round.*and the absolute value step is left out"),
+    "equivariance_signed_amax": Bug(
+        cells=_edit("equivariance_gap", ("return (permuted_first - permuted_after).abs().max().item()",
+                                         "return float(torch.amax(permuted_first - permuted_after))")),
+        fails=["test_equivariance_gap"],
+        diagnosis=r"the absolute value step is left out"),
+})
