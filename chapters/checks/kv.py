@@ -49,7 +49,7 @@ from .common import (attempt, by_owner, call, check, close, construct, differs, 
                      expect_tensor, fail, fresh_seed, generator, given, judge_construct,
                      load_weights, observe, passed, raised, random_inputs, reference, refusal,
                      revive, softmax_condition, type_name)
-from .common import current_dims, expect_type, step_mistakes
+from .common import current_dims, expect_type, named_by_shape, step_mistakes
 from . import common, diagnose
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
@@ -174,6 +174,9 @@ MESSAGES = {
                     "T, head_dim): concatenate along the sequence axis, dim=-2.",
     "append_order": "{what} after {shown} does not hold the cached positions in order: old ones "
                     "first, then the new ones.",
+    "only_old": "{what} after {shown} holds only the positions cached before this call: the "
+                "new ones were not appended (torch.cat of the cached and the new along the "
+                "sequence axis, dim=-2, kept in the cache and returned).",
     "length_axis": " (keys.shape[-2], the sequence axis)",
     "cache_passed": "KVCache: empty at first, append concatenates along the sequence axis "
                     "(lengths {lengths} -> {total} positions) and returns everything cached",
@@ -321,6 +324,9 @@ def repeat_kv(function, seed=0, batch=2, num_kv_heads=2, num_heads=6, L=5, head_
     expected = _repeat_answers(kv, num_heads)
     actual = call(function, kv.clone(), num_heads, name="repeat_kv")
     name = MESSAGES["repeat_name"].format(shape=tuple(kv.shape), num_heads=num_heads)
+    # a repeat by the wrong count or along the wrong axis, named before the shape is
+    mistakes = step_mistakes("repeat kv", {"kv": kv}, current_dims(), num_heads=num_heads)
+    named_by_shape(actual, expected, name, dtype=dtype, mistakes=mistakes)
     # (L = 5 by default, so that the size a wrong repeat gives, 4 = 2 * 2, is no quantity's)
     expect_tensor(actual, name, shape=expected.shape, dtype=dtype,
                   shape_names="(B, num_heads, L, head_dim)")
@@ -803,6 +809,10 @@ def kv_cache(cls, seed=0, batch=2, num_kv_heads=2, head_dim=3, lengths=(3, 1, 2)
             if got is None and what.startswith("cache."):
                 fail(MESSAGES["cache_none"].format(what=what, shown=shown, attr=what[6:]))
             expect_tensor(got, MESSAGES["after"].format(what=what, shown=shown))
+            before = totals[i - 1][0 if what.endswith("keys") else 1] if i else None
+            if before is not None and tuple(got.shape) == tuple(before.shape) \
+                    and torch.equal(got, before):
+                fail(MESSAGES["only_old"].format(what=what, shown=shown))
             if tuple(got.shape) == tuple(k.shape if what.endswith("keys") else v.shape) and i:
                 fail(MESSAGES["only_new"].format(what=what, shown=shown))
             if tuple(got.shape) != tuple(expected.shape):
@@ -832,6 +842,7 @@ def decoding_causal_mask(fn, sizes=((3, 4), (1, 4), (2, 2), (4, 7))):
     (L_new, T) of `sizes` (one new position, a prompt with nothing cached, and chunks); the
     last also with device= the device of the check's own tensors (the grader receives every
     tensor on the CPU, so a device it cannot see is not asked for), where it must be."""
+    calls = []
     for index, (L_new, T) in enumerate(sizes):
         expected, bugs = _decoding_mask_answers(L_new, T)
         on_device = {"device": expected.device} if index == len(sizes) - 1 else {}
@@ -839,8 +850,15 @@ def decoding_causal_mask(fn, sizes=((3, 4), (1, 4), (2, 2), (4, 7))):
         mask = call(fn, L_new, T, name="decoding_causal_mask", **on_device)
         expect_tensor(mask, shown, shape=(L_new, T), dtype=torch.bool, shape_names="(L_new, T)",
                       **on_device)
+        calls.append((shown, mask, expected, bugs))
+    # a table's mistake is named only where it gives every size's mask (two mistakes may
+    # give the same mask on one size: the diagonal off by one is the top-left mask at
+    # T - L_new = 1)
+    fits = {m for m in calls[0][3] if all(torch.equal(mask, bugs[m]) or torch.equal(mask, want)
+                                          for _, mask, want, bugs in calls)}
+    for shown, mask, expected, bugs in calls:
         expect_close(mask, expected, shown, bugs={m: b for m, b in bugs.items()
-                                                  if not torch.equal(b, expected)},
+                                                  if m in fits and not torch.equal(b, expected)},
                      hint=MESSAGES["mask_hint"])
     passed(MESSAGES["mask_passed"].format(sizes=list(sizes)))
 
