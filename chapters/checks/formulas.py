@@ -1332,6 +1332,27 @@ def grouped_query_formula(dims, num_heads, num_kv_heads):
 FORMULAS["grouped-query attention"] = grouped_query_formula
 
 
+def repeat_kv_formula(dims, num_heads):
+    """repeat_kv(kv, num_heads): kv (B, num_kv_heads, L, head_dim) -> (B, num_heads, L,
+    head_dim), key/value head j repeated for the G = num_heads // num_kv_heads consecutive
+    query heads j*G .. j*G + G - 1. Inputs: "kv". (The repeat tiled, heads in the other
+    order, is named by diagnose.other_layout.)"""
+    def repeat(times=None, dim=1):
+        def step(_v, x):
+            G = num_heads // x["kv"].shape[1]
+            return x["kv"].repeat_interleave(G if times is None else times, dim=dim)
+        return step
+
+    return Formula([("repeat", repeat())], {"repeat": {
+        "repeats each key/value head num_heads times instead of num_heads // num_kv_heads":
+            repeat(times=num_heads),
+        "repeats along the L axis (dim=2) instead of the key/value heads axis (dim=1)":
+            repeat(dim=2)}})
+
+
+FORMULAS["repeat kv"] = repeat_kv_formula
+
+
 def attend_heads_formula(dims, num_heads, num_kv_heads):
     """attend_heads: grouped_query_formula's steps from the repeat of the key/value heads
     on, on heads already projected and split. Inputs "q" (B, num_heads, L, head_dim), "k",
@@ -1352,7 +1373,7 @@ ROTARY_BASE = 10000.0  # rotary's default base
 
 
 def _rotate(x, positions, base=ROTARY_BASE, pairs="halves", written="halves", exponent=2.0,
-            sign=1.0):
+            sign=1.0, exchanged=False):
     """Rotary positions on x (..., L, hd) at `positions` (L,): pair i of each row turns by
     position * base ** (-exponent * i / hd). pairs: which features form pair i, "halves"
     (i, i + hd/2) or "neighbours" (2i, 2i + 1); written: where the turned pair goes back."""
@@ -1361,6 +1382,8 @@ def _rotate(x, positions, base=ROTARY_BASE, pairs="halves", written="halves", ex
     angles = positions.double()[:, None] * base ** (
         -exponent * torch.arange(half, dtype=torch.float64) / hd)             # (L, hd/2)
     cos, sin = angles.cos(), sign * angles.sin()
+    if exchanged:  # cos where sin belongs and sin where cos belongs
+        cos, sin = sin, cos
     a, b = ((x[..., :half], x[..., half:]) if pairs == "halves"
             else (x[..., 0::2], x[..., 1::2]))                                  # (..., L, hd/2)
     turned = (a * cos - b * sin, a * sin + b * cos)
@@ -1388,7 +1411,11 @@ def rotary_formula(dims, base=ROTARY_BASE):
             rotate(pairs="neighbours"),
         "turns each pair by -angle (the other way)": rotate(sign=-1.0),
         "uses the frequencies base ** (-i / head_dim) (without the 2)": rotate(exponent=1.0),
-        "ignores the positions given and uses 0 .. L - 1": rotate_at_0_to_L}}
+        "ignores the positions given and uses 0 .. L - 1": rotate_at_0_to_L,
+        "turns position p by the angle of position p + 1 (the positions counted from 1)":
+            lambda _v, x: _rotate(x["x"], x["positions"] + 1, base),
+        "exchanges cos and sin (cos where sin belongs in the turned pair, and sin where cos "
+        "does)": rotate(exchanged=True)}}
     if base != ROTARY_BASE:
         variants["rotation"][f"ignores base={base:g} and uses the default {ROTARY_BASE:g}"] = (
             lambda _v, x: _rotate(x["x"], x["positions"], ROTARY_BASE))
@@ -1415,14 +1442,15 @@ def cached_attention_formula(dims, num_heads, num_kv_heads, rotary=False, base=R
         return {n: _split_heads(_linear(x["x"], x, n), heads)
                 for n, heads in (("q", h), ("k", g), ("v", g))}
 
-    def positions(x, restart=False):
+    def positions(x, restart=False, after=False):
         T, start = x["x"].shape[1], x["start"]
-        new = torch.arange(T - start) if restart else torch.arange(start, T)
+        new = (torch.arange(T - start) if restart else torch.arange(T, 2 * T - start)
+               if after else torch.arange(start, T))
         return torch.cat([torch.arange(start), new])
 
-    def rotate(names="qk", restart=False, turn=base):
+    def rotate(names="qk", restart=False, turn=base, after=False):
         def step(st, x):
-            at = positions(x, restart)
+            at = positions(x, restart, after)
             return _with(st, **{n: _rotate(st[n], at, turn) for n in names})
         return step
 
@@ -1480,7 +1508,9 @@ def cached_attention_formula(dims, num_heads, num_kv_heads, rotary=False, base=R
             "restarts the positions at 0 in every call (the new positions are len(cache) "
             ".. len(cache) + L_new - 1)": rotate(restart=True),
             "rotates the values too (rotary turns queries and keys only)": rotate("qkv"),
-            "rotates the keys only, not the queries": rotate("k")}
+            "rotates the keys only, not the queries": rotate("k"),
+            "reads len(cache) after the append: the new positions start at len(cache) + "
+            "L_new instead of len(cache)": rotate(after=True)}
         if base != ROTARY_BASE:
             variants["rotary"][f"ignores base={base:g} and uses the default "
                                f"{ROTARY_BASE:g}"] = rotate(turn=ROTARY_BASE)
@@ -1505,10 +1535,20 @@ def equivariance_formula(dims):
     variants = {"permutation of the output": {
                     "uses the inverse permutation (argsort(perm))":
                         lambda _v, x: x["output"][:, x["perm"].argsort()]},
+                # the same size with the absolute value; the other sign without it
+                "difference": {"subtracts the other way round (layer(x)[:, perm] - "
+                               "layer(x[:, perm]))": lambda out, x: out - x["permuted"]},
                 "largest entry": {"takes the mean instead of the largest entry":
                                   lambda d, _x: d.mean().reshape(1),
                                   "takes the sum instead of the largest entry":
-                                  lambda d, _x: d.sum().reshape(1)}}
+                                  lambda d, _x: d.sum().reshape(1),
+                                  "takes the smallest entry instead of the largest":
+                                  lambda d, _x: d.min().reshape(1),
+                                  "divides the largest entry by the largest |layer(x)| (a "
+                                  "relative gap, not the largest absolute difference)":
+                                  lambda d, x: (d.max() / x["output"].abs().max()).reshape(1)},
+                "absolute value": {"squares the differences instead of taking their absolute "
+                                   "value": lambda d, _x: d ** 2}}
     optional = {"permutation of the output": lambda _v, x: x["output"],
                 "absolute value": None}
     return Formula(steps, variants, optional)
@@ -1544,12 +1584,15 @@ def gqa_parameters_formula(dims):
     def kv_width(_v, x):
         return x["num_kv_heads"] * (x["d_model"] // x["num_heads"])
 
-    def weights(kv, x):
-        return {"kv": kv, "n": 2 * x["d_model"] ** 2 + 2 * x["d_model"] * kv}
+    def weights(kv, x, leave_out=None):
+        # the output features of q_proj, k_proj, v_proj, out_proj, each with d_model inputs
+        outs = {"q_proj": x["d_model"], "k_proj": kv, "v_proj": kv, "out_proj": x["d_model"]}
+        outs.pop(leave_out, None)
+        return {"kv": kv, "outs": sum(outs.values()), "n": x["d_model"] * sum(outs.values())}
 
-    def biases(st, x, kv_biases=None):
-        kv = st["kv"] if kv_biases is None else kv_biases
-        return st["n"] + x["bias"] * (2 * x["d_model"] + 2 * kv)
+    def biases(st, x, kv_biases=None, switch=None):
+        extra = 0 if kv_biases is None else 2 * (kv_biases - st["kv"])
+        return st["n"] + (x["bias"] if switch is None else switch) * (st["outs"] + extra)
 
     steps = [("key/value width", lambda v, x: kv_width(v, x).double()),
              ("weights", weights),
@@ -1559,8 +1602,12 @@ def gqa_parameters_formula(dims):
             "is d_model (as many key/value heads as query heads)":
                 lambda _v, x: x["d_model"].double(),
             "is num_kv_heads (without head_dim)": lambda _v, x: x["num_kv_heads"].double()},
+        "weights": {f"leaves out {name} (its weight and its bias)":
+                    lambda kv, x, name=name: weights(kv, x, leave_out=name)
+                    for name in ("out_proj", "q_proj")},
         "biases": {"counts d_model biases for k_proj and v_proj":
-                   lambda st, x: biases(st, x, x["d_model"])}}
+                   lambda st, x: biases(st, x, x["d_model"]),
+                   "counts the biases even when bias=False": lambda st, x: biases(st, x, switch=1)}}
     return Formula(steps, variants, {"biases": lambda st, _x: st["n"]})
 
 

@@ -49,32 +49,159 @@ from .common import (attempt, by_owner, call, check, close, construct, differs, 
                      expect_tensor, fail, fresh_seed, generator, given, judge_construct,
                      load_weights, observe, passed, raised, random_inputs, reference, refusal,
                      revive, softmax_condition, type_name)
-from .common import current_dims, expect_type, step_mistakes
+from .common import current_dims, expect_type, named_by_shape, step_mistakes
 from . import common, diagnose
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
 
 # ----------------------------------------------------------------------------- messages
-KV_FULL_SIZE = ("k_proj and v_proj map d_model to d_model, as in chapter 3: with shared "
-                "heads they map d_model to num_kv_heads * head_dim, the only place where "
-                "grouped-query attention saves parameters.")
-HEAD_DIM_FROM_KV = ("head_dim must be d_model // num_heads (the query heads), not "
-                    "d_model // num_kv_heads.")
-TOP_LEFT = ("off by one: the causal mask is aligned at the top-left corner (chapter 4's "
-            "causal_mask(L_new, T), which is right only when L_new == T). The new queries "
-            "are the last L_new of T positions, so query i sits at position T - L_new + i "
-            "and may attend to keys 0 .. T - L_new + i: align the mask at the bottom-right "
-            "corner, torch.ones(L_new, T).tril(T - L_new).")
-OFFSET_SIGN = ("the causal mask's diagonal offset has the wrong sign: tril(L_new - T) lets the "
-               "new queries attend to no key at all once the cache holds earlier positions "
-               "(L_new < T). Query i sits at position T - L_new + i: the offset is T - L_new, "
-               "torch.ones(L_new, T).tril(T - L_new).")
 ROTARY_BASE = 10000.0  # rotary's default base (Su et al.; chapter 7's apply_rotary's default)
 
-COUNT_ONE_KV = ("only one of k_proj and v_proj was counted with num_kv_heads heads: both "
-                "shrink.")
-INTERFACE = ("The checks use: attributes d_model, num_heads, num_kv_heads, head_dim and "
-             "q_proj, k_proj, v_proj, out_proj, each an nn.Linear.")
+# Every message of this module: one template each, with named fields (str.format), in one
+# place for a second language. Code (function calls, shapes, dimension names) stays as it is.
+MESSAGES = {
+    # the interface and its shapes
+    "interface": "The checks use: attributes d_model, num_heads, num_kv_heads, head_dim and "
+                 "q_proj, k_proj, v_proj, out_proj, each an nn.Linear.",
+    "kv_full_size": "k_proj and v_proj map d_model to d_model, as in chapter 3: with shared "
+                    "heads they map d_model to num_kv_heads * head_dim, the only place where "
+                    "grouped-query attention saves parameters.",
+    "head_dim_from_kv": "head_dim must be d_model // num_heads (the query heads), not "
+                        "d_model // num_kv_heads.",
+    # the decoding mask's table (decoding_causal_mask)
+    "top_left": "off by one: the causal mask is aligned at the top-left corner (chapter 4's "
+                "causal_mask(L_new, T), which is right only when L_new == T). The new queries "
+                "are the last L_new of T positions, so query i sits at position T - L_new + i "
+                "and may attend to keys 0 .. T - L_new + i: align the mask at the bottom-right "
+                "corner, torch.ones(L_new, T).tril(T - L_new).",
+    "offset_sign": "the causal mask's diagonal offset has the wrong sign: tril(L_new - T) lets "
+                   "the new queries attend to no key at all once the cache holds earlier "
+                   "positions (L_new < T). Query i sits at position T - L_new + i: the offset "
+                   "is T - L_new, torch.ones(L_new, T).tril(T - L_new).",
+    # the parameter count's table (count_gqa_parameters)
+    "count_one_kv": "only one of k_proj and v_proj was counted with num_kv_heads heads: both "
+                    "shrink.",
+    # shared by several checks
+    "raised": "{name} raised {kind}: {message}",
+    "documented_int": "an int",
+    "len_after": "len(cache) after {shown}",
+    "cached_positions": "number of cached positions",
+    # repeat_kv
+    "repeat_name": "repeat_kv(kv of shape {shape}, num_heads={num_heads})",
+    "repeat_hint": "Query head i uses key/value head i // (num_heads // num_kv_heads).",
+    "repeat_passed": "repeat_kv: {shape} -> {out}, query head i reads key/value head "
+                     "i // {group} ({dtype})",
+    # GroupedQueryAttention: structure
+    "attribute": "attribute {attr}",
+    "no_attribute": "GroupedQueryAttention({shown}) has no attribute `{attr}`. {interface}",
+    "bias_shape": "{attr}.bias should be a tensor of shape ({size},) when bias=True.",
+    "bias_exists": "{attr}.bias exists although bias=False: pass bias=bias to every nn.Linear.",
+    "count_layer": "GroupedQueryAttention({shown}) has {count} parameters, expected "
+                   "{expected}: the four nn.Linear layers and nothing else.",
+    "did_not_raise": "did not raise",
+    "raised_what": "raised {kind}: {message}",
+    "gqa_not_implemented": "GroupedQueryAttention is not implemented yet: replace `raise "
+                           "NotImplementedError()` with your code.",
+    "gqa_no_value_error": "GroupedQueryAttention{bad} {what}: num_kv_heads={num_kv_heads} does "
+                          "not divide num_heads={num_heads}, so the query heads cannot be split "
+                          "into equal groups; raise ValueError.",
+    "structure_passed": "GroupedQueryAttention({shown}): q_proj {q}, k_proj and v_proj {kv}, "
+                        "out_proj {out}, {count} parameters, and a ValueError when "
+                        "num_kv_heads does not divide num_heads",
+    # GroupedQueryAttention: forward
+    "weight_shape": "{name} has shape {got}, expected {want}. {interface}",
+    "label_no_mask": "no mask",
+    "label_causal": "causal mask (L, L)",
+    "label_padding_causal": "padding & causal mask (B, 1, L, L)",
+    "forward_name": "forward ({label})",
+    "forward_output": "output ({label}, {shown}, {dtype})",
+    "forward_hint": "Project, split into num_heads query heads and num_kv_heads key/value "
+                    "heads, repeat_kv, attend per head, merge, out_proj.",
+    "kind_mha": "chapter 3's layer",
+    "kind_mqa": "multi-query attention",
+    "kind_gqa": "grouped-query attention",
+    "forward_passed": "GroupedQueryAttention({shown}) ({kind}): forward equals "
+                      "F.scaled_dot_product_attention(enable_gqa=True) with the same weights, "
+                      "without a mask, causal, and padding & causal ({dtype})",
+    # project_heads and attend_heads
+    "not_triple": "project_heads(attn, x) must return the tuple (q, k, v), got {got}.",
+    "project_name": "{what} of project_heads(attn, x of shape {shape})",
+    "project_hint": "{what} = attn.{what}_proj(x), viewed as (B, L, {heads}, head_dim) and "
+                    "transposed to (B, heads, L, head_dim).",
+    "no_kv_heads": "no num_kv_heads",
+    "project_passed": "project_heads ({layer}, {dtype}): q {q}, k and v {kv}",
+    "label_decoding_mask": "the decoding mask (L, T)",
+    "attend_name": "attend_heads(attn, q, k, v, mask) with {label}",
+    "attend_hint": "repeat_kv the keys and values, attend per head (scale by sqrt(head_dim), "
+                   "mask, softmax over the keys), merge_heads, attn.out_proj.",
+    "attend_passed": "attend_heads (num_heads={num_heads}, num_kv_heads={num_kv_heads}, "
+                     "{dtype}): L={L} queries over T={T} keys, with the decoding mask and "
+                     "without a mask",
+    # the counts
+    "count_bug": "{shown} returned {got}, expected {expected}: {message}",
+    "count_named": "{shown} = {got} (expected {expected})",
+    "count_formula": "{shown} returned {got}, expected {expected}. {formula}",
+    "params_formula": "W_Q and W_O are d_model x d_model, W_K and W_V d_model x "
+                      "(num_kv_heads * head_dim), plus one bias per output feature.",
+    "count_not_implemented": "count_gqa_parameters is not implemented yet.",
+    "count_no_value_error": "count_gqa_parameters({d_model}, {num_heads}, {num_kv_heads}) must "
+                            "raise ValueError: num_kv_heads={num_kv_heads} does not divide "
+                            "num_heads={num_heads}.",
+    "count_passed": "count_gqa_parameters is exact on {count} configurations and refuses "
+                    "num_heads % num_kv_heads != 0",
+    "bytes_formula": "Per token: a key and a value (2) of head_dim numbers, for each "
+                     "key/value head of each layer, bytes_per_value bytes each.",
+    "bytes_passed": "count_kv_cache_bytes is exact on {count} configurations",
+    # KVCache
+    "cache_not_empty": "len(KVCache()) is {length}: an empty cache has 0 positions.",
+    "keys_missing": "a new KVCache must have keys = None (nothing cached yet), got no "
+                    "attribute keys.",
+    "keys_not_none": "a new KVCache must have keys = None (nothing cached yet), got {got}.",
+    "append_shown": "append #{index} (keys {shape})",
+    "no_append": "KVCache has no method append(keys, values): the checks use len(cache), "
+                 "cache.keys, cache.values and cache.append.",
+    "append_sizes": "The cached and the new keys differ in length only, along the sequence "
+                    "axis: concatenate along the sequence axis, dim=-2.",
+    "append_not_pair": "{shown} must return the tuple (keys, values) of everything cached, got "
+                       "{got}.",
+    "cache_none": "{what} is None after {shown}: append must keep what it returns in the cache "
+                  "(self.{attr} = ...), or the next call starts from nothing.",
+    "after": "{what} after {shown}",
+    "only_new": "{what} after {shown} holds only the new positions: concatenate them to the "
+                "cached ones (torch.cat along the sequence axis, dim=-2) and return everything "
+                "cached.",
+    "append_shape": "{what} after {shown} has shape {got}, expected {want} = (B, num_kv_heads, "
+                    "T, head_dim): concatenate along the sequence axis, dim=-2.",
+    "append_order": "{what} after {shown} does not hold the cached positions in order: old ones "
+                    "first, then the new ones.",
+    "only_old": "{what} after {shown} holds only the positions cached before this call: the "
+                "new ones were not appended (torch.cat of the cached and the new along the "
+                "sequence axis, dim=-2, kept in the cache and returned).",
+    "length_axis": " (keys.shape[-2], the sequence axis)",
+    "cache_passed": "KVCache: empty at first, append concatenates along the sequence axis "
+                    "(lengths {lengths} -> {total} positions) and returns everything cached",
+    # decoding_causal_mask
+    "mask_hint": "Query i sits at position T - L_new + i and may attend to keys "
+                 "0 .. T - L_new + i.",
+    "mask_passed": "decoding_causal_mask: bottom-right aligned for (L_new, T) in {sizes}",
+    # cached_attention (and chapter 7's rotary_cached_attention)
+    "layer_chapter3": "chapter 3's MultiHeadAttention (no num_kv_heads attribute)",
+    "the_prompt": "the prompt",
+    "step_at": "step {index} (position {start})",
+    "call_at": "call {index} (positions {start}..{end})",
+    "decoding_one": "{name}(attn, x_new of 1 position, cache{options}), {what}",
+    "decoding_many": "{name}(attn, x_new of {n} positions, cache{options}), {what}",
+    "appended_twice": " (the new keys and values were appended twice)",
+    "not_appended": " (the new keys and values were not appended to the cache)",
+    "output_of": "the output of {shown}",
+    "decoding_hint": "It must equal the row of full causal attention over the whole sequence "
+                     "at the same positions.",
+    "attention_plain": "attention",
+    "attention_rotary": "rotary attention",
+    "decoding_passed": "{name} ({layer}, {dtype}): a prompt of {prompt}, then {more} more calls "
+                       "({rest} positions), every output equals full causal {attention} over "
+                       "the {total} positions, and the cache grows by the new positions",
+}
 
 
 # ----------------------------------------------------------------------------- references
@@ -177,8 +304,8 @@ def _compare(actual, answers, name, dtype, hint, mistakes=None):
 def _wrong_length(shown, got, want, why=""):
     """Fail: len(cache) after `shown` is `got` where `want` positions are cached, in the
     state family's words (diagnose.wrong_state); `why` says what went wrong or fixes it."""
-    fail(diagnose.explained(f"len(cache) after {shown}", diagnose.wrong_state(
-        "number of cached positions", got, want, why)))
+    fail(diagnose.explained(MESSAGES["len_after"].format(shown=shown), diagnose.wrong_state(
+        MESSAGES["cached_positions"], got, want, why)))
 
 
 # ----------------------------------------------------------------------------- repeat_kv
@@ -196,15 +323,18 @@ def repeat_kv(function, seed=0, batch=2, num_kv_heads=2, num_heads=6, L=5, head_
     (kv,) = random_inputs((batch, num_kv_heads, L, head_dim), seed=seed, dtype=dtype)
     expected = _repeat_answers(kv, num_heads)
     actual = call(function, kv.clone(), num_heads, name="repeat_kv")
-    name = f"repeat_kv(kv of shape {tuple(kv.shape)}, num_heads={num_heads})"
+    name = MESSAGES["repeat_name"].format(shape=tuple(kv.shape), num_heads=num_heads)
+    # a repeat by the wrong count or along the wrong axis, named before the shape is
+    mistakes = step_mistakes("repeat kv", {"kv": kv}, current_dims(), num_heads=num_heads)
+    named_by_shape(actual, expected, name, dtype=dtype, mistakes=mistakes)
     # (L = 5 by default, so that the size a wrong repeat gives, 4 = 2 * 2, is no quantity's)
     expect_tensor(actual, name, shape=expected.shape, dtype=dtype,
                   shape_names="(B, num_heads, L, head_dim)")
     # a repeat in the other order (tiled) is named by diagnose.other_layout's factors family
     expect_close(actual, expected, name, dtype=dtype,
-                 hint="Query head i uses key/value head i // (num_heads // num_kv_heads).")
-    passed(f"repeat_kv: {tuple(kv.shape)} -> {tuple(expected.shape)}, query head i reads "
-           f"key/value head i // {num_heads // num_kv_heads} ({dtype})")
+                 hint=MESSAGES["repeat_hint"])
+    passed(MESSAGES["repeat_passed"].format(shape=tuple(kv.shape), out=tuple(expected.shape),
+                                            group=num_heads // num_kv_heads, dtype=dtype))
 
 
 # ----------------------------------------------------------------------------- GQA structure
@@ -259,38 +389,39 @@ def gqa_structure(cls, d_model=16, num_heads=4, num_kv_heads=2, bias=True):
                         ("num_kv_heads", num_kv_heads), ("head_dim", answers["head_dim"])):
         got = attrs[attr]
         if differs(got, value):
-            extra = (f" {HEAD_DIM_FROM_KV}" if attr == "head_dim"
+            extra = (" " + MESSAGES["head_dim_from_kv"] if attr == "head_dim"
                      and not differs(got, d_model // num_kv_heads) else "")
             fail(diagnose.explained(f"GroupedQueryAttention({shown})", diagnose.wrong_state(
-                f"attribute {attr}", repr(got), value)) + extra)
+                MESSAGES["attribute"].format(attr=attr), repr(got), value)) + extra)
     for attr in PROJECTIONS:
         proj = data["projections"][attr]
         if proj is None:
-            fail(f"GroupedQueryAttention({shown}) has no attribute `{attr}`. {INTERFACE}")
+            fail(MESSAGES["no_attribute"].format(shown=shown, attr=attr,
+                                                 interface=MESSAGES["interface"]))
         weight, b = proj["weight"], proj["bias"]
         shape = answers["shapes"][attr]
         expect_tensor(weight, f"{attr}.weight", shape=shape,
                       shape_names="(out_features, in_features)")
         if bias and (not isinstance(b, torch.Tensor) or tuple(b.shape) != (shape[0],)):
-            fail(f"{attr}.bias should be a tensor of shape ({shape[0]},) when bias=True.")
+            fail(MESSAGES["bias_shape"].format(attr=attr, size=shape[0]))
         if not bias and b is not None:
-            fail(f"{attr}.bias exists although bias=False: pass bias=bias to every nn.Linear.")
+            fail(MESSAGES["bias_exists"].format(attr=attr))
     count = data["count"]
     if count != answers["count"]:
-        fail(f"GroupedQueryAttention({shown}) has {count} parameters, expected "
-             f"{answers['count']}: the four nn.Linear layers and nothing else.")
+        fail(MESSAGES["count_layer"].format(shown=shown, count=count,
+                                            expected=answers["count"]))
     error = data["bad"]
     if error is None or error[0] != "ValueError":
-        what = "did not raise" if error is None else f"raised {error[0]}: {error[1]}"
+        what = (MESSAGES["did_not_raise"] if error is None
+                else MESSAGES["raised_what"].format(kind=error[0], message=error[1]))
         if error is not None and error[0] == "NotImplementedError":
-            fail("GroupedQueryAttention is not implemented yet: replace `raise "
-                 "NotImplementedError()` with your code.")
-        fail(f"GroupedQueryAttention{bad} {what}: num_kv_heads=3 does not divide "
-             "num_heads=4, so the query heads cannot be split into equal groups; raise "
-             "ValueError.")
-    passed(f"GroupedQueryAttention({shown}): q_proj {answers['shapes']['q_proj']}, k_proj and "
-           f"v_proj {answers['shapes']['k_proj']}, out_proj {answers['shapes']['out_proj']}, "
-           f"{count} parameters, and a ValueError when num_kv_heads does not divide num_heads")
+            fail(MESSAGES["gqa_not_implemented"])
+        fail(MESSAGES["gqa_no_value_error"].format(bad=bad, what=what, num_heads=bad[1],
+                                                   num_kv_heads=bad[2]))
+    shapes = answers["shapes"]
+    passed(MESSAGES["structure_passed"].format(shown=shown, q=shapes["q_proj"],
+                                               kv=shapes["k_proj"], out=shapes["out_proj"],
+                                               count=count))
 
 
 # ----------------------------------------------------------------------------- GQA forward
@@ -361,32 +492,31 @@ def gqa_forward(cls, seed=0, batch=2, L=6, d_model=16, num_heads=4, num_kv_heads
     judge_construct(data, f"GroupedQueryAttention({shown})")
     error = data["to_error"]
     if error is not None:
-        fail(f"GroupedQueryAttention({shown}).to(dtype={dtype}) raised {error[0]}: {error[1]}")
+        fail(MESSAGES["raised"].format(name=f"GroupedQueryAttention({shown}).to(dtype={dtype})",
+                                       kind=error[0], message=error[1]))
     for name, value in state.items():
         got = data["targets"].slot(*name.split("."))
         if got != tuple(value.shape):
-            fail(f"{name} has shape {got}, expected {tuple(value.shape)}. {INTERFACE}"
-                 + (f" {KV_FULL_SIZE}" if got == (d_model, d_model) else ""))
-    labels = ["no mask", "causal mask (L, L)", "padding & causal mask (B, 1, L, L)"]
+            fail(MESSAGES["weight_shape"].format(name=name, got=got, want=tuple(value.shape),
+                                                 interface=MESSAGES["interface"])
+                 + (" " + MESSAGES["kv_full_size"] if got == (d_model, d_model) else ""))
+    labels = [MESSAGES[key] for key in ("label_no_mask", "label_causal", "label_padding_causal")]
     for label, (result, error), answer, mask in zip(labels, data["results"], answers, masks):
-        raised(error, f"forward ({label})")
+        raised(error, MESSAGES["forward_name"].format(label=label))
         output = revive(result)
-        name = f"output ({label}, {shown}, {dtype})"
+        name = MESSAGES["forward_output"].format(label=label, shown=shown, dtype=dtype)
         expect_tensor(output, name, shape=(batch, L, d_model), dtype=dtype,
                       shape_names="(B, L, d_model)")
         # the formula with one step left out or moved (checks/diagnose.py), for a mistake
         # that no entry of the tables names
         inputs = {"query": x, "key": x, "value": x, "mask": mask, **_formula_weights(state)}
         _compare(output, answer, name, dtype,
-                 hint="Project, split into num_heads query heads and num_kv_heads key/value "
-                      "heads, repeat_kv, attend per head, merge, out_proj.",
+                 hint=MESSAGES["forward_hint"],
                  mistakes=step_mistakes("grouped-query attention", inputs, current_dims(),
                                         num_heads=num_heads, num_kv_heads=num_kv_heads))
-    kind = ("chapter 3's layer" if num_kv_heads == num_heads else
-            "multi-query attention" if num_kv_heads == 1 else "grouped-query attention")
-    passed(f"GroupedQueryAttention({shown}) ({kind}): forward equals "
-           f"F.scaled_dot_product_attention(enable_gqa=True) with the same weights, without a "
-           f"mask, causal, and padding & causal ({dtype})")
+    kind = MESSAGES["kind_mha" if num_kv_heads == num_heads else
+                    "kind_mqa" if num_kv_heads == 1 else "kind_gqa"]
+    passed(MESSAGES["forward_passed"].format(shown=shown, kind=kind, dtype=dtype))
 
 
 # ----------------------------------------------------------------------------- the helpers
@@ -422,19 +552,19 @@ def project_heads(fn, seed=0, batch=2, L=5, d_model=16, num_heads=4, num_kv_head
     raised(seen.error, "project_heads(attn, x)")
     result = revive(seen.result)
     if not (isinstance(result, tuple) and len(result) == 3):
-        fail(f"project_heads(attn, x) must return the tuple (q, k, v), got {type_name(result)}.")
+        fail(MESSAGES["not_triple"].format(got=type_name(result)))
     for what, got, expected, heads in zip(("q", "k", "v"), result,
                                           _project_answers(state, x, h, g), ("num_heads", "num_kv_heads", "num_kv_heads")):
-        shown = f"{what} of project_heads(attn, x of shape {tuple(x.shape)})"
+        shown = MESSAGES["project_name"].format(what=what, shape=tuple(x.shape))
         expect_tensor(got, shown, shape=expected.shape, dtype=dtype,
                       shape_names=f"(B, {heads}, L, head_dim)")
         expect_close(got, expected.to(dtype), shown, dtype=dtype,
                      scale=x.double().abs().max() * state[f"{what}_proj.weight"].double().abs()
                      .sum(1).max() + 1,
-                     hint=f"{what} = attn.{what}_proj(x), viewed as (B, L, {heads}, head_dim) "
-                          "and transposed to (B, heads, L, head_dim).")
-    passed(f"project_heads ({'num_kv_heads=%d' % g if num_kv_heads else 'no num_kv_heads'}, "
-           f"{dtype}): q {tuple(result[0].shape)}, k and v {tuple(result[1].shape)}")
+                     hint=MESSAGES["project_hint"].format(what=what, heads=heads))
+    passed(MESSAGES["project_passed"].format(
+        layer=f"num_kv_heads={g}" if num_kv_heads else MESSAGES["no_kv_heads"], dtype=dtype,
+        q=tuple(result[0].shape), kv=tuple(result[1].shape)))
 
 
 @reference
@@ -472,8 +602,8 @@ def attend_heads(fn, seed=0, batch=2, L=3, T=5, d_model=16, num_heads=4, num_kv_
     state = _weights(d_model, h, g, True, seed, dtype)
     q, k, v, mask = _attend_inputs(seed, batch, L, T, h, g, hd, dtype)
     attn = _helper_attn(d_model, h, g, state)
-    for label, given_mask in (("the decoding mask (L, T)", mask), ("mask=None", None)):
-        shown = f"attend_heads(attn, q, k, v, mask) with {label}"
+    for label, given_mask in ((MESSAGES["label_decoding_mask"], mask), ("mask=None", None)):
+        shown = MESSAGES["attend_name"].format(label=label)
         # mask=None, the default the exercise promises, is left to it (not passed)
         seen = observe(fn, attn, q.clone(), k.clone(), v.clone(),
                        *([] if given_mask is None else [given_mask.clone()]))
@@ -488,11 +618,8 @@ def attend_heads(fn, seed=0, batch=2, L=3, T=5, d_model=16, num_heads=4, num_kv_
                                             num_heads=h, num_kv_heads=g),
                      scale=v.double().abs().max() * state["out_proj.weight"]
                      .double().abs().sum(1).max() + state["out_proj.bias"].double().abs().max(),
-                     hint="repeat_kv the keys and values, attend per head (scale by "
-                          "sqrt(head_dim), mask, softmax over the keys), merge_heads, "
-                          "attn.out_proj.")
-    passed(f"attend_heads (num_heads={h}, num_kv_heads={g}, {dtype}): L={L} queries over "
-           f"T={T} keys, with the decoding mask and without a mask")
+                     hint=MESSAGES["attend_hint"])
+    passed(MESSAGES["attend_passed"].format(num_heads=h, num_kv_heads=g, dtype=dtype, L=L, T=T))
 
 
 # ----------------------------------------------------------------------------- counts
@@ -500,7 +627,8 @@ def _number(got, shown):
     """`got` as a Python number: the counts are computed by arithmetic, no tensor (the
     documented kind: common.expect_type); a number of numpy's (numpy.int64:
     numbers.Integral, not int) counts as one, in the student's kit as in the grader."""
-    expect_type(got, (int, float, numbers.Integral), shown, documented="an int")
+    expect_type(got, (int, float, numbers.Integral), shown,
+                documented=MESSAGES["documented_int"])
     return int(got) if isinstance(got, numbers.Integral) else float(got)
 
 
@@ -515,14 +643,17 @@ def _judge_counts(rows, formula, mistakes):
     shown, got, expected, bugs = wrong[0]
     for message in bugs if common.TABLES else ():
         if all(r[1] == r[3][message] for r in rows):
-            fail(f"{shown} returned {got}, expected {expected}: {message}")
+            fail(MESSAGES["count_bug"].format(shown=shown, got=got, expected=expected,
+                                              message=message))
     actual, right = (torch.tensor([float(r[i]) for r in rows], dtype=torch.float64)
                      for i in (1, 2))
     reason = diagnose.explain(actual, right, lambda a, b: close(a, b, torch.float64),
                               actual != right, current_dims(), ("configuration",), mistakes)
     if reason:
-        fail(diagnose.explained(f"{shown} = {got} (expected {expected})", reason))
-    fail(f"{shown} returned {got}, expected {expected}. {formula}")
+        fail(diagnose.explained(MESSAGES["count_named"].format(shown=shown, got=got,
+                                                               expected=expected), reason))
+    fail(MESSAGES["count_formula"].format(shown=shown, got=got, expected=expected,
+                                          formula=formula))
 
 
 def _config_tensors(configs, names):
@@ -554,7 +685,7 @@ def _count_answers(configs):
         b = (lambda n: n if bias else 0)
         # the other mistakes are the formula's (formulas.gqa_parameters_formula)
         answers.append((2 * d * d + 2 * d * kv + b(2 * d + 2 * kv),
-                        {COUNT_ONE_KV: 3 * d * d + d * kv + b(3 * d + kv)}))
+                        {MESSAGES["count_one_kv"]: 3 * d * d + d * kv + b(3 * d + kv)}))
     return answers
 
 
@@ -569,17 +700,16 @@ def count_gqa_parameters(fn, seed=0):
         rows.append((shown, _number(call(fn, d, h, g, bias=bias, name=shown), shown), expected,
                      bugs))
     inputs = _config_tensors(configs, ("d_model", "num_heads", "num_kv_heads", "bias"))
-    _judge_counts(rows, "W_Q and W_O are d_model x d_model, W_K and W_V d_model x "
-                        "(num_kv_heads * head_dim), plus one bias per output feature.",
+    _judge_counts(rows, MESSAGES["params_formula"],
                   step_mistakes("GQA parameter count", inputs, current_dims()))
-    _, error = attempt(fn, 32, 8, 3)
+    bad = (32, 8, 3)
+    _, error = attempt(fn, *bad)
     if error is None or error[0] != "ValueError":
         if error is not None and error[0] == "NotImplementedError":
-            fail("count_gqa_parameters is not implemented yet.")
-        fail("count_gqa_parameters(32, 8, 3) must raise ValueError: num_kv_heads=3 does not "
-             "divide num_heads=8.")
-    passed(f"count_gqa_parameters is exact on {len(rows)} configurations and refuses "
-           "num_heads % num_kv_heads != 0")
+            fail(MESSAGES["count_not_implemented"])
+        fail(MESSAGES["count_no_value_error"].format(d_model=bad[0], num_heads=bad[1],
+                                                     num_kv_heads=bad[2]))
+    passed(MESSAGES["count_passed"].format(count=len(rows)))
 
 
 @reference
@@ -615,10 +745,9 @@ def count_kv_cache_bytes(fn, seed=0):
     inputs = _config_tensors([(layers, g, hd, 2 if nbytes is None else nbytes)
                               for layers, g, hd, nbytes in configs],
                              ("num_layers", "num_kv_heads", "head_dim", "bytes_per_value"))
-    _judge_counts(rows, "Per token: a key and a value (2) of head_dim numbers, for each "
-                        "key/value head of each layer, bytes_per_value bytes each.",
+    _judge_counts(rows, MESSAGES["bytes_formula"],
                   step_mistakes("KV-cache bytes", inputs, current_dims()))
-    passed(f"count_kv_cache_bytes is exact on {len(rows)} configurations")
+    passed(MESSAGES["bytes_passed"].format(count=len(rows)))
 
 
 # ----------------------------------------------------------------------------- KVCache
@@ -649,20 +778,18 @@ def kv_cache(cls, seed=0, batch=2, num_kv_heads=2, head_dim=3, lengths=(3, 1, 2)
     length, error = attempt(len, cache)
     raised(error, "len(KVCache())")
     if differs(length, 0):
-        fail(f"len(KVCache()) is {length!r}: an empty cache has 0 positions.")
+        fail(MESSAGES["cache_not_empty"].format(length=repr(length)))
     if not hasattr(cache, "keys"):
-        fail("a new KVCache must have keys = None (nothing cached yet), got no attribute keys.")
+        fail(MESSAGES["keys_missing"])
     keys = cache.keys
     if keys is not None:
-        fail("a new KVCache must have keys = None (nothing cached yet), got "
-             f"{type_name(keys)}.")
+        fail(MESSAGES["keys_not_none"].format(got=type_name(keys)))
     total = 0
     for i, ((k, v), (all_k, all_v)) in enumerate(zip(chunks, totals)):
-        shown = f"append #{i + 1} (keys {tuple(k.shape)})"
+        shown = MESSAGES["append_shown"].format(index=i + 1, shape=tuple(k.shape))
         append = getattr(cache, "append", None)
         if append is None:
-            fail("KVCache has no method append(keys, values): the checks use len(cache), "
-                 "cache.keys, cache.values and cache.append.")
+            fail(MESSAGES["no_append"])
         seen = observe(append, k.clone(), v.clone())
         result, error = revive(seen.result), seen.error
         length, _ = attempt(len, cache)
@@ -670,35 +797,33 @@ def kv_cache(cls, seed=0, batch=2, num_kv_heads=2, head_dim=3, lengths=(3, 1, 2)
         if error is not None and "Sizes of tensors must match" in str(error[1]):
             # the student's error, its sizes named, then what it means here
             restated = diagnose.restate_error(shown, *error[:2], current_dims(), *error[2:])
-            fail((restated or f"{shown} raised {error[0]}: {error[1]}")
-                 + "\nThe cached and the new keys differ in length only, along the sequence "
-                 "axis: concatenate along the sequence axis, dim=-2.")
+            fail((restated or MESSAGES["raised"].format(name=shown, kind=error[0],
+                                                        message=error[1]))
+                 + "\n" + MESSAGES["append_sizes"])
         raised(error, shown)
         total += k.shape[2]
         if not (isinstance(result, tuple) and len(result) == 2):
-            fail(f"{shown} must return the tuple (keys, values) of everything cached, got "
-                 f"{type_name(result)}.")
+            fail(MESSAGES["append_not_pair"].format(shown=shown, got=type_name(result)))
         for what, got, expected in (("keys", result[0], all_k), ("values", result[1], all_v),
                                     ("cache.keys", keys, all_k), ("cache.values", values, all_v)):
             if got is None and what.startswith("cache."):
-                fail(f"{what} is None after {shown}: append must keep what it returns in the "
-                     f"cache (self.{what[6:]} = ...), or the next call starts from nothing.")
-            expect_tensor(got, f"{what} after {shown}")
+                fail(MESSAGES["cache_none"].format(what=what, shown=shown, attr=what[6:]))
+            expect_tensor(got, MESSAGES["after"].format(what=what, shown=shown))
+            before = totals[i - 1][0 if what.endswith("keys") else 1] if i else None
+            if before is not None and tuple(got.shape) == tuple(before.shape) \
+                    and torch.equal(got, before):
+                fail(MESSAGES["only_old"].format(what=what, shown=shown))
             if tuple(got.shape) == tuple(k.shape if what.endswith("keys") else v.shape) and i:
-                fail(f"{what} after {shown} holds only the new positions: concatenate them to "
-                     "the cached ones (torch.cat along the sequence axis, dim=-2) and return "
-                     "everything cached.")
+                fail(MESSAGES["only_new"].format(what=what, shown=shown))
             if tuple(got.shape) != tuple(expected.shape):
-                fail(f"{what} after {shown} has shape {tuple(got.shape)}, expected "
-                     f"{tuple(expected.shape)} = (B, num_kv_heads, T, head_dim): concatenate "
-                     "along the sequence axis, dim=-2.")
+                fail(MESSAGES["append_shape"].format(what=what, shown=shown,
+                                                     got=tuple(got.shape),
+                                                     want=tuple(expected.shape)))
             if not torch.equal(got, expected):
-                fail(f"{what} after {shown} does not hold the cached positions in order: "
-                     "old ones first, then the new ones.")
+                fail(MESSAGES["append_order"].format(what=what, shown=shown))
         if differs(length, total):
-            _wrong_length(shown, repr(length), total, " (keys.shape[-2], the sequence axis)")
-    passed(f"KVCache: empty at first, append concatenates along the sequence axis "
-           f"(lengths {list(lengths)} -> {total} positions) and returns everything cached")
+            _wrong_length(shown, repr(length), total, MESSAGES["length_axis"])
+    passed(MESSAGES["cache_passed"].format(lengths=list(lengths), total=total))
 
 
 # ----------------------------------------------------------------------------- decoding mask
@@ -707,7 +832,8 @@ def _decoding_mask_answers(L_new, T):
     """The (L_new, T) bool mask of new queries at positions T - L_new .. T - 1 (True = may
     attend: keys 0 .. T - L_new + i for query i), and {bug: mask}."""
     ones = torch.ones(L_new, T, dtype=torch.bool)
-    return ones.tril(T - L_new), {TOP_LEFT: ones.tril(), OFFSET_SIGN: ones.tril(L_new - T)}
+    return ones.tril(T - L_new), {MESSAGES["top_left"]: ones.tril(),
+                                  MESSAGES["offset_sign"]: ones.tril(L_new - T)}
 
 
 @check
@@ -716,6 +842,7 @@ def decoding_causal_mask(fn, sizes=((3, 4), (1, 4), (2, 2), (4, 7))):
     (L_new, T) of `sizes` (one new position, a prompt with nothing cached, and chunks); the
     last also with device= the device of the check's own tensors (the grader receives every
     tensor on the CPU, so a device it cannot see is not asked for), where it must be."""
+    calls = []
     for index, (L_new, T) in enumerate(sizes):
         expected, bugs = _decoding_mask_answers(L_new, T)
         on_device = {"device": expected.device} if index == len(sizes) - 1 else {}
@@ -723,11 +850,17 @@ def decoding_causal_mask(fn, sizes=((3, 4), (1, 4), (2, 2), (4, 7))):
         mask = call(fn, L_new, T, name="decoding_causal_mask", **on_device)
         expect_tensor(mask, shown, shape=(L_new, T), dtype=torch.bool, shape_names="(L_new, T)",
                       **on_device)
+        calls.append((shown, mask, expected, bugs))
+    # a table's mistake is named only where it gives every size's mask (two mistakes may
+    # give the same mask on one size: the diagonal off by one is the top-left mask at
+    # T - L_new = 1)
+    fits = {m for m in calls[0][3] if all(torch.equal(mask, bugs[m]) or torch.equal(mask, want)
+                                          for _, mask, want, bugs in calls)}
+    for shown, mask, expected, bugs in calls:
         expect_close(mask, expected, shown, bugs={m: b for m, b in bugs.items()
-                                                  if not torch.equal(b, expected)},
-                     hint="Query i sits at position T - L_new + i and may attend to keys "
-                          "0 .. T - L_new + i.")
-    passed(f"decoding_causal_mask: bottom-right aligned for (L_new, T) in {list(sizes)}")
+                                                  if m in fits and not torch.equal(b, expected)},
+                     hint=MESSAGES["mask_hint"])
+    passed(MESSAGES["mask_passed"].format(sizes=list(sizes)))
 
 
 # ----------------------------------------------------------------------------- decoding
@@ -770,8 +903,8 @@ def _decoding(fn, cache_cls, name, seed, batch, d_model, num_heads, num_kv_heads
     attrs = {"d_model": d_model, "num_heads": h, "head_dim": d_model // h}
     if num_kv_heads is not None:
         attrs["num_kv_heads"] = g
-    layer = ("chapter 3's MultiHeadAttention (no num_kv_heads attribute)"
-             if num_kv_heads is None else f"num_heads={h}, num_kv_heads={g}")
+    layer = (MESSAGES["layer_chapter3"] if num_kv_heads is None
+             else f"num_heads={h}, num_kv_heads={g}")
     # attn and the cache live where the student's code runs: attn is the course's own
     # stand-in (given: built there from the grader's weights), the cache the student's class;
     # the grader drives the loop one call at a time and judges what each call returns and
@@ -783,11 +916,12 @@ def _decoding(fn, cache_cls, name, seed, batch, d_model, num_heads, num_kv_heads
     raised(error, "KVCache()")
     start = 0
     for i, n in enumerate(chunks):
-        what = "the prompt" if i == 0 else f"step {i} (position {start})" if n == 1 else \
-            f"call {i + 1} (positions {start}..{start + n - 1})"
-        shown = (f"{name}(attn, x_new of {n} position{'s' * (n > 1)}, cache"
-                 + "".join(f", {k}={v:g}" for k, v in options.items() if v != ROTARY_BASE)
-                 + f"), {what}")
+        what = (MESSAGES["the_prompt"] if i == 0
+                else MESSAGES["step_at"].format(index=i, start=start) if n == 1
+                else MESSAGES["call_at"].format(index=i + 1, start=start, end=start + n - 1))
+        shown = MESSAGES["decoding_one" if n == 1 else "decoding_many"].format(
+            name=name, n=n, what=what,
+            options="".join(f", {k}={v:g}" for k, v in options.items() if v != ROTARY_BASE))
         seen = observe(fn, attn, x[:, start:start + n].clone(), cache, **options)
         raised(seen.error, shown)
         result = revive(seen.result)
@@ -795,26 +929,24 @@ def _decoding(fn, cache_cls, name, seed, batch, d_model, num_heads, num_kv_heads
         expect_tensor(result, shown, shape=(batch, n, d_model), dtype=dtype,
                       shape_names="(B, L_new, d_model)")
         if differs(length, start + n):
-            why = (" (the new keys and values were appended twice)" if length == 2 * (start + n)
-                   else " (the new keys and values were not appended to the cache)"
-                   if length == start else "")
+            why = (MESSAGES["appended_twice"] if length == 2 * (start + n)
+                   else MESSAGES["not_appended"] if length == start else "")
             _wrong_length(shown, repr(length), start + n, why)
         sl = slice(start, start + n)
         # this call's formula, the cache holding the right keys and values of the positions
         # before it (the first call that goes wrong is the one judged)
         inputs = {"x": x[:, :start + n], "start": start, **_formula_weights(state)}
         _compare(result, (expected[:, sl], condition[:, sl], size[:, sl]),
-                 f"the output of {shown}", dtype,
-                 hint="It must equal the row of full causal attention over the whole sequence "
-                      "at the same positions.",
+                 MESSAGES["output_of"].format(shown=shown), dtype,
+                 hint=MESSAGES["decoding_hint"],
                  mistakes=step_mistakes("cached attention", inputs, current_dims(),
                                         num_heads=h, num_kv_heads=g, rotary=rotary,
                                         **options))
         start += n
-    passed(f"{name} ({layer}, {dtype}): a prompt of {chunks[0]}, then "
-           f"{len(chunks) - 1} more calls ({chunks[1:]} positions), every output equals full "
-           f"causal {'rotary ' if rotary else ''}attention over the {start} positions, and the "
-           "cache grows by the new positions")
+    passed(MESSAGES["decoding_passed"].format(
+        name=name, layer=layer, dtype=dtype, prompt=chunks[0], more=len(chunks) - 1,
+        rest=chunks[1:], total=start,
+        attention=MESSAGES["attention_rotary" if rotary else "attention_plain"]))
 
 
 @check

@@ -54,6 +54,34 @@ MESSAGES = translated(__name__) | {
     "sinusoidal_passed": ("sinusoidal_positions({num_positions}, {d_model}, base={base:g}): "
                           "sin at the even features and cos at the odd ones, positions 0 .. "
                           "{last}, float32 rounded once from float64 angles"),
+    # apply_rotary (its mistakes: the formula's, formulas.rotary_formula)
+    "rotary_name": "apply_rotary(x of shape {shape}, positions {positions}, base={base:g})",
+    "norms_of": "the norms of the rows of {name}",
+    "norms_hint": ("A rotation keeps the length of every row: each pair (x1, x2) must become "
+                   "(x1 cos - x2 sin, x1 sin + x2 cos)."),
+    "offset_score": ("the score of q at position {m} and k at position {n} is {before:.6g}, "
+                     "but at positions {m2} and {n2} (the same offset) it is {after:.6g}: with "
+                     "rotary positions, q . k depends only on the offset. Rotate each pair by "
+                     "position * frequency, the same frequencies for q and k."),
+    "rotary_hint": ("Pair feature i with i + head_dim // 2, angle position * "
+                    "base ** (-2 i / head_dim)."),
+    "rotary_passed": ("apply_rotary ({dtype}, base={base:g}): equals the reference for "
+                      "positions {positions}, keeps every row's norm, and q . k depends only on "
+                      "the offset (positions {m}, {n} and {m2}, {n2})"),
+    # equivariance_gap (its mistakes: the formula's, formulas.equivariance_formula)
+    "label_plain": "attention without positions",
+    "label_positions": "attention with position vectors added",
+    "gap_name": "equivariance_gap ({label})",
+    "python_float": "a Python float",
+    "sentence": "{reason}.",
+    "gap_returned": ("equivariance_gap ({label}) returned {got:.6g}, expected {expected:.6g}: "
+                     "the gap"),
+    "gap_hint": ("Return max |layer(x[:, perm]) - layer(x)[:, perm]| over all entries "
+                 "(rounding aside)."),
+    "gap_passed": ("equivariance_gap ({dtype}, perm {perm}): {plain:.2g} (rounding) for "
+                   "attention without positions, {positions:.3g} with position vectors, the "
+                   "same with the layer's outputs negated"),
+    "label_negated": "attention with position vectors added, its outputs negated",
 }
 
 
@@ -156,17 +184,16 @@ def apply_rotary(fn, seed=0, batch=2, num_heads=2, L=5, head_dim=8, start=3,
     x, positions, q, k, (m, n, shift) = _rotary_inputs(seed, batch, num_heads, L, head_dim,
                                                        start, dtype)
     expected = _rotary_answer(x, positions, base)
-    name = (f"apply_rotary(x of shape {tuple(x.shape)}, positions {positions.tolist()}, "
-            f"base={base:g})")
+    name = MESSAGES["rotary_name"].format(shape=tuple(x.shape), positions=positions.tolist(),
+                                          base=base)
     # base=10000.0, the default the exercise promises, is left to it (not passed)
     options = {} if base == ROTARY_BASE else {"base": base}
     actual = call(fn, x.clone(), positions.clone(), name="apply_rotary", **options)
     expect_tensor(actual, name, shape=x.shape, dtype=dtype, shape_names="(B, h, L, head_dim)")
     # properties first: they need no answer, and say what kind of mistake it is
     norms = actual.double().norm(dim=-1)
-    expect_close(norms, x.double().norm(dim=-1), f"the norms of the rows of {name}",
-                 dtype=dtype, hint="A rotation keeps the length of every row: each pair "
-                 "(x1, x2) must become (x1 cos - x2 sin, x1 sin + x2 cos).")
+    expect_close(norms, x.double().norm(dim=-1), MESSAGES["norms_of"].format(name=name),
+                 dtype=dtype, hint=MESSAGES["norms_hint"])
 
     def score(i, j):
         qi = call(fn, q.view(1, head_dim).clone(), torch.tensor([i]), name="apply_rotary",
@@ -180,21 +207,16 @@ def apply_rotary(fn, seed=0, batch=2, num_heads=2, L=5, head_dim=8, start=3,
     # an angle p * frequency is rounded to about eps * p: the rotated rows carry that error
     if not close(after.view(1), before.view(1), dtype, scale=size,
                  condition=2 * (1 + max(m, n) + shift)):
-        fail(f"the score of q at position {m} and k at position {n} is {before.item():.6g}, "
-             f"but at positions {m + shift} and {n + shift} (the same offset) it is "
-             f"{after.item():.6g}: with rotary positions, q . k depends only on the offset. "
-             "Rotate each pair by position * frequency, the same frequencies for q and k.")
+        fail(MESSAGES["offset_score"].format(m=m, n=n, before=before.item(), m2=m + shift,
+                                             n2=n + shift, after=after.item()))
     expect_close(actual, expected, name, dtype=dtype,
                  scale=x.double().abs().amax(-1, keepdim=True),
                  condition=1 + int(positions.abs().max()),
                  mistakes=step_mistakes("rotary", {"x": x, "positions": positions},
                                         current_dims(), base=base),
-                 hint="Pair feature i with i + head_dim // 2, angle position * "
-                      "base ** (-2 i / head_dim).")
-    passed(f"apply_rotary ({dtype}, base={base:g}): equals the reference for positions "
-           f"{positions.tolist()}, "
-           "keeps every row's norm, and q . k depends only on the offset "
-           f"(positions {m}, {n} and {m + shift}, {n + shift})")
+                 hint=MESSAGES["rotary_hint"])
+    passed(MESSAGES["rotary_passed"].format(dtype=dtype, base=base, positions=positions.tolist(),
+                                            m=m, n=n, m2=m + shift, n2=n + shift))
 
 
 # ----------------------------------------------------------------------------- equivariance
@@ -238,15 +260,23 @@ def _equivariance_setup(seed, batch, L, d_model, num_heads, dtype):
     return state, positions, x, perm
 
 
+def _negated(state):
+    """`state` with out_proj's weight and bias times -1: the same layer, its outputs negated,
+    so that every difference the gap measures changes sign and its size does not."""
+    return {**state, "out_proj.weight": -state["out_proj.weight"],
+            "out_proj.bias": -state["out_proj.bias"]}
+
+
 @reference
 def _equivariance_answers(state, d_model, num_heads, positions, x, perm):
-    """For the plain layer and the one with positions: (expected gap, size of the outputs,
-    the formula's inputs: {"output": layer(x), "permuted": layer(x[:, perm]), "perm": perm},
-    whose steps done another way name a wrong gap)."""
+    """For the plain layer, the one with positions and that one negated (_negated): (expected
+    gap, size of the outputs, the formula's inputs: {"output": layer(x), "permuted":
+    layer(x[:, perm]), "perm": perm}, whose steps done another way name a wrong gap)."""
     state64 = {n: t.double() for n, t in state.items()}
     answers = []
-    for pos in (None, positions.double()):
-        layer = _torch_layer(state64, d_model, num_heads, pos)
+    for weights, pos in ((state64, None), (state64, positions.double()),
+                         (_negated(state64), positions.double())):
+        layer = _torch_layer(weights, d_model, num_heads, pos)
         with torch.no_grad():
             out, permuted = layer(x.double()), layer(x.double()[:, perm])
         diff = (permuted - out[:, perm]).abs()
@@ -259,31 +289,33 @@ def _equivariance_answers(state, d_model, num_heads, positions, x, perm):
 def equivariance_gap(fn, seed=0, batch=2, L=6, d_model=8, num_heads=2, dtype=torch.float32):
     """fn(layer, x, perm) = max |layer(x[:, perm]) - layer(x)[:, perm]|: about 0 (rounding)
     for attention without positions, clearly not for the same layer with position vectors
-    added to its tokens."""
+    added to its tokens, and the same again for that layer with its outputs negated (a
+    largest absolute difference keeps its size when every difference changes sign; a
+    signed largest difference, the absolute value left out, is right for at most one sign
+    unless the largest size comes with both)."""
     state, positions, x, perm = _equivariance_setup(seed, batch, L, d_model, num_heads, dtype)
     answers = _equivariance_answers(state, d_model, num_heads, positions, x, perm)
-    labels = ("attention without positions", "attention with position vectors added")
-    for label, pos, (expected, size, inputs) in zip(labels, (None, positions), answers):
+    labels = (MESSAGES["label_plain"], MESSAGES["label_positions"], MESSAGES["label_negated"])
+    layers = ((state, None), (state, positions), (_negated(state), positions))
+    for label, (weights, pos), (expected, size, inputs) in zip(labels, layers, answers):
         # the layer is the course's own (given: built where the student's code runs, from the
         # grader's weights); the number the student's function returns is judged against the
         # grader's own gap, so a layer replaced there never changes the answer to match
-        layer = given("checks.positions:_torch_layer", state, d_model, num_heads, pos)
+        layer = given("checks.positions:_torch_layer", weights, d_model, num_heads, pos)
         seen = observe(fn, layer, x.clone(), perm.clone())
-        raised(seen.error, f"equivariance_gap ({label})")
+        shown = MESSAGES["gap_name"].format(label=label)
+        raised(seen.error, shown)
         returned = revive(seen.result)
         # the documented return type: a Python float (numpy.float64 is one too)
-        wrong_kind = diagnose.kind(f"equivariance_gap ({label})", "a Python float", returned,
-                                   kinds=(float,))
+        wrong_kind = diagnose.kind(shown, MESSAGES["python_float"], returned, kinds=(float,))
         if wrong_kind:
-            fail(f"{wrong_kind}.")
-        got = _number(returned, f"equivariance_gap({label})")
+            fail(MESSAGES["sentence"].format(reason=wrong_kind))
+        got = _number(returned, shown)
         one = {"dtype": torch.float64}
         expect_close(torch.tensor([float(got)], **one), torch.tensor([expected], **one),
-                     f"equivariance_gap ({label}) returned {got:.6g}, expected {expected:.6g}: "
-                     "the gap",
+                     MESSAGES["gap_returned"].format(label=label, got=got, expected=expected),
                      mistakes=step_mistakes("equivariance gap", inputs, current_dims()),
                      dtype=dtype, scale=size,
-                     hint="Return max |layer(x[:, perm]) - layer(x)[:, perm]| over all entries "
-                          "(rounding aside).")
-    passed(f"equivariance_gap ({dtype}, perm {perm.tolist()}): {answers[0][0]:.2g} (rounding) "
-           f"for attention without positions, {answers[1][0]:.3g} with position vectors")
+                     hint=MESSAGES["gap_hint"])
+    passed(MESSAGES["gap_passed"].format(dtype=dtype, perm=perm.tolist(), plain=answers[0][0],
+                                         positions=answers[1][0]))

@@ -47,7 +47,7 @@ BUGS = {
         cells={"equivariance_gap": edit(_EQUIVARIANCE, ".abs().max().item()", ".max().item()")},
         fails=["test_equivariance_gap"],
         diagnosis=r"(?i)abs|absolute|signed|negative",
-        notes="false pass: on every test's inputs the signed maximum equals the largest "
+        notes="on every test's inputs the signed maximum equals the largest "
               "absolute difference, rounding aside"),
     "equivariance_permutes_batch": Bug(
         cells={"equivariance_gap": edit(edit(_EQUIVARIANCE, "permuted_first = layer(x[:, perm])", "permuted_first = layer(x[perm])"),
