@@ -51,6 +51,7 @@ from .common import (attempt, by_owner, call, check, close, construct, differs, 
                      revive, softmax_condition, type_name)
 from .common import current_dims, expect_type, named_by_shape, step_mistakes
 from . import common, diagnose
+from .language import translated
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
 
@@ -59,7 +60,7 @@ ROTARY_BASE = 10000.0  # rotary's default base (Su et al.; chapter 7's apply_rot
 
 # Every message of this module: one template each, with named fields (str.format), in one
 # place for a second language. Code (function calls, shapes, dimension names) stays as it is.
-MESSAGES = {
+MESSAGES = translated(__name__) | {
     # the interface and its shapes
     "interface": "The checks use: attributes d_model, num_heads, num_kv_heads, head_dim and "
                  "q_proj, k_proj, v_proj, out_proj, each an nn.Linear.",
