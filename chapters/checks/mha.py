@@ -484,7 +484,7 @@ def multi_head_attention_structure(cls, *, d_model=16, num_heads=4, query_size=N
                          kinds=(nn.Linear,),
                          raised="AttributeError",
                          hint=MESSAGES["no_attribute"].format(
-                             attr=attr, interface=MESSAGES["interface"]).rstrip("."))
+                             attr=attr, interface=MESSAGES["interface"]).rstrip(".。"))
         weight, b = revive(take(proj, "weight", object)), revive(take(proj, "bias", object))
         expect_tensor(weight, f"{attr}.weight")
         want = (d_model, sizes[attr])
