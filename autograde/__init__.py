@@ -31,8 +31,7 @@ gradescope (the same pipeline packed as Gradescope's autograder.zip), platform_c
 (those commands' command-line wiring), class_calendar (which chapters the class edition
 publishes). The checks are the package chapters.checks, which the engine
 imports (paths.CHECKS_PACKAGE) and runs here, in the grader: of it, the student's process
-holds only operations.py and nested.py, which judge nothing (and language.py, the
-catalogue their messages are read from). The words of feedback, report
+holds only operations.py and nested.py, which judge nothing. The words of feedback, report
 and the grader's verdicts: messages (templates, translated in
 locales/<language>/LC_MESSAGES/grader.po, chosen by the submitted notebook's language);
 the checks' own words come from their catalogue, checks.po, which checks_catalogue extracts

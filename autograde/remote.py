@@ -28,9 +28,9 @@ from chapters.checks import nested, operations
 PACKAGE = Path(__file__).resolve().parent
 SANDBOX_MODULES = ("__init__.py", "sandbox.py", "protocol.py", "wire.py", "trees.py")
 # of the checks, the modules that judge nothing: the walk over nested values, the
-# operations on the student's objects (chapters.checks.operations) and the language of
-# their messages (chapters.checks.language), at the same place as in the repository
-SANDBOX_CHECKS = ("nested.py", "operations.py", "language.py")
+# operations on the student's objects (chapters.checks.operations), at the same place as in
+# the repository (their messages are English there: no catalogue is bound)
+SANDBOX_CHECKS = ("nested.py", "operations.py")
 SANDBOX_FILES = {PACKAGE / name: f"/grader/autograde/{name}" for name in SANDBOX_MODULES} | {
     CHECKS / name: f"/grader/chapters/checks/{name}" for name in SANDBOX_CHECKS}
 

@@ -144,9 +144,8 @@ def test_the_sandbox_holds_no_judging_code_of_the_checks():
     imported = {n for name, names in _imports_of(PACKAGE / "sandbox.py")
                 if name == "chapters.checks" for n in names}
     assert imported == {"nested", "operations"}
-    # (and language.py, which the two import for their MESSAGES: it picks a catalogue)
     assert {Path(p).name for p, target in remote.SANDBOX_FILES.items()
-            if "/chapters/" in target} == {"nested.py", "operations.py", "language.py"}
+            if "/chapters/" in target} == {"nested.py", "operations.py"}
     operations = (PACKAGE.parent / "chapters" / "checks" / "operations.py")
     # (os, sysconfig, traceback: student_line finds the student's own frame of a traceback;
     # inspect: parameter_names, an argument named as the student's code names it)

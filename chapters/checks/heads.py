@@ -507,8 +507,8 @@ def _expect_own_block(head_projection, x, weight, b, i, num_heads, expected, nam
     them, forward or backward, while one that projects all d_model features carries them
     into the gradient with respect to x (the cut's zero gradient times NaN is NaN), and
     one that masks the whole weight into its result."""
-    head_dim = weight.shape[0] // num_heads
-    start, stop = i * head_dim, (i + 1) * head_dim
+    rows_per_head = weight.shape[0] // num_heads  # (head_dim)
+    start, stop = i * rows_per_head, (i + 1) * rows_per_head
     others = torch.ones(weight.shape[0], dtype=torch.bool)
     others[start:stop] = False
     x_in = x.clone().requires_grad_()

@@ -16,13 +16,15 @@ It uses no torch: a leaf is whatever is not a container.
 """
 import copy
 import dataclasses
-from .language import translated
 
 MAX_DEPTH = 200  # containers deeper than this count as leaves (flatten) or are refused (encode)
 
 # Every sentence this walk can raise (a value too deep to send, data that is not what encode()
 # writes), one template each with named fields (a second language translates them here).
-MESSAGES = translated(__name__) | {
+# (English only: this module runs in the student's sandboxed process too, which holds no
+# other module of the checks and no catalogue; its few messages are the wire's and the
+# student line's)
+MESSAGES = {
     "too_deep": "maximum recursion depth exceeded: a value nested more than {depth} deep "
                 "cannot be sent or stored",
     "data_too_deep": "data nested more than {depth} deep",

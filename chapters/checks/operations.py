@@ -25,12 +25,14 @@ import warnings
 from dataclasses import dataclass
 
 import torch
-from .language import translated
 
 # Every sentence these operations can put before a student, one template each with named
 # fields (a second language translates them here): where in their code an error came from,
 # the forbid's teaching message, and what given() refuses.
-MESSAGES = translated(__name__) | {
+# (English only: this module runs in the student's sandboxed process too, which holds no
+# other module of the checks and no catalogue; its few messages are the wire's and the
+# student line's)
+MESSAGES = {
     "student_line": "line {line} of {cell}",
     "student_line_code": "line {line} of {cell}: {code}",
     "your_cell": "your cell",
