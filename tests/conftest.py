@@ -62,6 +62,9 @@ ONE_WORKER = {
     # two tests of a minute or more (a pytest run as `nobody`): as a group they start early,
     # never as the run's last tests while the other worker has nothing left
     "test_unprivileged.py": "an interpreter that `nobody` may run",
+    # one batch of every chapter's reference and bugs, in both languages, graded once per
+    # worker that needs it (about two minutes each): one worker grades it once
+    "test_release_languages.py": "a batch graded in both languages (the graded_both fixture)",
 }
 
 
