@@ -31,7 +31,7 @@ import functools
 import re
 import unicodedata
 
-from plot_language import BRACE_FORMAT, FIELD, LOCALES, Labels  # (this folder)
+from plot_language import ENGLISH_WORD, FIELD, LOCALES, Labels  # (this folder)
 
 CATALOGUE = "prints"  # locales/<language>/LC_MESSAGES/prints.po
 # the escaped braces of a template's text, kept apart while its fields are found
@@ -126,6 +126,11 @@ def pieces(text):
             for field, part in found]
 
 
+def has_fields(text):
+    """Whether a template has a field."""
+    return any(field for field, _ in pieces(text))
+
+
 # --------------------------------------------------------------------------- translation
 def columns(text):
     """The columns `text` takes in a monospaced font: two for a wide (East Asian) character."""
@@ -139,20 +144,25 @@ class Printed:
     def __init__(self, entries):
         """entries: [(English message, translation, is an f-string's)]."""
         self.templates = {english: translated for english, translated, _ in entries if translated}
-        self.values = Labels(entries)
+        # a value is looked up without the indentation of its line, which value() keeps
+        self.values = Labels([(english.strip(), translated.strip(), formatted)
+                              for english, translated, formatted in entries])
 
     @classmethod
     def read(cls, language):
         from babel.messages.pofile import read_po
         with open(LOCALES / language / "LC_MESSAGES" / f"{CATALOGUE}.po", "rb") as file:
             catalogue = read_po(file)
-        return cls([(m.id, m.string, BRACE_FORMAT in m.flags) for m in catalogue
+        # a message with a field is a pattern (Babel flags it python-brace-format only when
+        # str.format can parse it, which an f-string's field of nested f-strings defeats)
+        return cls([(m.id, m.string, has_fields(m.id)) for m in catalogue
                     if m.id and not m.fuzzy])
 
     @functools.lru_cache(maxsize=4096)
     def value(self, text, spec=""):
         """A field's formatted value in the catalogue's language: translated whole, else line
-        by line (a report a function built), else item by item (a list joined with ", "),
+        by line (a report a function built), else item by item (a list joined with ", ", when
+        the catalogue has each item that has a word),
         unchanged when the catalogue has none. A translation takes the columns the English
         took, aligned as the field's format spec `spec` aligns it (its padding's side
         without one), so that a printed table stays aligned."""
@@ -162,24 +172,29 @@ class Printed:
         translated = self.values.translate(core) if "\n" not in core else None
         if translated is None and "\n" in text:
             return "\n".join(self.value(line) for line in text.split("\n"))
-        if translated is None and ", " in core:
+        if translated is None and ", " in core:   # every item that has words translated
             items = core.split(", ")
-            shown = [self.values.translate(item) for item in items]
-            if any(shown):
-                translated = "、".join(s or item for s, item in zip(shown, items))
+            found = [self.values.translate(item) for item in items]
+            if any(found) and all(t or not ENGLISH_WORD.search(i) for t, i in zip(found, items)):
+                translated = "、".join(t or i for t, i in zip(found, items))
         if translated is None:
             return text
         room = max(columns(text) - columns(translated), 0)
         align = re.match(r"(?:.?([<>^]))?", spec).group(1)
-        if align is None and text != core:
-            align = ">" if text.startswith(" ") and not text.endswith(" ") else "<"
+        if align is None and re.match(r".?[<>^=]?[+\- ]?#?0?\d", spec):
+            align = "<"                          # a width without an alignment: a string's
         if align == ">":
             return " " * room + translated
         if align == "^":
             return " " * (room // 2) + translated + " " * (room - room // 2)
-        if align == "<" or (align is None and re.match(r".?[<>^=]?[+\- ]?#?0?\d", spec)):
+        if align == "<":
             return translated + " " * room
-        return translated
+        # no format spec (str() of a value, a line of a report): its indentation kept, and
+        # its padding after it when it had some
+        indent = text[:len(text) - len(text.lstrip(" "))]
+        if text.endswith(" "):
+            return indent + translated + " " * max(room - len(indent), 0)
+        return indent + translated
 
     def text(self, message, values):
         """The printed text of the print call whose template is `message`, its fields'

@@ -128,7 +128,7 @@ def extract(notebooks=None):
         for node in flow.labels():
             text, fields = text_template(node)
             module = flow.sources.get(id(node), (None, None))[0]
-            add(text, bool(fields) or not isinstance(node, ast.Constant),
+            add(text, bool(fields),
                 (str(module.relative_to(REPO)), None) if module else (name, where.get(id(node))))
     return messages
 
