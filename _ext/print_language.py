@@ -14,17 +14,18 @@ extraction, so that both read the same message from the same code.
 `install(language)` (the startup file of the edition's kernels, _ext/plot_language.py's
 ipython_dir) adds an IPython AST transformer (IPython's documented `ast_transformers`) that
 rewrites each such call of a cell before it runs: `print(a, f"b {x:>8}")` prints
-`printed(template, sep, [str(a), f"{x:>8}"])`, the translation of the template with each
+`printed(template, [str(a), (f"{x:>8}", ">8")])`, the translation of the template with each
 field's formatted value put in its place. A value is itself translated when the catalogue
 holds it (a role's name, a table's column title, a line of a report built by a function of
 solutions/), whole, line by line or item by item, and keeps the width its format spec gave
 it, counted in columns (a Chinese character takes two), on the side the spec aligns it, so
 that printed tables stay aligned. A template the catalogue lacks (no English word) is
-printed as in English, its values translated. The cell's source is not changed (the page shows the English code); the
-English edition and the students' notebooks never load this module.
+printed as in English, its values translated. The cell's source is not changed (the page
+shows the English code); the English edition and the students' notebooks never load this
+module.
 
-What prints the outputs is this module and the catalogue: _ext/execute_chapters.py empties the
-edition's cache when either (or the extraction, _ext/print_messages.py) changes.
+What prints the outputs is this module and the catalogue: _ext/execute_chapters.py empties
+the edition's cache when either changes.
 """
 import ast
 import functools
@@ -158,6 +159,23 @@ class Printed:
         return cls([(m.id, m.string, has_fields(m.id)) for m in catalogue
                     if m.id and not m.fuzzy])
 
+    def translate(self, text):
+        """A value (its indentation stripped) in the catalogue's language: its message's
+        translation (whitespace aside), or a pattern's with each field's value, as printed
+        (its padding kept), translated in turn; None when the catalogue holds neither."""
+        if not ENGLISH_WORD.search(text):
+            return None
+        exact = self.values.exact.get(" ".join(text.split()))
+        if exact is not None:
+            return exact
+        for pattern, fields, translated in self.values.patterns:
+            match = pattern.fullmatch(text)
+            if match:
+                for field, value in zip(fields, match.groups()):
+                    translated = translated.replace(field, self.value(value))
+                return translated
+        return None
+
     @functools.lru_cache(maxsize=4096)
     def value(self, text, spec=""):
         """A field's formatted value in the catalogue's language: translated whole, else line
@@ -169,12 +187,12 @@ class Printed:
         if not text.strip():
             return text
         core = text.strip(" ")
-        translated = self.values.translate(core) if "\n" not in core else None
+        translated = self.translate(core) if "\n" not in core else None
         if translated is None and "\n" in text:
             return "\n".join(self.value(line) for line in text.split("\n"))
         if translated is None and ", " in core:   # every item that has words translated
             items = core.split(", ")
-            found = [self.values.translate(item) for item in items]
+            found = [self.translate(item) for item in items]
             if any(found) and all(t or not ENGLISH_WORD.search(i) for t, i in zip(found, items)):
                 translated = "、".join(t or i for t, i in zip(found, items))
         if translated is None:
