@@ -182,21 +182,25 @@ PYTORCH_MESSAGES = [
 
 
 def _recorded_strings():
+    """The string values of the recorded tables (chapters/data/*.json) that the catalogue
+    does not translate (a value it holds, 'default', must be shown translated), longest
+    first."""
     found = set()
 
     def walk(value):
         if isinstance(value, str):
             found.add(value)
         elif isinstance(value, dict):
-            for key, item in value.items():
-                walk(key)
+            for item in value.values():
                 walk(item)
         elif isinstance(value, list):
             for item in value:
                 walk(item)
     for path in (REPO / "chapters" / "data").glob("*.json"):
         walk(json.loads(path.read_text(encoding="utf-8")))
-    return sorted((s for s in found if len(s.strip()) > 2), key=len, reverse=True)
+    catalogued = {m.id.strip() for m in print_messages_of_catalogue()}
+    return sorted((s for s in found if len(s.strip()) > 2 and s.strip() not in catalogued),
+                  key=len, reverse=True)
 
 
 def _printed(notebook):
