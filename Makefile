@@ -102,6 +102,7 @@ gettext: $(STAMP)
 	$(BIN)/pybabel extract -k _ --no-default-keywords --no-location -o $(GETTEXT)/figures.pot \
 	  chapters/figures/make_diagrams.py
 	$(BIN)/python _ext/plot_labels.py extract $(GETTEXT)/plots.pot
+	$(BIN)/python _ext/print_messages.py extract $(GETTEXT)/prints.pot
 	$(BIN)/pybabel extract -F locales/checks-babel.cfg -k pgettext:1c,2 --no-default-keywords \
 	  --no-location -o $(GETTEXT)/checks.pot chapters/checks
 	$(BIN)/pybabel extract -k _ --no-default-keywords --no-location -o $(GETTEXT)/grader.pot \
@@ -110,7 +111,8 @@ gettext: $(STAMP)
 # The pages' catalogues, the figures' (figures.po: the diagrams' labels, which Babel's
 # Python extractor takes from make_diagrams.py's _("...") calls above), the plots' (plots.po:
 # the labels of the notebooks' matplotlib plots, which _ext/plot_labels.py finds in their
-# code), the checks' (checks.po: every checks module's MESSAGES, which
+# code), the printed output's (prints.po: what the notebooks' code prints, each print call's
+# template and the strings that fill its fields, which _ext/print_messages.py finds), the checks' (checks.po: every checks module's MESSAGES, which
 # autograde/checks_catalogue.py extracts for pybabel, each message's context
 # "<module>.<key>") and the grader's (grader.po: feedback's, report's and the grader's
 # verdicts' sentences, the _("...") templates of autograde/messages.py) merged with the
@@ -126,7 +128,8 @@ locales: gettext
 # catalogues of locales/ (Sphinx compiles each .po into the .mo it reads, next to it). The
 # code cells are the English ones; their outputs come from the edition's own jupyter-cache
 # (_build/.jupyter_cache-zh_CN), which `execute_chapters.py --language zh_CN` fills with
-# kernels that draw each plot's labels from plots.po in a CJK font (_ext/plot_language.py:
+# kernels that draw each plot's labels from plots.po in a CJK font and print what the code
+# prints from prints.po (_ext/plot_language.py, _ext/print_language.py:
 # about 2 min 15 s of CPU for the eight chapters, two at a time, when the code, plots.po or
 # that module changed); the build runs with the same kernels. Search segments Chinese words
 # with jieba (requirements.txt); the plots' Chinese needs Debian's fonts-noto-cjk, which

@@ -16,8 +16,10 @@ the error as it always has.
 With --language (`make book-zh`: zh_CN), the same into that edition's own cache
 (course_language.language_cache), each kernel started with COURSE_LANGUAGE set and an
 IPython directory whose startup file draws the plots in that language
-(_ext/plot_language.py); the cache is emptied first when the plots' catalogue, that module
-or the checks' catalogue changed since it was filled (the cache's keys hash the code only).
+(_ext/plot_language.py) and prints what the code prints in that language
+(_ext/print_language.py); the cache is emptied first when the plots' catalogue, the printed
+output's, those modules or the checks' catalogue changed since it was filled (the cache's
+keys hash the code only).
 """
 import argparse
 import hashlib
@@ -34,6 +36,7 @@ from jupyter_cache.base import CacheBundleIn
 from jupyter_cache.executors.utils import single_nb_execution
 
 import plot_language
+import print_language
 from autograde import kit
 from course_language import language_cache
 from course_solutions import EDITIONS, prepared  # (this folder, _ext/, is sys.path[0])
@@ -80,13 +83,15 @@ def with_outputs(notebook, executed):
 def language_kernels(config, language):
     """`language`'s jupyter-cache, emptied when what translates its outputs changed (the
     plots' catalogue and the module that draws them, the checks' catalogue that their
-    printed messages come from), with every kernel started from now on drawing and
+    printed messages come from, the catalogue of what the notebooks' code prints and the
+    module that prints it: _ext/print_language.py), with every kernel started from now on drawing and
     printing in that language (the pool's processes and their kernels inherit this
     environment)."""
     cache = get_cache(str(REPO / language_cache(config, language)))
     catalogues = REPO / "locales" / language / "LC_MESSAGES"
     drawn_by = [catalogues / f"{plot_language.CATALOGUE}.po", catalogues / "checks.po",
-                Path(plot_language.__file__)]
+                Path(plot_language.__file__), catalogues / f"{print_language.CATALOGUE}.po",
+                Path(print_language.__file__)]
     digest = hashlib.sha256(b"".join(path.read_bytes() for path in drawn_by)).hexdigest()
     stamp = Path(cache.path) / "plot-labels.sha256"
     if not stamp.exists() or stamp.read_text() != digest:

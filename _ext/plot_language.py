@@ -192,16 +192,20 @@ def _record_labels():
 
 
 STARTUP = """\
-# written by _ext/plot_language.py: the plots of this kernel in {language}
+# written by _ext/plot_language.py: the plots and the printed output of this kernel in {language}
 import sys
 sys.path.insert(0, {folder!r})
 import plot_language
+import print_language
 plot_language.install({language!r})
+print_language.install({language!r})
 """
 
 
 def ipython_dir(language, folder):
-    """An IPython directory whose kernels start with install(language): `folder`, written."""
+    """An IPython directory whose kernels start with install(language) and
+    print_language.install(language) (_ext/print_language.py: what the code prints):
+    `folder`, written."""
     startup = Path(folder) / "profile_default" / "startup"
     startup.mkdir(parents=True, exist_ok=True)
     (startup / "00-plot-labels.py").write_text(

@@ -14,8 +14,11 @@ MESSAGES = LOCALES / LANGUAGE / "LC_MESSAGES"
 # the diagrams' labels (chapters/figures/make_diagrams.py), beside the documents' catalogues
 # but no document's: `make locales` keeps it current as it keeps theirs; so are the labels of
 # the notebooks' plots (_ext/plot_labels.py, _ext/plot_language.py, tests/test_plot_labels.py)
+# and what their code prints (_ext/print_messages.py, _ext/print_language.py,
+# tests/test_print_messages.py)
 FIGURES_CATALOGUE = "figures"
 PLOTS_CATALOGUE = "plots"
+PRINTS_CATALOGUE = "prints"
 # the checks' messages (chapters/checks/*.py's MESSAGES, autograde/checks_catalogue.py), the
 # same: no document's (tests/test_check_messages_zh.py holds it to the checks' English)
 CHECKS_CATALOGUE = "checks"
@@ -46,10 +49,12 @@ def translated_documents(language=LANGUAGE):
 
 def catalogued_documents(messages=MESSAGES, suffix=".po"):
     """Every document that has a catalogue (or, suffix=".pot", a template): {document: path}.
-    The figures', the plots', the checks' and the grader's catalogues are no document's."""
+    The figures', the plots', the printed output's, the checks' and the grader's catalogues
+    are no document's."""
     found = {str(p.relative_to(messages).with_suffix("")): p
              for p in sorted(messages.rglob(f"*{suffix}"))}
-    for catalogue in (FIGURES_CATALOGUE, PLOTS_CATALOGUE, CHECKS_CATALOGUE, GRADER_CATALOGUE):
+    for catalogue in (FIGURES_CATALOGUE, PLOTS_CATALOGUE, PRINTS_CATALOGUE, CHECKS_CATALOGUE,
+                      GRADER_CATALOGUE):
         found.pop(catalogue, None)
     return found
 

@@ -1,0 +1,261 @@
+"""What the chapter notebooks' own code prints, in the Chinese edition (issue 24, item 4;
+_ext/print_messages.py, _ext/print_language.py): the catalogue
+locales/zh_CN/LC_MESSAGES/prints.po holds exactly the print templates and printed strings that
+the extraction finds in the notebooks' code (current: a changed English template fails),
+each translated in the glossary's terms, keeping its fields and its code; the kernel hook
+prints the translation with the values in place and tables aligned; and in the Chinese
+edition's executed notebooks (its own jupyter-cache, `make book-zh`) no line printed by the
+code is left in English, save code, data and the messages PyTorch itself wrote, while the
+English edition's outputs hold no Chinese."""
+import ast
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.test_diagrams import english_words, kept_in_english
+from tests.test_glossary import missing_terms
+from tests.test_plot_labels import _executed
+from tests.test_translations import stale, untranslated
+from tests.translations import LANGUAGE, MESSAGES, REPO, read_catalogue
+
+sys.path.insert(0, str(REPO / "_ext"))
+import plot_language  # noqa: E402  (_ext/ is no package)
+import print_language  # noqa: E402
+import print_messages  # noqa: E402
+
+CATALOGUE = MESSAGES / f"{print_language.CATALOGUE}.po"
+HAN = re.compile(r"[\u4e00-\u9fff]")
+# bare words of printed code and data that are the same in every language: the library and
+# devices (torch 2.13.0+cpu), tensors' reprs (nan, -inf), JSON's true, a variable's name,
+# functions named in a formula (allclose, tanh, log V, max |x|), a dtype, a zip file
+CODE_WORDS = {"torch", "cpu", "cuda", "nan", "inf", "true", "false", "concat", "tensor",
+              "allclose", "tanh", "log", "max", "dtype", "zip"}
+
+
+def print_messages_of_catalogue():
+    return [m for m in read_catalogue(CATALOGUE) if m.id]
+
+
+def prose_words(text, kept):
+    """The English prose words of a printed text: code (identifiers, calls, paths, dotted
+    names, versions), the glossary's English terms and CODE_WORDS aside."""
+    text = re.sub(r"\S*(?:/|\w\.\w)\S*", " ", text)   # paths, repositories, torch.float32
+    text = re.sub(r"'[^'\n]*'|\"[^\"\n]*\"|“[^”]*”", " ", text)  # quoted: a token, a sample
+    text = re.sub(r"\w+\([^()]*\)|\|[^|\n]*\||\bis None\b|\b[A-Z][A-Z0-9]*-\w+", " ", text)
+    return [w for w in english_words(text, kept) if w.lower() not in CODE_WORDS]
+
+
+# --------------------------------------------------------------------------- the catalogue
+def test_the_print_catalogue_is_current():
+    """prints.po holds exactly the messages the extraction finds now (`make locales` merges
+    them): a changed English print fails until it is merged and translated again. A
+    message with fields is a pattern (flagged python-brace-format where str.format can
+    parse it: Babel drops the flag of the one whose field holds an f-string)."""
+    extracted = print_messages.extract()
+    assert len(extracted) > 250
+    catalogue = read_catalogue(CATALOGUE)
+    assert stale(catalogue, set(extracted)) == ([], []), "run `make locales`, then translate"
+    formatted = {text for text, (fields, _) in extracted.items() if fields}
+    assert {m.id for m in catalogue if m.id and print_language.has_fields(m.id)} == formatted
+    flagged = {m.id for m in catalogue if m.id and plot_language.BRACE_FORMAT in m.flags}
+    assert flagged <= formatted and len(formatted - flagged) <= 1
+
+
+def test_every_printed_message_is_translated_keeping_its_fields_and_code():
+    catalogue = read_catalogue(CATALOGUE)
+    assert untranslated(catalogue) == []
+    code = re.compile(r"[A-Za-z_]*_[A-Za-z_0-9]*|\$[^$]*\$|\w+\.[A-Za-z_]\w+")
+    changed = []
+    for m in print_messages_of_catalogue():
+        fields = plot_language.FIELD.findall
+        if sorted(fields(m.string)) != sorted(fields(m.id)):
+            changed.append((m.id, "fields", sorted(fields(m.string))))
+        lost = set(code.findall(plot_language.FIELD.sub(" ", m.id))) - set(code.findall(m.string))
+        if lost:
+            changed.append((m.id, "code", sorted(lost)))
+    assert changed == []
+
+
+def test_the_printed_messages_are_chinese_in_the_glossarys_terms():
+    """Each translation has no English prose left outside its fields (the names of models
+    and repositories, shapes and code may stay), and uses the glossary's term for each
+    English term of its message."""
+    kept = kept_in_english()
+    english_left = [(m.id, words) for m in print_messages_of_catalogue()
+                    if (words := prose_words(plot_language.FIELD.sub(" ", m.string), kept))]
+    assert english_left == []
+    call = re.compile(r"\w+\([^()]*\)|\w+ ?[=!<>]= ?\w+|\S*_\S*")
+    report = [f"{english!r} without {chinese!r} in {m.string!r}" for m in print_messages_of_catalogue()
+              for english, chinese in missing_terms(call.sub(" ", plot_language.FIELD.sub(" ", m.id)),
+                                                    m.string)]
+    assert report == []
+
+
+# --------------------------------------------------------------------------- extraction
+def _templates(source):
+    return [print_language.template(node)[0] for node in ast.walk(ast.parse(source))
+            if print_language.template(node) is not None]
+
+
+def test_a_print_call_is_one_template_with_its_fields():
+    assert _templates(
+        "print('row sums:', w.sum(-1), f'of {n:,} rows', sep=' ')\n"
+        "print(f\"{'heads':>5} {h:5}\" + ('' if m is None else f'{m:6.0f} MiB'))\n"
+        "print('a {brace}', *rest)\n"
+        "print(x, sep=separator)\n") == [
+        "row sums: {w.sum(-1)} of {n} rows",
+        "{'heads'} {h}{'' if m is None else f'{m:6.0f} MiB'}"]
+    assert print_language.pieces("a {{b}} {c} d") == [(False, "a {b} "), (True, "{c}"), (False, " d")]
+
+
+def test_the_extraction_follows_printed_values_into_solutions():
+    """A report that a function of solutions/ builds (sdpa_backends.report_probe, fed by
+    probe) has its lines and its conditions' names in the catalogue."""
+    extracted = print_messages.extract([REPO / "chapters" / "07_positions.ipynb"])
+    assert {"  runs: {', '.join(ran) or 'none'}", "PyTorch's reasons:",
+            "{name}, boolean attn_mask"} <= set(extracted)
+    assert "PyTorch's reasons:" in extracted and "none" in extracted
+
+
+# --------------------------------------------------------------------------- translation
+def test_a_print_is_translated_with_its_values_in_place_and_columns_kept():
+    printed = print_language.Printed([
+        ("{name}: {n} layers", "{name}：{n} 层", True),
+        ("heads", "头数", False), ("first", "第一个", False), ("previous", "前一个", False),
+        ("mixed {p}/{f}", "混合 {p}/{f}", True), ("role", "角色", False)])
+    assert printed.text("{name}: {n} layers", ["Llama", "32"]) == "Llama：32 层"
+    # a column title keeps its column, on the side its format spec aligns it
+    assert printed.text("{'heads'} {'role'}", [("heads", ">5"), ("role      ", "10")]) == " 头数 角色      "
+    assert printed.text("{r}|", [("mixed 0.37/0.40 ", "16")]) == "混合 0.37/0.40  |"
+    assert printed.text("{roles}", ["first, previous, 1"]) == "第一个、前一个、1"
+    assert printed.text("{roles}", ["first, other"]) == "first, other"   # not word by word
+    assert printed.text("{ids}", ["[5505024, 344064]"]) == "[5505024, 344064]"
+    assert printed.text("{report}", ["heads\n  first"]) == "头数\n  第一个"
+    assert printed.text("not in the catalogue {x}", ["first"]) == "not in the catalogue 第一个"
+    assert print_language.columns("头数 ab") == 7
+
+
+def test_a_chinese_kernel_rewrites_its_prints_and_leaves_the_cell_alone(tmp_path):
+    """The startup file of the Chinese kernels (plot_language.ipython_dir), in a fresh
+    IPython: print calls print their translation, evaluated once, in order, with print's
+    own keywords; everything else of the cell runs as written."""
+    folder = plot_language.ipython_dir(LANGUAGE, tmp_path / "ipython")
+    startup = (folder / "profile_default" / "startup" / "00-plot-labels.py").read_text()
+    cell = ("calls = []\n"
+            "class Recorded(int):\n"
+            "    def __format__(self, spec):\n"
+            "        calls.append(int(self))\n"
+            "        return format(int(self), spec)\n"
+            "t, without, with_cache = 15, Recorded(5505024), Recorded(344064)\n"
+            "print(f'position {t:3d}: {without:>11,} FLOPs without the cache, {with_cache:>7,} "
+            "with it ({without / with_cache:.0f}x)', end='|\\n')\n"
+            "print('untouched', calls)\n")
+    script = ("from IPython.testing.globalipapp import start_ipython\n"
+              "shell = start_ipython()\n" + startup
+              + f"shell.run_cell({cell!r})\n")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.splitlines() == [
+        "位置  15：浮点运算次数不用缓存   5,505,024，用缓存 344,064（16x）|",
+        "untouched [5505024, 344064]"]
+
+
+# --------------------------------------------------------------------------- the built edition
+# What a Chinese page may print in English, as data the code prints and does not write: the
+# messages PyTorch wrote (an error's text, a backend's reason for refusing, which the pages
+# quote as PyTorch's, 原文), chapter 8's corpus (Genesis) and what its model generates, and
+# the strings of the recorded tables of chapters/data/ (their provenance, as recorded).
+PYTORCH_MESSAGES = [
+    r"shape '\[[\d, ]+\]' is invalid for input of size \d+",
+    r"view size is not compatible with input tensor's size and stride \(at\s+least one "
+    r"dimension spans across two contiguous subspaces\)\. Use\s+\.reshape\(\.\.\.\) instead\.",
+    r"value cannot be converted to type c10::Half without overflow",
+    r"index out of range in self",
+    r"No viable backend for scaled_dot_product_attention was found\. This\s+is likely due "
+    r"to turning off both the math kernel and the fused\s+kernels\.",
+    r"Both fused kernels do not support non-zero dropout\.",
+]
+
+
+def _recorded_strings():
+    """The string values of the recorded tables (chapters/data/*.json) that the catalogue
+    does not translate (a value it holds, 'default', must be shown translated), longest
+    first."""
+    found = set()
+
+    def walk(value):
+        if isinstance(value, str):
+            found.add(value)
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+    for path in (REPO / "chapters" / "data").glob("*.json"):
+        walk(json.loads(path.read_text(encoding="utf-8")))
+    catalogued = {m.id.strip() for m in print_messages_of_catalogue()}
+    return sorted((s for s in found if len(s.strip()) > 2 and s.strip() not in catalogued),
+                  key=len, reverse=True)
+
+
+def _printed(notebook):
+    """The text each code cell printed: [(cell index, text)]."""
+    return [(i, "".join(o["text"] for o in cell.get("outputs", [])
+                        if o.get("output_type") == "stream"))
+            for i, cell in enumerate(notebook.cells) if cell.cell_type == "code"]
+
+
+def english_left(text, kept, corpus, recorded):
+    """The English prose words of a printed text that are neither code nor data. The checks'
+    own lines (✔ ..., chapters/checks: checks.po, tests/test_check_messages_zh.py) are not
+    the notebooks' prints."""
+    spaced = [r"\s+".join(map(re.escape, value.split())) for value in recorded]
+    for message in PYTORCH_MESSAGES + spaced:   # (wrapped over lines: textwrap.fill)
+        text = re.sub(message, " ", text)
+    left = []
+    for line in text.split("\n"):
+        if line.lstrip().startswith("✔") or (line.strip() and " ".join(line.split()) in corpus):
+            continue                                        # a check's line, a verse of the corpus
+        line = re.sub(r"^\s*\(\w+\): ", " ", line)        # a submodule's name in a module's repr
+        left += prose_words(line, kept)
+    return left
+
+
+@pytest.fixture(scope="module")
+def executed_editions():
+    import yaml
+    from course_language import language_cache
+    config = yaml.safe_load((REPO / "_config.yml").read_text())
+    english = _executed(config["execute"]["cache"])
+    chinese = _executed(language_cache(config, LANGUAGE))
+    if not english or len(chinese) < len(english):
+        pytest.skip("the Chinese notebooks are not executed: `make book-zh` executes them")
+    return english, chinese
+
+
+def test_nothing_the_chinese_pages_print_is_left_in_english(executed_editions):
+    english, chinese = executed_editions
+    kept = kept_in_english()
+    corpus = " ".join((REPO / "chapters" / "data" / "genesis_kjv.txt").read_text(encoding="utf-8").split())
+    recorded = _recorded_strings()
+    left, chinese_lines = [], 0
+    for chapter, notebook in chinese.items():
+        for cell, text in _printed(notebook):
+            chinese_lines += sum(1 for line in text.split("\n") if HAN.search(line))
+            words = english_left(text, kept, corpus, recorded)
+            if words:
+                left.append((chapter, cell, words, text[:300]))
+    assert chinese_lines > 400
+    assert left == []
+
+
+def test_the_english_pages_print_no_chinese(executed_editions):
+    english, _ = executed_editions
+    chinese = [(chapter, cell, text[:200]) for chapter, notebook in english.items()
+               for cell, text in _printed(notebook) if HAN.search(text)]
+    assert chinese == []
