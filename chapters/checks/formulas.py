@@ -1773,7 +1773,11 @@ def block_formula(dims, num_heads, num_kv_heads, training=False):
                 attend(unrotated),
             "calls self.attn(h) (GroupedQueryAttention.forward: no causal mask, no rotary "
             "positions); attend through rotary_cached_attention(self.attn, h, cache), "
-            "with a fresh KVCache() when no cache is given": attend(plain)},
+            "with a fresh KVCache() when no cache is given": attend(plain),
+            "attends without the causal mask (rotary positions kept): every position reads "
+            "the later ones too; rotary_cached_attention(self.attn, h, cache) applies the "
+            "mask": lambda st, x: _with(st, a=rotary.run(
+                {**x, "x": st["h"], "start": 0}, {"mask": lambda value, _x: value}))},
         "first residual": {"adds the normalised input instead of x":
                            lambda st, _x: _with(st, x=st["h"] + st["a"])},
         "norm2": {"uses norm1": norm2("n1"),
@@ -1978,6 +1982,11 @@ def training_step_formula(dims, p, lr):
              "optimizer.zero_grad()": lambda st, x: _with(
                  st, stale={n: x[f"stale_{n}"] for n in STEP_PARAMETERS})}
     return Formula(steps, variants, skips, together={
+        "the logits are those of the whole batch, scored at positions 1 .. L against "
+        "batch[:, 1:] (model(batch)[:, 1:]): each position is scored on its own token; the "
+        "logits of batch[:, :-1] predict batch[:, 1:]": {
+            "inputs and targets": pair(slice(None), slice(1, None)),
+            "cross-entropy": lambda st, x: loss(lambda z: z[:, 1:])(st, x)},
         "the parameters did not change (no update: optimizer.step() after loss.backward(), "
         "with optimizer.zero_grad() before the backward pass, not between it and the step)":
             {"loss.backward() and optimizer.step()": update(step=False)},
