@@ -270,15 +270,15 @@ BUGS.update({
 })
 
 # Practice set of 2026-11-26 (issue 20, sixth session), written from the exercises' text with
-# its diagnoses before the checks were run on them: 2 of 10 named then, 7 now (the formulas'
+# its diagnoses before the checks were run on them: 2 of 10 named then, 8 now (the formulas'
 # steps: the pairs counted from 1, the exponent's parentheses, a turned pair's product that
-# reads the wrong half, the gap as a norm; apply_rotary names a step before its properties,
-# and equivariance_gap is judged first where the gap is large, so a sum shows beyond
-# rounding). Left out: the exponent's minus sign (named before and after; its code is a
+# reads the wrong half, the gap as a norm; apply_rotary names a step before its properties, and
+# equivariance_gap is judged first where the gap is large, so a sum shows beyond rounding). Six
+# are kept here. Left out: the exponent's minus sign (named before and after; its code is a
 # held-out mistake's: tests/test_heldout.py's guard), and, not named yet, two that raise (the
 # outer product of positions and frequencies forgotten, head_dim read from x.shape[-2]: the
-# message restates the error without its cause) and the permutation on the feature axis
-# (named by its sizes only).
+# message restates the error without its cause) and the permutation on the feature axis (named
+# by its sizes only).
 BUGS.update({
     "sinusoidal_pairs_from_1": Bug(
         cells=_edit("sinusoidal", ("pair = torch.arange(d_model // 2, dtype=torch.float64)",
