@@ -265,15 +265,16 @@ def _default_run(cls, sizes, P, x, dtype, device):
     return [seen.result, seen.error]
 
 
-def _dropout_masks(shape, p, dtype, count=2, seed=0):
+def _dropout_masks(shape, p, dtype, count=2, seed=0, shapes=None):
     """The `count` dropout masks (kept / (1 - p), else 0) that nn.Dropout(p) draws, one per
     call on a tensor of `shape` in `dtype`, right after torch.manual_seed(seed): the grader
     controls the randomness of the training-mode run, so where the dropout sits shows in the
     values. (Drawn here, by the same torch that runs the student's block: CPU dropout is
-    empty_like(x).bernoulli_(1 - p) / (1 - p).)"""
+    empty_like(x).bernoulli_(1 - p) / (1 - p).) shapes: one shape per call instead (calls on
+    tensors of different sizes)."""
     gen = torch.Generator().manual_seed(seed)
-    return [torch.empty(shape, dtype=dtype).bernoulli_(1 - p, generator=gen) / (1 - p)
-            for _ in range(count)]
+    return [torch.empty(size, dtype=dtype).bernoulli_(1 - p, generator=gen) / (1 - p)
+            for size in (shapes or [shape] * count)]
 
 
 # parameters the exercise's block must not have, with the reason a message gives
@@ -298,13 +299,15 @@ _FORMULA_NAMES = {"norm1": "n1", "norm2": "n2", "gate_proj": "gate", "up_proj": 
                   "attn.v_proj": "v", "attn.out_proj": "o"}
 
 
-def _formula_inputs(P, x, masks):
+def _formula_inputs(P, x, masks, hidden=None):
     """The inputs of formulas.block_formula from the block's parameters P {parameter name:
     tensor}, x (B, L, D) and the dropout masks (B, L, D) each: "x", "n1_w", "n2_w",
-    "gate_w", "up_w", "down_w", the attention's "q_w" ... "o_b" and "drop" (3, B, L, D)."""
+    "gate_w", "up_w", "down_w", the attention's "q_w" ... "o_b", "drop" (3, B, L, D), and
+    "drop_hidden" (B, L, F), the `hidden` mask, where given."""
     inputs = {f"{_FORMULA_NAMES[name.rpartition('.')[0]]}_{name.rpartition('.')[2][0]}": value
               for name, value in P.items()}
-    return {**inputs, "x": x, "drop": torch.stack(masks)}
+    extra = {} if hidden is None else {"drop_hidden": hidden}
+    return {**inputs, "x": x, "drop": torch.stack(masks), **extra}
 
 
 @reference
@@ -378,7 +381,9 @@ def transformer_block(cls, cache_cls, *, seed=0, B=2, L=6, d_model=8, num_heads=
     # the formula with one step left out or moved (checks/diagnose.py, formulas.py), in eval
     # mode, with the cache, and in training mode under the masks of the grader's seed
     # (three masks: a dropout applied twice draws one more than the block's two)
-    inputs = _formula_inputs(P, x, _dropout_masks(shape, 0.3, dtype, count=3))
+    # (and the mask of a second call on the feed-forward's hidden (B, L, d_ff) features)
+    hidden = _dropout_masks(shape, 0.3, dtype, shapes=[shape, (B, L, d_ff)])[1]
+    inputs = _formula_inputs(P, x, _dropout_masks(shape, 0.3, dtype, count=3), hidden)
     heads = dict(num_heads=num_heads, num_kv_heads=num_kv_heads)
     expected = _block_answer(inputs, **heads).to(dtype).double()
     in_training = _block_answer(inputs, **heads, training=True).to(dtype).double()

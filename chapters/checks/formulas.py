@@ -1372,21 +1372,35 @@ FORMULAS["attend heads"] = attend_heads_formula
 ROTARY_BASE = 10000.0  # rotary's default base
 
 
+def _frequencies(size, width, base, exponent=2.0, first=0, unbracketed=False):
+    """The frequencies (size,) of pairs first .. first + size - 1 of `width` features:
+    base ** (-exponent * i / width); unbracketed: base ** -exponent * i / width, the
+    exponent's parentheses left out (** binds before * and /)."""
+    pair = torch.arange(first, first + size, dtype=torch.float64)
+    if unbracketed:
+        return base ** -exponent * pair / width
+    return base ** (-exponent * pair / width)
+
+
 def _rotate(x, positions, base=ROTARY_BASE, pairs="halves", written="halves", exponent=2.0,
-            sign=1.0, exchanged=False):
+            sign=1.0, exchanged=False, first=0, unbracketed=False, reads="ab"):
     """Rotary positions on x (..., L, hd) at `positions` (L,): pair i of each row turns by
     position * base ** (-exponent * i / hd). pairs: which features form pair i, "halves"
-    (i, i + hd/2) or "neighbours" (2i, 2i + 1); written: where the turned pair goes back."""
+    (i, i + hd/2) or "neighbours" (2i, 2i + 1); written: where the turned pair goes back;
+    first, unbracketed: _frequencies'; reads: the halves (a, b) that the sin products of
+    the turned pair's first and second entry read ("ab": b sin in the first, a sin in the
+    second, as the rotation has it)."""
     hd = x.shape[-1]
     half = hd // 2
-    angles = positions.double()[:, None] * base ** (
-        -exponent * torch.arange(half, dtype=torch.float64) / hd)             # (L, hd/2)
+    angles = positions.double()[:, None] * _frequencies(half, hd, base, exponent, first,
+                                                        unbracketed)          # (L, hd/2)
     cos, sin = angles.cos(), sign * angles.sin()
     if exchanged:  # cos where sin belongs and sin where cos belongs
         cos, sin = sin, cos
     a, b = ((x[..., :half], x[..., half:]) if pairs == "halves"
             else (x[..., 0::2], x[..., 1::2]))                                  # (..., L, hd/2)
-    turned = (a * cos - b * sin, a * sin + b * cos)
+    halves = {"a": a, "b": b}
+    turned = (a * cos - halves[reads[1]] * sin, halves[reads[0]] * sin + b * cos)
     if written == "halves":
         return torch.cat(turned, -1)
     return torch.stack(turned, -1).flatten(-2)
@@ -1423,7 +1437,15 @@ def rotary_formula(dims, base=ROTARY_BASE):
         "uses the frequencies base ** (-4 i / head_dim) (the feature index 2i where the pair "
         "index i belongs)": rotate(exponent=4.0),
         "uses the frequencies base ** (+2 i / head_dim) (the exponent's minus sign left out)":
-            rotate(exponent=-2.0)})
+            rotate(exponent=-2.0),
+        "counts the pairs i from 1 instead of 0 (frequencies base ** (-2 (i + 1) / "
+        "head_dim): pair 0 must turn by the position itself, frequency 1)": rotate(first=1),
+        "computes base ** -2 * i / head_dim: ** binds before * and /, so the exponent needs "
+        "its parentheses, base ** (-2 * i / head_dim)": rotate(unbracketed=True),
+        "reads x2 * sin in the second entry of each turned pair where x1 * sin belongs "
+        "(x1 sin + x2 cos: the second entry mixes both halves)": rotate(reads="bb"),
+        "reads x1 * sin in the first entry of each turned pair where x2 * sin belongs "
+        "(x1 cos - x2 sin: the first entry mixes both halves)": rotate(reads="aa")})
     return Formula(steps, variants)
 
 
@@ -1546,7 +1568,10 @@ def equivariance_formula(dims):
                                   lambda d, _x: d.min().reshape(1),
                                   "divides the largest entry by the largest |layer(x)| (a "
                                   "relative gap, not the largest absolute difference)":
-                                  lambda d, x: (d.max() / x["output"].abs().max()).reshape(1)},
+                                  lambda d, x: (d.max() / x["output"].abs().max()).reshape(1),
+                                  "takes the norm of the differences (the root of the sum of "
+                                  "their squares, .norm()) instead of the largest entry":
+                                  lambda d, _x: d.norm().reshape(1)},
                 "absolute value": {"squares the differences instead of taking their absolute "
                                    "value": lambda d, _x: d ** 2}}
     optional = {"permutation of the output": lambda _v, x: x["output"],
@@ -1617,12 +1642,12 @@ FORMULAS["GQA parameter count"] = gqa_parameters_formula
 # ---- chapter 7: positions (its equivariance gap, rotary and rotary decoding: above)
 
 def _sinusoidal(positions, d_model, base=ROTARY_BASE, exponent=2.0, waves=("sin", "cos"),
-                halves=False):
+                halves=False, first=0, unbracketed=False):
     """The (L, d_model) table of positions (L,): pair i of row p is (waves[0], waves[1]) of
     the angle p * base ** (-exponent * i / d_model), at the features (2i, 2i + 1), or with
-    `halves` at (i, i + d_model // 2)."""
-    pair = torch.arange(d_model // 2, dtype=torch.float64)
-    angles = positions.double()[:, None] * base ** (-exponent * pair / d_model)    # (L, P)
+    `halves` at (i, i + d_model // 2); first, unbracketed: _frequencies'."""
+    angles = positions.double()[:, None] * _frequencies(d_model // 2, d_model, base, exponent,
+                                                        first, unbracketed)         # (L, P)
     wave = {"sin": angles.sin(), "cos": angles.cos()}
     if halves:
         return torch.cat([wave[waves[0]], wave[waves[1]]], -1)                     # (L, D)
@@ -1653,7 +1678,12 @@ def sinusoidal_formula(dims, d_model, base=ROTARY_BASE):
         "uses the frequencies base ** (-4 i / d_model) (the feature index 2i where the pair "
         "index i belongs)": table(exponent=4.0),
         "uses the frequencies base ** (+2 i / d_model) (the exponent's minus sign left out)":
-            table(exponent=-2.0)})
+            table(exponent=-2.0),
+        "counts the pairs i from 1 instead of 0 (frequencies base ** (-2 (i + 1) / "
+        "d_model): pair 0, features 0 and 1, must have frequency 1, sin(p) and cos(p))":
+            table(first=1),
+        "computes base ** -2 * i / d_model: ** binds before * and /, so the exponent needs "
+        "its parentheses, base ** (-2 * i / d_model)": table(unbracketed=True)})
     return Formula(steps, variants)
 
 
@@ -1670,7 +1700,9 @@ def block_formula(dims, num_heads, num_kv_heads, training=False):
     SwiGLU's, no biases), the attention's "q_w" ... "o_b" (cached_attention_formula) and
     "drop" (3, B, L, d_model): the dropout masks (kept / (1 - p), else 0) of the first, the
     second (and the third) dropout call, in the order they are made (the attention's output,
-    then the feed-forward's; a mistake may make one call more). training: the dropout masks
+    then the feed-forward's; a mistake may make one call more), and "drop_hidden" (B, L,
+    d_ff): the second call's mask where that call drops the feed-forward's hidden d_ff
+    features instead (drawn after one (B, L, d_model) mask). training: the dropout masks
     act (else dropout is the identity, as in eval mode)."""
     functional = torch.nn.functional
     rotary = cached_attention_formula(dims, num_heads, num_kv_heads, rotary=True)
@@ -1741,7 +1773,11 @@ def block_formula(dims, num_heads, num_kv_heads, training=False):
                 attend(unrotated),
             "calls self.attn(h) (GroupedQueryAttention.forward: no causal mask, no rotary "
             "positions); attend through rotary_cached_attention(self.attn, h, cache), "
-            "with a fresh KVCache() when no cache is given": attend(plain)},
+            "with a fresh KVCache() when no cache is given": attend(plain),
+            "attends without the causal mask (rotary positions kept): every position reads "
+            "the later ones too; rotary_cached_attention(self.attn, h, cache) applies the "
+            "mask": lambda st, x: _with(st, a=rotary.run(
+                {**x, "x": st["h"], "start": 0}, {"mask": lambda value, _x: value}))},
         "first residual": {"adds the normalised input instead of x":
                            lambda st, _x: _with(st, x=st["h"] + st["a"])},
         "norm2": {"uses norm1": norm2("n1"),
@@ -1749,7 +1785,10 @@ def block_formula(dims, num_heads, num_kv_heads, training=False):
                       norm2(kind="layer"),
                   "normalises the attention's output instead of the residual stream x (the "
                   "norm before the feed-forward reads x after the first residual, "
-                  "h = norm2(x))": lambda st, x: _with(st, h=norm(st["a"], x, "n2"))},
+                  "h = norm2(x))": lambda st, x: _with(st, h=norm(st["a"], x, "n2")),
+                  "normalises norm1's output h again (norm2(h)) instead of the residual "
+                  "stream x after the first residual (h = norm2(x))":
+                      lambda st, x: _with(st, h=norm(st["h"], x, "n2"))},
         "feed-forward": {
             "reads the block's input instead of the attention's output":
                 lambda st, x: _with(st, f=swiglu(norm(x["x"], x, "n2"), x)),
@@ -1770,7 +1809,12 @@ def block_formula(dims, num_heads, num_kv_heads, training=False):
             "leaves out up_proj (down_proj(silu(gate_proj(h))): the gate multiplies "
             "up_proj(h))": ff(combine=lambda a, _b: a)},
         "second residual": {"adds the normalised input instead of x":
-                            lambda st, _x: st["h"] + st["f"]}}
+                            lambda st, _x: st["h"] + st["f"],
+                            "adds the block's input x instead of x after the first residual "
+                            "(the attention's output then never reaches the stream)":
+                            lambda st, x: x["x"] + st["f"],
+                            "adds the attention's output instead of the residual stream x "
+                            "after the first residual": lambda st, _x: st["a"] + st["f"]}}
     if training:   # a dropout done twice draws one mask more (there are three)
         twice = "is applied twice (drop(drop(...)): one nn.Dropout call per sublayer output)"
         variants["attention dropout"] = {
@@ -1815,6 +1859,21 @@ def block_formula(dims, num_heads, num_kv_heads, training=False):
                 "attention dropout": lambda st, _x: st,
                 "norm2": lambda st, x: _with(st, h=norm(st["x"] * mask(st, x), x, "n2"),
                                              drawn=st["drawn"] + 1),
+                "feed-forward dropout": lambda st, _x: st},
+            "the dropout applies to each sublayer's normalised input, drop(norm(x)), instead "
+            "of its output: x = x + attn(drop(norm1(x))), where the exercise drops the "
+            "output, x = x + drop(attn(norm1(x)))": {
+                "norm1": lambda _v, x: {"x": x["x"], "h": norm(x["x"], x, "n1") * x["drop"][0],
+                                        "drawn": 1},
+                "attention dropout": lambda st, _x: st,
+                "norm2": lambda st, x: _with(st, h=norm(st["x"], x, "n2") * mask(st, x),
+                                             drawn=st["drawn"] + 1),
+                "feed-forward dropout": lambda st, _x: st},
+            "the feed-forward dropout applies inside the feed-forward, to the gated hidden "
+            "silu(gate_proj(h)) * up_proj(h) (d_ff features) before down_proj, instead of to "
+            "its output: x + drop(down_proj(...))": {
+                "feed-forward": lambda st, x: _with(st, f=swiglu(
+                    st["h"], x, combine=lambda a, b: a * b * x["drop_hidden"])),
                 "feed-forward dropout": lambda st, _x: st},
             "the dropout applies to the sum x + sublayer(x) instead of the sublayer's output "
             "before it is added to x": {
@@ -1914,11 +1973,20 @@ def training_step_formula(dims, p, lr):
             "runs over all B * L predictions": per_sequence,
             "flattens the logits in (L, B) order but the targets in (B, L) order (a transpose "
             "before one flatten): each prediction is scored against another position's "
-            "target": loss(lambda z: z.transpose(0, 1))}}
+            "target": loss(lambda z: z.transpose(0, 1)),
+            "scores the last position only (logits[:, -1] against batch[:, -1]) instead of "
+            "every position: each of the L positions predicts its next token, and the mean "
+            "runs over all B * L of them": lambda st, _x: _with(st, loss=functional.cross_entropy(
+                st["logits"][:, -1], st["targets"][:, -1]))}}
     skips = {"model.train()": lambda _v, _x: {"training": False},
              "optimizer.zero_grad()": lambda st, x: _with(
                  st, stale={n: x[f"stale_{n}"] for n in STEP_PARAMETERS})}
     return Formula(steps, variants, skips, together={
+        "the logits are those of the whole batch, scored at positions 1 .. L against "
+        "batch[:, 1:] (model(batch)[:, 1:]): each position is scored on its own token; the "
+        "logits of batch[:, :-1] predict batch[:, 1:]": {
+            "inputs and targets": pair(slice(None), slice(1, None)),
+            "cross-entropy": lambda st, x: loss(lambda z: z[:, 1:])(st, x)},
         "the parameters did not change (no update: optimizer.step() after loss.backward(), "
         "with optimizer.zero_grad() before the backward pass, not between it and the step)":
             {"loss.backward() and optimizer.step()": update(step=False)},

@@ -82,6 +82,9 @@ MESSAGES = translated(__name__) | {
                    "attention without positions, {positions:.3g} with position vectors, the "
                    "same with the layer's outputs negated"),
     "label_negated": "attention with position vectors added, its outputs negated",
+    "table_dtype": ("{shown} returned a {got} table; the exercise documents float32: compute "
+                    "the angles in float64 and round the table to float32 once, at the end "
+                    "(.float())."),
 }
 
 
@@ -122,8 +125,10 @@ def sinusoidal_positions(fn, num_positions=200, d_model=16, base=ROTARY_BASE):
     shown = (f"sinusoidal_positions({num_positions}, {d_model}"
              + "".join(f", {k}={v:g}" for k, v in options.items()) + ")")
     actual = call(fn, num_positions, d_model, name="sinusoidal_positions", **options)
-    expect_tensor(actual, shown, shape=(num_positions, d_model), dtype=torch.float32,
+    expect_tensor(actual, shown, shape=(num_positions, d_model),
                   shape_names="(num_positions, d_model)")
+    if actual.dtype != torch.float32:  # (the function has no input whose dtype it follows)
+        fail(MESSAGES["table_dtype"].format(shown=shown, got=actual.dtype))
     table = actual.double()
     # a step of the formula done another way (sines and cosines in halves, say) is named
     # before the property below says only which pair is off the circle
@@ -190,7 +195,18 @@ def apply_rotary(fn, seed=0, batch=2, num_heads=2, L=5, head_dim=8, start=3,
     options = {} if base == ROTARY_BASE else {"base": base}
     actual = call(fn, x.clone(), positions.clone(), name="apply_rotary", **options)
     expect_tensor(actual, name, shape=x.shape, dtype=dtype, shape_names="(B, h, L, head_dim)")
-    # properties first: they need no answer, and say what kind of mistake it is
+    mistakes = step_mistakes("rotary", {"x": x, "positions": positions}, current_dims(),
+                             base=base)
+    scale = x.double().abs().amax(-1, keepdim=True)
+    condition = 1 + int(positions.abs().max())
+    # a step of the formula done another way is named before the properties below say only
+    # that a norm or an offset is off
+    if not close(actual.double(), expected, dtype, scale, condition):
+        step = diagnose.one_step(actual.double(), mistakes,
+                                 lambda a, b: close(a, b, dtype, scale, condition))
+        if step:
+            fail(diagnose.explained(name, step))
+    # properties next: they need no answer, and say what kind of mistake it is
     norms = actual.double().norm(dim=-1)
     expect_close(norms, x.double().norm(dim=-1), MESSAGES["norms_of"].format(name=name),
                  dtype=dtype, hint=MESSAGES["norms_hint"])
@@ -209,12 +225,8 @@ def apply_rotary(fn, seed=0, batch=2, num_heads=2, L=5, head_dim=8, start=3,
                  condition=2 * (1 + max(m, n) + shift)):
         fail(MESSAGES["offset_score"].format(m=m, n=n, before=before.item(), m2=m + shift,
                                              n2=n + shift, after=after.item()))
-    expect_close(actual, expected, name, dtype=dtype,
-                 scale=x.double().abs().amax(-1, keepdim=True),
-                 condition=1 + int(positions.abs().max()),
-                 mistakes=step_mistakes("rotary", {"x": x, "positions": positions},
-                                        current_dims(), base=base),
-                 hint=MESSAGES["rotary_hint"])
+    expect_close(actual, expected, name, dtype=dtype, scale=scale, condition=condition,
+                 mistakes=mistakes, hint=MESSAGES["rotary_hint"])
     passed(MESSAGES["rotary_passed"].format(dtype=dtype, base=base, positions=positions.tolist(),
                                             m=m, n=n, m2=m + shift, n2=n + shift))
 
@@ -297,7 +309,11 @@ def equivariance_gap(fn, seed=0, batch=2, L=6, d_model=8, num_heads=2, dtype=tor
     answers = _equivariance_answers(state, d_model, num_heads, positions, x, perm)
     labels = (MESSAGES["label_plain"], MESSAGES["label_positions"], MESSAGES["label_negated"])
     layers = ((state, None), (state, positions), (_negated(state), positions))
-    for label, (weights, pos), (expected, size, inputs) in zip(labels, layers, answers):
+    # the layers with positions first: their gap is large, so a step of the formula done
+    # another way shows in the number (without positions every gap is rounding)
+    order = (1, 2, 0)
+    for label, (weights, pos), (expected, size, inputs) in (
+            (labels[i], layers[i], answers[i]) for i in order):
         # the layer is the course's own (given: built where the student's code runs, from the
         # grader's weights); the number the student's function returns is judged against the
         # grader's own gap, so a layer replaced there never changes the answer to match
