@@ -312,7 +312,9 @@ MESSAGES = translated(__name__) | {
                           "has an axis fewer or more than the other, or its axes in another "
                           "order (a tensor not split into heads, a reduction without "
                           "keepdim=True, a mask without its size-1 axes, a transpose too "
-                          "many or too few)",
+                          "many or too few), or that the two differ in size on that axis (a "
+                          "step that turns {left} entries into {right}, or back, left out or "
+                          "done in another order)",
     "cause_outer": "if both are vectors (one entry per {left}{left_is}, one per "
                    "{right}{right_is}), a table of every pair needs a new axis on one of "
                    "them: a[:, None] * b[None, :] (an outer product), not a * b",

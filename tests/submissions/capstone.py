@@ -665,3 +665,35 @@ BUGS.update({
         init=edit(INIT, "num_kv_heads, d_ff, dropout=0.0):\n",
                   "num_kv_heads, d_ff, dropout=0.1):\n")),
 })
+
+
+# issue 20: mistakes that RAISE (helper i20raise's practice set; each diagnosis was written
+# from the exercise's text before the checks named the cause: diagnose.error_cause)
+from tests.submissions import ReferenceCells as _ReferenceCells  # noqa: E402
+
+
+def _raising(cell, old, new, _reference=_ReferenceCells(NOTEBOOK)):
+    """{cell: the reference code of `cell` with `old` replaced by `new`}."""
+    return _reference.edit(cell, (old, new))
+
+
+BUGS.update({
+    "raise_down_proj_sizes_swapped": Bug(
+        cells=_raising("transformer_block",
+                       "self.down_proj = nn.Linear(d_ff, d_model, bias=False)",
+                       "self.down_proj = nn.Linear(d_model, d_ff, bias=False)"),
+        fails=["test_transformer_block"],
+        diagnosis=r"down_proj.*(d_ff|in_features)|in_features.*d_ff|Linear\(d_ff, d_model"),
+    "raise_norm2_on_d_ff": Bug(
+        cells=_raising("transformer_block", "self.norm2 = nn.RMSNorm(d_model)",
+                       "self.norm2 = nn.RMSNorm(d_ff)"),
+        fails=["test_transformer_block"],
+        diagnosis=r"norm2.*d_model|RMSNorm\(d_model\)|normali[sz]ed.*d_model"),
+    "raise_residual_before_down_proj": Bug(
+        cells=_raising("transformer_block",
+                       "return x + self.drop(self.down_proj(gated))",
+                       "return self.down_proj(x + self.drop(gated))"),
+        fails=["test_transformer_block"],
+        diagnosis=r"8 = d_model meeting one of 12 = d_ff"
+                  r".*a step that turns 8 entries into 12"),
+})
