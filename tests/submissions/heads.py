@@ -642,12 +642,11 @@ def multihead_attention_core(query, key, value, num_heads):
 
 # issue 20: mistakes that RAISE (helper i20raise's practice set; each diagnosis was written
 # from the exercise's text before the checks named the cause: diagnose.error_cause)
-from tests.submissions import ReferenceCells as _ReferenceCells  # noqa: E402
+from functools import partial as _partial  # noqa: E402
 
+from tests.submissions import replaced_in as _replaced_in  # noqa: E402
 
-def _raising(cell, old, new, _reference=_ReferenceCells(NOTEBOOK)):
-    """{cell: the reference code of `cell` with `old` replaced by `new`}."""
-    return _reference.edit(cell, (old, new))
+_raising = _partial(_replaced_in, NOTEBOOK)   # _raising(cell, old, new): {cell: its new code}
 
 
 BUGS.update({
