@@ -1825,9 +1825,11 @@ def _cause_product(message, dims, tree):
     if len(products) == 1:
         causes.append(_transposed_cause(products[0][1], left, right, dims))
     elif tree and not products:
+        # a module called on one tensor (self.out_proj(x)): an attribute no tensor has
         layers = [c for c in ast.walk(tree) if isinstance(c, ast.Call) and len(c.args) == 1
-                  and isinstance(c.func, ast.Attribute) and c.func.attr.endswith(
-                      ("proj", "linear", "fc", "lin", "out", "W_o", "w_o", "head"))]
+                  and isinstance(c.func, ast.Attribute)
+                  and isinstance(c.func.value, (ast.Name, ast.Attribute))
+                  and not hasattr(torch.Tensor, c.func.attr)]
         if len(layers) == 1:
             causes.append(MESSAGES["cause_layer"].format(
                 layer=ast.unparse(layers[0].func), left=left, right=right,
