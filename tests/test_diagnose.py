@@ -941,3 +941,16 @@ def test_restate_error_ends_with_the_likely_cause_as_a_family():
                          "key.transpose(-2, -1) swaps its last two axes.")
     assert diagnose.FAMILY_PATTERN.search(text.split("What that error means")[0]
                                           + "\nLikely cause: x.")
+
+
+def test_error_reason_finds_a_reduction_without_keepdim_in_an_entrywise_call():
+    e = torch.randn(2, 3, 5)
+    message = _error_of(lambda: torch.div(e, e.sum(-1)))
+    assert "(.sum(-1)) drops the axis it reduces" in diagnose.error_reason(
+        message, DIMS, "return torch.div(e, e.sum(-1))")
+    assert "(.amax(-1)) drops the axis" in diagnose.error_reason(
+        message, DIMS, "shifted = e.sub(e.amax(-1))")
+    assert "(torch.sum(e, -1)) drops the axis" in diagnose.error_reason(
+        message, DIMS, "return e / torch.sum(e, -1)")
+    # a reduction of the whole result, which broadcasts against nothing
+    assert "keepdim" not in diagnose.error_reason(message, DIMS, "return (e * w).sum(-1)")

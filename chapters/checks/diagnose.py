@@ -1984,6 +1984,15 @@ def error_cause(message, dims, code=""):
 
 
 _REDUCTIONS = ("sum", "mean", "amax", "amin", "max", "min", "logsumexp", "norm", "prod")
+# entry-by-entry operations written as calls: torch.div(e, s), e.sub(m), torch.where(...)
+_ENTRYWISE_CALLS = ("add", "sub", "mul", "div", "add_", "sub_", "mul_", "div_", "subtract",
+                    "divide", "multiply", "where", "masked_fill", "eq", "ne", "lt", "le", "gt",
+                    "ge", "maximum", "minimum")
+
+
+def _is_torch(function):
+    """True for torch.name (or F.name), False for a method called on a tensor (x.name)."""
+    return isinstance(function.value, ast.Name) and function.value.id in ("torch", "F")
 
 
 def _no_keepdim_in(tree):
@@ -1995,13 +2004,14 @@ def _no_keepdim_in(tree):
             operands = (node.left, node.right)
         elif isinstance(node, ast.Compare):
             operands = (node.left, *node.comparators)
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") in _ENTRYWISE_CALLS:
+            operands = (*node.args, *([node.func.value] if not _is_torch(node.func) else []))
         else:
             continue
         for operand in operands:
             for call in _calls_named(operand, _REDUCTIONS):
                 keywords = {k.arg for k in call.keywords}
-                method = isinstance(call.func, ast.Attribute) and not (
-                    isinstance(call.func.value, ast.Name) and call.func.value.id == "torch")
+                method = isinstance(call.func, ast.Attribute) and not _is_torch(call.func)
                 has_axis = "dim" in keywords or len(call.args) >= (1 if method else 2)
                 if has_axis and "keepdim" not in keywords:   # '.sum(dim=-1)' as it is written
                     arguments = ", ".join(map(ast.unparse, [*call.args, *call.keywords]))
