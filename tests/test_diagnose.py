@@ -954,3 +954,29 @@ def test_error_reason_finds_a_reduction_without_keepdim_in_an_entrywise_call():
         message, DIMS, "return e / torch.sum(e, -1)")
     # a reduction of the whole result, which broadcasts against nothing
     assert "keepdim" not in diagnose.error_reason(message, DIMS, "return (e * w).sum(-1)")
+
+
+def test_error_cause_names_an_axis_from_the_front_an_off_by_one_a_norm_and_an_unpacking():
+    dims = {"B": 2, "L": 6, "d_model": 8, "d_ff": 12}
+    x = torch.randn(2, 6, 8)
+    cause = diagnose.error_cause(_error_of(lambda: torch.softmax(x, dim=3)), dims,
+                                 "w = torch.softmax(s, dim=3)")
+    assert cause.startswith("`torch.softmax(s, dim=3)` counts axis 3 from the front, and the "
+                            "tensor it gets has 3 axes: count the axes the exercise names "
+                            "from the end (dim=-1")
+    assert diagnose.error_cause(_error_of(lambda: x[:, 6]), dims, "x[:, i + 1]").startswith(
+        "index 6 is one past the last of 6 = L entries (0..5): an off-by-one")
+    assert diagnose.error_cause(_error_of(lambda: x[:, 9]), dims, "x[:, j]").startswith(
+        "index 9 is beyond the 6 = L entries of that axis")
+    cause = diagnose.error_cause(_error_of(lambda: torch.nn.RMSNorm(12)(x)), dims,
+                                 "h = self.norm2(x)")
+    assert cause.startswith("the norm was built for 12 = d_ff features and gets a tensor whose "
+                            "last axis has 8 = d_model: build it with the size of the tensor "
+                            "it normalises (nn.RMSNorm(d_model)")
+
+    def unpack():
+        B, h, L, hd = x.shape
+    cause = diagnose.error_cause(_error_of(unpack), dims, "B, h, L, hd = x.shape")
+    assert cause.startswith("the line unpacks `x.shape` into 4 names and `x` has 3 axes")
+    # the error without the line: no claim about the call or the tensor
+    assert diagnose.error_cause(_error_of(unpack), dims, "") is None

@@ -332,6 +332,26 @@ MESSAGES = translated(__name__) | {
                          "with // (integer division)",
     "cause_second_axis": "{call}() takes its axes as one tuple: {call}(({first}, {second})); "
                          "{call}({first}, {second}) reads the second number as keepdim",
+    "cause_axis_from_front": "`{call}` counts axis {got} from the front, and the tensor it "
+                             "gets has {rank} axes: count the axes the exercise names from "
+                             "the end (dim=-1 for the last, -2 for the one before) so that "
+                             "the code works for any number of leading axes, or the tensor "
+                             "has fewer axes than the line assumes (not split into heads, or "
+                             "an axis reduced or squeezed away)",
+    "cause_index_end": "index {index} is one past the last of {size}{size_is} entries "
+                       "(0..{last}): an off-by-one (a range or a position that starts at 1 or "
+                       "runs to the length itself, i + 1 at the last position)",
+    "cause_index_beyond": "index {index} is beyond the {size}{size_is} entries of that axis: "
+                          "a position or a size taken from another quantity than the one "
+                          "of that axis, or an index on the wrong axis",
+    "cause_norm_size": "the norm was built for {built}{built_is} features and gets a tensor "
+                       "whose last axis has {got}{got_is}: build it with the size of the "
+                       "tensor it normalises (nn.RMSNorm({got_name}) / nn.LayerNorm("
+                       "{got_name})), or it is applied to another tensor than the one meant",
+    "cause_unpack_shape": "the line unpacks `{tensor}.shape` into {want} names and `{tensor}` "
+                          "has {got} axes: it is not the tensor of the shape the line "
+                          "assumes (an axis not yet split or already merged, heads not split, "
+                          "a mask of fewer axes, or the arguments in another order)",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -1968,6 +1988,47 @@ def _cause_arguments(message, dims, tree):
     return None
 
 
+def _cause_axis_or_index(message, dims, tree):
+    """An axis counted from the front past the tensor's axes; an index one past the end (an
+    off-by-one) or further; a norm built for another size; a shape unpacked into too many
+    or too few names."""
+    found = re.search(r"Dimension out of range \(expected to be in range of \[-?\d+, "
+                      r"(-?\d+)\], but got (\d+)\)", message)
+    if found and tree is not None:
+        high, got = map(int, found.groups())
+        calls = [c for c in ast.walk(tree) if isinstance(c, ast.Call) and got in
+                 [_integer(a) for a in [*c.args, *(k.value for k in c.keywords)]]]
+        if calls:
+            return MESSAGES["cause_axis_from_front"].format(
+                call=ast.unparse(calls[-1]), got=got, rank=high + 1)
+    found = re.search(r"index (\d+) is out of bounds for dimension \d+ with size (\d+)", message)
+    if found:
+        index, size = map(int, found.groups())
+        fields = {"index": index, "size": size, "size_is": _product_name(size, dims),
+                  "last": size - 1}
+        return MESSAGES["cause_index_end" if index == size else "cause_index_beyond"].format(
+            **fields)
+    found = re.search(r"Given normalized_shape=\[(\d+)\], expected input with shape "
+                      r"\[\*,? ?\d+\], but got input of size ?\[([\d, ]+)\]", message)
+    if found:
+        built, got = int(found.group(1)), int(found.group(2).split(",")[-1])
+        names = [n for n, v in dims.items() if v == got]
+        return MESSAGES["cause_norm_size"].format(
+            built=built, built_is=_quantity(built, dims), got=got, got_is=_quantity(got, dims),
+            got_name=names[0] if names else got)
+    found = re.search(r"(not enough|too many) values to unpack \(expected (\d+)(?:, got "
+                      r"(\d+))?\)", message)
+    if found and tree is not None:
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Tuple)
+                    and isinstance(node.value, ast.Attribute) and node.value.attr == "shape"):
+                want = int(found.group(2))
+                got = found.group(3) or f"more than {want}"
+                return MESSAGES["cause_unpack_shape"].format(
+                    tensor=ast.unparse(node.value.value), want=want, got=got)
+    return None
+
+
 def error_cause(message, dims, code=""):
     """The likely mistake behind an error the student's code raised, in the exercise's words,
     from the sizes in PyTorch's `message` (each named by the quantity it equals, see dims)
@@ -1976,7 +2037,7 @@ def error_cause(message, dims, code=""):
     the mistake that gives them; raised_cause calls it likely."""
     tree = _line_tree(code)
     for attempt in (_cause_product, _cause_expand, _cause_view, _cause_broadcast,
-                    _cause_named_shapes, _cause_arguments):
+                    _cause_named_shapes, _cause_arguments, _cause_axis_or_index):
         cause = attempt(message or "", dims or {}, tree)
         if cause:
             return cause
