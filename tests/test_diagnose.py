@@ -980,3 +980,14 @@ def test_error_cause_names_an_axis_from_the_front_an_off_by_one_a_norm_and_an_un
     assert cause.startswith("the line unpacks `x.shape` into 4 names and `x` has 3 axes")
     # the error without the line: no claim about the call or the tensor
     assert diagnose.error_cause(_error_of(unpack), dims, "") is None
+
+
+def test_error_cause_names_the_heads_behind_flattened_batch_sizes():
+    dims = {"batch": 2, "num_heads": 4, "num_kv_heads": 2, "L": 5, "head_dim": 3}
+    q, k = torch.randn(8, 5, 3), torch.randn(4, 3, 5)        # (batch * heads, ...) each
+    cause = diagnose.error_cause(_error_of(lambda: torch.bmm(q, k)), dims, "torch.bmm(q, k)")
+    assert cause.startswith("the key/value heads were not repeated to num_heads: 2 = "
+                            "num_kv_heads key/value heads meet 4 = num_heads query heads")
+    # batch sizes that no quantity explains: nothing is claimed
+    assert diagnose.error_cause(_error_of(lambda: torch.bmm(torch.randn(7, 5, 3), k)), dims,
+                                "torch.bmm(q, k)") is None

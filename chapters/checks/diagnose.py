@@ -1826,13 +1826,26 @@ def _size_pair_cause(a, b, dims):
                                           small_is=_quantity(small, dims))
 
 
+def _batch_pair_cause(a, b, dims):
+    """_size_pair_cause() of two batch sizes into which a product flattened its leading axes
+    (batch * num_heads against batch * num_kv_heads): tried as they are, then with a named
+    quantity that divides both divided out."""
+    for common in [1] + sorted({v for v in dims.values() if v > 1 and not a % v and not b % v}):
+        cause = _size_pair_cause(a // common, b // common, dims)
+        if cause:
+            return cause
+    return None
+
+
 def _cause_product(message, dims, tree):
     """A failed matrix product: what the operands on the line show (the right operand not
     transposed, transposed with other axes, or once too often; a layer given the wrong
     features), and what the two sizes are, where they are quantities that go together."""
     found = re.search(r"Expected size for first two dimensions of batch2 tensor to be: "
                       r"\[(\d+), (\d+)\] but got: \[(\d+), (\d+)\]", message)
-    if found and found.group(1) == found.group(3):
+    if found and found.group(1) != found.group(3):   # batch sizes (batch axes flattened)
+        return _batch_pair_cause(int(found.group(1)), int(found.group(3)), dims)
+    if found:
         left, right = int(found.group(2)), int(found.group(4))
     else:
         found = re.search(r"mat1 and mat2 shapes cannot be multiplied \(\d+x(\d+) and "
