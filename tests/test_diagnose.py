@@ -814,3 +814,180 @@ def test_error_reason_names_a_view_size_read_from_another_tensor():
     other = diagnose.error_reason("shape '[3, 4, 2, 8]' is invalid for input of size 300",
                                   sizes)
     assert "in place of" not in other
+
+
+# ------------------------------------- the likely cause of an error, from the student's line
+
+def test_error_cause_names_a_key_not_transposed_and_a_transpose_of_other_axes():
+    dims = diagnose.named_dims({"batch": 2, "Lq": 4, "Lk": 5, "d_k": 8})
+    query, key = torch.randn(2, 4, 8), torch.randn(2, 5, 8)
+    message = _error_of(lambda: query @ key)
+    cause = diagnose.error_cause(message, dims, "scores = (query / d_k ** 0.5) @ key  # (B, L)")
+    assert cause.startswith("`key` enters the product untransposed: its second-to-last axis "
+                            "has 5 = Lk entries where A's last has 8 = d_k")
+    assert "key.transpose(-2, -1) swaps its last two axes" in cause
+    # the same error from a product whose operand is transposed once too often
+    cause = diagnose.error_cause(message, dims, "w @ key.transpose(-2, -1)")
+    assert cause.startswith("`key.transpose(-2, -1)` is transposed before the product")
+    # a batched product whose operand swaps axes 0 and 1 (the last two of a 2-D tensor only)
+    maps = torch.randn(2, 4, 5)
+    message = _error_of(lambda: maps @ maps.transpose(0, 1))
+    sizes = diagnose.named_dims({"B": 2, "num_heads": 4, "N": 5})
+    cause = diagnose.error_cause(message, sizes, "return (maps @ maps.transpose(0, 1)).mean(0)")
+    assert "A @ B broadcasts the axes before its last two" in cause
+    assert "`maps.transpose(0, 1)` swaps axes 0 and 1, which are the last two only of a " \
+           "tensor of 2 axes" in cause
+    # the reduction outside the product is no reduction without keepdim=True
+    assert "keepdim" not in diagnose.error_reason(message, sizes,
+                                                  "return (maps @ maps.transpose(0, 1)).mean(0)")
+    # a line that does not show the product: no claim about its operands
+    assert diagnose.error_cause(_error_of(lambda: query @ key), dims, "") is None
+
+
+def test_error_cause_names_quantities_that_go_together():
+    dims = diagnose.named_dims({"batch": 2, "num_heads": 4, "num_kv_heads": 2, "L": 6,
+                                "head_dim": 3, "d_model": 12})
+    q, k = torch.randn(2, 4, 6, 3), torch.randn(2, 2, 6, 3)
+    cause = diagnose.error_cause(_error_of(lambda: q + k), dims, "")
+    assert cause.startswith("the key/value heads were not repeated to num_heads: 2 = "
+                            "num_kv_heads key/value heads meet 4 = num_heads query heads")
+    # the same sizes quoted in a message that names the tensors' shapes
+    cause = diagnose.error_cause("the batch dimensions of query (2, 4, 6, 3), key (2, 2, 6, 3) "
+                                 "and value (2, 2, 6, 3) do not broadcast", dims, "")
+    assert cause.startswith("the key/value heads were not repeated to num_heads")
+    # a layer given a head's features where it takes d_model
+    heads = torch.randn(2, 4, 6, 3)
+    layer = torch.nn.Linear(12, 12)
+    cause = diagnose.error_cause(_error_of(lambda: layer(heads)), dims,
+                                 "return self.out_proj(heads)")
+    assert cause.startswith("`self.out_proj` takes 12 = d_model input features")
+    assert "3 = head_dim is one head's share of 12 = d_model = num_heads x head_dim: a " \
+           "tensor whose heads are not merged back into d_model features" in cause
+    # quantities that do not go together: nothing is said of them
+    assert diagnose.error_cause("The size of tensor a (7) must match the size of tensor b (5) "
+                                "at non-singleton dimension 1", dims, "x + y") is None
+
+
+def test_error_cause_names_a_mask_of_the_wrong_shape_and_an_axis_missing():
+    dims = diagnose.named_dims({"B": 2, "num_heads": 3, "Lq": 4, "Lk": 5})
+    scores, mask = torch.randn(2, 3, 4, 5), torch.ones(2, 5, dtype=torch.bool)[:, None]
+    message = _error_of(lambda: scores.masked_fill(~mask, 0.0))
+    cause = diagnose.error_cause(message, dims, "scores = scores.masked_fill(~mask, 0.0)")
+    assert cause.startswith("the mask's shape: its axes line up with the scores' from the last")
+    assert "here 2 = B meets 3 = num_heads); the mask is not broadcast over the heads" in cause
+    # two vectors where a table of every pair is meant
+    positions, frequencies = torch.arange(6.0), torch.arange(4.0)
+    sizes = diagnose.named_dims({"num_positions": 6, "pairs": 4})
+    cause = diagnose.error_cause(_error_of(lambda: positions * frequencies), sizes,
+                                 "angles = positions * frequencies")
+    assert "a table of every pair needs a new axis on one of them: a[:, None] * b[None, :]" \
+        in cause
+    # a tensor with an axis fewer than the other's, at another axis
+    x, y = torch.randn(2, 3, 4, 5), torch.randn(2, 4, 5)
+    cause = diagnose.error_cause(_error_of(lambda: x + y), dims, "out = x + y")
+    assert cause.startswith("broadcasting lines the axes up from the last, so an axis of "
+                            "3 = num_heads meeting one of 2 = B means one tensor has an axis "
+                            "fewer or more than the other")
+    # a reduction without keepdim=True is error_reason's, not a cause of its own here
+    e = torch.randn(2, 3, 5)
+    message = _error_of(lambda: e / e.sum(dim=-1))
+    assert diagnose.error_cause(message, dims, "return e / e.sum(dim=-1)") is None
+    assert "(.sum(dim=-1)) drops the axis it reduces" in diagnose.error_reason(
+        message, dims, "return e / e.sum(dim=-1)")
+
+
+def test_error_cause_names_an_expand_in_another_order_and_a_view_meant_as_a_broadcast():
+    dims = {"batch": 2, "num_kv_heads": 4, "groups": 3, "L": 5}
+    kv = torch.randn(2, 4, 5)
+    message = _error_of(lambda: kv[:, :, None].expand(2, 3, 4, 5))
+    cause = diagnose.error_cause(message, dims, "kv[:, :, None].expand(B, G, g, L)")
+    assert cause == ("expand keeps every axis the tensor has and grows only its size-1 axes "
+                     "(here axis 2): the target sizes (2 = batch, 3 = groups, 4 = num_kv_heads, "
+                     "5 = L) are in another order than the tensor's axes; in the tensor's "
+                     "order they are (2 = batch, 4 = num_kv_heads, 3 = groups, 5 = L)")
+    scores, mask = torch.randn(2, 3, 4, 5), torch.ones(2, 1, 4, 5, dtype=torch.bool)
+    message = _error_of(lambda: mask.view(scores.shape))
+    line = "mask = mask.view(scores.shape)"
+    assert diagnose.error_cause(message, dims, line).startswith(
+        "a view/reshape only rearranges the entries a tensor has: `mask` has 40 and the shape "
+        "of `scores` holds 3 times as many")
+    assert "in place of" not in diagnose.error_reason(message, dims, line)
+    # a view to sizes of its own: no broadcast is meant
+    assert diagnose.error_cause(message, dims, "mask = mask.view(2, 3, 4, 5)") is None
+
+
+def test_error_cause_names_a_float_index_and_two_axes_given_apart():
+    x = torch.randn(2, 8)
+    cause = diagnose.error_cause(_error_of(lambda: x[..., :x.shape[-1] / 2]), DIMS,
+                                 "x1 = x[..., :half]")
+    assert "compute it with // (integer division)" in cause
+    cause = diagnose.error_cause(_error_of(lambda: x.mean(0, 1)), DIMS, "return w.mean(0, 1)")
+    assert cause == ("mean() takes its axes as one tuple: mean((0, 1)); mean(0, 1) reads the "
+                     "second number as keepdim")
+    assert diagnose.error_cause("'x'", DIMS, "return x") is None
+
+
+def test_restate_error_ends_with_the_likely_cause_as_a_family():
+    dims = diagnose.named_dims({"batch": 2, "Lq": 4, "Lk": 5, "d_k": 8})
+    query, key = torch.randn(2, 4, 8), torch.randn(2, 5, 8)
+    text = diagnose.restate_error("attention_scores", "RuntimeError",
+                                  _error_of(lambda: query @ key), dims, "(2, 4, 8), (2, 5, 8)",
+                                  where="line 3 of cell attention_scores: return query @ key")
+    assert "\nWhat that error means: a matrix product" in text
+    assert text.endswith("\nLikely cause: `key` enters the product untransposed: its "
+                         "second-to-last axis has 5 = Lk entries where A's last has 8 = d_k; "
+                         "if its last axis is the one of 8 entries (as a key (..., Lk, d_k) "
+                         "has d_k last), it is not transposed before the product: "
+                         "key.transpose(-2, -1) swaps its last two axes.")
+    assert diagnose.FAMILY_PATTERN.search(text.split("What that error means")[0]
+                                          + "\nLikely cause: x.")
+
+
+def test_error_reason_finds_a_reduction_without_keepdim_in_an_entrywise_call():
+    e = torch.randn(2, 3, 5)
+    message = _error_of(lambda: torch.div(e, e.sum(-1)))
+    assert "(.sum(-1)) drops the axis it reduces" in diagnose.error_reason(
+        message, DIMS, "return torch.div(e, e.sum(-1))")
+    assert "(.amax(-1)) drops the axis" in diagnose.error_reason(
+        message, DIMS, "shifted = e.sub(e.amax(-1))")
+    assert "(torch.sum(e, -1)) drops the axis" in diagnose.error_reason(
+        message, DIMS, "return e / torch.sum(e, -1)")
+    # a reduction of the whole result, which broadcasts against nothing
+    assert "keepdim" not in diagnose.error_reason(message, DIMS, "return (e * w).sum(-1)")
+
+
+def test_error_cause_names_an_axis_from_the_front_an_off_by_one_a_norm_and_an_unpacking():
+    dims = {"B": 2, "L": 6, "d_model": 8, "d_ff": 12}
+    x = torch.randn(2, 6, 8)
+    cause = diagnose.error_cause(_error_of(lambda: torch.softmax(x, dim=3)), dims,
+                                 "w = torch.softmax(s, dim=3)")
+    assert cause.startswith("`torch.softmax(s, dim=3)` counts axis 3 from the front, and the "
+                            "tensor it gets has 3 axes: count the axes the exercise names "
+                            "from the end (dim=-1")
+    assert diagnose.error_cause(_error_of(lambda: x[:, 6]), dims, "x[:, i + 1]").startswith(
+        "index 6 is one past the last of 6 = L entries (0..5): an off-by-one")
+    assert diagnose.error_cause(_error_of(lambda: x[:, 9]), dims, "x[:, j]").startswith(
+        "index 9 is beyond the 6 = L entries of that axis")
+    cause = diagnose.error_cause(_error_of(lambda: torch.nn.RMSNorm(12)(x)), dims,
+                                 "h = self.norm2(x)")
+    assert cause.startswith("the norm was built for 12 = d_ff features and gets a tensor whose "
+                            "last axis has 8 = d_model: build it with the size of the tensor "
+                            "it normalises (nn.RMSNorm(d_model)")
+
+    def unpack():
+        B, h, L, hd = x.shape
+    cause = diagnose.error_cause(_error_of(unpack), dims, "B, h, L, hd = x.shape")
+    assert cause.startswith("the line unpacks `x.shape` into 4 names and `x` has 3 axes")
+    # the error without the line: no claim about the call or the tensor
+    assert diagnose.error_cause(_error_of(unpack), dims, "") is None
+
+
+def test_error_cause_names_the_heads_behind_flattened_batch_sizes():
+    dims = {"batch": 2, "num_heads": 4, "num_kv_heads": 2, "L": 5, "head_dim": 3}
+    q, k = torch.randn(8, 5, 3), torch.randn(4, 3, 5)        # (batch * heads, ...) each
+    cause = diagnose.error_cause(_error_of(lambda: torch.bmm(q, k)), dims, "torch.bmm(q, k)")
+    assert cause.startswith("the key/value heads were not repeated to num_heads: 2 = "
+                            "num_kv_heads key/value heads meet 4 = num_heads query heads")
+    # batch sizes that no quantity explains: nothing is claimed
+    assert diagnose.error_cause(_error_of(lambda: torch.bmm(torch.randn(7, 5, 3), k)), dims,
+                                "torch.bmm(q, k)") is None

@@ -26,6 +26,7 @@ The families, in the order explain() tries them (the most specific first):
 
 Every sentence is a template of MESSAGES (one place, for a second language).
 """
+import ast
 import itertools
 import math
 import re
@@ -261,6 +262,96 @@ MESSAGES = translated(__name__) | {
                               "{axis} of the view) the sizes fit: that size was read from "
                               "another tensor or quantity than the one reshaped (read each "
                               "tensor's sizes from its own .shape)",
+    # error_cause: the likely mistake behind an error, from its sizes and the student's line
+    "raised_cause": "\nLikely cause: {cause}.",
+    "cause_untransposed": "`{operand}` enters the product untransposed: its second-to-last "
+                          "axis has {right}{right_is} entries where A's last has "
+                          "{left}{left_is}; if its last axis is the one of {left} entries (as "
+                          "a key (..., Lk, d_k) has d_k last), it is not transposed before "
+                          "the product: {operand}.transpose(-2, -1) swaps its last two axes",
+    "cause_transposed_axes": "`{operand}` swaps axes {axes}, which are the last two only "
+                             "of a tensor of {rank} axes, while "
+                             "A @ B pairs A's last axis with B's second-to-last whatever the "
+                             "axes before them (B^T of a batched B is B.transpose(-2, -1))",
+    "cause_transpose_all": "`{operand}` uses .T, which reverses all the axes of a tensor of "
+                           "more than 2 axes (B^T of a batched B is B.transpose(-2, -1), or "
+                           "B.mT), or a transpose where none is needed",
+    "cause_transposed_extra": "`{operand}` is transposed before the product and then its "
+                              "second-to-last axis has {right}{right_is} entries where "
+                              "{left}{left_is} are needed: a transpose too many (or the "
+                              "operands in the other order)",
+    "cause_layer": "`{layer}` takes {right}{right_is} input features (the in_features it was "
+                   "built with) and the tensor it gets has {left}{left_is} on its last axis",
+    "cause_repeat": "the key/value heads were not repeated to num_heads: {kv} = num_kv_heads "
+                    "key/value heads meet {heads} = num_heads query heads; repeat each "
+                    "key/value head for its group of query heads (repeat_kv) before the "
+                    "product",
+    "cause_heads": "{small} = head_dim is one head's share of {big} = {big_name} = num_heads x "
+                   "head_dim: a tensor whose heads are not merged back into {big_name} "
+                   "features (move the head axis next to head_dim, transpose(1, 2), then "
+                   "reshape to (B, L, {big_name})) where all {big_name} features are "
+                   "expected, or one not split into heads (split_heads) where a head's "
+                   "head_dim features are expected",
+    "cause_split": "{big}{big_is} = {factor}{factor_is} x {small}{small_is}: an axis of "
+                   "{big} entries still split into two axes ({factor} x {small}) where one is "
+                   "expected, or not split where {small} entries are (merge or split it, with "
+                   "a transpose first where the two axes are not next to each other)",
+    "cause_product_batch": "A @ B broadcasts the axes before its last two, and there an axis "
+                           "of {left}{left_is} meets one of {right}{right_is}: one operand "
+                           "has an axis more or fewer than the product assumes (two axes not "
+                           "flattened or merged into one, or not split into heads), or "
+                           "axes transposed that are not its last two",
+    "cause_mask": "the mask's shape: its axes line up with the scores' from the last, so a "
+                  "mask that lacks a size-1 axis puts one of its axes against another of the "
+                  "scores' (here {left}{left_is} meets {right}{right_is}); the mask is not "
+                  "broadcast over the heads (or the queries): give it its size-1 axes (a "
+                  "(B, Lk) mask becomes (B, 1, 1, Lk) with mask[:, None, None, :]) or build "
+                  "it with the documented shape",
+    "cause_missing_axis": "broadcasting lines the axes up from the last, so an axis of "
+                          "{left}{left_is} meeting one of {right}{right_is} means one tensor "
+                          "has an axis fewer or more than the other, or its axes in another "
+                          "order (a tensor not split into heads, a reduction without "
+                          "keepdim=True, a mask without its size-1 axes, a transpose too "
+                          "many or too few), or that the two differ in size on that axis (a "
+                          "step that turns {left} entries into {right}, or back, left out or "
+                          "done in another order)",
+    "cause_outer": "if both are vectors (one entry per {left}{left_is}, one per "
+                   "{right}{right_is}), a table of every pair needs a new axis on one of "
+                   "them: a[:, None] * b[None, :] (an outer product), not a * b",
+    "cause_expand_order": "expand keeps every axis the tensor has and grows only its size-1 "
+                          "axes (here axis {ones}): the target sizes ({target}) are in "
+                          "another order than the tensor's axes; in the tensor's order they "
+                          "are ({fixed})",
+    "cause_view_grow": "a view/reshape only rearranges the entries a tensor has: `{tensor}` "
+                       "has {have} and the shape of `{other}` holds {times} times as many; "
+                       "to use `{tensor}` with a tensor of that shape, let broadcasting "
+                       "expand it (the operation lines its axes up) or use "
+                       "{tensor}.expand({other}.shape)",
+    "cause_float_index": "a slice or an index that is a float: a size computed with / "
+                         "(x.shape[-1] / 2 is a float even when it divides); compute it "
+                         "with // (integer division)",
+    "cause_second_axis": "{call}() takes its axes as one tuple: {call}(({first}, {second})); "
+                         "{call}({first}, {second}) reads the second number as keepdim",
+    "cause_axis_from_front": "`{call}` counts axis {got} from the front, and the tensor it "
+                             "gets has {rank} axes: count the axes the exercise names from "
+                             "the end (dim=-1 for the last, -2 for the one before) so that "
+                             "the code works for any number of leading axes, or the tensor "
+                             "has fewer axes than the line assumes (not split into heads, or "
+                             "an axis reduced or squeezed away)",
+    "cause_index_end": "index {index} is one past the last of {size}{size_is} entries "
+                       "(0..{last}): an off-by-one (a range or a position that starts at 1 or "
+                       "runs to the length itself, i + 1 at the last position)",
+    "cause_index_beyond": "index {index} is beyond the {size}{size_is} entries of that axis: "
+                          "a position or a size taken from another quantity than the one "
+                          "of that axis, or an index on the wrong axis",
+    "cause_norm_size": "the norm was built for {built}{built_is} features and gets a tensor "
+                       "whose last axis has {got}{got_is}: build it with the size of the "
+                       "tensor it normalises (nn.RMSNorm({got_name}) / nn.LayerNorm("
+                       "{got_name})), or it is applied to another tensor than the one meant",
+    "cause_unpack_shape": "the line unpacks `{tensor}.shape` into {want} names and `{tensor}` "
+                          "has {got} axes: it is not the tensor of the shape the line "
+                          "assumes (an axis not yet split or already merged, heads not split, "
+                          "a mask of fewer axes, or the arguments in another order)",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -752,12 +843,17 @@ def restate_error(name, kind, message, dims, shapes="", where=""):
     cell stable_softmax: e = ...", see checks.operations.student_line); None when it has
     neither. shapes: those of the call's tensor arguments, as text."""
     text = _restated(name, kind, message, dims, shapes, where)
-    # what the error means, where its kind is known (error_reason), after PyTorch's words
-    reason = error_reason(message, dims, where.partition(": ")[2] if where else "")
-    if reason:
+    code = where.partition(": ")[2] if where else ""
+    # what the error means, where its kind is known (error_reason), after PyTorch's words,
+    # then the likely mistake behind it, from its sizes and the student's line (error_cause)
+    reason, cause = error_reason(message, dims, code), error_cause(message, dims, code)
+    if reason or cause:
         text = (text or MESSAGES["raised_plain"].format(name=name, kind=kind, message=message,
                                                          shapes=shapes))
-        return text + MESSAGES["raised_reason"].format(reason=reason)
+    if reason:
+        text += MESSAGES["raised_reason"].format(reason=reason)
+    if cause:
+        text += MESSAGES["raised_cause"].format(cause=cause)
     return text
 
 
@@ -828,7 +924,7 @@ FAMILY_KEYS = ("swap", "view", "reversed", "factors", "times", "plus", "shifted"
      "item_order", "split_axis",
                "raised_reason", "offset_along", "earlier", "permuted", "permuted_view",
                "reduced_many", "rescaled_lines", "indices_permuted", "in_place_shape",
-               "unrepeatable", "triangle", "one_minus")
+               "unrepeatable", "triangle", "one_minus", "raised_cause")
 # a message that a family produced, for tests and the measurement of the families alone
 FAMILY_PATTERN = re.compile(
     "|".join(re.escape(_signature(key)) for key in FAMILY_KEYS)
@@ -1174,6 +1270,9 @@ _REDUCTION = re.compile(r"\.(sum|mean|amax|amin|max|min|logsumexp|norm|prod)\(([
 def _no_keepdim(code):
     """The first reduction call of `code` with an axis and no keepdim ('.sum(dim=-1)'), or
     None."""
+    tree = _line_tree(code)
+    if tree is not None:   # only a reduction that meets another tensor entry by entry
+        return _no_keepdim_in(tree)
     for found in _REDUCTION.finditer(code or ""):
         if found.group(2).strip() and "keepdim" not in found.group(2):
             return found.group(0)
@@ -1248,6 +1347,7 @@ def error_reason(message, dims, code=""):
         return sized("error_view", sizes=", ".join(f"{s}{_quantity(s, dims)}" for s in sizes),
                      want=math.prod(sizes), have=have) + (MESSAGES["error_view_unknown"].format(
                          sizes=", ".join(map(str, unknown))) if unknown else
+                         "" if _viewed_to_shape_of(_line_tree(code)) else
                          _view_size_in_place_of(sizes, have, dims))
     if "view size is not compatible with input tensor's size and stride" in message:
         return MESSAGES["error_stride"]
@@ -1636,3 +1736,358 @@ def one_minus(actual, expected, same):
     if float(e.max() - e.min()) == 0 or not same(actual, 1 - e):
         return None
     return MESSAGES["one_minus"]
+
+
+# ------------------------------------- the likely cause of an error, from the student's line
+
+_TRANSPOSES = ("transpose", "swapaxes", "swapdims", "permute")
+_PRODUCTS = ("matmul", "bmm", "mm")
+_ELEMENTWISE = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow, ast.FloorDiv, ast.Mod)
+
+
+def _line_tree(code):
+    """The student's line `code` (one line of their cell) as an ast tree, or None where it
+    does not parse alone (an `if ...:` head, or a bracket closed on the next line)."""
+    text = (code or "").strip()
+    for candidate in (text, re.sub(r"^(el)?if\b|^while\b|:$", "", text).strip()):
+        try:
+            return ast.parse(candidate)
+        except SyntaxError:
+            continue
+    return None
+
+
+def _calls_named(tree, names):
+    """The calls of `tree` whose function is one of `names` (x.name(...) or torch.name(...))."""
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and getattr(node.func, "attr", getattr(node.func, "id", None)) in names]
+
+
+def _products(tree):
+    """[(A, B)] of the matrix products on the line: A @ B, torch.matmul(A, B), A.matmul(B)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+            found.append((node.left, node.right))
+    for call in _calls_named(tree, _PRODUCTS):
+        if len(call.args) == 2:
+            found.append(tuple(call.args))
+        elif len(call.args) == 1 and isinstance(call.func, ast.Attribute):
+            found.append((call.func.value, call.args[0]))
+    return found
+
+
+def _integer(node):
+    """The int a node of the line stands for (2, -1), or None."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        value = _integer(node.operand)
+        return None if value is None else -value
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, int) else None
+
+
+def _transposed_cause(operand, left, right, dims):
+    """The sentence on the right operand of a failed product: not transposed, transposed with
+    axes that are the last two only for a given number of axes, .T, or a transpose too many."""
+    text = ast.unparse(operand)
+    if isinstance(operand, ast.Attribute) and operand.attr == "T":
+        return MESSAGES["cause_transpose_all"].format(operand=text)
+    calls = [c for c in _calls_named(operand, _TRANSPOSES) if isinstance(c.func, ast.Attribute)]
+    sized = {"left": left, "left_is": _product_name(left, dims),
+             "right": right, "right_is": _product_name(right, dims)}
+    if not calls:
+        return MESSAGES["cause_untransposed"].format(operand=text, **sized)
+    axes = [_integer(a) for a in calls[0].args]
+    if (calls[0].func.attr != "permute" and len(axes) == 2 and None not in axes
+            and min(axes) >= 0):
+        return MESSAGES["cause_transposed_axes"].format(
+            operand=text, axes=" and ".join(map(str, axes)), rank=max(axes) + 1)
+    return MESSAGES["cause_transposed_extra"].format(operand=text, **sized)
+
+
+def _size_pair_cause(a, b, dims):
+    """What two sizes that met where they should agree tell, where they are quantities that
+    go together: num_kv_heads against num_heads (the key/value heads not repeated), and a
+    size that is a named factor times the other (an axis split in two where one is
+    expected, or not split); None otherwise."""
+    names_of = {size: [n for n, v in dims.items() if v == size] for size in (a, b)}
+    for kv, heads in ((a, b), (b, a)):
+        if "num_kv_heads" in names_of[kv] and "num_heads" in names_of[heads] and kv != heads:
+            return MESSAGES["cause_repeat"].format(kv=kv, heads=heads)
+    small, big = sorted((a, b))
+    if small < 2 or big % small or not (names_of[small] and names_of[big]):
+        return None
+    factor = big // small
+    if factor < 2 or not _quantity(factor, dims):
+        return None
+    if "head_dim" in names_of[small] and dims.get("num_heads") == factor:
+        return MESSAGES["cause_heads"].format(small=small, big=big, big_name=names_of[big][0])
+    return MESSAGES["cause_split"].format(big=big, big_is=_quantity(big, dims), factor=factor,
+                                          factor_is=_quantity(factor, dims), small=small,
+                                          small_is=_quantity(small, dims))
+
+
+def _batch_pair_cause(a, b, dims):
+    """_size_pair_cause() of two batch sizes into which a product flattened its leading axes
+    (batch * num_heads against batch * num_kv_heads): tried as they are, then with a named
+    quantity that divides both divided out."""
+    for common in [1] + sorted({v for v in dims.values() if v > 1 and not a % v and not b % v}):
+        cause = _size_pair_cause(a // common, b // common, dims)
+        if cause:
+            return cause
+    return None
+
+
+def _cause_product(message, dims, tree):
+    """A failed matrix product: what the operands on the line show (the right operand not
+    transposed, transposed with other axes, or once too often; a layer given the wrong
+    features), and what the two sizes are, where they are quantities that go together."""
+    found = re.search(r"Expected size for first two dimensions of batch2 tensor to be: "
+                      r"\[(\d+), (\d+)\] but got: \[(\d+), (\d+)\]", message)
+    if found and found.group(1) != found.group(3):   # batch sizes (batch axes flattened)
+        return _batch_pair_cause(int(found.group(1)), int(found.group(3)), dims)
+    if found:
+        left, right = int(found.group(2)), int(found.group(4))
+    else:
+        found = re.search(r"mat1 and mat2 shapes cannot be multiplied \(\d+x(\d+) and "
+                          r"(\d+)x\d+\)", message)
+        if not found:
+            return None
+        left, right = map(int, found.groups())
+    causes = []
+    products = _products(tree) if tree else []
+    if len(products) == 1:
+        causes.append(_transposed_cause(products[0][1], left, right, dims))
+    elif tree and not products:
+        # a module called on one tensor (self.out_proj(x)): an attribute no tensor has
+        layers = [c for c in ast.walk(tree) if isinstance(c, ast.Call) and len(c.args) == 1
+                  and isinstance(c.func, ast.Attribute)
+                  and isinstance(c.func.value, (ast.Name, ast.Attribute))
+                  and not hasattr(torch.Tensor, c.func.attr)]
+        if len(layers) == 1:
+            causes.append(MESSAGES["cause_layer"].format(
+                layer=ast.unparse(layers[0].func), left=left, right=right,
+                left_is=_product_name(left, dims), right_is=_product_name(right, dims)))
+    pair = _size_pair_cause(left, right, dims)
+    return "; ".join(causes + ([pair] if pair else [])) or None
+
+
+def _mask_operand(tree):
+    """True when the line applies a mask: masked_fill / where, or an operand named *mask*."""
+    return bool(_calls_named(tree, ("masked_fill", "masked_fill_", "where"))) or any(
+        "mask" in getattr(node, "id", getattr(node, "attr", "")).lower()
+        for node in ast.walk(tree) if isinstance(node, (ast.Name, ast.Attribute)))
+
+
+def _cause_broadcast(message, dims, tree):
+    """Sizes that do not broadcast: a product whose axes before the last two differ, a mask
+    of the wrong shape, quantities that go together, an axis missing (or two vectors where
+    a table of pairs is meant)."""
+    found = re.search(r"The size of tensor a \((\d+)\) must match the size of tensor b "
+                      r"\((\d+)\) at non-singleton dimension (\d+)", message)
+    if not found:
+        return None
+    left, right, axis = map(int, found.groups())
+    sized = {"left": left, "left_is": _product_name(left, dims),
+             "right": right, "right_is": _product_name(right, dims)}
+    if tree is not None and _no_keepdim_in(tree):
+        return None   # error_reason() names the reduction without keepdim=True
+    pair = _size_pair_cause(left, right, dims)
+    products = _products(tree) if tree else []
+    if products and not any(isinstance(n, ast.BinOp) and isinstance(n.op, _ELEMENTWISE)
+                            for n in ast.walk(tree)):
+        causes = [MESSAGES["cause_product_batch"].format(**sized)]
+        for _, operand in products:
+            transposed = [c for c in _calls_named(operand, ("transpose",))
+                          if all((_integer(a) or 0) >= 0 for a in c.args)]
+            if transposed:
+                causes.append(_transposed_cause(operand, left, right, dims))
+        return "; ".join(causes + ([pair] if pair else []))
+    if pair:
+        return pair
+    if tree is not None and _mask_operand(tree):
+        return MESSAGES["cause_mask"].format(**sized)
+    if axis == 0 and (_quantity(left, dims) or _quantity(right, dims)):
+        return MESSAGES["cause_outer"].format(**sized)
+    if not (_quantity(left, dims) and _quantity(right, dims)):
+        return None
+    return MESSAGES["cause_missing_axis"].format(**sized)
+
+
+def _cause_expand(message, dims, tree):
+    """An expand whose target sizes are in another order than the tensor's axes: the order
+    that keeps every existing size in its place."""
+    found = re.search(r"The expanded size of the tensor \(\d+\) must match the existing size "
+                      r"\(\d+\).*Target sizes: \[([-\d, ]+)\]\.\s+Tensor sizes: \[([\d, ]+)\]",
+                      message, re.S)
+    if not found:
+        return None
+    target = [int(s) for s in found.group(1).split(",")]
+    tensor = [int(s) for s in found.group(2).split(",")]
+    if len(target) != len(tensor) or 1 not in tensor:
+        return None
+    spare = list(target)
+    for size in tensor:
+        if size != 1:
+            if size not in spare:
+                return None
+            spare.remove(size)
+    fill = iter(spare)
+    fixed = [size if size != 1 else next(fill) for size in tensor]
+    if fixed == target:
+        return None
+
+    def named(sizes):
+        return ", ".join(f"{s}{_quantity(s, dims)}" for s in sizes)
+    return MESSAGES["cause_expand_order"].format(
+        ones=", ".join(str(k) for k, s in enumerate(tensor) if s == 1),
+        target=named(target), fixed=named(fixed))
+
+
+def _viewed_to_shape_of(tree):
+    """(the tensor viewed, the other tensor) where the line views or reshapes a tensor to
+    another's .shape (`mask.view(scores.shape)`), else None."""
+    for call in _calls_named(tree, ("view", "reshape")) if tree else []:
+        if (isinstance(call.func, ast.Attribute) and len(call.args) == 1
+                and isinstance(call.args[0], ast.Attribute) and call.args[0].attr == "shape"):
+            tensor, other = ast.unparse(call.func.value), ast.unparse(call.args[0].value)
+            if tensor != other:
+                return tensor, other
+    return None
+
+
+def _cause_view(message, dims, tree):
+    """A view to another tensor's shape that holds a multiple of the entries: a broadcast
+    (or expand) was meant, not a view."""
+    found = re.search(r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)", message)
+    pair = _viewed_to_shape_of(tree)
+    if not (found and pair):
+        return None
+    want, have = math.prod(int(s) for s in found.group(1).split(",")), int(found.group(2))
+    if have < 1 or want <= have or want % have:
+        return None
+    return MESSAGES["cause_view_grow"].format(tensor=pair[0], other=pair[1], have=have,
+                                              times=want // have)
+
+
+def _cause_named_shapes(message, dims, tree):
+    """An error whose message quotes the shapes of named tensors ("query (2, 4, 6, 4), key
+    (2, 2, 6, 4)"): what the first sizes that differ between two of one rank tell."""
+    shapes = [tuple(int(s) for s in found.split(","))
+              for found in re.findall(r"\w+ \((\d+(?:, \d+)+)\)", message)]
+    for first, second in itertools.combinations(shapes, 2):
+        if len(first) == len(second):
+            for a, b in zip(first, second):
+                if a != b and a > 1 and b > 1:
+                    cause = _size_pair_cause(a, b, dims)
+                    if cause:
+                        return cause
+    return None
+
+
+def _cause_arguments(message, dims, tree):
+    """A float used as an index or a slice bound; a reduction given two axes as two
+    arguments (the second is read as keepdim)."""
+    if re.search(r"slice indices must be integers|only integers, slices .* are valid "
+                 r"indices", message):
+        return MESSAGES["cause_float_index"]
+    found = re.search(r"(\w+)\(\): argument 'keepdim' \(position 2\) must be bool, not int",
+                      message)
+    if found and tree is not None:
+        for call in _calls_named(tree, (found.group(1),)):
+            axes = [_integer(a) for a in call.args]
+            if len(axes) == 2 and None not in axes:
+                return MESSAGES["cause_second_axis"].format(call=found.group(1), first=axes[0],
+                                                            second=axes[1])
+    return None
+
+
+def _cause_axis_or_index(message, dims, tree):
+    """An axis counted from the front past the tensor's axes; an index one past the end (an
+    off-by-one) or further; a norm built for another size; a shape unpacked into too many
+    or too few names."""
+    found = re.search(r"Dimension out of range \(expected to be in range of \[-?\d+, "
+                      r"(-?\d+)\], but got (\d+)\)", message)
+    if found and tree is not None:
+        high, got = map(int, found.groups())
+        calls = [c for c in ast.walk(tree) if isinstance(c, ast.Call) and got in
+                 [_integer(a) for a in [*c.args, *(k.value for k in c.keywords)]]]
+        if calls:
+            return MESSAGES["cause_axis_from_front"].format(
+                call=ast.unparse(calls[-1]), got=got, rank=high + 1)
+    found = re.search(r"index (\d+) is out of bounds for dimension \d+ with size (\d+)", message)
+    if found:
+        index, size = map(int, found.groups())
+        fields = {"index": index, "size": size, "size_is": _product_name(size, dims),
+                  "last": size - 1}
+        return MESSAGES["cause_index_end" if index == size else "cause_index_beyond"].format(
+            **fields)
+    found = re.search(r"Given normalized_shape=\[(\d+)\], expected input with shape "
+                      r"\[\*,? ?\d+\], but got input of size ?\[([\d, ]+)\]", message)
+    if found:
+        built, got = int(found.group(1)), int(found.group(2).split(",")[-1])
+        names = [n for n, v in dims.items() if v == got]
+        return MESSAGES["cause_norm_size"].format(
+            built=built, built_is=_quantity(built, dims), got=got, got_is=_quantity(got, dims),
+            got_name=names[0] if names else got)
+    found = re.search(r"(not enough|too many) values to unpack \(expected (\d+)(?:, got "
+                      r"(\d+))?\)", message)
+    if found and tree is not None:
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Tuple)
+                    and isinstance(node.value, ast.Attribute) and node.value.attr == "shape"):
+                want = int(found.group(2))
+                got = found.group(3) or f"more than {want}"
+                return MESSAGES["cause_unpack_shape"].format(
+                    tensor=ast.unparse(node.value.value), want=want, got=got)
+    return None
+
+
+def error_cause(message, dims, code=""):
+    """The likely mistake behind an error the student's code raised, in the exercise's words,
+    from the sizes in PyTorch's `message` (each named by the quantity it equals, see dims)
+    and the student's line `code` (parsed: which operation raised, on which operands); None
+    where neither shows one. A sentence says what the sizes and the line show, and names
+    the mistake that gives them; raised_cause calls it likely."""
+    tree = _line_tree(code)
+    for attempt in (_cause_product, _cause_expand, _cause_view, _cause_broadcast,
+                    _cause_named_shapes, _cause_arguments, _cause_axis_or_index):
+        cause = attempt(message or "", dims or {}, tree)
+        if cause:
+            return cause
+    return None
+
+
+_REDUCTIONS = ("sum", "mean", "amax", "amin", "max", "min", "logsumexp", "norm", "prod")
+# entry-by-entry operations written as calls: torch.div(e, s), e.sub(m), torch.where(...)
+_ENTRYWISE_CALLS = ("add", "sub", "mul", "div", "add_", "sub_", "mul_", "div_", "subtract",
+                    "divide", "multiply", "where", "masked_fill", "eq", "ne", "lt", "le", "gt",
+                    "ge", "maximum", "minimum")
+
+
+def _is_torch(function):
+    """True for torch.name (or F.name), False for a method called on a tensor (x.name)."""
+    return isinstance(function.value, ast.Name) and function.value.id in ("torch", "F")
+
+
+def _no_keepdim_in(tree):
+    """The first reduction with an axis and no keepdim on the line that is an operand of an
+    entry-by-entry operation (exp / exp.sum(-1)): the one whose dropped axis can make it
+    fail to broadcast; None."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, _ELEMENTWISE):
+            operands = (node.left, node.right)
+        elif isinstance(node, ast.Compare):
+            operands = (node.left, *node.comparators)
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") in _ENTRYWISE_CALLS:
+            operands = (*node.args, *([node.func.value] if not _is_torch(node.func) else []))
+        else:
+            continue
+        for operand in operands:
+            for call in _calls_named(operand, _REDUCTIONS):
+                keywords = {k.arg for k in call.keywords}
+                method = isinstance(call.func, ast.Attribute) and not _is_torch(call.func)
+                has_axis = "dim" in keywords or len(call.args) >= (1 if method else 2)
+                if has_axis and "keepdim" not in keywords:   # '.sum(dim=-1)' as it is written
+                    arguments = ", ".join(map(ast.unparse, [*call.args, *call.keywords]))
+                    return f".{call.func.attr}({arguments})" if method else ast.unparse(call)
+    return None

@@ -191,3 +191,9 @@ def every_submission(assignments, per_cell=None):
             yield assignment, f"correct-{name}", cells
         for name, bug in sample_bugs(entries.BUGS if entries else {}, per_cell).items():
             yield assignment, f"bug-{name}", bug.cells
+
+
+def replaced_in(notebook, cell, old, new):
+    """{cell: the reference code of chapters/<notebook>.ipynb's solution cell `cell` with
+    `old` (which must occur once) replaced by `new`}: one bug written as one edit."""
+    return ReferenceCells(notebook).edit(cell, (old, new))

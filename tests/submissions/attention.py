@@ -550,3 +550,30 @@ BUGS.update({
             "scores = (key / math.sqrt(d_k)) @ query.transpose(-2, -1)")},
         fails=_SDPA_ALL, diagnosis=r"computes K Q\^T \(keys and queries exchanged\)"),
 })
+
+
+# issue 20: mistakes that RAISE (helper i20raise's practice set; each diagnosis was written
+# from the exercise's text before the checks named the cause: diagnose.error_cause)
+from functools import partial as _partial  # noqa: E402
+
+from tests.submissions import replaced_in as _replaced_in  # noqa: E402
+
+_raising = _partial(_replaced_in, NOTEBOOK)   # _raising(cell, old, new): {cell: its new code}
+
+
+BUGS.update({
+    "raise_key_not_transposed": Bug(
+        cells=_raising("attention_scores", "@ key.transpose(-2, -1)", "@ key"),
+        fails=["test_attention_scores"],
+        diagnosis=r"key.*(transpos|swap)|(transpos|swap).*key"),
+    "raise_softmax_sum_without_keepdim": Bug(
+        cells=_raising("stable_softmax", "exp.sum(dim=dim, keepdim=True)",
+                       "exp.sum(dim=dim)"),
+        fails=["test_stable_softmax", "test_stable_softmax_large"], diagnosis=r"keepdim"),
+    "raise_value_transposed": Bug(
+        cells=_raising("scaled_dot_product_attention",
+                       "output = weights @ value ", "output = weights @ value.transpose(-2, -1)"),
+        fails=["test_sdpa", "test_sdpa_large", "test_sdpa_cross"],
+        diagnosis=r"`value\.transpose\(-2, -1\)` is transposed before the product"
+                  r".*a transpose too many"),
+})

@@ -723,3 +723,33 @@ BUGS.update({
                        "    model.eval()\n    was_training = model.training\n"),
         r"mode (it|the model) came in|was_training|before (calling )?model\.eval"),
 })
+
+# issue 20: mistakes that RAISE (helper i20raise's practice set; each diagnosis was written
+# from the exercise's text before the checks named the cause: diagnose.error_cause)
+from functools import partial as _partial  # noqa: E402
+
+from tests.submissions import replaced_in as _replaced_in  # noqa: E402
+
+_raising = _partial(_replaced_in, NOTEBOOK)   # _raising(cell, old, new): {cell: its new code}
+
+
+BUGS.update({
+    "raise_down_proj_sizes_swapped": Bug(
+        cells=_raising("transformer_block",
+                       "self.down_proj = nn.Linear(d_ff, d_model, bias=False)",
+                       "self.down_proj = nn.Linear(d_model, d_ff, bias=False)"),
+        fails=["test_transformer_block"],
+        diagnosis=r"down_proj.*(d_ff|in_features)|in_features.*d_ff|Linear\(d_ff, d_model"),
+    "raise_norm2_on_d_ff": Bug(
+        cells=_raising("transformer_block", "self.norm2 = nn.RMSNorm(d_model)",
+                       "self.norm2 = nn.RMSNorm(d_ff)"),
+        fails=["test_transformer_block"],
+        diagnosis=r"norm2.*d_model|RMSNorm\(d_model\)|normali[sz]ed.*d_model"),
+    "raise_residual_before_down_proj": Bug(
+        cells=_raising("transformer_block",
+                       "return x + self.drop(self.down_proj(gated))",
+                       "return self.down_proj(x + self.drop(gated))"),
+        fails=["test_transformer_block"],
+        diagnosis=r"8 = d_model meeting one of 12 = d_ff"
+                  r".*a step that turns 8 entries into 12"),
+})

@@ -682,3 +682,30 @@ BUGS.update({
         r"prune_heads\(mha, \[0, 1, 2, 3\]\) raised nothing where the exercise documents a "
         r"ValueError: no head would be left"),
 })
+
+
+# issue 20: mistakes that RAISE (helper i20raise's practice set; each diagnosis was written
+# from the exercise's text before the checks named the cause: diagnose.error_cause)
+from functools import partial as _partial  # noqa: E402
+
+from tests.submissions import replaced_in as _replaced_in  # noqa: E402
+
+_raising = _partial(_replaced_in, NOTEBOOK)   # _raising(cell, old, new): {cell: its new code}
+
+
+BUGS.update({
+    "raise_similarity_transpose_batch_axis": Bug(
+        cells=_raising("head_similarity", "maps.transpose(1, 2)",
+                       "maps.transpose(0, 1)"),
+        fails=["test_head_similarity"],
+        diagnosis=r"last two axes|transpose\((1, 2|-2, -1|-1, -2)\)|axes 1 and 2"),
+    "raise_similarity_not_flattened": Bug(
+        cells=_raising("head_similarity", "F.normalize(weights.flatten(2), dim=-1)",
+                       "F.normalize(weights, dim=-1)"),
+        fails=["test_head_similarity"], diagnosis=r"flatten|Lq \* Lk|one vector per head"),
+    "raise_relation_mean_two_args": Bug(
+        cells=_raising("relation_scores", "on_prev.mean((0, 2))",
+                       "on_prev.mean(0, 2)"),
+        fails=["test_relation_scores"],
+        diagnosis=r"tuple|\(0, 2\)|several axes|keepdim"),
+})

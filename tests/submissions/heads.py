@@ -638,3 +638,33 @@ def multihead_attention_core(query, key, value, num_heads):
     return merge_heads(heads), weights
 '''}, fails=_CORE_FAILS, diagnosis=r"with 7 = Lk in place of 4 = Lq \(size 1 of the view\)",
     notes="hidden only: the cross-attention test (Lq != Lk)")
+
+
+# issue 20: mistakes that RAISE (helper i20raise's practice set; each diagnosis was written
+# from the exercise's text before the checks named the cause: diagnose.error_cause)
+from functools import partial as _partial  # noqa: E402
+
+from tests.submissions import replaced_in as _replaced_in  # noqa: E402
+
+_raising = _partial(_replaced_in, NOTEBOOK)   # _raising(cell, old, new): {cell: its new code}
+
+
+BUGS.update({
+    "raise_merge_view_after_transpose": Bug(
+        cells=_raising("merge_heads", "x.reshape(B, L, num_heads * head_dim)",
+                       "x.view(B, L, num_heads * head_dim)"),
+        fails=["test_merge_heads", "test_multihead_attention_core"],
+        diagnosis=r"view.*(transpos|contiguous)|\.contiguous\(\)|reshape"),
+    "raise_split_view_d_model_per_head": Bug(
+        cells=_raising("split_heads", "x.view(B, L, num_heads, head_dim)",
+                       "x.view(B, L, num_heads, d_model)"),
+        fails=["test_split_heads", "test_split_heads_divisibility",
+               "test_multihead_attention_core"],
+        diagnosis=r"head_dim.*(in place of|instead of|where).*d_model|"
+                  r"d_model.*(in place of|instead of|where).*head_dim"),
+    "raise_core_key_not_split": Bug(
+        cells=_raising("multihead_attention_core",
+                       "k = split_heads(key, num_heads) ", "k = key "),
+        fails=["test_multihead_attention_core"],
+        diagnosis=r"key.*(not split|split_heads)|split_heads.*key|(not|never) split"),
+})

@@ -377,3 +377,33 @@ BUGS.update({
         fails=DECODING,
         diagnosis=r"aligns the causal mask at the top-left corner \(tril\(0\)\)"),
 })
+
+
+# issue 20: mistakes that RAISE (helper i20raise's practice set; each diagnosis was written
+# from the exercise's text before the checks named the cause: diagnose.error_cause)
+from functools import partial as _partial  # noqa: E402
+
+from tests.submissions import replaced_in as _replaced_in  # noqa: E402
+
+_raising = _partial(_replaced_in, NOTEBOOK)   # _raising(cell, old, new): {cell: its new code}
+
+
+BUGS.update({
+    "raise_kv_not_repeated": Bug(
+        cells=_raising("GroupedQueryAttention",
+                       "k, v = repeat_kv(k, attn.num_heads), repeat_kv(v, attn.num_heads)",
+                       "pass"),
+        fails=["test_gqa_forward", "test_cached_attention"], diagnosis=r"repeat"),
+    "raise_repeat_expand_order": Bug(
+        cells=_raising("repeat_kv", "expand(B, num_kv_heads, G, L, head_dim)",
+                       "expand(B, G, num_kv_heads, L, head_dim)"),
+        fails=["test_repeat_kv", "test_gqa_forward", "test_cached_attention"],
+        diagnosis=r"num_kv_heads, G|order|(size 1|singleton|new) axis"),
+    "raise_k_view_num_heads": Bug(
+        cells=_raising("GroupedQueryAttention",
+                       "k = attn.k_proj(x).view(B, L, num_kv_heads, attn.head_dim)",
+                       "k = attn.k_proj(x).view(B, L, attn.num_heads, attn.head_dim)"),
+        fails=["test_gqa_forward", "test_cached_attention"],
+        diagnosis=r"num_kv_heads.*(in place of|instead of|where)|"
+                  r"(in place of|instead of).*num_kv_heads"),
+})

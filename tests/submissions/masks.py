@@ -407,3 +407,33 @@ def causal_mask(q_len, k_len=None):
         diagnosis=r"your causal_mask has no parameter device, .*causal_mask\(q_len, "
                   r"k_len=None, device=None\)"),
 })
+
+
+# issue 20: mistakes that RAISE (helper i20raise's practice set; each diagnosis was written
+# from the exercise's text before the checks named the cause: diagnose.error_cause)
+from functools import partial as _partial  # noqa: E402
+
+from tests.submissions import replaced_in as _replaced_in  # noqa: E402
+
+_raising = _partial(_replaced_in, NOTEBOOK)   # _raising(cell, old, new): {cell: its new code}
+
+
+BUGS.update({
+    "raise_mask_minus_bool": Bug(
+        cells=_raising("masked_softmax",
+                       "scores = scores.masked_fill(~mask, ",
+                       "scores = scores.masked_fill(1 - mask, "),
+        fails=["test_masked_softmax", "test_scaled_dot_product_attention", "test_invariances"],
+        diagnosis=r"~mask|logical_not"),
+    "raise_mask_viewed_to_scores": Bug(
+        cells=_raising("masked_softmax",
+                       "scores = scores.masked_fill(~mask, ",
+                       "mask = mask.view(scores.shape)\n    scores = scores.masked_fill(~mask, "),
+        fails=["test_masked_softmax", "test_scaled_dot_product_attention", "test_invariances"],
+        diagnosis=r"broadcast|expand"),
+    "raise_sdpa_key_not_transposed": Bug(
+        cells=_raising("scaled_dot_product_attention",
+                       "@ key.transpose(-2, -1)", "@ key"),
+        fails=["test_scaled_dot_product_attention", "test_invariances"],
+        diagnosis=r"key.*(transpos|swap)|(transpos|swap).*key"),
+})

@@ -896,3 +896,34 @@ BUGS.update({
                                          "biases = 4 * (d_model // num_heads) if bias else 0")},
         fails=["test_count_parameters"], diagnosis=r"bias.*(head_dim|one head|per head)"),
 })
+
+
+# issue 20: mistakes that RAISE (helper i20raise's practice set; each diagnosis was written
+# from the exercise's text before the checks named the cause: diagnose.error_cause)
+from functools import partial as _partial  # noqa: E402
+
+from tests.submissions import replaced_in as _replaced_in  # noqa: E402
+
+_raising = _partial(_replaced_in, NOTEBOOK)   # _raising(cell, old, new): {cell: its new code}
+
+
+BUGS.update({
+    "raise_out_proj_before_merge": Bug(
+        cells=_raising("MultiHeadAttention",
+                       "return self.out_proj(merge_heads(heads)), weights",
+                       "return merge_heads(self.out_proj(heads)), weights"),
+        fails=["test_mha_forward"],
+        diagnosis=r"heads are not merged back into d_model features"),
+    "raise_split_before_projection": Bug(
+        cells=_raising("MultiHeadAttention",
+                       "q = split_heads(self.q_proj(query), self.num_heads)",
+                       "q = self.q_proj(split_heads(query, self.num_heads))"),
+        fails=["test_mha_forward"],
+        diagnosis=r"`self\.q_proj` takes 16 = d_model input features.*head_dim"),
+    "raise_key_proj_on_query_size": Bug(
+        cells=_raising("MultiHeadAttention",
+                       "nn.Linear(key_size or d_model, d_model, bias=bias)",
+                       "nn.Linear(query_size or d_model, d_model, bias=bias)"),
+        fails=["test_mha_structure", "test_mha_forward"],
+        diagnosis=r"k_proj.*key_size|key_size.*k_proj|in_features.*key_size"),
+})

@@ -313,3 +313,29 @@ BUGS.update({
         fails=["test_equivariance_gap"],
         diagnosis=r"sum\w* .*instead of the largest|sums? (the|all|over)"),
 })
+
+# issue 20: mistakes that RAISE (helper i20raise's practice set; each diagnosis was written
+# from the exercise's text before the checks named the cause: diagnose.error_cause)
+from functools import partial as _partial  # noqa: E402
+
+from tests.submissions import replaced_in as _replaced_in  # noqa: E402
+
+_raising = _partial(_replaced_in, NOTEBOOK)   # _raising(cell, old, new): {cell: its new code}
+
+
+BUGS.update({
+    "raise_sinusoidal_no_outer_axis": Bug(
+        cells=_raising("sinusoidal", "positions[:, None] * base",
+                       "positions * base"),
+        fails=["test_sinusoidal_positions"],
+        diagnosis=r"\[:, None\]|outer|unsqueeze|new axis|None\]"),
+    "raise_rotary_half_float": Bug(
+        cells=_raising("rotary", "half = x.shape[-1] // 2", "half = x.shape[-1] / 2"),
+        fails=["test_apply_rotary", "test_rotary_decoding"],
+        diagnosis=r"//|integer division|whole number|int\("),
+    "raise_rotary_cos_transposed": Bug(
+        cells=_raising("rotary", "x1 * cos - x2 * sin, x1 * sin + x2 * cos",
+                       "x1 * cos.T - x2 * sin.T, x1 * sin.T + x2 * cos.T"),
+        fails=["test_apply_rotary", "test_rotary_decoding"],
+        diagnosis=r"cos.*(transpos|swap|\.T)|(transpos|swap).*cos"),
+})
