@@ -823,10 +823,11 @@ def test_wrong_shape_goes_on_to_the_likely_cause_of_a_swap_or_a_recut():
     assert swapped.endswith("(num_heads and L exchanged: a transpose(1, 2) too many or too "
                             "few, or a view/reshape given their sizes in the other order)")
     recut = diagnose.wrong_shape((2, 3, 20), (2, 5, 12), sizes, "(B, L, d_model)")
-    assert "; the same 120 entries cut into other sizes, (B, num_heads, L * head_dim) where " \
-           "the answer is (B, L, d_model): likely a view/reshape given its sizes" in recut
+    assert "; the same 120 entries in other sizes, (B, num_heads, L * head_dim) where the " \
+           "answer is (B, L, d_model): one way to get this is a view/reshape given its " \
+           "sizes in another order" in recut
     # another number of entries: no recut is claimed
-    assert "cut into other sizes" not in diagnose.wrong_shape((2, 4, 12), (2, 5, 12), sizes)
+    assert "entries in other sizes" not in diagnose.wrong_shape((2, 4, 12), (2, 5, 12), sizes)
 
 
 def test_float32_rounding_names_a_float32_step_in_a_float64_test():

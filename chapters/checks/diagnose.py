@@ -264,11 +264,12 @@ MESSAGES = translated(__name__) | {
     # wrong_shape's likely causes, float32_rounding (chapters 2-3, any exercise)
     "shape_swap_cause": " ({first} and {second} exchanged: a transpose({i}, {j}) too many or "
                         "too few, or a view/reshape given their sizes in the other order)",
-    "shape_recut": "; the same {count} entries cut into other sizes, ({got_axes}) where the "
-                   "answer is ({want_axes}): likely a view/reshape given its sizes in another "
-                   "order than the tensor's axes (sizes unpacked from .shape in the wrong "
-                   "order), or one that merges axes that are not next to each other (a "
-                   "transpose or permute must bring them together first)",
+    "shape_recut": "; the same {count} entries in other sizes, ({got_axes}) where the "
+                   "answer is ({want_axes}): one way to get this is a view/reshape given its "
+                   "sizes in another order than the tensor's axes (sizes unpacked from .shape "
+                   "in the wrong order), another is axes merged or joined (reshape, flatten, "
+                   "cat) that the answer keeps apart (a transpose or permute must bring the "
+                   "right axes together first)",
     "float32_rounding": "it differs from the right answer only by about float32's rounding "
                         "(largest error {error:.2g} of the largest entry) in this float64 "
                         "test: a step computes in float32, such as a tensor made without a "

@@ -298,8 +298,9 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
     def head_dim(state):
         return state["q"].shape[-1]
 
-    def project(_value, x, q="q", k="k", v="v", bias=True, v_input="value", q_input="query"):
-        return {"q": _linear(x[q_input], x, q, bias), "k": _linear(x["key"], x, k, bias),
+    def project(_value, x, q="q", k="k", v="v", bias=True, v_input="value", q_input="query",
+                k_input="key"):
+        return {"q": _linear(x[q_input], x, q, bias), "k": _linear(x[k_input], x, k, bias),
                 "v": _linear(x[v_input], x, v, bias)}
 
     def split(how):
@@ -368,6 +369,9 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
             "projects the key input as the values": lambda st, x: project(st, x, v_input="key"),
             "projects the key input as the queries (q_proj must read the query input)":
                 lambda st, x: project(st, x, q_input="key"),
+            "projects the query input as the keys and the values, as in self-attention (k_proj "
+            "must read the key input, v_proj the value input)":
+                lambda st, x: project(st, x, k_input="query", v_input="query"),
             "leaves out the input projections' biases": lambda st, x: project(st, x, bias=False),
             **{f"leaves out the {role} projection ({name}_proj): the {role} input is used as "
                "it is": lambda st, x, n=name, r=role: {**project(st, x), n: x[r]}
@@ -819,6 +823,27 @@ def head_projection_formula(dims, i, num_heads):
         return state["y"] - state["b"]
 
     bias_ways["subtracts the bias instead of adding it (x W_i^T + b_i)"] = subtract_bias
+
+    def one_entry(state, x):
+        if x.get("bias") is None:
+            raise RuntimeError("no bias")   # no fit (Formula.mistakes)
+        return state["y"] + x["bias"][i]
+
+    bias_ways[f"adds the one number bias[i] = bias[{i}] to every feature: head i's bias is "
+              "the block bias[i*head_dim:(i+1)*head_dim], the same rows as the weight"] = \
+        one_entry
+
+    def from_heads_count(_v, x):
+        head_dim = x["weight"].shape[0] // num_heads
+        if head_dim == num_heads or i * num_heads + head_dim > x["weight"].shape[0]:
+            raise RuntimeError("the same block, or none")   # no fit (Formula.mistakes)
+        block = slice(i * num_heads, i * num_heads + head_dim)
+        bias = x.get("bias")
+        return {"w": x["weight"][block], "b": None if bias is None else bias[block]}
+
+    if i != 0:
+        ways["starts head i's block at row i * num_heads instead of i * head_dim (head i "
+             "holds rows [i*head_dim, (i+1)*head_dim))"] = from_heads_count
     return Formula(steps, {"block of rows of head i": ways, "bias": bias_ways},
                    {"bias": lambda st, _x: st["y"]})
 
@@ -862,6 +887,8 @@ def core_formula(dims, num_heads, output=True):
     formula.variants["inputs"] = {
         "reads the query input for the keys": reading("key", "query"),
         "reads the key input for the queries": reading("query", "key"),
+        "reads the query input for the keys and the values, as in self-attention":
+            lambda st, x: project(st, {**x, "key": x["query"], "value": x["query"]}),
         "reads the query input for the values": reading("value", "query"),
         "reads the key input for the values": reading("value", "key"),
         "swaps the key and value inputs (the keys read from value, the values from key)":
