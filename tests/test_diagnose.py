@@ -991,3 +991,28 @@ def test_error_cause_names_the_heads_behind_flattened_batch_sizes():
     # batch sizes that no quantity explains: nothing is claimed
     assert diagnose.error_cause(_error_of(lambda: torch.bmm(torch.randn(7, 5, 3), k)), dims,
                                 "torch.bmm(q, k)") is None
+
+
+def test_wrong_shape_goes_on_to_the_likely_cause_of_a_swap_or_a_recut():
+    sizes = {"B": 2, "L": 5, "num_heads": 3, "head_dim": 4, "d_model": 12}
+    swapped = diagnose.wrong_shape((2, 5, 3, 4), (2, 3, 5, 4), sizes,
+                                   "(B, num_heads, L, head_dim)")
+    assert swapped.endswith("(num_heads and L exchanged: a transpose(1, 2) too many or too "
+                            "few, or a view/reshape given their sizes in the other order)")
+    recut = diagnose.wrong_shape((2, 3, 20), (2, 5, 12), sizes, "(B, L, d_model)")
+    assert "; the same 120 entries in other sizes, (B, num_heads, L * head_dim) where the " \
+           "answer is (B, L, d_model): one way to get this is a view/reshape given its " \
+           "sizes in another order" in recut
+    # another number of entries: no recut is claimed
+    assert "entries in other sizes" not in diagnose.wrong_shape((2, 4, 12), (2, 5, 12), sizes)
+
+
+def test_float32_rounding_names_a_float32_step_in_a_float64_test():
+    expected = torch.randn(3, 4, dtype=torch.float64)
+    reason = diagnose.float32_rounding(expected.float().double(), expected)
+    assert reason.startswith("it differs from the right answer only by about float32's "
+                             "rounding") and "dtype=x.dtype" in reason
+    assert diagnose.float32_rounding(expected + 1e-3, expected) is None      # a real error
+    assert diagnose.float32_rounding(expected.float(), expected.float()) is None  # float32
+    counts = torch.tensor([1e6, 3e6], dtype=torch.float64)
+    assert diagnose.float32_rounding(counts + 1, counts) is None             # whole numbers

@@ -352,6 +352,23 @@ MESSAGES = translated(__name__) | {
                           "has {got} axes: it is not the tensor of the shape the line "
                           "assumes (an axis not yet split or already merged, heads not split, "
                           "a mask of fewer axes, or the arguments in another order)",
+
+
+    # wrong_shape's likely causes, float32_rounding (chapters 2-3, any exercise)
+    "shape_swap_cause": " ({first} and {second} exchanged: a transpose({i}, {j}) too many or "
+                        "too few, or a view/reshape given their sizes in the other order)",
+    "shape_recut": "; the same {count} entries in other sizes, ({got_axes}) where the "
+                   "answer is ({want_axes}): one way to get this is a view/reshape given its "
+                   "sizes in another order than the tensor's axes (sizes unpacked from .shape "
+                   "in the wrong order), another is axes merged or joined (reshape, flatten, "
+                   "cat) that the answer keeps apart (a transpose or permute must bring the "
+                   "right axes together first)",
+    "float32_rounding": "it differs from the right answer only by about float32's rounding "
+                        "(largest error {error:.2g} of the largest entry) in this float64 "
+                        "test: a step computes in float32, such as a tensor made without a "
+                        "dtype (torch.zeros, torch.ones, torch.full, torch.tensor give float32 "
+                        "unless told) or a .float(); make every tensor follow the input's "
+                        "dtype (dtype=x.dtype, torch.zeros_like)",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -436,11 +453,12 @@ def wrong_shape(got, want, dims, axes=None):
     if len(got) == len(want):
         if sorted(got) == sorted(want):
             return MESSAGES["shape_order"].format(
-                got_axes=", ".join(axis_names(got, dims)), want_axes=want_axes)
+                got_axes=", ".join(axis_names(got, dims)),
+                want_axes=want_axes) + _swap_cause(got, want, want_names)
         parts = [MESSAGES["shape_axis"].format(
             axis=_axis_label(want_names[k]), got=g, got_is=_quantity(g, dims), want=w,
             want_is=_quantity(w, dims)) for k, (g, w) in enumerate(zip(got, want)) if g != w]
-        return "; ".join(parts)
+        return "; ".join(parts) + _recut(got, want, want_names, dims)
     if len(got) == len(want) + 1:
         for index in range(len(got)):
             if got[:index] + got[index + 1:] == want:
@@ -459,6 +477,31 @@ def wrong_shape(got, want, dims, axes=None):
         return unmerged
     return MESSAGES["shape_rank"].format(got_rank=len(got), got=got, want_rank=len(want),
                                          want_axes=want_axes)
+
+
+def _swap_cause(got, want, want_names):
+    """" (L and num_heads exchanged: a transpose(1, 2) ...)" where exchanging two axes of
+    `want` gives `got` (the first such pair), else ""."""
+    for i, j in itertools.combinations(range(len(want)), 2):
+        swapped = list(want)
+        swapped[i], swapped[j] = swapped[j], swapped[i]
+        if want[i] != want[j] and tuple(swapped) == tuple(got):
+            return MESSAGES["shape_swap_cause"].format(first=want_names[i],
+                                                       second=want_names[j], i=i, j=j)
+    return ""
+
+
+def _recut(got, want, want_names, dims):
+    """"; the same N entries cut into other sizes ..." where `got` holds as many entries as
+    `want` (each size of `got` named by a quantity or a product of them), else ""."""
+    if math.prod(got) != math.prod(want):
+        return ""
+    named = []
+    for size in got:
+        label = _product_name(size, dims).partition(" = ")[2].partition(" = ")[0]
+        named.append(label or str(size))
+    return MESSAGES["shape_recut"].format(count=math.prod(got), got_axes=", ".join(named),
+                                          want_axes=", ".join(want_names))
 
 
 # --------------------------------------------------------------------------------- layouts
@@ -893,7 +936,8 @@ def explain(actual, expected, same, wrong, dims, axes=None, mistakes=None):
                     lambda: rescaled_lines(actual, expected, same, dims, axes),
                     lambda: indices_permuted(actual, expected, same, dims, axes),
                     lambda: triangle_kind(actual, expected, dims, axes),
-                    lambda: one_minus(actual, expected, same)):
+                    lambda: one_minus(actual, expected, same),
+                    lambda: float32_rounding(actual, expected)):
         reason = attempt()
         if reason:
             return reason
@@ -924,7 +968,8 @@ FAMILY_KEYS = ("swap", "view", "reversed", "factors", "times", "plus", "shifted"
      "item_order", "split_axis",
                "raised_reason", "offset_along", "earlier", "permuted", "permuted_view",
                "reduced_many", "rescaled_lines", "indices_permuted", "in_place_shape",
-               "unrepeatable", "triangle", "one_minus", "raised_cause")
+               "unrepeatable", "triangle", "one_minus", "raised_cause", "shape_swap_cause",
+               "shape_recut", "float32_rounding")
 # a message that a family produced, for tests and the measurement of the families alone
 FAMILY_PATTERN = re.compile(
     "|".join(re.escape(_signature(key)) for key in FAMILY_KEYS)
@@ -2091,3 +2136,25 @@ def _no_keepdim_in(tree):
                     arguments = ", ".join(map(ast.unparse, [*call.args, *call.keywords]))
                     return f".{call.func.attr}({arguments})" if method else ast.unparse(call)
     return None
+
+
+# ------------------------------------------------- float32 rounding in a float64 test
+
+def float32_rounding(actual, expected):
+    """The precision family: in a float64 test (`expected` float64, not whole numbers),
+    `actual` differs from `expected` by about float32's rounding and no more (largest error
+    between 1e-9 and 1e-5 of the largest entry; float32 keeps about 7 significant digits,
+    float64 about 16): a step computed in float32."""
+    if (tuple(actual.shape) != tuple(expected.shape) or expected.dtype != torch.float64
+            or expected.numel() == 0):
+        return None
+    a, e = actual.detach().double(), expected.detach()
+    if not (bool(torch.isfinite(a).all()) and bool(torch.isfinite(e).all())):
+        return None
+    top = float(e.abs().max())
+    if top == 0 or bool((e == e.round()).all()):
+        return None   # zeros, or counts: whole numbers have no float32 rounding to show
+    error = float((a - e).abs().max()) / top
+    if not 1e-9 < error <= 1e-5:
+        return None
+    return MESSAGES["float32_rounding"].format(error=error)

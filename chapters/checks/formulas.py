@@ -298,13 +298,31 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
     def head_dim(state):
         return state["q"].shape[-1]
 
-    def project(_value, x, q="q", k="k", v="v", bias=True, v_input="value"):
-        return {"q": _linear(x["query"], x, q, bias), "k": _linear(x["key"], x, k, bias),
+    def project(_value, x, q="q", k="k", v="v", bias=True, v_input="value", q_input="query",
+                k_input="key"):
+        return {"q": _linear(x[q_input], x, q, bias), "k": _linear(x[k_input], x, k, bias),
                 "v": _linear(x[v_input], x, v, bias)}
 
     def split(how):
         return lambda st, _x: _with(st, q=_split_heads(st["q"], h, how),
                                     **{n: _split_heads(st[n], g, how) for n in "kv"})
+
+    def split_by_head_dim(st, _x):
+        """The split with num_heads and head_dim exchanged: d_model // num_heads heads of
+        num_heads features each (no fit where the two are equal, or with grouped keys)."""
+        D = st["q"].shape[-1]
+        if D // h == h or g != h:
+            raise RuntimeError("num_heads == head_dim: the same split")
+        return _with(st, **{n: _split_heads(st[n], D // h, "transpose") for n in "qkv"})
+
+    def causal(st, x):
+        """A causal mask of the student's own where the exercise passes none (no fit where
+        a mask is given)."""
+        if x.get("mask") is not None:
+            raise RuntimeError("a mask is given")
+        future = torch.ones(st["s"].shape[-2:], dtype=torch.bool,
+                            device=st["s"].device).triu(1)
+        return _with(st, s=st["s"].masked_fill(future, float("-inf")))
 
     def repeat(tiled=False):
         def step(st, _x):
@@ -349,6 +367,11 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
             "projects queries with k_proj and keys with q_proj":
                 lambda st, x: project(st, x, q="k", k="q"),
             "projects the key input as the values": lambda st, x: project(st, x, v_input="key"),
+            "projects the key input as the queries (q_proj must read the query input)":
+                lambda st, x: project(st, x, q_input="key"),
+            "projects the query input as the keys and the values, as in self-attention (k_proj "
+            "must read the key input, v_proj the value input)":
+                lambda st, x: project(st, x, k_input="query", v_input="query"),
             "leaves out the input projections' biases": lambda st, x: project(st, x, bias=False),
             **{f"leaves out the {role} projection ({name}_proj): the {role} input is used as "
                "it is": lambda st, x, n=name, r=role: {**project(st, x), n: x[r]}
@@ -357,7 +380,13 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
                                                        "k": project(st, x)["v"],
                                                        "v": project(st, x)["k"]}},
         "split into heads": {"reshapes without the transpose": split("view"),
-                             "interleaves the heads' features": split("interleaved")},
+                             "interleaves the heads' features": split("interleaved"),
+                             "cuts d_model into head_dim heads of num_heads features "
+                             "(num_heads and head_dim exchanged: split_heads(t, "
+                             "num_heads) takes the number of heads)": split_by_head_dim},
+        "mask": {"adds a causal mask (each query sees only the keys up to its own position) "
+                 "that the exercise does not ask for: with no mask every query attends to "
+                 "every key": causal},
         "repeat of the key/value heads": {
             "tiles the key/value heads (repeat) instead of giving each its group of "
             "consecutive query heads (repeat_interleave)": repeat(tiled=True)},
@@ -472,6 +501,16 @@ def projection_by_heads_formula(dims, num_heads):
         c = st["c"].reshape(B, L, h, -1)                               # (B, L, h, hd)
         return _with(st, terms=torch.einsum("blhk,hkd->blhd", c, st["W"]))
 
+    def products_by_position(st, x):
+        """heads[:, :, i] @ W_O^i: position i of every head (B, h, hd) in place of head i
+        at every position; terms (B, h, h, d_model) (no fit with fewer positions than
+        heads)."""
+        heads = x["heads"]
+        if heads.shape[2] < h:
+            raise RuntimeError("fewer positions than heads")
+        # term i, row r: heads[:, r, i] @ W_O^i; the sum runs over i (axis 2)
+        return _with(st, terms=torch.einsum("brik,ikd->brid", heads[:, :, :h], st["W"]))
+
     def bias(times=1):
         return lambda st, x: st["o"] if x.get("b_O") is None else st["o"] + times * x["b_O"]
 
@@ -493,6 +532,9 @@ def projection_by_heads_formula(dims, num_heads):
             "head_dim, d_model): its row block i is W_O^i, no .T)": blocks("transposed"),
             "uses only the diagonal blocks of W_O (each head projected only into its own "
             "slice of the output)": blocks("diagonal")},
+        "per-head products": {"indexes the positions instead of the heads: heads[:, :, i] "
+                              "is position i of every head, head i is heads[:, i]":
+                              products_by_position},
         "sum over the heads": {"averages the heads instead of summing them":
                                lambda st, _x: _with(st, o=st["terms"].mean(2)),
                                "leaves out the last head (a loop over range(num_heads - 1) "
@@ -600,7 +642,9 @@ def parameter_count_formula(dims):
                     lambda n, x: n + d(x) * d(x) / x["num_heads"],
                 "counts W_O as value_size x d_model: W_O maps the d_model features of the "
                 "merged heads, whatever value_size is":
-                    lambda n, x: n + x["value_size"] * d(x)},
+                    lambda n, x: n + x["value_size"] * d(x),
+                "is left out: out_proj (W_O) has d_model * d_model weights of its own":
+                    lambda n, _x: n},
         "biases": {"leaves out the output projection's bias (counts 3 * d_model): out_proj "
                    "has d_model biases too": lambda n, x: n + 3 * d(x) * x["bias"],
                    "ignores bias=False (counts the 4 * d_model biases whatever `bias` is): "
@@ -779,6 +823,27 @@ def head_projection_formula(dims, i, num_heads):
         return state["y"] - state["b"]
 
     bias_ways["subtracts the bias instead of adding it (x W_i^T + b_i)"] = subtract_bias
+
+    def one_entry(state, x):
+        if x.get("bias") is None:
+            raise RuntimeError("no bias")   # no fit (Formula.mistakes)
+        return state["y"] + x["bias"][i]
+
+    bias_ways[f"adds the one number bias[i] = bias[{i}] to every feature: head i's bias is "
+              "the block bias[i*head_dim:(i+1)*head_dim], the same rows as the weight"] = \
+        one_entry
+
+    def from_heads_count(_v, x):
+        head_dim = x["weight"].shape[0] // num_heads
+        if head_dim == num_heads or i * num_heads + head_dim > x["weight"].shape[0]:
+            raise RuntimeError("the same block, or none")   # no fit (Formula.mistakes)
+        block = slice(i * num_heads, i * num_heads + head_dim)
+        bias = x.get("bias")
+        return {"w": x["weight"][block], "b": None if bias is None else bias[block]}
+
+    if i != 0:
+        ways["starts head i's block at row i * num_heads instead of i * head_dim (head i "
+             "holds rows [i*head_dim, (i+1)*head_dim))"] = from_heads_count
     return Formula(steps, {"block of rows of head i": ways, "bias": bias_ways},
                    {"bias": lambda st, _x: st["y"]})
 
@@ -821,6 +886,9 @@ def core_formula(dims, num_heads, output=True):
     del formula.variants["projection"]
     formula.variants["inputs"] = {
         "reads the query input for the keys": reading("key", "query"),
+        "reads the key input for the queries": reading("query", "key"),
+        "reads the query input for the keys and the values, as in self-attention":
+            lambda st, x: project(st, {**x, "key": x["query"], "value": x["query"]}),
         "reads the query input for the values": reading("value", "query"),
         "reads the key input for the values": reading("value", "key"),
         "swaps the key and value inputs (the keys read from value, the values from key)":

@@ -423,6 +423,13 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
                                     what=MESSAGES["items"].format(kind=type_name(result),
                                                                   count=len(result)))))
     out, weights = result
+    if isinstance(out, torch.Tensor) and isinstance(weights, torch.Tensor):
+        # the tuple family: (weights, output) returned for (output, weights)
+        swapped = diagnose.item_order((out.shape, weights.shape),
+                                      (expected_out.shape, expected_weights.shape),
+                                      (MESSAGES["output_label"], MESSAGES["weights_label"]))
+        if swapped:
+            fail(diagnose.explained(name, swapped))
     output_name = MESSAGES["labelled"].format(name=name, label=MESSAGES["output_label"])
     out = expect_tensor(out, output_name)
     # the formula with one step left out or moved (checks/diagnose.py), projections the

@@ -658,6 +658,13 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
         output, weights = result
         Lk_case = k_in.shape[1]
         expected, expected_w = answer
+        if isinstance(output, torch.Tensor) and isinstance(weights, torch.Tensor):
+            # the tuple family: (weights, output) returned for (output, weights)
+            swapped = diagnose.item_order((output.shape, weights.shape),
+                                          (expected.shape, expected_w.shape),
+                                          ("output", "weights"))
+            if swapped:
+                fail(diagnose.explained(f"forward ({label})", swapped))
 
         context = f" ({label}, B={batch}, Lq={q_in.shape[1]}, Lk={Lk_case}, {dtype})"
         expect_tensor(output, "output" + context, dtype=dtype, device=device)

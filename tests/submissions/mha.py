@@ -927,3 +927,78 @@ BUGS.update({
         fails=["test_mha_structure", "test_mha_forward"],
         diagnosis=r"k_proj.*key_size|key_size.*k_proj|in_features.*key_size"),
 })
+
+# a fourth practice round (issue 20, helper i20hm): written from the exercises' text, each
+# diagnosis before the run; of the 11 chapter-3 mistakes of that round 6 were named before
+# (two of them by luck: words of the expected formula or of a hint) and 10 after the
+# formula steps and the float32 family were added. Left out here: W_O^i transposed again
+# (the error's restatement says "the product wants B transposed", the opposite of the fix)
+# and out_proj applied to every head before the merge, which raise and whose message
+# restates the error only.
+BUGS.update({
+    "opbh_indexes_positions": Bug(
+        cells={"output_projection_by_heads": _edit(_PROJECTION, "heads[:, i] @ blocks[i]",
+                                                   "heads[:, :, i] @ blocks[i]")},
+        fails=["test_output_projection_by_heads"],
+        diagnosis=r"indexes the positions instead of the heads: heads\[:, :, i\]"),
+    "opbh_zeros_float32": Bug(cells={"output_projection_by_heads": '''
+import torch
+
+def output_projection_by_heads(heads, W_O, b_O=None):
+    B, h, L, hd = heads.shape
+    output = torch.zeros(B, L, W_O.shape[1])
+    for i in range(h):
+        output += heads[:, i] @ W_O[i * hd:(i + 1) * hd]
+    return output if b_O is None else output + b_O
+'''}, fails=["test_output_projection_by_heads"],
+        diagnosis=r"float32's rounding .* a step computes in float32",
+        notes="hidden only: the float64 test"),
+    "init_xavier_normal": Bug(
+        cells={"MultiHeadAttention": _init("nn.init.xavier_uniform_(proj.weight)",
+                                           "nn.init.xavier_normal_(proj.weight)")},
+        fails=["test_mha_structure"], diagnosis=r"nn\.init\.xavier_normal_"),
+    "forward_split_into_head_dim_heads": Bug(cells={"MultiHeadAttention": _mha('''
+    def forward(self, query, key, value, mask=None):
+        q = split_heads(self.q_proj(query), self.head_dim)
+        k = split_heads(self.k_proj(key), self.head_dim)
+        v = split_heads(self.v_proj(value), self.head_dim)
+        heads, weights = scaled_dot_product_attention(q, k, v, mask)
+        return self.out_proj(merge_heads(heads)), weights
+''')}, fails=_FORWARD, diagnosis=r"head_dim heads of num_heads features",
+        notes="hidden only: num_heads == head_dim in the visible test"),
+    "forward_queries_from_key": Bug(
+        cells={"MultiHeadAttention": _mha(_mha_forward_with(line_q="self.q_proj(key)"))},
+        fails=_FORWARD, diagnosis=r"projects the key input as the queries"),
+    "loader_without_no_grad": Bug(
+        cells={"load_from_torch": _edit(_LOADER, "    with torch.no_grad():\n        for proj",
+                                        "    if True:\n        for proj")},
+        fails=["test_load_from_torch"], diagnosis=r"torch\.no_grad"),
+    "loader_v_from_k_proj_weight": Bug(
+        cells={"load_from_torch": _edit(_LOADER, "torch_mha.k_proj_weight, torch_mha.v_proj_weight",
+                                        "torch_mha.k_proj_weight, torch_mha.k_proj_weight")},
+        fails=["test_load_from_torch"],
+        diagnosis=r"5 = value_size entries and one of 7 = key_size .*k_proj_weight, "
+                  r"v_proj_weight", notes="hidden only: kdim != vdim"),
+    "count_sizes_left_none": Bug(
+        cells={"count_parameters": _edit(
+            _COUNT, "inputs = [query_size or d_model, key_size or d_model, value_size or d_model]",
+            "inputs = [query_size, key_size, value_size]")},
+        fails=["test_count_parameters"], diagnosis=r"a None is used as a tensor"),
+    "count_forgets_W_O": Bug(
+        cells={"count_parameters": _edit(
+            _COUNT, "weights = sum(size * d_model for size in inputs) + d_model * d_model",
+            "weights = sum(size * d_model for size in inputs)")},
+        fails=["test_count_parameters"], diagnosis=r"the W_O step is left out"),
+    # written with the projection step that reads the query for keys and values
+    "forward_self_attention_only": Bug(
+        cells={"MultiHeadAttention": _mha(_mha_forward_with(line_k="self.k_proj(query)").replace(
+            "self.v_proj(value)", "self.v_proj(query)"))},
+        fails=_FORWARD,
+        diagnosis=r"projects the query input as the keys and the values, as in self-attention"),
+    # written after the tuple family was added to the forward's check
+    "forward_returns_weights_first": Bug(
+        cells={"MultiHeadAttention": _mha(_mha_forward_with(
+            finish="return weights, self.out_proj(merge_heads(heads))"))},
+        fails=_FORWARD,
+        diagnosis=r"you returned \(weights, output\), the exercise asks for \(output, weights\)"),
+})
