@@ -29,13 +29,13 @@ import torch
 from nbgrader.api import Gradebook, MissingEntry
 from tqdm import tqdm
 
-from autograde import course, engine, remote
+from autograde import course, engine, messages, remote
 from autograde.course import nbgrader_api
 from autograde.engine import LIMITS, Assignment, Grader, trusted_namespace
 from autograde.exports import results_from_gradebook
 from autograde.notebook import Submission, printable
-from autograde.paths import (LOCK, RELEASE, RESULTS, SUBMITTED, released_notebook, result_path,
-                             source_notebook)
+from autograde.paths import (LOCK, RELEASE, RESULTS, SUBMITTED, released_language,
+                             released_notebook, result_path, source_notebook)
 from autograde.record import Recorder
 from autograde.results import NotebookResult, TestResult
 
@@ -47,6 +47,9 @@ class Job:
     folder: Path    # submitted/<student>/<assignment>
     notebook: Path  # the file graded (may not exist: then the result says so)
     problem: str = ""
+    # the problem's language: no notebook tells it, so the assignment's release's (see
+    # paths.released_language: the language the class was given the chapter in)
+    language: str = messages.ENGLISH
 
 
 def find_jobs(course_dir, assignments, students=None):
@@ -63,13 +66,14 @@ def find_jobs(course_dir, assignments, students=None):
             if not folder.is_dir():
                 continue
             notebook = folder / f"{assignment}.ipynb"
-            problem = ""
+            problem, language = "", messages.ENGLISH
             if not notebook.exists():
+                language = messages.supported(released_language(course_dir, assignment))
                 others = sorted(p.name for p in folder.glob("*.ipynb"))
-                problem = (f"no notebook named {notebook.name}"
-                           + (f"; found {', '.join(others)} (rename it to {notebook.name})"
-                              if others else " was submitted"))
-            jobs.append(Job(student_dir.name, assignment, folder, notebook, problem))
+                problem = messages.text("submission.misnamed", language, name=notebook.name,
+                                        found=", ".join(others)) if others else \
+                    messages.text("submission.missing", language, name=notebook.name)
+            jobs.append(Job(student_dir.name, assignment, folder, notebook, problem, language))
     return jobs
 
 
@@ -129,7 +133,8 @@ class Worker:
         job = task.job
         assignment = self.assignments[job.assignment]
         if job.problem:
-            return _error_result(assignment, job.student, job.problem), {}
+            return _error_result(assignment, job.student, job.problem,
+                                 language=job.language), {}
         submission = task.submission or Submission.read(
             job.notebook, self.grader.limits["notebook_file_bytes"])
         last, self.start_error = self.start_error, None
@@ -172,9 +177,10 @@ def _work(connection, release_dir, limits, sandbox, parent, assignments):
         worker.close_zygote()
 
 
-def _error_result(assignment, student, message, status="error"):
+def _error_result(assignment, student, message, status="error", language=messages.ENGLISH):
     message = printable(message)
-    result = NotebookResult(student, assignment.name, assignment.notebook, "error", message)
+    result = NotebookResult(student, assignment.name, assignment.notebook, "error", message,
+                            language=language)
     result.tests = [TestResult(t.grade_id, 0.0, t.points, status, message)
                     for t in assignment.tests]
     return result

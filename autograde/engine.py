@@ -207,7 +207,7 @@ class Grader:
 
     def _fresh_child(self, assignment, steps, skip, problems, deadline, language):
         """A new child that has run `steps` except those in `skip`; records what failed."""
-        child = self.zygote.spawn(assignment.name, self.limits)
+        child = self.zygote.spawn(assignment.name, self.limits, language)
         child.deadline = deadline
         for label, source, is_solution in steps:
             if label in skip:

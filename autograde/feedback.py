@@ -142,7 +142,8 @@ def _problems_html(result):
     if not errors:
         return ""
     items = "\n".join(
-        f"<li><strong>{_e(problem.get('cell', ''))}</strong>{_pre(problem.get('message', ''))}</li>"
+        f"<li><strong>{_e(messages.where(problem.get('cell', ''), result.language))}</strong>"
+        f"{_pre(problem.get('message', ''))}</li>"
         for problem in errors)
     return (f"<h2>{_h('feedback.errors', result.language)}</h2>\n"
             f"<p>{_h('feedback.errors_explained', result.language)}</p>\n<ul>\n{items}\n</ul>")
@@ -244,6 +245,6 @@ def render_markdown(result):
     if _errors(result):
         lines += ["", f"## {text('feedback.errors')}", "", text("feedback.errors_explained"), ""]
         for problem in _errors(result):
-            lines += [f"- {md_text(problem.get('cell', ''))}", "",
+            lines += [f"- {md_text(messages.where(problem.get('cell', ''), language))}", "",
                       fenced(problem.get("message", ""), indent="  "), ""]
     return "\n".join(lines).rstrip() + "\n"

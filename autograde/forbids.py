@@ -89,10 +89,20 @@ _IDENTIFIER_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)
 
 @dataclass(frozen=True)
 class Finding:
-    where: str        # "cell stable_softmax, line 4"
-    what: str         # "imports checks.attention", "uses torch.ops.aten.softmax"
+    where: str        # "cell stable_softmax, line 4" (the step's label, autograde.notebook)
+    key: str          # what it does, as the template finding.<key> of autograde.messages:
+    fields: tuple     # its ((name, value), ...): "imports", (("module", "checks"),)
     strong: bool      # could switch a check off from any cell (else: only in its own)
     patched: str = ""  # the attribute of torch it replaces: strong where a spec names it
+
+    def what(self, language=messages.ENGLISH):
+        """What it does, in `language`: "imports checks.attention", "uses torch.ops..."."""
+        return messages.text(f"finding.{self.key}", language, **dict(self.fields))
+
+
+def _found(where, key, strong, patched="", **fields):
+    """Finding(where, key, fields, strong, patched), its fields given by name."""
+    return Finding(where, key, tuple(fields.items()), strong, patched)
 
 
 def _unparse(node, limit=60):
@@ -334,15 +344,13 @@ def _reflection(node, where, bound, parents):
     if isinstance(node, ast.ImportFrom) and not node.level and node.module:
         if any(a.name == "*" for a in node.names):
             if node.module in REFLECTING_MODULES or _module_reach(node.module):
-                found.append(Finding(where, f"star import from {node.module} (the names it "
-                                            "binds cannot be followed)", True))
+                found.append(_found(where, "star_import", True, module=node.module))
             elif node.module not in STAR_SAFE:
-                found.append(Finding(where, f"star import from {node.module} (the names it "
-                                            "binds cannot be followed)", False))
+                found.append(_found(where, "star_import", False, module=node.module))
         for alias in node.names:
             if (node.module, alias.name) in REACHING_ON or alias.name in REACHING_ATTRIBUTES \
                     or f"{node.module}.{alias.name}" in REFLECTING:
-                found.append(Finding(where, f"imports {alias.name} from {node.module}", True))
+                found.append(_found(where, "imports_name", True, name=alias.name, module=node.module))
         return found
     if isinstance(node, ast.Constant) and isinstance(node.value, str) \
             and _IDENTIFIER_PATH.fullmatch(node.value):
@@ -350,7 +358,7 @@ def _reflection(node, where, bound, parents):
         # torch's internals by name (a module's name alone, "checks", is a folder's too)
         if any(n in REACHING_ATTRIBUTES for n in names) or (
                 names[0] == "torch" and _module_reach(node.value)):
-            found.append(Finding(where, f"names {node.value!r} in a string", True))
+            found.append(_found(where, "names_in_string", True, text=repr(node.value)))
         return found
     if not isinstance(node, (ast.Name, ast.Attribute)) or not isinstance(node.ctx, ast.Load):
         return found
@@ -367,36 +375,36 @@ def _reflection(node, where, bound, parents):
     if path in REFLECTING:
         name = path.rpartition(".")[2]
         if not called and not aliased:
-            found.append(Finding(where, f"uses {name} as a value ({spelled})", True))
+            found.append(_found(where, "uses_as_value", True, name=name, code=spelled))
         elif spelled != name and spelled != path and not aliased:
-            found.append(Finding(where, f"calls {name} under another name ({spelled})", True))
+            found.append(_found(where, "calls_renamed", True, name=name, code=spelled))
         elif called and path in ("operator.attrgetter", "operator.methodcaller",
                                  "builtins.getattr") and spelled != "getattr":
             if not all(isinstance(a, ast.Constant) for a in parent.args[:2]):
-                found.append(Finding(where, f"calls {name} with a computed name "
-                                            f"({_unparse(parent)})", True))
+                found.append(_found(where, "calls_computed", True, name=name,
+                                           code=_unparse(parent)))
         elif called and path == "builtins.getattr" and len(parent.args) >= 2 \
                 and not isinstance(parent.args[1], ast.Constant) \
                 and not _bounded_name(parent.args[1]):
-            found.append(Finding(where, f"calls getattr with a computed name "
-                                        f"({_unparse(parent)})", True))
+            found.append(_found(where, "calls_computed", True, name="getattr",
+                                       code=_unparse(parent)))
         return found
     root = path.split(".")[0]
     # (a module, only where an import bound the name: `types` is also torch_function's
     # argument, and `os` a variable's name)
     if root in REFLECTING_MODULES and path == root and not aliased \
             and isinstance(node, ast.Name) and bound.get(node.id) == root:
-        found.append(Finding(where, f"uses the module {root} as a value ({spelled})", True))
+        found.append(_found(where, "module_as_value", True, module=root, code=spelled))
         return found
     # what reaching() finds by spelling (x._C, sys.modules, an import) is left to it
     spelled_too = isinstance(node, ast.Attribute) and (node.attr in REACHING_ATTRIBUTES or (
         isinstance(node.value, ast.Name) and (node.value.id, node.attr) in REACHING_ON))
     if _path_reach(path) and not spelled_too:
-        found.append(Finding(where, f"uses {spelled}, which is {path}", True))
+        found.append(_found(where, "uses_which_is", True, code=spelled, path=path))
     elif root != spelled.split(".")[0] and root != "builtins" and _module_reach(path):
         # a reaching module under another name (from torch import _C as c; c.x)
-        found.append(Finding(where, f"uses {spelled}, which is {path}",
-                             not _weak_module(path)))
+        found.append(_found(where, "uses_which_is", not _weak_module(path), code=spelled,
+                             path=path))
     return found
 
 
@@ -415,33 +423,32 @@ def reaching(label, source, is_solution, aliases, bound=None):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if _module_reach(alias.name):
-                    found.append(Finding(where, f"imports {alias.name}",
-                                         not _weak_module(alias.name)))
+                    found.append(_found(where, "imports", not _weak_module(alias.name),
+                                        module=alias.name))
         elif isinstance(node, ast.ImportFrom):
             module = "." * node.level + (node.module or "")
             names = [f"{module}.{a.name}" for a in node.names]
             if node.level:
-                found.append(Finding(where, f"imports from {module}", True))
+                found.append(_found(where, "imports_from", True, module=module))
             elif _module_reach(module) or any(_module_reach(n) for n in names):
                 given = not is_solution and module == "checks"
                 if not given:
-                    found.append(Finding(where, f"imports {module}", not _weak_module(module)))
+                    found.append(_found(where, "imports", not _weak_module(module), module=module))
         elif isinstance(node, ast.Attribute):
             base = node.value.id if isinstance(node.value, ast.Name) else None
             if node.attr in REACHING_ATTRIBUTES or (base, node.attr) in REACHING_ON \
                     or (base in aliases and node.attr in ("ops", "library")):
-                found.append(Finding(where, f"uses {_unparse(node)}",
-                                     node.attr not in WEAK_ATTRIBUTES))
+                found.append(_found(where, "uses", node.attr not in WEAK_ATTRIBUTES,
+                                    code=_unparse(node)))
             if isinstance(node.ctx, (ast.Store, ast.Del)) and _root(node) in aliases:
-                found.append(Finding(where, f"replaces {_unparse(node)} (patches torch)",
-                                     False, node.attr))
+                found.append(_found(where, "replaces", False, node.attr, code=_unparse(node)))
         elif isinstance(node, ast.Name) and node.id in REACHING_ATTRIBUTES - {"__dict__"}:
-            found.append(Finding(where, f"uses {node.id}", True))
+            found.append(_found(where, "uses", True, code=node.id))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             name = node.func.id
             if name in REACHING_CALLS and not (name == "setattr"
                                                and _harmless_setattr(node, parents, tree)):
-                found.append(Finding(where, f"calls {name}()", True))
+                found.append(_found(where, "calls", True, name=name))
 
     return found
 
@@ -574,9 +581,11 @@ def verdicts(steps, specs, given=frozenset(), language=messages.ENGLISH):
         if named:
             where, name, text = named[0]
             message = messages.text("forbid.named", language, message=spec.message(name),
-                                    where=where, code=text)
+                                    where=messages.where(where, language), code=text)
         elif reasons:
-            listed = "; ".join(f"{f.where}: {f.what}" for f in reasons[:4])
+            listed = messages.text("forbid.separator", language).join(
+                messages.text("forbid.listed", language, where=messages.where(f.where, language),
+                              what=f.what(language)) for f in reasons[:4])
             more = messages.text("forbid.more", language, count=len(reasons) - 4) \
                 if len(reasons) > 4 else ""
             message = messages.text(
@@ -594,7 +603,7 @@ def flags(steps, given=frozenset()):
     what a solution never needs (see reaching()), the course's own given code left out."""
     found = {}
     for (label, _, _), step in zip(steps, _findings(steps, given)):
-        found.setdefault(label, set()).update(f.what for f in step)
+        found.setdefault(label, set()).update(f.what() for f in step)  # (the instructor's)
     return [{"cell": label, "kind": "suspicious", "message": "; ".join(sorted(reasons))
              + " (the checks run in the grader: a solution needs none of this)"}
             for label, reasons in found.items() if reasons]

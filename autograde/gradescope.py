@@ -30,6 +30,7 @@ import zipfile
 from pathlib import Path
 
 from autograde import course, messages
+from autograde.paths import release_dir, released_language
 
 # babel: the grader's catalogues (autograde.messages) for a notebook in another language
 GRADER_PACKAGES = ("torch", "numpy", "matplotlib", "nbformat", "nbgrader", "tqdm", "pyyaml",
@@ -96,8 +97,11 @@ def _add_script(archive, name, text):
     archive.writestr(info, text)
 
 
-def build(assignment, output):
-    """Write autograder.zip for `assignment` at `output`; returns its path."""
+def build(assignment, output, language=None):
+    """Write autograder.zip for `assignment` at `output`; returns its path. `language`
+    (e.g. "zh_CN"): the class's, where it is not English: the chapter's release in it
+    (course.release_language) is shipped too, and what the grader says where no notebook
+    tells the language (an upload without the notebook) is said in it."""
     if assignment not in course.assignments():
         raise ValueError(f"no chapter named {assignment!r}: one of "
                          f"{', '.join(course.assignments())}")
@@ -108,6 +112,11 @@ def build(assignment, output):
     with tempfile.TemporaryDirectory() as scratch:
         course_dir = Path(scratch) / "course"
         course.release(course_dir, [assignment])
+        parts = [f"source/{assignment}", f"release/{assignment}"]
+        if language and language != messages.ENGLISH:
+            course.release_language(course_dir, assignment, language)
+            parts.append(release_dir(course_dir, language).relative_to(course_dir).as_posix()
+                         + f"/{assignment}")
         partial = output.with_name(output.name + ".partial")
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
             _add_script(archive, "setup.sh", SETUP_SH.format(assignment=assignment,
@@ -120,7 +129,7 @@ def build(assignment, output):
                 _add_tree(archive, course.REPO / name, name)
             for path in sorted(messages.LOCALES.glob(SHIPPED_CATALOGUES)):
                 archive.write(path, path.relative_to(course.REPO).as_posix())
-            for part in (f"source/{assignment}", f"release/{assignment}"):
+            for part in parts:
                 _add_tree(archive, course_dir / part, f"course/{part}")
             archive.write(course_dir / "gradebook.db", "course/gradebook.db")
         os.replace(partial, output)
@@ -141,27 +150,35 @@ def graded_cells(source_notebook):
 
 
 def _choose_notebook(submission, assignment):
-    """(path, note) of the notebook to grade, or (None, why none can be)."""
+    """(path, note) of the notebook to grade, or (None, why none can be); a note is
+    (template key of autograde.messages, its fields), said in a language once known, or
+    None."""
     wanted = f"{assignment}.ipynb"
     found = sorted(p for p in Path(submission).rglob("*.ipynb")
                    if p.is_file() and ".ipynb_checkpoints" not in p.parts)
     exact = [p for p in found if p.name == wanted]
     if len(exact) == 1:
-        return exact[0], ""
+        return exact[0], None
     if not found:
-        return None, f"Your submission holds no notebook: upload {wanted}."
+        return None, ("gradescope.no_notebook", {"wanted": wanted})
     if len(found) == 1:  # one student, one notebook: the browser may have renamed it
-        return found[0], f"Graded {found[0].name} (the only notebook submitted) as {wanted}."
+        return found[0], ("gradescope.only_notebook", {"found": found[0].name, "wanted": wanted})
     names = ", ".join(p.relative_to(submission).as_posix() for p in found)
-    return None, (f"Your submission holds {len(found)} notebooks ({names}) and "
-                  f"{'several' if exact else 'none'} named {wanted}: submit only {wanted}.")
+    return None, ("gradescope.several_named" if exact else "gradescope.none_named",
+                  {"count": len(found), "names": names, "wanted": wanted})
 
 
-def results_json(result, cells, note=""):
-    """Gradescope's results.json (a dict) for one NotebookResult of `batch.grade`."""
+def _said(note, language):
+    """A note of _choose_notebook in `language` ("" for none)."""
+    return messages.text(note[0], language, **note[1]) if note else ""
+
+
+def results_json(result, cells, note=None):
+    """Gradescope's results.json (a dict) for one NotebookResult of `batch.grade`; `note`:
+    which notebook was graded (_choose_notebook's), said in the notebook's language."""
     hidden = {grade_id for grade_id, _, has_hidden in cells if has_hidden}
     language = result.language  # (the notebook's: its sentences are the student's)
-    lines = [note] if note else []
+    lines = [_said(note, language)] if note else []
     if hidden:
         lines.append(messages.text("gradescope.hidden", language, hidden=len(hidden),
                                    cells=len(cells)))
@@ -170,7 +187,9 @@ def results_json(result, cells, note=""):
                                    error=result.error.strip()))
     for problem in result.problems:
         where = problem.get("cell", "")
-        lines.append(f"{where}: {problem.get('message', '')}".strip(": "))
+        lines.append(messages.text("gradescope.problem", language,
+                                   where=messages.where(where, language),
+                                   message=problem.get("message", "")).strip(": ："))
     tests = []
     for test in result.tests:
         tests.append({
@@ -183,11 +202,12 @@ def results_json(result, cells, note=""):
             "stdout_visibility": "hidden"}
 
 
-def _not_graded(cells, message):
+def _not_graded(cells, message, language=messages.ENGLISH):
     """results.json for a submission the grader never reached: every test cell at 0."""
     return {"score": 0.0, "output": message, "stdout_visibility": "hidden",
             "tests": [{"name": grade_id, "score": 0.0, "max_score": points,
-                       "status": "failed", "output": "not graded: see above",
+                       "status": "failed",
+                       "output": messages.text("gradescope.see_above", language),
                        "visibility": "visible"} for grade_id, points, _ in cells]}
 
 
@@ -213,7 +233,9 @@ def grade_submission(assignment, root):
     cells = graded_cells(template / "source" / assignment / f"{assignment}.ipynb")
     notebook, note = _choose_notebook(root / "submission", assignment)
     if notebook is None:
-        return _not_graded(cells, note)
+        # no notebook to tell the language: the chapter's release's (build's `language`)
+        language = messages.supported(released_language(template, assignment))
+        return _not_graded(cells, _said(note, language), language)
     if not _sandbox_works():
         print("WARNING: bubblewrap cannot run in this container: the student's code runs "
               "with process limits only", flush=True)

@@ -84,6 +84,8 @@ MESSAGES = {
                            "none of this."),
     "forbid.more": _(" and {count} more"),
     "forbid.own_version": _("PyTorch’s own version"),
+    "forbid.listed": _("{where}: {what}"),
+    "forbid.separator": _("; "),
     # -- why a submission cannot be graded at all (autograde.notebook.SubmissionError) ------
     "submission.missing": _("no notebook named {name} was submitted"),
     "submission.too_big": _("{name} is {size} MB, over the limit of {limit} MB: clear its "
@@ -159,6 +161,43 @@ MESSAGES = {
     "report.reason.problem": _("grading problem"),
     "report.reason.suspicious": _("suspicious code"),
     "report.reason.duplicate": _("exercise in several cells"),
+    # -- where in a notebook: the grader's labels of cells and lines (where(), below) -------
+    "where.cell": _("cell {cell}"),
+    "where.cell_line": _("cell {cell}, line {line}"),
+    # -- a notebook's problems besides errors (autograde.notebook) -------------------------
+    "problem.duplicate": _("the exercise {exercise} is in {count} cells ({cells}): graded "
+                           "from the last, as nbgrader does; the others ran as ordinary cells"),
+    "problem.cell_limit": _("more than {limit} statements (lines and semicolons) in one cell, "
+                            "over the grader's limit: the cell was not run"),
+    # -- a student folder without the notebook (autograde.batch.find_jobs) -----------------
+    "submission.misnamed": _("no notebook named {name}; found {found} (rename it to {name})"),
+    # -- the student's process (autograde.sandbox: sent to it, in the notebook's language) -
+    "sandbox.output_limit": _("a result of {size} bytes is over the output limit"),
+    # -- what could hide a forbidden call (autograde.forbids.Finding) ----------------------
+    "finding.star_import": _("star import from {module} (the names it binds cannot be "
+                             "followed)"),
+    "finding.imports_name": _("imports {name} from {module}"),
+    "finding.names_in_string": _("names {text} in a string"),
+    "finding.uses_as_value": _("uses {name} as a value ({code})"),
+    "finding.calls_renamed": _("calls {name} under another name ({code})"),
+    "finding.calls_computed": _("calls {name} with a computed name ({code})"),
+    "finding.module_as_value": _("uses the module {module} as a value ({code})"),
+    "finding.uses_which_is": _("uses {code}, which is {path}"),
+    "finding.imports": _("imports {module}"),
+    "finding.imports_from": _("imports from {module}"),
+    "finding.uses": _("uses {code}"),
+    "finding.replaces": _("replaces {code} (patches torch)"),
+    "finding.calls": _("calls {name}()"),
+    # -- Gradescope: which notebook of the upload is graded (autograde.gradescope) ---------
+    "gradescope.no_notebook": _("Your submission holds no notebook: upload {wanted}."),
+    "gradescope.only_notebook": _("Graded {found} (the only notebook submitted) as "
+                                  "{wanted}."),
+    "gradescope.several_named": _("Your submission holds {count} notebooks ({names}) and "
+                                  "several named {wanted}: submit only {wanted}."),
+    "gradescope.none_named": _("Your submission holds {count} notebooks ({names}) and none "
+                               "named {wanted}: submit only {wanted}."),
+    "gradescope.see_above": _("not graded: see above"),
+    "gradescope.problem": _("{where}: {message}"),
 }
 
 
@@ -199,6 +238,24 @@ def template(key, language=ENGLISH):
 def text(key, language=ENGLISH, /, **fields):
     """The message `key` in `language`, its fields filled in."""
     return template(key, language).format(**fields)
+
+
+# The grader's label of a step of the plan (autograde.notebook.plan): "cell <grade id or
+# number>, line <n>", or "cell <...>" alone. Labels are identifiers too (the student's
+# process compiles each step under its label; autograde.forbids and engine read the line
+# back): they stay as they are, and are put into words where a person reads them.
+LABEL = re.compile(r"cell (?P<cell>.+?)(?:, line (?P<line>\d+))?")
+
+
+def where(label, language=ENGLISH):
+    """The grader's label of a cell or a line (LABEL) in `language`: "cell scores, line 3"
+    -> "单元格 scores，第 3 行"; any other text as it is."""
+    found = LABEL.fullmatch(str(label))
+    if not found:
+        return label
+    if found["line"] is None:
+        return text("where.cell", language, cell=found["cell"])
+    return text("where.cell_line", language, cell=found["cell"], line=found["line"])
 
 
 def html_lang(language):

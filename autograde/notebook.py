@@ -305,9 +305,9 @@ def duplicates(nb):
         if _is_solution(cell):
             counting.setdefault(str(_nbgrader(cell).get("grade_id")), []).append(index)
     return [{"cell": f"cell {where[-1] + 1}", "kind": "duplicate",
-             "message": f"the exercise {_one_line(gid, 80)!r} is in {len(where)} cells ("
-                        f"{', '.join(str(i + 1) for i in where)}): graded from the last, as "
-                        "nbgrader does; the others ran as ordinary cells"}
+             "message": messages.text("problem.duplicate", _language(nb),
+                                      exercise=repr(_one_line(gid, 80)), count=len(where),
+                                      cells=", ".join(str(i + 1) for i in where))}
             for gid, where in counting.items() if len(where) > 1]
 
 
@@ -402,9 +402,8 @@ def plan(nb, assignment, transform, limits=None, problems=None):
             if problems is not None:
                 problems.append({"cell": f"cell {grade_id}" if index in counted
                                  else f"cell {index + 1}", "kind": "limit",
-                                 "message": f"more than {per_cell:,} statements (lines and "
-                                            "semicolons) in one cell, over the grader's "
-                                            "limit: the cell was not run"})
+                                 "message": messages.text("problem.cell_limit", _language(nb),
+                                                          limit=f"{per_cell:,}")})
             continue
         if index in counted:
             # statement by statement: a line that needs a skipped demonstration's data

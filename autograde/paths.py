@@ -55,3 +55,17 @@ def release_dir(course_dir, language=None):
     its notebook's name (<assignment>.ipynb in either language). nbgrader's own commands
     release it with --CourseDirectory.release_directory=release-zh_CN."""
     return Path(course_dir) / (RELEASE if language is None else f"{RELEASE}-{language}")
+
+
+def released_language(course_dir, assignment):
+    """The language the class was given `assignment` in, for what the grader says where no
+    notebook tells it (a student folder without the notebook): that of its translated
+    student version, release-<language>/<assignment>/ (`release --lang`; the first in
+    alphabetical order where there are several), else English ("en"). A course that
+    released a chapter in Chinese hears about a missing notebook in Chinese, whichever
+    language the other students chose (each graded notebook speaks its own)."""
+    prefix = f"{RELEASE}-"
+    for folder in sorted(Path(course_dir).glob(f"{prefix}*/{assignment}")):
+        if folder.is_dir():
+            return folder.parent.name[len(prefix):]
+    return "en"

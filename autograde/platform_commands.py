@@ -49,6 +49,10 @@ def add_commands(commands):
                             help="default: gradescope/<assignment>/autograder.zip in the "
                                  "course directory")
     gradescope.add_argument("--course-dir", default=".", help="default: .")
+    gradescope.add_argument("--lang", default=None, metavar="LANGUAGE",
+                            help="the class's language (e.g. zh_CN): its release is shipped "
+                                 "too, and an upload without a notebook is told so in it "
+                                 "(default: English; a graded notebook speaks its own)")
 
 
 def run(args):
@@ -61,7 +65,7 @@ def _gradescope(args):
     output = Path(args.output) if args.output else (
         Path(args.course_dir) / "gradescope" / args.assignment / "autograder.zip")
     try:
-        path = build(args.assignment, output)
+        path = build(args.assignment, output, args.lang)
     except (ValueError, RuntimeError, OSError) as refused:
         print(f"ERROR: {refused}", file=sys.stderr)
         return 2

@@ -26,8 +26,11 @@ class Operation(NamedTuple):
 
 
 ZYGOTE = {
-    "spawn": Operation(("limits", "files"), (), ("spawned",), "fork a child for one "
-                       "submission, in a scratch folder holding its release's files"),
+    "spawn": Operation(("limits", "files", "language", "messages"), (), ("spawned",),
+                       "fork a child for one submission, in a scratch folder holding its "
+                       "release's files, speaking its notebook's language (COURSE_LANGUAGE; "
+                       "messages: the templates of its sentences in it, "
+                       "autograde.remote.child_messages)"),
     "kill": Operation((), (), ("killed",), "kill the child and everything it started"),
 }
 CHILD = {

@@ -23,13 +23,15 @@ from autograde import messages, wire
 from autograde.paths import CHECKS, SANDBOX
 from autograde.protocol import ZYGOTE, request
 from autograde.trees import remove_tree
+from chapters.checks import language as checks_language
 from chapters.checks import nested, operations
 
 PACKAGE = Path(__file__).resolve().parent
 SANDBOX_MODULES = ("__init__.py", "sandbox.py", "protocol.py", "wire.py", "trees.py")
 # of the checks, the modules that judge nothing: the walk over nested values, the
 # operations on the student's objects (chapters.checks.operations), at the same place as in
-# the repository (their messages are English there: no catalogue is bound)
+# the repository. No catalogue and no other module is bound: each child is sent its
+# sentences' templates in its notebook's language (child_messages).
 SANDBOX_CHECKS = ("nested.py", "operations.py")
 SANDBOX_FILES = {PACKAGE / name: f"/grader/autograde/{name}" for name in SANDBOX_MODULES} | {
     CHECKS / name: f"/grader/chapters/checks/{name}" for name in SANDBOX_CHECKS}
@@ -50,6 +52,23 @@ class SubmissionFault(BaseException):
     def reason(self, language=messages.ENGLISH):
         """Why, in `language`."""
         return messages.text(self.key, language, **self.fields) if self.key else self.message
+
+
+def child_messages(language):
+    """The templates a student's process builds its sentences from, in `language` (its
+    notebook's, messages.supported): {"nested": {key: template}, "operations": {...}} of the
+    two modules of the checks it runs (their MESSAGES, translated by the checks' catalogue,
+    checks.po, as chapters.checks.language translates every module's), and {"sandbox":
+    {"output_limit": ...}} of its own (autograde.messages, grader.po). Sent with each spawn:
+    the student's process gets the translations of its own sentences and nothing else (no
+    catalogue holding the other modules' sentences, no module of the checks beyond these
+    two; autograde.sandbox.Child.speak)."""
+    with checks_language.speaking(language):
+        templates = {module.__name__.rsplit(".", 1)[-1]: dict(
+            checks_language.translated(module.__name__, module.MESSAGES))
+            for module in (nested, operations)}
+    templates["sandbox"] = {"output_limit": messages.template("sandbox.output_limit", language)}
+    return templates
 
 
 def bwrap_path():
@@ -248,9 +267,11 @@ class Zygote:
                 self.close()
                 raise
 
-    def spawn(self, assignment, limits):
+    def spawn(self, assignment, limits, language=messages.ENGLISH):
         """A fresh child for one submission of `assignment` (a Child), in a scratch folder
-        holding a read-only copy of the assignment's released files (on its sys.path)."""
+        holding a read-only copy of the assignment's released files (on its sys.path),
+        speaking `language` (its notebook's, messages.supported: COURSE_LANGUAGE and the
+        templates of child_messages)."""
         self.kill()
         limits = dict(limits)
         # CPU time backs up the wall-clock limits the grader enforces
@@ -263,7 +284,9 @@ class Zygote:
             self.released[assignment] = released_files(self.release_dir, assignment)
         files = self.released[assignment]
         names = list(files)
-        self.sock.sendall(wire.pack(request("spawn", ZYGOTE, limits=limits, files=names),
+        self.sock.sendall(wire.pack(request("spawn", ZYGOTE, limits=limits, files=names,
+                                            language=language,
+                                            messages=child_messages(language)),
                                     [files[name] for name in names]))
         data, fds, _, _ = socket.recv_fds(self.sock, 4096, 1)
         if not fds:

@@ -33,7 +33,8 @@ class NotebookResult:
     sandbox: str = ""
     fingerprint: str = ""
     # the notebook's language (notebook.language): the grader's messages, feedback's and
-    # report's are written in it; "en" where no notebook could be read
+    # report's are written in it; where no notebook could be read, that of the chapter's
+    # release where the notebook is missing (batch.find_jobs), else "en"
     language: str = "en"
 
     def to_json(self):

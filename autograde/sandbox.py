@@ -3,8 +3,9 @@
 Run as `python -m autograde.sandbox FD` (inside bwrap when it exists). The zygote imports
 torch once, then waits on socket FD for the grader's orders:
     {"op": "spawn", "limits": {...},  fork a child for one submission, in a scratch folder
-     "files": [name, ...]} + buffers  with a copy of its assignment's released files; the
-                                      child's end of a new socketpair is handed to the
+     "files": [name, ...],            with a copy of its assignment's released files,
+     "language": ..., "messages": {}} speaking its notebook's language (speak); the
+     + buffers                        child's end of a new socketpair is handed to the
                                       grader (SCM_RIGHTS)
     {"op": "kill"}                    kill that child and everything it started
 The child runs the submission's code and answers the grader's requests (`serve`; declared
@@ -60,6 +61,28 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 0x4000, 1 << 18
 CAP_SYS_ADMIN = 21
 SCRATCH = "/scratch"  # where each child's own tmpfs is mounted (bwrap makes the folder)
+
+
+# The sentences this process builds, one template each: sent by the grader with each spawn,
+# in the notebook's language (autograde.remote.child_messages; their English lives in
+# autograde.messages), put in place by speak()
+MESSAGES = {}
+
+
+def speak(language, templates):
+    """This child speaks `language` (its notebook's, as the grader checked it): in
+    COURSE_LANGUAGE, for any code here that reads it (the release's own checks package,
+    whose given() objects run here), and through `templates` (child_messages'), which
+    replace the English of nested's and operations' MESSAGES (only keys they hold) and fill
+    this module's."""
+    os.environ["COURSE_LANGUAGE"] = str(language)
+    templates = templates if isinstance(templates, dict) else {}
+    for module in (nested, operations):
+        sent = templates.get(module.__name__.rsplit(".", 1)[-1])
+        if isinstance(sent, dict):
+            module.MESSAGES.update({key: str(value) for key, value in sent.items()
+                                    if key in module.MESSAGES})
+    MESSAGES.update({key: str(value) for key, value in (templates.get("sandbox") or {}).items()})
 
 
 class _IPythonStub:
@@ -305,7 +328,7 @@ class Child:
         data = wire.pack(message, encoder.buffers)
         if len(data) > self.reply_limit:
             data = wire.pack({"error": {"error": "OutputLimit", "message":
-                                        f"a result of {len(data)} bytes is over the output limit"}})
+                                        MESSAGES["output_limit"].format(size=len(data))}})
         self.sock.sendall(data)
 
     # -- requests ---------------------------------------------------------------------
@@ -662,6 +685,7 @@ def zygote(fd):
                     null = os.open(os.devnull, os.O_RDWR)
                     for target in (0, 1, 2):
                         os.dup2(null, target)
+                    speak(message.get("language"), message.get("messages"))
                     enter_limits(limits)
                     Child(theirs, limits).serve()
                 finally:

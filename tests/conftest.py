@@ -74,7 +74,7 @@ def work_unit(nodeid):
     runs per chapter, shared by that chapter's tests), or the test alone."""
     name = nodeid.partition("::")[0].rsplit("/", 1)[-1]
     chapter = re.search(r"\[(\d\d_[a-z]+)\]$", nodeid)
-    edition = re.search(r"\[(en|zh_CN)\b", nodeid)
+    edition = re.search(r"\[(en-class|zh_CN-class|en|zh_CN)\b", nodeid)
     if name == "test_browser.py" and edition:  # one Chromium per edition, side by side
         return f"{name}[{edition.group(1)}]"
     if name in ONE_WORKER:

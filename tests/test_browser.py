@@ -1,9 +1,12 @@
-"""The online book as a reader sees it: every page of each language edition in a real browser,
-the English self-study book (_build/html, `make book`) and the Chinese one
-(_build/zh_CN/_build/html, `make book-zh`; issue 24). Every test that looks at the book runs
-on both (ids [en-...] and [zh_CN-...]); where a test looks for words (the predict-then-run
-questions, the search), it takes the edition's words from the edition's own catalogue
-(locales/<language>/LC_MESSAGES/), never from a copy kept here.
+"""The online book as a reader sees it: every page of each edition in a real browser, the
+English self-study book (_build/html, `make book`) and the Chinese one
+(_build/zh_CN/_build/html, `make book-zh`; issue 24), and the class edition of each
+(_build/class/_build/html, `make book-class`; _build/zh_CN-class/_build/html, `make
+book-zh-class`: the pages the class calendar opened, no solution code). Every test that looks
+at the book runs on the four (ids [en-...], [zh_CN-...], [en-class-...], [zh_CN-class-...]);
+where a test looks for words (the predict-then-run questions, the search), it takes the
+edition's words from its language's own catalogue (locales/<language>/LC_MESSAGES/), never
+from a copy kept here.
 
 Debian's Chromium (/usr/bin/chromium, or $CHROMIUM; `.ci/run` installs it where it is
 missing), driven by Playwright for Python, never a browser that Playwright downloads.
@@ -12,11 +15,12 @@ reported, so these tests prove that the book works offline: MathJax, fonts and s
 all come from its own files.
 
 Each page of the table of contents is loaded once at desktop width (full-page screenshot
-in _build/screenshots/<page>.png, for review; the Chinese edition's in
-_build/screenshots/zh_CN/), once at each tablet width (<page>-tablet.png,
-<page>-tablet-sidebar.png) and once at phone width (<page>-phone.png); the checks then look
-at what was recorded. `make test` builds both editions first when they are missing or older
-than their sources; run `make book` and `make book-zh` before calling pytest on this file
+in _build/screenshots/<page>.png, for review; the other editions' in
+_build/screenshots/<edition>/), once at each tablet width (<page>-tablet.png,
+<page>-tablet-sidebar.png: the English self-study edition only) and once at phone width
+(<page>-phone.png); the checks then look at what was recorded. `make test` builds the
+editions first when they are missing or older than their sources; run `make book`, `make
+book-class` and `make book-zh` (both Chinese editions) before calling pytest on this file
 directly.
 """
 import contextlib
@@ -38,13 +42,32 @@ from tests.translations import LOCALES, catalogue_path, read_catalogue
 
 REPO = Path(__file__).resolve().parent.parent
 ENGLISH = "en"
-# Each edition: its built root, the make target that builds it, where its screenshots go.
+SCREENSHOTS = REPO / "_build" / "screenshots"
+# Each edition: its language, its built root, the make target that builds it, where its
+# screenshots go, its table of contents (a class edition's: the chapters the class calendar
+# opened, which `make book-class` writes beside its build), and whether it is a class edition
+# (solution cells removed, not folded).
 EDITIONS = {
-    ENGLISH: dict(html=REPO / "_build" / "html", make="make book",
-                  shots=REPO / "_build" / "screenshots"),
-    "zh_CN": dict(html=REPO / "_build" / "zh_CN" / "_build" / "html", make="make book-zh",
-                  shots=REPO / "_build" / "screenshots" / "zh_CN"),
+    ENGLISH: dict(language=ENGLISH, html=REPO / "_build" / "html", make="make book",
+                  shots=SCREENSHOTS, toc=REPO / "_toc.yml", solutions="folded"),
+    "zh_CN": dict(language="zh_CN", html=REPO / "_build" / "zh_CN" / "_build" / "html",
+                  make="make book-zh", shots=SCREENSHOTS / "zh_CN", toc=REPO / "_toc.yml",
+                  solutions="folded"),
+    "en-class": dict(language=ENGLISH, html=REPO / "_build" / "class" / "_build" / "html",
+                     make="make book-class", shots=SCREENSHOTS / "class",
+                     toc=REPO / "_build" / "class" / "toc.yml", solutions="removed"),
+    "zh_CN-class": dict(language="zh_CN",
+                        html=REPO / "_build" / "zh_CN-class" / "_build" / "html",
+                        make="make book-zh-class", shots=SCREENSHOTS / "zh_CN-class",
+                        toc=REPO / "_build" / "zh_CN-class" / "toc.yml", solutions="removed"),
 }
+
+
+def _language(edition):
+    """The language of `edition` ("en", "zh_CN"): the words its pages show."""
+    return EDITIONS[edition]["language"]
+
+
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 # Without the background-networking flags Chromium keeps calling Google's hosts, which a
 # closed network refuses. Playwright's launch() always starts from a new, empty profile
@@ -75,8 +98,8 @@ pytestmark = pytest.mark.skipif(
            "chromium; .ci/run does it before `make test`) or set CHROMIUM to a Chromium binary")
 
 
-def _toc_pages():
-    toc = yaml.safe_load((REPO / "_toc.yml").read_text())
+def _toc_pages(path=REPO / "_toc.yml"):
+    toc = yaml.safe_load(Path(path).read_text())
     return [toc["root"]] + [c["file"] for part in toc["parts"] for c in part["chapters"]]
 
 
@@ -91,29 +114,29 @@ def _name(page):
 
 # --------------------------------------------------------------------------- the edition's words
 @functools.cache
-def _translations(edition, document):
-    """{English message: what `edition`'s page of `document` shows instead}, from the
-    edition's catalogue; a fuzzy translation is left out, as Sphinx leaves it out of the .mo
-    it builds (gettext_allow_fuzzy_translations is off). {} for the English edition."""
-    if edition == ENGLISH:
+def _translations(language, document):
+    """{English message: what `document`'s page in `language` shows instead}, from the
+    language's catalogue; a fuzzy translation is left out, as Sphinx leaves it out of the .mo
+    it builds (gettext_allow_fuzzy_translations is off). {} for English."""
+    if language == ENGLISH:
         return {}
-    path = catalogue_path(document, LOCALES / edition / "LC_MESSAGES")
+    path = catalogue_path(document, LOCALES / language / "LC_MESSAGES")
     return {m.id: m.string for m in read_catalogue(path) if m.id and m.string and not m.fuzzy}
 
 
-def _in_edition(edition, document, english):
-    """The words `edition`'s page of `document` shows for the English message `english`: its
+def _in_language(language, document, english):
+    """The words `document`'s page in `language` shows for the English message `english`: its
     translation, or the English itself where the catalogue has none (a page not yet
     translated shows its English)."""
-    return _translations(edition, document).get(english, english)
+    return _translations(language, document).get(english, english)
 
 
 PREDICT = "**Predict, then run.**"
 
 
 @functools.cache
-def _predict_questions(edition, page_name):
-    """Each "Predict, then run" question of the page's notebook, in order, in `edition`'s
+def _predict_questions(language, page_name):
+    """Each "Predict, then run" question of the page's notebook, in order, in `language`'s
     words: [{cell: its markdown cell's index, lead: the bold words that open it
     ("Predict, then run."; "先预测，再运行。"), summary: its folded answer's <summary>}].
     In the notebook a question is a paragraph that opens with PREDICT, followed by the raw
@@ -130,10 +153,10 @@ def _predict_questions(edition, page_name):
             continue
         blocks = source.split("\n\n")
         at = next(i for i, block in enumerate(blocks) if block.startswith(PREDICT))
-        question = _in_edition(edition, page_name, " ".join(blocks[at].split("\n")))
+        question = _in_language(language, page_name, " ".join(blocks[at].split("\n")))
         answer = next((b for b in blocks[at + 1:] if b.startswith("<details>")), "")
         summary = re.search(r"<summary>(.*?)</summary>",
-                            _in_edition(edition, page_name, answer + "\n"), re.S)
+                            _in_language(language, page_name, answer + "\n"), re.S)
         questions.append({"cell": n, "lead": re.match(r"\*\*(.+?)\*\*", question).group(1),
                           "summary": summary.group(1).strip() if summary else None})
     return questions
@@ -147,9 +170,19 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 @pytest.fixture(scope="module", params=list(EDITIONS))
 def edition(request):
-    """The language of the edition under test: every test that takes it (or `site`, or
-    `visit`) runs once per edition, the English one first."""
+    """The edition under test (a key of EDITIONS): every test that takes it (or `site`, or
+    `visit`) runs once per edition, the English self-study one first."""
     return request.param
+
+
+@pytest.fixture(scope="module")
+def pages(edition):
+    """The pages `edition` publishes, in the order of its table of contents (every page of
+    _toc.yml; a class edition's, those of the chapters the class calendar opened)."""
+    toc = EDITIONS[edition]["toc"]
+    if not toc.is_file():
+        pytest.fail(f"{toc} is missing: run `{EDITIONS[edition]['make']}` (`make test` does it)")
+    return _toc_pages(toc)
 
 
 def _built(edition):
@@ -508,6 +541,12 @@ def _glyphs_missing(found):
             f" in font {m['font']}, {m['where']}" for m in found]
 
 
+# The class editions' solution cells: _ext/course_solutions.py tags them remove-input, so
+# their code is not on the page at all (their outputs stay); for each, whether it has none.
+REMOVED_SOLUTIONS_JS = """() => [...document.querySelectorAll('.cell.tag_remove-input')]
+    .map(cell => cell.querySelector('.cell_input') === null)"""
+
+
 def _unfold_solutions(page):
     """Each code cell holding a solution: folded (closed <details>, code hidden) as the page
     loads, and showing its code once its summary is clicked."""
@@ -529,13 +568,13 @@ def _unfold_solutions(page):
 
 
 @pytest.fixture(scope="module")
-def visit(site, browser, edition):
+def visit(site, browser, edition, pages):
     """visit(page, viewport="desktop") -> what loading the edition's page recorded (loaded
     once per viewport, cached).
 
     At desktop width: a full-page screenshot <shots>/<page>.png as the reader first sees the
-    page (<shots>: _build/screenshots/, or _build/screenshots/zh_CN/ for the Chinese
-    edition), then every solution cell is unfolded, then every character of the page is
+    page (<shots>: _build/screenshots/, or _build/screenshots/<edition>/ for the others),
+    then every solution cell is unfolded, then every character of the page is
     looked up in the fonts (GLYPHS_JS, with every <details> open). At the NARROW widths: a
     screenshot of the top of the page, <page>-<viewport>.png."""
     shots = EDITIONS[edition]["shots"]
@@ -543,6 +582,9 @@ def visit(site, browser, edition):
     cache = {}
 
     def load(page_name, viewport="desktop"):
+        if page_name not in pages:
+            pytest.skip(f"{page_name} is not published in the {edition} edition (the class "
+                        "calendar has not opened it)")
         key = (page_name, viewport)
         if key not in cache:
             desktop = viewport == "desktop"
@@ -562,12 +604,14 @@ def visit(site, browser, edition):
                 if desktop:
                     result["wideMaths"] = page.evaluate(WIDE_MATHS_JS)
                     result["predictions"] = page.evaluate(
-                        PREDICT_JS, [q["lead"] for q in _predict_questions(edition, page_name)])
+                        PREDICT_JS, [q["lead"] for q in _predict_questions(_language(edition),
+                                                                           page_name)])
                 shot = shots / (_name(page_name) + ("" if desktop else f"-{viewport}") + ".png")
                 page.screenshot(path=str(shot), full_page=desktop)
                 result["screenshot"] = str(shot.relative_to(REPO))
                 if desktop:
                     result["solutions"] = _unfold_solutions(page)
+                    result["removedSolutions"] = page.evaluate(REMOVED_SOLUTIONS_JS)
                     result["missingGlyphs"] = page.evaluate(GLYPHS_JS)
                 result.update(outside=recorder.outside, errors=recorder.errors)
             finally:
@@ -710,11 +754,12 @@ def _by_page_and_viewport(viewports=NARROW):
 
 
 def _tablets_in_english_only(edition, viewport):
-    """The Chinese edition is loaded at 1280 and 390 px (the widths issue 24 names), not at
-    the tablets' widths: the same layout and the same CSS as the English pages, which are
-    loaded there, at two more page loads per page on CI's budget."""
+    """The Chinese edition and the class editions are loaded at 1280 and 390 px (the widths
+    issue 24 names), not at the tablets' widths: the same layout and the same CSS as the
+    English self-study pages, which are loaded there, at two more page loads per page on
+    CI's budget."""
     if edition != ENGLISH and viewport.startswith("tablet"):
-        pytest.skip("the Chinese edition is checked at 1280 and 390 px")
+        pytest.skip(f"the {edition} edition is checked at 1280 and 390 px")
 
 
 def _px(viewport):
@@ -800,7 +845,7 @@ def test_predict_answers_are_what_the_next_cell_prints(visit, edition, page_name
     after running the next cell)", or the catalogue's translation of it), and every result
     the answer quotes in backticks is in that cell's output on the page."""
     cells = json.loads((REPO / (page_name + ".ipynb")).read_text())["cells"]
-    asked = _predict_questions(edition, page_name)
+    asked = _predict_questions(_language(edition), page_name)
     for n in (q["cell"] for q in asked):
         assert n + 1 < len(cells) and cells[n + 1]["cell_type"] == "code", (
             f"{page_name}: a predict question not right before the code that answers it: "
@@ -865,9 +910,18 @@ def _solution_cells(page_name):
 
 
 @_by_page(CHAPTERS)
-def test_solutions_folded_until_asked(visit, page_name):
+def test_solutions_folded_until_asked(visit, edition, page_name):
+    """The self-study editions fold each solution cell's code until the reader opens it; the
+    class editions show none of it (its outputs stay): not even folded."""
     solutions = visit(page_name)["solutions"]
     expected = len(_solution_cells(page_name))
+    if EDITIONS[edition]["solutions"] == "removed":
+        removed = visit(page_name)["removedSolutions"]
+        assert solutions == [], f"{page_name}: solution code folded in the {edition} edition"
+        assert expected and len(removed) == expected, \
+            f"{page_name}: {len(removed)} solution cells removed, {expected} in the notebook"
+        assert all(removed), f"{page_name}: a removed solution cell still shows its code"
+        return
     assert expected and len(solutions) == expected, \
         f"{page_name}: {len(solutions)} solution cells on the page, {expected} in the notebook"
     for n, state in enumerate(solutions, 1):
@@ -906,7 +960,7 @@ def test_launch_buttons(visit, edition, page_name):
     org_repo = urlsplit(CONFIG["repository"]["url"]).path.strip("/")
     launch = CONFIG["launch_buttons"]
     hrefs = visit(page_name)["launch"]
-    root = CONFIG["sphinx"]["config"]["course_language_editions"].get(edition, "")
+    root = CONFIG["sphinx"]["config"]["course_language_editions"].get(_language(edition), "")
     notebook = f"{root}{page_name}.ipynb"
     want = {
         "Binder": f"{launch['binderhub_url'].rstrip('/')}/v2/gh/{org_repo}/",
@@ -920,15 +974,15 @@ def test_launch_buttons(visit, edition, page_name):
 
 
 # --------------------------------------------------------------------------- the whole book
-def test_mathjax_is_the_books_own(visit, site):
-    maths_pages = [p for p in PAGES if visit(p)["maths"]]
+def test_mathjax_is_the_books_own(visit, site, pages):
+    maths_pages = [p for p in pages if visit(p)["maths"]]
     assert maths_pages, "no page has maths: is dollarmath on?"
     for page_name in maths_pages:
         result = visit(page_name)
         mathjax = [s for s in result["scripts"] if "mathjax" in s.lower()]
         assert len(mathjax) == 1 and mathjax[0].startswith(site), (page_name, mathjax)
         assert result["mathjaxVersion"] == "3.2.2", (page_name, result["mathjaxVersion"])
-    for page_name in PAGES:  # a root _static/ would add each of its .js to every page
+    for page_name in pages:  # a root _static/ would add each of its .js to every page
         assert len(visit(page_name)["scripts"]) < 40, (page_name, visit(page_name)["scripts"])
 
 
@@ -937,10 +991,10 @@ def test_mathjax_is_the_books_own(visit, site):
 SEARCHED = "multi-head attention"
 
 
-def _term(edition, english):
-    """The edition's term for the English term `english`: the glossary's (locales/<language>/
-    GLOSSARY.md), or the English itself in the English edition."""
-    if edition == ENGLISH:
+def _term(language, english):
+    """The term of `language` for the English term `english`: the glossary's (locales/
+    <language>/GLOSSARY.md), or the English itself in English."""
+    if language == ENGLISH:
         return english
     from tests.test_glossary import glossary  # the glossary of zh_CN, the one other edition
     (term,) = [chinese for term, chinese, _ in glossary() if term == english]
@@ -954,7 +1008,7 @@ def test_search_finds_multi_head_attention(site, browser, edition):
     recorder = Recorder(browser, **DESKTOP)
     try:
         page = recorder.new_page()
-        page.goto(site + "search.html?q=" + quote(_term(edition, SEARCHED)))
+        page.goto(site + "search.html?q=" + quote(_term(_language(edition), SEARCHED)))
         # searchtools.js writes the summary ("Search finished, found ...", or that nothing
         # matched) once every result is listed, in any language
         page.wait_for_function("() => (document.querySelector('#search-results p.search-summary')"
@@ -967,22 +1021,22 @@ def test_search_finds_multi_head_attention(site, browser, edition):
         recorder.close()
 
 
-def test_next_and_previous_links_follow_the_table_of_contents(visit, site):
-    urls = [site + p + ".html" for p in PAGES]
-    for i, page_name in enumerate(PAGES):
+def test_next_and_previous_links_follow_the_table_of_contents(visit, site, pages):
+    urls = [site + p + ".html" for p in pages]
+    for i, page_name in enumerate(pages):
         result = visit(page_name)
         assert result["next"] == urls[i + 1:i + 2], f"{page_name}: next is {result['next']}"
         assert result["previous"] == urls[max(i - 1, 0):i], \
             f"{page_name}: previous is {result['previous']}"
 
 
-def test_next_and_previous_links_take_the_reader_there(site, browser):
+def test_next_and_previous_links_take_the_reader_there(site, browser, pages):
     recorder = Recorder(browser, **DESKTOP)
     try:
         page = recorder.new_page()
         page.goto(site)  # index.html sends the reader on to the first page
-        page.wait_for_url(site + PAGES[0] + ".html")
-        for link, there in (("a.right-next", PAGES[1]), ("a.left-prev", PAGES[0])):
+        page.wait_for_url(site + pages[0] + ".html")
+        for link, there in (("a.right-next", pages[1]), ("a.left-prev", pages[0])):
             with page.expect_navigation():
                 page.locator(f".prev-next-area {link}").click()
             assert page.url == site + there + ".html"

@@ -309,7 +309,8 @@ def test_an_exercise_written_with_what_it_forbids_is_told_in_the_notebooks_langu
              "    return torch.nn.functional.multi_head_attention_forward(x)\n")
     for code, english, chinese in (
             (hidden, "'s tests need it written without ", " 的测试要求不用 "),
-            (named, " (in your code: cell MultiHeadAttention, line ", "（在你的代码中：cell ")):
+            (named, " (in your code: cell MultiHeadAttention, line 5: ",
+             "（在你的代码中：单元格 MultiHeadAttention，第 5 行：")):
         steps = [("cell MultiHeadAttention, line 1", code, True)]
         lost_en = forbids.verdicts(steps, FORBIDS)
         lost_zh = forbids.verdicts(steps, FORBIDS, language=LANGUAGE)
@@ -327,3 +328,174 @@ def test_results_rebuilt_from_nbgraders_gradebook_keep_the_notebooks_language(tm
                     encoding="utf-8")
     assert exports.notebook_language(exports._read(path)) == LANGUAGE
     assert exports.notebook_language(exports._read(tmp_path / "missing.ipynb")) == "en"
+
+
+# -- where in a notebook, a notebook's problems, the grader's notes (issue 24 item 3) -----
+def test_the_graders_labels_of_cells_and_lines_are_said_in_the_language():
+    """A step's label stays an identifier ("cell scores, line 3": the student's process
+    compiles the step under it); where a person reads it, it is put into words."""
+    assert messages.where("cell scores, line 3") == "cell scores, line 3"
+    assert messages.where("cell scores, line 3", LANGUAGE) == "单元格 scores，第 3 行"
+    assert messages.where("cell 7", LANGUAGE) == "单元格 7"
+    assert messages.where("<cell>", LANGUAGE) == "<cell>"  # not a label: as it is
+    page = render_markdown(result("li", LANGUAGE))
+    assert "- 单元格 scores，第 3 行" in page and "cell scores" not in page
+    assert "<strong>单元格 scores，第 3 行</strong>" in render_html(result("li", LANGUAGE))
+    assert "- cell scores, line 3" in render_markdown(result("ann", "en"))
+
+
+def _notebook(language_of_notebook, cells):
+    return {"cells": cells, "metadata": {"course": {"language": language_of_notebook}},
+            "nbformat": 4, "nbformat_minor": 5}
+
+
+def _solution(grade_id, source):
+    return {"cell_type": "code", "source": source, "metadata": {
+        "nbgrader": {"solution": True, "grade": False, "grade_id": grade_id}}}
+
+
+def test_a_notebooks_problems_are_said_in_its_language():
+    from types import SimpleNamespace
+
+    from autograde.notebook import duplicates, plan
+    cells = [_solution("scores", "x = 1\n"), _solution("scores", "x = 2\n"),
+             _solution("attention", "y = 1\n" * 30)]
+    assignment = SimpleNamespace(solution_ids=["scores", "attention"])
+    limits = {"cell_statements": 10, "notebook_statements": 1000}
+    for notebook_language, duplicate, limit in (
+            ("en", "the exercise 'scores' is in 2 cells (1, 2): graded from the last",
+             "more than 10 statements (lines and semicolons) in one cell"),
+            (LANGUAGE, "练习 'scores' 出现在 2 个单元格中（1, 2）：与 nbgrader 一样，按最后一个评分",
+             "一个单元格中超过 10 条语句（按行和分号计），超出了评分器的限制")):
+        nb = _notebook(notebook_language, cells)
+        [found] = duplicates(nb)
+        assert found["message"].startswith(duplicate), found
+        problems = []
+        plan(nb, assignment, lambda source: source, limits, problems)
+        assert [p["kind"] for p in problems] == ["limit"]
+        assert problems[0]["message"].startswith(limit), problems
+
+
+def test_a_missing_notebook_is_told_in_the_chapters_release_language(tmp_path):
+    """No notebook, no metadata: the note takes the language the class was given the chapter
+    in (paths.released_language: release-<language>/<assignment>/), else English."""
+    from autograde import batch
+    from autograde.paths import released_language
+    for student, files in (("ann", []), ("bob", ["attention.ipynb"])):
+        folder = tmp_path / "submitted" / student / A1
+        folder.mkdir(parents=True)
+        for name in files:
+            (folder / name).write_text("{}")
+    english = {job.student: job for job in batch.find_jobs(tmp_path, [A1])}
+    assert released_language(tmp_path, A1) == "en"
+    assert english["ann"].problem == f"no notebook named {A1}.ipynb was submitted"
+    assert english["bob"].problem == (f"no notebook named {A1}.ipynb; found attention.ipynb "
+                                      f"(rename it to {A1}.ipynb)")
+    assert english["ann"].language == "en"
+    (tmp_path / f"release-{LANGUAGE}" / A1).mkdir(parents=True)
+    (tmp_path / f"release-{LANGUAGE}" / "02_heads").mkdir(parents=True)
+    assert released_language(tmp_path, A1) == LANGUAGE
+    assert released_language(tmp_path, "03_mha") == "en"
+    chinese = {job.student: job for job in batch.find_jobs(tmp_path, [A1])}
+    assert chinese["ann"].problem == f"没有提交名为 {A1}.ipynb 的 notebook"
+    assert chinese["ann"].language == LANGUAGE
+    assert chinese["bob"].problem == (f"没有名为 {A1}.ipynb 的 notebook；找到的是 "
+                                      f"attention.ipynb（请把它重命名为 {A1}.ipynb）")
+    from types import SimpleNamespace
+    spec = SimpleNamespace(name=A1, notebook=f"{A1}.ipynb",
+                           tests=[SimpleNamespace(grade_id="test_scores", points=2.0)])
+    failed = batch._error_result(spec, "bob", chinese["bob"].problem,
+                                 language=chinese["bob"].language)
+    assert failed.language == LANGUAGE
+    assert "## 你的提交无法评分" in render_markdown(failed)
+
+
+def test_gradescopes_notes_on_the_notebook_chosen_follow_the_language(tmp_path):
+    from autograde import gradescope
+    cells = [("test_scores", 2.0, False)]
+    upload = tmp_path / "submission"
+    upload.mkdir()
+    path, note = gradescope._choose_notebook(upload, A1)
+    assert path is None
+    assert gradescope._said(note, "en") == f"Your submission holds no notebook: upload {A1}.ipynb."
+    assert gradescope._said(note, LANGUAGE) == f"你的提交中没有 notebook：请上传 {A1}.ipynb。"
+    (upload / "mine.ipynb").write_text("{}")
+    path, note = gradescope._choose_notebook(upload, A1)
+    assert path.name == "mine.ipynb"
+    graded = gradescope.results_json(result("li", LANGUAGE), cells, note)
+    assert graded["output"].startswith(f"已把 mine.ipynb（提交的唯一一个 notebook）当作 "
+                                       f"{A1}.ipynb 评分。\n")
+    assert "单元格 scores，第 3 行：NameError" in graded["output"]
+    assert gradescope.results_json(result("ann", "en"), cells, note)["output"].startswith(
+        f"Graded mine.ipynb (the only notebook submitted) as {A1}.ipynb.\n")
+    (upload / "yours.ipynb").write_text("{}")
+    path, note = gradescope._choose_notebook(upload, A1)
+    assert path is None
+    assert gradescope._said(note, LANGUAGE) == (
+        f"你的提交中有 2 个 notebook（mine.ipynb, yours.ipynb），但没有一个名为 {A1}.ipynb："
+        f"请只提交 {A1}.ipynb。")
+    refused = gradescope._not_graded(cells, gradescope._said(note, LANGUAGE), LANGUAGE)
+    assert refused["tests"][0]["output"] == "未评分：见上文"
+    assert gradescope._not_graded(cells, "x")["tests"][0]["output"] == "not graded: see above"
+
+
+def test_what_could_hide_a_forbidden_call_is_described_in_the_language():
+    from autograde import forbids
+    code = ("import sys as system\nimport torch\n\n\ndef helper(x, name):\n"
+            "    return getattr(torch.nn.functional, name)(x)\n")
+    steps = [("cell MultiHeadAttention, line 1", code, True)]
+    [found] = forbids._findings(steps, frozenset())
+    described = {f.what(): f.what(LANGUAGE) for f in found}
+    assert described["calls getattr with a computed name (getattr(torch.nn.functional, "
+                     "name))"] == "用运行时算出的名字调用 getattr（getattr(torch.nn.functional, name)）"
+    # every kind of finding has its template, with the fields it is given
+    for finding in found:
+        assert CHINESE.search(finding.what(LANGUAGE)), finding
+    # the instructor's flags stay English (the report's "suspicious code")
+    [flag] = forbids.flags(steps)
+    assert "calls getattr with a computed name" in flag["message"] and not HAN.search(
+        flag["message"])
+    from chapters.checks.mha import FORBIDS
+    lost = forbids.verdicts(steps, FORBIDS, language=LANGUAGE)["test_mha_forward"]
+    assert "单元格 MultiHeadAttention，第 6 行：用运行时算出的名字调用 getattr" in lost, lost
+
+
+def test_the_students_process_speaks_its_notebooks_language(tmp_path):
+    """The sandbox child gets the notebook's language (COURSE_LANGUAGE) and the templates of
+    the sentences it builds (remote.child_messages): the two modules of the checks it runs,
+    nested and operations, and its own output limit; one zygote serves both languages.
+    It is sent those templates only: no catalogue, no other module of the checks."""
+    from autograde import remote
+    templates = remote.child_messages(LANGUAGE)
+    assert set(templates) == {"nested", "operations", "sandbox"}
+    from chapters.checks import nested, operations
+    assert set(templates["operations"]) == set(operations.MESSAGES)
+    assert set(templates["nested"]) == set(nested.MESSAGES)
+    assert templates["operations"]["student_line"] == "{cell} 第 {line} 行"
+    assert remote.child_messages("en")["operations"] == operations.MESSAGES
+    (tmp_path / A1).mkdir()
+    zygote = remote.Zygote(tmp_path, slot=7)
+    probe = ("import os, sys\n"
+             "spoken = os.environ.get('COURSE_LANGUAGE')\n"
+             "operations = sys.modules['chapters.checks.operations']\n"
+             "try:\n"
+             "    exec(compile('raise ValueError(1)', 'cell boom, line 2', 'exec'))\n"
+             "except ValueError as error:\n"
+             "    where = operations.student_line(error)\n"
+             "big = 'x' * 5000\n")
+    try:
+        for language_of_child, where, limit in (
+                (LANGUAGE, "单元格 boom 第 1 行", "字节的结果超出了输出限制"),
+                ("en", "line 1 of cell boom", "bytes is over the output limit"),
+                (LANGUAGE, "单元格 boom 第 1 行", "字节的结果超出了输出限制")):
+            child = zygote.spawn(A1, {"call_seconds": 30, "output_bytes": 2000},
+                                 language_of_child)
+            child.run(probe, "cell probe, line 1")
+            assert child.lookup("spoken") == language_of_child
+            assert child.lookup("where") == where
+            with pytest.raises(Exception, match=limit) as refused:
+                child.lookup("big")
+            assert type(refused.value).__name__ == "OutputLimit"
+    finally:
+        zygote.kill()
+        zygote.close()

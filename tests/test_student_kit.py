@@ -1,11 +1,14 @@
 """What a student gets runs where students work, proven in a bare virtualenv.
 
-A fresh virtualenv gets only requirements-student.txt. Each chapter's zip, as the book
-offers it (`make book` writes _build/downloads/), is unzipped as the student guide says,
-and its notebook runs in Jupyter's own machinery (nbclient, from the student's
-environment, the kernel being that environment's python):
+A fresh virtualenv gets only requirements-student.txt. Each chapter's zip, as each
+edition of the book offers it on the chapter's page (the self-study and the class edition,
+in English and in Chinese: `make book`, `make book-class`, `make book-zh`, `make
+book-zh-class`; ids [en-...], [en-class-...], [zh_CN-...], [zh_CN-class-...]), is unzipped as
+the student guide says, and its notebook runs in Jupyter's own machinery (nbclient, from the
+student's environment, the kernel being that environment's python):
   - with the reference answers pasted into the exercise cells: every check passes;
-  - untouched: every check cell fails with one line, no traceback through the checks;
+  - untouched: every check cell fails with one line, no traceback through the checks, in
+    the edition's language (the checks' catalogue, checks.po);
   - alone in an empty folder, before the checks package is installed: the first cell
     says in one line how to get the checks (its install from the book's site cannot
     reach the placeholder address here);
@@ -14,6 +17,7 @@ environment, the kernel being that environment's python):
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,12 +27,23 @@ from pathlib import Path
 import pytest
 
 from autograde import course, kit
+from chapters.checks import common
 from tests.across_workers import made_once
 from tests.submissions import fill_submission
+from tests.translations import CHECKS_CATALOGUE, MESSAGES, read_catalogue
 
 REPO = Path(__file__).resolve().parent.parent
 DOWNLOADS = REPO / "_build" / "downloads"
 ASSIGNMENTS = course.assignments()
+# Each edition of the book: its language, its built site (whose chapter pages link the
+# chapter's zip) and the make target that builds it.
+EDITIONS = {
+    "en": ("en", REPO / "_build" / "html", "make book"),
+    "en-class": ("en", REPO / "_build" / "class" / "_build" / "html", "make book-class"),
+    "zh_CN": ("zh_CN", REPO / "_build" / "zh_CN" / "_build" / "html", "make book-zh"),
+    "zh_CN-class": ("zh_CN", REPO / "_build" / "zh_CN-class" / "_build" / "html",
+                    "make book-zh-class"),
+}
 
 # Run inside the student's environment: execute a notebook, report every cell's outputs.
 RUNNER = r"""
@@ -67,12 +82,33 @@ def student_python(run_dir):
     return made_once(run_dir, "student-venv", _student_venv) / "bin" / "python"
 
 
-def _unzip(assignment, where):
-    archive = DOWNLOADS / f"{assignment}.zip"
+def _unzip(assignment, where, archive=None):
+    archive = archive or DOWNLOADS / f"{assignment}.zip"
     assert archive.is_file(), f"{archive} is missing: `make test` builds the book first"
     with zipfile.ZipFile(archive) as zipped:
         zipped.extractall(where)
     return where / assignment
+
+
+def _edition_zip(edition, assignment):
+    """The zip of `assignment` that `edition`'s page of the chapter links (a copy of
+    _build/downloads/[<language>/]<assignment>.zip, under the site's _downloads/)."""
+    _, site, make = EDITIONS[edition]
+    page = site / "chapters" / f"{assignment}.html"
+    if not page.is_file():
+        pytest.fail(f"{page} is missing: run `{make}` (`make test` builds every edition)")
+    (href,) = set(re.findall(rf'href="([^"]*/{re.escape(assignment)}\.zip)"', page.read_text()))
+    return (page.parent / href).resolve()
+
+
+def _not_implemented(language):
+    """The words of the checks' "not implemented yet" in `language`: common.not_implemented,
+    from the checks' catalogue in another language ("还没有实现"), up to its colon."""
+    english = common.MESSAGES.english["not_implemented"]
+    template = english if language == "en" else next(
+        m.string for m in read_catalogue(MESSAGES / f"{CHECKS_CATALOGUE}.po")
+        if m.context == "common.not_implemented")
+    return re.split("[:：]", template.format(name=""), maxsplit=1)[0].strip()
 
 
 def _run(python, notebook, folder):
@@ -122,9 +158,14 @@ BARE_VIRTUALENV_CHAPTERS = ASSIGNMENTS if os.environ.get("COURSE_STUDENT_KIT_ALL
 
 @pytest.mark.slow
 @pytest.mark.parametrize("assignment", BARE_VIRTUALENV_CHAPTERS)
-def test_unzipped_chapter_runs_in_a_bare_virtualenv(student_python, assignment, tmp_path):
-    folder = _unzip(assignment, tmp_path)
+@pytest.mark.parametrize("edition", list(EDITIONS))
+def test_unzipped_chapter_runs_in_a_bare_virtualenv(student_python, edition, assignment,
+                                                    tmp_path):
+    folder = _unzip(assignment, tmp_path, _edition_zip(edition, assignment))
     notebook = folder / f"{assignment}.ipynb"
+    language = EDITIONS[edition][0]
+    assert json.loads(notebook.read_text())["metadata"].get("course", {}).get(
+        "language", "en") == language, f"{edition}'s zip holds a notebook of another language"
 
     untouched = _run(student_python, notebook, folder)
     for cell in _tests(untouched):
@@ -132,7 +173,7 @@ def test_unzipped_chapter_runs_in_a_bare_virtualenv(student_python, assignment, 
         assert error["ename"] == "CheckFailure", (cell["meta"]["grade_id"], error)
         (line,) = error["traceback"]  # one line: the message, no frames of the checks
         assert "File " not in line and "checks/" not in line
-        assert "not implemented yet" in error["evalue"], (cell["meta"]["grade_id"], error)
+        assert _not_implemented(language) in error["evalue"], (cell["meta"]["grade_id"], error)
 
     _assert_all_green(_run(student_python, _with_answers(assignment, notebook), folder),
                       f"{assignment}, unzipped, with the reference answers")

@@ -21,9 +21,10 @@ MAX_DEPTH = 200  # containers deeper than this count as leaves (flatten) or are 
 
 # Every sentence this walk can raise (a value too deep to send, data that is not what encode()
 # writes), one template each with named fields (a second language translates them here).
-# (English only: this module runs in the student's sandboxed process too, which holds no
-# other module of the checks and no catalogue; its few messages are the wire's and the
-# student line's)
+# (A plain dict: this module runs in the student's sandboxed process too, which holds no
+# other module of the checks and no catalogue; there the grader sends these templates in the
+# notebook's language with each spawn, autograde.remote.child_messages, and
+# autograde.sandbox.speak puts them here. They are translated in checks.po.)
 MESSAGES = {
     "too_deep": "maximum recursion depth exceeded: a value nested more than {depth} deep "
                 "cannot be sent or stored",

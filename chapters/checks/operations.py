@@ -29,9 +29,11 @@ import torch
 # Every sentence these operations can put before a student, one template each with named
 # fields (a second language translates them here): where in their code an error came from,
 # the forbid's teaching message, and what given() refuses.
-# (English only: this module runs in the student's sandboxed process too, which holds no
-# other module of the checks and no catalogue; its few messages are the wire's and the
-# student line's)
+# (A plain dict: this module runs in the student's sandboxed process too, which holds no
+# other module of the checks and no catalogue; there the grader sends these templates in the
+# notebook's language with each spawn, autograde.remote.child_messages, and
+# autograde.sandbox.speak puts them here. They are translated in checks.po, as every
+# module's; in the student's Jupyter they stay English.)
 MESSAGES = {
     "student_line": "line {line} of {cell}",
     "student_line_code": "line {line} of {cell}: {code}",
@@ -39,6 +41,7 @@ MESSAGES = {
     "forbidden": "you called {label}, {what}; build it from the operations the chapter shows "
                  "instead.",
     "not_given": "given(): {path!r} is not the course's code",
+    "grader_cell": "cell {cell}",
 }
 
 # Bound now, before any student code runs in the same process, so that rebinding
@@ -89,6 +92,8 @@ def _cell_name(filename):
     name = filename.rpartition(", line ")[0] if ", line " in filename else filename
     if name.startswith("<") or "ipykernel_" in name:
         return MESSAGES["your_cell"]
+    if name.startswith("cell "):  # the grader's label (autograde.notebook.plan)
+        return MESSAGES["grader_cell"].format(cell=name[len("cell "):])
     return name
 
 
