@@ -43,6 +43,7 @@ from .common import (CheckFailure, attempt, by_owner, call_keeping, check, close
                      generator, given, is_class, is_module, judge_construct, load_weights,
                      observe, passed, raised, random_inputs, reference, refusal, revive,
                      step_mistakes, type_name)
+from .common import named_by_shape
 from .common import (expect_dtype, expect_named_tuple, expect_no_graph, expect_own_storage,
                      expect_type, watch_arguments, expect_unchanged)
 from .language import translated
@@ -135,7 +136,8 @@ MESSAGES = translated(__name__) | {
     "prune_shapes": "The new module's projections must have {kept} * head_dim = {kept} * {hd} "
                     "rows (out_proj: columns): build it with head_dim=mha.head_dim (with fewer "
                     "heads, d_model // num_heads is a different head_dim, or does not divide), "
-                    "and keep rows of q_proj, k_proj, v_proj but columns of out_proj.weight.",
+                    "and keep rows of q_proj, k_proj, v_proj but columns of out_proj.weight; copy "
+                    "out_proj.bias whole ((d_model,): it belongs to no head).",
     "prune_returns": "a new, smaller MultiHeadAttention module",
     "prune_none": "Return the module you built.",
     "prune_itself": "{name} returned mha itself: build and return a new module and leave mha "
@@ -202,6 +204,10 @@ MESSAGES = translated(__name__) | {
     "head_mask_type": "head_mask must be a tensor, got {got}",
     "head_mask_shape": "head_mask must have shape ({h},) or ({B}, {h}), got {got}",
     "batch_repr": "Batch(tokens, prev_target, first_target: {shape} each)",
+    # a raise on None under bias=False (make_heads_identical, prune_heads)
+    "bias_none": "This mha was built with bias=False: its projections' biases are None (the "
+                 "exercise: `None when bias=False`), so copy a bias only when it is not None "
+                 "(`if proj.bias is not None:`).",
 }
 
 # ----------------------------------------------------------------------------- helpers
@@ -232,6 +238,14 @@ def _pair(seen, name):
     expect_type(result, (tuple, list), name, advice, documented=MESSAGES["pair"])
     expect_named_tuple(seen, "RelationScores", ("prev", "first"), name)
     return result
+
+
+def _bias_none(failure, error, bias):
+    """Fail with the raise's message and MESSAGES["bias_none"] where the student's code
+    raised on a None (error: attempt()'s (kind, message)) in a module built with
+    bias=False, whose biases are None."""
+    if not bias and error and "NoneType" in error[1]:
+        fail(MESSAGES["joined_below"].format(first=failure, then=MESSAGES["bias_none"]))
 
 
 # ----------------------------------------------------------------------------- exercise 1
@@ -506,6 +520,7 @@ def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size
     except CheckFailure as failure:
         if "leaf Variable that requires grad" in str(failure):
             fail(MESSAGES["leaf_in_place"].format(name=name, no_grad=MESSAGES["no_grad"]))
+        _bias_none(failure, error, bias)
         raise
     if result is None:   # (another object than mha: decided by behaviour, below)
         expect_type(result, nn.Module, name, MESSAGES["identical_none"],
@@ -538,7 +553,10 @@ def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size
                     try:  # how it changed, in the families' words, when one fits
                         expect_close(after[key].cpu(), W.to(dtype),
                                      MESSAGES["labelled"].format(name=name, label=key),
-                                     dtype=dtype, hint="")
+                                     dtype=dtype, hint="",
+                                     mistakes=step_mistakes("out bias", {"W": W},
+                                                            current_dims(), num_heads=h,
+                                                            head_dim=hd))
                     except CheckFailure as failure:
                         fail(MESSAGES["joined"].format(
                             first=failure, then=MESSAGES["out_bias_changed"]))
@@ -588,14 +606,17 @@ def head_similarity(fn, *, seed=0, B=4, num_heads=3, Lq=5, Lk=None, dtype=torch.
         words = _shape_words(out.shape, (h, h), "(num_heads, num_heads)")
         fail(MESSAGES["similarity_batch_axis"].format(name=name, got=tuple(out.shape),
                                                       words=words, h=h))
+    expected = _similarity_answers(w64).to(dtype)
+    mistakes = step_mistakes("head similarity", {"weights": w64}, current_dims())
+    named_by_shape(out.detach().cpu(), expected, name, dtype=dtype, mistakes=mistakes)
     expect_tensor(out, name, shape=(h, h), device=device,
                   shape_names="(num_heads, num_heads)")
     expect_dtype(out, dtype, name, MESSAGES["dtype_of_weights"])
     out = out.detach().cpu()
 
-    expect_close(out, _similarity_answers(w64).to(dtype), name, dtype=dtype,
+    expect_close(out, expected, name, dtype=dtype,
                  axes=["head {} (rows)", "head {} (columns)"],
-                 mistakes=step_mistakes("head similarity", {"weights": w64}, current_dims()),
+                 mistakes=mistakes,
                  hint=MESSAGES["similarity_hint"])
     passed(MESSAGES["similarity_passed"].format(shape=tuple(weights.shape), dtype=dtype, h=h))
 
@@ -809,8 +830,9 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
     try:
         raised(error, name)
     except CheckFailure as failure:
-        if any(s in str(failure) for s in ("must match the size", "size mismatch", "divisible",
-                                          "shape")):
+        _bias_none(failure, error, bias)
+        if any(s in error[1] for s in ("must match the size", "size mismatch", "divisible",
+                                       "shape")):
             fail(MESSAGES["joined_below"].format(
                 first=failure, then=MESSAGES["prune_shapes"].format(kept=len(keep), hd=hd)))
         raise
@@ -863,7 +885,9 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
         expect_dtype(value, dtype, labelled, MESSAGES["dtype_of_mha"])
         value = value.detach().cpu()
         _expect_param(value, expected.to(dtype), labelled, key, hd, dtype=dtype,
-                      mistakes=None if key == "out_proj.bias" else step_mistakes(
+                      mistakes=step_mistakes("out bias", {"W": P[key]}, current_dims(),
+                                             num_heads=h, head_dim=hd, kept=len(keep))
+                      if key == "out_proj.bias" else step_mistakes(
                           "head pruning", {"W": P[key]}, current_dims(), num_heads=h,
                           head_dim=hd, layout=_layout(key), remove=tuple(sorted(remove)),
                           ndim=P[key].dim()),

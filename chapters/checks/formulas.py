@@ -1150,7 +1150,10 @@ def similarity_formula(dims):
                 lambda _v, x: x["weights"].mean(0).flatten(1)[None],        # (1, h, Lq*Lk)
             "flattens the batch into each head's vector (one cosine over all examples at "
             "once) instead of one cosine per example":
-                lambda _v, x: x["weights"].transpose(0, 1).flatten(1)[None]},  # (1, h, B*Lq*Lk)
+                lambda _v, x: x["weights"].transpose(0, 1).flatten(1)[None],  # (1, h, B*Lq*Lk)
+            "merges the batch axis into the heads axis (B * num_heads maps, compared with "
+            "each other across examples) instead of comparing the heads within each example":
+                lambda _v, x: x["weights"].flatten(2).flatten(0, 1)[None]},  # (1, B*h, Lq*Lk)
         "normalise": {
             "is left out: the dot products are not normalised (the cosine divides each "
             "flattened map by its norm, so that every head has similarity 1 with itself)":
@@ -1170,12 +1173,18 @@ def similarity_formula(dims):
                 lambda maps, _x: normalize(maps - maps.mean(-1, keepdim=True), dim=-1),
             "divides by sqrt(Lq * Lk) (the dot products by the number of entries) instead of "
             "by each map's norm":
-                lambda maps, _x: maps / math.sqrt(maps.shape[-1])},
+                lambda maps, _x: maps / math.sqrt(maps.shape[-1]),
+            "divides by one norm of the whole weights tensor (.norm() with no dim) instead of "
+            "by each map's own norm (along dim=-1)":
+                lambda maps, _x: maps / maps.norm()},
         "average over the batch": {"sums instead of averaging": lambda s, _x: s.sum(0),
                                    "takes the first example instead of averaging over the "
                                    "batch": lambda s, _x: s[0],
                                    "takes the last example instead of averaging over the "
-                                   "batch": lambda s, _x: s[-1]}}
+                                   "batch": lambda s, _x: s[-1],
+                                   "averages over all axes (.mean() with no dim: one "
+                                   "number) instead of over the batch axis only (.mean(0))":
+                                   lambda s, _x: s.mean()}}
     return Formula(steps, variants)
 
 
@@ -1196,25 +1205,33 @@ def ablation_formula(dims, num_heads, L, vocab_size, d_model):
         params = {k: v for k, v in x.items() if k not in targets}
         return GatedModel(vocab_size, L, d_model, h, params=params).double()
 
-    def loss(parts=("prev", "first"), reduction="mean", combine=sum):
+    def loss(parts=("prev", "first"), reduction="mean", combine=sum, of_logits=cross_entropy):
         def of(x, gates):
             with torch.no_grad():
                 logits_prev, logits_first, _ = model(x)(x["tokens"], head_mask=gates)
             logits = {"prev": logits_prev, "first": logits_first}
-            return combine([cross_entropy(logits[p].flatten(0, 1),
-                                          x[f"{p}_target"].flatten(), reduction=reduction)
+            return combine([of_logits(logits[p].flatten(0, 1), x[f"{p}_target"].flatten(),
+                                      reduction=reduction)
                             for p in parts])
         return lambda gates, x: {
             "masked": torch.stack([of(x, g) for g in gates]), "base": of(x, None),
             "off": of(x, torch.zeros(h, dtype=torch.float64))}
 
-    def gates(off_only=True, cumulative=False):
+    def gates(off_only=True, cumulative=False, shift=0):
         def step(_v, _x):
-            eye = torch.eye(h, dtype=torch.float64)
+            eye = torch.eye(h, dtype=torch.float64).roll(-shift, 1)   # row k: head k - shift
             if cumulative:   # one gates tensor, never reset: heads 0 .. k off at step k
                 return list(1 - eye.cumsum(0))
             return list(1 - eye) if off_only else list(eye)
         return step
+
+    def example_gates(_v, x):
+        """(N, num_heads) gates with row k at 0: every head of example k off, for each k."""
+        N = x["tokens"].shape[0]
+        if N < h:
+            raise RuntimeError("fewer examples than heads")
+        return [torch.ones(N, h, dtype=torch.float64).index_fill(0, torch.tensor([k]), 0.0)
+                for k in range(h)]
 
     def gradient_score(_st, x):
         """E_x |dL(x)/d gate_k| at gates = 1: each example's own gates (N, h)."""
@@ -1237,7 +1254,12 @@ def ablation_formula(dims, num_heads, L, vocab_size, d_model):
                   "of head k alone (gates = 1, gates[k] = 0)": gates(off_only=False),
                   "switches off heads 0 .. k together at step k (one gates tensor, not reset "
                   "to ones for each head) instead of head k alone":
-                  gates(cumulative=True)},
+                  gates(cumulative=True),
+                  "switches off head k - 1 instead of head k (gates[k - 1] = 0: an index off "
+                  "by one, so entry 0 measures the last head)": gates(shift=1),
+                  "switches off every head of example k (gates of shape (N, num_heads) with "
+                  "gates[k] = 0, a row) instead of head k in every example (gates[:, k] = 0, a "
+                  "column)": example_gates},
         "loss": {"uses only loss_prev instead of loss_prev + loss_first":
                  loss(parts=("prev",)),
                  "uses only loss_first instead of loss_prev + loss_first":
@@ -1245,13 +1267,19 @@ def ablation_formula(dims, num_heads, L, vocab_size, d_model):
                  "sums the cross-entropy over the positions (reduction='sum') instead of its "
                  "mean": loss(reduction="sum"),
                  "averages the two losses, (loss_prev + loss_first) / 2, instead of adding them":
-                 loss(combine=lambda parts: sum(parts) / 2)},
+                 loss(combine=lambda parts: sum(parts) / 2),
+                 "applies F.nll_loss to the logits (nll_loss wants log-probabilities: "
+                 "log_softmax first) instead of F.cross_entropy, which takes logits":
+                 loss(of_logits=torch.nn.functional.nll_loss)},
         "baseline subtraction": {"is the wrong way round: the loss with every head on minus "
                                  "the loss with head k off":
                                  lambda st, _x: st["base"] - st["masked"],
                                  "divides by the loss with no mask (a relative increase) "
                                  "instead of only subtracting it":
                                  lambda st, _x: (st["masked"] - st["base"]) / st["base"],
+                                 "takes the absolute value of the difference (a head whose "
+                                 "removal lowers the loss has a negative importance)":
+                                 lambda st, _x: (st["masked"] - st["base"]).abs(),
                                  "subtracts the loss with every head off (gates all 0) "
                                  "instead of the loss with no mask (every head on)":
                                  lambda st, _x: st["masked"] - st["off"],
@@ -1340,7 +1368,9 @@ def head_copy_formula(dims, num_heads, head_dim, layout, ndim=2, key="the parame
     steps = [("copy", layout_step(layout))]
     variants = {"copy": {
         f"is left out: {key} was not changed (head 0's block goes into every head i = 1 .. "
-        "num_heads - 1, or the heads still compute different things)": lambda _v, x: x["W"],
+        "num_heads - 1, or the heads still compute different things; one way to get this is "
+        "writing into a copy, such as .clone(), torch.cat or rows indexed with a list, which "
+        "never reaches the parameter, instead of into a view of it)": lambda _v, x: x["W"],
         **_other_layouts(torch.empty((1,) * ndim), layout, layout_step),
         f"stops before the last head (range(1, num_heads - 1) misses head num_heads - 1 = "
         f"{h - 1})": copied(_head_blocks(h, hd, layout), range(1, h - 1)),
@@ -1386,6 +1416,34 @@ def head_pruning_formula(dims, num_heads, head_dim, layout, remove, ndim=2):
 
 
 FORMULAS["head pruning"] = head_pruning_formula
+
+
+def out_bias_formula(dims, num_heads, head_dim, kept=None):
+    """out_proj.bias in make_heads_identical and prune_heads (inputs {"W"}, (d_model,)): it
+    belongs to no head, so it stays as it is. kept: the number of heads prune_heads keeps
+    (None: make_heads_identical, where d_model = num_heads * head_dim)."""
+    h, hd = num_heads, head_dim
+    # (make_heads_identical says why after the family's sentence: its out_bias_changed)
+    why = " (out_proj.bias is added once after the sum over heads and belongs to no head)"
+
+    def as_head_blocks(_v, x):
+        W = x["W"].clone()
+        if W.numel() != h * hd:
+            raise RuntimeError("no head blocks")
+        W.view(h, hd)[1:] = W.view(h, hd)[:1]
+        return W
+
+    variants = {"out_proj.bias": {
+        "copies head 0's entries into every head's block, as for the input projections' "
+        "biases, instead of leaving it as it is": as_head_blocks}}
+    if kept is not None:
+        variants["out_proj.bias"][
+            f"scales it by the kept heads' share num_kept / num_heads = {kept}/{h} instead of "
+            "copying it as it is" + why] = lambda _v, x: x["W"] * kept / h
+    return Formula([("out_proj.bias", lambda _v, x: x["W"])], variants)
+
+
+FORMULAS["out bias"] = out_bias_formula
 
 
 
