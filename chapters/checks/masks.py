@@ -19,7 +19,7 @@ from .common import (CheckFailure, Forbidden, _isfinite, beyond_tolerance, call,
                      check, close, expect_close, expect_tensor, fail, forbid_spec,
                      fresh_seed, generator, max_error, passed, random_inputs, reference,
                      softmax_condition, type_name)
-from .common import Intermediate, current_dims, family_reason, named_by_shape, step_mistakes
+from .common import Intermediate, current_dims, family_reason, shape_reason, step_mistakes
 from .language import translated
 
 _softmax = torch.softmax
@@ -162,6 +162,8 @@ MESSAGES = translated(__name__) | {
                       "computed from other weights (it is not weights @ value with the "
                       "weights you return){reason}."),
     "other_weights_reason": ": {reason}",
+    # a wrong shape, and the step of the formula that gives it
+    "shape_cause": "{failure} That is, {reason}.",
 }
 
 
@@ -362,8 +364,14 @@ def padding_mask(function, seed=0, batch=4, max_len=7, allow_zero=False):
 def _expect_causal(actual, expected, name, mistakes=None):
     """Require the (q_len, k_len) bool mask `expected` of the student's `actual`; mistakes:
     step_mistakes("causal mask", ...), which names a mask of another size by its cause."""
-    named_by_shape(actual, expected, name, axes=("q_len", "k_len"), mistakes=mistakes)
-    expect_tensor(actual, name, shape=expected.shape, shape_names="(q_len, k_len)")
+    try:
+        expect_tensor(actual, name, shape=expected.shape, shape_names="(q_len, k_len)")
+    except CheckFailure as failure:   # the sizes in words, then what gives them (a step)
+        reason = shape_reason(actual, expected, axes=("q_len", "k_len"), mistakes=mistakes)
+        if not reason:
+            raise
+        raise CheckFailure(MESSAGES["shape_cause"].format(failure=failure,
+                                                          reason=reason)) from None
     if actual.dtype != torch.bool:
         fail(MESSAGES["causal_bool"].format(failure=_not_bool(name, actual)))
     _expect_mask(actual, expected, name, "(q_len, k_len)",
