@@ -1016,3 +1016,24 @@ def test_float32_rounding_names_a_float32_step_in_a_float64_test():
     assert diagnose.float32_rounding(expected.float(), expected.float()) is None  # float32
     counts = torch.tensor([1e6, 3e6], dtype=torch.float64)
     assert diagnose.float32_rounding(counts + 1, counts) is None             # whole numbers
+
+
+def test_step_nonfinite_names_a_step_that_gives_the_same_nan_or_inf():
+    weights = torch.tensor([[0.0, 1.0, 0.0], [0.2, 0.3, 0.5]], dtype=torch.float64)
+    right = -torch.special.xlogy(weights, weights).sum(-1)                   # finite
+    without_w = -weights.log().sum(-1)                                       # inf, then finite
+    mistakes = {"the w log w step is log w alone": without_w,
+                "the minus sign is left out": -right}
+    actual = without_w.clone()
+    reason = diagnose.step_nonfinite(actual, mistakes, same)
+    assert reason == ("it is what the formula gives when the w log w step is log w alone: the "
+                      "same NaN or inf at the same 1 of 2 entries, and the same values at the "
+                      "others")
+    assert diagnose.FAMILY_PATTERN.search(reason)
+    # other values at the finite entries, NaN where the step gives inf, or no finite entry
+    # at all: no claim
+    assert diagnose.step_nonfinite(actual + 1, mistakes, same) is None
+    nan = torch.tensor([float("nan"), float(without_w[1])], dtype=torch.float64)
+    assert diagnose.step_nonfinite(nan, mistakes, same) is None
+    assert diagnose.step_nonfinite(torch.full((2,), float("inf")), mistakes, same) is None
+    assert diagnose.step_nonfinite(right, mistakes, same) is None               # all finite

@@ -16,10 +16,10 @@ import torch
 import torch.nn.functional as F
 
 from . import diagnose
-from .common import (FLOAT32_SQRT, CheckFailure, Forbidden, check, current_dims, expect_close,
-                     expect_tensor, fail, float32_sqrt, forbid_spec, generator, observe, passed,
-                     named_by_shape, raised, random_inputs, reference, revive, softmax_condition,
-                     step_mistakes, type_name)
+from .common import (FLOAT32_SQRT, CheckFailure, Forbidden, _same_within, check, current_dims,
+                     expect_close, expect_tensor, fail, float32_sqrt, forbid_spec, generator,
+                     observe, passed, named_by_shape, raised, random_inputs, reference, revive,
+                     softmax_condition, step_mistakes, type_name)
 from .language import translated
 
 # Bound at import, before student code runs in the same kernel.
@@ -41,6 +41,11 @@ MESSAGES = translated(__name__) | {
                    "(-inf) = NaN, but the entropy's limit is 0: use torch.special.xlogy(w, w), "
                    "which is 0 where w is 0, or torch.where(w > 0, w * w.log(), 0).",
     "entropy_zero_rows": "the queries whose weights hold an exact 0",
+    "entropy_step": "{name} is wrong: {step}; {where}.",
+    "entropy_inf": "{name}: {where}. inf (not NaN) where the weights contain exact zeros: "
+                   "log(0) = -inf, and only a term multiplied by its own w, w log w, is 0 "
+                   "there (its limit): a log w without its factor w, or a division by w, "
+                   "stays infinite. Use torch.special.xlogy(w, w), which is 0 where w is 0.",
     "entropy_passed": "attention_entropy: shape (..., Lq) = {shape}, values in nats, 0 for "
                       "one-hot rows (batch {batch}, Lq={Lq}, Lk={Lk}, {dtype})",
     "softmax_passed": "stable_softmax matches torch.softmax along dims {dims} of a tensor of "
@@ -123,6 +128,22 @@ MESSAGES = translated(__name__) | {
                      "Q K^T are scaled; the output is weights @ value.",
     "weights_transposed": "you returned the weights transposed, one column per query (K Q^T, "
                           "or .transpose(-2, -1)): each row belongs to one query and sums to 1.",
+    # hints read from the student's line (HINTS' "front_transpose", "elementwise", ...)
+    "hint_front_transpose": "Hint: your line transposes axes counted from the front (0, 1, "
+                            "2, ...): they are the last two axes only of a tensor of one "
+                            "particular number of axes; with more or fewer batch dimensions "
+                            "it swaps other axes (or names one that does not exist). Count "
+                            "from the end: key.transpose(-2, -1) (or key.mT).",
+    "hint_elementwise": "Hint: your line multiplies with *, entry by entry, where a matrix "
+                        "product, @, is likely meant (here the two tensors' axes do not line "
+                        "up entry by entry): a product that sums over a shared axis is @, "
+                        "query @ key.transpose(-2, -1) over d_k, weights @ value over the "
+                        "keys Lk.",
+    "hint_sqrt_int": "Hint: torch.sqrt takes a tensor, and d_k = query.shape[-1] is a Python "
+                     "int: take math.sqrt(d_k) (or d_k ** 0.5), a Python float, which keeps "
+                     "the inputs' dtype.",
+    "hint_softmax_dim": "Hint: torch.softmax needs the axis it normalises along: dim=-1, the "
+                        "keys, so that each query's weights sum to 1.",
 }
 
 # Error messages of common slips, and what to do about them: (regex, hint).
@@ -136,17 +157,31 @@ HINTS = {
     "view": r"view size is not compatible",
     "dim_name": r"unexpected keyword argument 'dim'",
     "mask_name": r"unexpected keyword argument 'mask'",
+    # the student's own line, as the restated error quotes it ("line N of <cell>: code")
+    "front_transpose": r"\bline \d+ of [^\n]*\.(transpose|swapaxes|swapdims)\(\s*\d+\s*,"
+                       r"\s*\d+\s*\)",
+    "elementwise": r"(?s)must match the size of tensor b.*\bline \d+ of [^\n]*[\w)\]]\s*"
+                   r"\*(?![*=])\s*[\w(]",
+    "sqrt_int": r"sqrt\(\): argument 'input' \(position 1\) must be Tensor, not (int|float)",
+    "softmax_dim": r"softmax\(\) received an invalid combination of arguments",
 }
 ATTENTION_HINTS = [
     ("mask_name", "Hint: keep the exercise's signature, scaled_dot_product_attention(query, "
                   "key, value, mask=None): the check passes mask=None (no mask) by name, and "
                   "chapter 4 passes boolean masks through it."),
+    # read from the student's line first: what it does is the likely cause (MESSAGES' keys)
+    ("front_transpose", "hint_front_transpose"),
+    ("elementwise", "hint_elementwise"),
+    ("sqrt_int", "hint_sqrt_int"),
+    ("softmax_dim", "hint_softmax_dim"),
     ("t2d", "Hint: .t() and .T are for 2-D matrices (on more axes .T reverses all of them). "
             "Transpose the last two axes only: key.transpose(-2, -1) (or key.mT)."),
     ("matmul", "Hint: a matrix product A @ B needs A's last axis to equal B's second-to-last. "
                "Q K^T is query (..., Lq, d_k) @ key.transpose(-2, -1) (..., d_k, Lk); "
                "query @ key without the transpose fails. The output is "
-               "weights (..., Lq, Lk) @ value (..., Lk, d_v)."),
+               "weights (..., Lq, Lk) @ value (..., Lk, d_v). A matrix product does not "
+               "commute: its operands must also come in this order (value @ weights, the "
+               "other order, pairs d_v with Lq)."),
     ("broadcast", "Hint: two tensors did not broadcast. If you transposed key with .T, note "
                   "that on a tensor with batch dimensions .T reverses ALL the axes: use "
                   "key.transpose(-2, -1)."),
@@ -172,7 +207,7 @@ SOFTMAX_HINTS = [
 def _hint(text, hints):
     for key, hint in hints:
         if re.search(HINTS[key], text):
-            return [hint]
+            return [MESSAGES[hint] if hint in MESSAGES else hint]
     return []
 
 
@@ -348,6 +383,12 @@ def attention_entropy(attention_entropy, seed=0, batch=(2,), Lq=4, Lk=6,
                                (*_leading(batch), "Lq"),
                                {MESSAGES["entropy_zero_rows"]: (weights == 0).any(dim=-1)})
     if where:
+        # a step of the formula that gives these NaN or inf (log w without its factor w)
+        step = diagnose.step_nonfinite(entropy, mistakes, _same_within(dtype, None, 1.0))
+        if step:
+            fail(MESSAGES["entropy_step"].format(name=name, step=step, where=where))
+        if not bool(entropy.detach().isnan().any()):   # inf alone: not 0 * log(0)
+            fail(MESSAGES["entropy_inf"].format(name=name, where=where))
         fail(MESSAGES["entropy_nan"].format(name=name, where=where))
     expect_close(entropy, expected, name, bugs=bugs, dtype=dtype, mistakes=mistakes,
                  axes=(*_leading(batch), "Lq"))

@@ -968,6 +968,11 @@ def expect_close(actual, expected, name, bugs=None, hint=None, dtype=None, scale
         # the non-finite family says how many and where, in the exercise's words; the
         # exercise's hint, what usually puts them there
         where = diagnose.nonfinite(actual.detach(), expected.detach(), current_dims(), axes)
+        # a step of the formula done another way that gives these NaN or inf: named too
+        step = diagnose.step_nonfinite(actual, mistakes, _same_within(
+            dtype or expected.dtype, scale, condition))
+        if step:
+            where = diagnose.MESSAGES["nonfinite_step"].format(where=where, step=step)
         fail(MESSAGES["nonfinite"].format(name=name, where=where,
                                           hint=hint or MESSAGES["nonfinite_hint"]))
     if close(actual, expected, dtype, scale, condition):

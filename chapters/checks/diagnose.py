@@ -369,6 +369,12 @@ MESSAGES = translated(__name__) | {
                         "dtype (torch.zeros, torch.ones, torch.full, torch.tensor give float32 "
                         "unless told) or a .float(); make every tensor follow the input's "
                         "dtype (dtype=x.dtype, torch.zeros_like)",
+
+
+    # step_nonfinite (any exercise)
+    "step_nonfinite": "it is what the formula gives when {step}: the same NaN or inf at the "
+                      "same {count} of {total} entries, and the same values at the others",
+    "nonfinite_step": "{where}; {step}",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -969,7 +975,7 @@ FAMILY_KEYS = ("swap", "view", "reversed", "factors", "times", "plus", "shifted"
                "raised_reason", "offset_along", "earlier", "permuted", "permuted_view",
                "reduced_many", "rescaled_lines", "indices_permuted", "in_place_shape",
                "unrepeatable", "triangle", "one_minus", "raised_cause", "shape_swap_cause",
-               "shape_recut", "float32_rounding")
+               "shape_recut", "float32_rounding", "step_nonfinite")
 # a message that a family produced, for tests and the measurement of the families alone
 FAMILY_PATTERN = re.compile(
     "|".join(re.escape(_signature(key)) for key in FAMILY_KEYS)
@@ -2158,3 +2164,33 @@ def float32_rounding(actual, expected):
     if not 1e-9 < error <= 1e-5:
         return None
     return MESSAGES["float32_rounding"].format(error=error)
+
+
+# ------------------------------------------------- a formula step that gives NaN or inf
+
+def step_nonfinite(actual, mistakes, same):
+    """The formula family for a result that holds NaN or inf where the right answer is
+    finite: which of `mistakes` ({sentence: output}, Formula.mistakes) has NaN and inf of
+    the same kind at the same entries and equals `actual` at all the others (at least one):
+    a step done another way that breaks on some inputs (log w without its factor w is -inf
+    where w is 0), named where the non-finite family alone would only say where."""
+    a = actual.detach()
+    bad = ~torch.isfinite(a)
+    if not bool(bad.any()) or bool(bad.all()):
+        return None
+    found = []
+    for sentence, value in (mistakes or {}).items():
+        if not isinstance(value, torch.Tensor) or tuple(value.shape) != tuple(a.shape):
+            continue
+        v = value.detach().to(device=a.device, dtype=torch.float64)
+        a64 = a.double()
+        if not (torch.equal(~torch.isfinite(v), bad)
+                and torch.equal(torch.isnan(v), torch.isnan(a64))
+                and torch.equal(v[bad & ~torch.isnan(v)], a64[bad & ~torch.isnan(a64)])):
+            continue
+        if same(a64[~bad], v[~bad]):
+            found.append(sentence)
+    if not found:
+        return None
+    step = found[0] if len(found) == 1 else "; or when ".join(found)
+    return MESSAGES["step_nonfinite"].format(step=step, count=int(bad.sum()), total=a.numel())

@@ -98,6 +98,18 @@ def _product_variants():
             lambda _v, x: x["key"] @ x["key"].transpose(-2, -1)}
 
 
+def _other_normalisations():
+    """{description: softmax step} of the standard other ways to turn the scores into
+    weights: a division by their sum without the exponential, a sigmoid of each score."""
+    def without_exp(scores, _x):
+        return scores / scores.sum(dim=-1, keepdim=True)
+
+    return {"divides the scores by their sum without the exponential (a softmax is "
+            "exp(s) / sum exp(s): the exp step is missing)": without_exp,
+            "is a sigmoid of each score on its own, not a softmax over the keys (sigmoid "
+            "weights do not sum to 1 along a row)": lambda s, _x: torch.sigmoid(s)}
+
+
 def attention_formula(dims, d_k, output=True):
     """softmax(mask(Q K^T / sqrt(d_k))) V (the weights alone when not `output`); inputs
     {"query", "key", "value", "mask" (bool, True = may attend, or None)}."""
@@ -124,6 +136,8 @@ def attention_formula(dims, d_k, output=True):
     # the scale and the softmax left out: variants, for their sentences' hint
     variants["scale"]["is left out: the scores are not scaled, divide Q K^T by sqrt(d_k)"] = \
         lambda s, _x: s
+    # the softmax replaced by another normalisation: its exponential left out, or a sigmoid
+    variants["softmax"].update(_other_normalisations())
     optional = ["mask"]
     if not output:   # the weights returned in another layout
         steps.append(("result", lambda w, _x: w))
@@ -202,7 +216,8 @@ def softmax_formula(dims, dim):
                            lambda state, _x: state["s"].log()}}
     variants["division by the sum"]["is left out: exp(scores - max) is returned without "
                                     "dividing by its sum along dim"] = lambda state, _x: state
-    return Formula(steps, variants)
+    # (scores - max) / sum(scores - max): a normalisation without the exp
+    return Formula(steps, variants, optional=["exponential"])
 
 
 def entropy_formula(dims):
@@ -228,7 +243,10 @@ def entropy_formula(dims):
                             "is taken of softmax(weights) instead of the weights themselves "
                             "(each row already sums to 1: use the weights as they are)":
                             lambda _v, x: torch.special.xlogy(x["weights"].softmax(-1),
-                                                              x["weights"].softmax(-1))},
+                                                              x["weights"].softmax(-1)),
+                            "is log w alone, without the factor w (each term of the entropy "
+                            "is w log w, which is 0 where w is 0; log 0 alone is -inf)":
+                            lambda _v, x: torch.log(x["weights"])},
                 "sum over the keys": {what: (lambda t, _x, r=r: r(t))
                                       for what, r in reductions.items()},
                 "minus sign": {"is left out: the entropy is negative, it is MINUS the sum of "
@@ -1011,6 +1029,10 @@ def masked_softmax_formula(dims):
                     "is a log_softmax (log-weights, all <= 0) instead of a softmax":
                         lambda st, _x: _with(st, w=torch.log_softmax(st["s"], dim=-1))},
     }
+    # the softmax replaced by another normalisation (chapter 1's, on the filled scores)
+    variants["softmax"].update({
+        sentence: (lambda st, x, other=other: _with(st, w=other(st["s"], x)))
+        for sentence, other in _other_normalisations().items()})
     skips = {"fill": None, "zeroing of the masked weights": lambda st, _x: st["w"]}
     return _UpToTwoSteps(steps, variants, skips)
 
@@ -1051,6 +1073,37 @@ def masked_attention_formula(dims, d_k, output=True):
 FORMULAS["masked attention"] = masked_attention_formula
 FORMULAS["masked attention weights"] = (
     lambda dims, d_k: masked_attention_formula(dims, d_k, output=False))
+
+
+def causal_mask_formula(dims):
+    """Chapter 4's causal_mask(q_len, k_len): a (q_len, k_len) bool mask, lower triangular
+    with the diagonal, aligned at the top-left corner (query i may attend to keys 0..i).
+    Inputs {"q_len", "k_len"} (ints); its sizes are a step, so that a mask of another size
+    is named by what it is (the triangle's own mistakes, a diagonal off by k or the upper
+    triangle, are the mask families' of diagnose.py)."""
+    q_len = dims.get("q_len")
+    k_len = dims.get("k_len") or q_len
+    shift = ("" if q_len is None else
+             f" (tril(diagonal={k_len - q_len}): the diagonal moved by k_len - q_len = "
+             f"{k_len - q_len}, where diagonal=0 is right)")
+    steps = [("size", lambda _v, x: (x["q_len"], x["k_len"])),
+             ("triangle", lambda size, _x: torch.ones(size, dtype=torch.bool).tril())]
+    variants = {
+        "size": {"ignores k_len (the parameter is not used): the mask is (q_len, q_len) "
+                 "whatever k_len is (k_len is a parameter of its own; only its default, "
+                 "None, means q_len)":
+                 lambda _v, x: (x["q_len"], x["q_len"]),
+                 "exchanges q_len and k_len: (k_len, q_len), one row per key":
+                 lambda _v, x: (x["k_len"], x["q_len"])},
+        "triangle": {"aligns the triangle at the bottom-right corner (query i sees keys "
+                     "0..i + k_len - q_len, as for the last q_len queries of a cache) instead "
+                     f"of the top-left (query i sees keys 0..i){shift}":
+                     lambda size, _x: torch.ones(size, dtype=torch.bool).tril(
+                         diagonal=size[1] - size[0])}}
+    return Formula(steps, variants)
+
+
+FORMULAS["causal mask"] = causal_mask_formula
 
 
 # ==== chapter 5: why heads diversify ======================================================

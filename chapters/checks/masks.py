@@ -8,6 +8,7 @@ The @reference functions compute the answers and draw the inputs (in the student
 they are read from its fixtures instead, see common.py).
 """
 import math
+import re
 
 import torch
 import torch.nn as nn
@@ -18,7 +19,7 @@ from .common import (CheckFailure, Forbidden, _isfinite, beyond_tolerance, call,
                      check, close, expect_close, expect_tensor, fail, forbid_spec,
                      fresh_seed, generator, max_error, passed, random_inputs, reference,
                      softmax_condition, type_name)
-from .common import Intermediate, current_dims, step_mistakes
+from .common import Intermediate, current_dims, family_reason, shape_reason, step_mistakes
 from .language import translated
 
 _softmax = torch.softmax
@@ -143,6 +144,26 @@ MESSAGES = translated(__name__) | {
         "under a causal mask"),
     "key_padding_passed": ("to_torch_key_padding_mask: (B, Lk) = {shape}, True at padding; "
                            "nn.MultiheadAttention with it equals our attention with our mask"),
+    # the likely cause of an error the student's code raised, by the exercise's step
+    "lengths_axis": ("Most likely the positions (max_len,) are compared with the lengths (B,) "
+                     "as they are, which lines them up one to one: give lengths an axis, "
+                     "positions < lengths[:, None] ((B, 1) against (max_len,) broadcasts to "
+                     "(B, max_len)), to compare every position with every length."),
+    "k_len_default": ("causal_mask(q_len) leaves k_len at its default None, which means k_len "
+                      "= q_len (a square mask): replace it first, k_len = q_len if k_len is "
+                      "None else k_len."),
+    "argument_in_place": ("Here the tensor written in place is not a parameter but your "
+                          "argument, the scores (scores[...] = ..., masked_fill_, +=): "
+                          "torch.no_grad() would only hide that the caller's scores change. "
+                          "Compute out of place (masked_fill, without the underscore, or "
+                          "torch.where), which returns a new tensor."),
+    # the returned weights are right, the output is not made from them
+    "other_weights": ("{name} is wrong: the weights you return are right, but the output was "
+                      "computed from other weights (it is not weights @ value with the "
+                      "weights you return){reason}."),
+    "other_weights_reason": ": {reason}",
+    # a wrong shape, and the step of the formula that gives it
+    "shape_cause": "{failure} That is, {reason}.",
 }
 
 
@@ -201,22 +222,26 @@ def _condition(scores, mask):
     return softmax_condition(_where(mask, s, torch.zeros((), dtype=torch.float64)))
 
 
-def _expect_mask(actual, expected, name, axes, shown):
+def _expect_mask(actual, expected, name, axes, shown, mistakes=None):
     """Require the bool mask `actual` (of the right shape) to equal `expected`; else name
     the mistake by the families of checks/diagnose.py through expect_close (a complement,
-    a diagonal or a run of True off by k, two axes swapped, ...), or show both (`shown`)."""
+    a diagonal or a run of True off by k, two axes swapped, a step of `mistakes`, ...), or
+    show both (`shown`)."""
     if not torch.equal(actual, expected):
-        expect_close(actual, expected, name, axes=axes, hint=shown)
+        expect_close(actual, expected, name, axes=axes, hint=shown, mistakes=mistakes)
 
 
-def _call(function, *args, hint=None, **kwargs):
+def _call(function, *args, hint=None, when=None, **kwargs):
     """call(), naming a number beyond the dtype (diagnose.overflow: a fill value such as
     -1e9 in float16) with the fill that fits, a promised parameter the function lacks
-    (diagnose.missing_parameter), and adding the given hint."""
+    (diagnose.missing_parameter), and adding the given hint (when: a regex the failure's
+    text must match for the hint to apply, the kind of error it explains)."""
     try:
         return call(function, *args, **kwargs)
     except CheckFailure as failure:
         text = str(failure)   # call() names the overflow and the missing parameter
+        if when and not re.search(when, text):
+            hint = None
         if diagnose.overflow(text):
             hint = MESSAGES["fill_lowest"]
         if hint:
@@ -298,7 +323,12 @@ def _padding_answers(seed, batch, max_len, allow_zero):
 def padding_mask(function, seed=0, batch=4, max_len=7, allow_zero=False):
     """The student's padding_mask(lengths, max_len) -> (B, 1, 1, max_len) bool."""
     lengths, expected = _padding_answers(seed, batch, max_len, allow_zero)
-    actual = call(function, lengths.clone(), max_len)
+    # an error between the sizes max_len and B: the lengths compared without their axis
+    sizes = f"({max_len}|{batch})"
+    lengths_axis = dict(name="padding_mask", hint=MESSAGES["lengths_axis"],
+                        when=rf"tensor a \({sizes}\) must match the size of tensor b "
+                             rf"\({sizes}\)")
+    actual = _call(function, lengths.clone(), max_len, **lengths_axis)
     expect_tensor(actual, "padding_mask(lengths, max_len)")
     _expect_singletons(actual, expected, "padding_mask(lengths, max_len)", "(B, 1, 1, max_len)",
                        MESSAGES["broadcasting"])
@@ -320,7 +350,7 @@ def padding_mask(function, seed=0, batch=4, max_len=7, allow_zero=False):
     # axis is max_len, whatever the lengths
     short = lengths.clamp(max=max_len - 1)                                   # (B,)
     shown = f"padding_mask(lengths={short.tolist()}, max_len={max_len})"
-    got = call(function, short.clone(), max_len)
+    got = _call(function, short.clone(), max_len, **lengths_axis)
     expect_tensor(got, shown, shape=expected.shape, shape_names="(B, 1, 1, max_len)")
     want = _ref_padding_mask(short, max_len)
     _expect_mask(got, want, shown, "(B, 1, 1, max_len)",
@@ -331,13 +361,22 @@ def padding_mask(function, seed=0, batch=4, max_len=7, allow_zero=False):
 
 
 # ----------------------------------------------------------------------------- causal_mask
-def _expect_causal(actual, expected, name):
-    """Require the (q_len, k_len) bool mask `expected` of the student's `actual`."""
-    expect_tensor(actual, name, shape=expected.shape, shape_names="(q_len, k_len)")
+def _expect_causal(actual, expected, name, mistakes=None):
+    """Require the (q_len, k_len) bool mask `expected` of the student's `actual`; mistakes:
+    step_mistakes("causal mask", ...), which names a mask of another size by its cause."""
+    try:
+        expect_tensor(actual, name, shape=expected.shape, shape_names="(q_len, k_len)")
+    except CheckFailure as failure:   # the sizes in words, then what gives them (a step)
+        reason = shape_reason(actual, expected, axes=("q_len", "k_len"), mistakes=mistakes)
+        if not reason:
+            raise
+        raise CheckFailure(MESSAGES["shape_cause"].format(failure=failure,
+                                                          reason=reason)) from None
     if actual.dtype != torch.bool:
         fail(MESSAGES["causal_bool"].format(failure=_not_bool(name, actual)))
     _expect_mask(actual, expected, name, "(q_len, k_len)",
-                 MESSAGES["causal_shown"].format(want=expected.int(), got=actual.int()))
+                 MESSAGES["causal_shown"].format(want=expected.int(), got=actual.int()),
+                 mistakes=mistakes)
 
 
 @check
@@ -348,11 +387,16 @@ def causal_mask(function, q_len=5, k_len=None):
     Lk = q_len if k_len is None else k_len
     args = (q_len,) if k_len is None else (q_len, k_len)
     expected = _ref_causal_mask(q_len, Lk)
-    _expect_causal(call(function, *args), expected, f"causal_mask{args}")
+    mistakes = step_mistakes("causal mask", {"q_len": q_len, "k_len": Lk}, current_dims())
+    # k_len left to its default, None: it means q_len
+    default = MESSAGES["k_len_default"] if k_len is None else None
+    _expect_causal(_call(function, *args, name="causal_mask", hint=default, when=r"NoneType"),
+                   expected, f"causal_mask{args}", mistakes)
     device = expected.device
     on_device = _call(function, *args, device=device, name="causal_mask",
                       hint=MESSAGES["no_device"])
-    _expect_causal(on_device, expected, f"causal_mask{args}, device={str(device)!r}")
+    _expect_causal(on_device, expected, f"causal_mask{args}, device={str(device)!r}",
+                   mistakes)
     expect_tensor(on_device, f"causal_mask{args}, device={str(device)!r}", device=device)
     passed(MESSAGES["causal_passed"].format(shape=(q_len, Lk), device=str(device)))
 
@@ -416,7 +460,9 @@ def masked_softmax(function, seed=0, batch=(2, 3), Lq=5, Lk=6, dtype=torch.float
     expected, expected_grad, expected_plain = _masked_softmax_answers(scores, mask, upstream)
     fully = _fully_masked_rows(mask, shape)
     s = scores.clone().requires_grad_()
-    weights = _call(function, s, mask.clone(), name="masked_softmax")
+    weights = _call(function, s, mask.clone(), name="masked_softmax",
+                    hint=MESSAGES["argument_in_place"],
+                    when=r"leaf Variable that requires grad is being used in an in-place")
     name = "masked_softmax(scores, mask)"
     expect_tensor(weights, name, shape=shape, shape_names="(..., Lq, Lk)")
     expect_tensor(weights, name, dtype=dtype)
@@ -495,6 +541,26 @@ def _attention_answers(query, key, value, mask, upstream):
     return expected, ref_w, (rq.grad, rk.grad, rv.grad), plain
 
 
+def _expect_from_weights(output, weights, value, expected, expected_w, dtype, condition,
+                         mistakes):
+    """Fail when the returned weights are right but the output is not weights @ value with
+    them (it was computed from other weights: unmasked, unscaled, ...), saying what a family
+    makes of the output. output (..., Lq, d_v), weights (..., Lq, Lk), value (..., Lk, d_v);
+    condition: the weights' (..., Lq, Lk)."""
+    scale = value.detach().double().abs().max()
+    out_condition = condition.amax(-1, keepdim=True)
+    if not close(weights, expected_w, dtype, condition=condition) or close(
+            output, expected, dtype, scale=scale, condition=out_condition):
+        return
+    own = weights.detach().double() @ value.detach().double()             # (..., Lq, d_v)
+    if close(output, own, dtype, scale=scale, condition=out_condition):
+        return
+    reason = family_reason(output, expected, dtype, scale, out_condition, mistakes=mistakes)
+    fail(MESSAGES["other_weights"].format(
+        name="output", reason=MESSAGES["other_weights_reason"].format(reason=reason)
+        if reason else ""))
+
+
 def _unpack(result, name, shapes=None):
     """(output, weights) of the student's result; shapes: theirs, for naming the two
     returned in the other order (diagnose.item_order)."""
@@ -539,8 +605,10 @@ def scaled_dot_product_attention(function, seed=0, batch=(3, 2), Lq=5, Lk=7, d_k
     # the formula with one step left out or done another way (checks/formulas.py), for the
     # families of checks/diagnose.py to name the mistake by
     inputs = {"query": query, "key": key, "value": value, "mask": mask}
-    expect_close(output, expected, "output", dtype=dtype,
-                 mistakes=step_mistakes("masked attention", inputs, current_dims(), d_k=d_k),
+    output_mistakes = step_mistakes("masked attention", inputs, current_dims(), d_k=d_k)
+    _expect_from_weights(output, weights, value, expected, expected_w, dtype, condition,
+                         output_mistakes)
+    expect_close(output, expected, "output", dtype=dtype, mistakes=output_mistakes,
                  scale=value.double().abs().max(), condition=condition.amax(-1, keepdim=True),
                  earlier=[Intermediate("weights", weights, expected_w, dtype, condition)])
     expect_close(weights, expected_w, "weights", dtype=dtype, condition=condition,

@@ -577,3 +577,83 @@ BUGS.update({
         diagnosis=r"`value\.transpose\(-2, -1\)` is transposed before the product"
                   r".*a transpose too many"),
 })
+
+# ------------------------------------------------------------------ a practice set (issue 20)
+# Written from the exercises' text, each with its diagnosis (the cause, in a teacher's
+# words), before the checks were run on them (2026-11-26, sixth session, helper i20am):
+# 13 of 24 named then (chapters 1 and 4 together; two regexes tightened after the first run,
+# where they matched only the student's own line echoed in the message).
+_SOFTMAX_TESTS = ["test_stable_softmax", "test_stable_softmax_large"]
+BUGS.update({
+    # transpose(1, 2) counts axes from the front: the last two only for a 3-D key
+    "scores_transpose_from_front": Bug(
+        cells={"attention_scores": _edit(_SCORES, "key.transpose(-2, -1)", "key.transpose(1, 2)")},
+        fails=["test_attention_scores"],
+        # (tightened after the first run: "transpose(1, 2)" alone matched the echoed line)
+        diagnosis=r"(axes|axis) (counted )?from the (front|start|end)|transpose\(1, 2\) "
+                  r"(counts|swaps|is)"),
+    # -sum log w: the factor w of w log w left out
+    "entropy_without_w_factor": Bug(
+        cells={"attention_entropy": _edit(_ENTROPY, "torch.special.xlogy(weights, weights)",
+                                          "weights.log()")},
+        fails=["test_attention_entropy"],
+        diagnosis=r"without the (factor )?w\b|the (factor )?w (factor|weight)|sum of log w|"
+                  r"log w instead of w log w|w factor"),
+    # one number for the whole batch: the mean over the queries too
+    "entropy_mean_of_rows": Bug(
+        cells={"attention_entropy": _edit(_ENTROPY, ".sum(dim=-1)", ".sum(dim=-1).mean()")},
+        fails=["test_attention_entropy"],
+        diagnosis=r"(averag|mean).{0,60}(quer|Lq|batch)|one (number|value|entropy) per query"),
+    # the denominator's exp without the maximum subtracted
+    "softmax_denominator_unshifted": Bug(
+        cells={"stable_softmax": _edit(_SOFTMAX, "exp / exp.sum(dim=dim, keepdim=True)",
+                                       "exp / scores.exp().sum(dim=dim, keepdim=True)")},
+        fails=_SOFTMAX_TESTS,
+        diagnosis=r"(sum|denominator).{0,80}(without|before) the maximum|same maximum|unshifted"),
+    # the summed axis put back at the end instead of at dim
+    "softmax_unsqueeze_last": Bug(
+        cells={"stable_softmax": _edit(_SOFTMAX, "exp / exp.sum(dim=dim, keepdim=True)",
+                                       "exp / exp.sum(dim=dim).unsqueeze(-1)")},
+        fails=_SOFTMAX_TESTS,
+        diagnosis=r"keepdim=True|unsqueeze\(dim\)|back at (position )?dim"),
+    # the output's product with its operands in the other order
+    "sdpa_value_times_weights": Bug(
+        cells={"scaled_dot_product_attention": _edit(_SDPA, "output = weights @ value",
+                                                     "output = value @ weights")},
+        fails=_SDPA_ALL,
+        # (tightened after the first run: "value @ weights" alone matched the echoed line)
+        diagnosis=r"operands? .{0,40}(other|wrong|reverse) order|"
+                  r"(in|the) (other|wrong|reverse) order"),
+    # an entry-by-entry product where the matrix product belongs
+    "sdpa_elementwise_output": Bug(
+        cells={"scaled_dot_product_attention": _edit(_SDPA, "output = weights @ value",
+                                                     "output = weights * value")},
+        fails=_SDPA_ALL,
+        diagnosis=r"(entry|element)[- ]by[- ](entry|element).{0,120}(@|matrix product|matmul)"),
+    # a normalisation without the exponential
+    "sdpa_softmax_without_exp": Bug(
+        cells={"scaled_dot_product_attention": _edit(
+            _SDPA, "weights = torch.softmax(scores, dim=-1)",
+            "weights = scores / scores.sum(dim=-1, keepdim=True)")},
+        fails=_SDPA_ALL,
+        diagnosis=r"exp(onential)?\b.{0,40}(missing|left out)|without (the )?exp|(the )?exp step"),
+    # a sigmoid instead of the softmax
+    "sdpa_sigmoid_weights": Bug(
+        cells={"scaled_dot_product_attention": _edit(
+            _SDPA, "weights = torch.softmax(scores, dim=-1)", "weights = torch.sigmoid(scores)")},
+        fails=_SDPA_ALL,
+        diagnosis=r"sigmoid|rows? .{0,30}(do|does) not sum to 1"),
+    # the scores read the values in place of the keys
+    "sdpa_scores_from_value": Bug(
+        cells={"scaled_dot_product_attention": _edit(
+            _SDPA, "@ key.transpose(-2, -1)", "@ value.transpose(-2, -1)")},
+        fails=_SDPA_ALL,
+        diagnosis=r"value.{0,40}(in place of|instead of) (the )?key|keys?.{0,30}replaced by.{0,20}"
+                  r"value"),
+    # d_k read from the first axis
+    "sdpa_d_k_from_first_axis": Bug(
+        cells={"scaled_dot_product_attention": _edit(_SDPA, "d_k = query.shape[-1]",
+                                                     "d_k = query.shape[0]")},
+        fails=_SDPA_ALL,
+        diagnosis=r"shape\[-1\]|last axis of (the )?query"),
+})
