@@ -144,6 +144,36 @@ MESSAGES = translated(__name__) | {
                      "the inputs' dtype.",
     "hint_softmax_dim": "Hint: torch.softmax needs the axis it normalises along: dim=-1, the "
                         "keys, so that each query's weights sum to 1.",
+    # the hints that follow a raised error (ATTENTION_HINTS, SOFTMAX_HINTS)
+    "hint_mask_name": "Hint: keep the exercise's signature, scaled_dot_product_attention(query, "
+                      "key, value, mask=None): the check passes mask=None (no mask) by name, and "
+                      "chapter 4 passes boolean masks through it.",
+    "hint_t2d": "Hint: .t() and .T are for 2-D matrices (on more axes .T reverses all of them). "
+                "Transpose the last two axes only: key.transpose(-2, -1) (or key.mT).",
+    "hint_matmul": "Hint: a matrix product A @ B needs A's last axis to equal B's second-to-last. "
+                   "Q K^T is query (..., Lq, d_k) @ key.transpose(-2, -1) (..., d_k, Lk); query @ "
+                   "key without the transpose fails. The output is weights (..., Lq, Lk) @ value "
+                   "(..., Lk, d_v). A matrix product does not commute: its operands must also come"
+                   " in this order (value @ weights, the other order, pairs d_v with Lq).",
+    "hint_broadcast": "Hint: two tensors did not broadcast. If you transposed key with .T, note "
+                      "that on a tensor with batch dimensions .T reverses ALL the axes: use "
+                      "key.transpose(-2, -1).",
+    "hint_axis": "Hint: count axes from the end (transpose(-2, -1), dim=-1), so the code works for"
+                 " any number of leading batch dimensions, none included.",
+    "hint_bmm": "Hint: torch.bmm takes exactly 3-D tensors; @ (torch.matmul) works with any number"
+                " of leading batch dimensions (or flatten them with reshape(-1, L, d) and restore "
+                "them afterwards).",
+    "hint_view": "Hint: .view() needs contiguous memory; use .reshape().",
+    "softmax_hint_broadcast": "Hint: a max or a sum over an axis keeps that axis only with "
+                              "keepdim=True; without it the result does not broadcast against the "
+                              "scores: scores.amax(dim=dim, keepdim=True), exp.sum(dim=dim, "
+                              "keepdim=True).",
+    "softmax_hint_max_pair": "Hint: tensor.max(dim=...) returns a pair (values, indices): use "
+                             ".values, or tensor.amax(dim=dim, keepdim=True).",
+    "softmax_hint_dim_name": "Hint: the checks call stable_softmax(scores, dim=...): keep the "
+                             "parameter name `dim`.",
+    "softmax_hint_axis": "Hint: use the `dim` argument (it may be negative) rather than a fixed "
+                         "axis.",
 }
 
 # Error messages of common slips, and what to do about them: (regex, hint).
@@ -165,42 +195,25 @@ HINTS = {
     "sqrt_int": r"sqrt\(\): argument 'input' \(position 1\) must be Tensor, not (int|float)",
     "softmax_dim": r"softmax\(\) received an invalid combination of arguments",
 }
+# (error pattern key of HINTS, MESSAGES key of the hint), the first pattern that matches wins
 ATTENTION_HINTS = [
-    ("mask_name", "Hint: keep the exercise's signature, scaled_dot_product_attention(query, "
-                  "key, value, mask=None): the check passes mask=None (no mask) by name, and "
-                  "chapter 4 passes boolean masks through it."),
-    # read from the student's line first: what it does is the likely cause (MESSAGES' keys)
+    ("mask_name", "hint_mask_name"),
     ("front_transpose", "hint_front_transpose"),
     ("elementwise", "hint_elementwise"),
     ("sqrt_int", "hint_sqrt_int"),
     ("softmax_dim", "hint_softmax_dim"),
-    ("t2d", "Hint: .t() and .T are for 2-D matrices (on more axes .T reverses all of them). "
-            "Transpose the last two axes only: key.transpose(-2, -1) (or key.mT)."),
-    ("matmul", "Hint: a matrix product A @ B needs A's last axis to equal B's second-to-last. "
-               "Q K^T is query (..., Lq, d_k) @ key.transpose(-2, -1) (..., d_k, Lk); "
-               "query @ key without the transpose fails. The output is "
-               "weights (..., Lq, Lk) @ value (..., Lk, d_v). A matrix product does not "
-               "commute: its operands must also come in this order (value @ weights, the "
-               "other order, pairs d_v with Lq)."),
-    ("broadcast", "Hint: two tensors did not broadcast. If you transposed key with .T, note "
-                  "that on a tensor with batch dimensions .T reverses ALL the axes: use "
-                  "key.transpose(-2, -1)."),
-    ("axis", "Hint: count axes from the end (transpose(-2, -1), dim=-1), so the code works "
-             "for any number of leading batch dimensions, none included."),
-    ("bmm", "Hint: torch.bmm takes exactly 3-D tensors; @ (torch.matmul) works with any "
-            "number of leading batch dimensions (or flatten them with reshape(-1, L, d) "
-            "and restore them afterwards)."),
-    ("view", "Hint: .view() needs contiguous memory; use .reshape()."),
+    ("t2d", "hint_t2d"),
+    ("matmul", "hint_matmul"),
+    ("broadcast", "hint_broadcast"),
+    ("axis", "hint_axis"),
+    ("bmm", "hint_bmm"),
+    ("view", "hint_view"),
 ]
 SOFTMAX_HINTS = [
-    ("broadcast", "Hint: a max or a sum over an axis keeps that axis only with keepdim=True; "
-                  "without it the result does not broadcast against the scores: "
-                  "scores.amax(dim=dim, keepdim=True), exp.sum(dim=dim, keepdim=True)."),
-    ("max_pair", "Hint: tensor.max(dim=...) returns a pair (values, indices): use .values, or "
-                 "tensor.amax(dim=dim, keepdim=True)."),
-    ("dim_name", "Hint: the checks call stable_softmax(scores, dim=...): keep the parameter "
-                 "name `dim`."),
-    ("axis", "Hint: use the `dim` argument (it may be negative) rather than a fixed axis."),
+    ("broadcast", "softmax_hint_broadcast"),
+    ("max_pair", "softmax_hint_max_pair"),
+    ("dim_name", "softmax_hint_dim_name"),
+    ("axis", "softmax_hint_axis"),
 ]
 
 
