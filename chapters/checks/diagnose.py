@@ -261,6 +261,12 @@ MESSAGES = translated(__name__) | {
                               "{axis} of the view) the sizes fit: that size was read from "
                               "another tensor or quantity than the one reshaped (read each "
                               "tensor's sizes from its own .shape)",
+    # part_of (any exercise)
+    "part_of": "it holds only {which} of the {total} entries of {axis}, with the right values "
+               "there: the other entries of that axis are left out (a slice or an index "
+               "too many, or a loop that keeps one item)",
+    "part_first": "the first {count}",
+    "part_last": "the last {count}",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -828,7 +834,7 @@ FAMILY_KEYS = ("swap", "view", "reversed", "factors", "times", "plus", "shifted"
      "item_order", "split_axis",
                "raised_reason", "offset_along", "earlier", "permuted", "permuted_view",
                "reduced_many", "rescaled_lines", "indices_permuted", "in_place_shape",
-               "unrepeatable", "triangle", "one_minus")
+               "unrepeatable", "triangle", "one_minus", "part_of")
 # a message that a family produced, for tests and the measurement of the families alone
 FAMILY_PATTERN = re.compile(
     "|".join(re.escape(_signature(key)) for key in FAMILY_KEYS)
@@ -905,6 +911,8 @@ def mask_runs(actual, expected, dims, axes=None, most=3):
     if not (_binary(a) and _binary(e)):
         return None
     a, e = a.bool().cpu(), e.bool().cpu()
+    if triangle_kind(a, e, dims, axes):   # triangles of two kinds: that family's words
+        return None
     names = axis_names(tuple(e.shape), dims, axes)
     for axis, size in enumerate(e.shape):
         if size < 2:
@@ -1636,3 +1644,26 @@ def one_minus(actual, expected, same):
     if float(e.max() - e.min()) == 0 or not same(actual, 1 - e):
         return None
     return MESSAGES["one_minus"]
+
+
+# ---------------------------------------------------------- a part of one axis (any exercise)
+
+def part_of(actual, expected, same, dims, axes=None):
+    """The part family, for a result of another shape: `actual` is `expected` cut down along
+    one axis to its first or its last entries (the last position only, the first row), every
+    other axis as expected; same(a, b): equal within the check's tolerance. None otherwise
+    (a run in the middle is left out: a repeat by the wrong count matches one by chance)."""
+    got, want = tuple(actual.shape), tuple(expected.shape)
+    if len(got) != len(want) or got == want:
+        return None
+    differ = [k for k, (g, w) in enumerate(zip(got, want)) if g != w]
+    if len(differ) != 1 or not 0 < got[differ[0]] < want[differ[0]]:
+        return None
+    axis, count, total = differ[0], got[differ[0]], want[differ[0]]
+    for start, key in ((0, "part_first"), (total - count, "part_last")):
+        if same(actual, expected.narrow(axis, start, count)):
+            which = MESSAGES[key].format(count=count)
+            return MESSAGES["part_of"].format(
+                which=which, total=total,
+                axis=_axis_label(axis_names(want, dims, axes)[axis]))
+    return None
