@@ -1367,7 +1367,8 @@ def repeat_kv_formula(dims, num_heads):
         return step
 
     # left out: each key/value head once (G taken as 1, e.g. num_kv_heads read off another axis)
-    return Formula([("repeat", repeat())], optional={"repeat": lambda _v, x: x["kv"]}, variants={"repeat": {
+    return Formula([("repeat", repeat())], optional={"repeat": lambda _v, x: x["kv"]},
+                   variants={"repeat": {
         "repeats each key/value head num_heads times instead of num_heads // num_kv_heads":
             repeat(times=num_heads),
         "repeats along the L axis (dim=2) instead of the key/value heads axis (dim=1)":

@@ -763,13 +763,18 @@ def attend_heads(fn, seed=0, batch=2, L=3, T=5, d_model=16, num_heads=4, num_kv_
 
 
 # ----------------------------------------------------------------------------- counts
-def _number(got, shown):
+def _number(got, shown, count=False):
     """`got` as a Python number: the counts are computed by arithmetic, no tensor (the
     documented kind: common.expect_type); a number of numpy's (numpy.int64:
-    numbers.Integral, not int) counts as one, in the student's kit as in the grader."""
-    expect_type(got, (int, numbers.Integral), shown, documented=MESSAGES["documented_int"],
-                hint=MESSAGES["count_int_hint"] if isinstance(got, float) else "")
-    return int(got)
+    numbers.Integral, not int) counts as one, in the student's kit as in the grader.
+    count=True: a count, an int (a float from a / is not one); chapter 7's gap: a float."""
+    if count:
+        expect_type(got, (int, numbers.Integral), shown, documented=MESSAGES["documented_int"],
+                    hint=MESSAGES["count_int_hint"] if isinstance(got, float) else "")
+        return int(got)
+    expect_type(got, (int, float, numbers.Integral), shown,
+                documented=MESSAGES["documented_int"])
+    return int(got) if isinstance(got, numbers.Integral) else float(got)
 
 
 def _judge_counts(rows, formula, mistakes, groups=None):
@@ -846,8 +851,8 @@ def count_gqa_parameters(fn, seed=0):
     rows = []
     for (d, h, g, bias), (expected, bugs) in zip(configs, _count_answers(configs)):
         shown = f"count_gqa_parameters({d}, {h}, {g}, bias={bias})"
-        rows.append((shown, _number(call(fn, d, h, g, bias=bias, name=shown), shown), expected,
-                     bugs))
+        rows.append((shown, _number(call(fn, d, h, g, bias=bias, name=shown), shown, True),
+                     expected, bugs))
     inputs = _config_tensors(configs, ("d_model", "num_heads", "num_kv_heads", "bias"))
     groups = {MESSAGES["group_bias_false"]: [not bias for _, _, _, bias in configs],
               MESSAGES["group_bias_true"]: [bias for _, _, _, bias in configs],
@@ -893,7 +898,7 @@ def count_kv_cache_bytes(fn, seed=0):
     for (layers, g, hd, nbytes), (expected, bugs) in zip(configs, _bytes_answers(configs)):
         extra = {} if nbytes is None else {"bytes_per_value": nbytes}
         shown = "count_kv_cache_bytes(" + _shown((layers, g, hd), extra) + ")"
-        rows.append((shown, _number(call(fn, layers, g, hd, name=shown, **extra), shown),
+        rows.append((shown, _number(call(fn, layers, g, hd, name=shown, **extra), shown, True),
                      expected, bugs))
     inputs = _config_tensors([(layers, g, hd, 2 if nbytes is None else nbytes)
                               for layers, g, hd, nbytes in configs],
