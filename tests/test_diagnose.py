@@ -1037,3 +1037,26 @@ def test_step_nonfinite_names_a_step_that_gives_the_same_nan_or_inf():
     assert diagnose.step_nonfinite(nan, mistakes, same) is None
     assert diagnose.step_nonfinite(torch.full((2,), float("inf")), mistakes, same) is None
     assert diagnose.step_nonfinite(right, mistakes, same) is None               # all finite
+
+
+def test_part_of_names_a_run_of_one_axis_kept_alone():
+    """A result cut down to some consecutive entries of one axis (the last position only)
+    is named by which entries it keeps; another cut, or other values, is not."""
+    expected = torch.randn(2, 3, 4, dtype=torch.float64)
+    same = lambda a, b: torch.allclose(a, b)   # noqa: E731
+    last = diagnose.part_of(expected[:, -1:], expected, same, {"batch": 2, "L_new": 3})
+    assert "only the last 1 of the 3 entries of the L_new axis" in last
+    assert "the first 2" in diagnose.part_of(expected[:, :2], expected, same, {})
+    assert diagnose.part_of(expected[:, :2] + 1, expected, same, {}) is None
+    assert diagnose.part_of(expected[:1, :2], expected, same, {}) is None
+    assert diagnose.part_of(expected[:, 1:2], expected, same, {}) is None   # the middle
+    assert diagnose.FAMILY_PATTERN.search(last)
+
+
+def test_mask_runs_leaves_triangles_of_the_other_kind_to_triangle_kind():
+    """An upper triangle where a lower one is right is said as such (triangle_kind), not as
+    the complement with runs one longer."""
+    want = torch.ones(3, 4, dtype=torch.bool).tril(1)
+    got = torch.ones(3, 4, dtype=torch.bool).triu(1)
+    assert diagnose.mask_runs(got, want, {}) is None
+    assert "upper triangle" in diagnose.explain(got, want, torch.equal, got != want, {})

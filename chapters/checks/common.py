@@ -965,8 +965,13 @@ def expect_close(actual, expected, name, bugs=None, hint=None, dtype=None, scale
         fail(diagnose.explained(name, reason))
     expect_tensor(actual, name, shape=expected.shape)
     if not bool(_isfinite(actual.detach()).all()) and bool(_isfinite(expected).all()):
-        # the non-finite family says how many and where, in the exercise's words; the
-        # exercise's hint, what usually puts them there
+        # a step of the formula that gives these NaN or inf (a mask read the other way
+        # round) names the mistake; else the non-finite family says how many and where, in
+        # the exercise's words, and the exercise's hint what usually puts them there
+        step = diagnose.one_step(actual.detach(), mistakes,
+                                 _same_with_nonfinite(dtype or expected.dtype, scale, condition))
+        if step:
+            fail(diagnose.explained(name, step))
         where = diagnose.nonfinite(actual.detach(), expected.detach(), current_dims(), axes)
         # a step of the formula done another way that gives these NaN or inf: named too
         step = diagnose.step_nonfinite(actual, mistakes, _same_within(
@@ -1004,26 +1009,30 @@ def expect_close(actual, expected, name, bugs=None, hint=None, dtype=None, scale
         hint=hint or MESSAGES["wrong_hint"]))
 
 
-def shape_reason(actual, expected, dtype=None, axes=None, mistakes=None):
+def shape_reason(actual, expected, dtype=None, axes=None, mistakes=None, scale=None,
+                 condition=1.0):
     """What the families say of `actual`, a tensor of another shape than `expected` (a
     step of the formula done another way that gives another shape, a sum over another axis,
     the right values with the axes in another order, axes averaged away or merged), or
-    None: named before the shape is."""
+    None: named before the shape is. scale, condition: as expect_close's (their largest
+    value where they do not broadcast to a part)."""
     if not (isinstance(actual, _Tensor) and tuple(actual.shape) != tuple(expected.shape)):
         return None
-    same = _same_within(dtype or expected.dtype, None, 1.0)
+    same = _same_within(dtype or expected.dtype, scale, condition)
     got, want = actual.detach(), expected.detach()
     return (diagnose.one_step(got, mistakes, same)
             or diagnose.permuted(got, want, same, current_dims(), axes)
             or diagnose.reduced_many(got, want, same, current_dims(), axes)
-            or diagnose.fewer_axes(got, want, same, current_dims(), axes))
+            or diagnose.fewer_axes(got, want, same, current_dims(), axes)
+            or diagnose.part_of(got, want, same, current_dims(), axes))
 
 
-def named_by_shape(actual, expected, name, dtype=None, axes=None, mistakes=None):
+def named_by_shape(actual, expected, name, dtype=None, axes=None, mistakes=None, scale=None,
+                   condition=1.0):
     """Fail where a family names `actual`, a result of another shape than `expected`
     (shape_reason: a step done another way, Q Q^T or K Q^T; the right values in another
     layout), before a shape check says only which axis is off."""
-    reason = shape_reason(actual, expected, dtype, axes, mistakes)
+    reason = shape_reason(actual, expected, dtype, axes, mistakes, scale, condition)
     if reason:
         fail(diagnose.explained(name, reason))
 
@@ -1484,3 +1493,19 @@ def family_reason(actual, expected, dtype=None, scale=None, condition=1.0, axes=
                                                          condition),
         _ratios(actual, expected, dtype, scale, condition) > 1, current_dims(), axes,
         mistakes)
+
+
+def _same_with_nonfinite(dtype, scale, condition):
+    """same(a, b) for a result that holds NaN or inf: both non-finite at the same entries,
+    with the same values there, and close() elsewhere (_same_within's tolerance)."""
+    same = _same_within(dtype, scale, condition)
+
+    def same_nonfinite(a, b):
+        a, b = a.detach().double(), b.detach().double()
+        finite = _isfinite(a)
+        if not torch.equal(finite, _isfinite(b)) or not torch.equal(
+                torch.where(finite, 0.0, a).nan_to_num(nan=7.0),
+                torch.where(finite, 0.0, b).nan_to_num(nan=7.0)):
+            return False
+        return same(torch.where(finite, a, 0.0), torch.where(finite, b, 0.0))
+    return same_nonfinite

@@ -375,6 +375,14 @@ MESSAGES = translated(__name__) | {
     "step_nonfinite": "it is what the formula gives when {step}: the same NaN or inf at the "
                       "same {count} of {total} entries, and the same values at the others",
     "nonfinite_step": "{where}; {step}",
+
+
+    # part_of (any exercise)
+    "part_of": "it holds only {which} of the {total} entries of {axis}, with the right values "
+               "there: the other entries of that axis are left out (a slice or an index "
+               "too many, or a loop that keeps one item)",
+    "part_first": "the first {count}",
+    "part_last": "the last {count}",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -975,7 +983,7 @@ FAMILY_KEYS = ("swap", "view", "reversed", "factors", "times", "plus", "shifted"
                "raised_reason", "offset_along", "earlier", "permuted", "permuted_view",
                "reduced_many", "rescaled_lines", "indices_permuted", "in_place_shape",
                "unrepeatable", "triangle", "one_minus", "raised_cause", "shape_swap_cause",
-               "shape_recut", "float32_rounding", "step_nonfinite")
+               "shape_recut", "float32_rounding", "step_nonfinite", "part_of")
 # a message that a family produced, for tests and the measurement of the families alone
 FAMILY_PATTERN = re.compile(
     "|".join(re.escape(_signature(key)) for key in FAMILY_KEYS)
@@ -1052,6 +1060,8 @@ def mask_runs(actual, expected, dims, axes=None, most=3):
     if not (_binary(a) and _binary(e)):
         return None
     a, e = a.bool().cpu(), e.bool().cpu()
+    if triangle_kind(a, e, dims, axes):   # triangles of two kinds: that family's words
+        return None
     names = axis_names(tuple(e.shape), dims, axes)
     for axis, size in enumerate(e.shape):
         if size < 2:
@@ -2194,3 +2204,26 @@ def step_nonfinite(actual, mistakes, same):
         return None
     step = found[0] if len(found) == 1 else "; or when ".join(found)
     return MESSAGES["step_nonfinite"].format(step=step, count=int(bad.sum()), total=a.numel())
+
+
+# ---------------------------------------------------------- a part of one axis (any exercise)
+
+def part_of(actual, expected, same, dims, axes=None):
+    """The part family, for a result of another shape: `actual` is `expected` cut down along
+    one axis to its first or its last entries (the last position only, the first row), every
+    other axis as expected; same(a, b): equal within the check's tolerance. None otherwise
+    (a run in the middle is left out: a repeat by the wrong count matches one by chance)."""
+    got, want = tuple(actual.shape), tuple(expected.shape)
+    if len(got) != len(want) or got == want:
+        return None
+    differ = [k for k, (g, w) in enumerate(zip(got, want)) if g != w]
+    if len(differ) != 1 or not 0 < got[differ[0]] < want[differ[0]]:
+        return None
+    axis, count, total = differ[0], got[differ[0]], want[differ[0]]
+    for start, key in ((0, "part_first"), (total - count, "part_last")):
+        if same(actual, expected.narrow(axis, start, count)):
+            which = MESSAGES[key].format(count=count)
+            return MESSAGES["part_of"].format(
+                which=which, total=total,
+                axis=_axis_label(axis_names(want, dims, axes)[axis]))
+    return None

@@ -303,6 +303,24 @@ def _with(state, **changes):
     return {**state, **changes}
 
 
+# the mask step read the other way round, for any formula with a boolean mask (True = may
+# attend): the scores filled where the mask is True; with a plain softmax, a query whose
+# keys are all filled gets NaN (the together mistake), with a safe one zeros
+MASK_COMPLEMENT = ("fills the scores where the mask is True (masked_fill(mask, ...)) instead of "
+                   "where it is False (masked_fill(~mask, ...)): it masks the complement of the "
+                   "mask, whose True means 'may attend'")
+MASK_COMPLEMENT_NAN = ("the mask step " + MASK_COMPLEMENT + "; the softmax then gives NaN in "
+                       "the rows of the queries whose keys are all filled")
+
+
+def _masked_complement(scores, x):
+    """The scores filled with -inf where the mask x["mask"] (or None: no mask) is True."""
+    mask = x.get("mask")
+    if mask is None:
+        return scores
+    return scores.masked_fill(mask, float("-inf"))
+
+
 def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
     """Multi-head attention: project query, key, value (weights "q_w", "q_b", "k_w", ...,
     "o_w", "o_b" of the inputs, nn.Linear's layout), split into num_heads heads, Q K^T,
@@ -459,6 +477,11 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
             "returns them transposed, (B, num_heads, Lk, Lq): one row per key instead of one "
             "per query": lambda st, _x: st["w"].transpose(-2, -1)}
         together = {}
+    # the mask read the other way round (True = may attend): the fill where it is True
+    variants["mask"] = {MASK_COMPLEMENT: lambda st, x: _with(st, s=_masked_complement(st["s"], x))}
+    together[MASK_COMPLEMENT_NAN] = {
+        "mask": lambda st, x: _with(st, s=_masked_complement(st["s"], x)),
+        "softmax": lambda st, _x: _with(st, w=torch.softmax(st["s"], dim=-1))}
     return Formula(steps, variants, skips, together)
 
 
@@ -1522,7 +1545,9 @@ def repeat_kv_formula(dims, num_heads):
             return x["kv"].repeat_interleave(G if times is None else times, dim=dim)
         return step
 
-    return Formula([("repeat", repeat())], {"repeat": {
+    # left out: each key/value head once (G taken as 1, e.g. num_kv_heads read off another axis)
+    return Formula([("repeat", repeat())], optional={"repeat": lambda _v, x: x["kv"]},
+                   variants={"repeat": {
         "repeats each key/value head num_heads times instead of num_heads // num_kv_heads":
             repeat(times=num_heads),
         "repeats along the L axis (dim=2) instead of the key/value heads axis (dim=1)":
@@ -1542,7 +1567,9 @@ def attend_heads_formula(dims, num_heads, num_kv_heads):
     steps += [step for step in full.steps if step[0] not in before]
     return Formula(steps, {name: ways for name, ways in full.variants.items()
                            if name not in before},
-                   {name: skip for name, skip in full.optional.items() if name not in before})
+                   {name: skip for name, skip in full.optional.items() if name not in before},
+                   {sentence: replace for sentence, replace in full.together.items()
+                    if not set(replace) & set(before)})
 
 
 FORMULAS["attend heads"] = attend_heads_formula
@@ -1662,6 +1689,12 @@ def cached_attention_formula(dims, num_heads, num_kv_heads, rotary=False, base=R
         return _with(new_queries(st, x), k=st["k"][:, :, x["start"]:],
                      v=st["v"][:, :, x["start"]:])
 
+    def keys_cached_before(st, x):
+        if x["start"] == 0:
+            _no_fit("nothing cached before the prefill")
+        return _with(new_queries(st, x), k=st["k"][:, :, :x["start"]],
+                     v=st["v"][:, :, :x["start"]])
+
     def rotate_cached_again(st, x):
         st = new_queries(st, x)
         return _with(st, k=_rotate(st["k"], torch.arange(st["k"].shape[-2]), base))
@@ -1672,11 +1705,12 @@ def cached_attention_formula(dims, num_heads, num_kv_heads, rotary=False, base=R
         return lambda st, _x: _with(st, **{n: st[n].repeat_interleave(h // g, dim=1)
                                            for n in "kv"})
 
-    def mask(diagonal):
+    def mask(diagonal, complement=False):
         def step(st, _x):
             n, T = st["s"].shape[-2:]
             allowed = torch.ones(n, T, dtype=torch.bool).tril(diagonal(n, T))
-            return _with(st, s=st["s"].masked_fill(~allowed, float("-inf")))
+            return _with(st, s=st["s"].masked_fill(allowed if complement else ~allowed,
+                                                   float("-inf")))
         return step
 
     steps = [("projection", project)]
@@ -1694,7 +1728,10 @@ def cached_attention_formula(dims, num_heads, num_kv_heads, rotary=False, base=R
               ("output projection", lambda o, x: _linear(o, x, "o"))]
     variants = {
         "cache": {"attends over this call's keys and values only, not the cached ones":
-                  keys_only_new},
+                  keys_only_new,
+                  "attends over the keys and values cached before this call only, without "
+                  "this call's own (the cache read before the append: attend over what "
+                  "append returns)": keys_cached_before},
         "repeat of the key/value heads": {
             "tiles the key/value heads (repeat) instead of giving each its group of "
             "consecutive query heads (repeat_interleave)": repeat(tiled=True)},
@@ -1702,8 +1739,12 @@ def cached_attention_formula(dims, num_heads, num_kv_heads, rotary=False, base=R
                  "bottom-right (tril(T - L_new)): the new queries are the last L_new of T "
                  "positions": mask(lambda n, T: 0),
                  "flips the sign of the causal mask's diagonal offset (tril(L_new - T) "
-                 "instead of tril(T - L_new))": mask(lambda n, T: n - T)}}
+                 "instead of tril(T - L_new))": mask(lambda n, T: n - T),
+                 MASK_COMPLEMENT: mask(lambda n, T: T - n, complement=True)}}
     optional = {"mask": None}
+    together = {MASK_COMPLEMENT_NAN: {
+        "mask": mask(lambda n, T: T - n, complement=True),
+        "softmax": lambda st, _x: _with(st, w=torch.softmax(st["s"], dim=-1))}}
     if rotary:
         variants["rotary"] = {
             "restarts the positions at 0 in every call (the new positions are len(cache) "
@@ -1719,7 +1760,7 @@ def cached_attention_formula(dims, num_heads, num_kv_heads, rotary=False, base=R
                           "although each was rotated once before it was cached"] = (
             rotate_cached_again)
         optional["rotary"] = None
-    return Formula(steps, variants, optional)
+    return Formula(steps, variants, optional, together)
 
 
 FORMULAS["cached attention"] = cached_attention_formula

@@ -40,6 +40,7 @@ g num_kv_heads, G = h // g, hd head_dim, D d_model = h * hd.
 import math
 import numbers
 import random
+import re
 
 import torch
 import torch.nn as nn
@@ -50,6 +51,7 @@ from .common import (attempt, by_owner, call, check, close, construct, differs, 
                      load_weights, observe, passed, raised, random_inputs, reference, refusal,
                      revive, softmax_condition, type_name)
 from .common import current_dims, expect_type, named_by_shape, step_mistakes
+from .operations import CheckFailure
 from . import common, diagnose
 from .language import translated
 
@@ -202,6 +204,61 @@ MESSAGES = translated(__name__) | {
     "decoding_passed": "{name} ({layer}, {dtype}): a prompt of {prompt}, then {more} more calls "
                        "({rest} positions), every output equals full causal {attention} over "
                        "the {total} positions, and the cache grows by the new positions",
+    # what an error of the student's code means in this chapter (_chapter_reason)
+    "in_this_chapter": "\nIn this exercise: {reason}.",
+    "heads_getattr": "chapter 3's MultiHeadAttention, which the checks hand to your function as "
+                     "well, has no attribute num_kv_heads (all its heads are key/value heads): "
+                     "read it as getattr(attn, \"num_kv_heads\", attn.num_heads), as the "
+                     "exercise says",
+    "heads_view_kv": "the keys or values are split into num_heads = {h} heads instead of "
+                     "num_kv_heads = {g}: the tensor viewed holds num_kv_heads * head_dim = "
+                     "{width} features per position (k_proj and v_proj give num_kv_heads "
+                     "heads; only the queries have num_heads)",
+    "heads_view_q": "the queries are split into num_kv_heads = {g} heads instead of num_heads "
+                    "= {h}: the tensor viewed holds num_heads * head_dim = {width} features per "
+                    "position (q_proj gives num_heads heads; only the keys and values have "
+                    "num_kv_heads)",
+    "heads_not_repeated": "the {what} {were} not repeated to num_heads heads: {they} still "
+                          "{have} num_kv_heads = {g} heads where the queries have num_heads = "
+                          "{h} (repeat_kv(k, num_heads) and repeat_kv(v, num_heads) before the "
+                          "attention)",
+    "word_keys": "keys",
+    "word_values": "values",
+    "word_keys_values": "keys and values",
+    "heads_meet": "an axis of num_kv_heads = {g} key/value heads meets one of num_heads = {h} "
+                  "query heads: likely the keys or values were not repeated to num_heads heads "
+                  "(repeat_kv(..., num_heads)) before they meet the queries, or were split "
+                  "into the wrong number of heads",
+    "keys_new_only": "the {n} new queries attend over T = {T} keys (the {start} cached positions "
+                     "and the {n} new ones), and the error meets a size of {n} = L_new there: "
+                     "a mask or a length taken from the new positions alone where T must count "
+                     "every key (k.shape[-2] of what append returns, decoding_causal_mask(L_new, "
+                     "T))",
+    "keys_before_append": "the {n} new queries attend over T = {T} keys (the {start} cached "
+                          "positions and the {n} new ones), and the error meets a size of "
+                          "{start}, the positions cached before this call: a length read "
+                          "before the append (len(cache) or cache.keys before cache.append); T "
+                          "counts every key after it (k.shape[-2] of what append returns)",
+    # a second cache (kv_cache)
+    "cache_shared": "a second KVCache(), made after {total} positions were appended to a "
+                    "first one, has len {length} and keys {keys}: the caches share their state. "
+                    "A new cache starts empty: keep keys and values on the instance, set in "
+                    "__init__ (self.keys = None), not on the class (a class attribute) or in a "
+                    "global, which every cache shares.",
+    # the counts: the configurations where only a mode is wrong (_judge_counts)
+    "count_group": "it is right in every configuration except exactly those {where} ({count} "
+                   "of {total}): look at what your code does differently there",
+    "group_default": "that leave bytes_per_value at its default (the signature's "
+                     "bytes_per_value=2)",
+    "group_bias_false": "with bias=False (no biases)",
+    "group_bias_true": "with bias=True (a bias in each of the four nn.Linear)",
+    "group_mha": "with num_kv_heads == num_heads (chapter 3's layer)",
+    "group_mqa": "with num_kv_heads == 1 (multi-query attention)",
+    "count_int_hint": "A count divides with // (a / gives a float even where it divides).",
+    # GroupedQueryAttention's key/value projections of another width (gqa_structure)
+    "kv_width": "k_proj and v_proj map d_model to num_kv_heads * head_dim = {g} * {hd} = {kv} "
+                "features, head_dim = d_model // num_heads = {hd} being the size of every head, "
+                "query or key/value.",
 }
 
 
@@ -300,6 +357,82 @@ def _compare(actual, answers, name, dtype, hint, mistakes=None):
     expected, condition, size = answers
     expect_close(actual, expected.to(dtype), name, mistakes=mistakes,
                  dtype=dtype, scale=size[..., None], condition=condition[..., None], hint=hint)
+
+
+_VIEW_ERROR = re.compile(r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)")
+_SDPA_HEADS = re.compile(r"query \(([\d, ]+)\), key \(([\d, ]+)\) and value \(([\d, ]+)\)")
+_BROADCAST = re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)")
+_MASK_SHAPE = re.compile(r"mask of shape \(([\d, ]+)\)")
+
+
+def _sizes(text):
+    return tuple(int(v) for v in text.split(",") if v.strip())
+
+
+def _heads_reason(message, dims):
+    """What an error meeting this chapter's two numbers of heads means (num_heads query
+    heads, num_kv_heads key/value heads), read off its message: a view into the other
+    number of heads, keys or values not repeated, an attribute chapter 3's layer lacks; or
+    None."""
+    if "no attribute 'num_kv_heads'" in message:
+        return MESSAGES["heads_getattr"]
+    h, g = dims.get("num_heads"), dims.get("num_kv_heads")
+    if not (h and g) or h == g:
+        return None
+    found = _VIEW_ERROR.search(message)
+    if found and "-1" not in found.group(1):
+        sizes, have = _sizes(found.group(1)), int(found.group(2))
+        per_position = have // math.prod(sizes[:-2]) if math.prod(sizes[:-2]) else 0
+        for size, other, key in ((h, g, "heads_view_kv"), (g, h, "heads_view_q")):
+            if size in sizes[-2:] and math.prod(sizes) * other == have * size:
+                return MESSAGES[key].format(h=h, g=g, width=per_position)
+    found = _SDPA_HEADS.search(message)
+    if found:
+        q, k, v = (_sizes(group) for group in found.groups())
+        short = [what for what, shape in (("keys", k), ("values", v))
+                 if len(shape) > 1 and shape[1] == g]
+        if len(q) > 1 and q[1] == h and short:
+            what = "word_keys_values" if len(short) == 2 else f"word_{short[0]}"
+            return MESSAGES["heads_not_repeated"].format(
+                what=MESSAGES[what], were="were", they="they", have="have", g=g, h=h)
+    found = _BROADCAST.search(message)
+    if found and {int(found.group(1)), int(found.group(2))} == {h, g}:
+        return MESSAGES["heads_meet"].format(h=h, g=g)
+    return None
+
+
+def _keys_reason(message, start, n):
+    """What an error of a decoding call (`start` positions cached, `n` new) means when it
+    meets the number of keys T = start + n with another length: the new positions alone, or
+    what was cached before the append; or None."""
+    T = start + n
+    found = _MASK_SHAPE.search(message)
+    met = ({_sizes(found.group(1))[-1]} if found and _sizes(found.group(1))
+           else {int(v) for v in _BROADCAST.search(message).groups()}
+           if _BROADCAST.search(message) else set())
+    if found or T in met:
+        for size, key in ((start, "keys_before_append"), (n, "keys_new_only")):
+            if size in met and size != T:
+                return MESSAGES[key].format(n=n, T=T, start=start)
+    return None
+
+
+def _raised(error, name, decoding=None):
+    """common.raised, with what the error means in this chapter where its message shows it
+    (_heads_reason; for a decoding call, decoding = (positions cached before it, new ones):
+    _keys_reason)."""
+    if error is None or not (isinstance(error, (list, tuple)) and len(error) >= 2
+                             and all(isinstance(e, str) for e in error)) \
+            or error[0] in ("NotImplementedError", "CheckFailure"):
+        raised(error, name)
+        return
+    reason = (_heads_reason(error[1], current_dims())
+              or (_keys_reason(error[1], *decoding) if decoding else None))
+    if reason is None:
+        raised(error, name)
+    restated = diagnose.restate_error(name, *error[:2], current_dims(), *error[2:4])
+    fail((restated or MESSAGES["raised"].format(name=name, kind=error[0], message=error[1]))
+         + MESSAGES["in_this_chapter"].format(reason=reason))
 
 
 def _wrong_length(shown, got, want, why=""):
@@ -401,8 +534,14 @@ def gqa_structure(cls, d_model=16, num_heads=4, num_kv_heads=2, bias=True):
                                                  interface=MESSAGES["interface"]))
         weight, b = proj["weight"], proj["bias"]
         shape = answers["shapes"][attr]
-        expect_tensor(weight, f"{attr}.weight", shape=shape,
-                      shape_names="(out_features, in_features)")
+        try:
+            expect_tensor(weight, f"{attr}.weight", shape=shape,
+                          shape_names="(out_features, in_features)")
+        except CheckFailure as failure:
+            if attr not in ("k_proj", "v_proj") or not isinstance(weight, torch.Tensor):
+                raise
+            fail(f"{failure} " + MESSAGES["kv_width"].format(
+                g=num_kv_heads, hd=answers["head_dim"], kv=shape[0]))
         if bias and (not isinstance(b, torch.Tensor) or tuple(b.shape) != (shape[0],)):
             fail(MESSAGES["bias_shape"].format(attr=attr, size=shape[0]))
         if not bias and b is not None:
@@ -503,7 +642,7 @@ def gqa_forward(cls, seed=0, batch=2, L=6, d_model=16, num_heads=4, num_kv_heads
                  + (" " + MESSAGES["kv_full_size"] if got == (d_model, d_model) else ""))
     labels = [MESSAGES[key] for key in ("label_no_mask", "label_causal", "label_padding_causal")]
     for label, (result, error), answer, mask in zip(labels, data["results"], answers, masks):
-        raised(error, MESSAGES["forward_name"].format(label=label))
+        _raised(error, MESSAGES["forward_name"].format(label=label))
         output = revive(result)
         name = MESSAGES["forward_output"].format(label=label, shown=shown, dtype=dtype)
         expect_tensor(output, name, shape=(batch, L, d_model), dtype=dtype,
@@ -550,7 +689,7 @@ def project_heads(fn, seed=0, batch=2, L=5, d_model=16, num_heads=4, num_kv_head
     (x,) = random_inputs((batch, L, d_model), seed=seed + 1, dtype=dtype)
     attn = _helper_attn(d_model, h, num_kv_heads, state)
     seen = observe(fn, attn, x.clone())
-    raised(seen.error, "project_heads(attn, x)")
+    _raised(seen.error, "project_heads(attn, x)")
     result = revive(seen.result)
     if not (isinstance(result, tuple) and len(result) == 3):
         fail(MESSAGES["not_triple"].format(got=type_name(result)))
@@ -608,7 +747,7 @@ def attend_heads(fn, seed=0, batch=2, L=3, T=5, d_model=16, num_heads=4, num_kv_
         # mask=None, the default the exercise promises, is left to it (not passed)
         seen = observe(fn, attn, q.clone(), k.clone(), v.clone(),
                        *([] if given_mask is None else [given_mask.clone()]))
-        raised(seen.error, shown)
+        _raised(seen.error, shown)
         output = revive(seen.result)
         expected = _attend_answers(state, q, k, v, given_mask)
         expect_tensor(output, shown, shape=(batch, L, d_model), dtype=dtype,
@@ -624,20 +763,27 @@ def attend_heads(fn, seed=0, batch=2, L=3, T=5, d_model=16, num_heads=4, num_kv_
 
 
 # ----------------------------------------------------------------------------- counts
-def _number(got, shown):
+def _number(got, shown, count=False):
     """`got` as a Python number: the counts are computed by arithmetic, no tensor (the
     documented kind: common.expect_type); a number of numpy's (numpy.int64:
-    numbers.Integral, not int) counts as one, in the student's kit as in the grader."""
+    numbers.Integral, not int) counts as one, in the student's kit as in the grader.
+    count=True: a count, an int (a float from a / is not one); chapter 7's gap: a float."""
+    if count:
+        expect_type(got, (int, numbers.Integral), shown, documented=MESSAGES["documented_int"],
+                    hint=MESSAGES["count_int_hint"] if isinstance(got, float) else "")
+        return int(got)
     expect_type(got, (int, float, numbers.Integral), shown,
                 documented=MESSAGES["documented_int"])
     return int(got) if isinstance(got, numbers.Integral) else float(got)
 
 
-def _judge_counts(rows, formula, mistakes):
+def _judge_counts(rows, formula, mistakes, groups=None):
     """rows: [(shown, got, expected, {bug: value})], one per configuration; mistakes: the
     formula's values with one step left out or moved (common.step_mistakes), a tensor of one
     entry per configuration each. Fail naming the bug that explains every wrong row, else
-    the family that fits all rows (diagnose.explain), else with the formula."""
+    the family that fits all rows (diagnose.explain), else with the formula. groups:
+    {where, in words: [bool per row]}, the configurations of one mode (bias=False, the
+    default left alone): named when exactly they are wrong and no step of the formula fits."""
     wrong = [r for r in rows if r[1] != r[2]]
     if not wrong:
         return
@@ -648,8 +794,15 @@ def _judge_counts(rows, formula, mistakes):
                                               message=message))
     actual, right = (torch.tensor([float(r[i]) for r in rows], dtype=torch.float64)
                      for i in (1, 2))
-    reason = diagnose.explain(actual, right, lambda a, b: close(a, b, torch.float64),
-                              actual != right, current_dims(), ("configuration",), mistakes)
+    same = lambda a, b: close(a, b, torch.float64)   # noqa: E731
+    off = [r[1] != r[2] for r in rows]
+    mode = next((where for where, members in (groups or {}).items() if list(members) == off),
+                None)
+    reason = (diagnose.one_step(actual, mistakes, same)
+              or (mode and MESSAGES["count_group"].format(where=mode, count=sum(off),
+                                                          total=len(off)))
+              or diagnose.explain(actual, right, same, actual != right, current_dims(),
+                                  ("configuration",), mistakes))
     if reason:
         fail(diagnose.explained(MESSAGES["count_named"].format(shown=shown, got=got,
                                                                expected=expected), reason))
@@ -698,11 +851,15 @@ def count_gqa_parameters(fn, seed=0):
     rows = []
     for (d, h, g, bias), (expected, bugs) in zip(configs, _count_answers(configs)):
         shown = f"count_gqa_parameters({d}, {h}, {g}, bias={bias})"
-        rows.append((shown, _number(call(fn, d, h, g, bias=bias, name=shown), shown), expected,
-                     bugs))
+        rows.append((shown, _number(call(fn, d, h, g, bias=bias, name=shown), shown, True),
+                     expected, bugs))
     inputs = _config_tensors(configs, ("d_model", "num_heads", "num_kv_heads", "bias"))
+    groups = {MESSAGES["group_bias_false"]: [not bias for _, _, _, bias in configs],
+              MESSAGES["group_bias_true"]: [bias for _, _, _, bias in configs],
+              MESSAGES["group_mha"]: [g == h for _, h, g, _ in configs],
+              MESSAGES["group_mqa"]: [g == 1 for _, _, g, _ in configs]}
     _judge_counts(rows, MESSAGES["params_formula"],
-                  step_mistakes("GQA parameter count", inputs, current_dims()))
+                  step_mistakes("GQA parameter count", inputs, current_dims()), groups)
     bad = (32, 8, 3)
     _, error = attempt(fn, *bad)
     if error is None or error[0] != "ValueError":
@@ -741,13 +898,14 @@ def count_kv_cache_bytes(fn, seed=0):
     for (layers, g, hd, nbytes), (expected, bugs) in zip(configs, _bytes_answers(configs)):
         extra = {} if nbytes is None else {"bytes_per_value": nbytes}
         shown = "count_kv_cache_bytes(" + _shown((layers, g, hd), extra) + ")"
-        rows.append((shown, _number(call(fn, layers, g, hd, name=shown, **extra), shown),
+        rows.append((shown, _number(call(fn, layers, g, hd, name=shown, **extra), shown, True),
                      expected, bugs))
     inputs = _config_tensors([(layers, g, hd, 2 if nbytes is None else nbytes)
                               for layers, g, hd, nbytes in configs],
                              ("num_layers", "num_kv_heads", "head_dim", "bytes_per_value"))
     _judge_counts(rows, MESSAGES["bytes_formula"],
-                  step_mistakes("KV-cache bytes", inputs, current_dims()))
+                  step_mistakes("KV-cache bytes", inputs, current_dims()),
+                  {MESSAGES["group_default"]: [nbytes is None for *_, nbytes in configs]})
     passed(MESSAGES["bytes_passed"].format(count=len(rows)))
 
 
@@ -824,6 +982,15 @@ def kv_cache(cls, seed=0, batch=2, num_kv_heads=2, head_dim=3, lengths=(3, 1, 2)
                 fail(MESSAGES["append_order"].format(what=what, shown=shown))
         if differs(length, total):
             _wrong_length(shown, repr(length), total, MESSAGES["length_axis"])
+    # each cache its own: a second one starts empty whatever the first holds
+    other, error = attempt(cls)
+    raised(error, "KVCache()")
+    length, error = attempt(len, other)
+    raised(error, "len(KVCache())")
+    keys = getattr(other, "keys", None)
+    if differs(length, 0) or keys is not None:
+        fail(MESSAGES["cache_shared"].format(total=total, length=repr(length),
+                                             keys=type_name(keys)))
     passed(MESSAGES["cache_passed"].format(lengths=list(lengths), total=total))
 
 
@@ -924,9 +1091,13 @@ def _decoding(fn, cache_cls, name, seed, batch, d_model, num_heads, num_kv_heads
             name=name, n=n, what=what,
             options="".join(f", {k}={v:g}" for k, v in options.items() if v != ROTARY_BASE))
         seen = observe(fn, attn, x[:, start:start + n].clone(), cache, **options)
-        raised(seen.error, shown)
+        _raised(seen.error, shown, decoding=(start, n))
         result = revive(seen.result)
         length, _ = attempt(len, cache)
+        # a result of another shape that a family names (only some of the new positions)
+        named_by_shape(result, expected[:, start:start + n].to(dtype), shown, dtype=dtype,
+                       axes="(B, L_new, d_model)", scale=size[:, start:start + n, None],
+                       condition=condition[:, start:start + n, None])
         expect_tensor(result, shown, shape=(batch, n, d_model), dtype=dtype,
                       shape_names="(B, L_new, d_model)")
         if differs(length, start + n):

@@ -407,3 +407,193 @@ BUGS.update({
         diagnosis=r"num_kv_heads.*(in place of|instead of|where)|"
                   r"(in place of|instead of).*num_kv_heads"),
 })
+
+# Practice set of 2026-11-26 (issue 20, sixth session, helper i20kv): 22 mistakes written from
+# the exercises' text, each diagnosis regex written before the checks changed for it (7 named
+# then, 22 now). Among them the four the fifth session left unnamed (keys split into num_heads
+# heads, the mask's complement in forward, the cache read before the append, the queries'
+# mask from the first rows of the full one), and errors of the student's code that the
+# chapter now reads in its own words (keys or values not repeated, getattr for chapter 3's
+# layer, the number of keys T taken before the append or from the new positions). Left out:
+# the values not repeated (repeat_kv on the keys only), whose code turned out to be a held-out
+# mistake's (tests/test_heldout.py's guard); 21 are here.
+_FWD = ["test_gqa_forward"] + DECODING
+_P_PROJ_K = "k = attn.k_proj(x).view(B, L, num_kv_heads, attn.head_dim).transpose(1, 2)"
+_P_ATT = "    heads, _ = scaled_dot_product_attention(q, k, v, mask)             # (B, h, L, hd)\n"
+_P_REP = "    k, v = repeat_kv(k, attn.num_heads), repeat_kv(v, attn.num_heads)  # (B, h, T, hd)\n"
+_P_CACHED = """    q, k, v = project_heads(attn, x_new)   # (B, h, L_new, hd), (B, g, L_new, hd) x 2
+    k, v = cache.append(k, v)              # (B, g, T, hd)
+    mask = decoding_causal_mask(q.shape[-2], k.shape[-2], device=x_new.device)  # (L_new, T)
+    return attend_heads(attn, q, k, v, mask)"""
+
+BUGS.update({
+    # 1. keys (and values) split into num_heads heads (PyTorch's view error)
+    "keys_split_into_num_heads": Bug(
+        cells=_edit("GroupedQueryAttention", (_P_PROJ_K,
+            "k = attn.k_proj(x).view(B, L, attn.num_heads, attn.head_dim).transpose(1, 2)")),
+        fails=_FWD,
+        diagnosis=r"(keys|k_proj|\bk\b).{0,80}num_heads.{0,40}instead of num_kv_heads"
+                  r"|num_kv_heads (key/value )?heads.{0,40}(not|instead of) num_heads"
+                  r"|split into num_kv_heads"),
+    # 2. the mask's complement in forward: masked_fill(mask, -inf)
+    "forward_mask_complement": Bug(
+        cells=_edit("GroupedQueryAttention", (_P_ATT, """    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(mask, float("-inf"))
+    heads = torch.softmax(scores, dim=-1) @ v
+""")),
+        fails=_FWD,
+        diagnosis=r"complement|inverted|~mask|(True|False) (means|=) .{0,30}may attend"
+                  r"|masked_fill\(mask"),
+    # 3. the cached keys read before the append: attends over the earlier positions only
+    "cache_read_before_append": Bug(
+        cells=_edit("decoding", (_P_CACHED, """    q, k, v = project_heads(attn, x_new)
+    if cache.keys is not None:
+        k_all, v_all = cache.keys, cache.values     # read before the append
+    else:
+        k_all, v_all = k, v
+    cache.append(k, v)
+    mask = decoding_causal_mask(q.shape[-2], k_all.shape[-2], device=x_new.device)
+    return attend_heads(attn, q, k_all, v_all, mask)""")),
+        fails=["test_cached_attention"],
+        diagnosis=r"before the append|read (the cache|cache\.keys) before|cached (keys )?only"
+                  r"|without (this call's|the new) (keys|positions)|not this call's"),
+    # 4. the queries taken as positions 0 .. L_new - 1: the first rows of the full mask
+    "decoding_mask_first_rows": Bug(
+        cells=_edit("decoding", (
+            "    return torch.ones(L_new, T, dtype=torch.bool, device=device).tril(T - L_new)",
+            "    return torch.ones(T, T, dtype=torch.bool, device=device).tril()[:L_new]")),
+        fails=DECODING,
+        diagnosis=r"top-left|first L_new rows|last L_new"),
+    # 6. G from the wrong axis: num_kv_heads read as kv.shape[2], so G = 1: no repeat
+    "repeat_group_from_wrong_axis": Bug(
+        cells={"repeat_kv": _replace_def("repeat_kv", "repeat_kv", '''def repeat_kv(kv, num_heads):
+    B, L, num_kv_heads, head_dim = kv.shape
+    G = num_heads // num_kv_heads
+    return kv.repeat_interleave(G, dim=1)
+''')},
+        fails=["test_repeat_kv", "test_gqa_forward"] + DECODING,
+        diagnosis=r"repeat.{0,30}left out|not repeated|num_kv_heads.{0,40}(wrong axis|shape\[2\]"
+                  r"|axis 2)"),
+    # 11. bias=bias passed to q_proj and out_proj only
+    "kv_bias_ignored": Bug(
+        cells=_edit("GroupedQueryAttention",
+                    ("self.k_proj = nn.Linear(d_model, kv_size, bias=bias)",
+                     "self.k_proj = nn.Linear(d_model, kv_size, bias=False)"),
+                    ("self.v_proj = nn.Linear(d_model, kv_size, bias=bias)",
+                     "self.v_proj = nn.Linear(d_model, kv_size, bias=False)")),
+        fails=["test_gqa_structure", "test_gqa_forward"],
+        diagnosis=r"k_proj\.bias|bias=bias"),
+    # 12. the key/value width as d_model // num_kv_heads
+    "kv_width_d_model_over_kv_heads": Bug(
+        cells=_edit("GroupedQueryAttention", ("kv_size = num_kv_heads * self.head_dim",
+                                              "kv_size = d_model // num_kv_heads")),
+        fails=["test_gqa_structure", "test_gqa_forward"],
+        diagnosis=r"num_kv_heads \* head_dim|d_model // num_kv_heads"),
+    # 13. bytes_per_value's default 4 (float32) instead of 2
+    "bytes_default_float32": Bug(
+        cells=_edit("counts", ("def count_kv_cache_bytes(num_layers, num_kv_heads, head_dim, bytes_per_value=2):",
+                               "def count_kv_cache_bytes(num_layers, num_kv_heads, head_dim, bytes_per_value=4):")),
+        fails=["test_count_kv_cache_bytes"],
+        diagnosis=r"default|bytes_per_value=2"),
+    # 14. the count with / : a float
+    "count_float_division": Bug(
+        cells=_edit("counts", ("kv_size = num_kv_heads * (d_model // num_heads)",
+                               "kv_size = num_kv_heads * (d_model / num_heads)")),
+        fails=["test_count_gqa_parameters"],
+        diagnosis=r"float.{0,60}int|an int|//"),
+    # 15. append keeps everything but returns the new keys only
+    "append_returns_new_only": Bug(
+        cells=_edit("decoding", ("""            self.values = torch.cat([self.values, values], dim=-2)  # (B, g, T, hd)
+        return self.keys, self.values""", """            self.values = torch.cat([self.values, values], dim=-2)  # (B, g, T, hd)
+        return keys, values""")),
+        fails=["test_kv_cache"] + DECODING,
+        diagnosis=r"only the new|return everything cached|everything cached"),
+    # 16. len of an empty cache raises
+    "len_of_empty_cache_raises": Bug(
+        cells=_edit("decoding", ("return 0 if self.keys is None else self.keys.shape[-2]",
+                                 "return self.keys.shape[-2]")),
+        fails=["test_kv_cache"],
+        diagnosis=r"empty|keys.{0,20}None|None.{0,60}keys"),
+    # 18. the mask's T from the queries: (L_new, L_new)
+    "decoding_mask_T_from_queries": Bug(
+        cells=_edit("decoding", ("decoding_causal_mask(q.shape[-2], k.shape[-2], device=x_new.device)",
+                                 "decoding_causal_mask(q.shape[-2], q.shape[-2], device=x_new.device)")),
+        fails=DECODING,
+        diagnosis=r"T\b.{0,40}(all|every|cached) (the )?(keys|positions)|len\(cache\)"
+                  r"|k\.shape\[-2\]|number of keys"),
+    # 21. the softmax over the queries
+    "softmax_over_queries": Bug(
+        cells=_edit("GroupedQueryAttention", (_P_ATT, """    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    heads = torch.softmax(scores, dim=-2) @ v
+""")),
+        fails=_FWD,
+        diagnosis=r"softmax.{0,40}(queries|dim=-2)"),
+    # 24. the values projected with k_proj (copy and paste)
+    "values_with_k_proj": Bug(
+        cells=_edit("GroupedQueryAttention", (
+            "v = attn.v_proj(x).view(B, L, num_kv_heads, attn.head_dim).transpose(1, 2)",
+            "v = attn.k_proj(x).view(B, L, num_kv_heads, attn.head_dim).transpose(1, 2)")),
+        fails=_FWD,
+        diagnosis=r"values with k_proj|v_proj"),
+    # 26. repeat_kv to num_kv_heads heads (no repeat at all)
+    "repeat_to_num_kv_heads": Bug(
+        cells=_edit("GroupedQueryAttention", (_P_REP,
+            "    k, v = repeat_kv(k, k.shape[1]), repeat_kv(v, v.shape[1])\n")),
+        fails=_FWD,
+        diagnosis=r"repeat_kv.{0,60}num_heads|not repeated|repeat.{0,40}num_heads heads"),
+    # 27. the decoding mask as floats
+    "decoding_mask_not_bool": Bug(
+        cells=_edit("decoding", ("torch.ones(L_new, T, dtype=torch.bool, device=device)",
+                                 "torch.ones(L_new, T, device=device)")),
+        fails=DECODING,
+        diagnosis=r"bool"),
+    # 28. triu for tril
+    "decoding_mask_triu": Bug(
+        cells=_edit("decoding", (".tril(T - L_new)", ".triu(T - L_new)")),
+        fails=DECODING,
+        diagnosis=r"upper|triu|lower|tril"),
+    # 31. the cache's state on the class: shared by every cache
+    "cache_state_on_class": Bug(
+        cells={"decoding": _replace_def("decoding", "KVCache", '''class KVCache:
+    chunks = []
+
+    def __init__(self):
+        self.keys = None
+        self.values = None
+
+    def __len__(self):
+        return sum(k.shape[-2] for k, _ in KVCache.chunks)
+
+    def append(self, keys, values):
+        KVCache.chunks.append((keys, values))
+        self.keys = torch.cat([k for k, _ in KVCache.chunks], dim=-2)
+        self.values = torch.cat([v for _, v in KVCache.chunks], dim=-2)
+        return self.keys, self.values
+''')},
+        fails=["test_kv_cache"] + DECODING,
+        diagnosis=r"class attribute|shared|__init__|every (new )?cache"),
+    # 32. only the last position returned
+    "decoding_returns_last_position": Bug(
+        cells=_edit("decoding", ("    return attend_heads(attn, q, k, v, mask)",
+                                 "    return attend_heads(attn, q, k, v, mask)[:, -1:]")),
+        fails=DECODING,
+        diagnosis=r"only the last|last position|all L_new|every new position"),
+    # 34. attn.num_kv_heads without getattr (chapter 3's layer has none)
+    "num_kv_heads_without_getattr": Bug(
+        cells=_edit("GroupedQueryAttention", (
+            'num_kv_heads = getattr(attn, "num_kv_heads", attn.num_heads)',
+            "num_kv_heads = attn.num_kv_heads")),
+        fails=["test_gqa_forward"] + DECODING,
+        diagnosis=r"getattr\(attn, .num_kv_heads., attn\.num_heads\)"),
+    # 35. the mask's T read before the append (len(cache) of the earlier positions)
+    "decoding_mask_before_append": Bug(
+        cells=_edit("decoding", (_P_CACHED, """    q, k, v = project_heads(attn, x_new)
+    mask = decoding_causal_mask(q.shape[-2], len(cache), device=x_new.device)
+    k, v = cache.append(k, v)
+    return attend_heads(attn, q, k, v, mask)""")),
+        fails=DECODING,
+        diagnosis=r"before the append|len\(cache\).{0,60}(before|after)"),
+})
