@@ -965,15 +965,10 @@ def expect_close(actual, expected, name, bugs=None, hint=None, dtype=None, scale
         fail(diagnose.explained(name, reason))
     expect_tensor(actual, name, shape=expected.shape)
     if not bool(_isfinite(actual.detach()).all()) and bool(_isfinite(expected).all()):
-        # a step of the formula that gives these NaN or inf (a mask read the other way
-        # round) names the mistake; else the non-finite family says how many and where, in
-        # the exercise's words, and the exercise's hint what usually puts them there
-        step = diagnose.one_step(actual.detach(), mistakes,
-                                 _same_with_nonfinite(dtype or expected.dtype, scale, condition))
-        if step:
-            fail(diagnose.explained(name, step))
+        # the non-finite family says how many and where, in the exercise's words; a step of
+        # the formula done another way that gives these NaN or inf (a mask read the other
+        # way round) names the mistake, else the exercise's hint says what usually puts them
         where = diagnose.nonfinite(actual.detach(), expected.detach(), current_dims(), axes)
-        # a step of the formula done another way that gives these NaN or inf: named too
         step = diagnose.step_nonfinite(actual, mistakes, _same_within(
             dtype or expected.dtype, scale, condition))
         if step:
@@ -1494,18 +1489,3 @@ def family_reason(actual, expected, dtype=None, scale=None, condition=1.0, axes=
         _ratios(actual, expected, dtype, scale, condition) > 1, current_dims(), axes,
         mistakes)
 
-
-def _same_with_nonfinite(dtype, scale, condition):
-    """same(a, b) for a result that holds NaN or inf: both non-finite at the same entries,
-    with the same values there, and close() elsewhere (_same_within's tolerance)."""
-    same = _same_within(dtype, scale, condition)
-
-    def same_nonfinite(a, b):
-        a, b = a.detach().double(), b.detach().double()
-        finite = _isfinite(a)
-        if not torch.equal(finite, _isfinite(b)) or not torch.equal(
-                torch.where(finite, 0.0, a).nan_to_num(nan=7.0),
-                torch.where(finite, 0.0, b).nan_to_num(nan=7.0)):
-            return False
-        return same(torch.where(finite, a, 0.0), torch.where(finite, b, 0.0))
-    return same_nonfinite

@@ -218,8 +218,8 @@ MESSAGES = translated(__name__) | {
                     "= {h}: the tensor viewed holds num_heads * head_dim = {width} features per "
                     "position (q_proj gives num_heads heads; only the keys and values have "
                     "num_kv_heads)",
-    "heads_not_repeated": "the {what} {were} not repeated to num_heads heads: {they} still "
-                          "{have} num_kv_heads = {g} heads where the queries have num_heads = "
+    "heads_not_repeated": "the {what} were not repeated to num_heads heads: they still "
+                          "have num_kv_heads = {g} heads where the queries have num_heads = "
                           "{h} (repeat_kv(k, num_heads) and repeat_kv(v, num_heads) before the "
                           "attention)",
     "word_keys": "keys",
@@ -394,7 +394,7 @@ def _heads_reason(message, dims):
         if len(q) > 1 and q[1] == h and short:
             what = "word_keys_values" if len(short) == 2 else f"word_{short[0]}"
             return MESSAGES["heads_not_repeated"].format(
-                what=MESSAGES[what], were="were", they="they", have="have", g=g, h=h)
+                what=MESSAGES[what], g=g, h=h)
     found = _BROADCAST.search(message)
     if found and {int(found.group(1)), int(found.group(2))} == {h, g}:
         return MESSAGES["heads_meet"].format(h=h, g=g)
