@@ -478,7 +478,8 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
             "per query": lambda st, _x: st["w"].transpose(-2, -1)}
         together = {}
     # the mask read the other way round (True = may attend): the fill where it is True
-    variants["mask"] = {MASK_COMPLEMENT: lambda st, x: _with(st, s=_masked_complement(st["s"], x))}
+    variants["mask"] = {**variants["mask"],
+                        MASK_COMPLEMENT: lambda st, x: _with(st, s=_masked_complement(st["s"], x))}
     together[MASK_COMPLEMENT_NAN] = {
         "mask": lambda st, x: _with(st, s=_masked_complement(st["s"], x)),
         "softmax": lambda st, _x: _with(st, w=torch.softmax(st["s"], dim=-1))}

@@ -554,6 +554,8 @@ BUGS.update({
 
 # issue 20: mistakes that RAISE (helper i20raise's practice set; each diagnosis was written
 # from the exercise's text before the checks named the cause: diagnose.error_cause)
+# One more of that set is left out here: its code turned out to be a mistake of the second
+# held-out set (tests/test_heldout.py's guard): the values transposed before the product.
 from functools import partial as _partial  # noqa: E402
 
 from tests.submissions import replaced_in as _replaced_in  # noqa: E402
@@ -570,12 +572,6 @@ BUGS.update({
         cells=_raising("stable_softmax", "exp.sum(dim=dim, keepdim=True)",
                        "exp.sum(dim=dim)"),
         fails=["test_stable_softmax", "test_stable_softmax_large"], diagnosis=r"keepdim"),
-    "raise_value_transposed": Bug(
-        cells=_raising("scaled_dot_product_attention",
-                       "output = weights @ value ", "output = weights @ value.transpose(-2, -1)"),
-        fails=["test_sdpa", "test_sdpa_large", "test_sdpa_cross"],
-        diagnosis=r"`value\.transpose\(-2, -1\)` is transposed before the product"
-                  r".*a transpose too many"),
 })
 
 # ------------------------------------------------------------------ a practice set (issue 20)

@@ -900,6 +900,8 @@ BUGS.update({
 
 # issue 20: mistakes that RAISE (helper i20raise's practice set; each diagnosis was written
 # from the exercise's text before the checks named the cause: diagnose.error_cause)
+# One more of that set is left out here: its code turned out to be a mistake of the second
+# held-out set (tests/test_heldout.py's guard): out_proj applied to the heads before the merge.
 from functools import partial as _partial  # noqa: E402
 
 from tests.submissions import replaced_in as _replaced_in  # noqa: E402
@@ -908,12 +910,6 @@ _raising = _partial(_replaced_in, NOTEBOOK)   # _raising(cell, old, new): {cell:
 
 
 BUGS.update({
-    "raise_out_proj_before_merge": Bug(
-        cells=_raising("MultiHeadAttention",
-                       "return self.out_proj(merge_heads(heads)), weights",
-                       "return merge_heads(self.out_proj(heads)), weights"),
-        fails=["test_mha_forward"],
-        diagnosis=r"heads are not merged back into d_model features"),
     "raise_split_before_projection": Bug(
         cells=_raising("MultiHeadAttention",
                        "q = split_heads(self.q_proj(query), self.num_heads)",
