@@ -159,7 +159,10 @@ MESSAGES = translated(__name__) | {
     "error_index": "index {index} on an axis of {size}{size_is} entries (0..{last})",
     "error_none": "a None is used as a tensor (an argument left at its default None, such as "
                   "mask=None, which means 'no mask', or a function that returns nothing)",
-    "error_leaf": "it writes in place into a parameter that requires grad: do it inside "
+    "error_leaf": "it writes in place into a tensor that requires grad (a parameter, or an "
+                  "input the check passes with requires_grad=True): compute a new tensor "
+                  "instead (x = x.masked_fill(...), not x.masked_fill_(...)); only a "
+                  "parameter you mean to change is written in place, inside "
                   "`with torch.no_grad():`",
     "error_bmm": "torch.bmm takes exactly 3-D tensors: @ (torch.matmul) takes any number of "
                  "leading axes",
@@ -269,10 +272,10 @@ MESSAGES = translated(__name__) | {
                           "{left}{left_is}; if its last axis is the one of {left} entries (as "
                           "a key (..., Lk, d_k) has d_k last), it is not transposed before "
                           "the product: {operand}.transpose(-2, -1) swaps its last two axes",
-    "cause_transposed_axes": "`{operand}` swaps axes {axes}, which are the last two only "
-                             "of a tensor of {rank} axes, while "
-                             "A @ B pairs A's last axis with B's second-to-last whatever the "
-                             "axes before them (B^T of a batched B is B.transpose(-2, -1))",
+    "cause_transposed_axes": "`{operand}` swaps axes {first} and {second}, which are the "
+                             "last two only of a tensor of {rank} axes, while A @ B pairs A's "
+                             "last axis with B's second-to-last whatever the axes before them "
+                             "(B^T of a batched B is B.transpose(-2, -1))",
     "cause_transpose_all": "`{operand}` uses .T, which reverses all the axes of a tensor of "
                            "more than 2 axes (B^T of a batched B is B.transpose(-2, -1), or "
                            "B.mT), or a transpose where none is needed",
@@ -1861,7 +1864,7 @@ def _transposed_cause(operand, left, right, dims):
     if (calls[0].func.attr != "permute" and len(axes) == 2 and None not in axes
             and min(axes) >= 0):
         return MESSAGES["cause_transposed_axes"].format(
-            operand=text, axes=" and ".join(map(str, axes)), rank=max(axes) + 1)
+            operand=text, first=axes[0], second=axes[1], rank=max(axes) + 1)
     return MESSAGES["cause_transposed_extra"].format(operand=text, **sized)
 
 
