@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import torch
 
 from autograde import messages
+from chapters.checks import language as checks_language
 from autograde import notebook  # notebook.parse: every parse in the grader's process, one lock
 
 # what may call a forbidden function out of a check's sight, but only from code the exercise
@@ -580,7 +581,9 @@ def verdicts(steps, specs, given=frozenset(), language=messages.ENGLISH):
                    if f.strong or i in runs or (f.patched and spec.matches(f.patched))]
         if named:
             where, name, text = named[0]
-            message = messages.text("forbid.named", language, message=spec.message(name),
+            with checks_language.speaking(language):   # the spec's own words are the checks'
+                taught = spec.message(name)
+            message = messages.text("forbid.named", language, message=taught,
                                     where=messages.where(where, language), code=text)
         elif reasons:
             listed = messages.text("forbid.separator", language).join(

@@ -479,7 +479,7 @@ def _forbidden():
     """The specs of the forbid_spec() blocks in force here, around a check's call of the
     student's function, as {pattern, what, label}: the student's process raises the same
     teaching message (checks.operations). The grader decides from the source (forbids.py)."""
-    return [{"pattern": spec.pattern, "what": spec.what, "label": spec.label}
+    return [{"pattern": spec.pattern, "what": spec.said_what(), "label": spec.label}
             for spec in operations.active_forbids()]
 
 

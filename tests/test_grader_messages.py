@@ -319,6 +319,22 @@ def test_an_exercise_written_with_what_it_forbids_is_told_in_the_notebooks_langu
         assert chinese in lost_zh["test_mha_forward"], lost_zh
 
 
+def test_the_forbidden_calls_teaching_message_is_in_the_notebooks_language():
+    """The spec's own sentence (checks.operations' "forbidden" and the chapter's words for
+    what the shortcut does) follows the notebook's language too, though it is built by a
+    module that binds no catalogue (operations runs in the student's process)."""
+    from autograde import forbids
+    from chapters.checks.attention import FORBIDS
+    code = ("import torch\n\n\ndef stable_softmax(scores, dim=-1):\n"
+            "    return torch.softmax(scores, dim=dim)\n")
+    steps = [("cell stable_softmax, line 1", code, True)]
+    lost_en = forbids.verdicts(steps, FORBIDS)["test_stable_softmax"]
+    lost_zh = forbids.verdicts(steps, FORBIDS, language=LANGUAGE)["test_stable_softmax"]
+    assert "a softmax that PyTorch computes for you" in lost_en, lost_en
+    assert "你调用了 softmax，这是 PyTorch 替你算好的 softmax" in lost_zh, lost_zh
+    assert "computes for you" not in lost_zh, lost_zh
+
+
 def test_results_rebuilt_from_nbgraders_gradebook_keep_the_notebooks_language(tmp_path):
     import json
 

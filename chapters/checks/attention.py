@@ -19,7 +19,7 @@ from . import diagnose
 from .common import (FLOAT32_SQRT, CheckFailure, Forbidden, _same_within, check, current_dims,
                      expect_close, expect_tensor, fail, float32_sqrt, forbid_spec, generator,
                      observe, passed, named_by_shape, raised, random_inputs, reference, revive,
-                     softmax_condition, step_mistakes, type_name)
+                     said_later, softmax_condition, step_mistakes, type_name)
 from .language import translated
 
 # Bound at import, before student code runs in the same kernel.
@@ -174,6 +174,9 @@ MESSAGES = translated(__name__) | {
                              "parameter name `dim`.",
     "softmax_hint_axis": "Hint: use the `dim` argument (it may be negative) rather than a fixed "
                          "axis.",
+    # what each forbidden shortcut does (FORBIDS)
+    "forbid_softmax": "a softmax that PyTorch computes for you (this exercise is to write it)",
+    "forbid_attention": "which computes the whole attention for you",
 }
 
 # Error messages of common slips, and what to do about them: (regex, hint).
@@ -228,11 +231,10 @@ def _hint(text, hints):
 # submitted source, and caught here, in the student's Jupyter, when they run.
 FORBIDS = (
     Forbidden("stable_softmax", ("test_stable_softmax", "test_stable_softmax_large"),
-              r"softmax", "a softmax that PyTorch computes for you (this exercise is to "
-              "write it)"),
+              r"softmax", **said_later(MESSAGES, "forbid_softmax")),
     Forbidden("scaled_dot_product_attention", ("test_sdpa", "test_sdpa_large", "test_sdpa_cross"),
               r"scaled_dot_product|multi_head_attention",
-              "which computes the whole attention for you"),
+              **said_later(MESSAGES, "forbid_attention")),
 )
 FORBIDDEN = {"softmax": FORBIDS[0], "attention": FORBIDS[1]}  # by name, for _run
 

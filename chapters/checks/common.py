@@ -30,6 +30,17 @@ from . import diagnose, language, nested, operations
 from .operations import (CheckFailure, Forbidden, _ForbidSpec, attempt,  # noqa: F401
                          forbid_spec)
 
+# The forbids' teaching messages in the language of now (operations binds no catalogue)
+operations.say_with(lambda context, english:
+                    language.catalogue(language.current()).pgettext(context, english))
+
+
+def said_later(messages, key):
+    """Forbidden's `what` and `context` for MESSAGES[key] of a checks module (`messages`):
+    its English template, said in the language of the moment the message is made."""
+    return {"what": messages.english[key], "context": f"{messages.context}.{key}"}
+
+
 # Bound now, before any student code runs in the same kernel, so that rebinding
 # torch.allclose or friends in a notebook does not change what the checks compute.
 _isfinite = torch.isfinite

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from .common import (CheckFailure, Forbidden, attempt, call, check, observe, raised, revive,
                      expect_close, expect_tensor, fail, forbid_spec, passed,
                      random_inputs, reference, softmax_condition, type_name)
-from .common import Intermediate, current_dims, shape_reason, step_mistakes
+from .common import Intermediate, current_dims, said_later, shape_reason, step_mistakes
 from . import diagnose
 from .diagnose import located
 from .operations import student_line
@@ -140,7 +140,8 @@ MESSAGES = translated(__name__) | {
 # The shortcut the core exercise forbids (see common.Forbidden): decided by the grader from
 # the submitted source, and caught here, in the student's Jupyter, when it runs.
 FORBIDS = (Forbidden("multihead_attention_core", ("test_multihead_attention_core",),
-                     r"multi_head_attention|MultiheadAttention", MESSAGES["forbid_core"],
+                     r"multi_head_attention|MultiheadAttention",
+                     **said_later(MESSAGES, "forbid_core"),
                      label="nn.MultiheadAttention (F.multi_head_attention_forward)"),)
 
 

@@ -19,18 +19,12 @@ from .common import (CheckFailure, Forbidden, _isfinite, beyond_tolerance, call,
                      check, close, expect_close, expect_tensor, fail, forbid_spec,
                      fresh_seed, generator, max_error, passed, random_inputs, reference,
                      softmax_condition, type_name)
-from .common import Intermediate, current_dims, family_reason, shape_reason, step_mistakes
+from .common import Intermediate, current_dims, family_reason, said_later, shape_reason
+from .common import step_mistakes
 from .language import translated
 
 _softmax = torch.softmax
 _where = torch.where
-
-# The shortcut the exercise forbids (see common.Forbidden): decided by the grader from the
-# submitted source, and caught here, in the student's Jupyter, when it runs.
-FORBIDS = (Forbidden("scaled_dot_product_attention",
-                     ("test_scaled_dot_product_attention", "test_invariances"),
-                     r"scaled_dot_product", "which does the whole exercise for you",
-                     label="F.scaled_dot_product_attention"),)
 
 # Every message of this module, one template per message with named fields (one place, for
 # a second language); the families' sentences are diagnose.MESSAGES.
@@ -164,7 +158,15 @@ MESSAGES = translated(__name__) | {
     "other_weights_reason": ": {reason}",
     # a wrong shape, and the step of the formula that gives it
     "shape_cause": "{failure} That is, {reason}.",
+    "forbid_sdpa": "which does the whole exercise for you",
 }
+
+# The shortcut the exercise forbids (see common.Forbidden): decided by the grader from the
+# submitted source, and caught here, in the student's Jupyter, when it runs.
+FORBIDS = (Forbidden("scaled_dot_product_attention",
+                     ("test_scaled_dot_product_attention", "test_invariances"),
+                     r"scaled_dot_product", **said_later(MESSAGES, "forbid_sdpa"),
+                     label="F.scaled_dot_product_attention"),)
 
 
 # ----------------------------------------------------------------------------- references

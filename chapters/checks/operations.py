@@ -269,12 +269,30 @@ class Forbidden:
     pattern: str
     what: str
     label: str = ""
+    context: str = ""   # the msgctxt of `what` in the checks' catalogue ("heads.forbid_core")
 
     def matches(self, name):
         return bool(re.search(self.pattern, str(name), re.IGNORECASE))
 
+    def said_what(self):
+        """`what` in the language of now (see say_with)."""
+        return _SAY[0](self.context, self.what) if self.context else self.what
+
     def message(self, name):
-        return MESSAGES["forbidden"].format(label=self.label or name, what=self.what)
+        return _SAY[0]("operations.forbidden", MESSAGES["forbidden"]).format(
+            label=self.label or name, what=self.said_what())
+
+
+# How a Forbidden's message is said: as written (English, or in the student's process the
+# templates the grader swapped in, already in the notebook's language), unless a side that
+# binds the checks' catalogue (checks.common: the grader and the student's Jupyter) gives
+# say(context, english) -> the text in the language of now. This module binds none itself.
+_SAY = [lambda _context, english: english]
+
+
+def say_with(say):
+    """Say the Forbidden specs' messages with say(context, english) from now on."""
+    _SAY[0] = say
 
 
 # The forbid_spec() blocks in force in this context, outermost first: per check run, so a
