@@ -2505,7 +2505,8 @@ ENTRIES = [
     Hostile("positions_equivariance_stub_forges_its_gaps",
             cells(equivariance_gap=POSITIONS_EQUIVARIANCE_STUB_FORGES_ITS_GAPS),
             Expect(tests={"test_equivariance_gap": failed(
-                r"^equivariance_gap \(attention without positions\) is not implemented yet")},
+                r"^equivariance_gap \(attention with position vectors added\) is not "
+                r"implemented yet")},
                    problems=[("suspicious", r"imports importlib")]), chapter=CH7),
     Hostile("positions_equivariance_zero_on_a_zero_layer",
             cells(equivariance_gap=POSITIONS_EQUIVARIANCE_ZERO_ON_A_ZERO_LAYER),
