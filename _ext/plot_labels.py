@@ -424,10 +424,16 @@ def extract(notebooks=None):
 
 def write_template(path, notebooks=None):
     """The messages of extract() as a gettext template (for sphinx-intl, like the pages')."""
+    return write_messages(path, extract(notebooks), "plots")
+
+
+def write_messages(path, messages, project):
+    """{text: (formatted, [(file, cell or None)])} as the gettext template `path` of
+    `project`, each message with the places it comes from (also print_messages')."""
     from babel.messages.catalog import Catalog
     from babel.messages.pofile import write_po
-    catalogue = Catalog(project="plots", fuzzy=False)
-    for text, (formatted, places) in sorted(extract(notebooks).items()):
+    catalogue = Catalog(project=project, fuzzy=False)
+    for text, (formatted, places) in sorted(messages.items()):
         catalogue.add(text, flags=[BRACE_FORMAT] if formatted else [],
                       auto_comments=[", ".join(name if cell is None else f"{name} cell {cell}"
                                                for name, cell in places)])

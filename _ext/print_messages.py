@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 import plot_labels  # (this folder)
-from plot_language import BRACE_FORMAT, REPO
+from plot_language import REPO
 from print_language import _is_text, template, text_template
 
 
@@ -135,17 +135,7 @@ def extract(notebooks=None):
 
 def write_template(path, notebooks=None):
     """The messages of extract() as a gettext template (for sphinx-intl, like the pages')."""
-    from babel.messages.catalog import Catalog
-    from babel.messages.pofile import write_po
-    catalogue = Catalog(project="prints", fuzzy=False)
-    for text, (formatted, places) in sorted(extract(notebooks).items()):
-        catalogue.add(text, flags=[BRACE_FORMAT] if formatted else [],
-                      auto_comments=[", ".join(name if cell is None else f"{name} cell {cell}"
-                                               for name, cell in places)])
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as file:
-        write_po(file, catalogue, width=0, omit_header=False)
-    return catalogue
+    return plot_labels.write_messages(path, extract(notebooks), "prints")
 
 
 def main(argv=None):
