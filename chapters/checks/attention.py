@@ -16,8 +16,9 @@ import torch
 import torch.nn.functional as F
 
 from . import diagnose
-from .common import (FLOAT32_SQRT, CheckFailure, Forbidden, _same_within, check, current_dims,
-                     expect_close, expect_tensor, fail, float32_sqrt, forbid_spec, generator,
+from .common import (CheckFailure, Forbidden, _same_within, check, current_dims,
+                     expect_close, expect_tensor, fail, float32_sqrt, float32_sqrt_message,
+                     forbid_spec, generator,
                      observe, passed, named_by_shape, raised, random_inputs, reference, revive,
                      said_later, softmax_condition, step_mistakes, type_name)
 from .language import translated
@@ -177,6 +178,10 @@ MESSAGES = translated(__name__) | {
     # what each forbidden shortcut does (FORBIDS)
     "forbid_softmax": "a softmax that PyTorch computes for you (this exercise is to write it)",
     "forbid_attention": "which computes the whole attention for you",
+    # the axes whose size a scale by the wrong axis divides by (_other_sizes' keys)
+    "size_labels": {"batch": "the first batch axis", "Lq": "Lq (the number of queries)",
+                    "Lk": "Lk (the number of keys)", "d_v": "d_v (value.shape[-1])"},
+    "softmax_axis_mark": " (dim={dim}, the softmax's axis)",
 }
 
 # Error messages of common slips, and what to do about them: (regex, hint).
@@ -275,7 +280,8 @@ def _batch_text(batch):
 def _score_bugs(qk, d_k, sizes):
     """{message: scores} that the classic scaling mistakes produce from qk = Q K^T (float64).
 
-    sizes: {"axis name": size} of the other axes, for "scaled by the wrong axis".
+    sizes: {axis: size} of the other axes (MESSAGES["size_labels"]' keys), for "scaled by the
+    wrong axis".
     """
     root = math.sqrt(d_k)
     bugs = {MESSAGES["not_scaled"].format(d_k=d_k): qk,
@@ -287,21 +293,22 @@ def _score_bugs(qk, d_k, sizes):
         bugs[MESSAGES["by_half_d_k"].format(half=d_k / 2)] = qk / (d_k / 2)
     root32 = float32_sqrt(d_k)
     if root32 is not None:  # common.py's rule: within tolerance of the answer but in float64
-        bugs[FLOAT32_SQRT] = qk / root32
+        bugs[float32_sqrt_message()] = qk / root32
     for axis, size in sizes.items():
         if size not in (d_k, 1):
-            bugs[MESSAGES["wrong_axis"].format(size=size, axis=axis)] = qk / math.sqrt(size)
+            bugs[MESSAGES["wrong_axis"].format(size=size, axis=MESSAGES["size_labels"][axis])] = \
+                qk / math.sqrt(size)
     return bugs
 
 
 def _other_sizes(batch, Lq, Lk, d_v=None):
     sizes = {}
     if batch:
-        sizes["the first batch axis"] = batch[0]
-    sizes["Lq (the number of queries)"] = Lq
-    sizes["Lk (the number of keys)"] = Lk
+        sizes["batch"] = batch[0]
+    sizes["Lq"] = Lq
+    sizes["Lk"] = Lk
     if d_v is not None:
-        sizes["d_v (value.shape[-1])"] = d_v
+        sizes["d_v"] = d_v
     return sizes
 
 
@@ -467,7 +474,8 @@ def stable_softmax(stable_softmax, seed=0, shape=(2, 3, 5), dims=(-1, -2),
 
 def _softmax_axes(rank, dim):
     """The axes' names for the families' sentences: "axis k", the softmax's own marked."""
-    return tuple(f"axis {k}" + (f" (dim={dim}, the softmax's axis)" if k == dim % rank else "")
+    return tuple(diagnose.numbered_axis(k) + (MESSAGES["softmax_axis_mark"].format(dim=dim)
+                                               if k == dim % rank else "")
                  for k in range(rank))
 
 
@@ -565,15 +573,16 @@ def _attention_answers(query, key, value, sizes):
     weight_bugs = {m: _softmax(s, dim=-1) for m, s in _score_bugs(qk, d_k, sizes).items()}
     weight_bugs[MESSAGES["softmax_queries"]] = _softmax(scores, dim=-2)
     weight_bugs[MESSAGES["scores_as_weights"]] = scores
+    rounded = float32_sqrt_message()   # (the sentence in the language of now)
     output_bugs = {
-        FLOAT32_SQRT: weight_bugs.get(FLOAT32_SQRT),  # common.py's rule; None: invisible
+        rounded: weight_bugs.get(rounded),  # common.py's rule; None: invisible
         MESSAGES["unscaled_output"]: _softmax(qk, dim=-1) @ v,
         MESSAGES["output_from_scores"]: scores @ v,
     }
-    if output_bugs[FLOAT32_SQRT] is not None:
-        output_bugs[FLOAT32_SQRT] = output_bugs[FLOAT32_SQRT] @ v
+    if output_bugs[rounded] is not None:
+        output_bugs[rounded] = output_bugs[rounded] @ v
     for message, w in weight_bugs.items():
-        if message != FLOAT32_SQRT:
+        if message != rounded:
             output_bugs[MESSAGES["other_weights"].format(bug=message)] = w @ v
     output_bugs[MESSAGES["values_scaled"].format(root=math.sqrt(d_k))] = \
         expected_out / math.sqrt(d_k)

@@ -216,8 +216,14 @@ def tolerance(dtype):
 # attention) computes, in its float64 runs, the output of this mistake with
 # float32_sqrt(d_k) and names it with FLOAT32_SQRT. Where d_k is a perfect square (4, 16,
 # 64) the float32 root is exact and the mistake changes nothing, so no test can see it.
-# (A constant, not a lookup: the per-bug tables and formulas.py key their sentences by it.)
-FLOAT32_SQRT = MESSAGES["float32_sqrt"]
+# (The English sentence, a constant; a check that names the mistake says it in the language
+# of the moment with float32_sqrt_message(), as the per-bug tables and formulas.py do.)
+FLOAT32_SQRT = MESSAGES.english["float32_sqrt"]
+
+
+def float32_sqrt_message():
+    """FLOAT32_SQRT's sentence in the language of now (checks/language.py)."""
+    return MESSAGES["float32_sqrt"]
 
 
 def float32_sqrt(d_k):

@@ -90,7 +90,7 @@ MESSAGES = translated(__name__) | {
     "parameter": "your {function} has no parameter {parameter}, which the exercise's "
                  "signature promises: add it, and use it",
     # fewer_axes, kind (chapter 3)
-    "reduced": "it is the right answer {how} {axis}: the answer keeps that axis",
+    "reduced": "it is the right answer {how}: the answer keeps that axis",
     "merged": "it is the right answer with {first} and {second} merged into one axis of "
               "{size} = {first} * {second} entries: keep them apart",
     "kind": "{what} {outcome} where the exercise documents {documented}",
@@ -209,7 +209,7 @@ MESSAGES = translated(__name__) | {
     "permuted_view": "the values are right but in another layout: they are the answer's "
                      "entries read in the axis order ({order}) and put into shape {got} (a "
                      "view/reshape without the transpose or permute that must go with it)",
-    "reduced_many": "it is the right answer {how} {axes}: the answer keeps those axes",
+    "reduced_many": "it is the right answer {how}: the answer keeps those axes",
     # offset_along (any exercise)
     "offset_along": "it is the right answer plus an offset that varies only along {axis} "
                     "(the same vector added at every other index){like}: a bias added once "
@@ -386,6 +386,51 @@ MESSAGES = translated(__name__) | {
                "too many, or a loop that keeps one item)",
     "part_first": "the first {count}",
     "part_last": "the last {count}",
+    # Formula's sentences (formulas.py words each step's description and label)
+    "formula_left_out": "the {name} step is left out",
+    "formula_changed": "the {name} step {description}",
+    "formula_pair": "{first}, and {second}",
+    "formula_input_swap": "the input {used} is used in place of {meant}",
+    "steps_or": "; or when ",
+    # the pieces the families build their sentences from: axes, indices, directions, joins
+    "axis_number": "axis {index}",
+    "axis_named": "the {name} axis",
+    "and_joiner": " and ",
+    "index_one": "index {index}{end} of {name}",
+    "index_first_end": " (the first)",
+    "index_last_end": " (the last)",
+    "indices_block": "indices {first}..{last} of {name} (a block of {count})",
+    "indices_list": "indices {shown} of {name}",
+    "index_moved": "index {index} holds what belongs at {belongs}",
+    "diagonal_up": "up",
+    "diagonal_down": "down",
+    "runs_longer": "longer",
+    "runs_shorter": "shorter",
+    "triangle_lower": "lower",
+    "triangle_upper": "upper",
+    "reduced_mean": "averaged over {axis}",
+    "reduced_sum": "summed over {axis}",
+    "reduced_first": "at the first index of {axis}",
+    "reduced_last": "at the last index of {axis}",
+    "nonfinite_every": "every entry there ({inside})",
+    "nonfinite_some": "{count} of the {inside} entries there",
+    "nonfinite_at": "at {parts}",
+    "nonfinite_spread": "spread along every axis",
+    "described_scalar": "a 0-d Tensor",
+    "described_tensor": "a Tensor of shape {shape}",
+    "described_items": "a {kind} of {count} items",
+    "described_a": "a {kind} ({value!r})",
+    "described_an": "an {kind} ({value!r})",
+    "described_a_kind": "a {kind}",
+    "described_an_kind": "an {kind}",
+    "kind_raised": "raised {raised}",
+    "kind_returned": "returned {described}",
+    "kind_is": "is {described}",
+    "kind_raised_nothing": "raised nothing",
+    "kind_returned_only": "returned {described} and raised nothing",
+    "view_multiple": "a multiple of {size}",
+    "unpack_more": "more than {want}",
+    "offset_times": "{times:.6g} times ",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -441,7 +486,7 @@ def axis_names(shape, dims, axes=None):
         axes = [a.strip() for a in axes.strip("()").split(",")]
     if axes and len(axes) == len(shape) and all(a and a != "..." for a in axes):
         # ("head {} of the pruned module": "head of the pruned module", one space)
-        return [" ".join(str(a).replace("{}", "").split()) or f"axis {k}"
+        return [" ".join(str(a).replace("{}", "").split()) or numbered_axis(k)
                 for k, a in enumerate(axes)]
     names, used = [], set()
     for k, size in enumerate(shape):
@@ -450,12 +495,19 @@ def axis_names(shape, dims, axes=None):
             used.add(found[0])
             names.append(found[0])
         else:
-            names.append(f"axis {k}")
+            names.append(numbered_axis(k))
     return names
 
 
+def numbered_axis(k):
+    """"axis k", in the language of now: the name of an axis no quantity names."""
+    return MESSAGES["axis_number"].format(index=k)
+
+
 def _axis_label(name):
-    return name if name.startswith("axis ") else f"the {name} axis"
+    """"the L axis" for a quantity's name; a numbered axis ("axis 2 ...") as it is."""
+    numbered = re.escape(MESSAGES["axis_number"]).replace(re.escape("{index}"), r"-?\d+")
+    return name if re.match(numbered, name) else MESSAGES["axis_named"].format(name=name)
 
 
 # ---------------------------------------------------------------------------------- shapes
@@ -708,7 +760,8 @@ def mask_family(actual, expected):
     want, got = _triangle(e), _triangle(a)
     if want and got and want[0] == got[0] and want[1] != got[1]:
         k = got[1] - want[1]
-        return MESSAGES["diagonal"].format(k=abs(k), direction="up" if k > 0 else "down",
+        return MESSAGES["diagonal"].format(k=abs(k), direction=MESSAGES[
+                                               "diagonal_up" if k > 0 else "diagonal_down"],
                                            got=got[1], want=want[1])
     return None
 
@@ -751,12 +804,14 @@ def localized(wrong, dims, axes=None):
 def _indices_text(index, size, name, block):
     if len(index) == 1:
         i = index[0]
-        end = " (the first)" if i == 0 else " (the last)" if i == size - 1 else ""
-        return f"index {i}{end} of {name}"
+        end = (MESSAGES["index_first_end"] if i == 0 else MESSAGES["index_last_end"]
+               if i == size - 1 else "")
+        return MESSAGES["index_one"].format(index=i, end=end, name=name)
     if block:
-        return f"indices {index[0]}..{index[-1]} of {name} (a block of {len(index)})"
+        return MESSAGES["indices_block"].format(first=index[0], last=index[-1], name=name,
+                                                count=len(index))
     shown = ", ".join(str(i) for i in index[:8]) + (", ..." if len(index) > 8 else "")
-    return f"indices {shown} of {name}"
+    return MESSAGES["indices_list"].format(shown=shown, name=name)
 
 
 # --------------------------------------------------------------------------- formula steps
@@ -784,6 +839,10 @@ class Formula:
                          else dict.fromkeys(optional))
         self.together = dict(together or {})
 
+    def label(self, name):
+        """The step `name` as the sentences show it (a subclass translates it)."""
+        return name
+
     def run(self, inputs, replace=None):
         """The output, with `replace` {step name: function} used in place of those steps."""
         value = None
@@ -794,10 +853,12 @@ class Formula:
     def changes(self):
         """[(sentence, step name, function)]: each step left out (the optional ones), then
         each done another way (the variants), one at a time."""
-        left_out = [(f"the {name} step is left out", name,
+        left_out = [(MESSAGES["formula_left_out"].format(name=self.label(name)), name,
                      skip or (lambda value, _inputs: value))
                     for name, skip in self.optional.items()]
-        return left_out + [(f"the {name} step {description}", name, function)
+        return left_out + [(MESSAGES["formula_changed"].format(name=self.label(name),
+                                                               description=description),
+                            name, function)
                            for name, ways in self.variants.items()
                            for description, function in ways.items()]
 
@@ -809,7 +870,8 @@ class Formula:
         order = [name for name, _ in self.steps]
         ways.sort(key=lambda way: order.index(way[1]))
         size = {name: sum(way[1] == name for way in ways) for name in order}
-        pairs = [(size[a] * size[b], f"{first}, and {second}", {a: f, b: g})
+        pairs = [(size[a] * size[b], MESSAGES["formula_pair"].format(first=first, second=second),
+                  {a: f, b: g})
                  for i, (first, a, f) in enumerate(ways) for second, b, g in ways[i + 1:]
                  if a != b]
         pairs.sort(key=lambda pair: pair[0])
@@ -861,7 +923,8 @@ class Formula:
         step done on the wrong input, for any formula; at most MOST_SWAPS."""
         tensors = [name for name, value in inputs.items()
                    if isinstance(value, torch.Tensor) and value.is_floating_point()]
-        swaps = [(f"the input {used} is used in place of {meant}", {**inputs, meant: inputs[used]})
+        swaps = [(MESSAGES["formula_input_swap"].format(used=used, meant=meant),
+                  {**inputs, meant: inputs[used]})
                  for meant in tensors for used in tensors
                  if used != meant and inputs[used].shape == inputs[meant].shape
                  and not torch.equal(inputs[used], inputs[meant])]
@@ -888,7 +951,8 @@ def one_step(actual, mistakes, same):
              if isinstance(value, torch.Tensor) and tuple(value.shape) == tuple(actual.shape)
              and same(actual, value)]
     if len(found) > 1:
-        return MESSAGES["steps"].format(first=found[0], others="; or when ".join(found[1:]))
+        return MESSAGES["steps"].format(first=found[0],
+                                        others=MESSAGES["steps_or"].join(found[1:]))
     return MESSAGES["step"].format(step=found[0]) if found else None
 
 
@@ -1016,8 +1080,9 @@ def nonfinite(actual, expected, dims, axes=None, regions=None):
         region = region.to(bad.device).bool().expand(bad.shape)
         if not bool((bad & ~region).any()):
             inside = int(region.sum())
-            covered = (f"every entry there ({inside})" if torch.equal(bad, region)
-                       else f"{int(bad.sum())} of the {inside} entries there")
+            covered = (MESSAGES["nonfinite_every"].format(inside=inside)
+                       if torch.equal(bad, region) else
+                       MESSAGES["nonfinite_some"].format(count=int(bad.sum()), inside=inside))
             where = MESSAGES["nonfinite_region"].format(region=words, covered=covered)
             break
     if where is None:
@@ -1030,9 +1095,10 @@ def nonfinite(actual, expected, dims, axes=None, regions=None):
             if 1 < hit.numel() and len(index) < hit.numel():
                 block = index == list(range(index[0], index[-1] + 1))
                 parts.append(_indices_text(index, hit.numel(), names[axis], block))
-        where = "at " + "; ".join(parts) if parts else "spread along every axis"
+        where = (MESSAGES["nonfinite_at"].format(parts="; ".join(parts)) if parts
+                 else MESSAGES["nonfinite_spread"])
     return MESSAGES["nonfinite"].format(count=int(bad.sum()), total=bad.numel(),
-                                        kinds=" and ".join(kinds), where=where)
+                                        kinds=MESSAGES["and_joiner"].join(kinds), where=where)
 
 
 # ------------------------------------------------------------------------ mask boundaries
@@ -1079,7 +1145,7 @@ def mask_runs(actual, expected, dims, axes=None, most=3):
                 if torch.equal(got[1], moved) and not torch.equal(moved, want[1]):
                     return MESSAGES[template].format(
                         axis=_axis_label(names[axis]), k=abs(k), s="" if abs(k) == 1 else "s",
-                        longer="longer" if k > 0 else "shorter")
+                        longer=MESSAGES["runs_longer" if k > 0 else "runs_shorter"])
     return None
 
 
@@ -1122,7 +1188,8 @@ def singleton_axes(got, want, dims, axes=None):
             return None
     if matched < len(shorter) or len(extra) != len(longer) - len(shorter):
         return None
-    positions = ", ".join(str(i) for i in extra[:-1]) + f" and {extra[-1]}"
+    positions = (", ".join(str(i) for i in extra[:-1]) + MESSAGES["and_joiner"]
+                 + str(extra[-1]))
     key = "singleton_missing" if longer == want else "singleton_extra"
     return MESSAGES[key].format(count=len(extra), positions=positions,
                                 want_axes=", ".join(axis_names(want, dims, axes)))
@@ -1154,12 +1221,13 @@ def fewer_axes(actual, expected, same, dims, axes=None):
     for axis in range(len(want)):
         if want[:axis] + want[axis + 1:] != got or want[axis] < 2:
             continue
-        for how, reduce in (("averaged over", lambda e: e.mean(axis)),
-                            ("summed over", lambda e: e.sum(axis)),
-                            ("at the first index of", lambda e: e.select(axis, 0)),
-                            ("at the last index of", lambda e: e.select(axis, -1))):
+        for how, reduce in (("reduced_mean", lambda e: e.mean(axis)),
+                            ("reduced_sum", lambda e: e.sum(axis)),
+                            ("reduced_first", lambda e: e.select(axis, 0)),
+                            ("reduced_last", lambda e: e.select(axis, -1))):
             if same(actual, reduce(expected.to(actual.dtype))):
-                return MESSAGES["reduced"].format(how=how, axis=_axis_label(names[axis]))
+                return MESSAGES["reduced"].format(how=MESSAGES[how].format(
+                    axis=_axis_label(names[axis])))
     for axis in range(len(want) - 1):
         if want[:axis] + (want[axis] * want[axis + 1],) + want[axis + 2:] == got and \
                 same(actual, expected.flatten(axis, axis + 1)):
@@ -1176,14 +1244,15 @@ def _described(value):
     if value is None:
         return "None"
     if isinstance(value, torch.Tensor):
-        return "a 0-d Tensor" if value.dim() == 0 else f"a Tensor of shape {tuple(value.shape)}"
+        return (MESSAGES["described_scalar"] if value.dim() == 0 else
+                MESSAGES["described_tensor"].format(shape=tuple(value.shape)))
     if isinstance(value, (tuple, list)):
-        return f"a {type(value).__name__} of {len(value)} items"
+        return MESSAGES["described_items"].format(kind=type(value).__name__, count=len(value))
     kind = type(value).__name__
-    article = "an" if kind[:1].lower() in "aeiou" else "a"
+    article = "an" if kind[:1].lower() in "aeiou" else "a"   # (English's: the template's)
     if isinstance(value, (bool, int, float, str)):
-        return f"{article} {kind} ({value!r})"
-    return f"{article} {kind}"
+        return MESSAGES[f"described_{article}"].format(kind=kind, value=value)
+    return MESSAGES[f"described_{article}_kind"].format(kind=kind)
 
 
 def kind(what, documented, value=None, kinds=(), raised=None):
@@ -1197,22 +1266,23 @@ def kind(what, documented, value=None, kinds=(), raised=None):
     if raised is not None:
         if not kinds and raised == documented.split()[-1]:
             return None
-        outcome = f"raised {raised}"
+        outcome = MESSAGES["kind_raised"].format(raised=raised)
     elif kinds:
         fits = isinstance(value, tuple(kinds)) and not (
             isinstance(value, bool) and bool not in kinds)
         if fits:
             return None
         # a call (its arguments shown) returned the value; an attribute is it
-        outcome = f"{'returned' if what.endswith(')') else 'is'} {_described(value)}"
+        outcome = MESSAGES["kind_returned" if what.endswith(")") else "kind_is"].format(
+            described=_described(value))
         if isinstance(value, torch.Tensor) and value.numel() == 1 \
                 and set(kinds) & {int, float}:
             documented += MESSAGES["kind_item"]
         elif value is None:
             documented += MESSAGES["kind_none"]
     else:
-        outcome = ("raised nothing" if value is None
-                   else f"returned {_described(value)} and raised nothing")
+        outcome = (MESSAGES["kind_raised_nothing"] if value is None
+                   else MESSAGES["kind_returned_only"].format(described=_described(value)))
     return MESSAGES["kind"].format(what=what, outcome=outcome, documented=documented)
 
 
@@ -1265,8 +1335,8 @@ def state_dependent(outcomes):
     wrong = {state: what for state, (ok, what) in outcomes.items() if not ok}
     if not right or not wrong:
         return None
-    return MESSAGES["starting_states"].format(right=" and ".join(right),
-                                              wrong=" and ".join(wrong),
+    return MESSAGES["starting_states"].format(right=MESSAGES["and_joiner"].join(right),
+                                              wrong=MESSAGES["and_joiner"].join(wrong),
                                               detail="; ".join(wrong.values()))
 
 
@@ -1405,7 +1475,8 @@ def error_reason(message, dims, code=""):
         if -1 in sizes:
             return sized("error_view", sizes=", ".join(
                 f"{s}{_product_name(s, dims)}" if s > 0 else "-1" for s in sizes),
-                want=f"a multiple of {math.prod(s for s in sizes if s > 0)}", have=have)
+                want=MESSAGES["view_multiple"].format(size=math.prod(s for s in sizes if s > 0)),
+                have=have)
         unknown = [s for s in sizes if s > 1 and not _quantity(s, dims)
                    and not _product_name(s, dims)] if dims else []
         return sized("error_view", sizes=", ".join(f"{s}{_quantity(s, dims)}" for s in sizes),
@@ -1567,7 +1638,8 @@ def offset_along(actual, expected, same, dims, axes=None, vectors=None):
             if v.numel() == size and float(v.abs().max()) > 0:
                 times = float((flat * v).sum() / (v * v).sum())
                 if same(actual, e + (times * v).reshape(offset.shape)):
-                    shown = "" if math.isclose(times, 1) else f"{times:.6g} times "
+                    shown = ("" if math.isclose(times, 1) else
+                             MESSAGES["offset_times"].format(times=times))
                     like = MESSAGES["offset_like"].format(times=shown, name=name)
                     break
         return MESSAGES["offset_along"].format(axis=_axis_label(names[axis]), like=like)
@@ -1628,10 +1700,10 @@ def reduced_many(actual, expected, same, dims, axes=None):
     for dropped in itertools.combinations(range(len(want)), len(want) - len(got)):
         if tuple(size for k, size in enumerate(want) if k not in dropped) != got:
             continue
-        for how, reduce in (("averaged over", e.mean), ("summed over", e.sum)):
+        for how, reduce in (("reduced_mean", e.mean), ("reduced_sum", e.sum)):
             if same(actual, reduce(dim=dropped)):
-                words = " and ".join(_axis_label(names[k]) for k in dropped)
-                return MESSAGES["reduced_many"].format(how=how, axes=words)
+                words = MESSAGES["and_joiner"].join(_axis_label(names[k]) for k in dropped)
+                return MESSAGES["reduced_many"].format(how=MESSAGES[how].format(axis=words))
     return None
 
 
@@ -1688,7 +1760,8 @@ def indices_permuted(actual, expected, same, dims, axes=None, most=64):
             found.append(match)
         if len(found) != size or found == list(range(size)):
             continue
-        moved = [f"index {i} holds what belongs at {j}" for i, j in enumerate(found) if i != j]
+        moved = [MESSAGES["index_moved"].format(index=i, belongs=j)
+                 for i, j in enumerate(found) if i != j]
         moves = ", ".join(moved[:6]) + (", ..." if len(moved) > 6 else "")
         return MESSAGES["indices_permuted"].format(axis=_axis_label(names[axis]), moves=moves)
     return None
@@ -1770,7 +1843,7 @@ def triangle_kind(actual, expected, dims, axes=None):
     if not (got and want) or got[0] == want[0]:
         return None
     names = axis_names(tuple(e.shape), dims, axes)
-    words = {"tril": ("a", "lower"), "triu": ("an", "upper")}
+    words = {"tril": ("a", MESSAGES["triangle_lower"]), "triu": ("an", MESSAGES["triangle_upper"])}
     return MESSAGES["triangle"].format(
         got_article=words[got[0]][0], got=words[got[0]][1], want_article=words[want[0]][0],
         want=words[want[0]][1], rule_got=_triangle_rule(*got), rule_want=_triangle_rule(*want),
@@ -2100,7 +2173,7 @@ def _cause_axis_or_index(message, dims, tree):
             if (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Tuple)
                     and isinstance(node.value, ast.Attribute) and node.value.attr == "shape"):
                 want = int(found.group(2))
-                got = found.group(3) or f"more than {want}"
+                got = found.group(3) or MESSAGES["unpack_more"].format(want=want)
                 return MESSAGES["cause_unpack_shape"].format(
                     tensor=ast.unparse(node.value.value), want=want, got=got)
     return None

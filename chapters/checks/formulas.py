@@ -16,8 +16,832 @@ import math
 
 import torch
 
-from .common import FLOAT32_SQRT
-from .diagnose import Formula, _near, _total, constant_names
+from . import diagnose
+from .common import float32_sqrt_message
+from .diagnose import _near, _total, constant_names
+from .language import translated
+
+# Every sentence these formulas give a student (diagnose.Formula puts a step's sentence after
+# "the {name} step"), one template each, in the language of now (checks/language.py): the
+# formulas are built in step_mistakes(), at the moment the check asks, so their sentences are
+# in the notebook's language, and the kit's fixtures hold them in every language.
+MESSAGES = translated(__name__) | {
+    # the steps' names as diagnose.Formula's sentences show them (Formula.label): the keys
+    # are the names the code uses (a step without one here is shown by its code name)
+    "step_names": {
+        "Q K^T product": "Q K^T product",
+        "absolute value": "absolute value",
+        "attention": "attention",
+        "attention dropout": "attention dropout",
+        "average": "average",
+        "average over the batch": "average over the batch",
+        "baseline subtraction": "baseline subtraction",
+        "bias": "bias",
+        "bias b_O": "bias b_O",
+        "biases": "biases",
+        "block of rows of head i": "block of rows of head i",
+        "bytes per value": "bytes per value",
+        "cache": "cache",
+        "concatenation": "concatenation",
+        "copy": "copy",
+        "cross-entropy": "cross-entropy",
+        "cut of d_model into (num_heads, head_dim)": "cut of d_model into (num_heads, head_dim)",
+        "decoding": "decoding",
+        "difference": "difference",
+        "division by the sum": "division by the sum",
+        "dot products": "dot products",
+        "exponential": "exponential",
+        "feed-forward": "feed-forward",
+        "feed-forward dropout": "feed-forward dropout",
+        "fill": "fill",
+        "first residual": "first residual",
+        "flatten": "flatten",
+        "flatten of (num_heads, head_dim)": "flatten of (num_heads, head_dim)",
+        "gates": "gates",
+        "heads": "heads",
+        "inputs": "inputs",
+        "inputs and targets": "inputs and targets",
+        "key": "key",
+        "key and value (2)": "key and value (2)",
+        "key/value heads": "key/value heads",
+        "key/value width": "key/value width",
+        "largest entry": "largest entry",
+        "layers": "layers",
+        "loss": "loss",
+        "loss.backward() and optimizer.step()": "loss.backward() and optimizer.step()",
+        "mask": "mask",
+        "masked keys": "masked keys",
+        "merge of the heads": "merge of the heads",
+        "minus sign": "minus sign",
+        "normalise": "normalise",
+        "output": "output",
+        "output projection": "output projection",
+        "per head": "per head",
+        "per-head products": "per-head products",
+        "permutation of the output": "permutation of the output",
+        "product x W_i^T": "product x W_i^T",
+        "projection": "projection",
+        "projection by W_O": "projection by W_O",
+        "query positions": "query positions",
+        "reduction axis": "reduction axis",
+        "repeat": "repeat",
+        "repeat of the key/value heads": "repeat of the key/value heads",
+        "result": "result",
+        "rotary": "rotary",
+        "rotation": "rotation",
+        "scale": "scale",
+        "second residual": "second residual",
+        "selection": "selection",
+        "size": "size",
+        "source": "source",
+        "split into heads": "split into heads",
+        "stack of the heads along the rows": "stack of the heads along the rows",
+        "subtraction of the maximum": "subtraction of the maximum",
+        "sum over the heads": "sum over the heads",
+        "sum over the keys": "sum over the keys",
+        "table": "table",
+        "transpose of each W_i": "transpose of each W_i",
+        "triangle": "triangle",
+        "weighted sum": "weighted sum",
+        "weights": "weights",
+        "zeroing of the masked weights": "zeroing of the masked weights",
+    },
+    "roles": {
+        "query": "query",
+        "key": "key",
+        "value": "value",
+    },
+    "layout_words": {
+        "rows": "the rows [i*head_dim, (i+1)*head_dim)",
+        "columns": "the columns [i*head_dim, (i+1)*head_dim)",
+        "strided": "strided rows (head i as rows i, i + num_heads, ...)",
+    },
+    "layout_why": {
+        "rows": " (nn.Linear stores its matrix as (out_features, in_features): head i's block "
+                "is a block of rows)",
+        "columns": " (nn.Linear stores W_O transposed, (d_model, num_heads * head_dim): head "
+                   "i's block W_O^i is a block of columns)",
+    },
+    # sentences with fields, and the pieces they are made of
+    "either": ", or ",
+    "scale_half_d_k":
+        "divides by d_k / 2 = {half:g} instead of sqrt(d_k) = sqrt({d_k}) (d_k ** 1/2 is (d_k ** "
+        "1) / 2: write d_k ** 0.5)",
+    "scale_twice_d_k":
+        "divides by 2 * d_k = {twice} instead of sqrt(d_k) = sqrt({d_k}) (x / d_k ** 1/2 is (x / "
+        "d_k) / 2: write d_k ** 0.5)",
+    "scale_times_constant": "multiplies by {label} instead of dividing by sqrt(d_k) = sqrt({d_k})",
+    "scale_by_constant": "divides by {label} instead of sqrt(d_k) = sqrt({d_k})",
+    "scale_why_root":
+        ": Q K^T has variance d_k, so its standard deviation is sqrt(d_k); dividing by d_k leaves "
+        "variance 1/d_k and flattens the weights",
+    "scale_which_d_k": ": d_k is the size of the last axis of query and key, query.shape[-1]",
+    "scale_float32": "divides by sqrt({label}) rounded to float32 ({root!r}): {rule}",
+    "softmax_batch_axis":
+        "runs over dim={axis}, a batch axis, instead of the keys (F.softmax without dim= picks "
+        "dim=0 for 3-D scores, 1 for 4-D)",
+    "softmax_last_axis": "is the last axis instead of dim={dim} (in the max and the sum)",
+    "mask_complement":
+        "fills the scores where the mask is True (masked_fill(mask, ...)) instead of where it is "
+        "False (masked_fill(~mask, ...)): it masks the complement of the mask, whose True means "
+        "'may attend'",
+    "mask_complement_nan":
+        "the mask step {complement}; the softmax then gives NaN in the rows of the queries whose "
+        "keys are all filled",
+    "multihead_scale_constant": "divides by {label} instead of sqrt(head_dim)",
+    "multihead_scale_float32": "divides by sqrt(head_dim) rounded to float32: {rule}",
+    "multihead_projection_left_out":
+        "leaves out the {role} projection ({name}_proj): the {role} input is used as it is",
+    "loaded_stack_weight": "in_proj_weight stacks [W_Q; W_K; W_V]",
+    "loaded_stack_bias": "in_proj_bias stacks [b_q; b_k; b_v]",
+    "loaded_separate": "; where kdim or vdim differ, q_proj_weight, k_proj_weight, v_proj_weight",
+    "loaded_other_order":
+        "takes torch's {other}-{part} instead of its {name}-{part}: the q, k, v order is wrong "
+        "({stack} in this order: {letters} = in_proj_{part}.chunk(3){separate})",
+    "loaded_in_place_of_out":
+        "takes torch's {other}-{part} (in_proj_{part}.chunk(3)[{index}]) instead of "
+        "out_proj.{part}: W_O and b_O live in torch_mha.out_proj",
+    "loaded_hint_out": " (W_O lives in torch_mha.out_proj, weight and bias)",
+    "loaded_hint_bias": " (in_proj_bias stacks [b_q; b_k; b_v]: chunk(3) it like in_proj_weight)",
+    "loaded_left_out": "is left out: ours keeps its old values{hint}",
+    "head_projection_neighbour":
+        "takes head {j}'s block (off by one: head i = {i} is asked, counted from 0)",
+    "head_projection_other_head":
+        "takes head {j}'s block of rows, [{j}*head_dim, {j_end}*head_dim), instead of head i = "
+        "{i}'s, [{i}*head_dim, {i_end}*head_dim)",
+    "head_projection_one_entry":
+        "adds the one number bias[i] = bias[{i}] to every feature: head i's bias is the block "
+        "bias[i*head_dim:(i+1)*head_dim], the same rows as the weight",
+    "causal_shift":
+        " (tril(diagonal={diagonal}): the diagonal moved by k_len - q_len = {diagonal}, where "
+        "diagonal=0 is right)",
+    "causal_bottom_right":
+        "aligns the triangle at the bottom-right corner (query i sees keys 0..i + k_len - q_len, "
+        "as for the last q_len queries of a cache) instead of the top-left (query i sees keys "
+        "0..i){shift}",
+    "relation_key_previous": "key i-1",
+    "relation_key_first": "key 0",
+    "relation_swapped":
+        "reads {other_key} instead of {right_key}: that is `{other_name}` (are prev and first "
+        "swapped? return RelationScores(prev, first))",
+    "relation_diagonal":
+        "reads key i (the main diagonal, each query on itself) instead of {right_key}",
+    "relation_above":
+        "reads an entry above the diagonal (key i+1 of query i, or weights[..., i-1, i] with "
+        "query and key exchanged) instead of {right_key}: the causal mask sets those to 0",
+    "layout_other": "takes {other} as head i's block instead of {right}{why}",
+    "the_parameter": "the parameter",
+    "copy_left_out":
+        "is left out: {key} was not changed (head 0's block goes into every head i = 1 .. "
+        "num_heads - 1, or the heads still compute different things; one way to get this is "
+        "writing into a copy, such as .clone(), torch.cat or rows indexed with a list, which "
+        "never reaches the parameter, instead of into a view of it)",
+    "copy_stops_early":
+        "stops before the last head (range(1, num_heads - 1) misses head num_heads - 1 = {last})",
+    "copy_from_head": "copies head {j}'s block into every head instead of head 0's",
+    "copy_into_first":
+        "copies the other way, head {j}'s block into head 0 (the others unchanged), instead of "
+        "head 0's block into every other head",
+    "copy_only_first":
+        "copies head 0's block into head 1 only (heads 2 .. {last} keep their own): every head i "
+        "= 1 .. num_heads - 1 gets it",
+    "out_bias_scaled":
+        "scales it by the kept heads' share num_kept / num_heads = {kept}/{heads} instead of "
+        "copying it as it is (out_proj.bias is added once after the sum over heads and belongs to "
+        "no head)",
+    "ignores_base": "ignores base={base:g} and uses the default {default:g}",
+    "gqa_leaves_out_layer": "leaves out {name} (its weight and its bias)",
+    "block_dropout_twice":
+        "is applied twice (drop(drop(...)): one nn.Dropout call per sublayer output)",
+    # the steps done another way (each Formula's variants and together sentences)
+    "product_computes_k_q_t": "computes K Q^T (keys and queries exchanged)",
+    "product_multiplies_queries_themselves_q":
+        "multiplies the queries by themselves (Q Q^T: the keys left out)",
+    "product_multiplies_keys_themselves_k":
+        "multiplies the keys by themselves (K K^T: the queries left out)",
+    "other_normalisations_divides_scores_sum_without":
+        "divides the scores by their sum without the exponential (a softmax is exp(s) / sum "
+        "exp(s): the exp step is missing)",
+    "other_normalisations_sigmoid_score_own_softmax":
+        "is a sigmoid of each score on its own, not a softmax over the keys (sigmoid weights do "
+        "not sum to 1 along a row)",
+    "attention_uses_complement_mask_true": "uses the complement of the mask (True/False mixed up)",
+    "attention_runs_over_queries_dim":
+        "runs over the queries (dim=-2) instead of the keys: each query's weights over the keys "
+        "must sum to 1, so use dim=-1",
+    "attention_left_out_scores_softmax":
+        "is left out: the scores, not their softmax, are used as the weights (the softmax is "
+        "missing)",
+    "attention_comes_before_scale_weights":
+        "comes before the scale: the weights, not the scores, are divided by sqrt(d_k)",
+    "attention_left_out_scores_scaled":
+        "is left out: the scores are not scaled, divide Q K^T by sqrt(d_k)",
+    "attention_weights_transposed_one_row":
+        "is the weights transposed, one row per key (.transpose(-2, -1), or K Q^T): each row "
+        "belongs to one query and sums to 1",
+    "attention_multiplies_weights_keys_values":
+        "multiplies the weights by the keys instead of the values",
+    "attention_multiplies_transposed_weights_one":
+        "multiplies the transposed weights (one row per key) by the values",
+    "attention_divides_output_sqrt_d":
+        "divides the output by sqrt(d_k) as well (only the scores Q K^T are scaled)",
+    "scores_softmax_scores_weights_scores":
+        "is the softmax of the scores (the weights), not the scores that go into it",
+    "softmax_takes_maximum_along_last":
+        "takes the maximum along the last axis instead of along dim",
+    "softmax_sums_whole_tensor_along":
+        "sums the whole tensor instead of along dim: .sum(dim=dim, keepdim=True)",
+    "softmax_sums_along_last_axis": "sums along the last axis instead of along dim",
+    "softmax_divides_sum_exp_scores":
+        "divides by the sum of exp(scores) without the maximum subtracted (the numerator and the "
+        "denominator must subtract the same maximum)",
+    "softmax_log_softmax_log_softmax": "is the log of the softmax (log_softmax), not the softmax",
+    "softmax_left_out_exp_scores":
+        "is left out: exp(scores - max) is returned without dividing by its sum along dim",
+    "entropy_takes_mean_sum": "takes the mean instead of the sum",
+    "entropy_takes_largest_term_sum": "takes the largest term instead of the sum",
+    "entropy_sums_over_queries_dim":
+        "sums over the queries (dim=-2) instead of the keys (the last axis)",
+    "entropy_sums_over_first_axis":
+        "sums over the first axis (dim=0) instead of the keys (the last axis)",
+    "entropy_uses_log_base_2":
+        "uses log base 2 (bits) instead of the natural log (nats, torch.log)",
+    "entropy_uses_log_base_10": "uses log base 10 instead of the natural log (nats, torch.log)",
+    "entropy_taken_softmax_weights_weights":
+        "is taken of softmax(weights) instead of the weights themselves (each row already sums to "
+        "1: use the weights as they are)",
+    "entropy_log_w_alone_without":
+        "is log w alone, without the factor w (each term of the entropy is w log w, which is 0 "
+        "where w is 0; log 0 alone is -inf)",
+    "entropy_left_out_entropy_negative":
+        "is left out: the entropy is negative, it is MINUS the sum of w log w",
+    "entropy_divided_log_lk_largest":
+        "is divided by log(Lk), the largest entropy (a normalised entropy): the exercise asks for "
+        "the entropy itself, in nats",
+    "entropy_exp_entropy_perplexity_entropy": "is exp(entropy), the perplexity, not the entropy",
+    "multihead_multiplies_sqrt_head_dim": "multiplies by sqrt(head_dim) instead of dividing by it",
+    "multihead_projects_keys_q_proj": "projects the keys with q_proj",
+    "multihead_projects_values_k_proj": "projects the values with k_proj",
+    "multihead_projects_queries_k_proj": "projects queries with k_proj and keys with q_proj",
+    "multihead_projects_key_input_values": "projects the key input as the values",
+    "multihead_projects_key_input_queries":
+        "projects the key input as the queries (q_proj must read the query input)",
+    "multihead_projects_query_input_keys":
+        "projects the query input as the keys and the values, as in self-attention (k_proj must "
+        "read the key input, v_proj the value input)",
+    "multihead_leaves_out_input_projections": "leaves out the input projections' biases",
+    "multihead_exchanges_keys_values": "exchanges keys and values",
+    "multihead_reshapes_without_transpose": "reshapes without the transpose",
+    "multihead_interleaves_heads_features": "interleaves the heads' features",
+    "multihead_cuts_d_model_into":
+        "cuts d_model into head_dim heads of num_heads features (num_heads and head_dim "
+        "exchanged: split_heads(t, num_heads) takes the number of heads)",
+    "multihead_adds_causal_mask_query":
+        "adds a causal mask (each query sees only the keys up to its own position) that the "
+        "exercise does not ask for: with no mask every query attends to every key",
+    "multihead_tiles_key_value_heads":
+        "tiles the key/value heads (repeat) instead of giving each its group of consecutive query "
+        "heads (repeat_interleave)",
+    "multihead_runs_over_queries_dim": "runs over the queries (dim=-2) instead of the keys",
+    "multihead_runs_over_heads_dim": "runs over the heads (dim=1) instead of the keys",
+    "multihead_runs_over_batch_dim": "runs over the batch (dim=0) instead of the keys",
+    "multihead_comes_before_scale_weights":
+        "comes before the scale: the weights, not the scores, are divided by sqrt(head_dim)",
+    "multihead_divides_sqrt_head_dim":
+        "divides it by sqrt(head_dim) as well (only the scores Q K^T are scaled)",
+    "multihead_leaves_out_output_bias": "leaves out the output bias",
+    "multihead_multiplies_w_o_untransposed":
+        "multiplies by W_O untransposed (o @ out_proj.weight)",
+    "multihead_adds_query_residual_output": "adds the query (a residual) to the output",
+    "multihead_uses_only_diagonal_blocks":
+        "uses only the diagonal blocks of W_O (each head projected only into its own slice of the "
+        "output)",
+    "multihead_adds_b_o_once": "adds b_O once per head (num_heads times)",
+    "multihead_output_projection_w_o":
+        "the output projection W_O is applied to the projected values, before the attention, "
+        "instead of to the merged heads",
+    "multihead_returns_transposed_b_num":
+        "returns them transposed, (B, num_heads, Lk, Lq): one row per key instead of one per "
+        "query",
+    "projection_by_heads_reshapes_without_transpose_heads":
+        "reshapes without the transpose (heads and positions mixed)",
+    "projection_by_heads_cuts_w_o_into":
+        "cuts W_O into interleaved rows (W_O.view(head_dim, num_heads, d_model): head i gets rows "
+        "i, i + num_heads, ...; W_O^i is the block of rows [i*head_dim, (i+1)*head_dim))",
+    "projection_by_heads_gives_every_head_first":
+        "gives every head the first block W_O[:head_dim]",
+    "projection_by_heads_uses_w_o_transposed":
+        "uses W_O transposed (W_O is already in the x @ W convention, (num_heads * head_dim, "
+        "d_model): its row block i is W_O^i, no .T)",
+    "projection_by_heads_indexes_positions_heads_heads":
+        "indexes the positions instead of the heads: heads[:, :, i] is position i of every head, "
+        "head i is heads[:, i]",
+    "projection_by_heads_averages_heads_summing": "averages the heads instead of summing them",
+    "projection_by_heads_leaves_out_last_head":
+        "leaves out the last head (a loop over range(num_heads - 1) instead of range(num_heads))",
+    "projection_by_heads_leaves_out_first_head":
+        "leaves out the first head, head 0 (heads are numbered from 0: range(num_heads))",
+    "projection_by_heads_sums_over_positions_l": "sums over the positions L instead of the heads",
+    "projection_by_heads_adds_b_o_once":
+        "adds b_O once per head (num_heads times) instead of once after the sum",
+    "projection_by_heads_adds_b_o_twice": "adds b_O twice (once too often)",
+    "loaded_weight_copies_transpose_torch_s":
+        "copies the transpose of torch's matrix (nn.Linear.weight, in_proj_weight and "
+        "out_proj.weight all store (out_features, in_features): copy without transposing)",
+    "parameter_count_counts_whole_input_size":
+        "counts a whole (input size x d_model) matrix per head (num_heads times): the heads slice "
+        "W_Q, W_K, W_V, they do not copy them",
+    "parameter_count_counts_only_one_head":
+        "counts only one head's columns (input size x head_dim): the heads together hold input "
+        "size x d_model each",
+    "parameter_count_ignores_query_size_key":
+        "ignores query_size, key_size and value_size (counts d_model inputs for each): W_Q has "
+        "query_size * d_model weights, W_K key_size * d_model, W_V value_size * d_model",
+    "parameter_count_counts_w_o_once":
+        "counts W_O once per head (num_heads matrices): there is one W_O, shared by all heads",
+    "parameter_count_counts_only_one_head_2":
+        "counts only one head's block of W_O (head_dim x d_model): the heads' blocks together "
+        "make one d_model x d_model matrix",
+    "parameter_count_counts_w_o_value":
+        "counts W_O as value_size x d_model: W_O maps the d_model features of the merged heads, "
+        "whatever value_size is",
+    "parameter_count_left_out_out_proj":
+        "is left out: out_proj (W_O) has d_model * d_model weights of its own",
+    "parameter_count_leaves_out_output_projection":
+        "leaves out the output projection's bias (counts 3 * d_model): out_proj has d_model "
+        "biases too",
+    "parameter_count_ignores_bias_false_counts":
+        "ignores bias=False (counts the 4 * d_model biases whatever `bias` is): with bias=False "
+        "the layers have no biases",
+    "parameter_count_counts_only_one_head_3":
+        "counts only one head's biases (4 * head_dim): each of the four layers has d_model "
+        "biases, which the heads slice",
+    "parameter_count_left_out_four_nn":
+        "is left out: each of the four nn.Linear layers has d_model biases (4 * d_model in all "
+        "when bias=True)",
+    "split_cuts_head_dim_num":
+        "cuts it as (head_dim, num_heads): head i gets the strided features i, i + num_heads, ...",
+    "split_numbers_heads_reverse_order":
+        "numbers the heads in reverse order (head i must hold features [i*head_dim, "
+        "(i+1)*head_dim), head 0 the first block)",
+    "split_x_reshaped_straight_b":
+        "x is reshaped straight to (B, num_heads, L, head_dim) with no transpose(1, 2): the "
+        "reshape cuts the numbers in memory order, so heads and positions are mixed (a head gets "
+        "pieces of several positions)",
+    "split_x_transposed_b_d":
+        "x is transposed to (B, d_model, L) before the cut: the reshape then cuts across "
+        "positions; cut d_model first, (B, L, num_heads, head_dim), then transpose(1, 2)",
+    "merge_left_out_reshape_b":
+        "is left out: a reshape of (B, num_heads, L, head_dim) straight to (B, L, d_model) mixes "
+        "heads and positions",
+    "merge_swaps_last_two_axes":
+        "swaps the last two axes (transpose(2, 3)) instead of num_heads and L: heads and "
+        "positions are mixed",
+    "merge_puts_head_dim_before":
+        "puts head_dim before num_heads (permute(0, 2, 3, 1)): the heads' features are "
+        "interleaved (head i goes to features i, i + num_heads, ...) instead of filling the block "
+        "[i*head_dim, (i+1)*head_dim)",
+    "merge_puts_heads_side_side":
+        "puts the heads side by side in reverse order (head i must fill features [i*head_dim, "
+        "(i+1)*head_dim), head 0 the first block)",
+    "merge_sums_heads_over_num":
+        "sums the heads (over num_heads) instead of putting them side by side: each head's "
+        "head_dim features must keep their own block of d_model",
+    "merge_averages_heads_over_num":
+        "averages the heads (over num_heads) instead of putting them side by side: each head's "
+        "head_dim features must keep their own block of d_model",
+    "merge_concatenates_heads_along_positions":
+        "concatenates the heads along the positions (dim=1), (B, num_heads * L, head_dim), "
+        "instead of along the features (dim=-1)",
+    "fuse_left_out_plain_reshape":
+        "is left out: a plain reshape of (num_heads, in_features, head_dim) scrambles the numbers "
+        "(nn.Linear stores W_i^T, (head_dim, in_features), in rows [i*head_dim, (i+1)*head_dim))",
+    "fuse_uses_w_t_transpose":
+        "uses w.T (or transpose(0, 2)), which on a 3-D tensor moves the heads' axis too: "
+        "transpose only the last two axes, w.transpose(1, 2)",
+    "fuse_puts_head_dim_first":
+        "puts head_dim first (permute(2, 0, 1)): the heads' rows are interleaved, row j*num_heads "
+        "+ i holds head i's feature j",
+    "fuse_puts_heads_reverse_order":
+        "puts the heads in reverse order (head i's rows must be [i*head_dim, (i+1)*head_dim))",
+    "head_projection_adds_head_0_s":
+        "adds head 0's part of the bias, bias[:head_dim], to head i: head i's bias is "
+        "bias[i*head_dim:(i+1)*head_dim], the same rows as the weight",
+    "head_projection_adds_strided_entries_bias":
+        "adds the strided entries bias[i::num_heads]: head i's bias is the block "
+        "bias[i*head_dim:(i+1)*head_dim], the same rows as the weight",
+    "head_projection_takes_strided_rows_i":
+        "takes the strided rows i, i + num_heads, ... instead of a block",
+    "head_projection_computes_head_dim_from":
+        "computes head_dim from x's features (in_features // num_heads) instead of the weight's "
+        "rows (d_model // num_heads)",
+    "head_projection_takes_columns_weight_rows":
+        "takes columns of the weight instead of rows (nn.Linear stores W transposed)",
+    "head_projection_takes_rows_i_i":
+        "takes rows i .. i + head_dim - 1 (the block starts at row i, not at i * head_dim)",
+    "head_projection_subtracts_bias_adding_x":
+        "subtracts the bias instead of adding it (x W_i^T + b_i)",
+    "head_projection_starts_head_i_s":
+        "starts head i's block at row i * num_heads instead of i * head_dim (head i holds rows "
+        "[i*head_dim, (i+1)*head_dim))",
+    "core_leaves_heads_after_positions":
+        "leaves the heads after the positions, (B, L, num_heads, head_dim), with no transpose: "
+        "the attention runs across the heads of each position instead of across positions",
+    "core_reads_query_input_for": "reads the query input for the keys",
+    "core_reads_key_input_for": "reads the key input for the queries",
+    "core_reads_query_input_for_2":
+        "reads the query input for the keys and the values, as in self-attention",
+    "core_reads_query_input_for_3": "reads the query input for the values",
+    "core_reads_key_input_for_2": "reads the key input for the values",
+    "core_swaps_key_value_inputs":
+        "swaps the key and value inputs (the keys read from value, the values from key)",
+    "core_scale_moved_after_softmax":
+        "the scale is moved after the softmax: the weights are divided by sqrt(head_dim) instead "
+        "of the scores Q K^T before the softmax",
+    "core_returns_transposed_b_num":
+        "returns them transposed, (B, num_heads, Lk, Lq): each row must hold one query's weights "
+        "over the keys, (B, num_heads, Lq, Lk)",
+    "masked_softmax_takes_keys_where_mask":
+        "takes the keys where the mask is True (the complement: True means may attend)",
+    "masked_softmax_fills_masked_scores_fixed":
+        "fills the masked scores with a fixed number such as -1e4, which is not below every real "
+        "score, instead of torch.finfo(scores.dtype).min",
+    "masked_softmax_fills_masked_scores_0":
+        "fills the masked scores with 0 (or multiplies the scores by the mask) instead of "
+        "torch.finfo(scores.dtype).min",
+    "masked_softmax_adds_mask_scores_true":
+        "adds the mask to the scores (True = +1, False = +0) as if it were a float additive mask",
+    "masked_softmax_fills_scores_keys_may":
+        "fills the scores of the keys that may be attended (where the mask is True) instead of "
+        "the masked ones",
+    "masked_softmax_zeroes_weights_keys_may":
+        "zeroes the weights of the keys that may be attended (where the mask is True) instead of "
+        "the masked ones",
+    "masked_softmax_log_softmax_log_weights":
+        "is a log_softmax (log-weights, all <= 0) instead of a softmax",
+    "masked_attention_scale_applied_after_softmax":
+        "the scale is applied after the softmax (to the weights, or to the output) instead of to "
+        "the scores before it",
+    "masked_attention_multiplies_scores_mask_masked":
+        "multiplies the scores by the mask (a masked score becomes 0, not very negative)",
+    "masked_attention_fills_masked_scores_finite":
+        "fills the masked scores with a finite number (finfo.min, -1e9) and never zeroes the "
+        "masked weights, so a query with no key to attend to gets uniform weights",
+    "masked_attention_multiplies_weights_mask_afterwards":
+        "multiplies its weights by the mask afterwards (0 at the masked keys, but the rows then "
+        "no longer sum to 1)",
+    "causal_mask_ignores_k_len_parameter":
+        "ignores k_len (the parameter is not used): the mask is (q_len, q_len) whatever k_len is "
+        "(k_len is a parameter of its own; only its default, None, means q_len)",
+    "causal_mask_exchanges_q_len_k": "exchanges q_len and k_len: (k_len, q_len), one row per key",
+    "relation_reads_row_0_weights":
+        "reads row 0, weights[..., 0, i] (query 0 on key i), instead of column 0, weights[..., i, "
+        "0] (query i on key 0)",
+    "relation_reads_key_1_key":
+        "reads key 1 instead of key 0 (off by one: positions count from 0)",
+    "relation_reads_key_i_2": "reads key i-2 instead of key i-1 (off by one)",
+    "relation_starts_i_1_i":
+        "starts at i = 1 instead of i = 2: at i = 1 the previous token is the first token, a row "
+        "that cannot tell the two relations apart",
+    "relation_takes_every_query_position":
+        "takes every query position from i = 0 instead of i >= 2: rows 0 and 1 cannot tell the "
+        "two relations apart",
+    "relation_starts_i_3_i":
+        "starts at i = 3 instead of i = 2 (off by one: the query positions are 2 .. L - 1)",
+    "relation_stops_before_last_query":
+        "stops before the last query position (i < L - 1 instead of i <= L - 1: a range one "
+        "short)",
+    "relation_sums_over_query_positions":
+        "sums over the query positions instead of averaging (each score is a mean attention "
+        "weight, between 0 and 1)",
+    "relation_sums_over_batch_averaging": "sums over the batch instead of averaging",
+    "relation_takes_largest_weight_over":
+        "takes the largest weight over the query positions instead of their mean",
+    "relation_averages_over_query_positions":
+        "averages over the query positions only, for the first example of the batch (the batch is "
+        "averaged too)",
+    "similarity_compares_maps_one_query":
+        "compares the maps one query row at a time (a cosine per row, averaged over the rows) "
+        "instead of each map as one vector of Lq * Lk numbers",
+    "similarity_averages_maps_over_batch":
+        "averages the maps over the batch before comparing them (compare each example's maps, "
+        "then average the matrices)",
+    "similarity_flattens_batch_into_head":
+        "flattens the batch into each head's vector (one cosine over all examples at once) "
+        "instead of one cosine per example",
+    "similarity_merges_batch_axis_into":
+        "merges the batch axis into the heads axis (B * num_heads maps, compared with each other "
+        "across examples) instead of comparing the heads within each example",
+    "similarity_left_out_dot_products":
+        "is left out: the dot products are not normalised (the cosine divides each flattened map "
+        "by its norm, so that every head has similarity 1 with itself)",
+    "similarity_runs_along_heads_axis":
+        "runs along the heads axis (dim=1) instead of along each flattened map (dim=-1)",
+    "similarity_normalises_query_s_row":
+        "normalises each query's row of the map (over the keys, Lk) before flattening, instead of "
+        "the whole flattened map of Lq * Lk numbers",
+    "similarity_runs_along_batch_axis":
+        "runs along the batch axis (dim=0) instead of along each flattened map (dim=-1)",
+    "similarity_divides_map_sum_entries":
+        "divides each map by the sum of its entries (the L1 norm, F.normalize(p=1)) instead of by "
+        "its length (the L2 norm, p=2)",
+    "similarity_subtracts_map_s_mean":
+        "subtracts each map's mean first (a Pearson correlation): the cosine takes the maps as "
+        "they are",
+    "similarity_divides_sqrt_lq_lk":
+        "divides by sqrt(Lq * Lk) (the dot products by the number of entries) instead of by each "
+        "map's norm",
+    "similarity_divides_one_norm_whole":
+        "divides by one norm of the whole weights tensor (.norm() with no dim) instead of by each "
+        "map's own norm (along dim=-1)",
+    "similarity_sums_averaging": "sums instead of averaging",
+    "similarity_takes_first_example_averaging":
+        "takes the first example instead of averaging over the batch",
+    "similarity_takes_last_example_averaging":
+        "takes the last example instead of averaging over the batch",
+    "similarity_averages_over_all_axes":
+        "averages over all axes (.mean() with no dim: one number) instead of over the batch axis "
+        "only (.mean(0))",
+    "ablation_switches_off_every_head":
+        "switches off every head except head k (gates = 0, gates[k] = 1) instead of head k alone "
+        "(gates = 1, gates[k] = 0)",
+    "ablation_switches_off_heads_0":
+        "switches off heads 0 .. k together at step k (one gates tensor, not reset to ones for "
+        "each head) instead of head k alone",
+    "ablation_switches_off_head_k":
+        "switches off head k - 1 instead of head k (gates[k - 1] = 0: an index off by one, so "
+        "entry 0 measures the last head)",
+    "ablation_switches_off_every_head_2":
+        "switches off every head of example k (gates of shape (N, num_heads) with gates[k] = 0, a "
+        "row) instead of head k in every example (gates[:, k] = 0, a column)",
+    "ablation_uses_only_loss_prev": "uses only loss_prev instead of loss_prev + loss_first",
+    "ablation_uses_only_loss_first": "uses only loss_first instead of loss_prev + loss_first",
+    "ablation_sums_cross_entropy_over":
+        "sums the cross-entropy over the positions (reduction='sum') instead of its mean",
+    "ablation_averages_two_losses_loss":
+        "averages the two losses, (loss_prev + loss_first) / 2, instead of adding them",
+    "ablation_applies_f_nll_loss":
+        "applies F.nll_loss to the logits (nll_loss wants log-probabilities: log_softmax first) "
+        "instead of F.cross_entropy, which takes logits",
+    "ablation_wrong_way_round_loss":
+        "is the wrong way round: the loss with every head on minus the loss with head k off",
+    "ablation_divides_loss_no_mask":
+        "divides by the loss with no mask (a relative increase) instead of only subtracting it",
+    "ablation_takes_absolute_value_difference":
+        "takes the absolute value of the difference (a head whose removal lowers the loss has a "
+        "negative importance)",
+    "ablation_subtracts_loss_every_head":
+        "subtracts the loss with every head off (gates all 0) instead of the loss with no mask "
+        "(every head on)",
+    "ablation_replaced_gradient_score_dl":
+        "is replaced by the gradient score |dL/d gate_k| (Michel et al.), not the ablation: set "
+        "head k's gate to 0 and measure how much the loss grows",
+    "head_copy_copies_average_all_heads":
+        "copies the average of all heads' blocks into every head instead of head 0's block",
+    "head_pruning_keeps_first_heads_0":
+        "keeps the first heads 0 .. num_kept - 1 instead of those not in heads_to_remove",
+    "head_pruning_keeps_heads_heads_remove":
+        "keeps the heads in heads_to_remove instead of the others",
+    "out_bias_copies_head_0_s":
+        "copies head 0's entries into every head's block, as for the input projections' biases, "
+        "instead of leaving it as it is",
+    "repeat_kv_repeats_key_value_head":
+        "repeats each key/value head num_heads times instead of num_heads // num_kv_heads",
+    "repeat_kv_repeats_along_l_axis":
+        "repeats along the L axis (dim=2) instead of the key/value heads axis (dim=1)",
+    "rotary_pairs_neighbouring_features_2i":
+        "pairs neighbouring features (2i, 2i + 1) instead of i and i + head_dim // 2",
+    "rotary_reads_pairs_halves_but":
+        "reads the pairs as halves but writes them back interleaved (2i, 2i + 1)",
+    "rotary_reads_neighbouring_features_2i":
+        "reads neighbouring features (2i, 2i + 1) but writes the pairs back as halves",
+    "rotary_turns_pair_angle_other": "turns each pair by -angle (the other way)",
+    "rotary_uses_frequencies_base_i":
+        "uses the frequencies base ** (-i / head_dim) (without the 2)",
+    "rotary_ignores_positions_given_uses": "ignores the positions given and uses 0 .. L - 1",
+    "rotary_turns_position_p_angle":
+        "turns position p by the angle of position p + 1 (the positions counted from 1)",
+    "rotary_exchanges_cos_sin_cos":
+        "exchanges cos and sin (cos where sin belongs in the turned pair, and sin where cos does)",
+    "rotary_uses_frequencies_base_4":
+        "uses the frequencies base ** (-4 i / head_dim) (the feature index 2i where the pair "
+        "index i belongs)",
+    "rotary_uses_frequencies_base_2":
+        "uses the frequencies base ** (+2 i / head_dim) (the exponent's minus sign left out)",
+    "rotary_counts_pairs_i_from":
+        "counts the pairs i from 1 instead of 0 (frequencies base ** (-2 (i + 1) / head_dim): "
+        "pair 0 must turn by the position itself, frequency 1)",
+    "rotary_computes_base_2_i":
+        "computes base ** -2 * i / head_dim: ** binds before * and /, so the exponent needs its "
+        "parentheses, base ** (-2 * i / head_dim)",
+    "rotary_reads_x2_sin_second":
+        "reads x2 * sin in the second entry of each turned pair where x1 * sin belongs (x1 sin + "
+        "x2 cos: the second entry mixes both halves)",
+    "rotary_reads_x1_sin_first":
+        "reads x1 * sin in the first entry of each turned pair where x2 * sin belongs (x1 cos - "
+        "x2 sin: the first entry mixes both halves)",
+    "cached_attention_attends_over_call_s":
+        "attends over this call's keys and values only, not the cached ones",
+    "cached_attention_attends_over_keys_values":
+        "attends over the keys and values cached before this call only, without this call's own "
+        "(the cache read before the append: attend over what append returns)",
+    "cached_attention_aligns_causal_mask_top":
+        "aligns the causal mask at the top-left corner (tril(0)) instead of the bottom-right "
+        "(tril(T - L_new)): the new queries are the last L_new of T positions",
+    "cached_attention_flips_sign_causal_mask":
+        "flips the sign of the causal mask's diagonal offset (tril(L_new - T) instead of tril(T - "
+        "L_new))",
+    "cached_attention_restarts_positions_0_every":
+        "restarts the positions at 0 in every call (the new positions are len(cache) .. "
+        "len(cache) + L_new - 1)",
+    "cached_attention_rotates_values_too_rotary":
+        "rotates the values too (rotary turns queries and keys only)",
+    "cached_attention_rotates_keys_only_queries": "rotates the keys only, not the queries",
+    "cached_attention_reads_len_cache_after":
+        "reads len(cache) after the append: the new positions start at len(cache) + L_new instead "
+        "of len(cache)",
+    "cached_attention_rotates_cached_keys_again":
+        "rotates the cached keys again, every key by its position, although each was rotated once "
+        "before it was cached",
+    "equivariance_uses_inverse_permutation_argsort":
+        "uses the inverse permutation (argsort(perm))",
+    "equivariance_subtracts_other_way_round":
+        "subtracts the other way round (layer(x)[:, perm] - layer(x[:, perm]))",
+    "equivariance_takes_mean_largest_entry": "takes the mean instead of the largest entry",
+    "equivariance_takes_sum_largest_entry": "takes the sum instead of the largest entry",
+    "equivariance_takes_smallest_entry_largest": "takes the smallest entry instead of the largest",
+    "equivariance_divides_largest_entry_largest":
+        "divides the largest entry by the largest |layer(x)| (a relative gap, not the largest "
+        "absolute difference)",
+    "equivariance_takes_norm_differences_root":
+        "takes the norm of the differences (the root of the sum of their squares, .norm()) "
+        "instead of the largest entry",
+    "equivariance_squares_differences_taking_absolute":
+        "squares the differences instead of taking their absolute value",
+    "kv_cache_bytes_assumes_2_bytes_per": "assumes 2 bytes per value (ignores bytes_per_value)",
+    "kv_cache_bytes_counts_bits_8_per": "counts bits (8 per byte) instead of bytes",
+    "gqa_parameters_d_model_many_key": "is d_model (as many key/value heads as query heads)",
+    "gqa_parameters_num_kv_heads_without": "is num_kv_heads (without head_dim)",
+    "gqa_parameters_counts_d_model_biases": "counts d_model biases for k_proj and v_proj",
+    "gqa_parameters_counts_biases_even_when": "counts the biases even when bias=False",
+    "sinusoidal_puts_cos_p_w":
+        "puts cos(p w_i) at the even features 2i and sin(p w_i) at the odd ones",
+    "sinusoidal_uses_frequencies_base_i":
+        "uses the frequencies base ** (-i / d_model) (without the 2)",
+    "sinusoidal_puts_sines_first_half":
+        "puts the sines in the first half of the features and the cosines in the second "
+        "(torch.cat of the two) instead of interleaving them at 2i and 2i + 1 (torch.stack on a "
+        "last axis, then a reshape)",
+    "sinusoidal_counts_positions_from_1":
+        "counts the positions from 1 instead of 0 (row p is position p)",
+    "sinusoidal_uses_frequencies_base_4":
+        "uses the frequencies base ** (-4 i / d_model) (the feature index 2i where the pair index "
+        "i belongs)",
+    "sinusoidal_uses_frequencies_base_2":
+        "uses the frequencies base ** (+2 i / d_model) (the exponent's minus sign left out)",
+    "sinusoidal_counts_pairs_i_from":
+        "counts the pairs i from 1 instead of 0 (frequencies base ** (-2 (i + 1) / d_model): pair "
+        "0, features 0 and 1, must have frequency 1, sin(p) and cos(p))",
+    "sinusoidal_computes_base_2_i":
+        "computes base ** -2 * i / d_model: ** binds before * and /, so the exponent needs its "
+        "parentheses, base ** (-2 * i / d_model)",
+    "block_uses_norm2": "uses norm2",
+    "block_uses_layernorm_which_subtracts":
+        "uses a LayerNorm (which subtracts the mean first) instead of the RMSNorm",
+    "block_has_no_rotary_positions":
+        "has no rotary positions (rotary_cached_attention(self.attn, h, cache) turns each query "
+        "and key by its position; cached_attention does not)",
+    "block_calls_self_attn_h":
+        "calls self.attn(h) (GroupedQueryAttention.forward: no causal mask, no rotary positions); "
+        "attend through rotary_cached_attention(self.attn, h, cache), with a fresh KVCache() when "
+        "no cache is given",
+    "block_attends_without_causal_mask":
+        "attends without the causal mask (rotary positions kept): every position reads the later "
+        "ones too; rotary_cached_attention(self.attn, h, cache) applies the mask",
+    "block_adds_normalised_input_x": "adds the normalised input instead of x",
+    "block_uses_norm1": "uses norm1",
+    "block_normalises_attention_s_output":
+        "normalises the attention's output instead of the residual stream x (the norm before the "
+        "feed-forward reads x after the first residual, h = norm2(x))",
+    "block_normalises_norm1_s_output":
+        "normalises norm1's output h again (norm2(h)) instead of the residual stream x after the "
+        "first residual (h = norm2(x))",
+    "block_reads_block_s_input": "reads the block's input instead of the attention's output",
+    "block_swaps_gate_proj_up":
+        "swaps gate_proj and up_proj (the SiLU goes on gate_proj(h), which then multiplies "
+        "up_proj(h))",
+    "block_uses_gelu_silu_swiglu":
+        "uses GELU instead of SiLU (SwiGLU's gate is silu(gate_proj(h)))",
+    "block_uses_sigmoid_silu_glu":
+        "uses the sigmoid instead of SiLU (GLU's gate; SwiGLU's is silu(z) = z * sigmoid(z))",
+    "block_uses_relu_silu_swiglu":
+        "uses ReLU instead of SiLU (SwiGLU's gate is silu(gate_proj(h)))",
+    "block_leaves_out_silu_down": "leaves out the SiLU (down_proj(gate_proj(h) * up_proj(h)))",
+    "block_applies_silu_after_product":
+        "applies the SiLU after the product, silu(gate_proj(h) * up_proj(h)), instead of to "
+        "gate_proj(h) alone (silu(gate_proj(h)) * up_proj(h))",
+    "block_adds_up_proj_h":
+        "adds up_proj(h) instead of multiplying by it (the gate multiplies: silu(gate_proj(h)) * "
+        "up_proj(h))",
+    "block_leaves_out_up_proj":
+        "leaves out up_proj (down_proj(silu(gate_proj(h))): the gate multiplies up_proj(h))",
+    "block_adds_block_s_input":
+        "adds the block's input x instead of x after the first residual (the attention's output "
+        "then never reaches the stream)",
+    "block_adds_attention_s_output":
+        "adds the attention's output instead of the residual stream x after the first residual",
+    "block_attention_reads_x_norm1":
+        "the attention reads x instead of norm1(x) (the norm1 step is left out; the residual adds "
+        "x itself)",
+    "block_norms_come_after_residual":
+        "the norms come after the residual additions, x = norm(x + sublayer(x)) (post-norm, the "
+        "2017 Transformer's), where this block is pre-norm: x + sublayer(norm(x))",
+    "block_both_norms_layernorms_which":
+        "both norms are LayerNorms (which subtract the mean first) where this block uses RMSNorm, "
+        "nn.RMSNorm(d_model)",
+    "block_both_residual_steps_left":
+        "both residual steps are left out (the residual connections are missing: each sublayer's "
+        "output must be added to its input, x = x + attn(norm1(x)), then x = x + ff(norm2(x)))",
+    "block_both_dropout_steps_left":
+        "both dropout steps are left out (dropout is never applied, also in training mode: "
+        "self.drop on each sublayer's output)",
+    "block_dropout_applies_sublayer_s":
+        "the dropout applies to each sublayer's input (x before the norm) instead of its output: "
+        "x = x + attn(norm1(drop(x))), where the exercise drops the output, x = x + "
+        "drop(attn(norm1(x)))",
+    "block_dropout_applies_sublayer_s_2":
+        "the dropout applies to each sublayer's normalised input, drop(norm(x)), instead of its "
+        "output: x = x + attn(drop(norm1(x))), where the exercise drops the output, x = x + "
+        "drop(attn(norm1(x)))",
+    "block_feed_forward_dropout_applies":
+        "the feed-forward dropout applies inside the feed-forward, to the gated hidden "
+        "silu(gate_proj(h)) * up_proj(h) (d_ff features) before down_proj, instead of to its "
+        "output: x + drop(down_proj(...))",
+    "block_dropout_applies_sum_x":
+        "the dropout applies to the sum x + sublayer(x) instead of the sublayer's output before "
+        "it is added to x",
+    "block_dropout_acts_eval_mode":
+        "dropout acts in eval mode (the masks of the grader's seed applied): use self.drop, or "
+        "F.dropout(..., training=self.training), which eval() turns off",
+    "cached_block_call_attends_only_over":
+        "each call attends only over the positions it is given, not over those the cache holds "
+        "(pass the block's `cache` on to rotary_cached_attention; a fresh KVCache() only when "
+        "cache is None)",
+    "training_step_uses_batch_1_targets":
+        "uses batch[:, :-1] as the targets too (the input tokens themselves, not the next ones: "
+        "targets = batch[:, 1:])",
+    "training_step_exchanges_inputs_batch_1":
+        "exchanges them: inputs batch[:, 1:], targets batch[:, :-1] (the previous tokens; the "
+        "model predicts the next: inputs = batch[:, :-1])",
+    "training_step_given_softmax_logits_f":
+        "is given the softmax of the logits (F.cross_entropy applies log_softmax itself: pass the "
+        "raw logits)",
+    "training_step_sums_over_positions_reduction":
+        "sums over the positions (reduction='sum') instead of the mean",
+    "training_step_f_nll_loss_raw":
+        "is F.nll_loss of the raw logits: nll_loss expects log-probabilities "
+        "(F.log_softmax(logits, -1)); F.cross_entropy takes the logits themselves",
+    "training_step_averages_over_batch_only":
+        "averages over the batch only (the sum over the positions divided by B): the mean runs "
+        "over all B * L predictions",
+    "training_step_flattens_logits_l_b":
+        "flattens the logits in (L, B) order but the targets in (B, L) order (a transpose before "
+        "one flatten): each prediction is scored against another position's target",
+    "training_step_scores_last_position_only":
+        "scores the last position only (logits[:, -1] against batch[:, -1]) instead of every "
+        "position: each of the L positions predicts its next token, and the mean runs over all B "
+        "* L of them",
+    "training_step_logits_those_whole_batch":
+        "the logits are those of the whole batch, scored at positions 1 .. L against batch[:, 1:] "
+        "(model(batch)[:, 1:]): each position is scored on its own token; the logits of batch[:, "
+        ":-1] predict batch[:, 1:]",
+    "training_step_parameters_did_change_no":
+        "the parameters did not change (no update: optimizer.step() after loss.backward(), with "
+        "optimizer.zero_grad() before the backward pass, not between it and the step)",
+    "training_step_parameters_moved_two_optimizer":
+        "the parameters moved by two optimizer steps (optimizer.step() called twice): one step "
+        "per batch",
+    "generation_reads_logits_0_first":
+        "reads logits[:, 0] (the first position; the next token is predicted by the last)",
+    "generation_passes_len_cache_1":
+        "passes len(cache) + 1 (the newest token sits at position len(cache): positions count "
+        "from 0)",
+    "generation_passes_0_start_s":
+        "passes 0 (start's default) after the prefill: the newest token sits at position "
+        "len(cache)",
+    "generation_logits_step_returned_probabilities":
+        "the logits of each step are returned as probabilities (their softmax): return the logits "
+        "themselves, logits[:, -1] of each step",
+}
+
+
+class Formula(diagnose.Formula):
+    """diagnose.Formula whose sentences show each step by its label in the language of now
+    (MESSAGES["step_names"]; the code keeps the step's name)."""
+
+    def label(self, name):
+        return MESSAGES["step_names"].get(name, name)
+
 
 # name -> function(dims, **options) -> Formula; each chapter's section adds its own
 FORMULAS = {}
@@ -57,20 +881,18 @@ def _scale_variants(dims, d_k):
     right = 1.0 / math.sqrt(d_k)
     ways = {}
     if d_k / 2 != math.sqrt(d_k):  # ** binds tighter than /: d_k ** 1/2 is (d_k ** 1) / 2
-        ways[f"divides by d_k / 2 = {d_k / 2:g} instead of sqrt(d_k) = sqrt({d_k}) (d_k ** 1/2 "
-             "is (d_k ** 1) / 2: write d_k ** 0.5)"] = lambda s, _x: s / (d_k / 2)
-    ways[f"divides by 2 * d_k = {2 * d_k} instead of sqrt(d_k) = sqrt({d_k}) (x / d_k ** 1/2 "
-         "is (x / d_k) / 2: write d_k ** 0.5)"] = lambda s, _x: s / (2 * d_k)
+        ways[MESSAGES["scale_half_d_k"].format(half=d_k / 2, d_k=d_k)] = \
+            lambda s, _x: s / (d_k / 2)
+    ways[MESSAGES["scale_twice_d_k"].format(twice=2 * d_k, d_k=d_k)] = lambda s, _x: s / (2 * d_k)
     for label, value in constant_names(dims).items():
         if value > 0 and not math.isclose(1.0 / value, right) and not math.isclose(value, 1.0):
-            what = (f"multiplies by {label[2:]} instead of dividing by sqrt(d_k) = sqrt({d_k})"
+            what = (MESSAGES["scale_times_constant"].format(label=label[2:], d_k=d_k)
                     if label.startswith("1/") else
-                    f"divides by {label} instead of sqrt(d_k) = sqrt({d_k})")
+                    MESSAGES["scale_by_constant"].format(label=label, d_k=d_k))
             if value == d_k:   # why the root: the spread of a dot product of d_k terms
-                what += (": Q K^T has variance d_k, so its standard deviation is sqrt(d_k); "
-                         "dividing by d_k leaves variance 1/d_k and flattens the weights")
+                what += MESSAGES["scale_why_root"]
             elif label.startswith("sqrt(") and value != math.sqrt(d_k):
-                what += ": d_k is the size of the last axis of query and key, query.shape[-1]"
+                what += MESSAGES["scale_which_d_k"]
             ways[what] = lambda s, _x, by=value: s / by
     ways.update(_float32_root(d_k, "d_k"))
     return ways
@@ -82,19 +904,19 @@ def _float32_root(size, label):
     root32 = float(torch.tensor(float(size), dtype=torch.float32).sqrt())
     if root32 == math.sqrt(size):   # a perfect square: the same number
         return {}
-    return {f"divides by sqrt({label}) rounded to float32 ({root32!r}): "
-            + FLOAT32_SQRT.rstrip("."):
+    return {MESSAGES["scale_float32"].format(label=label, root=root32,
+                                            rule=float32_sqrt_message().rstrip(".。")):
             lambda s, _x: s / root32 if isinstance(s, torch.Tensor)
             else _with(s, s=s["s"] / root32)}
 
 
 def _product_variants():
     """{description: step} of the Q K^T product done with the wrong operands or order."""
-    return {"computes K Q^T (keys and queries exchanged)":
+    return {MESSAGES["product_computes_k_q_t"]:
             lambda _v, x: x["key"] @ x["query"].transpose(-2, -1),
-            "multiplies the queries by themselves (Q Q^T: the keys left out)":
+            MESSAGES["product_multiplies_queries_themselves_q"]:
             lambda _v, x: x["query"] @ x["query"].transpose(-2, -1),
-            "multiplies the keys by themselves (K K^T: the queries left out)":
+            MESSAGES["product_multiplies_keys_themselves_k"]:
             lambda _v, x: x["key"] @ x["key"].transpose(-2, -1)}
 
 
@@ -104,10 +926,9 @@ def _other_normalisations():
     def without_exp(scores, _x):
         return scores / scores.sum(dim=-1, keepdim=True)
 
-    return {"divides the scores by their sum without the exponential (a softmax is "
-            "exp(s) / sum exp(s): the exp step is missing)": without_exp,
-            "is a sigmoid of each score on its own, not a softmax over the keys (sigmoid "
-            "weights do not sum to 1 along a row)": lambda s, _x: torch.sigmoid(s)}
+    return {MESSAGES["other_normalisations_divides_scores_sum_without"]: without_exp,
+            MESSAGES["other_normalisations_sigmoid_score_own_softmax"]:
+                lambda s, _x: torch.sigmoid(s)}
 
 
 def attention_formula(dims, d_k, output=True):
@@ -119,39 +940,34 @@ def attention_formula(dims, d_k, output=True):
              ("softmax", _softmax_over(-1))]
     variants = {"Q K^T product": _product_variants(),
                 "scale": _scale_variants(dims, d_k),
-                "mask": {"uses the complement of the mask (True/False mixed up)":
+                "mask": {MESSAGES["attention_uses_complement_mask_true"]:
                          lambda s, x: s if x.get("mask") is None
                          else s.masked_fill(x["mask"], float("-inf"))},
-                "softmax": {"runs over the queries (dim=-2) instead of the keys: each query's "
-                            "weights over the keys must sum to 1, so use dim=-1":
+                "softmax": {MESSAGES["attention_runs_over_queries_dim"]:
                             _softmax_over(-2),
-                            "is left out: the scores, not their softmax, are used as the "
-                            "weights (the softmax is missing)": lambda s, _x: s,
-                            "comes before the scale: the weights, not the scores, are divided "
-                            "by sqrt(d_k)": lambda s, x: _softmax_over(-1)(s * math.sqrt(d_k), x)
+                            MESSAGES["attention_left_out_scores_softmax"]: lambda s, _x: s,
+                            MESSAGES["attention_comes_before_scale_weights"]:
+                                lambda s, x: _softmax_over(-1)(s * math.sqrt(d_k), x)
                             / math.sqrt(d_k),
-                            **{f"runs over dim={axis}, a batch axis, instead of the keys "
-                               "(F.softmax without dim= picks dim=0 for 3-D scores, 1 for "
-                               "4-D)": _softmax_over_batch(axis) for axis in (0, 1)}}}
+                            **{MESSAGES["softmax_batch_axis"].format(axis=axis):
+                               _softmax_over_batch(axis) for axis in (0, 1)}}}
     # the scale and the softmax left out: variants, for their sentences' hint
-    variants["scale"]["is left out: the scores are not scaled, divide Q K^T by sqrt(d_k)"] = \
+    variants["scale"][MESSAGES["attention_left_out_scores_scaled"]] = \
         lambda s, _x: s
     # the softmax replaced by another normalisation: its exponential left out, or a sigmoid
     variants["softmax"].update(_other_normalisations())
     optional = ["mask"]
     if not output:   # the weights returned in another layout
         steps.append(("result", lambda w, _x: w))
-        variants["result"] = {"is the weights transposed, one row per key (.transpose(-2, -1), "
-                              "or K Q^T): each row belongs to one query and sums to 1":
+        variants["result"] = {MESSAGES["attention_weights_transposed_one_row"]:
                               lambda w, _x: w.transpose(-2, -1)}
     if output:
         steps.append(("weighted sum", lambda w, x: w @ x["value"]))
-        variants["weighted sum"] = {"multiplies the weights by the keys instead of the values":
+        variants["weighted sum"] = {MESSAGES["attention_multiplies_weights_keys_values"]:
                                     lambda w, x: w @ x["key"],
-                                    "multiplies the transposed weights (one row per key) by "
-                                    "the values": lambda w, x: w.transpose(-2, -1) @ x["value"],
-                                    "divides the output by sqrt(d_k) as well (only the scores "
-                                    "Q K^T are scaled)":
+                                    MESSAGES["attention_multiplies_transposed_weights_one"]:
+                                        lambda w, x: w.transpose(-2, -1) @ x["value"],
+                                    MESSAGES["attention_divides_output_sqrt_d"]:
                                     lambda w, x: w @ x["value"] / math.sqrt(d_k)}
     return Formula(steps, variants, optional)
 
@@ -169,9 +985,8 @@ def scores_formula(dims, d_k):
              ("output", lambda s, _x: s)]
     variants = {"Q K^T product": _product_variants(),
                 "scale": _scale_variants(dims, d_k),
-                "output": {"is the softmax of the scores (the weights), not the scores that "
-                           "go into it": _softmax_over(-1)}}
-    variants["scale"]["is left out: the scores are not scaled, divide Q K^T by sqrt(d_k)"] = \
+                "output": {MESSAGES["scores_softmax_scores_weights_scores"]: _softmax_over(-1)}}
+    variants["scale"][MESSAGES["attention_left_out_scores_scaled"]] = \
         lambda s, _x: s
     return Formula(steps, variants)
 
@@ -196,26 +1011,25 @@ def softmax_formula(dims, dim):
              ("exponential", reduce("exp")),
              ("division by the sum", reduce("sum")),
              ("result", lambda state, _x: state["s"])]
-    variants = {"reduction axis": {f"is the last axis instead of dim={dim} (in the max and "
-                                   "the sum)": lambda _v, x: {"s": x["scores"], "dim": -1}},
+    variants = {"reduction axis": {MESSAGES["softmax_last_axis"].format(dim=dim):
+                                   lambda _v, x: {"s": x["scores"], "dim": -1}},
                 "subtraction of the maximum": {
-                    "takes the maximum along the last axis instead of along dim":
+                    MESSAGES["softmax_takes_maximum_along_last"]:
                     lambda state, _x: _with(state, s=state["s"] - state["s"].amax(
                         dim=-1, keepdim=True))},
                 "division by the sum": {
-                    "sums the whole tensor instead of along dim: .sum(dim=dim, keepdim=True)":
+                    MESSAGES["softmax_sums_whole_tensor_along"]:
                     lambda state, _x: _with(state, s=state["s"] / state["s"].sum()),
-                    "sums along the last axis instead of along dim":
+                    MESSAGES["softmax_sums_along_last_axis"]:
                     lambda state, _x: _with(state, s=state["s"] / state["s"].sum(
                         dim=-1, keepdim=True)),
-                    "divides by the sum of exp(scores) without the maximum subtracted (the "
-                    "numerator and the denominator must subtract the same maximum)":
+                    MESSAGES["softmax_divides_sum_exp_scores"]:
                     lambda state, x: _with(state, s=state["s"] / x["scores"].exp().sum(
                         dim=state["dim"], keepdim=True))},
-                "result": {"is the log of the softmax (log_softmax), not the softmax":
+                "result": {MESSAGES["softmax_log_softmax_log_softmax"]:
                            lambda state, _x: state["s"].log()}}
-    variants["division by the sum"]["is left out: exp(scores - max) is returned without "
-                                    "dividing by its sum along dim"] = lambda state, _x: state
+    variants["division by the sum"][MESSAGES["softmax_left_out_exp_scores"]] = \
+        lambda state, _x: state
     # (scores - max) / sum(scores - max): a normalisation without the exp
     return Formula(steps, variants, optional=["exponential"])
 
@@ -223,11 +1037,11 @@ def softmax_formula(dims, dim):
 def entropy_formula(dims):
     """attention_entropy(weights): -sum_k w log w over the keys (the last axis), in nats,
     with 0 log 0 = 0; inputs {"weights"}."""
-    reductions = {"takes the mean instead of the sum": lambda t: t.mean(dim=-1),
-                  "takes the largest term instead of the sum": lambda t: t.amax(dim=-1),
-                  "sums over the queries (dim=-2) instead of the keys (the last axis)":
+    reductions = {MESSAGES["entropy_takes_mean_sum"]: lambda t: t.mean(dim=-1),
+                  MESSAGES["entropy_takes_largest_term_sum"]: lambda t: t.amax(dim=-1),
+                  MESSAGES["entropy_sums_over_queries_dim"]:
                       lambda t: t.sum(dim=-2),
-                  "sums over the first axis (dim=0) instead of the keys (the last axis)":
+                  MESSAGES["entropy_sums_over_first_axis"]:
                       lambda t: t.sum(dim=0) if t.dim() > 2 else _no_fit("no batch axis")}
     def w_log_w(base):
         return lambda _v, x: torch.special.xlogy(x["weights"], x["weights"]) / math.log(base)
@@ -236,25 +1050,20 @@ def entropy_formula(dims):
              ("sum over the keys", lambda t, _x: t.sum(dim=-1)),
              ("minus sign", lambda t, _x: -t),
              ("result", lambda t, _x: t)]
-    variants = {"w log w": {"uses log base 2 (bits) instead of the natural log (nats, "
-                            "torch.log)": w_log_w(2),
-                            "uses log base 10 instead of the natural log (nats, torch.log)":
+    variants = {"w log w": {MESSAGES["entropy_uses_log_base_2"]: w_log_w(2),
+                            MESSAGES["entropy_uses_log_base_10"]:
                             w_log_w(10),
-                            "is taken of softmax(weights) instead of the weights themselves "
-                            "(each row already sums to 1: use the weights as they are)":
+                            MESSAGES["entropy_taken_softmax_weights_weights"]:
                             lambda _v, x: torch.special.xlogy(x["weights"].softmax(-1),
                                                               x["weights"].softmax(-1)),
-                            "is log w alone, without the factor w (each term of the entropy "
-                            "is w log w, which is 0 where w is 0; log 0 alone is -inf)":
+                            MESSAGES["entropy_log_w_alone_without"]:
                             lambda _v, x: torch.log(x["weights"])},
                 "sum over the keys": {what: (lambda t, _x, r=r: r(t))
                                       for what, r in reductions.items()},
-                "minus sign": {"is left out: the entropy is negative, it is MINUS the sum of "
-                               "w log w": lambda t, _x: t},
-                "result": {"is divided by log(Lk), the largest entropy (a normalised entropy): "
-                           "the exercise asks for the entropy itself, in nats":
+                "minus sign": {MESSAGES["entropy_left_out_entropy_negative"]: lambda t, _x: t},
+                "result": {MESSAGES["entropy_divided_log_lk_largest"]:
                            lambda t, x: t / math.log(x["weights"].shape[-1]),
-                           "is exp(entropy), the perplexity, not the entropy":
+                           MESSAGES["entropy_exp_entropy_perplexity_entropy"]:
                            lambda t, _x: t.exp()}}
     # the terms -w log w returned one per key: the sum over the keys (the last axis) missing
     return Formula(steps, variants, optional=["sum over the keys"])
@@ -306,11 +1115,12 @@ def _with(state, **changes):
 # the mask step read the other way round, for any formula with a boolean mask (True = may
 # attend): the scores filled where the mask is True; with a plain softmax, a query whose
 # keys are all filled gets NaN (the together mistake), with a safe one zeros
-MASK_COMPLEMENT = ("fills the scores where the mask is True (masked_fill(mask, ...)) instead of "
-                   "where it is False (masked_fill(~mask, ...)): it masks the complement of the "
-                   "mask, whose True means 'may attend'")
-MASK_COMPLEMENT_NAN = ("the mask step " + MASK_COMPLEMENT + "; the softmax then gives NaN in "
-                       "the rows of the queries whose keys are all filled")
+# (MESSAGES["mask_complement"], and its together sentence MESSAGES["mask_complement_nan"])
+
+
+def _complement_nan():
+    """The together sentence of the mask read the other way round with a plain softmax."""
+    return MESSAGES["mask_complement_nan"].format(complement=MESSAGES["mask_complement"])
 
 
 def _masked_complement(scores, x):
@@ -384,56 +1194,52 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
              ("scale", scale_by(lambda st: math.sqrt(head_dim(st)))),
              ("mask", lambda st, x: _with(st, s=_masked(st["s"], x))),
              ("softmax", softmax(-1))]
-    scale_ways = {f"divides by {label} instead of sqrt(head_dim)":
+    scale_ways = {MESSAGES["multihead_scale_constant"].format(label=label):
                   scale_by(lambda st, value=value: value)
                   for label, value in constant_names(dims).items()
                   if value > 1 and label != "sqrt(head_dim)"}
     # the scale turned upside down: Q K^T * sqrt(head_dim)
-    scale_ways["multiplies by sqrt(head_dim) instead of dividing by it"] = scale_by(
+    scale_ways[MESSAGES["multihead_multiplies_sqrt_head_dim"]] = scale_by(
         lambda st: 1 / math.sqrt(head_dim(st)))
     # sqrt(head_dim) held by a float32 number: visible in the float64 runs only (common.py's
     # one rule and message for it, in every chapter)
-    scale_ways["divides by sqrt(head_dim) rounded to float32: "
-               + FLOAT32_SQRT.rstrip(".")] = scale_by(
+    scale_ways[MESSAGES["multihead_scale_float32"].format(
+        rule=float32_sqrt_message().rstrip(".。"))] = scale_by(
         lambda st: float(torch.tensor(float(head_dim(st)), dtype=torch.float32).sqrt()))
     variants = {
         "projection": {
-            "projects the keys with q_proj": lambda st, x: project(st, x, k="q"),
-            "projects the values with k_proj": lambda st, x: project(st, x, v="k"),
-            "projects queries with k_proj and keys with q_proj":
+            MESSAGES["multihead_projects_keys_q_proj"]: lambda st, x: project(st, x, k="q"),
+            MESSAGES["multihead_projects_values_k_proj"]: lambda st, x: project(st, x, v="k"),
+            MESSAGES["multihead_projects_queries_k_proj"]:
                 lambda st, x: project(st, x, q="k", k="q"),
-            "projects the key input as the values": lambda st, x: project(st, x, v_input="key"),
-            "projects the key input as the queries (q_proj must read the query input)":
+            MESSAGES["multihead_projects_key_input_values"]:
+                lambda st, x: project(st, x, v_input="key"),
+            MESSAGES["multihead_projects_key_input_queries"]:
                 lambda st, x: project(st, x, q_input="key"),
-            "projects the query input as the keys and the values, as in self-attention (k_proj "
-            "must read the key input, v_proj the value input)":
+            MESSAGES["multihead_projects_query_input_keys"]:
                 lambda st, x: project(st, x, k_input="query", v_input="query"),
-            "leaves out the input projections' biases": lambda st, x: project(st, x, bias=False),
-            **{f"leaves out the {role} projection ({name}_proj): the {role} input is used as "
-               "it is": lambda st, x, n=name, r=role: {**project(st, x), n: x[r]}
+            MESSAGES["multihead_leaves_out_input_projections"]:
+                lambda st, x: project(st, x, bias=False),
+            **{MESSAGES["multihead_projection_left_out"].format(
+                role=MESSAGES["roles"][role], name=name):
+               lambda st, x, n=name, r=role: {**project(st, x), n: x[r]}
                for name, role in (("q", "query"), ("k", "key"), ("v", "value"))},
-            "exchanges keys and values": lambda st, x: {**project(st, x),
+            MESSAGES["multihead_exchanges_keys_values"]: lambda st, x: {**project(st, x),
                                                        "k": project(st, x)["v"],
                                                        "v": project(st, x)["k"]}},
-        "split into heads": {"reshapes without the transpose": split("view"),
-                             "interleaves the heads' features": split("interleaved"),
-                             "cuts d_model into head_dim heads of num_heads features "
-                             "(num_heads and head_dim exchanged: split_heads(t, "
-                             "num_heads) takes the number of heads)": split_by_head_dim},
-        "mask": {"adds a causal mask (each query sees only the keys up to its own position) "
-                 "that the exercise does not ask for: with no mask every query attends to "
-                 "every key": causal},
+        "split into heads": {MESSAGES["multihead_reshapes_without_transpose"]: split("view"),
+                             MESSAGES["multihead_interleaves_heads_features"]: split("interleaved"),
+                             MESSAGES["multihead_cuts_d_model_into"]: split_by_head_dim},
+        "mask": {MESSAGES["multihead_adds_causal_mask_query"]: causal},
         "repeat of the key/value heads": {
-            "tiles the key/value heads (repeat) instead of giving each its group of "
-            "consecutive query heads (repeat_interleave)": repeat(tiled=True)},
-        "Q K^T product": {"computes K Q^T (keys and queries exchanged)":
+            MESSAGES["multihead_tiles_key_value_heads"]: repeat(tiled=True)},
+        "Q K^T product": {MESSAGES["product_computes_k_q_t"]:
                           lambda st, _x: _with(st, s=st["k"] @ st["q"].transpose(-2, -1))},
         "scale": scale_ways,
-        "softmax": {"runs over the queries (dim=-2) instead of the keys": softmax(-2),
-                    "runs over the heads (dim=1) instead of the keys": softmax(1),
-                    "runs over the batch (dim=0) instead of the keys": softmax(0),
-                    "comes before the scale: the weights, not the scores, are divided by "
-                    "sqrt(head_dim)": lambda st, x: _with(
+        "softmax": {MESSAGES["multihead_runs_over_queries_dim"]: softmax(-2),
+                    MESSAGES["multihead_runs_over_heads_dim"]: softmax(1),
+                    MESSAGES["multihead_runs_over_batch_dim"]: softmax(0),
+                    MESSAGES["multihead_comes_before_scale_weights"]: lambda st, x: _with(
                         st, w=softmax(-1)(_with(st, s=st["s"] * math.sqrt(head_dim(st))),
                                           x)["w"] / math.sqrt(head_dim(st)))},
     }
@@ -444,43 +1250,44 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
                   ("merge of the heads", merge("transpose")),
                   ("output projection", lambda st, x: _linear(st["o"], x, "o"))]
         variants["weighted sum"] = {
-            "multiplies the weights by the keys instead of the values":
+            MESSAGES["attention_multiplies_weights_keys_values"]:
                 lambda st, _x: _with(st, o=st["w"] @ st["k"]),
-            "divides it by sqrt(head_dim) as well (only the scores Q K^T are scaled)":
+            MESSAGES["multihead_divides_sqrt_head_dim"]:
                 lambda st, _x: _with(st, o=st["w"] @ st["v"] / math.sqrt(head_dim(st)))}
-        variants["merge of the heads"] = {"reshapes without the transpose": merge("view"),
-                                          "interleaves the heads' features":
+        variants["merge of the heads"] = {MESSAGES["multihead_reshapes_without_transpose"]:
+                                              merge("view"),
+                                          MESSAGES["multihead_interleaves_heads_features"]:
                                               merge("interleaved")}
         variants["output projection"] = {
-            "leaves out the output bias": lambda st, x: _linear(st["o"], x, "o", bias=False),
-            "multiplies by W_O untransposed (o @ out_proj.weight)":
+            MESSAGES["multihead_leaves_out_output_bias"]:
+                lambda st, x: _linear(st["o"], x, "o", bias=False),
+            MESSAGES["multihead_multiplies_w_o_untransposed"]:
                 lambda st, x: st["o"] @ x["o_w"] + (0 if x.get("o_b") is None else x["o_b"]),
-            "adds the query (a residual) to the output":
+            MESSAGES["multihead_adds_query_residual_output"]:
                 lambda st, x: _linear(st["o"], x, "o") + x["query"],
             # the chapter 3 view, sum_i head_i W_O^i + b_O: the per-head terms done wrong
-            "uses only the diagonal blocks of W_O (each head projected only into its own "
-            "slice of the output)": lambda st, x: _linear(
+            MESSAGES["multihead_uses_only_diagonal_blocks"]: lambda st, x: _linear(
                 st["o"], {"o_w": _diagonal_blocks(x["o_w"], h), "o_b": x.get("o_b")}, "o"),
-            "adds b_O once per head (num_heads times)":
+            MESSAGES["multihead_adds_b_o_once"]:
                 lambda st, x: _linear(st["o"], x, "o", bias=False)
                 + (0 if x.get("o_b") is None else h * x["o_b"])}
         skips["output projection"] = lambda st, _x: st["o"]
         # W_O applied to the wrong tensor: the projected values, before the attention
-        together = {"the output projection W_O is applied to the projected values, before the "
-                    "attention, instead of to the merged heads": {
+        together = {MESSAGES["multihead_output_projection_w_o"]: {
                         "projection": lambda st, x: _with(
                             project(st, x), v=_linear(project(st, x)["v"], x, "o")),
                         "output projection": lambda st, _x: st["o"]}}
     else:
         steps.append(("weights", lambda st, _x: st["w"]))
         variants["weights"] = {
-            "returns them transposed, (B, num_heads, Lk, Lq): one row per key instead of one "
-            "per query": lambda st, _x: st["w"].transpose(-2, -1)}
+            MESSAGES["multihead_returns_transposed_b_num"]:
+                lambda st, _x: st["w"].transpose(-2, -1)}
         together = {}
     # the mask read the other way round (True = may attend): the fill where it is True
     variants["mask"] = {**variants["mask"],
-                        MASK_COMPLEMENT: lambda st, x: _with(st, s=_masked_complement(st["s"], x))}
-    together[MASK_COMPLEMENT_NAN] = {
+                        MESSAGES["mask_complement"]:
+                            lambda st, x: _with(st, s=_masked_complement(st["s"], x))}
+    together[_complement_nan()] = {
         "mask": lambda st, x: _with(st, s=_masked_complement(st["s"], x)),
         "softmax": lambda st, _x: _with(st, w=torch.softmax(st["s"], dim=-1))}
     return Formula(steps, variants, skips, together)
@@ -562,34 +1369,28 @@ def projection_by_heads_formula(dims, num_heads):
              ("sum over the heads", lambda st, _x: _with(st, o=st["terms"].sum(2))),
              ("bias b_O", bias())]
     variants = {
-        "concatenation": {"reshapes without the transpose (heads and positions mixed)":
+        "concatenation": {MESSAGES["projection_by_heads_reshapes_without_transpose_heads"]:
                           concatenate("view"),
-                          "interleaves the heads' features": concatenate("interleaved")},
+                          MESSAGES["multihead_interleaves_heads_features"]:
+                              concatenate("interleaved")},
         "projection by W_O": {
-            "cuts W_O into interleaved rows (W_O.view(head_dim, num_heads, d_model): head i "
-            "gets rows i, i + num_heads, ...; W_O^i is the block of rows [i*head_dim, "
-            "(i+1)*head_dim))": blocks("interleaved"),
-            "gives every head the first block W_O[:head_dim]": blocks("first"),
-            "uses W_O transposed (W_O is already in the x @ W convention, (num_heads * "
-            "head_dim, d_model): its row block i is W_O^i, no .T)": blocks("transposed"),
-            "uses only the diagonal blocks of W_O (each head projected only into its own "
-            "slice of the output)": blocks("diagonal")},
-        "per-head products": {"indexes the positions instead of the heads: heads[:, :, i] "
-                              "is position i of every head, head i is heads[:, i]":
+            MESSAGES["projection_by_heads_cuts_w_o_into"]: blocks("interleaved"),
+            MESSAGES["projection_by_heads_gives_every_head_first"]: blocks("first"),
+            MESSAGES["projection_by_heads_uses_w_o_transposed"]: blocks("transposed"),
+            MESSAGES["multihead_uses_only_diagonal_blocks"]: blocks("diagonal")},
+        "per-head products": {MESSAGES["projection_by_heads_indexes_positions_heads_heads"]:
                               products_by_position},
-        "sum over the heads": {"averages the heads instead of summing them":
+        "sum over the heads": {MESSAGES["projection_by_heads_averages_heads_summing"]:
                                lambda st, _x: _with(st, o=st["terms"].mean(2)),
-                               "leaves out the last head (a loop over range(num_heads - 1) "
-                               "instead of range(num_heads))":
+                               MESSAGES["projection_by_heads_leaves_out_last_head"]:
                                lambda st, _x: _with(st, o=st["terms"][:, :, :-1].sum(2)),
-                               "leaves out the first head, head 0 (heads are numbered from 0: "
-                               "range(num_heads))":
+                               MESSAGES["projection_by_heads_leaves_out_first_head"]:
                                lambda st, _x: _with(st, o=st["terms"][:, :, 1:].sum(2)),
-                               "sums over the positions L instead of the heads":
+                               MESSAGES["projection_by_heads_sums_over_positions_l"]:
                                lambda st, _x: _with(st, o=st["terms"].sum(1))},
-        "bias b_O": {"adds b_O once per head (num_heads times) instead of once after the sum":
+        "bias b_O": {MESSAGES["projection_by_heads_adds_b_o_once"]:
                      bias(h),
-                     "adds b_O twice (once too often)": bias(2)}}
+                     MESSAGES["projection_by_heads_adds_b_o_twice"]: bias(2)}}
     skips = {"projection by W_O": blocks("identity"), "bias b_O": lambda st, _x: st["o"]}
     return Formula(steps, variants, skips)
 
@@ -618,31 +1419,24 @@ def loaded_weight_formula(dims, name, part):
 
     variants = {"source": {}}
     if name != "o":
-        stack = ("in_proj_weight stacks [W_Q; W_K; W_V]" if part == "weight"
-                 else "in_proj_bias stacks [b_q; b_k; b_v]")
+        stack = MESSAGES["loaded_stack_weight" if part == "weight" else "loaded_stack_bias"]
         letters = "w_q, w_k, w_v" if part == "weight" else "b_q, b_k, b_v"
-        separate = ("; where kdim or vdim differ, q_proj_weight, k_proj_weight, v_proj_weight"
-                    if part == "weight" else "")
+        separate = MESSAGES["loaded_separate"] if part == "weight" else ""
         for other in "qkv":
             if other != name:
-                variants["source"][f"takes torch's {other}-{part} instead of its {name}-{part}: "
-                                   f"the q, k, v order is wrong ({stack} in this order: "
-                                   f"{letters} = in_proj_{part}.chunk(3){separate})"] = \
-                    source(other)
+                variants["source"][MESSAGES["loaded_other_order"].format(
+                    other=other, part=part, name=name, stack=stack, letters=letters,
+                    separate=separate)] = source(other)
     else:
         for other in "qkv":
-            variants["source"][f"takes torch's {other}-{part} (in_proj_{part}.chunk(3)[" \
-                               f"{'qkv'.index(other)}]) instead of out_proj.{part}: W_O and b_O "
-                               "live in torch_mha.out_proj"] = source(other)
+            variants["source"][MESSAGES["loaded_in_place_of_out"].format(
+                other=other, part=part, index="qkv".index(other))] = source(other)
     if part == "weight":
-        variants["source"]["copies the transpose of torch's matrix (nn.Linear.weight, "
-                           "in_proj_weight and out_proj.weight all store (out_features, "
-                           "in_features): copy without transposing)"] = source(name, True)
-    hint = (" (W_O lives in torch_mha.out_proj, weight and bias)" if name == "o" else
-            " (in_proj_bias stacks [b_q; b_k; b_v]: chunk(3) it like in_proj_weight)"
-            if part == "bias" else "")
+        variants["source"][MESSAGES["loaded_weight_copies_transpose_torch_s"]] = source(name, True)
+    hint = (MESSAGES["loaded_hint_out"] if name == "o" else
+            MESSAGES["loaded_hint_bias"] if part == "bias" else "")
     # the copy left out: ours keeps what it held (a variant, for the sentence's hint)
-    variants["copy"] = {f"is left out: ours keeps its old values{hint}":
+    variants["copy"] = {MESSAGES["loaded_left_out"].format(hint=hint):
                         lambda _v, x: x["stale"]}
     steps = [("source", source(name)), ("copy", lambda value, _x: value)]
     return Formula(steps, variants)
@@ -669,34 +1463,27 @@ def parameter_count_formula(dims):
              ("biases", lambda n, x: n + 4 * d(x) * x["bias"])]
     variants = {
         "W_Q, W_K, W_V": {
-            "counts a whole (input size x d_model) matrix per head (num_heads times): the "
-            "heads slice W_Q, W_K, W_V, they do not copy them":
+            MESSAGES["parameter_count_counts_whole_input_size"]:
                 lambda _v, x: x["num_heads"] * inputs(x) * d(x),
-            "counts only one head's columns (input size x head_dim): the heads together hold "
-            "input size x d_model each": lambda _v, x: inputs(x) * d(x) / x["num_heads"],
-            "ignores query_size, key_size and value_size (counts d_model inputs for each): "
-            "W_Q has query_size * d_model weights, W_K key_size * d_model, W_V value_size * "
-            "d_model": lambda _v, x: 3 * d(x) * d(x)},
-        "W_O": {"counts W_O once per head (num_heads matrices): there is one W_O, shared by "
-                "all heads": lambda n, x: n + x["num_heads"] * d(x) * d(x),
-                "counts only one head's block of W_O (head_dim x d_model): the heads' blocks "
-                "together make one d_model x d_model matrix":
+            MESSAGES["parameter_count_counts_only_one_head"]:
+                lambda _v, x: inputs(x) * d(x) / x["num_heads"],
+            MESSAGES["parameter_count_ignores_query_size_key"]: lambda _v, x: 3 * d(x) * d(x)},
+        "W_O": {MESSAGES["parameter_count_counts_w_o_once"]:
+                    lambda n, x: n + x["num_heads"] * d(x) * d(x),
+                MESSAGES["parameter_count_counts_only_one_head_2"]:
                     lambda n, x: n + d(x) * d(x) / x["num_heads"],
-                "counts W_O as value_size x d_model: W_O maps the d_model features of the "
-                "merged heads, whatever value_size is":
+                MESSAGES["parameter_count_counts_w_o_value"]:
                     lambda n, x: n + x["value_size"] * d(x),
-                "is left out: out_proj (W_O) has d_model * d_model weights of its own":
+                MESSAGES["parameter_count_left_out_out_proj"]:
                     lambda n, _x: n},
-        "biases": {"leaves out the output projection's bias (counts 3 * d_model): out_proj "
-                   "has d_model biases too": lambda n, x: n + 3 * d(x) * x["bias"],
-                   "ignores bias=False (counts the 4 * d_model biases whatever `bias` is): "
-                   "with bias=False the layers have no biases": lambda n, x: n + 4 * d(x),
-                   "counts only one head's biases (4 * head_dim): each of the four layers has "
-                   "d_model biases, which the heads slice": lambda n, x: n + 4 * d(x) * x["bias"]
+        "biases": {MESSAGES["parameter_count_leaves_out_output_projection"]:
+                       lambda n, x: n + 3 * d(x) * x["bias"],
+                   MESSAGES["parameter_count_ignores_bias_false_counts"]: lambda n, x: n + 4 * d(x),
+                   MESSAGES["parameter_count_counts_only_one_head_3"]:
+                       lambda n, x: n + 4 * d(x) * x["bias"]
                    / x["num_heads"]}}
     # the biases left out (a variant rather than an optional step, for the sentence's hint)
-    variants["biases"]["is left out: each of the four nn.Linear layers has d_model biases "
-                       "(4 * d_model in all when bias=True)"] = lambda n, _x: n
+    variants["biases"][MESSAGES["parameter_count_left_out_four_nn"]] = lambda n, _x: n
     return Formula(steps, variants)
 
 
@@ -723,18 +1510,14 @@ def split_formula(dims, num_heads):
     steps = [("cut of d_model into (num_heads, head_dim)", cut("heads first")),
              ("transpose(1, 2)", lambda t, _x: t.transpose(1, 2))]
     variants = {"cut of d_model into (num_heads, head_dim)": {
-        "cuts it as (head_dim, num_heads): head i gets the strided features i, "
-        "i + num_heads, ...": cut("head_dim first"),
-        "numbers the heads in reverse order (head i must hold features [i*head_dim, "
-        "(i+1)*head_dim), head 0 the first block)": lambda t, x: cut("heads first")(t, x).flip(2)}}
+        MESSAGES["split_cuts_head_dim_num"]: cut("head_dim first"),
+        MESSAGES["split_numbers_heads_reverse_order"]:
+            lambda t, x: cut("heads first")(t, x).flip(2)}}
     keep = {"transpose(1, 2)": lambda t, _x: t}
     together = {
-        "x is reshaped straight to (B, num_heads, L, head_dim) with no transpose(1, 2): the "
-        "reshape cuts the numbers in memory order, so heads and positions are mixed (a head "
-        "gets pieces of several positions)": {
+        MESSAGES["split_x_reshaped_straight_b"]: {
             "cut of d_model into (num_heads, head_dim)": straight(False), **keep},
-        "x is transposed to (B, d_model, L) before the cut: the reshape then cuts across "
-        "positions; cut d_model first, (B, L, num_heads, head_dim), then transpose(1, 2)": {
+        MESSAGES["split_x_transposed_b_d"]: {
             "cut of d_model into (num_heads, head_dim)": straight(True), **keep}}
     return Formula(steps, variants, together=together)
 
@@ -750,24 +1533,16 @@ def merge_formula(dims):
     steps = [("transpose(1, 2)", lambda _v, x: x["x"].transpose(1, 2)),
              ("flatten of (num_heads, head_dim)", flatten)]
     variants = {"transpose(1, 2)": {
-        "is left out: a reshape of (B, num_heads, L, head_dim) straight to (B, L, d_model) "
-        "mixes heads and positions": lambda _v, x: x["x"],
-        "swaps the last two axes (transpose(2, 3)) instead of num_heads and L: heads and "
-        "positions are mixed": lambda _v, x: x["x"].transpose(2, 3),
-        "puts head_dim before num_heads (permute(0, 2, 3, 1)): the heads' features are "
-        "interleaved (head i goes to features i, i + num_heads, ...) instead of filling the "
-        "block [i*head_dim, (i+1)*head_dim)": lambda _v, x: x["x"].permute(0, 2, 3, 1)},
+        MESSAGES["merge_left_out_reshape_b"]: lambda _v, x: x["x"],
+        MESSAGES["merge_swaps_last_two_axes"]: lambda _v, x: x["x"].transpose(2, 3),
+        MESSAGES["merge_puts_head_dim_before"]: lambda _v, x: x["x"].permute(0, 2, 3, 1)},
         "flatten of (num_heads, head_dim)": {
-        "puts the heads side by side in reverse order (head i must fill features "
-        "[i*head_dim, (i+1)*head_dim), head 0 the first block)":
+        MESSAGES["merge_puts_heads_side_side"]:
             lambda t, x: flatten(t.flip(2), x),
-        "sums the heads (over num_heads) instead of putting them side by side: each head's "
-        "head_dim features must keep their own block of d_model": lambda t, _x: t.sum(dim=2),
-        "averages the heads (over num_heads) instead of putting them side by side: each "
-        "head's head_dim features must keep their own block of d_model":
+        MESSAGES["merge_sums_heads_over_num"]: lambda t, _x: t.sum(dim=2),
+        MESSAGES["merge_averages_heads_over_num"]:
             lambda t, _x: t.mean(dim=2),
-        "concatenates the heads along the positions (dim=1), (B, num_heads * L, head_dim), "
-        "instead of along the features (dim=-1)":
+        MESSAGES["merge_concatenates_heads_along_positions"]:
             lambda _t, x: x["x"].reshape(x["x"].shape[0], -1, x["x"].shape[-1])}}
     return Formula(steps, variants)
 
@@ -785,17 +1560,12 @@ def fuse_formula(dims):
              ("stack of the heads along the rows", stack)]
     variants = {
         "transpose of each W_i": {
-            "is left out: a plain reshape of (num_heads, in_features, head_dim) scrambles the "
-            "numbers (nn.Linear stores W_i^T, (head_dim, in_features), in rows "
-            "[i*head_dim, (i+1)*head_dim))": lambda _v, x: x["w"],
-            "uses w.T (or transpose(0, 2)), which on a 3-D tensor moves the heads' axis too: "
-            "transpose only the last two axes, w.transpose(1, 2)":
+            MESSAGES["fuse_left_out_plain_reshape"]: lambda _v, x: x["w"],
+            MESSAGES["fuse_uses_w_t_transpose"]:
             lambda _v, x: x["w"].transpose(0, 2),
-            "puts head_dim first (permute(2, 0, 1)): the heads' rows are interleaved, row "
-            "j*num_heads + i holds head i's feature j": lambda _v, x: x["w"].permute(2, 0, 1)},
+            MESSAGES["fuse_puts_head_dim_first"]: lambda _v, x: x["w"].permute(2, 0, 1)},
         "stack of the heads along the rows": {
-            "puts the heads in reverse order (head i's rows must be [i*head_dim, "
-            "(i+1)*head_dim))": lambda t, x: stack(t.flip(0), x)}}
+            MESSAGES["fuse_puts_heads_reverse_order"]: lambda t, x: stack(t.flip(0), x)}}
     return Formula(steps, variants)
 
 
@@ -839,24 +1609,20 @@ def head_projection_formula(dims, i, num_heads):
              ("bias", add_bias)]
     bias_ways = {}
     if i != 0:
-        bias_ways["adds head 0's part of the bias, bias[:head_dim], to head i: head i's bias "
-                  "is bias[i*head_dim:(i+1)*head_dim], the same rows as the weight"] = \
+        bias_ways[MESSAGES["head_projection_adds_head_0_s"]] = \
             bias_block("first")
-    bias_ways["adds the strided entries bias[i::num_heads]: head i's bias is the block "
-              "bias[i*head_dim:(i+1)*head_dim], the same rows as the weight"] = \
+    bias_ways[MESSAGES["head_projection_adds_strided_entries_bias"]] = \
         bias_block("strided")
-    ways = {"takes the strided rows i, i + num_heads, ... instead of a block": rows("strided"),
-            "computes head_dim from x's features (in_features // num_heads) instead of the "
-            "weight's rows (d_model // num_heads)": rows(i, size_from="x"),
-            "takes columns of the weight instead of rows (nn.Linear stores W transposed)":
+    ways = {MESSAGES["head_projection_takes_strided_rows_i"]: rows("strided"),
+            MESSAGES["head_projection_computes_head_dim_from"]: rows(i, size_from="x"),
+            MESSAGES["head_projection_takes_columns_weight_rows"]:
             columns}
     if i != 0:   # from row i (for head 0 the same block)
-        ways["takes rows i .. i + head_dim - 1 (the block starts at row i, not at "
-             "i * head_dim)"] = rows("from i")
-    ways.update({f"takes head {j}'s block (off by one: head i = {i} is asked, counted "
-                 "from 0)": rows(j) for j in (i - 1, i + 1) if 0 <= j < num_heads})
-    ways.update({f"takes head {j}'s block of rows, [{j}*head_dim, {j + 1}*head_dim), instead "
-                 f"of head i = {i}'s, [{i}*head_dim, {i + 1}*head_dim)": rows(j)
+        ways[MESSAGES["head_projection_takes_rows_i_i"]] = rows("from i")
+    ways.update({MESSAGES["head_projection_neighbour"].format(j=j, i=i): rows(j)
+                 for j in (i - 1, i + 1) if 0 <= j < num_heads})
+    ways.update({MESSAGES["head_projection_other_head"].format(j=j, j_end=j + 1, i=i,
+                                                             i_end=i + 1): rows(j)
                  for j in range(num_heads) if abs(j - i) > 1})
 
     def subtract_bias(state, x):
@@ -864,16 +1630,14 @@ def head_projection_formula(dims, i, num_heads):
             raise RuntimeError("no bias")   # no fit (Formula.mistakes)
         return state["y"] - state["b"]
 
-    bias_ways["subtracts the bias instead of adding it (x W_i^T + b_i)"] = subtract_bias
+    bias_ways[MESSAGES["head_projection_subtracts_bias_adding_x"]] = subtract_bias
 
     def one_entry(state, x):
         if x.get("bias") is None:
             raise RuntimeError("no bias")   # no fit (Formula.mistakes)
         return state["y"] + x["bias"][i]
 
-    bias_ways[f"adds the one number bias[i] = bias[{i}] to every feature: head i's bias is "
-              "the block bias[i*head_dim:(i+1)*head_dim], the same rows as the weight"] = \
-        one_entry
+    bias_ways[MESSAGES["head_projection_one_entry"].format(i=i)] = one_entry
 
     def from_heads_count(_v, x):
         head_dim = x["weight"].shape[0] // num_heads
@@ -884,8 +1648,7 @@ def head_projection_formula(dims, i, num_heads):
         return {"w": x["weight"][block], "b": None if bias is None else bias[block]}
 
     if i != 0:
-        ways["starts head i's block at row i * num_heads instead of i * head_dim (head i "
-             "holds rows [i*head_dim, (i+1)*head_dim))"] = from_heads_count
+        ways[MESSAGES["head_projection_starts_head_i_s"]] = from_heads_count
     return Formula(steps, {"block of rows of head i": ways, "bias": bias_ways},
                    {"bias": lambda st, _x: st["y"]})
 
@@ -918,33 +1681,29 @@ def core_formula(dims, num_heads, output=True):
                           for name, step in formula.steps)
     formula.variants["split into heads"] = {
         **formula.variants["split into heads"],
-        "leaves the heads after the positions, (B, L, num_heads, head_dim), with no "
-        "transpose: the attention runs across the heads of each position instead of across "
-        "positions": heads_after_positions}
+        MESSAGES["core_leaves_heads_after_positions"]: heads_after_positions}
 
     def reading(which, source):
         return lambda st, x: project(st, {**x, which: x[source]})
 
     del formula.variants["projection"]
     formula.variants["inputs"] = {
-        "reads the query input for the keys": reading("key", "query"),
-        "reads the key input for the queries": reading("query", "key"),
-        "reads the query input for the keys and the values, as in self-attention":
+        MESSAGES["core_reads_query_input_for"]: reading("key", "query"),
+        MESSAGES["core_reads_key_input_for"]: reading("query", "key"),
+        MESSAGES["core_reads_query_input_for_2"]:
             lambda st, x: project(st, {**x, "key": x["query"], "value": x["query"]}),
-        "reads the query input for the values": reading("value", "query"),
-        "reads the key input for the values": reading("value", "key"),
-        "swaps the key and value inputs (the keys read from value, the values from key)":
+        MESSAGES["core_reads_query_input_for_3"]: reading("value", "query"),
+        MESSAGES["core_reads_key_input_for_2"]: reading("value", "key"),
+        MESSAGES["core_swaps_key_value_inputs"]:
             lambda st, x: project(st, {**x, "key": x["value"], "value": x["key"]})}
     # the scale moved past the softmax: the weights divided, the scores left as they are
-    formula.together["the scale is moved after the softmax: the weights are divided by "
-                     "sqrt(head_dim) instead of the scores Q K^T before the softmax"] = {
+    formula.together[MESSAGES["core_scale_moved_after_softmax"]] = {
         "scale": lambda st, _x: st,
         "softmax": lambda st, _x: _with(st, w=torch.softmax(st["s"], dim=-1)
                                         / math.sqrt(st["q"].shape[-1]))}
     if not output:
         formula.variants["weights"] = {
-            "returns them transposed, (B, num_heads, Lk, Lq): each row must hold one "
-            "query's weights over the keys, (B, num_heads, Lq, Lk)":
+            MESSAGES["core_returns_transposed_b_num"]:
                 lambda st, _x: st["w"].transpose(-2, -1)}
     return formula
 
@@ -968,7 +1727,9 @@ class _UpToTwoSteps(Formula):
 
     def mistakes(self, inputs):
         tried = [(sentence, {name: function}) for sentence, name, function in self.changes()]
-        tried += self.pairs()
+        pairs = self.pairs()
+        tried += pairs
+        paired = {sentence for sentence, _ in pairs}
         found = []   # [[sentences], output, its sum (a cheap first test of equality)]
         for sentence, replace in tried:
             try:
@@ -982,9 +1743,9 @@ class _UpToTwoSteps(Formula):
                                             equal_nan=True)), None)
             if same is None:
                 found.append([[sentence], output, total])
-            elif len(replace) == 1 or all(", and " in s for s in same[0]):
+            elif len(replace) == 1 or all(s in paired for s in same[0]):
                 same[0].append(sentence)   # the same values: either description fits
-        return {", or ".join(sentences): output for sentences, output, _ in found}
+        return {MESSAGES["either"].join(sentences): output for sentences, output, _ in found}
 
 
 def _mask_products(fill):
@@ -1027,30 +1788,25 @@ def masked_softmax_formula(dims):
              ("zeroing of the masked weights", zero)]
     variants = {
         "masked keys": {
-            "takes the keys where the mask is True (the complement: True means may attend)":
+            MESSAGES["masked_softmax_takes_keys_where_mask"]:
                 lambda _v, x: {"s": x["scores"], "masked": x.get("mask")}},
         "fill": {
-            "fills the masked scores with a fixed number such as -1e4, which is not below "
-            "every real score, instead of torch.finfo(scores.dtype).min":
+            MESSAGES["masked_softmax_fills_masked_scores_fixed"]:
                 _mask_products(lambda s, masked: s.masked_fill(masked, -1e4)),
-            "fills the masked scores with 0 (or multiplies the scores by the mask) instead "
-            "of torch.finfo(scores.dtype).min": _mask_products(
+            MESSAGES["masked_softmax_fills_masked_scores_0"]: _mask_products(
                 lambda s, masked: s.masked_fill(masked, 0.0)),
-            "adds the mask to the scores (True = +1, False = +0) as if it were a float "
-            "additive mask": _mask_products(lambda s, masked: s + ~masked),
-            "fills the scores of the keys that may be attended (where the mask is True) "
-            "instead of the masked ones":
+            MESSAGES["masked_softmax_adds_mask_scores_true"]:
+                _mask_products(lambda s, masked: s + ~masked),
+            MESSAGES["masked_softmax_fills_scores_keys_may"]:
                 _mask_products(lambda s, masked: s.masked_fill(~masked, lowest(s)))},
         "zeroing of the masked weights": {
-            "zeroes the weights of the keys that may be attended (where the mask is True) "
-            "instead of the masked ones":
+            MESSAGES["masked_softmax_zeroes_weights_keys_may"]:
                 lambda st, _x: st["w"] if st["masked"] is None
                 else st["w"].masked_fill(~st["masked"], 0.0)},
-        "softmax": {"runs over the queries (dim=-2) instead of the keys": softmax(-2),
-                    **{f"runs over dim={axis}, a batch axis, instead of the keys "
-                       "(F.softmax without dim= picks dim=0 for 3-D scores, 1 for 4-D)":
+        "softmax": {MESSAGES["multihead_runs_over_queries_dim"]: softmax(-2),
+                    **{MESSAGES["softmax_batch_axis"].format(axis=axis):
                        _batch_softmax(axis) for axis in (0, 1)},
-                    "is a log_softmax (log-weights, all <= 0) instead of a softmax":
+                    MESSAGES["masked_softmax_log_softmax_log_weights"]:
                         lambda st, _x: _with(st, w=torch.log_softmax(st["s"], dim=-1))},
     }
     # the softmax replaced by another normalisation (chapter 1's, on the filled scores)
@@ -1071,24 +1827,22 @@ def masked_attention_formula(dims, d_k, output=True):
     after the softmax; the weights alone when not `output`."""
     formula = attention_formula(dims, d_k, output=output)
     # the scale moved past the softmax: the weights (and so the output) divided by sqrt(d_k)
-    formula.together["the scale is applied after the softmax (to the weights, or to the "
-                     "output) instead of to the scores before it"] = {
+    formula.together[MESSAGES["masked_attention_scale_applied_after_softmax"]] = {
         "scale": lambda s, _x: s,
         "softmax": lambda s, x: _softmax_over(-1)(s, x) / math.sqrt(d_k)}
     formula.variants["mask"] = {
         **formula.variants["mask"],
-        "multiplies the scores by the mask (a masked score becomes 0, not very negative)":
+        MESSAGES["masked_attention_multiplies_scores_mask_masked"]:
             lambda s, x: s if x.get("mask") is None else s * x["mask"],
-        "adds the mask to the scores (True = +1, False = +0) as if it were a float "
-        "additive mask": lambda s, x: s if x.get("mask") is None else s + x["mask"],
-        "fills the masked scores with a finite number (finfo.min, -1e9) and never zeroes the "
-        "masked weights, so a query with no key to attend to gets uniform weights":
+        MESSAGES["masked_softmax_adds_mask_scores_true"]:
+            lambda s, x: s if x.get("mask") is None else s + x["mask"],
+        MESSAGES["masked_attention_fills_masked_scores_finite"]:
             lambda s, x: s if x.get("mask") is None
             else s.masked_fill(~x["mask"], torch.finfo(s.dtype).min)}
     formula.variants["softmax"] = {
         **formula.variants["softmax"],
-        "multiplies its weights by the mask afterwards (0 at the masked keys, but the rows "
-        "then no longer sum to 1)": lambda s, x: torch.softmax(s, dim=-1) if x.get("mask") is None
+        MESSAGES["masked_attention_multiplies_weights_mask_afterwards"]:
+            lambda s, x: torch.softmax(s, dim=-1) if x.get("mask") is None
         else torch.softmax(s, dim=-1) * x["mask"]}
     # (sqrt(d_k) rounded to float32 is among attention_formula's scale variants already)
     return formula
@@ -1108,20 +1862,15 @@ def causal_mask_formula(dims):
     q_len = dims.get("q_len")
     k_len = dims.get("k_len") or q_len
     shift = ("" if q_len is None else
-             f" (tril(diagonal={k_len - q_len}): the diagonal moved by k_len - q_len = "
-             f"{k_len - q_len}, where diagonal=0 is right)")
+             MESSAGES["causal_shift"].format(diagonal=k_len - q_len))
     steps = [("size", lambda _v, x: (x["q_len"], x["k_len"])),
              ("triangle", lambda size, _x: torch.ones(size, dtype=torch.bool).tril())]
     variants = {
-        "size": {"ignores k_len (the parameter is not used): the mask is (q_len, q_len) "
-                 "whatever k_len is (k_len is a parameter of its own; only its default, "
-                 "None, means q_len)":
+        "size": {MESSAGES["causal_mask_ignores_k_len_parameter"]:
                  lambda _v, x: (x["q_len"], x["q_len"]),
-                 "exchanges q_len and k_len: (k_len, q_len), one row per key":
+                 MESSAGES["causal_mask_exchanges_q_len_k"]:
                  lambda _v, x: (x["k_len"], x["q_len"])},
-        "triangle": {"aligns the triangle at the bottom-right corner (query i sees keys "
-                     "0..i + k_len - q_len, as for the last q_len queries of a cache) instead "
-                     f"of the top-left (query i sees keys 0..i){shift}":
+        "triangle": {MESSAGES["causal_bottom_right"].format(shift=shift):
                      lambda size, _x: torch.ones(size, dtype=torch.bool).tril(
                          diagonal=size[1] - size[0])}}
     return Formula(steps, variants)
@@ -1156,52 +1905,44 @@ def relation_formula(dims, relation):
         return step
 
     right, other = ((lambda i: i - 1), (lambda i: 0 * i))
-    right_key, other_name = "key i-1", "first"
+    right_key, other_name = MESSAGES["relation_key_previous"], "first"
     if relation == "first":
         right, other = other, right
-        right_key, other_name = "key 0", "prev"
-    other_key = "key 0" if relation == "prev" else "key i-1"
-    keys = {f"reads {other_key} instead of {right_key}: that is `{other_name}` (are prev and "
-            "first swapped? return RelationScores(prev, first))": pick(other)}
+        right_key, other_name = MESSAGES["relation_key_first"], "prev"
+    other_key = MESSAGES["relation_key_first" if relation == "prev" else "relation_key_previous"]
+    keys = {MESSAGES["relation_swapped"].format(other_key=other_key, right_key=right_key,
+                                                other_name=other_name): pick(other)}
     if relation == "first":  # (before the entry above the diagonal: both read the mask's 0)
-        keys = {"reads row 0, weights[..., 0, i] (query 0 on key i), instead of column 0, "
-                "weights[..., i, 0] (query i on key 0)": pick(lambda i: i, query=lambda i: 0 * i),
+        keys = {MESSAGES["relation_reads_row_0_weights"]: pick(lambda i: i, query=lambda i: 0 * i),
                 **keys}
     keys.update({
-        f"reads key i (the main diagonal, each query on itself) instead of {right_key}":
-            pick(lambda i: i),
-        "reads an entry above the diagonal (key i+1 of query i, or weights[..., i-1, i] with "
-        f"query and key exchanged) instead of {right_key}: the causal mask sets those to 0":
+        MESSAGES["relation_diagonal"].format(right_key=right_key): pick(lambda i: i),
+        MESSAGES["relation_above"].format(right_key=right_key):
             pick(lambda i: i, query=lambda i: i - 1)})
     # an index off by one (the key one position further from the query)
     if relation == "first":
-        keys["reads key 1 instead of key 0 (off by one: positions count from 0)"] = pick(
+        keys[MESSAGES["relation_reads_key_1_key"]] = pick(
             lambda i: 0 * i + 1)
     else:
-        keys["reads key i-2 instead of key i-1 (off by one)"] = pick(lambda i: i - 2)
+        keys[MESSAGES["relation_reads_key_i_2"]] = pick(lambda i: i - 2)
     steps = [("query positions", rows(2)),
              ("key", pick(right)),
              ("average", lambda picked, _x: picked.mean((0, 2)))]
     variants = {
-        "query positions": {"starts at i = 1 instead of i = 2: at i = 1 the previous token is "
-                            "the first token, a row that cannot tell the two relations apart":
+        "query positions": {MESSAGES["relation_starts_i_1_i"]:
                             rows(1),
-                            "takes every query position from i = 0 instead of i >= 2: rows 0 "
-                            "and 1 cannot tell the two relations apart": rows(0),
-                            "starts at i = 3 instead of i = 2 (off by one: the query "
-                            "positions are 2 .. L - 1)": rows(3),
-                            "stops before the last query position (i < L - 1 instead of "
-                            "i <= L - 1: a range one short)": rows(2, stop=-1)},
+                            MESSAGES["relation_takes_every_query_position"]: rows(0),
+                            MESSAGES["relation_starts_i_3_i"]: rows(3),
+                            MESSAGES["relation_stops_before_last_query"]: rows(2, stop=-1)},
         "key": keys,
-        "average": {"sums over the query positions instead of averaging (each score is a mean "
-                    "attention weight, between 0 and 1)":
+        "average": {MESSAGES["relation_sums_over_query_positions"]:
                     lambda picked, _x: picked.sum(2).mean(0),
-                    "sums over the batch instead of averaging":
+                    MESSAGES["relation_sums_over_batch_averaging"]:
                     lambda picked, _x: picked.sum(0).mean(-1),
-                    "takes the largest weight over the query positions instead of their mean":
+                    MESSAGES["relation_takes_largest_weight_over"]:
                     lambda picked, _x: picked.amax(2).mean(0),
-                    "averages over the query positions only, for the first example of the "
-                    "batch (the batch is averaged too)": lambda picked, _x: picked[0].mean(-1)}}
+                    MESSAGES["relation_averages_over_query_positions"]:
+                        lambda picked, _x: picked[0].mean(-1)}}
     return Formula(steps, variants)
 
 
@@ -1219,48 +1960,37 @@ def similarity_formula(dims):
              ("average over the batch", lambda s, _x: s.mean(0))]
     variants = {
         "flatten": {
-            "compares the maps one query row at a time (a cosine per row, averaged over the "
-            "rows) instead of each map as one vector of Lq * Lk numbers":
+            MESSAGES["similarity_compares_maps_one_query"]:
                 lambda _v, x: x["weights"].transpose(1, 2).flatten(0, 1),   # (B*Lq, h, Lk)
-            "averages the maps over the batch before comparing them (compare each example's "
-            "maps, then average the matrices)":
+            MESSAGES["similarity_averages_maps_over_batch"]:
                 lambda _v, x: x["weights"].mean(0).flatten(1)[None],        # (1, h, Lq*Lk)
-            "flattens the batch into each head's vector (one cosine over all examples at "
-            "once) instead of one cosine per example":
+            MESSAGES["similarity_flattens_batch_into_head"]:
                 lambda _v, x: x["weights"].transpose(0, 1).flatten(1)[None],  # (1, h, B*Lq*Lk)
-            "merges the batch axis into the heads axis (B * num_heads maps, compared with "
-            "each other across examples) instead of comparing the heads within each example":
+            MESSAGES["similarity_merges_batch_axis_into"]:
                 lambda _v, x: x["weights"].flatten(2).flatten(0, 1)[None]},  # (1, B*h, Lq*Lk)
         "normalise": {
-            "is left out: the dot products are not normalised (the cosine divides each "
-            "flattened map by its norm, so that every head has similarity 1 with itself)":
+            MESSAGES["similarity_left_out_dot_products"]:
                 lambda maps, _x: maps,
-            "runs along the heads axis (dim=1) instead of along each flattened map (dim=-1)":
+            MESSAGES["similarity_runs_along_heads_axis"]:
                 lambda maps, _x: normalize(maps, dim=1),
-            "normalises each query's row of the map (over the keys, Lk) before flattening, "
-            "instead of the whole flattened map of Lq * Lk numbers": lambda maps, x: normalize(
+            MESSAGES["similarity_normalises_query_s_row"]: lambda maps, x: normalize(
                 maps.unflatten(-1, x["weights"].shape[-2:]), dim=-1).flatten(-2),
-            "runs along the batch axis (dim=0) instead of along each flattened map (dim=-1)":
+            MESSAGES["similarity_runs_along_batch_axis"]:
                 lambda maps, _x: normalize(maps, dim=0),
-            "divides each map by the sum of its entries (the L1 norm, F.normalize(p=1)) "
-            "instead of by its length (the L2 norm, p=2)":
+            MESSAGES["similarity_divides_map_sum_entries"]:
                 lambda maps, _x: normalize(maps, p=1, dim=-1),
-            "subtracts each map's mean first (a Pearson correlation): the cosine takes the "
-            "maps as they are":
+            MESSAGES["similarity_subtracts_map_s_mean"]:
                 lambda maps, _x: normalize(maps - maps.mean(-1, keepdim=True), dim=-1),
-            "divides by sqrt(Lq * Lk) (the dot products by the number of entries) instead of "
-            "by each map's norm":
+            MESSAGES["similarity_divides_sqrt_lq_lk"]:
                 lambda maps, _x: maps / math.sqrt(maps.shape[-1]),
-            "divides by one norm of the whole weights tensor (.norm() with no dim) instead of "
-            "by each map's own norm (along dim=-1)":
+            MESSAGES["similarity_divides_one_norm_whole"]:
                 lambda maps, _x: maps / maps.norm()},
-        "average over the batch": {"sums instead of averaging": lambda s, _x: s.sum(0),
-                                   "takes the first example instead of averaging over the "
-                                   "batch": lambda s, _x: s[0],
-                                   "takes the last example instead of averaging over the "
-                                   "batch": lambda s, _x: s[-1],
-                                   "averages over all axes (.mean() with no dim: one "
-                                   "number) instead of over the batch axis only (.mean(0))":
+        "average over the batch": {MESSAGES["similarity_sums_averaging"]: lambda s, _x: s.sum(0),
+                                   MESSAGES["similarity_takes_first_example_averaging"]:
+                                       lambda s, _x: s[0],
+                                   MESSAGES["similarity_takes_last_example_averaging"]:
+                                       lambda s, _x: s[-1],
+                                   MESSAGES["similarity_averages_over_all_axes"]:
                                    lambda s, _x: s.mean()}}
     return Formula(steps, variants)
 
@@ -1327,42 +2057,29 @@ def ablation_formula(dims, num_heads, L, vocab_size, d_model):
              ("loss", loss()),
              ("baseline subtraction", lambda st, _x: st["masked"] - st["base"])]
     variants = {
-        "gates": {"switches off every head except head k (gates = 0, gates[k] = 1) instead "
-                  "of head k alone (gates = 1, gates[k] = 0)": gates(off_only=False),
-                  "switches off heads 0 .. k together at step k (one gates tensor, not reset "
-                  "to ones for each head) instead of head k alone":
+        "gates": {MESSAGES["ablation_switches_off_every_head"]: gates(off_only=False),
+                  MESSAGES["ablation_switches_off_heads_0"]:
                   gates(cumulative=True),
-                  "switches off head k - 1 instead of head k (gates[k - 1] = 0: an index off "
-                  "by one, so entry 0 measures the last head)": gates(shift=1),
-                  "switches off every head of example k (gates of shape (N, num_heads) with "
-                  "gates[k] = 0, a row) instead of head k in every example (gates[:, k] = 0, a "
-                  "column)": example_gates},
-        "loss": {"uses only loss_prev instead of loss_prev + loss_first":
+                  MESSAGES["ablation_switches_off_head_k"]: gates(shift=1),
+                  MESSAGES["ablation_switches_off_every_head_2"]: example_gates},
+        "loss": {MESSAGES["ablation_uses_only_loss_prev"]:
                  loss(parts=("prev",)),
-                 "uses only loss_first instead of loss_prev + loss_first":
+                 MESSAGES["ablation_uses_only_loss_first"]:
                  loss(parts=("first",)),
-                 "sums the cross-entropy over the positions (reduction='sum') instead of its "
-                 "mean": loss(reduction="sum"),
-                 "averages the two losses, (loss_prev + loss_first) / 2, instead of adding them":
+                 MESSAGES["ablation_sums_cross_entropy_over"]: loss(reduction="sum"),
+                 MESSAGES["ablation_averages_two_losses_loss"]:
                  loss(combine=lambda parts: sum(parts) / 2),
-                 "applies F.nll_loss to the logits (nll_loss wants log-probabilities: "
-                 "log_softmax first) instead of F.cross_entropy, which takes logits":
+                 MESSAGES["ablation_applies_f_nll_loss"]:
                  loss(of_logits=torch.nn.functional.nll_loss)},
-        "baseline subtraction": {"is the wrong way round: the loss with every head on minus "
-                                 "the loss with head k off":
+        "baseline subtraction": {MESSAGES["ablation_wrong_way_round_loss"]:
                                  lambda st, _x: st["base"] - st["masked"],
-                                 "divides by the loss with no mask (a relative increase) "
-                                 "instead of only subtracting it":
+                                 MESSAGES["ablation_divides_loss_no_mask"]:
                                  lambda st, _x: (st["masked"] - st["base"]) / st["base"],
-                                 "takes the absolute value of the difference (a head whose "
-                                 "removal lowers the loss has a negative importance)":
+                                 MESSAGES["ablation_takes_absolute_value_difference"]:
                                  lambda st, _x: (st["masked"] - st["base"]).abs(),
-                                 "subtracts the loss with every head off (gates all 0) "
-                                 "instead of the loss with no mask (every head on)":
+                                 MESSAGES["ablation_subtracts_loss_every_head"]:
                                  lambda st, _x: st["masked"] - st["off"],
-                                 "is replaced by the gradient score |dL/d gate_k| (Michel et "
-                                 "al.), not the ablation: set head k's gate to 0 and measure "
-                                 "how much the loss grows": gradient_score}}
+                                 MESSAGES["ablation_replaced_gradient_score_dl"]: gradient_score}}
     return Formula(steps, variants, {"baseline subtraction": lambda st, _x: st["masked"]})
 
 
@@ -1379,21 +2096,17 @@ def _head_blocks(h, hd, layout):
     return lambda W: W.unflatten(0, (hd, h)).movedim(1, 0)
 
 
-_LAYOUT_WORDS = {"rows": "the rows [i*head_dim, (i+1)*head_dim)",
-                 "columns": "the columns [i*head_dim, (i+1)*head_dim)",
-                 "strided": "strided rows (head i as rows i, i + num_heads, ...)"}
-# why the right layout is right, said after a wrong one
-_LAYOUT_WHY = {"rows": " (nn.Linear stores its matrix as (out_features, in_features): head i's "
-                       "block is a block of rows)",
-               "columns": " (nn.Linear stores W_O transposed, (d_model, num_heads * head_dim): "
-                          "head i's block W_O^i is a block of columns)"}
+# (the layouts in words: MESSAGES["layout_words"]; why the right one is right, said after a
+# wrong one: MESSAGES["layout_why"])
 
 
 def _other_layouts(W, layout, make_step):
     """{description: step} of the two other layouts than `layout` for W's head blocks."""
     others = ("rows", "columns", "strided") if W.dim() == 2 else ("rows", "strided")
-    return {f"takes {_LAYOUT_WORDS[other]} as head i's block instead of "
-            f"{_LAYOUT_WORDS[layout]}{_LAYOUT_WHY.get(layout, '')}": make_step(other)
+    words = MESSAGES["layout_words"]
+    return {MESSAGES["layout_other"].format(other=words[other], right=words[layout],
+                                            why=MESSAGES["layout_why"].get(layout, "")):
+            make_step(other)
             for other in others if other != layout}
 
 
@@ -1406,11 +2119,12 @@ def _averaged(W, split):
     return W
 
 
-def head_copy_formula(dims, num_heads, head_dim, layout, ndim=2, key="the parameter"):
+def head_copy_formula(dims, num_heads, head_dim, layout, ndim=2, key=None):
     """make_heads_identical for one parameter W (inputs {"W"}, named `key`): head 0's block
     copied into every head i = 1 .. num_heads - 1; the blocks are rows of q_proj, k_proj,
     v_proj and of their biases (layout "rows") and columns of out_proj.weight ("columns")."""
     h, hd = num_heads, head_dim
+    key = key or MESSAGES["the_parameter"]
 
     def copied(split, heads):
         def step(_v, x):
@@ -1444,23 +2158,18 @@ def head_copy_formula(dims, num_heads, head_dim, layout, ndim=2, key="the parame
 
     steps = [("copy", layout_step(layout))]
     variants = {"copy": {
-        f"is left out: {key} was not changed (head 0's block goes into every head i = 1 .. "
-        "num_heads - 1, or the heads still compute different things; one way to get this is "
-        "writing into a copy, such as .clone(), torch.cat or rows indexed with a list, which "
-        "never reaches the parameter, instead of into a view of it)": lambda _v, x: x["W"],
+        MESSAGES["copy_left_out"].format(key=key): lambda _v, x: x["W"],
         **_other_layouts(torch.empty((1,) * ndim), layout, layout_step),
-        f"stops before the last head (range(1, num_heads - 1) misses head num_heads - 1 = "
-        f"{h - 1})": copied(_head_blocks(h, hd, layout), range(1, h - 1)),
-        "copies the average of all heads' blocks into every head instead of head 0's block":
+        MESSAGES["copy_stops_early"].format(last=h - 1):
+            copied(_head_blocks(h, hd, layout), range(1, h - 1)),
+        MESSAGES["head_copy_copies_average_all_heads"]:
             lambda _v, x: _averaged(x["W"], _head_blocks(h, hd, layout)),
-        **{f"copies head {j}'s block into every head instead of head 0's":
+        **{MESSAGES["copy_from_head"].format(j=j):
            copied_from(j) for j in range(1, h)},
-        **{f"copies the other way, head {j}'s block into head 0 (the others unchanged), "
-           "instead of head 0's block into every other head": into_first(j)
+        **{MESSAGES["copy_into_first"].format(j=j): into_first(j)
            for j in sorted({1, h - 1}) if j > 0}}}
     if h > 3:   # (with 3 heads, the same as stopping before the last head)
-        variants["copy"][f"copies head 0's block into head 1 only (heads 2 .. {h - 1} keep "
-                         "their own): every head i = 1 .. num_heads - 1 gets it"] = copied(
+        variants["copy"][MESSAGES["copy_only_first"].format(last=h - 1)] = copied(
             _head_blocks(h, hd, layout), [1])
     return Formula(steps, variants)
 
@@ -1484,9 +2193,9 @@ def head_pruning_formula(dims, num_heads, head_dim, layout, remove, ndim=2):
 
     steps = [("selection", kept(keep))]
     variants = {"selection": {
-        "keeps the first heads 0 .. num_kept - 1 instead of those not in heads_to_remove":
+        MESSAGES["head_pruning_keeps_first_heads_0"]:
             kept(list(range(len(keep)))),
-        "keeps the heads in heads_to_remove instead of the others": kept(sorted(remove)),
+        MESSAGES["head_pruning_keeps_heads_heads_remove"]: kept(sorted(remove)),
         **{description: step for description, step in _other_layouts(
             torch.empty((1,) * ndim), layout, lambda other: kept(keep, other)).items()}}}
     return Formula(steps, variants)
@@ -1500,8 +2209,8 @@ def out_bias_formula(dims, num_heads, head_dim, kept=None):
     belongs to no head, so it stays as it is. kept: the number of heads prune_heads keeps
     (None: make_heads_identical, where d_model = num_heads * head_dim)."""
     h, hd = num_heads, head_dim
-    # (make_heads_identical says why after the family's sentence: its out_bias_changed)
-    why = " (out_proj.bias is added once after the sum over heads and belongs to no head)"
+    # (make_heads_identical says why after the family's sentence: its out_bias_changed;
+    # prune_heads's sentence says it itself, MESSAGES["out_bias_scaled"])
 
     def as_head_blocks(_v, x):
         W = x["W"].clone()
@@ -1511,12 +2220,11 @@ def out_bias_formula(dims, num_heads, head_dim, kept=None):
         return W
 
     variants = {"out_proj.bias": {
-        "copies head 0's entries into every head's block, as for the input projections' "
-        "biases, instead of leaving it as it is": as_head_blocks}}
+        MESSAGES["out_bias_copies_head_0_s"]: as_head_blocks}}
     if kept is not None:
         variants["out_proj.bias"][
-            f"scales it by the kept heads' share num_kept / num_heads = {kept}/{h} instead of "
-            "copying it as it is" + why] = lambda _v, x: x["W"] * kept / h
+            MESSAGES["out_bias_scaled"].format(kept=kept, heads=h)] = \
+            lambda _v, x: x["W"] * kept / h
     return Formula([("out_proj.bias", lambda _v, x: x["W"])], variants)
 
 
@@ -1549,9 +2257,9 @@ def repeat_kv_formula(dims, num_heads):
     # left out: each key/value head once (G taken as 1, e.g. num_kv_heads read off another axis)
     return Formula([("repeat", repeat())], optional={"repeat": lambda _v, x: x["kv"]},
                    variants={"repeat": {
-        "repeats each key/value head num_heads times instead of num_heads // num_kv_heads":
+        MESSAGES["repeat_kv_repeats_key_value_head"]:
             repeat(times=num_heads),
-        "repeats along the L axis (dim=2) instead of the key/value heads axis (dim=1)":
+        MESSAGES["repeat_kv_repeats_along_l_axis"]:
             repeat(dim=2)}})
 
 
@@ -1624,35 +2332,29 @@ def rotary_formula(dims, base=ROTARY_BASE):
 
     steps = [("rotation", rotate())]
     variants = {"rotation": {
-        "pairs neighbouring features (2i, 2i + 1) instead of i and i + head_dim // 2":
+        MESSAGES["rotary_pairs_neighbouring_features_2i"]:
             rotate(pairs="neighbours", written="neighbours"),
-        "reads the pairs as halves but writes them back interleaved (2i, 2i + 1)":
+        MESSAGES["rotary_reads_pairs_halves_but"]:
             rotate(written="neighbours"),
-        "reads neighbouring features (2i, 2i + 1) but writes the pairs back as halves":
+        MESSAGES["rotary_reads_neighbouring_features_2i"]:
             rotate(pairs="neighbours"),
-        "turns each pair by -angle (the other way)": rotate(sign=-1.0),
-        "uses the frequencies base ** (-i / head_dim) (without the 2)": rotate(exponent=1.0),
-        "ignores the positions given and uses 0 .. L - 1": rotate_at_0_to_L,
-        "turns position p by the angle of position p + 1 (the positions counted from 1)":
+        MESSAGES["rotary_turns_pair_angle_other"]: rotate(sign=-1.0),
+        MESSAGES["rotary_uses_frequencies_base_i"]: rotate(exponent=1.0),
+        MESSAGES["rotary_ignores_positions_given_uses"]: rotate_at_0_to_L,
+        MESSAGES["rotary_turns_position_p_angle"]:
             lambda _v, x: _rotate(x["x"], x["positions"] + 1, base),
-        "exchanges cos and sin (cos where sin belongs in the turned pair, and sin where cos "
-        "does)": rotate(exchanged=True)}}
+        MESSAGES["rotary_exchanges_cos_sin_cos"]: rotate(exchanged=True)}}
     if base != ROTARY_BASE:
-        variants["rotation"][f"ignores base={base:g} and uses the default {ROTARY_BASE:g}"] = (
+        variants["rotation"][MESSAGES["ignores_base"].format(base=base, default=ROTARY_BASE)] = (
             lambda _v, x: _rotate(x["x"], x["positions"], ROTARY_BASE))
     variants["rotation"].update({
-        "uses the frequencies base ** (-4 i / head_dim) (the feature index 2i where the pair "
-        "index i belongs)": rotate(exponent=4.0),
-        "uses the frequencies base ** (+2 i / head_dim) (the exponent's minus sign left out)":
+        MESSAGES["rotary_uses_frequencies_base_4"]: rotate(exponent=4.0),
+        MESSAGES["rotary_uses_frequencies_base_2"]:
             rotate(exponent=-2.0),
-        "counts the pairs i from 1 instead of 0 (frequencies base ** (-2 (i + 1) / "
-        "head_dim): pair 0 must turn by the position itself, frequency 1)": rotate(first=1),
-        "computes base ** -2 * i / head_dim: ** binds before * and /, so the exponent needs "
-        "its parentheses, base ** (-2 * i / head_dim)": rotate(unbracketed=True),
-        "reads x2 * sin in the second entry of each turned pair where x1 * sin belongs "
-        "(x1 sin + x2 cos: the second entry mixes both halves)": rotate(reads="bb"),
-        "reads x1 * sin in the first entry of each turned pair where x2 * sin belongs "
-        "(x1 cos - x2 sin: the first entry mixes both halves)": rotate(reads="aa")})
+        MESSAGES["rotary_counts_pairs_i_from"]: rotate(first=1),
+        MESSAGES["rotary_computes_base_2_i"]: rotate(unbracketed=True),
+        MESSAGES["rotary_reads_x2_sin_second"]: rotate(reads="bb"),
+        MESSAGES["rotary_reads_x1_sin_first"]: rotate(reads="aa")})
     return Formula(steps, variants)
 
 
@@ -1728,37 +2430,28 @@ def cached_attention_formula(dims, num_heads, num_kv_heads, rotary=False, base=R
               ("merge of the heads", lambda st, _x: _merge_heads(st["o"])),
               ("output projection", lambda o, x: _linear(o, x, "o"))]
     variants = {
-        "cache": {"attends over this call's keys and values only, not the cached ones":
+        "cache": {MESSAGES["cached_attention_attends_over_call_s"]:
                   keys_only_new,
-                  "attends over the keys and values cached before this call only, without "
-                  "this call's own (the cache read before the append: attend over what "
-                  "append returns)": keys_cached_before},
+                  MESSAGES["cached_attention_attends_over_keys_values"]: keys_cached_before},
         "repeat of the key/value heads": {
-            "tiles the key/value heads (repeat) instead of giving each its group of "
-            "consecutive query heads (repeat_interleave)": repeat(tiled=True)},
-        "mask": {"aligns the causal mask at the top-left corner (tril(0)) instead of the "
-                 "bottom-right (tril(T - L_new)): the new queries are the last L_new of T "
-                 "positions": mask(lambda n, T: 0),
-                 "flips the sign of the causal mask's diagonal offset (tril(L_new - T) "
-                 "instead of tril(T - L_new))": mask(lambda n, T: n - T),
-                 MASK_COMPLEMENT: mask(lambda n, T: T - n, complement=True)}}
+            MESSAGES["multihead_tiles_key_value_heads"]: repeat(tiled=True)},
+        "mask": {MESSAGES["cached_attention_aligns_causal_mask_top"]: mask(lambda n, T: 0),
+                 MESSAGES["cached_attention_flips_sign_causal_mask"]: mask(lambda n, T: n - T),
+                 MESSAGES["mask_complement"]: mask(lambda n, T: T - n, complement=True)}}
     optional = {"mask": None}
-    together = {MASK_COMPLEMENT_NAN: {
+    together = {_complement_nan(): {
         "mask": mask(lambda n, T: T - n, complement=True),
         "softmax": lambda st, _x: _with(st, w=torch.softmax(st["s"], dim=-1))}}
     if rotary:
         variants["rotary"] = {
-            "restarts the positions at 0 in every call (the new positions are len(cache) "
-            ".. len(cache) + L_new - 1)": rotate(restart=True),
-            "rotates the values too (rotary turns queries and keys only)": rotate("qkv"),
-            "rotates the keys only, not the queries": rotate("k"),
-            "reads len(cache) after the append: the new positions start at len(cache) + "
-            "L_new instead of len(cache)": rotate(after=True)}
+            MESSAGES["cached_attention_restarts_positions_0_every"]: rotate(restart=True),
+            MESSAGES["cached_attention_rotates_values_too_rotary"]: rotate("qkv"),
+            MESSAGES["cached_attention_rotates_keys_only_queries"]: rotate("k"),
+            MESSAGES["cached_attention_reads_len_cache_after"]: rotate(after=True)}
         if base != ROTARY_BASE:
-            variants["rotary"][f"ignores base={base:g} and uses the default "
-                               f"{ROTARY_BASE:g}"] = rotate(turn=ROTARY_BASE)
-        variants["cache"]["rotates the cached keys again, every key by its position, "
-                          "although each was rotated once before it was cached"] = (
+            variants["rotary"][MESSAGES["ignores_base"].format(
+                base=base, default=ROTARY_BASE)] = rotate(turn=ROTARY_BASE)
+        variants["cache"][MESSAGES["cached_attention_rotates_cached_keys_again"]] = (
             rotate_cached_again)
         optional["rotary"] = None
     return Formula(steps, variants, optional, together)
@@ -1776,25 +2469,23 @@ def equivariance_formula(dims):
              ("absolute value", lambda d, _x: d.abs()),
              ("largest entry", lambda d, _x: d.max().reshape(1))]
     variants = {"permutation of the output": {
-                    "uses the inverse permutation (argsort(perm))":
+                    MESSAGES["equivariance_uses_inverse_permutation_argsort"]:
                         lambda _v, x: x["output"][:, x["perm"].argsort()]},
                 # the same size with the absolute value; the other sign without it
-                "difference": {"subtracts the other way round (layer(x)[:, perm] - "
-                               "layer(x[:, perm]))": lambda out, x: out - x["permuted"]},
-                "largest entry": {"takes the mean instead of the largest entry":
+                "difference": {MESSAGES["equivariance_subtracts_other_way_round"]:
+                                   lambda out, x: out - x["permuted"]},
+                "largest entry": {MESSAGES["equivariance_takes_mean_largest_entry"]:
                                   lambda d, _x: d.mean().reshape(1),
-                                  "takes the sum instead of the largest entry":
+                                  MESSAGES["equivariance_takes_sum_largest_entry"]:
                                   lambda d, _x: d.sum().reshape(1),
-                                  "takes the smallest entry instead of the largest":
+                                  MESSAGES["equivariance_takes_smallest_entry_largest"]:
                                   lambda d, _x: d.min().reshape(1),
-                                  "divides the largest entry by the largest |layer(x)| (a "
-                                  "relative gap, not the largest absolute difference)":
+                                  MESSAGES["equivariance_divides_largest_entry_largest"]:
                                   lambda d, x: (d.max() / x["output"].abs().max()).reshape(1),
-                                  "takes the norm of the differences (the root of the sum of "
-                                  "their squares, .norm()) instead of the largest entry":
+                                  MESSAGES["equivariance_takes_norm_differences_root"]:
                                   lambda d, _x: d.norm().reshape(1)},
-                "absolute value": {"squares the differences instead of taking their absolute "
-                                   "value": lambda d, _x: d ** 2}}
+                "absolute value": {MESSAGES["equivariance_squares_differences_taking_absolute"]:
+                                       lambda d, _x: d ** 2}}
     optional = {"permutation of the output": lambda _v, x: x["output"],
                 "absolute value": None}
     return Formula(steps, variants, optional)
@@ -1813,8 +2504,8 @@ def kv_cache_bytes_formula(dims):
              ("key and value (2)", lambda n, _x: 2 * n),
              ("bytes per value", lambda n, x: n * x["bytes_per_value"])]
     variants = {"bytes per value": {
-        "assumes 2 bytes per value (ignores bytes_per_value)": lambda n, _x: 2 * n,
-        "counts bits (8 per byte) instead of bytes": lambda n, x: 8 * n * x["bytes_per_value"]}}
+        MESSAGES["kv_cache_bytes_assumes_2_bytes_per"]: lambda n, _x: 2 * n,
+        MESSAGES["kv_cache_bytes_counts_bits_8_per"]: lambda n, x: 8 * n * x["bytes_per_value"]}}
     return Formula(steps, variants, ["key/value heads", "layers", "key and value (2)",
                                      "bytes per value"])
 
@@ -1845,15 +2536,17 @@ def gqa_parameters_formula(dims):
              ("biases", biases)]
     variants = {
         "key/value width": {
-            "is d_model (as many key/value heads as query heads)":
+            MESSAGES["gqa_parameters_d_model_many_key"]:
                 lambda _v, x: x["d_model"].double(),
-            "is num_kv_heads (without head_dim)": lambda _v, x: x["num_kv_heads"].double()},
-        "weights": {f"leaves out {name} (its weight and its bias)":
+            MESSAGES["gqa_parameters_num_kv_heads_without"]:
+                lambda _v, x: x["num_kv_heads"].double()},
+        "weights": {MESSAGES["gqa_leaves_out_layer"].format(name=name):
                     lambda kv, x, name=name: weights(kv, x, leave_out=name)
                     for name in ("out_proj", "q_proj")},
-        "biases": {"counts d_model biases for k_proj and v_proj":
+        "biases": {MESSAGES["gqa_parameters_counts_d_model_biases"]:
                    lambda st, x: biases(st, x, x["d_model"]),
-                   "counts the biases even when bias=False": lambda st, x: biases(st, x, switch=1)}}
+                   MESSAGES["gqa_parameters_counts_biases_even_when"]:
+                       lambda st, x: biases(st, x, switch=1)}}
     return Formula(steps, variants, {"biases": lambda st, _x: st["n"]})
 
 
@@ -1884,27 +2577,22 @@ def sinusoidal_formula(dims, d_model, base=ROTARY_BASE):
 
     steps = [("table", table())]
     variants = {"table": {
-        "puts cos(p w_i) at the even features 2i and sin(p w_i) at the odd ones":
+        MESSAGES["sinusoidal_puts_cos_p_w"]:
             table(waves=("cos", "sin")),
-        "uses the frequencies base ** (-i / d_model) (without the 2)": table(exponent=1.0),
-        "puts the sines in the first half of the features and the cosines in the second "
-        "(torch.cat of the two) instead of interleaving them at 2i and 2i + 1 (torch.stack "
-        "on a last axis, then a reshape)": table(halves=True),
-        "counts the positions from 1 instead of 0 (row p is position p)":
+        MESSAGES["sinusoidal_uses_frequencies_base_i"]: table(exponent=1.0),
+        MESSAGES["sinusoidal_puts_sines_first_half"]: table(halves=True),
+        MESSAGES["sinusoidal_counts_positions_from_1"]:
             lambda _v, x: _sinusoidal(x["positions"] + 1, d_model, base)}}
     if base != ROTARY_BASE:
-        variants["table"][f"ignores base={base:g} and uses the default {ROTARY_BASE:g}"] = (
+        variants["table"][MESSAGES["ignores_base"].format(base=base, default=ROTARY_BASE)] = (
             table(base=ROTARY_BASE))
     variants["table"].update({
-        "uses the frequencies base ** (-4 i / d_model) (the feature index 2i where the pair "
-        "index i belongs)": table(exponent=4.0),
-        "uses the frequencies base ** (+2 i / d_model) (the exponent's minus sign left out)":
+        MESSAGES["sinusoidal_uses_frequencies_base_4"]: table(exponent=4.0),
+        MESSAGES["sinusoidal_uses_frequencies_base_2"]:
             table(exponent=-2.0),
-        "counts the pairs i from 1 instead of 0 (frequencies base ** (-2 (i + 1) / "
-        "d_model): pair 0, features 0 and 1, must have frequency 1, sin(p) and cos(p))":
+        MESSAGES["sinusoidal_counts_pairs_i_from"]:
             table(first=1),
-        "computes base ** -2 * i / d_model: ** binds before * and /, so the exponent needs "
-        "its parentheses, base ** (-2 * i / d_model)": table(unbracketed=True)})
+        MESSAGES["sinusoidal_computes_base_2_i"]: table(unbracketed=True)})
     return Formula(steps, variants)
 
 
@@ -1985,59 +2673,46 @@ def block_formula(dims, num_heads, num_kv_heads, training=False):
              ("feed-forward dropout", dropout("f")),
              ("second residual", lambda st, _x: st["x"] + st["f"])]
     variants = {
-        "norm1": {"uses norm2": norm1("n2"),
-                  "uses a LayerNorm (which subtracts the mean first) instead of the RMSNorm":
+        "norm1": {MESSAGES["block_uses_norm2"]: norm1("n2"),
+                  MESSAGES["block_uses_layernorm_which_subtracts"]:
                       norm1(kind="layer")},
         "attention": {
-            "has no rotary positions (rotary_cached_attention(self.attn, h, cache) turns "
-            "each query and key by its position; cached_attention does not)":
+            MESSAGES["block_has_no_rotary_positions"]:
                 attend(unrotated),
-            "calls self.attn(h) (GroupedQueryAttention.forward: no causal mask, no rotary "
-            "positions); attend through rotary_cached_attention(self.attn, h, cache), "
-            "with a fresh KVCache() when no cache is given": attend(plain),
-            "attends without the causal mask (rotary positions kept): every position reads "
-            "the later ones too; rotary_cached_attention(self.attn, h, cache) applies the "
-            "mask": lambda st, x: _with(st, a=rotary.run(
+            MESSAGES["block_calls_self_attn_h"]: attend(plain),
+            MESSAGES["block_attends_without_causal_mask"]: lambda st, x: _with(st, a=rotary.run(
                 {**x, "x": st["h"], "start": 0}, {"mask": lambda value, _x: value}))},
-        "first residual": {"adds the normalised input instead of x":
+        "first residual": {MESSAGES["block_adds_normalised_input_x"]:
                            lambda st, _x: _with(st, x=st["h"] + st["a"])},
-        "norm2": {"uses norm1": norm2("n1"),
-                  "uses a LayerNorm (which subtracts the mean first) instead of the RMSNorm":
+        "norm2": {MESSAGES["block_uses_norm1"]: norm2("n1"),
+                  MESSAGES["block_uses_layernorm_which_subtracts"]:
                       norm2(kind="layer"),
-                  "normalises the attention's output instead of the residual stream x (the "
-                  "norm before the feed-forward reads x after the first residual, "
-                  "h = norm2(x))": lambda st, x: _with(st, h=norm(st["a"], x, "n2")),
-                  "normalises norm1's output h again (norm2(h)) instead of the residual "
-                  "stream x after the first residual (h = norm2(x))":
+                  MESSAGES["block_normalises_attention_s_output"]:
+                      lambda st, x: _with(st, h=norm(st["a"], x, "n2")),
+                  MESSAGES["block_normalises_norm1_s_output"]:
                       lambda st, x: _with(st, h=norm(st["h"], x, "n2"))},
         "feed-forward": {
-            "reads the block's input instead of the attention's output":
+            MESSAGES["block_reads_block_s_input"]:
                 lambda st, x: _with(st, f=swiglu(norm(x["x"], x, "n2"), x)),
-            "swaps gate_proj and up_proj (the SiLU goes on gate_proj(h), which then "
-            "multiplies up_proj(h))": ff(gate="up", up="gate"),
-            "uses GELU instead of SiLU (SwiGLU's gate is silu(gate_proj(h)))":
+            MESSAGES["block_swaps_gate_proj_up"]: ff(gate="up", up="gate"),
+            MESSAGES["block_uses_gelu_silu_swiglu"]:
                 ff(act=functional.gelu),
-            "uses the sigmoid instead of SiLU (GLU's gate; SwiGLU's is silu(z) = z * "
-            "sigmoid(z))": ff(act=torch.sigmoid),
-            "uses ReLU instead of SiLU (SwiGLU's gate is silu(gate_proj(h)))":
+            MESSAGES["block_uses_sigmoid_silu_glu"]: ff(act=torch.sigmoid),
+            MESSAGES["block_uses_relu_silu_swiglu"]:
                 ff(act=functional.relu),
-            "leaves out the SiLU (down_proj(gate_proj(h) * up_proj(h)))": ff(act=identity),
-            "applies the SiLU after the product, silu(gate_proj(h) * up_proj(h)), instead of "
-            "to gate_proj(h) alone (silu(gate_proj(h)) * up_proj(h))":
+            MESSAGES["block_leaves_out_silu_down"]: ff(act=identity),
+            MESSAGES["block_applies_silu_after_product"]:
                 ff(act=identity, combine=lambda a, b: functional.silu(a * b)),
-            "adds up_proj(h) instead of multiplying by it (the gate multiplies: "
-            "silu(gate_proj(h)) * up_proj(h))": ff(combine=torch.add),
-            "leaves out up_proj (down_proj(silu(gate_proj(h))): the gate multiplies "
-            "up_proj(h))": ff(combine=lambda a, _b: a)},
-        "second residual": {"adds the normalised input instead of x":
+            MESSAGES["block_adds_up_proj_h"]: ff(combine=torch.add),
+            MESSAGES["block_leaves_out_up_proj"]: ff(combine=lambda a, _b: a)},
+        "second residual": {MESSAGES["block_adds_normalised_input_x"]:
                             lambda st, _x: st["h"] + st["f"],
-                            "adds the block's input x instead of x after the first residual "
-                            "(the attention's output then never reaches the stream)":
+                            MESSAGES["block_adds_block_s_input"]:
                             lambda st, x: x["x"] + st["f"],
-                            "adds the attention's output instead of the residual stream x "
-                            "after the first residual": lambda st, _x: st["a"] + st["f"]}}
+                            MESSAGES["block_adds_attention_s_output"]:
+                                lambda st, _x: st["a"] + st["f"]}}
     if training:   # a dropout done twice draws one mask more (there are three)
-        twice = "is applied twice (drop(drop(...)): one nn.Dropout call per sublayer output)"
+        twice = MESSAGES["block_dropout_twice"]
         variants["attention dropout"] = {
             twice: lambda st, x: dropout("a")(dropout("a")(st, x), x)}
         variants["feed-forward dropout"] = {
@@ -2050,62 +2725,48 @@ def block_formula(dims, num_heads, num_kv_heads, training=False):
              "norm2": lambda st, _x: _with(st, h=st["x"]),
              "second residual": lambda st, _x: st["f"]}
     together = {
-        "the attention reads x instead of norm1(x) (the norm1 step is left out; the residual "
-        "adds x itself)": {"norm1": no_norm1},
-        "the norms come after the residual additions, x = norm(x + sublayer(x)) (post-norm, "
-        "the 2017 Transformer's), where this block is pre-norm: x + sublayer(norm(x))": {
+        MESSAGES["block_attention_reads_x_norm1"]: {"norm1": no_norm1},
+        MESSAGES["block_norms_come_after_residual"]: {
             "norm1": no_norm1,
             "first residual": lambda st, x: _with(st, x=norm(st["x"] + st["a"], x, "n1")),
             "norm2": skips["norm2"],
             "second residual": lambda st, x: norm(st["x"] + st["f"], x, "n2")},
-        "both norms are LayerNorms (which subtract the mean first) where this block uses "
-        "RMSNorm, nn.RMSNorm(d_model)": {"norm1": norm1(kind="layer"),
+        MESSAGES["block_both_norms_layernorms_which"]: {"norm1": norm1(kind="layer"),
                                          "norm2": norm2(kind="layer")},
-        "both residual steps are left out (the residual connections are missing: each "
-        "sublayer's output must be added to its input, x = x + attn(norm1(x)), then "
-        "x = x + ff(norm2(x)))": {
+        MESSAGES["block_both_residual_steps_left"]: {
             "first residual": skips["first residual"],
             "second residual": skips["second residual"]}}
     if training:
         skips.update({"attention dropout": None, "feed-forward dropout": None})
         together.update({
-            "both dropout steps are left out (dropout is never applied, also in training "
-            "mode: self.drop on each sublayer's output)": {
+            MESSAGES["block_both_dropout_steps_left"]: {
                 "attention dropout": lambda st, _x: st, "feed-forward dropout": lambda st, _x: st},
-            "the dropout applies to each sublayer's input (x before the norm) instead of its "
-            "output: x = x + attn(norm1(drop(x))), where the exercise drops the output, "
-            "x = x + drop(attn(norm1(x)))": {
+            MESSAGES["block_dropout_applies_sublayer_s"]: {
                 "norm1": lambda _v, x: {"x": x["x"], "h": norm(x["x"] * x["drop"][0], x, "n1"),
                                         "drawn": 1},
                 "attention dropout": lambda st, _x: st,
                 "norm2": lambda st, x: _with(st, h=norm(st["x"] * mask(st, x), x, "n2"),
                                              drawn=st["drawn"] + 1),
                 "feed-forward dropout": lambda st, _x: st},
-            "the dropout applies to each sublayer's normalised input, drop(norm(x)), instead "
-            "of its output: x = x + attn(drop(norm1(x))), where the exercise drops the "
-            "output, x = x + drop(attn(norm1(x)))": {
+            MESSAGES["block_dropout_applies_sublayer_s_2"]: {
                 "norm1": lambda _v, x: {"x": x["x"], "h": norm(x["x"], x, "n1") * x["drop"][0],
                                         "drawn": 1},
                 "attention dropout": lambda st, _x: st,
                 "norm2": lambda st, x: _with(st, h=norm(st["x"], x, "n2") * mask(st, x),
                                              drawn=st["drawn"] + 1),
                 "feed-forward dropout": lambda st, _x: st},
-            "the feed-forward dropout applies inside the feed-forward, to the gated hidden "
-            "silu(gate_proj(h)) * up_proj(h) (d_ff features) before down_proj, instead of to "
-            "its output: x + drop(down_proj(...))": {
+            MESSAGES["block_feed_forward_dropout_applies"]: {
                 "feed-forward": lambda st, x: _with(st, f=swiglu(
                     st["h"], x, combine=lambda a, b: a * b * x["drop_hidden"])),
                 "feed-forward dropout": lambda st, _x: st},
-            "the dropout applies to the sum x + sublayer(x) instead of the sublayer's output "
-            "before it is added to x": {
+            MESSAGES["block_dropout_applies_sum_x"]: {
                 "attention dropout": lambda st, _x: st,
                 "first residual": sum_dropped("a"),
                 "feed-forward dropout": lambda st, _x: st,
                 "second residual": lambda st, x: sum_dropped("f")(st, x)["x"]}})
     else:
-        together["dropout acts in eval mode (the masks of the grader's seed applied): use "
-                 "self.drop, or F.dropout(..., training=self.training), which eval() turns "
-                 "off"] = {"attention dropout": dropout("a", on=True),
+        together[MESSAGES["block_dropout_acts_eval_mode"]] = \
+            {"attention dropout": dropout("a", on=True),
                            "feed-forward dropout": dropout("f", on=True)}
     return Formula(steps, variants, skips, together)
 
@@ -2123,9 +2784,7 @@ def cached_block_formula(dims, num_heads, num_kv_heads, prefill):
         return torch.cat([block.run({**x, "x": x["x"][:, a:b]}) for a, b in pieces], dim=1)
 
     return Formula([("cache", lambda _v, x: block.run(x))], together={
-        "each call attends only over the positions it is given, not over those the cache "
-        "holds (pass the block's `cache` on to rotary_cached_attention; a fresh KVCache() "
-        "only when cache is None)": {"cache": alone}})
+        MESSAGES["cached_block_call_attends_only_over"]: {"cache": alone}})
 
 
 FORMULAS["decoder block"] = block_formula
@@ -2177,42 +2836,31 @@ def training_step_formula(dims, p, lr):
              ("loss.backward() and optimizer.step()", update())]
     variants = {
         "inputs and targets": {
-            "uses batch[:, :-1] as the targets too (the input tokens themselves, not the "
-            "next ones: targets = batch[:, 1:])": pair(slice(None, -1), slice(None, -1)),
-            "exchanges them: inputs batch[:, 1:], targets batch[:, :-1] (the previous "
-            "tokens; the model predicts the next: inputs = batch[:, :-1])":
+            MESSAGES["training_step_uses_batch_1_targets"]: pair(slice(None, -1), slice(None, -1)),
+            MESSAGES["training_step_exchanges_inputs_batch_1"]:
                 pair(slice(1, None), slice(None, -1))},
         "cross-entropy": {
-            "is given the softmax of the logits (F.cross_entropy applies log_softmax itself: "
-            "pass the raw logits)": loss(lambda z: z.softmax(-1)),
-            "sums over the positions (reduction='sum') instead of the mean":
+            MESSAGES["training_step_given_softmax_logits_f"]: loss(lambda z: z.softmax(-1)),
+            MESSAGES["training_step_sums_over_positions_reduction"]:
                 loss(reduction="sum"),
-            "is F.nll_loss of the raw logits: nll_loss expects log-probabilities "
-            "(F.log_softmax(logits, -1)); F.cross_entropy takes the logits themselves":
+            MESSAGES["training_step_f_nll_loss_raw"]:
                 loss(by=functional.nll_loss),
-            "averages over the batch only (the sum over the positions divided by B): the mean "
-            "runs over all B * L predictions": per_sequence,
-            "flattens the logits in (L, B) order but the targets in (B, L) order (a transpose "
-            "before one flatten): each prediction is scored against another position's "
-            "target": loss(lambda z: z.transpose(0, 1)),
-            "scores the last position only (logits[:, -1] against batch[:, -1]) instead of "
-            "every position: each of the L positions predicts its next token, and the mean "
-            "runs over all B * L of them": lambda st, _x: _with(st, loss=functional.cross_entropy(
+            MESSAGES["training_step_averages_over_batch_only"]: per_sequence,
+            MESSAGES["training_step_flattens_logits_l_b"]: loss(lambda z: z.transpose(0, 1)),
+            MESSAGES["training_step_scores_last_position_only"]:
+                lambda st, _x: _with(st, loss=functional.cross_entropy(
                 st["logits"][:, -1], st["targets"][:, -1]))}}
     skips = {"model.train()": lambda _v, _x: {"training": False},
              "optimizer.zero_grad()": lambda st, x: _with(
                  st, stale={n: x[f"stale_{n}"] for n in STEP_PARAMETERS})}
     return Formula(steps, variants, skips, together={
-        "the logits are those of the whole batch, scored at positions 1 .. L against "
-        "batch[:, 1:] (model(batch)[:, 1:]): each position is scored on its own token; the "
-        "logits of batch[:, :-1] predict batch[:, 1:]": {
+        MESSAGES["training_step_logits_those_whole_batch"]: {
             "inputs and targets": pair(slice(None), slice(1, None)),
             "cross-entropy": lambda st, x: loss(lambda z: z[:, 1:])(st, x)},
-        "the parameters did not change (no update: optimizer.step() after loss.backward(), "
-        "with optimizer.zero_grad() before the backward pass, not between it and the step)":
+        MESSAGES["training_step_parameters_did_change_no"]:
             {"loss.backward() and optimizer.step()": update(step=False)},
-        "the parameters moved by two optimizer steps (optimizer.step() called twice): one "
-        "step per batch": {"loss.backward() and optimizer.step()": update(steps=2)}})
+        MESSAGES["training_step_parameters_moved_two_optimizer"]:
+            {"loss.backward() and optimizer.step()": update(steps=2)}})
 
 
 FORMULAS["training step"] = training_step_formula
@@ -2245,18 +2893,17 @@ def generation_formula(dims, num_tokens, use_cache):
              ("start = len(cache)", lambda cfg, _x: _with(cfg, start=lambda cached: cached)),
              ("logits[:, -1]", lambda cfg, _x: _with(cfg, position=-1)),
              ("decoding", decode)]
-    variants = {"logits[:, -1]": {"reads logits[:, 0] (the first position; the next token is "
-                                  "predicted by the last)": lambda cfg, _x: _with(cfg, position=0)}}
+    variants = {"logits[:, -1]": {MESSAGES["generation_reads_logits_0_first"]:
+                                      lambda cfg, _x: _with(cfg, position=0)}}
     if use_cache:
         variants["start = len(cache)"] = {
-            "passes len(cache) + 1 (the newest token sits at position len(cache): positions "
-            "count from 0)": lambda cfg, _x: _with(cfg, start=lambda cached: cached + 1),
-            "passes 0 (start's default) after the prefill: the newest token sits at position "
-            "len(cache)": lambda cfg, _x: _with(cfg, start=lambda cached: 0)}
+            MESSAGES["generation_passes_len_cache_1"]:
+                lambda cfg, _x: _with(cfg, start=lambda cached: cached + 1),
+            MESSAGES["generation_passes_0_start_s"]:
+                lambda cfg, _x: _with(cfg, start=lambda cached: 0)}
     skips = {"model.eval()": lambda _v, _x: {"training": True}}
     return Formula(steps, variants, skips, together={
-        "the logits of each step are returned as probabilities (their softmax): return the "
-        "logits themselves, logits[:, -1] of each step":
+        MESSAGES["generation_logits_step_returned_probabilities"]:
             {"decoding": lambda cfg, x: decode(cfg, x).softmax(-1)}})
 
 
