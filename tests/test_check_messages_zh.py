@@ -174,14 +174,44 @@ def test_the_chinese_zip_holds_the_marker_and_the_catalogue(course_release, tmp_
     assert "01_attention/checks/language.py" in names
     # unzipped, its checks speak Chinese with nothing set, the catalogued bugs' messages too
     # (the kit replays them from its fixtures, recorded in each language: checks.common)
-    code = ("import sys; sys.path.insert(0, '.'); from checks import attention as check\n"
-            "try:\n    check.attention_scores(lambda q, k: q @ k.mT / q.shape[-1])\n"
-            "except Exception as error:\n    print(error)")
+    # (and a mistake that only the formula's steps name: formulas.py's sentence, its step's
+    # label and diagnose's frame, each in Chinese; and a family's word pieces)
+    code = ("import sys, torch; sys.path.insert(0, '.'); from checks import attention as check\n"
+            "for call in (lambda: check.attention_scores(lambda q, k: q @ k.mT / q.shape[-1]),\n"
+            "             lambda: check.attention_entropy(\n"
+            "                 lambda w: (-torch.special.xlogy(w, w).sum(-1)).exp()),\n"
+            "             lambda: check.attention_entropy(\n"
+            "                 lambda w: -torch.special.xlogy(w, w).sum(-1).mean(-1))):\n"
+            "    try:\n        call()\n"
+            "    except Exception as error:\n        print(error)")
     environment = {k: v for k, v in os.environ.items()
                    if k not in ("PYTHONPATH", "COURSE_LANGUAGE")}
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path / "unzipped" / "01_attention",
                           capture_output=True, text=True, env=environment, check=True)
     assert "你除以了 d_k = 4" in done.stdout, done.stdout + done.stderr
+    assert "“结果”步骤是 exp(熵)，即困惑度" in done.stdout, done.stdout
+    assert "它是正确答案沿 Lq 轴取平均的结果" in done.stdout, done.stdout
+    assert " step " not in done.stdout and " axis" not in done.stdout, done.stdout
+
+
+def test_the_formulas_steps_are_worded_in_the_language_of_now():
+    """formulas.py's sentences (a step's description and label, diagnose.Formula's frame) are
+    made when the check asks, in its language: as many in Chinese as in English, none the
+    same, none left with English words."""
+    language, formulas = checks_module("language"), checks_module("formulas")
+    dims = {"batch": 2, "Lq": 3, "Lk": 5, "d_k": 6}
+    said = {}
+    for spoken in ("en", LANGUAGE):
+        with language.speaking(spoken):
+            formula = formulas.FORMULAS["attention"](dims, d_k=6)
+            said[spoken] = ([sentence for sentence, _, _ in formula.changes()]
+                            + list(formula.together) + [s for s, _ in formula.pairs()])
+    english, chinese = said["en"], said[LANGUAGE]
+    assert "the scale step is left out: the scores are not scaled, divide Q K^T by sqrt(d_k)" \
+        in english
+    assert "“缩放”步骤被省略了：分数没有缩放，应把 Q K^T 除以 sqrt(d_k)" in chinese
+    assert len(chinese) == len(set(chinese)) == len(english) > 40
+    assert not [s for s in chinese if re.search(r"\b(?:the|step|instead|and)\b", s)]
 
 
 # ------------------------------------------------------- each catalogued bug, in Chinese
