@@ -948,7 +948,7 @@ def attention_formula(dims, d_k, output=True):
                             MESSAGES["attention_left_out_scores_softmax"]: lambda s, _x: s,
                             MESSAGES["attention_comes_before_scale_weights"]:
                                 lambda s, x: _softmax_over(-1)(s * math.sqrt(d_k), x)
-                            / math.sqrt(d_k),
+                                / math.sqrt(d_k),
                             **{MESSAGES["softmax_batch_axis"].format(axis=axis):
                                _softmax_over_batch(axis) for axis in (0, 1)}}}
     # the scale and the softmax left out: variants, for their sentences' hint
@@ -1480,8 +1480,7 @@ def parameter_count_formula(dims):
                        lambda n, x: n + 3 * d(x) * x["bias"],
                    MESSAGES["parameter_count_ignores_bias_false_counts"]: lambda n, x: n + 4 * d(x),
                    MESSAGES["parameter_count_counts_only_one_head_3"]:
-                       lambda n, x: n + 4 * d(x) * x["bias"]
-                   / x["num_heads"]}}
+                       lambda n, x: n + 4 * d(x) * x["bias"] / x["num_heads"]}}
     # the biases left out (a variant rather than an optional step, for the sentence's hint)
     variants["biases"][MESSAGES["parameter_count_left_out_four_nn"]] = lambda n, _x: n
     return Formula(steps, variants)
@@ -1843,7 +1842,7 @@ def masked_attention_formula(dims, d_k, output=True):
         **formula.variants["softmax"],
         MESSAGES["masked_attention_multiplies_weights_mask_afterwards"]:
             lambda s, x: torch.softmax(s, dim=-1) if x.get("mask") is None
-        else torch.softmax(s, dim=-1) * x["mask"]}
+            else torch.softmax(s, dim=-1) * x["mask"]}
     # (sqrt(d_k) rounded to float32 is among attention_formula's scale variants already)
     return formula
 
