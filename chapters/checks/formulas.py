@@ -219,22 +219,22 @@ MESSAGES = translated(__name__) | {
         "multiplies the queries by themselves (Q Q^T: the keys left out)",
     "product_multiplies_keys_themselves_k":
         "multiplies the keys by themselves (K K^T: the queries left out)",
-    "other_normalisations_divides_scores_sum_without":
+    "normalisation_without_exp":
         "divides the scores by their sum without the exponential (a softmax is exp(s) / sum "
         "exp(s): the exp step is missing)",
-    "other_normalisations_sigmoid_score_own_softmax":
+    "normalisation_sigmoid":
         "is a sigmoid of each score on its own, not a softmax over the keys (sigmoid weights do "
         "not sum to 1 along a row)",
     "attention_uses_complement_mask_true": "uses the complement of the mask (True/False mixed up)",
     "attention_runs_over_queries_dim":
         "runs over the queries (dim=-2) instead of the keys: each query's weights over the keys "
         "must sum to 1, so use dim=-1",
-    "attention_left_out_scores_softmax":
+    "attention_softmax_left_out":
         "is left out: the scores, not their softmax, are used as the weights (the softmax is "
         "missing)",
     "attention_comes_before_scale_weights":
         "comes before the scale: the weights, not the scores, are divided by sqrt(d_k)",
-    "attention_left_out_scores_scaled":
+    "attention_scale_left_out":
         "is left out: the scores are not scaled, divide Q K^T by sqrt(d_k)",
     "attention_weights_transposed_one_row":
         "is the weights transposed, one row per key (.transpose(-2, -1), or K Q^T): each row "
@@ -245,7 +245,7 @@ MESSAGES = translated(__name__) | {
         "multiplies the transposed weights (one row per key) by the values",
     "attention_divides_output_sqrt_d":
         "divides the output by sqrt(d_k) as well (only the scores Q K^T are scaled)",
-    "scores_softmax_scores_weights_scores":
+    "scores_output_is_softmax":
         "is the softmax of the scores (the weights), not the scores that go into it",
     "softmax_takes_maximum_along_last":
         "takes the maximum along the last axis instead of along dim",
@@ -255,7 +255,7 @@ MESSAGES = translated(__name__) | {
     "softmax_divides_sum_exp_scores":
         "divides by the sum of exp(scores) without the maximum subtracted (the numerator and the "
         "denominator must subtract the same maximum)",
-    "softmax_log_softmax_log_softmax": "is the log of the softmax (log_softmax), not the softmax",
+    "softmax_result_log": "is the log of the softmax (log_softmax), not the softmax",
     "softmax_left_out_exp_scores":
         "is left out: exp(scores - max) is returned without dividing by its sum along dim",
     "entropy_takes_mean_sum": "takes the mean instead of the sum",
@@ -278,7 +278,7 @@ MESSAGES = translated(__name__) | {
     "entropy_divided_log_lk_largest":
         "is divided by log(Lk), the largest entropy (a normalised entropy): the exercise asks for "
         "the entropy itself, in nats",
-    "entropy_exp_entropy_perplexity_entropy": "is exp(entropy), the perplexity, not the entropy",
+    "entropy_perplexity": "is exp(entropy), the perplexity, not the entropy",
     "multihead_multiplies_sqrt_head_dim": "multiplies by sqrt(head_dim) instead of dividing by it",
     "multihead_projects_keys_q_proj": "projects the keys with q_proj",
     "multihead_projects_values_k_proj": "projects the values with k_proj",
@@ -554,7 +554,7 @@ MESSAGES = translated(__name__) | {
     "similarity_divides_one_norm_whole":
         "divides by one norm of the whole weights tensor (.norm() with no dim) instead of by each "
         "map's own norm (along dim=-1)",
-    "similarity_sums_averaging": "sums instead of averaging",
+    "similarity_batch_summed": "sums instead of averaging",
     "similarity_takes_first_example_averaging":
         "takes the first example instead of averaging over the batch",
     "similarity_takes_last_example_averaging":
@@ -793,7 +793,7 @@ MESSAGES = translated(__name__) | {
     "training_step_exchanges_inputs_batch_1":
         "exchanges them: inputs batch[:, 1:], targets batch[:, :-1] (the previous tokens; the "
         "model predicts the next: inputs = batch[:, :-1])",
-    "training_step_given_softmax_logits_f":
+    "training_step_softmax_given":
         "is given the softmax of the logits (F.cross_entropy applies log_softmax itself: pass the "
         "raw logits)",
     "training_step_sums_over_positions_reduction":
@@ -926,8 +926,8 @@ def _other_normalisations():
     def without_exp(scores, _x):
         return scores / scores.sum(dim=-1, keepdim=True)
 
-    return {MESSAGES["other_normalisations_divides_scores_sum_without"]: without_exp,
-            MESSAGES["other_normalisations_sigmoid_score_own_softmax"]:
+    return {MESSAGES["normalisation_without_exp"]: without_exp,
+            MESSAGES["normalisation_sigmoid"]:
                 lambda s, _x: torch.sigmoid(s)}
 
 
@@ -945,14 +945,14 @@ def attention_formula(dims, d_k, output=True):
                          else s.masked_fill(x["mask"], float("-inf"))},
                 "softmax": {MESSAGES["attention_runs_over_queries_dim"]:
                             _softmax_over(-2),
-                            MESSAGES["attention_left_out_scores_softmax"]: lambda s, _x: s,
+                            MESSAGES["attention_softmax_left_out"]: lambda s, _x: s,
                             MESSAGES["attention_comes_before_scale_weights"]:
                                 lambda s, x: _softmax_over(-1)(s * math.sqrt(d_k), x)
                                 / math.sqrt(d_k),
                             **{MESSAGES["softmax_batch_axis"].format(axis=axis):
                                _softmax_over_batch(axis) for axis in (0, 1)}}}
     # the scale and the softmax left out: variants, for their sentences' hint
-    variants["scale"][MESSAGES["attention_left_out_scores_scaled"]] = \
+    variants["scale"][MESSAGES["attention_scale_left_out"]] = \
         lambda s, _x: s
     # the softmax replaced by another normalisation: its exponential left out, or a sigmoid
     variants["softmax"].update(_other_normalisations())
@@ -985,8 +985,8 @@ def scores_formula(dims, d_k):
              ("output", lambda s, _x: s)]
     variants = {"Q K^T product": _product_variants(),
                 "scale": _scale_variants(dims, d_k),
-                "output": {MESSAGES["scores_softmax_scores_weights_scores"]: _softmax_over(-1)}}
-    variants["scale"][MESSAGES["attention_left_out_scores_scaled"]] = \
+                "output": {MESSAGES["scores_output_is_softmax"]: _softmax_over(-1)}}
+    variants["scale"][MESSAGES["attention_scale_left_out"]] = \
         lambda s, _x: s
     return Formula(steps, variants)
 
@@ -1026,7 +1026,7 @@ def softmax_formula(dims, dim):
                     MESSAGES["softmax_divides_sum_exp_scores"]:
                     lambda state, x: _with(state, s=state["s"] / x["scores"].exp().sum(
                         dim=state["dim"], keepdim=True))},
-                "result": {MESSAGES["softmax_log_softmax_log_softmax"]:
+                "result": {MESSAGES["softmax_result_log"]:
                            lambda state, _x: state["s"].log()}}
     variants["division by the sum"][MESSAGES["softmax_left_out_exp_scores"]] = \
         lambda state, _x: state
@@ -1063,7 +1063,7 @@ def entropy_formula(dims):
                 "minus sign": {MESSAGES["entropy_left_out_entropy_negative"]: lambda t, _x: t},
                 "result": {MESSAGES["entropy_divided_log_lk_largest"]:
                            lambda t, x: t / math.log(x["weights"].shape[-1]),
-                           MESSAGES["entropy_exp_entropy_perplexity_entropy"]:
+                           MESSAGES["entropy_perplexity"]:
                            lambda t, _x: t.exp()}}
     # the terms -w log w returned one per key: the sum over the keys (the last axis) missing
     return Formula(steps, variants, optional=["sum over the keys"])
@@ -1984,7 +1984,7 @@ def similarity_formula(dims):
                 lambda maps, _x: maps / math.sqrt(maps.shape[-1]),
             MESSAGES["similarity_divides_one_norm_whole"]:
                 lambda maps, _x: maps / maps.norm()},
-        "average over the batch": {MESSAGES["similarity_sums_averaging"]: lambda s, _x: s.sum(0),
+        "average over the batch": {MESSAGES["similarity_batch_summed"]: lambda s, _x: s.sum(0),
                                    MESSAGES["similarity_takes_first_example_averaging"]:
                                        lambda s, _x: s[0],
                                    MESSAGES["similarity_takes_last_example_averaging"]:
@@ -2839,7 +2839,7 @@ def training_step_formula(dims, p, lr):
             MESSAGES["training_step_exchanges_inputs_batch_1"]:
                 pair(slice(1, None), slice(None, -1))},
         "cross-entropy": {
-            MESSAGES["training_step_given_softmax_logits_f"]: loss(lambda z: z.softmax(-1)),
+            MESSAGES["training_step_softmax_given"]: loss(lambda z: z.softmax(-1)),
             MESSAGES["training_step_sums_over_positions_reduction"]:
                 loss(reduction="sum"),
             MESSAGES["training_step_f_nll_loss_raw"]:
