@@ -5,6 +5,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -562,7 +563,7 @@ def test_error_reason_names_the_operation_and_its_sizes():
     assert "pairs the last axis of A with the second-to-last axis of B" in product
     assert "4 = d_k against 5 = Lk" in product
     linear = diagnose.error_reason(_error_of(lambda: a @ w), dims)
-    assert "12 = batch * Lq rows" in linear and "wants B transposed" in linear
+    assert "12 = batch * Lq rows" in linear and "B is in the other orientation" in linear
     broadcast = diagnose.error_reason(_error_of(lambda: a / a.sum(dim=-1)), dims,
                                       code="return a / a.sum(dim=-1)")
     assert "4 = d_k entries and one of 6 = Lq entries" in broadcast
@@ -885,6 +886,10 @@ def test_error_cause_names_a_mask_of_the_wrong_shape_and_an_axis_missing():
     # a tensor with an axis fewer than the other's, at another axis
     x, y = torch.randn(2, 3, 4, 5), torch.randn(2, 4, 5)
     cause = diagnose.error_cause(_error_of(lambda: x + y), dims, "out = x + y")
+    assert cause.startswith("the two tensors on that line differ in size on that axis, "
+                            "3 = num_heads against 2 = B")
+    assert "only if one of them has fewer axes than the other, an axis missing" in cause
+    cause = diagnose.error_cause(_error_of(lambda: x + y), dims, "out = x + y[0]")
     assert cause.startswith("broadcasting lines the axes up from the last, so an axis of "
                             "3 = num_heads meeting one of 2 = B means one tensor has an axis "
                             "fewer or more than the other")
@@ -1060,3 +1065,156 @@ def test_mask_runs_leaves_triangles_of_the_other_kind_to_triangle_kind():
     got = torch.ones(3, 4, dtype=torch.bool).triu(1)
     assert diagnose.mask_runs(got, want, {}) is None
     assert "upper triangle" in diagnose.explain(got, want, torch.equal, got != want, {})
+
+
+# ------------------------------- sentences that fit the student's line (issue 20, i20fix)
+
+def test_a_product_in_the_other_orientation_says_missing_or_extra_from_the_line():
+    """B's last axis with A's last size: a transpose missing where the line uses B as it is,
+    one too many where the line transposes it, either without the line, nothing said of B
+    for a layer (its sizes are another matter)."""
+    dims = diagnose.named_dims({"batch": 2, "Lq": 6, "d_model": 4, "d_ff": 8})
+    x, w = torch.randn(2, 6, 4), torch.randn(8, 4)
+    message = _error_of(lambda: x @ w)                       # (12x4 and 8x4)
+    missing = diagnose.error_reason(message, dims, "h = x @ w")
+    assert "so the product wants B transposed" in missing
+    extra = diagnose.error_reason(message, dims, "h = x @ w.T.T")
+    assert "the line transposes B (`w.T.T`)" in extra and "one too many" in extra
+    assert "wants B transposed" not in extra
+    assert "a transpose missing" in diagnose.error_reason(message, dims, "")
+    assert "one too many" in diagnose.error_reason(message, dims, "")
+    layer = diagnose.error_reason(message, dims, "h = self.down_proj(x)")
+    assert "transpose" not in layer and "pairs the last axis of A" in layer
+
+
+def test_the_missing_axis_sentence_only_where_the_line_can_drop_an_axis():
+    dims = {"B": 2, "L": 6, "d_model": 8, "d_ff": 12}
+    x, h = torch.randn(2, 6, 8), torch.randn(2, 6, 12)
+    message = _error_of(lambda: x + h)
+    same_rank = diagnose.error_cause(message, dims, "return self.down_proj(x + self.drop(h))")
+    assert same_rank.startswith("the two tensors on that line differ in size on that axis, "
+                                "8 = d_model against 12 = d_ff")
+    assert "an axis fewer or more" not in same_rank
+    dropped = diagnose.error_cause(message, dims, "out = x + h[:, 0]")
+    assert "an axis fewer or more" in dropped
+
+
+def test_the_leaf_sentence_fits_a_parameter_or_an_argument():
+    message = "a leaf Variable that requires grad is being used in an in-place operation."
+    argument = diagnose.error_reason(message, DIMS, "scores[~mask] = -1e9")
+    assert "`scores`" in argument and "argument" in argument and "no_grad" not in argument
+    assert "`scores`" in diagnose.error_reason(message, DIMS, "scores.masked_fill_(m, 0)")
+    parameter = diagnose.error_reason(message, DIMS, "proj.weight.copy_(w)")
+    assert "`proj.weight`, a parameter" in parameter and "torch.no_grad()" in parameter
+    assert "argument" not in parameter
+    assert diagnose.error_reason(message, DIMS, "") == diagnose.MESSAGES["error_leaf"]
+
+
+def test_student_line_is_the_call_into_the_course_package_not_its_frame(tmp_path,
+                                                                          monkeypatch):
+    """An error raised inside the course's reference package (`solutions`, imported by a
+    later chapter) is placed at the student's line that called it."""
+    import linecache
+    import sys
+    import types
+
+    from chapters.checks import operations
+    package = tmp_path / "solutions"
+    package.mkdir()
+    (package / "__init__.py").write_text("def attend(q, k):\n"
+                                         "    if q.shape[-1] != k.shape[-1]:\n"
+                                         "        raise ValueError('d_k differs')\n")
+    module = types.ModuleType("solutions")
+    module.__path__ = [str(package)]
+    exec(compile((package / "__init__.py").read_text(), str(package / "__init__.py"),
+                 "exec"), module.__dict__)
+    monkeypatch.setitem(sys.modules, "solutions", module)
+    source = "def core(q, k):\n    return attend(q, k.transpose(-2, -1))\n"
+    linecache.cache["cell core"] = (len(source), None, source.splitlines(True), "cell core")
+    namespace = {"attend": module.attend}
+    exec(compile(source, "cell core", "exec"), namespace)
+    error = operations.attempt(namespace["core"], torch.randn(2, 3), torch.randn(2, 3))[1]
+    assert error[3] == "line 2 of cell core: return attend(q, k.transpose(-2, -1))"
+
+
+def test_student_line_prefers_the_students_registered_cell_to_a_given_one():
+    """A given cell the kit ran without registering its lines is the course's: the line
+    quoted is the student's call into it."""
+    import linecache
+
+    from chapters.checks import operations
+    given = "def given(x):\n    return x @ x\n"
+    namespace = {}
+    exec(compile(given, "nb cell 3", "exec"), namespace)
+    source = "def mine(x):\n    return given(x)\n"
+    linecache.cache["nb cell 5"] = (len(source), None, source.splitlines(True), "nb cell 5")
+    exec(compile(source, "nb cell 5", "exec"), namespace)
+    error = operations.attempt(namespace["mine"], torch.randn(2, 3))[1]
+    assert error[3] == "line 2 of nb cell 5: return given(x)"
+
+
+def test_call_reasons_name_what_a_call_was_given():
+    dims = {"B": 2, "L": 6, "V": 7}
+    assert "merge_heads() takes 1 positional argument(s) and the line gives it 2" in \
+        diagnose.error_reason("merge_heads() takes 1 positional argument but 2 were given",
+                              dims)
+    a = torch.randn(2, 3)
+    assert "torch.cat([a, b], dim=...)" in diagnose.error_reason(
+        _error_of(lambda: torch.cat(a, a, dim=-1)), dims)
+    joined = diagnose.error_reason(_error_of(lambda: torch.cat([a, a.argmax(-1)], dim=1)),
+                                   dims, "t = torch.cat([t, last.argmax(-1)], dim=1)")
+    assert "one has 2 and another 1" in joined and "`last.argmax(-1)` drops the axis" in joined
+    logits, targets = torch.randn(2, 6, 7), torch.randint(7, (2, 6))
+    flat = diagnose.error_reason(_error_of(lambda: F.cross_entropy(logits, targets)), dims)
+    assert flat.startswith("cross_entropy takes the classes on axis 1") and "flatten" in flat
+    targets[0, 0] = -100
+    ignored = diagnose.error_reason(_error_of(lambda: F.cross_entropy(
+        logits.flatten(0, 1), targets.flatten(), ignore_index=0)), dims)
+    assert "-100 is cross_entropy's default ignore_index" in ignored
+    # a keyword that PyTorch's own call on the line does not take: not the student's signature
+    message = _error_of(lambda: torch.ones(2, 2).tril(dtype=torch.bool))
+    reason = diagnose.error_reason(message, dims, "return torch.ones(n, n).tril(dtype=torch.bool)")
+    assert reason.startswith("tril() is PyTorch's and takes no dtype=")
+    assert "signature promises" in diagnose.error_reason(
+        "attend() got an unexpected keyword argument 'mask'", dims, "out = attend(q, mask=m)")
+
+
+def test_error_cause_names_the_whole_operand_an_integer_index_and_a_T():
+    dims = {"B": 2, "L": 5, "num_heads": 3, "head_dim": 4, "d_model": 12}
+    out, bias = torch.randn(2, 5, 4), torch.randn(12)
+    cause = diagnose.error_cause(_error_of(lambda: out + bias), dims, "out = out + bias")
+    assert "here `bias` brings all 12 = d_model entries" in cause
+    assert "brings all" not in diagnose.error_cause(_error_of(lambda: out + bias), dims,
+                                                    "out = out + bias * 2")
+    tokens = torch.zeros(2, 3)
+
+    def model(x):
+        B, L = x.shape
+    cause = diagnose.error_cause(_error_of(lambda: model(tokens[:, -1])), dims,
+                                 "logits = model(tokens[:, -1], start=3)")
+    assert cause.startswith("`tokens[:, -1]` indexes with an integer, which removes that axis")
+    maps = torch.randn(4, 3, 25)
+    cause = diagnose.error_cause(_error_of(lambda: maps @ maps.T), {"B": 4, "num_heads": 3},
+                                 "return (maps @ maps.T).mean(0)")
+    assert "`maps.T` uses .T, which reverses all the axes" in cause
+    index = diagnose.error_cause(_error_of(lambda: out[2]), dims, "y = out[perm]")
+    assert "one past the last" in index and "indices meant for a longer axis" in index
+
+
+def test_an_error_inside_a_called_function_and_too_many_positional_numbers():
+    """A line that only calls a function: the failure is inside it, so what is said is of the
+    tensors given to it (no claim about a mask or the line's operands); a call given more
+    positional numbers than any of its forms takes."""
+    dims = {"B": 2, "num_heads": 4, "L": 5, "head_dim": 3}
+    weights, values = torch.randn(2, 4, 5, 5), torch.randn(2, 5, 4, 3)
+    message = _error_of(lambda: weights @ values)
+    line = "heads, weights = scaled_dot_product_attention(q, k, v, mask)"
+    cause = diagnose.error_cause(message, dims, line)
+    assert cause.startswith("the operation that failed is inside `scaled_dot_product_attention`")
+    assert "mask" not in cause
+    assert diagnose.error_cause(message, dims, "out = weights @ values") != cause
+    kv = torch.randn(2, 2, 5, 3)
+    message = _error_of(lambda: kv.repeat_interleave(2, 1, 1))
+    assert diagnose.error_reason(message, dims, "return kv.repeat_interleave(G, 1, 1)") == (
+        "repeat_interleave() takes at most 2 positional arguments and the line gives it 3: "
+        "the others go by keyword (output_size=..., as its forms above list them after the *)")

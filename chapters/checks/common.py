@@ -256,13 +256,16 @@ def expect_tensor(actual, name, shape=None, dtype=None, device=None, shape_names
             forgot=MESSAGES["tensor_forgot"] if actual is None else ""))
     if shape is not None and tuple(actual.shape) != tuple(shape):
         named = MESSAGES["tensor_shape_named"].format(names=shape_names) if shape_names else ""
-        hint = ""
-        if sorted(actual.shape) == sorted(shape):
-            hint = MESSAGES["tensor_shape_order"]
-        elif actual.numel() == torch.Size(shape).numel():
-            hint = MESSAGES["tensor_shape_count"]
         found = diagnose.wrong_shape(tuple(actual.shape), tuple(shape), current_dims(),
                                      shape_names)
+        # the hints only where the words do not already say it (a swap or a recut names
+        # the transpose or the view/reshape itself)
+        hint = ""
+        if sorted(actual.shape) == sorted(shape) and not found:
+            hint = MESSAGES["tensor_shape_order"]
+        elif (actual.numel() == torch.Size(shape).numel() and sorted(actual.shape) != sorted(shape)
+              and diagnose._signature("shape_recut") not in (found or "")):
+            hint = MESSAGES["tensor_shape_count"]
         found = MESSAGES["tensor_shape_words"].format(found=found) if found else ""
         fail(MESSAGES["tensor_shape"].format(name=name, want=tuple(shape), named=named,
                                              got=tuple(actual.shape), found=found, hint=hint))

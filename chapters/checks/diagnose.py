@@ -431,6 +431,78 @@ MESSAGES = translated(__name__) | {
     "view_multiple": "a multiple of {size}",
     "unpack_more": "more than {want}",
     "offset_times": "{times:.6g} times ",
+
+
+    # error_reason, error_cause: sentences that fit the student's line (issue 20, i20fix)
+    "error_product_orientation": "; B's last axis has the {left} entries A's last axis has, "
+                                 "so B is in the other orientation: a transpose missing "
+                                 "(x @ weight.T for an nn.Linear weight), or one too many",
+    "error_product_transposed_extra": "; B's last axis has the {left} entries A's last axis "
+                                      "has, and the line transposes B (`{operand}`): B is "
+                                      "already in the orientation the product wants, so that "
+                                      "transpose is one too many (or B was transposed before)",
+    "error_leaf_parameter": "it writes in place into `{tensor}`, a parameter (it requires "
+                            "grad): a parameter you mean to change is written inside `with "
+                            "torch.no_grad():` (e.g. {tensor}.copy_(new_values) there)",
+    "error_leaf_argument": "it writes in place into `{tensor}`, a tensor that requires grad: "
+                           "an argument the check passes with requires_grad=True (or a tensor "
+                           "that is one of the arguments, not a new one); your function must "
+                           "not change its inputs: compute a new tensor instead ({tensor} = "
+                           "{tensor}.masked_fill(...), torch.where(...), not {tensor}[...] = "
+                           "... or {tensor}.masked_fill_(...))",
+    "cause_size_differs": "the two tensors on that line differ in size on that axis, "
+                          "{left}{left_is} against {right}{right_is} (broadcasting lines the "
+                          "axes up from the last): one way to get this is a step that turns "
+                          "{left} entries into {right}, or back, left out or done in another "
+                          "order (a projection, a split into heads or a merge), another is one "
+                          "tensor's axes in another order (a transpose too many or too few, a "
+                          "view without its transpose); only if one of them has fewer axes "
+                          "than the other, an axis missing (not split into heads, a mask "
+                          "without its size-1 axes)",
+    "cause_index_other_axis": "; or indices meant for a longer axis used on this one (x[i] "
+                              "indexes the first axis, x[:, i] the second)",
+    "cause_indexed_away": "`{expression}` indexes with an integer, which removes that axis (a "
+                          "slice such as -1: keeps it, as size 1): the tensor passed on has "
+                          "one axis fewer than the code it goes to expects",
+    "error_library_keyword": "{function}() is PyTorch's and takes no {keyword}=: that keyword "
+                             "belongs to another call of the line (dtype= and device= go to the "
+                             "call that creates the tensor, e.g. torch.ones(..., dtype=...))",
+    "error_too_many_arguments": "{call}() takes {want} positional argument(s) and the line "
+                                "gives it {got}: it is called with arguments its definition "
+                                "does not have (read its signature: what it reads from its "
+                                "input's shape is not passed)",
+    "error_join_list": "torch.{call} takes one list (or tuple) of tensors, then the axis: "
+                       "torch.{call}([a, b], dim=...), not torch.{call}(a, b, dim=...)",
+    "error_join_ranks": "torch.cat joins tensors of the same number of axes, and here one has "
+                        "{first} and another {second}: one of them lost an axis (a reduction "
+                        "without keepdim=True, an integer index) or lacks one",
+    "error_join_dropped": "; on that line `{call}` drops the axis it reduces: keepdim=True "
+                          "keeps it as size 1",
+    "error_target_size": "cross_entropy takes the classes on axis 1: logits (N, C) with "
+                         "targets (N,), or (N, C, L) with (N, L); here the targets are "
+                         "[{got}] where [{want}] is expected: logits (B, L, V) must be "
+                         "flattened to (B * L, V) with their targets to (B * L,) (flatten(0, "
+                         "1), flatten()), or transposed to (B, V, L)",
+    "error_target_class": "a target class {target} is not below the number of classes (the "
+                          "logits' axis 1): the targets or the logits are not the ones meant",
+    "error_target_ignored": "a target {target}, which is no class: -100 is cross_entropy's "
+                            "default ignore_index, the value that marks positions to skip; "
+                            "with another ignore_index those positions are read as classes "
+                            "(leave ignore_index at its default, or give the value the "
+                            "targets use)",
+    "cause_heads_operand": "; here `{operand}` brings all {big}{big_is} entries: where it is "
+                           "meant for one head, take that head's block of it "
+                           "({operand}[i * head_dim:(i + 1) * head_dim], as for the head's rows "
+                           "of a weight)",
+    "cause_inner": "the operation that failed is inside `{call}`, which this line calls (there "
+                   "{left}{left_is} met {right}{right_is}): a tensor given to it is not in the "
+                   "shape it documents; one way to get this is its axes in another order (a "
+                   "transpose once too often or missing, a view without its transpose), "
+                   "another a tensor not split into heads or not merged: compare each argument "
+                   "with its docstring",
+    "error_positional": "{call}() takes at most {most} positional arguments and the line gives "
+                        "it {got}: the others go by keyword ({keywords}, as its forms above "
+                        "list them after the *)",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -1429,6 +1501,54 @@ def _view_size_in_place_of(sizes, have, dims):
     return ""
 
 
+def _orientation(left, code):
+    """What B's last axis having A's `left` entries says of a failed A @ B, decided from the
+    student's line `code`: B transposed on the line (a transpose too many), B used as it is
+    (the transpose missing), a line that shows no product (a layer: nothing said of B), or
+    no line (either)."""
+    tree = _line_tree(code)
+    if tree is None or not tree.body:
+        return MESSAGES["error_product_orientation"].format(left=left)
+    products = _products(tree)
+    if len(products) != 1:
+        return ""
+    operand = products[0][1]
+    transposed = [node for node in ast.walk(operand)
+                  if (isinstance(node, ast.Attribute) and node.attr in ("T", "mT", "mH", "H"))
+                  or (isinstance(node, ast.Call) and getattr(node.func, "attr", "")
+                      in _TRANSPOSES)]
+    if transposed:
+        return MESSAGES["error_product_transposed_extra"].format(
+            left=left, operand=ast.unparse(operand))
+    return MESSAGES["error_product_transposed"].format(left=left)
+
+
+def _leaf_written(code):
+    """What writing in place into a tensor that requires grad means, for the tensor the
+    student's line `code` writes into: a module's attribute (a parameter: written inside
+    torch.no_grad()), a plain name (an argument the check passes with requires_grad=True,
+    or a tensor made from one: computed out of place), or, without the line, either."""
+    tree = _line_tree(code)
+    written = None
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Subscript):
+            written = node.targets[0].value
+        elif isinstance(node, ast.AugAssign):
+            written = node.target
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr.endswith("_") and not node.func.attr.endswith("__")):
+            written = node.func.value
+        if written is not None:
+            break
+    while isinstance(written, ast.Subscript):
+        written = written.value
+    if isinstance(written, ast.Attribute):
+        return MESSAGES["error_leaf_parameter"].format(tensor=ast.unparse(written))
+    if isinstance(written, ast.Name):
+        return MESSAGES["error_leaf_argument"].format(tensor=written.id)
+    return MESSAGES["error_leaf"]
+
+
 def error_reason(message, dims, code=""):
     """What an error the student's code raised means, in the exercise's words: which
     operation met which sizes (each named by the quantity it equals, or the product of
@@ -1452,7 +1572,7 @@ def error_reason(message, dims, code=""):
         if "*" in _product_name(rows, dims):   # A had batch axes, flattened by PyTorch
             reason += sized("error_product_flat", rows=rows)
         if last == left:
-            reason += MESSAGES["error_product_transposed"].format(left=left)
+            reason += _orientation(left, code)
         return reason
     found = re.search(r"Expected size for first two dimensions of batch2 tensor to be: "
                       r"\[(\d+), (\d+)\] but got: \[(\d+), (\d+)\]", message)
@@ -1530,7 +1650,7 @@ def error_reason(message, dims, code=""):
     if re.search(r"'NoneType'|NoneType\b", message):
         return MESSAGES["error_none"] + _none_on_line(message, code)
     if "a leaf Variable that requires grad is being used in an in-place operation" in message:
-        return MESSAGES["error_leaf"]
+        return _leaf_written(code)
     if re.search(r"batch[12] must be a 3D tensor", message):
         return MESSAGES["error_bmm"]
     found = re.search(r"(\w+): input tensor must have at least 2 dimensions", message)
@@ -1594,7 +1714,9 @@ def error_reason(message, dims, code=""):
         return MESSAGES["error_fill_value"].format(rank=found.group(1))
     if "only one element tensors can be converted to Python scalars" in message:
         return MESSAGES["error_scalar"]
-    return overflow(message) or missing_parameter(message) or more_error_reasons(message)
+    return (overflow(message) or _library_keyword(message, code)
+            or missing_parameter(message) or more_error_reasons(message)
+            or call_reasons(message, code))
 
 
 # ------------------------------------------------------------ an offset along one axis
@@ -2004,6 +2126,10 @@ def _cause_product(message, dims, tree):
             causes.append(MESSAGES["cause_layer"].format(
                 layer=ast.unparse(layers[0].func), left=left, right=right,
                 left_is=_product_name(left, dims), right_is=_product_name(right, dims)))
+        elif _called_inside(tree):
+            causes.append(MESSAGES["cause_inner"].format(
+                call=_called_inside(tree), left=left, right=right,
+                left_is=_product_name(left, dims), right_is=_product_name(right, dims)))
     pair = _size_pair_cause(left, right, dims)
     return "; ".join(causes + ([pair] if pair else [])) or None
 
@@ -2036,18 +2162,77 @@ def _cause_broadcast(message, dims, tree):
         for _, operand in products:
             transposed = [c for c in _calls_named(operand, ("transpose",))
                           if all((_integer(a) or 0) >= 0 for a in c.args)]
-            if transposed:
+            if transposed or (isinstance(operand, ast.Attribute) and operand.attr == "T"):
                 causes.append(_transposed_cause(operand, left, right, dims))
         return "; ".join(causes + ([pair] if pair else []))
     if pair:
-        return pair
+        return pair + _whole_operand(tree, left, right, dims)
+    inner = _called_inside(tree)
+    if inner:
+        return MESSAGES["cause_inner"].format(call=inner, **sized)
     if tree is not None and _mask_operand(tree):
         return MESSAGES["cause_mask"].format(**sized)
     if axis == 0 and (_quantity(left, dims) or _quantity(right, dims)):
         return MESSAGES["cause_outer"].format(**sized)
     if not (_quantity(left, dims) and _quantity(right, dims)):
         return None
+    if tree is not None and tree.body and not _drops_an_axis(tree):
+        return MESSAGES["cause_size_differs"].format(**sized)
     return MESSAGES["cause_missing_axis"].format(**sized)
+
+
+def _called_inside(tree):
+    """The function the line calls (`scaled_dot_product_attention`) where the line itself
+    does no operation that can fail on sizes (no arithmetic, product, comparison or
+    entry-by-entry call of torch's): the error came from inside that function, so the
+    tensors given to it are not as it documents. None otherwise."""
+    if tree is None or not tree.body:
+        return None
+    if any(isinstance(node, ast.Compare) or (isinstance(node, ast.BinOp) and isinstance(
+            node.op, (*_ELEMENTWISE, ast.MatMult))) for node in ast.walk(tree)):
+        return None
+    if _calls_named(tree, (*_ENTRYWISE_CALLS, *_PRODUCTS, "einsum", "cat", "stack", "expand",
+                           "view", "reshape", "masked_fill_", "copy_")):
+        return None
+    functions = [node.func for node in ast.walk(tree) if isinstance(node, ast.Call)
+                 and (isinstance(node.func, ast.Name) or (isinstance(node.func, ast.Attribute)
+                      and not _is_torch(node.func) and not hasattr(torch.Tensor,
+                                                                   node.func.attr)))]
+    return ast.unparse(functions[0]) if functions else None
+
+
+def _whole_operand(tree, left, right, dims):
+    """"; here `bias` brings all 12 = d_model entries ...": for one head's head_dim entries
+    (tensor a of the error, the left operand) meeting num_heads * head_dim (b, the right), on
+    a line with one entry-by-entry operation, the operand that brings them all; ""
+    otherwise."""
+    head_dim, heads = dims.get("head_dim"), dims.get("num_heads")
+    operations = [node for node in ast.walk(tree) if isinstance(node, ast.BinOp)
+                  and isinstance(node.op, _ELEMENTWISE)] if tree is not None else []
+    if len(operations) != 1 or not head_dim or not heads or \
+            sorted((left, right)) != [head_dim, head_dim * heads]:
+        return ""
+    operand = operations[0].left if left > right else operations[0].right
+    return MESSAGES["cause_heads_operand"].format(
+        operand=ast.unparse(operand), big=max(left, right),
+        big_is=_quantity(max(left, right), dims))
+
+
+def _drops_an_axis(tree):
+    """True when the line can give a tensor fewer axes than its operand has: an integer
+    index (x[:, 0]), a squeeze or select, a reduction without keepdim=True."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript):
+            items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            if any(not isinstance(item, ast.Slice) and (_integer(item) is not None
+                                                        or isinstance(item, ast.Name))
+                   for item in items):
+                return True
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(
+                node.func, "id", None)) in ("squeeze", "select", *_REDUCTIONS):
+            if not any(k.arg == "keepdim" for k in node.keywords):
+                return True
+    return False
 
 
 def _cause_expand(message, dims, tree):
@@ -2156,8 +2341,10 @@ def _cause_axis_or_index(message, dims, tree):
         index, size = map(int, found.groups())
         fields = {"index": index, "size": size, "size_is": _product_name(size, dims),
                   "last": size - 1}
-        return MESSAGES["cause_index_end" if index == size else "cause_index_beyond"].format(
-            **fields)
+        if index == size:
+            return MESSAGES["cause_index_end"].format(**fields) + \
+                MESSAGES["cause_index_other_axis"]
+        return MESSAGES["cause_index_beyond"].format(**fields)
     found = re.search(r"Given normalized_shape=\[(\d+)\], expected input with shape "
                       r"\[\*,? ?\d+\], but got input of size ?\[([\d, ]+)\]", message)
     if found:
@@ -2176,6 +2363,98 @@ def _cause_axis_or_index(message, dims, tree):
                 got = found.group(3) or MESSAGES["unpack_more"].format(want=want)
                 return MESSAGES["cause_unpack_shape"].format(
                     tensor=ast.unparse(node.value.value), want=want, got=got)
+    if found and found.group(1) == "not enough" and tree is not None:
+        return _indexed_away(tree)
+    return None
+
+
+def _indexed_away(tree):
+    """The sentence on an integer index of the line (`tokens[:, -1]`), which removes the
+    axis it indexes: the tensor it gives has an axis fewer than one sliced (-1:); None where
+    the line has no such index."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript):
+            items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            if any(_integer(item) is not None for item in items):
+                return MESSAGES["cause_indexed_away"].format(expression=ast.unparse(node))
+    return None
+
+
+_TORCH_CALL = re.compile(r"^(\w+)\(\) got an unexpected keyword argument '(\w+)'")
+
+
+def _library_keyword(message, code):
+    """An unexpected keyword given to a call the student's line makes on a tensor or on
+    torch (x.tril(dtype=...), torch.softmax(x, axis=-1)): that function is PyTorch's, and
+    the keyword belongs elsewhere; None where the call is not on the line as such."""
+    found = _TORCH_CALL.search(message or "")
+    tree = _line_tree(code)
+    if not found or tree is None:
+        return None
+    function, keyword = found.groups()
+    for call in _calls_named(tree, (function,)):
+        if isinstance(call.func, ast.Attribute) and any(k.arg == keyword
+                                                        for k in call.keywords):
+            return MESSAGES["error_library_keyword"].format(function=function,
+                                                            keyword=keyword)
+    return None
+
+
+def call_reasons(message, code=""):
+    """What errors about a call's arguments mean, for any exercise: a function given more
+    positional arguments than it takes, torch.cat/stack given tensors one by one, tensors
+    of different numbers of axes joined, cross_entropy's classes not on axis 1, a target
+    out of the classes' range (-100: the default ignore_index). None for any other error."""
+    message = message or ""
+    found = re.search(r"(\w+)\(\) takes (\d+) positional arguments? but (\d+) (?:were|was) "
+                      r"given", message)
+    if found:
+        return MESSAGES["error_too_many_arguments"].format(
+            call=found.group(1), want=found.group(2), got=found.group(3))
+    found = re.search(r"(cat|stack|concat|concatenate|hstack|vstack)\(\): argument 'tensors' "
+                      r"\(position 1\) must be tuple of Tensors, not Tensor", message)
+    if found:
+        return MESSAGES["error_join_list"].format(call=found.group(1))
+    found = re.search(r"Tensors must have same number of dimensions: got (\d+) and (\d+)",
+                      message)
+    if found:
+        tree = _line_tree(code)
+        dropped = _no_keepdim_call(tree) if tree is not None else None
+        return MESSAGES["error_join_ranks"].format(first=found.group(1),
+                                                   second=found.group(2)) + (
+            MESSAGES["error_join_dropped"].format(call=dropped) if dropped else "")
+    found = re.search(r"(\w+)\(\) received an invalid combination of arguments - got "
+                      r"\(([^)]*)\), but expected one of:(.*)", message, re.S)
+    if found:
+        given = [a for a in found.group(2).split(",") if a.strip() and "=" not in a]
+        forms = re.findall(r"\* \(([^)]*)\)", found.group(3))
+        positional = [len([a for a in form.split("*")[0].split(",") if a.strip()])
+                      for form in forms]
+        keywords = dict.fromkeys(re.findall(r"(\w+) =", " ".join(
+            form.split("*", 1)[1] for form in forms if "*" in form)))
+        if positional and len(given) > max(positional) and keywords:
+            return MESSAGES["error_positional"].format(
+                call=found.group(1), got=len(given), most=max(positional),
+                keywords=", ".join(f"{k}=..." for k in keywords))
+    found = re.search(r"Expected target size \[([\d, ]+)\], got \[([\d, ]+)\]", message)
+    if found:
+        return MESSAGES["error_target_size"].format(want=found.group(1), got=found.group(2))
+    found = re.search(r"Target (-?\d+) is out of bounds", message)
+    if found:
+        return MESSAGES["error_target_ignored" if int(found.group(1)) < 0
+                        else "error_target_class"].format(target=found.group(1))
+    return None
+
+
+def _no_keepdim_call(tree):
+    """The first reduction on the line that drops its axis (an axis given, no keepdim):
+    argmax(-1), x.sum(dim=1); None."""
+    for call in _calls_named(tree, (*_REDUCTIONS, "argmax", "argmin")):
+        keywords = {k.arg for k in call.keywords}
+        method = isinstance(call.func, ast.Attribute) and not _is_torch(call.func)
+        if ("dim" in keywords or len(call.args) >= (1 if method else 2)) \
+                and "keepdim" not in keywords:
+            return ast.unparse(call)
     return None
 
 

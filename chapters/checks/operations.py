@@ -19,6 +19,7 @@ import importlib
 import inspect
 import os
 import re
+import sys
 import sysconfig
 import traceback
 import warnings
@@ -97,6 +98,15 @@ def _cell_name(filename):
     return name
 
 
+def _course_code():
+    """The folders of the course's reference package where the student's code imported it
+    (`from solutions import ...` in a later chapter): a frame there is a course function the
+    student called, and the line that matters is theirs, the call. Looked up, not imported."""
+    package = sys.modules.get("solutions")
+    return tuple(os.path.join(os.path.abspath(path), "")
+                 for path in getattr(package, "__path__", None) or ())
+
+
 def student_line(error):
     """"line N of <cell>: <code>" of the innermost frame of `error`'s traceback that runs
     the student's code (not torch's, not the checks' own): the line of *their* cell the
@@ -108,10 +118,13 @@ def student_line(error):
     remote = getattr(error, "student_traceback", None)
     if isinstance(remote, str):
         frames += [(name, int(line), code) for name, line, code in _FRAME.findall(remote)]
-    for filename, lineno, code in reversed(frames):
-        if filename.startswith(_LIBRARIES) or filename.startswith("<frozen"):
-            continue
-        code = (code or "").strip()
+    course = _course_code()
+    candidates = [(filename, lineno, (code or "").strip()) for filename, lineno, code
+                  in reversed(frames) if not (filename.startswith(_LIBRARIES + course)
+                                              or filename.startswith("<frozen"))]
+    # a frame whose source is not at hand is a given cell the kit ran (it registers the
+    # student's cells, as Jupyter does): the student's line is the one that called it
+    for filename, lineno, code in [c for c in candidates if c[2]] or candidates[:1]:
         return MESSAGES["student_line_code" if code else "student_line"].format(
             line=lineno, cell=_cell_name(filename), code=code)
     return ""

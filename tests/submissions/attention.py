@@ -653,3 +653,31 @@ BUGS.update({
         fails=_SDPA_ALL,
         diagnosis=r"shape\[-1\]|last axis of (the )?query"),
 })
+
+
+# ------------------------------------------------- i20fix's practice set (issue 20)
+# Mistakes that raise, written from the exercise's text before the raise layer of
+# chapters/checks/diagnose.py was changed for them (error_reason / error_cause): each
+# diagnosis names the cause. See the report of branch i20fix for the counts.
+BUGS.update({
+    "sdpa_key_transposed_twice": Bug(
+        cells=_raising("scaled_dot_product_attention",
+                       "    scores = (query / math.sqrt(d_k)) @ key.transpose(-2, -1)",
+                       "    key = key.transpose(-2, -1)\n"
+                       "    scores = (query / math.sqrt(d_k)) @ key.transpose(-2, -1)"),
+        fails=["test_sdpa", "test_sdpa_large", "test_sdpa_cross"],
+        diagnosis=r"(?i)transpos\w* (twice|once too often|one time too many)|"
+                  r"a transpose too many|remove (one|a|the) transpose|already transposed"),
+    "softmax_max_namedtuple": Bug(
+        cells=_raising("stable_softmax",
+                       "scores.amax(dim=dim, keepdim=True)",
+                       "scores.max(dim=dim, keepdim=True)"),
+        fails=["test_stable_softmax", "test_stable_softmax_large"],
+        diagnosis=r"(?i)\.values|\(values, indices\)|named ?tuple|amax"),
+    "sdpa_softmax_without_dim": Bug(
+        cells=_raising("scaled_dot_product_attention",
+                       "weights = torch.softmax(scores, dim=-1)",
+                       "weights = torch.softmax(scores)"),
+        fails=["test_sdpa", "test_sdpa_large", "test_sdpa_cross"],
+        diagnosis=r"(?i)dim=-1|without (its|the|a) dim|(axis|dim) it (works|runs) along"),
+})

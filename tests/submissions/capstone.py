@@ -750,6 +750,30 @@ BUGS.update({
                        "return x + self.drop(self.down_proj(gated))",
                        "return self.down_proj(x + self.drop(gated))"),
         fails=["test_transformer_block"],
-        diagnosis=r"8 = d_model meeting one of 12 = d_ff"
+        diagnosis=r"8 = d_model (meeting one of|against) 12 = d_ff"
                   r".*a step that turns 8 entries into 12"),
+})
+
+
+# ------------------------------------------------- i20fix's practice set (issue 20)
+# Mistakes that raise, written from the exercise's text before the raise layer of
+# chapters/checks/diagnose.py was changed for them (error_reason / error_cause): each
+# diagnosis names the cause. See the report of branch i20fix for the counts.
+# Left out: the last token as tokens[:, -1] (1-D) into the model, named now (an integer
+# index that drops the axis), because its code is a held-out mistake's (the guard of
+# tests/test_heldout.py found it; written here before that was known).
+BUGS.update({
+    "train_loss_not_flattened": Bug(
+        cells=_raising("train_step",
+                       "F.cross_entropy(logits.flatten(0, 1), targets.flatten())",
+                       "F.cross_entropy(logits, targets)"),
+        fails=["test_train_step"],
+        diagnosis=r"(?i)flatten|classes.{0,60}(axis 1|second axis|dim 1|dim=1)|"
+                  r"\(B \* L, V\)|transpose\(1, 2\)"),
+    "generate_argmax_no_keepdim": Bug(
+        cells=_raising("generate",
+                       "last.argmax(-1, keepdim=True)",
+                       "last.argmax(-1)"),
+        fails=["test_generate"],
+        diagnosis=r"(?i)keepdim|\[:, None\]|unsqueeze|\(B, 1\)"),
 })

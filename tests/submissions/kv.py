@@ -597,3 +597,32 @@ BUGS.update({
         fails=DECODING,
         diagnosis=r"before the append|len\(cache\).{0,60}(before|after)"),
 })
+
+
+# ------------------------------------------------- i20fix's practice set (issue 20)
+# Mistakes that raise, written from the exercise's text before the raise layer of
+# chapters/checks/diagnose.py was changed for them (error_reason / error_cause): each
+# diagnosis names the cause. See the report of branch i20fix for the counts.
+BUGS.update({
+    "attend_out_proj_before_merge": Bug(
+        cells=_raising("GroupedQueryAttention",
+                       "return attn.out_proj(merge_heads(heads))",
+                       "return merge_heads(attn.out_proj(heads))"),
+        fails=["test_gqa_forward", "test_cached_attention"],
+        diagnosis=r"(?i)(merg\w*).{0,60}(before|first)|before (the heads are |"
+                  r"they are )?merg|not merged"),
+    "repeat_three_counts": Bug(
+        cells=_raising("repeat_kv",
+                       "    groups = kv[:, :, None].expand(B, num_kv_heads, G, L, head_dim)  # (B, g, G, L, hd): a view\n"
+                       "    return groups.reshape(B, num_heads, L, head_dim)                  # (B, h, L, hd)\n",
+                       "    return kv.repeat_interleave(G, 1, 1)\n"),
+        fails=["test_repeat_kv", "test_gqa_forward", "test_cached_attention"],
+        diagnosis=r"repeat_interleave\(\) takes at most 2 positional arguments"),
+    "append_cat_without_list": Bug(
+        cells=_raising("decoding",
+                       "torch.cat([self.keys, keys], dim=-2)",
+                       "torch.cat(self.keys, keys, dim=-2)"),
+        fails=["test_kv_cache", "test_cached_attention"],
+        diagnosis=r"(?i)one (list|tuple) of (the )?tensors|torch\.cat\(\[|"
+                  r"in (square )?brackets|a list \["),
+})
