@@ -59,11 +59,12 @@ def test_the_derived_modules_are_those_the_notebook_imports(assignment):
     assert course.checks_modules(assignment, kit_form=True) == shipped
     # formulas computes the exercises' right answers: only the grader's copy (the course's
     # source/, never a student's) holds it, with the stand-in models of chapters 5 and 7
-    # that two of its formulas build (only common.step_mistakes imports it, in a @reference
-    # body the kit removes)
+    # that two of its formulas build (only common.formula_mistakes and common.step_values,
+    # behind step_mistakes, import it, in @reference bodies the kit removes)
     formulas = course.CHECKS / "formulas.py"
     needs = course.imported_checks(ast.parse(formulas.read_text()), str(formulas))
-    assert set(needs) <= {"common", "diagnose", "diversity", "capstone"}, needs
+    # (and language, the catalogue its step sentences are said from, which every chapter ships)
+    assert set(needs) <= {"common", "diagnose", "language", "diversity", "capstone"}, needs
     assert course.checks_modules(assignment) == sorted({*shipped, "formulas", *needs})
 
 

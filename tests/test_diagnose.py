@@ -1218,3 +1218,81 @@ def test_an_error_inside_a_called_function_and_too_many_positional_numbers():
     assert diagnose.error_reason(message, dims, "return kv.repeat_interleave(G, 1, 1)") == (
         "repeat_interleave() takes at most 2 positional arguments and the line gives it 3: "
         "the others go by keyword (output_size=..., as its forms above list them after the *)")
+
+
+def _attention_steps(query, key, value):
+    """{"steps", "inputs"} as common.step_values gives them, for attention written out."""
+    formula = diagnose.Formula([("Q K^T product", lambda _v, x: x["q"] @ x["k"].transpose(-2, -1)),
+                                ("scale", lambda s, _x: s / 2.0),
+                                ("mask", lambda s, _x: s),
+                                ("softmax", lambda s, _x: torch.softmax(s, dim=-1)),
+                                ("weighted sum", lambda w, x: w @ x["v"])])
+    inputs = {"q": query, "k": key, "v": value}
+    return {"steps": formula.values(inputs), "inputs": inputs}
+
+
+def test_formula_values_gives_each_step_and_none_where_a_step_changes_nothing():
+    """Formula.values: the value after each step, None for a step that changes nothing
+    (here the mask step with no mask), and for a formula with a state only what a step made."""
+    q, k, v = (torch.randn(3, 4, dtype=torch.float64) for _ in range(3))
+    values = _attention_steps(q, k, v)["steps"]
+    assert [name for name, _ in values] == ["Q K^T product", "scale", "mask", "softmax",
+                                            "weighted sum"]
+    assert values[2][1] is None
+    assert torch.allclose(values[4][1], torch.softmax(q @ k.T / 2, dim=-1) @ v)
+    state = diagnose.Formula([("project", lambda _v, x: {"a": x["x"] * 2, "b": x["x"]}),
+                              ("double b", lambda st, _x: {**st, "b": st["b"] * 2}),
+                              ("keep", lambda st, _x: {**st, "b": st["b"].clone()})])
+    made = state.values({"x": torch.ones(2)})
+    assert sorted(made[0][1]) == ["a", "b"] and sorted(made[1][1]) == ["b"]
+    assert made[2][1] is None
+
+
+def test_traced_says_where_the_students_lines_depart_from_the_formula():
+    """The trace family on synthetic traces: the last step the student's values reproduce,
+    the next one, the first line after it whose value is none of the formula's, and how
+    that value differs (a reduction subtracted, a value of the formula added, squared);
+    nothing where no step is reproduced, and a right trace with a wrong result says that
+    what is returned is another value."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 5, 4, dtype=torch.float64) for _ in range(3))
+    values = _attention_steps(q, k, v)
+    same = lambda a, b: torch.allclose(a.double(), b.double(), atol=1e-5)   # noqa: E731
+    dims = {"batch": 2, "L": 5, "d_k": 4}
+    scores = q @ k.transpose(-2, -1) / 2
+    shifted = scores - scores.amax(dim=-2, keepdim=True)                    # over the queries
+    weights = shifted.exp() / shifted.exp().sum(dim=-1, keepdim=True)
+    trace = [("line 1 of your cell", "s = q @ k.mT / 2", (q @ k.transpose(-2, -1)).float()),
+             ("line 1 of your cell", "s = q @ k.mT / 2", scores.float()),
+             ("line 2 of your cell", "z = s - s.amax(-2)", shifted.float()),
+             ("line 3 of your cell", "w = z.exp() / ...", weights.float()),
+             ("line 4 of your cell", "o = w @ v", (weights @ v).float())]
+    reason = diagnose.traced((weights @ v).float(), values, [trace], same, dims)
+    assert reason.startswith("your code agrees with the formula up to its scale step (at line 1 "
+                             "of your cell: `s = q @ k.mT / 2`); the softmax step is where it "
+                             "departs; the first value after that which is none of the "
+                             "formula's is computed at line 2 of your cell: `z = s - s.amax(-2)`")
+    assert "with its maximum along L (dim=-2) subtracted" in reason
+    assert diagnose.FAMILY_PATTERN.search(diagnose.explained("output", reason))
+    # every step right, then the value of the formula added: what is returned is another
+    right = torch.softmax(scores, dim=-1) @ v
+    residual = [("line 1 of your cell", "s = ...", scores),
+                ("line 2 of your cell", "w = ...", torch.softmax(scores, dim=-1)),
+                ("line 3 of your cell", "o = w @ v + v", right),
+                ("line 3 of your cell", "o = w @ v + v", right + v)]
+    reason = diagnose.traced(right + v, values, [residual], same, dims)
+    assert reason.startswith("your code computes every step of the formula, the last "
+                             "(weighted sum) at line 3")
+    assert "it is that value plus the input v" in reason
+    squared = residual[:2] + [("line 3 of your cell", "w = w ** 2",
+                               torch.softmax(scores, dim=-1) ** 2)]
+    assert "squared" in diagnose.traced(torch.softmax(scores, -1) ** 2 @ v, values, [squared],
+                                        same, dims)
+    # the trace that reproduces most steps is the one read (another call's trace is not)
+    other = [("line 1 of your cell", "s = ...", scores + 1)]
+    assert diagnose.traced(right + v, values, [residual, other], same, dims) == \
+        diagnose.traced(right + v, values, [residual], same, dims)
+    # nothing reproduced, no trace, or the result right after all: no claim
+    assert diagnose.traced(right + v, values, [other], same, dims) is None
+    assert diagnose.traced(right + v, values, [], same, dims) is None
+    assert diagnose.traced(right, values, [residual[:3]], same, dims) is None

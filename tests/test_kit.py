@@ -88,3 +88,20 @@ def test_kit_refuses_a_call_it_has_no_answers_for(kits):
     with pytest.raises(AssertionError, match="no stored answers .* hidden tests run in the "
                                              "grader"):
         check.attention_scores(lambda q, k: q @ k.mT, seed=12345)
+
+
+def test_kit_traces_the_students_lines_as_the_grader_does(kits):
+    """The trace family in the kit: the formula's step values replay from the fixtures
+    (common.step_values, beside step_mistakes' answers) and the student's lines are traced
+    in-process, so the message that says where their code departs from the formula is the
+    grader's, word for word."""
+    from tests.submissions import attention
+    for name, words in (("sdpa_weights_squared", "squared (** 2)"),
+                        ("sdpa_max_shift_over_queries", "with its maximum along")):
+        cells = attention.BUGS[name].cells
+        notebook = course.CHAPTERS / "01_attention.ipynb"
+        graders = kit.run_visible_tests(notebook, HARNESS["01_attention"].namespace(cells))
+        students = kit.run_visible_tests(notebook, kit.chapter_namespace(notebook, cells,
+                                                                         kits["01_attention"]))
+        assert students == graders
+        assert "the formula" in students["test_sdpa"] and words in students["test_sdpa"]

@@ -247,3 +247,37 @@ def test_the_sandbox_starts_from_a_virtualenv_reached_through_a_symlink(tmp_path
                           env=dict(os.environ, PYTHONPATH=str(CHECKS.parent.parent)))
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["bwrap", "2.0"]
+
+
+def test_observe_traces_the_tensors_the_students_lines_compute(side):
+    """The trace family's report (operations.attempt_traced): the tensors the student's own
+    lines returned, with their place, in order, on both sides (under the grader they come
+    back over the wire with the observation), as the student's code computed them."""
+    runtime, student = side
+    x = torch.randn(2, 3)
+    with common.use_runtime(runtime):
+        module = student["Doubler"](3)
+        seen = common.observe(module, x)
+    # (one line of the cell: the grader runs the cell without its first, empty line)
+    assert len({place for place, _code, _tensor in seen.trace}) == 1
+    assert seen.trace[0][0].startswith(("line 10 of ", "line 11 of "))
+    assert len(seen.trace) == 2 and all(code in ("", "return 2 * self.proj(x)")
+                                        for _place, code, _tensor in seen.trace)
+    projected, doubled = (tensor for _place, _code, tensor in seen.trace)
+    assert torch.equal(doubled, seen.result) and torch.equal(2 * projected, doubled)
+
+
+def test_a_trace_report_is_checked_and_bounded():
+    """What a student's process reports as its trace is data (it may lie): a malformed
+    report is dropped whole, a long one cut to the operations' bounds; it can only change
+    the words of a message (the trace family), never a grade."""
+    from chapters.checks import operations
+    tensor = torch.zeros(4)
+    assert common.traced_records("not a list") == []
+    assert common.traced_records([["line 1", 5, tensor]]) == []          # code not a string
+    assert common.traced_records([["line 1", "x", torch.zeros(4, dtype=torch.int64)]]) == []
+    many = common.traced_records([["line 1" * 100, "x", tensor]] * 1000)
+    assert len(many) == operations.TRACE_MOST
+    assert all(len(place) <= operations.TRACE_TEXT for place, _code, _tensor in many)
+    big = torch.zeros(operations.TRACE_ENTRIES // 2 + 1)
+    assert len(common.traced_records([["l", "x", big]] * 3)) == 1

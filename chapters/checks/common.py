@@ -518,6 +518,7 @@ class Observed:
     kwargs: dict = None
     attached: bool = False
     result_type: tuple = ("NoneType", None)
+    trace: list = None   # [(place, code, tensor)] the student's lines computed (traced_records)
 
 
 def observed(data, count):
@@ -541,7 +542,8 @@ def observed(data, count):
                                      and all(isinstance(f, str) for f in kind[1])))):
         fail(MALFORMED.format(what="attached, type"))
     return Observed(data["result"], error, list(after), list(messages), dict(keywords), graph,
-                    (kind[0], None if kind[1] is None else tuple(kind[1])))
+                    (kind[0], None if kind[1] is None else tuple(kind[1])),
+                    traced_records(data.get("trace")))
 
 
 def observe(function, *args, name=None, may_change=(), **kwargs):
@@ -559,6 +561,7 @@ def observe(function, *args, name=None, may_change=(), **kwargs):
     comparison; name: the function as the message names it (default: its own name)."""
     watched = watch_arguments(args, kwargs, may_change)
     seen = observed(runtime().observe(function, list(args), kwargs), len(args))
+    _keep_trace(seen.trace)
     if seen.error is None:
         expect_unchanged(watched, function, name, seen.args, seen.kwargs)
     return seen
@@ -1018,6 +1021,10 @@ def expect_close(actual, expected, name, bugs=None, hint=None, dtype=None, scale
         if first:
             fail(diagnose.explained(name, diagnose.MESSAGES["earlier"].format(
                 what=step.name, reason=first)))
+    reason = _traced_reason(actual, mistakes, _same_within(dtype or expected.dtype, scale,
+                                                           condition))
+    if reason:
+        fail(diagnose.explained(name, reason))
     fail(MESSAGES["wrong"].format(
         name=name, error=max_error(actual, expected),
         where=where_it_differs(actual, expected, axes, dtype, scale, condition),
@@ -1141,7 +1148,11 @@ def call(function, *args, name=None, may_change=(), **kwargs):
         raised(seen.error, name)
         return revive(seen.result)
     watched = watch_arguments(args, kwargs, may_change)
-    result, error = attempt(function, *args, **kwargs)
+    if local:
+        result, error, trace = operations.attempt_traced(function, *args, **kwargs)
+        _keep_trace(traced_records(trace))
+    else:
+        result, error = attempt(function, *args, **kwargs)
     raised(error, name)
     if local:
         expect_unchanged(watched, function, name, list(args), kwargs)
@@ -1149,6 +1160,7 @@ def call(function, *args, name=None, may_change=(), **kwargs):
     # a module among the arguments lives in the student's process: the second call's
     # comparison reads it again there, against its state before the first call
     seen = observed(runtime().observe(function, list(args), kwargs), len(args))
+    _keep_trace(seen.trace)
     if seen.error is None:
         expect_unchanged(watched, function, name, seen.args, seen.kwargs)
     return result
@@ -1186,6 +1198,8 @@ class _Call:
     def __init__(self, key, dims=None):
         self.key, self.counts = key, {}
         self.dims = dims or {}   # the exercise's named sizes (diagnose.named_dims)
+        self.traces = []   # the traces of the student's last calls (_keep_trace), latest last
+        self.steps = []    # [(mistakes, step values)] of step_mistakes(), for the trace family
 
     def next_slot(self, name):
         index = self.counts.get(name, 0)
@@ -1424,11 +1438,24 @@ def load_fixtures(folder):
     return stored
 
 
-@reference
 def step_mistakes(formula, inputs, dims, **options):
     """{sentence: output} of formulas.FORMULAS[formula](dims, **options) with one step left
     out or done another way, on `inputs` (a dict of tensors): what expect_close's
-    `mistakes` takes. A @reference, so the student's kit replays it from the fixtures."""
+    `mistakes` takes (formula_mistakes). The formula's own step values on the same inputs
+    (step_values) are kept with it in the check that runs, for the trace family that
+    expect_close tries with these `mistakes`. Both are @references, replayed by the kit."""
+    mistakes = formula_mistakes(formula, inputs, dims, **options)
+    values = step_values(formula, inputs, dims, **options)
+    call = _CURRENT.get()
+    if call is not None:
+        call.steps.append((mistakes, values))
+    return mistakes
+
+
+@reference
+def formula_mistakes(formula, inputs, dims, **options):
+    """step_mistakes()'s answer: a @reference, so the student's kit replays it from the
+    fixtures."""
     inputs = {k: v.double() if isinstance(v, _Tensor) and v.is_floating_point() else v
               for k, v in inputs.items()}
     # grader-only (it computes the right answers): the kit removes this body, import and all
@@ -1509,3 +1536,73 @@ def family_reason(actual, expected, dtype=None, scale=None, condition=1.0, axes=
         _ratios(actual, expected, dtype, scale, condition) > 1, current_dims(), axes,
         mistakes)
 
+
+
+# ---------------------------------------------------------------------------------------
+# The trace family's inputs: the student's traced tensors and the formula's step values
+# ---------------------------------------------------------------------------------------
+
+@reference
+def step_values(formula, inputs, dims, **options):
+    """{"steps": [(step name, value)] of formulas.FORMULAS[formula](dims, **options) on
+    `inputs` (diagnose.Formula.values: a step that changes nothing has None), "inputs": the
+    floating-point tensors of `inputs`}, in float64: what the trace family (diagnose.traced)
+    compares the student's traced tensors with. A @reference, so the student's kit replays
+    it from the fixtures, as step_mistakes' answers."""
+    inputs = {k: v.double() if isinstance(v, _Tensor) and v.is_floating_point() else v
+              for k, v in inputs.items()}
+    # grader-only (it computes the right answers): the kit removes this body, import and all
+    from . import formulas
+    try:
+        steps = formulas.FORMULAS[formula](dims, **options).values(inputs)
+    except (RuntimeError, KeyError):   # a formula that cannot run on these inputs: no steps
+        steps = []
+    return {"steps": steps, "inputs": {k: v for k, v in inputs.items()
+                                       if isinstance(v, _Tensor) and v.is_floating_point()}}
+
+
+# how many of the student's latest calls' traces a check keeps (the one judged may not be
+# the latest: the forward of chapter 3 is called on every case first, then judged)
+TRACES_KEPT = 4
+
+
+def traced_records(trace):
+    """[(place, code, tensor)] from a call's report of its trace (operations.attempt_traced),
+    each entry checked and the whole bounded as the student's process bounds it; [] where
+    the report is not one. The student's process may lie in it (under the autograder it
+    runs their code): a trace only ever changes the words of a message (the trace family),
+    never a grade, which comes from the values the check compares."""
+    if not isinstance(trace, (list, tuple)):
+        return []
+    kept, entries = [], 0
+    for record in trace[:operations.TRACE_MOST]:
+        if not (isinstance(record, (list, tuple)) and len(record) == 3
+                and all(isinstance(text, str) for text in record[:2])
+                and isinstance(record[2], _Tensor) and record[2].is_floating_point()):
+            return []
+        entries += record[2].numel()
+        if entries > operations.TRACE_ENTRIES:
+            break
+        kept.append((record[0][:operations.TRACE_TEXT], record[1][:operations.TRACE_TEXT],
+                     record[2].detach()))
+    return kept
+
+
+def _keep_trace(trace):
+    """Keep `trace` (traced_records()) in the check that runs, for the trace family."""
+    call = _CURRENT.get()
+    if call is not None and trace:
+        call.traces = (call.traces + [trace])[-TRACES_KEPT:]
+
+
+def _traced_reason(actual, mistakes, same):
+    """What the trace family (diagnose.traced) says of `actual`, a wrong output whose
+    formula's step_mistakes() gave `mistakes`, from the student's latest traced calls in
+    the check that runs; None where it has nothing to say (or no trace, no step values)."""
+    call = _CURRENT.get()
+    if call is None or mistakes is None or not isinstance(actual, _Tensor):
+        return None
+    values = next((values for kept, values in call.steps if kept is mistakes), None)
+    if not values:
+        return None
+    return diagnose.traced(actual.detach(), values, call.traces, same, call.dims)

@@ -503,6 +503,28 @@ MESSAGES = translated(__name__) | {
     "error_positional": "{call}() takes at most {most} positional arguments and the line gives "
                         "it {got}: the others go by keyword ({keywords}, as its forms above "
                         "list them after the *)",
+    # traced (any exercise with a formula): where the student's code departs from it
+    "trace_departs": "your code agrees with the formula up to its {last} step (at {place}{code}); "
+                     "the {step} step is where it departs",
+    "trace_returned": "your code computes every step of the formula, the last ({last}) at "
+                      "{place}{code}, but what it returns is another value",
+    "trace_code": ": `{code}`",
+    "trace_at": "; the first value after that which is none of the formula's is computed at "
+                "{place}{code}",
+    "trace_how": " (that value, against the {step} step's: {reason})",
+    "trace_adds": "it is that value plus {what}, which the formula does not add (a residual, "
+                  "or a term too many)",
+    "trace_input": "the input {name}",
+    "trace_step_value": "the value of the {step} step",
+    "trace_step_part": "the {key} of the {step} step",
+    "trace_function": "it is {function} of that value, which the formula does not apply",
+    "trace_square": "it is that value squared (** 2), which the formula does not do",
+    "trace_minus": "it is that value with its {reduction} along {axis} (dim={dim}) subtracted, "
+                   "which the formula does not do",
+    "trace_divided": "it is that value divided by its {reduction} along {axis} (dim={dim}), "
+                     "which the formula does not do",
+    "trace_linear": "it is that value passed through {weight} once more (a projection applied "
+                    "again)",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -1002,6 +1024,36 @@ class Formula:
                  and not torch.equal(inputs[used], inputs[meant])]
         return swaps[:self.MOST_SWAPS] if self.pair_search else []
 
+    def values(self, inputs):
+        """[(step label, value)]: what the formula holds after each step on `inputs`, in step
+        order (the trace family compares the student's traced tensors with them; the label,
+        label(), is the step as the sentences show it, in the language of now): a tensor,
+        or for a formula that carries a state ({name: tensor}) the {name: tensor} that step
+        made; None for a step that changes nothing here (no mask, one key/value head per
+        query head)."""
+        value, found = None, []
+        for name, function in self.steps:
+            before, value = value, function(value, inputs)
+            if isinstance(value, dict):
+                earlier = before if isinstance(before, dict) else {}
+                made = {key: tensor for key, tensor in value.items()
+                        if isinstance(tensor, torch.Tensor) and not (
+                            isinstance(earlier.get(key), torch.Tensor)
+                            and _unchanged(earlier[key], tensor))}
+                found.append((self.label(name), made or None))
+            elif isinstance(value, torch.Tensor) and not _unchanged(before, value):
+                found.append((self.label(name), value))
+            else:
+                found.append((self.label(name), None))
+        return found
+
+
+def _unchanged(before, after):
+    """Whether a step's value `after` is `before` (the same tensor, or equal entries)."""
+    return isinstance(before, torch.Tensor) and (before is after or (
+        before.shape == after.shape and before.dtype == after.dtype
+        and torch.equal(before, after)))
+
 
 def _total(tensor):
     """The sum of a tensor's entries as a float (NaN where any is NaN or inf)."""
@@ -1122,7 +1174,8 @@ FAMILY_KEYS = ("swap", "view", "reversed", "factors", "times", "plus", "shifted"
                "raised_reason", "offset_along", "earlier", "permuted", "permuted_view",
                "reduced_many", "rescaled_lines", "indices_permuted", "in_place_shape",
                "unrepeatable", "triangle", "one_minus", "raised_cause", "shape_swap_cause",
-               "shape_recut", "float32_rounding", "step_nonfinite", "part_of")
+               "shape_recut", "float32_rounding", "step_nonfinite", "part_of",
+               "trace_departs", "trace_returned")
 # a message that a family produced, for tests and the measurement of the families alone
 FAMILY_PATTERN = re.compile(
     "|".join(re.escape(_signature(key)) for key in FAMILY_KEYS)
@@ -2582,3 +2635,192 @@ def part_of(actual, expected, same, dims, axes=None):
                 which=which, total=total,
                 axis=_axis_label(axis_names(want, dims, axes)[axis]))
     return None
+
+
+# ------------------------------------------------- the student's code traced (any exercise)
+
+def _layouts(value, shape):
+    """`value` (a step's value) in each usual layout that has `shape`, the shape of a tensor
+    of the student's: as it is, its last two axes swapped, and for one split into heads
+    (B, num_heads, L, head_dim): the heads after the positions (B, L, num_heads, head_dim),
+    those merged (B, L, d_model), or the batch and heads in one axis (B * num_heads, L,
+    head_dim); a (B, L, d_model) value cut into (B, L, num_heads, head_dim)."""
+    shape = tuple(shape)
+    forms = [value]
+    if value.dim() >= 2:
+        forms.append(value.transpose(-2, -1))
+    if value.dim() == 4:
+        forms += [value.transpose(1, 2), value.transpose(1, 2).flatten(2), value.flatten(0, 1)]
+    if (value.dim() == 3 and len(shape) == 4 and shape[:2] == tuple(value.shape[:2])
+            and math.prod(shape) == value.numel()):
+        forms.append(value.reshape(shape))
+    return [form for form in forms if tuple(form.shape) == shape]
+
+
+def _reproduces(tensor, value, same):
+    """The layout of `value` (_layouts) that `tensor` holds within the check's tolerance, or
+    None."""
+    for form in _layouts(value, tensor.shape):
+        try:
+            if same(tensor, form):
+                return form
+        except (RuntimeError, TypeError, ValueError):
+            continue
+    return None
+
+
+def _step_tensors(value):
+    """[(key or None, tensor)] of a step's value (Formula.values)."""
+    if isinstance(value, dict):
+        return [(key, tensor) for key, tensor in value.items()
+                if isinstance(tensor, torch.Tensor)]
+    return [(None, value)] if isinstance(value, torch.Tensor) else []
+
+
+def _trace_hits(steps, trace, same):
+    """[(step index, name, [(key, tensor)], [index of the first record that reproduces each
+    tensor, or None])] of the steps that change something."""
+    found = []
+    for index, (name, value) in enumerate(steps):
+        tensors = _step_tensors(value)
+        if tensors:
+            found.append((index, name, tensors,
+                          [next((r for r, record in enumerate(trace)
+                                 if _reproduces(record[2], tensor, same) is not None), None)
+                           for _key, tensor in tensors]))
+    return found
+
+
+def _added(tensor, form, held, same):
+    """What `tensor` (a line's value) is `form` (the step's value) plus: the text of the
+    first of `held` ([(text, tensor)]) that the difference equals, or None."""
+    difference = tensor.double() - form.double()
+    if not bool(difference.abs().amax() > 0):
+        return None
+    return next((text for text, value in held
+                 if _reproduces(difference, value, same) is not None), None)
+
+
+def _place(record):
+    """(place, ": `code`" or "") of a trace record, for the trace family's templates."""
+    code = record[1].replace("`", "'")
+    return record[0], MESSAGES["trace_code"].format(code=code) if code else ""
+
+
+def _departure(trace, start, candidates, hits, values, same, dims):
+    """trace_at's text (and trace_how's, where a family says how) for the first record after
+    `start` that none of the step values reproduces and that has the shape of one of
+    `candidates` ([(step name, tensor)], in a usual layout), or ""."""
+    every = [tensor for _index, _name, tensors, _ in hits for _key, tensor in tensors]
+    for r in range(start + 1, len(trace)):
+        line = trace[r][2]
+        shaped = [(name, form) for name, tensor in candidates
+                  for form in _layouts(tensor, line.shape)[:1]]
+        if not shaped or any(_reproduces(line, tensor, same) is not None for tensor in every):
+            continue
+        place, code = _place(trace[r])
+        text = MESSAGES["trace_at"].format(place=place, code=code)
+        step, form = shaped[0]
+        held = [(MESSAGES["trace_input"].format(name=name), tensor)
+                for name, tensor in (values.get("inputs") or {}).items()
+                if isinstance(tensor, torch.Tensor)]
+        held += [(MESSAGES["trace_step_part"].format(step=name, key=key) if key
+                  else MESSAGES["trace_step_value"].format(step=name), tensor)
+                 for _index, name, tensors, _ in reversed(hits) for key, tensor in tensors]
+        adds = _added(line, form, held, same)
+        reason = (MESSAGES["trace_adds"].format(what=adds) if adds else
+                  _transformed(line, form, values.get("inputs") or {}, same, dims))
+        if not reason:
+            wrong = ~torch.isclose(line.double(), form.double(), rtol=1e-3, atol=1e-3 * float(
+                form.double().abs().amax().clamp(min=1e-12)))
+            reason = explain(line.double(), form.double(), same, wrong, dims)
+        return text + (MESSAGES["trace_how"].format(step=step, reason=reason) if reason else "")
+    return ""
+
+
+# the entry-by-entry functions a line may apply to a step's value: {name: function}
+_TRACE_FUNCTIONS = {"exp": torch.exp, "log": torch.log, "relu": torch.relu,
+                    "abs": torch.abs, "sqrt": torch.sqrt, "sigmoid": torch.sigmoid,
+                    "tanh": torch.tanh, "1 / x": torch.reciprocal, "-x": torch.neg}
+# the reductions a line may take out of a step's value along one axis (keepdim=True)
+_TRACE_REDUCTIONS = {"maximum": lambda t, d: t.amax(dim=d, keepdim=True),
+                     "minimum": lambda t, d: t.amin(dim=d, keepdim=True),
+                     "mean": lambda t, d: t.mean(dim=d, keepdim=True),
+                     "sum": lambda t, d: t.sum(dim=d, keepdim=True),
+                     "norm": lambda t, d: t.norm(dim=d, keepdim=True)}
+
+
+def _fits(line, candidate, same):
+    try:
+        return bool(torch.isfinite(candidate).all()) and same(line, candidate)
+    except (RuntimeError, TypeError, ValueError):
+        return False
+
+
+def _transformed(line, form, inputs, same, dims):
+    """How `line` (a value of the student's) is `form` (a step's value, same shape)
+    transformed in a standard way the formula does not: squared, an entry-by-entry function
+    (_TRACE_FUNCTIONS), a reduction along one axis subtracted or divided out
+    (_TRACE_REDUCTIONS), or a
+    weight among `inputs` ({name: tensor}; 2-D, nn.Linear's layout, with its bias
+    "<name minus _w>_b" where there is one) applied once more; None otherwise."""
+    value = form.double()
+    if _fits(line, value ** 2, same):
+        return MESSAGES["trace_square"]
+    for name, function in _TRACE_FUNCTIONS.items():
+        if _fits(line, function(value), same):
+            return MESSAGES["trace_function"].format(function=name)
+    names = axis_names(tuple(value.shape), dims)
+    for reduction, reduce in _TRACE_REDUCTIONS.items():
+        for axis in range(value.dim()):
+            part = reduce(value, axis)
+            for key, candidate in (("trace_minus", value - part), ("trace_divided", value / part)):
+                if _fits(line, candidate, same):
+                    return MESSAGES[key].format(reduction=reduction, axis=names[axis],
+                                                dim=axis - value.dim())
+    for name, weight in inputs.items():
+        if weight.dim() == 2 and weight.shape[1] == value.shape[-1]:
+            bias = inputs.get(name[:-2] + "_b") if name.endswith("_w") else None
+            if _fits(line, torch.nn.functional.linear(value, weight.double(), None if bias is None
+                                                      else bias.double()), same):
+                return MESSAGES["trace_linear"].format(weight=name)
+    return None
+
+
+def traced(actual, values, traces, same, dims):
+    """The trace family: where the student's code departs from the formula. `values`:
+    {"steps": Formula.values() of the exercise's formula on the check's inputs, "inputs":
+    {name: tensor}}; traces: the traces of the student's latest calls ([(place, code,
+    tensor)] of the tensors their own lines computed, in order: checks.operations); same:
+    equal within the check's tolerance; actual: the wrong result. In the trace that
+    reproduces most steps, finds the last step whose value (every tensor it makes, in a
+    usual layout) the student's code computed, and the next step, which none of its values
+    is; then the first value computed after that step's which is none of the formula's (of
+    the shape of that step's or the next one's), and how it differs where a family can say
+    (explain(), or a value of the formula added to it). None where no step is reproduced:
+    it claims only what the values show."""
+    steps = values.get("steps") if isinstance(values, dict) else None
+    if not steps or not traces:
+        return None
+    best = None
+    for trace in traces:
+        hits = _trace_hits(steps, trace, same)
+        done = [hit for hit in hits if all(first is not None for first in hit[3])]
+        if done and (best is None or len(done) >= len(best[2])):
+            best = (trace, hits, done)
+    if best is None:
+        return None
+    trace, hits, done = best
+    last = done[-1]
+    place, code = _place(trace[max(last[3])])
+    later = [hit for hit in hits if hit[0] > last[0]]
+    candidates = [(last[1], tensor) for _key, tensor in last[2]]
+    if later:
+        text = MESSAGES["trace_departs"].format(last=last[1], place=place, code=code,
+                                                step=later[0][1])
+        candidates += [(later[0][1], tensor) for _key, tensor in later[0][2]]
+    elif _reproduces(actual, last[2][-1][1], same) is None:
+        text = MESSAGES["trace_returned"].format(last=last[1], place=place, code=code)
+    else:
+        return None
+    return text + _departure(trace, min(last[3]), candidates, hits, values, same, dims)

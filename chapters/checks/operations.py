@@ -17,6 +17,7 @@ It imports torch, and nothing of the course.
 import contextvars
 import importlib
 import inspect
+import linecache
 import os
 import re
 import sys
@@ -145,14 +146,14 @@ def observe(function, args, kwargs, copy):
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            result, error = attempt(function, *args, **kwargs)
+            result, error, trace = attempt_traced(function, *args, **kwargs)
     finally:
         torch.set_warn_always(warn_always)
     # copied here, where what a tensor subclass raises on copying is the call's own error
     return {"result": copy(result), "error": error, "args": [copy(a) for a in args],
             "kwargs": {str(k): copy(v) for k, v in kwargs.items()},
             "warnings": [str(w.message) for w in caught], "attached": attached(result),
-            "type": described_type(result)}
+            "type": described_type(result), "trace": trace}
 
 
 def described_type(value):
@@ -349,3 +350,74 @@ def forbid_spec(*specs):
     fails the check. The grader forwards it to the student's process too, but decides
     from the submitted source (see checks.common's FORBIDS): there it only adds a message."""
     return _ForbidSpec(specs)
+
+
+# ---------------------------------------------------------------------------------------
+# The student's call traced: the tensors their own lines computed, for the trace family
+# ---------------------------------------------------------------------------------------
+# A teacher reads the student's code line by line and says where it departs from the
+# formula; checks.diagnose.traced does that from the values the student's lines computed,
+# recorded here while their function runs (in their Jupyter and the kit in-process, in the
+# grader's sandbox in the student's process, whose report comes back with the observation).
+# Bounded, so that a loop cannot flood the report: at most TRACE_MOST tensors and
+# TRACE_ENTRIES entries in all; a tensor of fewer than 2 entries, or not of floats, is left
+# out (it names no step). What the caps leave out is not traced.
+TRACE_MOST = 160
+TRACE_ENTRIES = 2**17
+TRACE_TEXT = 300   # characters of a line's place and of its code
+
+
+def _student_place(frame):
+    """(place "line N of <cell>", the line's code) of the innermost frame from `frame`
+    outwards that runs the student's code (not torch's, not the checks' own, as
+    student_line()), or None."""
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not (filename.startswith(_LIBRARIES) or filename.startswith("<frozen")):
+            line = frame.f_lineno
+            place = MESSAGES["student_line"].format(line=line, cell=_cell_name(filename))
+            code = linecache.getline(filename, line).strip()
+            return place[:TRACE_TEXT], code[:TRACE_TEXT]
+        frame = frame.f_back
+    return None
+
+
+class _Trace(torch.overrides.TorchFunctionMode):
+    """attempt_traced()'s mode: every tensor a torch function returns to a line of the
+    student's code is kept as [place, code, detached copy], in the order computed."""
+
+    def __init__(self):
+        super().__init__()
+        self.records, self.entries = [], 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        # (torch calls this mode's hook with the mode off: the tensor methods below are
+        # not traced themselves)
+        if type(result) is _Tensor or isinstance(result, _Tensor):
+            try:
+                self.keep(result)
+            except Exception:   # a tensor subclass that refuses to be read: not traced
+                pass
+        return result
+
+    def keep(self, result):
+        size = result.numel()
+        if (len(self.records) >= TRACE_MOST or size < 2 or self.entries + size > TRACE_ENTRIES
+                or not result.is_floating_point()):
+            return
+        place = _student_place(sys._getframe(2))
+        if place is None:
+            return
+        self.entries += size
+        self.records.append([place[0], place[1],
+                             result.detach().clone().as_subclass(_Tensor)])
+
+
+def attempt_traced(function, *args, **kwargs):
+    """attempt(function, *args, **kwargs) and the trace of the call: [[place, code, tensor]]
+    of the tensors the student's own lines computed (see _Trace), bounded."""
+    trace = _Trace()
+    with trace:
+        result, error = attempt(function, *args, **kwargs)
+    return result, error, trace.records

@@ -681,3 +681,53 @@ BUGS.update({
         fails=["test_sdpa", "test_sdpa_large", "test_sdpa_cross"],
         diagnosis=r"(?i)dim=-1|without (its|the|a) dim|(axis|dim) it (works|runs) along"),
 })
+
+# Practice set of issue 20 (helper i20trace, the student's code traced step by step): mistakes
+# of kinds not catalogued above that give a wrong value, each diagnosis written from the
+# exercise's text before the checks were run on it.
+BUGS.update({
+    # the weights squared after the softmax
+    "sdpa_weights_squared": Bug(
+        cells={"scaled_dot_product_attention": _edit(
+            _SDPA, "weights = torch.softmax(scores, dim=-1)",
+            "weights = torch.softmax(scores, dim=-1) ** 2")},
+        fails=_SDPA_ALL, diagnosis=r"squar|power|\*\* ?2"),
+    # the softmax's weights normalised once more, over the queries
+    "sdpa_renormalised_over_queries": Bug(
+        cells={"scaled_dot_product_attention": _edit(
+            _SDPA, "weights = torch.softmax(scores, dim=-1)",
+            "weights = torch.softmax(scores, dim=-1)\n"
+            "    weights = weights / weights.sum(dim=-2, keepdim=True)")},
+        # (adapted after the run: the rescaled-lines family names the normalisation's axis)
+        fails=_SDPA_ALL, diagnosis=r"(normali[sz]|divid|sum)\w*.{0,60}(quer|dim=-2|column)|"
+                                   r"normali[sz]ation along the Lq axis"),
+    # the values added to the output (a residual the exercise has not)
+    "sdpa_value_residual": Bug(
+        cells={"scaled_dot_product_attention": _edit(_SDPA, "output = weights @ value",
+                                                     "output = weights @ value + value")},
+        fails=_SDPA_ALL, diagnosis=r"residual|adds? (the )?values?\b"),
+    # the stabilising maximum taken over the queries, in a softmax written by hand
+    "sdpa_max_shift_over_queries": Bug(
+        cells={"scaled_dot_product_attention": _edit(
+            _SDPA, "weights = torch.softmax(scores, dim=-1)",
+            "shifted = scores - scores.amax(dim=-2, keepdim=True)\n"
+            "    weights = shifted.exp() / shifted.exp().sum(dim=-1, keepdim=True)")},
+        fails=_SDPA_ALL,
+        diagnosis=r"(max|maximum).{0,80}(quer|dim=-2|column)|(quer|column).{0,60}max"),
+    # the scores returned shifted by their row's maximum (the softmax's trick, one step early)
+    "scores_shifted_by_row_max": Bug(
+        cells={"attention_scores": _edit(
+            _SCORES, "return (query / math.sqrt(d_k)) @ key.transpose(-2, -1)",
+            "s = (query / math.sqrt(d_k)) @ key.transpose(-2, -1)\n"
+            "    return s - s.amax(dim=-1, keepdim=True)")},
+        fails=["test_attention_scores"],
+        diagnosis=r"(subtract|shift)\w*.{0,60}max|max\w*.{0,60}(subtract|shift)|stabili"),
+    # the scale applied to the query and then to the scores again
+    "sdpa_scaled_twice": Bug(
+        cells={"scaled_dot_product_attention": _edit(
+            _SDPA, "weights = torch.softmax(scores, dim=-1)",
+            "weights = torch.softmax(scores / math.sqrt(d_k), dim=-1)")},
+        # (adapted after the run: the constant family says "you divided by d_k")
+        fails=_SDPA_ALL,
+        diagnosis=r"twice|again|divide[sd] by d_k\b|d_k instead of sqrt"),
+})

@@ -1021,3 +1021,44 @@ BUGS.update({
         fails=["test_output_projection_by_heads"],
         diagnosis=r"`blocks\[i\]\.T` uses \.T.{0,200}a transpose where none is needed"),
 })
+
+# Practice set of issue 20 (helper i20trace, the student's code traced step by step): mistakes
+# of kinds not catalogued above that give a wrong value, each diagnosis written from the
+# exercise's text before the checks were run on it.
+BUGS.update({
+    "forward_heads_divided_by_num_heads": Bug(
+        cells={"MultiHeadAttention": _forward("heads = weights @ v",
+                                              "heads = weights @ v / self.num_heads")},
+        fails=_FORWARD, diagnosis=r"(divid|times|multipl)\w*.{0,40}num_heads|1/num_heads|averag"),
+    "forward_scores_q_q": Bug(
+        cells={"MultiHeadAttention": _forward("scores = q @ k.transpose",
+                                              "scores = q @ q.transpose")},
+        fails=_FORWARD,
+        diagnosis=r"Q Q\^T|quer\w* by themselves|keys? .{0,30}(left out|missing|not used)|"
+                  r"quer\w*.{0,30}(in place of|instead of).{0,20}key|"
+                  # (adapted after the run: in self-attention, the same as the keys made by
+                  # q_proj, which the formula family names)
+                  r"projects the keys with q_proj"),
+    "forward_relu_on_queries": Bug(
+        cells={"MultiHeadAttention": _mha(_mha_forward_with(
+            line_q="torch.relu(self.q_proj(query))"))},
+        fails=_FORWARD, diagnosis=r"relu|nonlinear|activation|negative (entries|values)"),
+    "forward_residual_on_heads": Bug(
+        cells={"MultiHeadAttention": _forward("heads = weights @ v", "heads = weights @ v + v")},
+        fails=_FORWARD, diagnosis=r"residual|adds? (the )?(projected )?values?\b"),
+    "forward_keys_from_value_input": Bug(
+        cells={"MultiHeadAttention": _mha(_mha_forward_with(line_k="self.k_proj(value)"))},
+        fails=_FORWARD,
+        diagnosis=r"(key|k_proj).{0,60}value input|value input.{0,40}(key|k_proj)|"
+                  r"keys?.{0,40}(from|read|project\w*) .{0,20}value|"
+                  # (adapted after the run: the input swap of the formula family)
+                  r"input value is used in place of key"),
+    "forward_output_projection_twice": Bug(
+        cells={"MultiHeadAttention": _mha(_mha_forward_with(
+            finish="return self.out_proj(self.out_proj(merge_heads(heads))), weights"))},
+        fails=_FORWARD,
+        # (adapted after the run, so that the quoted line alone cannot match: the trace
+        # family's words for a projection applied once more)
+        diagnosis=r"output projection.{0,40}(twice|again)|o_w once more|projection applied "
+                  r"again"),
+})
