@@ -1272,7 +1272,7 @@ def test_traced_says_where_the_students_lines_depart_from_the_formula():
                              "of your cell: `s = q @ k.mT / 2`); the softmax step is where it "
                              "departs; the first value after that which is none of the "
                              "formula's is computed at line 2 of your cell: `z = s - s.amax(-2)`")
-    assert "with its maximum along L (dim=-2) subtracted" in reason
+    assert "with its maximum along the L axis (dim=-2) subtracted" in reason
     assert diagnose.FAMILY_PATTERN.search(diagnose.explained("output", reason))
     # every step right, then the value of the formula added: what is returned is another
     right = torch.softmax(scores, dim=-1) @ v

@@ -525,6 +525,12 @@ MESSAGES = translated(__name__) | {
                      "which the formula does not do",
     "trace_linear": "it is that value passed through {weight} once more (a projection applied "
                     "again)",
+    # the reductions trace_minus and trace_divided name
+    "trace_maximum": "maximum",
+    "trace_minimum": "minimum",
+    "trace_mean": "mean",
+    "trace_sum": "sum",
+    "trace_norm": "norm",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -2776,7 +2782,8 @@ def _transformed(line, form, inputs, same, dims):
             part = reduce(value, axis)
             for key, candidate in (("trace_minus", value - part), ("trace_divided", value / part)):
                 if _fits(line, candidate, same):
-                    return MESSAGES[key].format(reduction=reduction, axis=names[axis],
+                    return MESSAGES[key].format(reduction=MESSAGES[f"trace_{reduction}"],
+                                                axis=_axis_label(names[axis]),
                                                 dim=axis - value.dim())
     for name, weight in inputs.items():
         if weight.dim() == 2 and weight.shape[1] == value.shape[-1]:
