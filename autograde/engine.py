@@ -346,8 +346,18 @@ def _cleaned(result):
     result.error = printable(result.error)
     for test in result.tests:
         test.message, test.output = printable(test.message), printable(test.output)
-    result.problems = [{k: printable(v) for k, v in p.items()} for p in result.problems]
+    result.problems = [_printable_all(p) for p in result.problems]
     return result
+
+
+def _printable_all(value):
+    """`value` (a problem: a dict of texts, a flag's findings a list of dicts of them) with
+    every text in it printable, walked through dicts and lists."""
+    if isinstance(value, dict):
+        return {key: _printable_all(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_printable_all(item) for item in value]
+    return printable(value)
 
 
 def _fault_text(fault, limits, language=messages.ENGLISH):

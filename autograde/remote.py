@@ -59,15 +59,17 @@ def child_messages(language):
     notebook's, messages.supported): {"nested": {key: template}, "operations": {...}} of the
     two modules of the checks it runs (their MESSAGES, translated by the checks' catalogue,
     checks.po, as chapters.checks.language translates every module's), and {"sandbox":
-    {"output_limit": ...}} of its own (autograde.messages, grader.po). Sent with each spawn:
+    {"output_limit": ..., "output_dropped": ...}} of its own (autograde.messages, grader.po). Sent with each spawn:
     the student's process gets the translations of its own sentences and nothing else (no
     catalogue holding the other modules' sentences, no module of the checks beyond these
     two; autograde.sandbox.Child.speak)."""
     with checks_language.speaking(language):
-        templates = {module.__name__.rsplit(".", 1)[-1]: dict(
-            checks_language.translated(module.__name__, module.MESSAGES))
+        # (their English: checks.common makes MESSAGES a lookup in the language of now)
+        templates = {module.__name__.rsplit(".", 1)[-1]: dict(checks_language.translated(
+            module.__name__, getattr(module.MESSAGES, "english", module.MESSAGES)))
             for module in (nested, operations)}
-    templates["sandbox"] = {"output_limit": messages.template("sandbox.output_limit", language)}
+    templates["sandbox"] = {key: messages.template(f"sandbox.{key}", language)
+                            for key in ("output_limit", "output_dropped")}
     return templates
 
 
@@ -291,7 +293,7 @@ class Zygote:
         data, fds, _, _ = socket.recv_fds(self.sock, 4096, 1)
         if not fds:
             raise RuntimeError("the sandbox did not hand over a child")
-        self.child = Child(socket.socket(fileno=fds[0]), limits, self)
+        self.child = Child(socket.socket(fileno=fds[0]), limits, self, language)
         return self.child
 
     def kill(self):
@@ -350,7 +352,7 @@ def _exception(name, message, base=None):
 class Child:
     """One submission's process: every request waits at most its timeout."""
 
-    def __init__(self, sock, limits, zygote):
+    def __init__(self, sock, limits, zygote, language=messages.ENGLISH):
         self.sock = sock
         self.reader = wire.Reader(sock, int(limits.get("output_bytes", 256 * 2**20)))
         self.zygote = zygote
@@ -359,8 +361,9 @@ class Child:
         # the running test cell's (the engine sets it): all of its calls together
         self.test_deadline = None
         # what the student's code printed since the last take() (the engine takes it after
-        # each test): bounded, whatever the number of calls
-        self.stdout = wire.Printed(int(limits.get("print_chars", 20_000)))
+        # each test): bounded, whatever the number of calls, in the notebook's `language`
+        self.stdout = wire.Printed(int(limits.get("print_chars", 20_000)),
+                                   messages.template("sandbox.output_dropped", language))
 
     def request(self, message, buffers=(), timeout=None, grad=False):
         timeout = self.timeout if timeout is None else timeout

@@ -33,6 +33,14 @@ from .operations import (CheckFailure, Forbidden, _ForbidSpec, attempt,  # noqa:
 # The forbids' teaching messages in the language of now (operations binds no catalogue)
 operations.say_with(lambda context, english:
                     language.catalogue(language.current()).pgettext(context, english))
+# nested's and operations' own sentences (where in the student's code an error came from, a
+# value too deep to send) in the language of now as well, as every module's MESSAGES: they
+# bind no catalogue, since the student's sandboxed process runs them and is sent their
+# templates instead (autograde.remote.child_messages); here, where the catalogue is at
+# hand (the grader, the student's Jupyter and kit), their plain dicts are looked up in it
+for _module in (nested, operations):
+    _module.MESSAGES = language.translated(
+        _module.__name__, getattr(_module.MESSAGES, "english", _module.MESSAGES))
 
 
 def said_later(messages, key):
