@@ -364,8 +364,8 @@ def _grade(course_dir, assignments, students, jobs, resume, limits, db_url, sand
             failure = f"{type(error).__name__}: {error}"
         if failure:
             result.status = "error"
-            result.error = (result.error + "\n" if result.error else "") + \
-                "nbgrader could not record this result: " + failure[-1000:]
+            result.error = (result.error + "\n" if result.error else "") + messages.text(
+                "batch.not_recorded", result.language, error=failure[-1000:])
         _save(result_path(course_dir, job.student, job.assignment),
               dict(result.to_json(), recorded=not failure))
         results[(job.student, job.assignment)] = result

@@ -266,9 +266,11 @@ class Grader:
             # that notebook only, with what went wrong)
             if isinstance(error, SubmissionError):  # (in the notebook's language, if read)
                 message, result.language = error.text(), error.language
-            else:
-                message = f"{submission.path.name} could not be read: " + \
-                    _one_line(f"{type(error).__name__}: {error}")
+            else:  # (said in the notebook's language where its bytes tell it)
+                result.language = submission.language(result.language)
+                message = messages.text("submission.unreadable", result.language,
+                                        name=submission.path.name,
+                                        error=_one_line(f"{type(error).__name__}: {error}"))
             result.status, result.error = "error", printable(message)
             result.tests = [TestResult(t.grade_id, 0.0, t.points, "error", result.error)
                             for t in assignment.tests]

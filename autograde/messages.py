@@ -221,6 +221,19 @@ MESSAGES = {
     # forbid.separator
     "report.suspicious": _("{findings} (the checks run in the grader: a solution needs "
                            "none of this)"),
+    # -- a notebook the grader could not read (autograde.engine), a result nbgrader could
+    # not record (autograde.batch) ----------------------------------------------------------
+    "submission.unreadable": _("{name} could not be read: {error}"),
+    "batch.not_recorded": _("nbgrader could not record this result: {error}"),
+    # -- what a check meets of the student's objects (autograde.remote: in the language the
+    # checks speak, the notebook's) ---------------------------------------------------------
+    "remote.cannot_send": _("cannot send a {kind} to the student's process"),
+    "remote.gradient_count": _("the student's process returned the wrong number of "
+                               "gradients"),
+    "remote.gradient_malformed": _("the student's process returned a malformed gradient"),
+    "remote.read_only": _("objects of the student's process are read-only here"),
+    "remote.malformed_length": _("the student's process sent a malformed length"),
+    "remote.stands_for": _("<{kind} in the student's process>"),
 }
 
 

@@ -448,10 +448,17 @@ class _Until:
         return self.sock.recv(size)
 
 
+def _said(key, **fields):
+    """The message `key` of autograde.messages in the language the checks speak now (the
+    notebook's, while the engine runs its test cells: chapters.checks.language.speaking):
+    what a check meets of the student's objects reaches the student."""
+    return messages.text(key, messages.supported(checks_language.current()), **fields)
+
+
 def _local_ref(obj):
     if isinstance(obj, RemoteRef):
         return {"ref": obj._header["ref"]}
-    raise TypeError(f"cannot send a {type(obj).__name__} to the student's process")
+    raise TypeError(_said("remote.cannot_send", kind=type(obj).__name__))
 
 
 class _Bridge(torch.autograd.Function):
@@ -469,11 +476,11 @@ class _Bridge(torch.autograd.Function):
             "backward", {"call": link["call"]}, grads=list(grads))
         _, result = link["child"].request(message, buffers)
         if not isinstance(result, list) or len(result) != link["count"]:
-            raise RuntimeError("the student's process returned the wrong number of gradients")
+            raise RuntimeError(_said("remote.gradient_count"))
         shaped = []
         for grad, source in zip(result, link["inputs"]):
             if grad is not None and (grad.shape != source.shape or grad.dtype != source.dtype):
-                raise RuntimeError("the student's process returned a malformed gradient")
+                raise RuntimeError(_said("remote.gradient_malformed"))
             shaped.append(grad)
         return (None, *shaped)
 
@@ -516,7 +523,7 @@ class RemoteRef:
             raise AttributeError(str(error)) from None
 
     def __setattr__(self, name, value):
-        raise AttributeError("objects of the student's process are read-only here")
+        raise AttributeError(_said("remote.read_only"))
 
     def __iter__(self):
         message = request("list", target=_target(self))
@@ -526,7 +533,7 @@ class RemoteRef:
         """len() of the object, taken in the student's process (the sandbox's op len)."""
         length = self._child.request(request("len", target=_target(self)))[1]
         if isinstance(length, bool) or not isinstance(length, int) or length < 0:
-            raise TypeError("the student's process sent a malformed length")
+            raise TypeError(_said("remote.malformed_length"))
         return length
 
     def __bool__(self):  # an object, true as before __len__ existed, whatever its length
@@ -537,7 +544,7 @@ class RemoteRef:
         try:
             return str(self._child.request(message)[1])
         except Exception:
-            return f"<{self.remote_type} in the student's process>"
+            return _said("remote.stands_for", kind=self.remote_type)
 
     def observe(self, args, kwargs):
         """checks.common.observe() of this function: the student's process calls it

@@ -720,3 +720,46 @@ def test_the_kits_nested_and_operations_speak_the_chinese_release(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == "单元格 boom 第 1 行", done.stdout
     assert "载荷" in done.stdout, done.stdout
+
+
+def test_a_notebook_the_grader_cannot_read_is_told_so_in_its_language(tmp_path, monkeypatch):
+    """A notebook no check foresaw (reading or planning it raised OSError, RecursionError
+    or MemoryError): the result says so in the language its bytes tell, and is in it."""
+    from types import SimpleNamespace
+
+    from autograde.notebook import Submission
+
+    def too_deep(self, assignment):
+        raise RecursionError("maximum recursion depth exceeded")
+    monkeypatch.setattr(Submission, "notebook", too_deep)
+    grader = engine.Grader(SimpleNamespace(sandbox="none"), {})
+    spec = SimpleNamespace(name=A1, notebook=f"{A1}.ipynb", fingerprint="x",
+                           tests=[SimpleNamespace(grade_id="test_scores", points=2.0)])
+    for notebook_language, said in (
+            (LANGUAGE, f"无法读取 {A1}.ipynb：RecursionError: maximum recursion depth exceeded"),
+            ("en", f"{A1}.ipynb could not be read: RecursionError: maximum recursion depth "
+                   "exceeded")):
+        folder = tmp_path / notebook_language
+        folder.mkdir()
+        graded = grader.grade(spec, Submission.read(_notebook_file(folder, notebook_language)))
+        assert (graded.status, graded.error, graded.language) == \
+            ("error", said, notebook_language)
+        assert "## " + messages.text("feedback.ungradable", notebook_language) in \
+            render_markdown(graded)
+
+
+def test_what_a_check_meets_of_the_students_objects_is_said_in_the_notebooks_language():
+    """autograde.remote's own errors around the student's objects (raised in the grader
+    while a test cell runs, under the notebook's language) reach the student's feedback."""
+    from autograde import remote
+    from chapters.checks import language as checks_language
+    stand_in = remote.RemoteRef(None, {"ref": 1, "type": "Linear"})
+    for spoken, read_only, cannot_send in (
+            (LANGUAGE, "学生代码的进程中的对象在这里是只读的", "无法把 object 发送给学生代码的进程"),
+            ("en", "objects of the student's process are read-only here",
+             "cannot send a object to the student's process")):
+        with checks_language.speaking(spoken):
+            with pytest.raises(AttributeError, match=read_only):
+                stand_in.weight = 1
+            with pytest.raises(TypeError, match=cannot_send):
+                remote._local_ref(object())
