@@ -200,9 +200,10 @@ def results_json(result, cells, note=None):
                                    error=result.error.strip()))
     for problem in result.problems:
         where = problem.get("cell", "")
+        said = messages.problem_message(problem, language)
         lines.append(messages.text("where.problem", language,
                                    where=messages.where(where, language),
-                                   message=messages.problem_message(problem, language)).strip(": ："))
+                                   message=said).strip(": ："))
     tests = []
     for test in result.tests:
         tests.append({

@@ -59,8 +59,9 @@ def child_messages(language):
     notebook's, messages.supported): {"nested": {key: template}, "operations": {...}} of the
     two modules of the checks it runs (their MESSAGES, translated by the checks' catalogue,
     checks.po, as chapters.checks.language translates every module's), and {"sandbox":
-    {"output_limit": ..., "output_dropped": ...}} of its own (autograde.messages, grader.po). Sent with each spawn:
-    the student's process gets the translations of its own sentences and nothing else (no
+    {"output_limit": ..., "output_dropped": ...}} of its own (autograde.messages, grader.po).
+    Sent with each spawn: the student's process gets the translations of its own sentences
+    and nothing else (no
     catalogue holding the other modules' sentences, no module of the checks beyond these
     two; autograde.sandbox.Child.speak)."""
     with checks_language.speaking(language):
