@@ -665,17 +665,15 @@ def test_the_reports_needs_attention_details_are_said_in_its_language():
         "imports checks"
 
 
-def test_nested_and_operations_speak_the_language_of_now_outside_the_sandbox():
+def test_nested_speaks_the_language_of_now_outside_the_sandbox():
     """In the student's Jupyter and in the grader, where the checks' catalogue is at hand
-    (checks.common), nested's and operations' sentences follow the language of now (the
-    notebook's, COURSE_LANGUAGE, the release's marker), as every module's MESSAGES."""
+    (checks.common), nested's sentences follow the language of now (the notebook's,
+    COURSE_LANGUAGE, the release's marker), as every module's MESSAGES; the student's
+    process is still sent their templates from the English as written."""
     import chapters.checks.common  # noqa: F401  (what makes them follow it)
+    from autograde import remote
     from chapters.checks import language as checks_language
-    from chapters.checks import nested, operations
-    try:
-        exec(compile("raise ValueError(1)", "cell boom, line 2", "exec"))
-    except ValueError as raised:
-        error = raised
+    from chapters.checks import nested
     deep = []
     for _ in range(nested.MAX_DEPTH + 5):
         deep = [deep]
@@ -684,22 +682,23 @@ def test_nested_and_operations_speak_the_language_of_now_outside_the_sandbox():
         with checks_language.speaking(spoken):
             with pytest.raises(RecursionError) as too_deep:
                 nested.encode(deep, lambda leaf: leaf)
-            said[spoken] = (operations.student_line(error), str(too_deep.value),
-                            operations.MESSAGES["your_cell"])
-    assert said["en"] == ("line 1 of cell boom", "maximum recursion depth exceeded: a value "
-                          "nested more than 200 deep cannot be sent or stored", "your cell")
-    assert said[LANGUAGE] == ("单元格 boom 第 1 行", "超出最大递归深度：嵌套深度超过 200 层的值"
-                              "无法发送或保存", "你的单元格")
-    # the student's process is still sent the templates, from the English as written
-    from autograde import remote
-    assert remote.child_messages("en")["operations"] == dict(operations.MESSAGES.english)
+            with pytest.raises(ValueError) as malformed:
+                nested.decode({"list": 1}, None)
+            said[spoken] = (str(too_deep.value), str(malformed.value))
+    assert said["en"] == ("maximum recursion depth exceeded: a value nested more than 200 "
+                          "deep cannot be sent or stored", "expected a list (a list payload)")
+    assert said[LANGUAGE] == ("超出最大递归深度：嵌套深度超过 200 层的值无法发送或保存",
+                              "期望一个列表（list 载荷）")
     with checks_language.speaking(LANGUAGE):  # (whatever the language of now)
         assert remote.child_messages("en")["nested"] == dict(nested.MESSAGES.english)
+        assert remote.child_messages(LANGUAGE)["nested"]["too_deep"] == \
+            "超出最大递归深度：嵌套深度超过 {depth} 层的值无法发送或保存"
 
 
-def test_the_kits_nested_and_operations_speak_the_chinese_release(tmp_path):
+def test_the_kits_nested_speaks_the_chinese_release(tmp_path):
     """The student's kit unzipped from the Chinese release (its checks/LANGUAGE marker, its
-    compiled catalogue; no Babel needed): nested's and operations' sentences in Chinese."""
+    compiled catalogue; no Babel needed): nested's sentences in Chinese."""
+    import os
     import subprocess
     import sys
 
@@ -708,18 +707,15 @@ def test_the_kits_nested_and_operations_speak_the_chinese_release(tmp_path):
                                                     "operations", "common"], [])
     (checks / "LANGUAGE").write_text(f"{LANGUAGE}\n")
     code = ("import sys; sys.path.insert(0, sys.argv[1])\n"
-            "from checks import common, nested, operations\n"
-            "try:\n    exec(compile('raise ValueError(1)', 'cell boom, line 2', 'exec'))\n"
-            "except ValueError as error:\n    print(operations.student_line(error))\n"
+            "from checks import common, nested\n"
             "try:\n    nested.decode({'list': 1}, None)\n"
             "except Exception as error:\n    print(error)\n")
-    environment = {k: v for k, v in __import__("os").environ.items()
+    environment = {k: v for k, v in os.environ.items()
                    if k not in ("PYTHONPATH", "COURSE_LANGUAGE")}
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
                           text=True, env=environment, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[0] == "单元格 boom 第 1 行", done.stdout
-    assert "载荷" in done.stdout, done.stdout
+    assert done.stdout.strip() == "期望一个列表（list 载荷）", done.stdout
 
 
 def test_a_notebook_the_grader_cannot_read_is_told_so_in_its_language(tmp_path, monkeypatch):

@@ -33,8 +33,7 @@ import torch
 # other module of the checks and no catalogue; there the grader sends these templates in the
 # notebook's language with each spawn, autograde.remote.child_messages, and
 # autograde.sandbox.speak puts them here. They are translated in checks.po, as every
-# module's; where the catalogue is at hand, the grader and the student's Jupyter, checks.common
-# makes this dict a lookup in the language of now, language.translated.)
+# module's; in the student's Jupyter they stay English.)
 MESSAGES = {
     "student_line": "line {line} of {cell}",
     "student_line_code": "line {line} of {cell}: {code}",
@@ -280,11 +279,12 @@ class Forbidden:
         return _SAY[0](self.context, self.what) if self.context else self.what
 
     def message(self, name):
-        return MESSAGES["forbidden"].format(label=self.label or name, what=self.said_what())
+        return _SAY[0]("operations.forbidden", MESSAGES["forbidden"]).format(
+            label=self.label or name, what=self.said_what())
 
 
-# How a Forbidden's `what` is said (its template is MESSAGES["forbidden"]): as written
-# (English, or in the student's process the words already said for it), unless a side that
+# How a Forbidden's message is said: as written (English, or in the student's process the
+# templates the grader swapped in, already in the notebook's language), unless a side that
 # binds the checks' catalogue (checks.common: the grader and the student's Jupyter) gives
 # say(context, english) -> the text in the language of now. This module binds none itself.
 _SAY = [lambda _context, english: english]
