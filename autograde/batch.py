@@ -47,7 +47,8 @@ class Job:
     folder: Path    # submitted/<student>/<assignment>
     notebook: Path  # the file graded (may not exist: then the result says so)
     problem: str = ""
-    # the problem's language: no notebook tells it, so the assignment's release's (see
+    # the language of what is said where no notebook tells it (the problem's, a notebook
+    # the grader failed on that cannot be read): the assignment's release's (see
     # paths.released_language: the language the class was given the chapter in)
     language: str = messages.ENGLISH
 
@@ -58,6 +59,8 @@ def find_jobs(course_dir, assignments, students=None):
     jobs = []
     if not submitted.is_dir():
         return jobs
+    released = {assignment: messages.supported(released_language(course_dir, assignment))
+                for assignment in assignments}
     for student_dir in sorted(p for p in submitted.iterdir() if p.is_dir()):
         if students and student_dir.name not in students:
             continue
@@ -66,9 +69,8 @@ def find_jobs(course_dir, assignments, students=None):
             if not folder.is_dir():
                 continue
             notebook = folder / f"{assignment}.ipynb"
-            problem, language = "", messages.ENGLISH
+            problem, language = "", released[assignment]
             if not notebook.exists():
-                language = messages.supported(released_language(course_dir, assignment))
                 others = sorted(p.name for p in folder.glob("*.ipynb"))
                 problem = messages.text("submission.misnamed", language, name=notebook.name,
                                         found=", ".join(others)) if others else \
@@ -149,8 +151,7 @@ class Worker:
                 # one for the next try; failing twice costs this submission only
                 last = error
                 self.close_zygote()
-        failed = _error_result(assignment, job.student, "the grader failed on this "
-                               f"notebook: {type(last).__name__}: {last}", status="crash")
+        failed = _grader_failed(assignment, job, last, submission)
         failed.fingerprint = engine.fingerprint(submission, assignment)
         return failed, {}
 
@@ -167,14 +168,30 @@ def _work(connection, release_dir, limits, sandbox, parent, assignments):
             try:
                 connection.send(worker.grade(task))
             except Exception as error:  # a bug of the grader's on this notebook: it only
-                connection.send((_error_result(
-                    worker.assignments[task.job.assignment], task.job.student,
-                    f"the grader failed on this notebook: {type(error).__name__}: {error}",
-                    status="crash"), {}))
+                connection.send((_grader_failed(
+                    worker.assignments[task.job.assignment], task.job, error,
+                    task.submission), {}))
     except EOFError:  # the main process is gone
         pass
     finally:
         worker.close_zygote()
+
+
+def _language(job, submission=None):
+    """The language of what the grader says of `job`'s notebook: the notebook's where the
+    `submission` read tells it, else the release's (job.language)."""
+    return submission.language(job.language) if submission is not None else job.language
+
+
+def _grader_failed(assignment, job, error, submission=None):
+    """The result of a notebook the grader itself failed on (`error`, its words English:
+    the grader's own), every test "crash", said in the notebook's language, or the
+    release's where no notebook read tells it (job.language)."""
+    language = _language(job, submission)
+    return _error_result(assignment, job.student,
+                         messages.text("batch.grader_failed", language,
+                                       error=f"{type(error).__name__}: {error}"),
+                         status="crash", language=language)
 
 
 def _error_result(assignment, student, message, status="error", language=messages.ENGLISH):
@@ -347,8 +364,8 @@ def _grade(course_dir, assignments, students, jobs, resume, limits, db_url, sand
             failure = f"{type(error).__name__}: {error}"
         if failure:
             result.status = "error"
-            result.error = (result.error + "\n" if result.error else "") + \
-                "nbgrader could not record this result: " + failure[-1000:]
+            result.error = (result.error + "\n" if result.error else "") + messages.text(
+                "batch.not_recorded", result.language, error=failure[-1000:])
         _save(result_path(course_dir, job.student, job.assignment),
               dict(result.to_json(), recorded=not failure))
         results[(job.student, job.assignment)] = result
@@ -377,9 +394,10 @@ def _grade(course_dir, assignments, students, jobs, resume, limits, db_url, sand
                 breaks[index] = breaks.get(index, 0) + 1
                 if breaks[index] < 2:
                     continue
+                language = _language(job, task.submission)
                 graded = (_error_result(specs[job.assignment], job.student,
-                                        "the grader's worker process died twice while this "
-                                        "notebook was being graded", status="crash"), {})
+                                        messages.text("batch.worker_died", language),
+                                        status="crash", language=language), {})
                 if fingerprint is None:
                     fingerprint = engine.fingerprint(
                         task.submission or Submission.read(job.notebook, max_bytes),

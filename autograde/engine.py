@@ -266,9 +266,11 @@ class Grader:
             # that notebook only, with what went wrong)
             if isinstance(error, SubmissionError):  # (in the notebook's language, if read)
                 message, result.language = error.text(), error.language
-            else:
-                message = f"{submission.path.name} could not be read: " + \
-                    _one_line(f"{type(error).__name__}: {error}")
+            else:  # (said in the notebook's language where its bytes tell it)
+                result.language = submission.language(result.language)
+                message = messages.text("submission.unreadable", result.language,
+                                        name=submission.path.name,
+                                        error=_one_line(f"{type(error).__name__}: {error}"))
             result.status, result.error = "error", printable(message)
             result.tests = [TestResult(t.grade_id, 0.0, t.points, "error", result.error)
                             for t in assignment.tests]
@@ -346,8 +348,18 @@ def _cleaned(result):
     result.error = printable(result.error)
     for test in result.tests:
         test.message, test.output = printable(test.message), printable(test.output)
-    result.problems = [{k: printable(v) for k, v in p.items()} for p in result.problems]
+    result.problems = [_printable_all(p) for p in result.problems]
     return result
+
+
+def _printable_all(value):
+    """`value` (a problem: a dict of texts, a flag's findings a list of dicts of them) with
+    every text in it printable, walked through dicts and lists."""
+    if isinstance(value, dict):
+        return {key: _printable_all(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_printable_all(item) for item in value]
+    return printable(value)
 
 
 def _fault_text(fault, limits, language=messages.ENGLISH):

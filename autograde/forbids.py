@@ -603,13 +603,21 @@ def verdicts(steps, specs, given=frozenset(), language=messages.ENGLISH):
 
 def flags(steps, given=frozenset()):
     """Problems ("suspicious") for the instructor: each step with something that reaches
-    what a solution never needs (see reaching()), the course's own given code left out."""
+    what a solution never needs (see reaching()), the course's own given code left out.
+    Each says it in English ("message": the logs') and keeps its findings' templates
+    ("findings": [{"key", "fields"}], by their English), to be said in the language of
+    whoever reads it (messages.problem_message)."""
     found = {}
     for (label, _, _), step in zip(steps, _findings(steps, given)):
-        found.setdefault(label, set()).update(f.what() for f in step)  # (the instructor's)
-    return [{"cell": label, "kind": "suspicious", "message": "; ".join(sorted(reasons))
-             + " (the checks run in the grader: a solution needs none of this)"}
-            for label, reasons in found.items() if reasons]
+        found.setdefault(label, {}).update((f.what(), f) for f in step)
+    problems = []
+    for label, reasons in found.items():
+        if reasons:
+            problem = {"cell": label, "kind": "suspicious", "findings": [
+                {"key": reasons[english].key, "fields": dict(reasons[english].fields)}
+                for english in sorted(reasons)]}
+            problems.append(dict(problem, message=messages.problem_message(problem)))
+    return problems
 
 
 def specs_of(modules, exercises):

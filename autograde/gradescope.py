@@ -22,6 +22,7 @@ only once the instructor publishes the grades.
 """
 import json
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -30,6 +31,7 @@ import zipfile
 from pathlib import Path
 
 from autograde import course, messages
+from autograde.notebook import Submission
 from autograde.paths import release_dir, released_language
 
 # babel: the grader's catalogues (autograde.messages) for a notebook in another language
@@ -67,9 +69,20 @@ cd /autograder/source
 PATH=/autograder/venv/bin:$PATH PYTHONPATH=/autograder/source \\
   python -m autograde.gradescope run {assignment} --root /autograder
 if [ ! -s "$results" ]; then  # the grader did not even start: say so, never leave none
-  printf '%s\\n' '{{"score": 0, "tests": [], "output": "The autograder failed before it could grade this submission. Your instructor can see why in the autograder output; please tell them."}}' > "$results"
+  printf '%s\\n' {failed_to_start} > "$results"
 fi
 """
+
+
+def run_autograder(assignment, language=None):
+    """run_autograder's text for `assignment`: where the grader cannot even start, it writes
+    a results.json that says so in `language` (the class's, build's: no notebook is read
+    then), its JSON in ASCII and shell-quoted."""
+    said = messages.supported(language or messages.ENGLISH)
+    failed = {"score": 0, "tests": [],
+              "output": messages.text("gradescope.failed_to_start", said)}
+    return RUN_AUTOGRADER.format(assignment=assignment,
+                                 failed_to_start=shlex.quote(json.dumps(failed)))
 
 
 def grader_requirements():
@@ -121,7 +134,7 @@ def build(assignment, output, language=None):
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
             _add_script(archive, "setup.sh", SETUP_SH.format(assignment=assignment,
                                                              torch_pin=torch_pin))
-            _add_script(archive, "run_autograder", RUN_AUTOGRADER.format(assignment=assignment))
+            _add_script(archive, "run_autograder", run_autograder(assignment, language))
             archive.writestr("requirements-gradescope.txt", "\n".join(requirements) + "\n")
             for name in SHIPPED_FILES:
                 archive.write(course.REPO / name, name)
@@ -187,9 +200,10 @@ def results_json(result, cells, note=None):
                                    error=result.error.strip()))
     for problem in result.problems:
         where = problem.get("cell", "")
-        lines.append(messages.text("gradescope.problem", language,
+        said = messages.problem_message(problem, language)
+        lines.append(messages.text("where.problem", language,
                                    where=messages.where(where, language),
-                                   message=problem.get("message", "")).strip(": ："))
+                                   message=said).strip(": ："))
     tests = []
     for test in result.tests:
         tests.append({
@@ -234,7 +248,7 @@ def grade_submission(assignment, root):
     notebook, note = _choose_notebook(root / "submission", assignment)
     if notebook is None:
         # no notebook to tell the language: the chapter's release's (build's `language`)
-        language = messages.supported(released_language(template, assignment))
+        language = _released(assignment, root)
         return _not_graded(cells, _said(note, language), language)
     if not _sandbox_works():
         print("WARNING: bubblewrap cannot run in this container: the student's code runs "
@@ -252,6 +266,22 @@ def grade_submission(assignment, root):
     return results_json(result, cells, note)
 
 
+def _language(assignment, root):
+    """The language of the upload's notebook (the one _choose_notebook grades), else the
+    chapter's release's (build's `language`), else English: what a failure is said in."""
+    try:
+        notebook, _ = _choose_notebook(Path(root) / "submission", assignment)
+        released = _released(assignment, root)
+        return Submission.read(notebook).language(released) if notebook else released
+    except Exception:  # (the grader failed: this must not)
+        return messages.ENGLISH
+
+
+def _released(assignment, root):
+    """The language the chapter was released in at build (paths.released_language)."""
+    return messages.supported(released_language(Path(root) / "source" / "course", assignment))
+
+
 def run(assignment, root=ROOT):
     """Write <root>/results/results.json for the submission, whatever happens; 0."""
     path = Path(root) / "results" / "results.json"
@@ -261,9 +291,8 @@ def run(assignment, root=ROOT):
     except BaseException as error:  # the grader's own failure: still a results.json
         traceback.print_exc()
         data = {"score": 0.0, "tests": [], "stdout_visibility": "hidden",
-                "output": "The autograder failed on this submission "
-                          f"({type(error).__name__}); your instructor can see why in the "
-                          "autograder output. Please tell them."}
+                "output": messages.text("gradescope.failed", _language(assignment, root),
+                                        error=type(error).__name__)}
     partial = path.with_suffix(".partial")
     partial.write_text(json.dumps(data, indent=1))
     os.replace(partial, path)

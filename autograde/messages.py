@@ -197,7 +197,43 @@ MESSAGES = {
     "gradescope.none_named": _("Your submission holds {count} notebooks ({names}) and none "
                                "named {wanted}: submit only {wanted}."),
     "gradescope.see_above": _("not graded: see above"),
-    "gradescope.problem": _("{where}: {message}"),
+    # (a problem found in a notebook, where it is: Gradescope's output, the report's)
+    "where.problem": _("{where}: {message}"),
+    # -- the grader's own failure on one notebook (autograde.batch) ------------------------
+    "batch.grader_failed": _("the grader failed on this notebook: {error}"),
+    "batch.worker_died": _("the grader's worker process died twice while this notebook was "
+                           "being graded"),
+    # -- Gradescope: the autograder's own failure (autograde.gradescope) -------------------
+    "gradescope.failed": _("The autograder failed on this submission ({error}); your "
+                           "instructor can see why in the autograder output. Please tell "
+                           "them."),
+    # (written into run_autograder, in the class's language: the grader has not started)
+    "gradescope.failed_to_start": _("The autograder failed before it could grade this "
+                                    "submission. Your instructor can see why in the "
+                                    "autograder output; please tell them."),
+    # -- what the student's code printed, bounded (autograde.wire.Printed: the sandbox's
+    # and the grader's, sent to the student's process with the others, child_messages) ----
+    "sandbox.output_dropped": _("[... {count} characters dropped by the output limit ...]"),
+    # -- report: who needs attention, and why (autograde.report) ---------------------------
+    "report.attention_item": _("{student}: {reason}"),
+    "report.reason.test": _("{test}: {status}"),
+    # the instructor's flag on a cell (autograde.forbids.flags): its findings, joined by
+    # forbid.separator
+    "report.suspicious": _("{findings} (the checks run in the grader: a solution needs "
+                           "none of this)"),
+    # -- a notebook the grader could not read (autograde.engine), a result nbgrader could
+    # not record (autograde.batch) ----------------------------------------------------------
+    "submission.unreadable": _("{name} could not be read: {error}"),
+    "batch.not_recorded": _("nbgrader could not record this result: {error}"),
+    # -- what a check meets of the student's objects (autograde.remote: in the language the
+    # checks speak, the notebook's) ---------------------------------------------------------
+    "remote.cannot_send": _("cannot send a {kind} to the student's process"),
+    "remote.gradient_count": _("the student's process returned the wrong number of "
+                               "gradients"),
+    "remote.gradient_malformed": _("the student's process returned a malformed gradient"),
+    "remote.read_only": _("objects of the student's process are read-only here"),
+    "remote.malformed_length": _("the student's process sent a malformed length"),
+    "remote.stands_for": _("<{kind} in the student's process>"),
 }
 
 
@@ -256,6 +292,23 @@ def where(label, language=ENGLISH):
     if found["line"] is None:
         return text("where.cell", language, cell=found["cell"])
     return text("where.cell_line", language, cell=found["cell"], line=found["line"])
+
+
+def problem_message(problem, language=ENGLISH):
+    """A notebook's problem (a dict of NotebookResult.problems) as said in `language`: a
+    flag's (autograde.forbids.flags) from its findings' templates; any other's message as
+    it was written (in the notebook's language), as is a flag saved before flags kept its
+    findings."""
+    findings = problem.get("findings")
+    if not findings:
+        return problem.get("message", "")
+    try:
+        said = [text(f"finding.{finding['key']}", language, **finding["fields"])
+                for finding in findings]
+    except (KeyError, TypeError, ValueError, IndexError):  # (a result saved otherwise)
+        return problem.get("message", "")
+    return text("report.suspicious", language,
+                findings=text("forbid.separator", language).join(said))
 
 
 def html_lang(language):

@@ -116,6 +116,16 @@ class Submission:
             self._nb = _validated(self.data, self.path.name, assignment)
         return self._nb
 
+    def language(self, default=messages.ENGLISH):
+        """The language of the notebook it holds (its metadata, as _language trusts it), or
+        `default` where it holds no JSON object to tell it (what the grader says of a file
+        it could not read is said in the language the class was given the chapter in)."""
+        try:
+            nb = self._nb if self._nb is not None else json.loads(self.data)
+        except Exception:  # (no bytes, not JSON, nested too deep: any bytes at all)
+            return default
+        return _language(nb) if isinstance(nb, dict) else default
+
     def answers(self):
         """{grade_id: source} of its solution cells, {} where it holds no notebook."""
         if self.error is not None:

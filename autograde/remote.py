@@ -59,15 +59,18 @@ def child_messages(language):
     notebook's, messages.supported): {"nested": {key: template}, "operations": {...}} of the
     two modules of the checks it runs (their MESSAGES, translated by the checks' catalogue,
     checks.po, as chapters.checks.language translates every module's), and {"sandbox":
-    {"output_limit": ...}} of its own (autograde.messages, grader.po). Sent with each spawn:
-    the student's process gets the translations of its own sentences and nothing else (no
+    {"output_limit": ..., "output_dropped": ...}} of its own (autograde.messages, grader.po).
+    Sent with each spawn: the student's process gets the translations of its own sentences
+    and nothing else (no
     catalogue holding the other modules' sentences, no module of the checks beyond these
     two; autograde.sandbox.Child.speak)."""
     with checks_language.speaking(language):
-        templates = {module.__name__.rsplit(".", 1)[-1]: dict(
-            checks_language.translated(module.__name__, module.MESSAGES))
+        # (their English: checks.common makes MESSAGES a lookup in the language of now)
+        templates = {module.__name__.rsplit(".", 1)[-1]: dict(checks_language.translated(
+            module.__name__, getattr(module.MESSAGES, "english", module.MESSAGES)))
             for module in (nested, operations)}
-    templates["sandbox"] = {"output_limit": messages.template("sandbox.output_limit", language)}
+    templates["sandbox"] = {key: messages.template(f"sandbox.{key}", language)
+                            for key in ("output_limit", "output_dropped")}
     return templates
 
 
@@ -291,7 +294,7 @@ class Zygote:
         data, fds, _, _ = socket.recv_fds(self.sock, 4096, 1)
         if not fds:
             raise RuntimeError("the sandbox did not hand over a child")
-        self.child = Child(socket.socket(fileno=fds[0]), limits, self)
+        self.child = Child(socket.socket(fileno=fds[0]), limits, self, language)
         return self.child
 
     def kill(self):
@@ -350,7 +353,7 @@ def _exception(name, message, base=None):
 class Child:
     """One submission's process: every request waits at most its timeout."""
 
-    def __init__(self, sock, limits, zygote):
+    def __init__(self, sock, limits, zygote, language=messages.ENGLISH):
         self.sock = sock
         self.reader = wire.Reader(sock, int(limits.get("output_bytes", 256 * 2**20)))
         self.zygote = zygote
@@ -359,8 +362,9 @@ class Child:
         # the running test cell's (the engine sets it): all of its calls together
         self.test_deadline = None
         # what the student's code printed since the last take() (the engine takes it after
-        # each test): bounded, whatever the number of calls
-        self.stdout = wire.Printed(int(limits.get("print_chars", 20_000)))
+        # each test): bounded, whatever the number of calls, in the notebook's `language`
+        self.stdout = wire.Printed(int(limits.get("print_chars", 20_000)),
+                                   messages.template("sandbox.output_dropped", language))
 
     def request(self, message, buffers=(), timeout=None, grad=False):
         timeout = self.timeout if timeout is None else timeout
@@ -445,10 +449,17 @@ class _Until:
         return self.sock.recv(size)
 
 
+def _said(key, **fields):
+    """The message `key` of autograde.messages in the language the checks speak now (the
+    notebook's, while the engine runs its test cells: chapters.checks.language.speaking):
+    what a check meets of the student's objects reaches the student."""
+    return messages.text(key, messages.supported(checks_language.current()), **fields)
+
+
 def _local_ref(obj):
     if isinstance(obj, RemoteRef):
         return {"ref": obj._header["ref"]}
-    raise TypeError(f"cannot send a {type(obj).__name__} to the student's process")
+    raise TypeError(_said("remote.cannot_send", kind=type(obj).__name__))
 
 
 class _Bridge(torch.autograd.Function):
@@ -466,11 +477,11 @@ class _Bridge(torch.autograd.Function):
             "backward", {"call": link["call"]}, grads=list(grads))
         _, result = link["child"].request(message, buffers)
         if not isinstance(result, list) or len(result) != link["count"]:
-            raise RuntimeError("the student's process returned the wrong number of gradients")
+            raise RuntimeError(_said("remote.gradient_count"))
         shaped = []
         for grad, source in zip(result, link["inputs"]):
             if grad is not None and (grad.shape != source.shape or grad.dtype != source.dtype):
-                raise RuntimeError("the student's process returned a malformed gradient")
+                raise RuntimeError(_said("remote.gradient_malformed"))
             shaped.append(grad)
         return (None, *shaped)
 
@@ -513,7 +524,7 @@ class RemoteRef:
             raise AttributeError(str(error)) from None
 
     def __setattr__(self, name, value):
-        raise AttributeError("objects of the student's process are read-only here")
+        raise AttributeError(_said("remote.read_only"))
 
     def __iter__(self):
         message = request("list", target=_target(self))
@@ -523,7 +534,7 @@ class RemoteRef:
         """len() of the object, taken in the student's process (the sandbox's op len)."""
         length = self._child.request(request("len", target=_target(self)))[1]
         if isinstance(length, bool) or not isinstance(length, int) or length < 0:
-            raise TypeError("the student's process sent a malformed length")
+            raise TypeError(_said("remote.malformed_length"))
         return length
 
     def __bool__(self):  # an object, true as before __len__ existed, whatever its length
@@ -534,7 +545,7 @@ class RemoteRef:
         try:
             return str(self._child.request(message)[1])
         except Exception:
-            return f"<{self.remote_type} in the student's process>"
+            return _said("remote.stands_for", kind=self.remote_type)
 
     def observe(self, args, kwargs):
         """checks.common.observe() of this function: the student's process calls it

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograde import messages
-from autograde.feedback import clean, code_span, is_ungradable, md_text, number
+from autograde.feedback import clean, code_span, is_ungradable, md_text, number, status_label
 
 INFRASTRUCTURE = ("timeout", "crash", "protocol")  # the grader's fault or a limit, not a mistake
 TOP_MISTAKES = 10
@@ -63,10 +63,15 @@ class Mistake:
 
 @dataclass
 class Attention:
-    """A submission the instructor must look at, and why."""
+    """A submission the instructor must look at, and why: the template `reason` of
+    autograde.messages with its `fields` (a test's status put into words as the report
+    says it), and what the student read (`message`, in their notebook's language) or the
+    problem found in their notebook (`problem`, said in the report's language: _said)."""
     student: str
-    reason: str   # a key of messages.MESSAGES, or a test's "grade_id: status"
-    message: str
+    reason: str   # a key of messages.MESSAGES
+    message: str = ""
+    fields: dict = field(default_factory=dict)
+    problem: dict = None
 
 
 @dataclass
@@ -154,12 +159,11 @@ def _attention(results):
             reason = {"suspicious": "report.reason.suspicious",
                       "duplicate": "report.reason.duplicate"}.get(problem.get("kind"))
             if reason:
-                found.append(Attention(result.student, reason,
-                                       f"{problem.get('cell', '')}: {problem.get('message', '')}"))
+                found.append(Attention(result.student, reason, problem=problem))
         for test in result.tests:
             if test.status in INFRASTRUCTURE:
-                found.append(Attention(result.student, f"{test.grade_id}: {test.status}",
-                                       test.message))
+                found.append(Attention(result.student, "report.reason.test", test.message,
+                                       {"test": test.grade_id, "status": test.status}))
     return found
 
 
@@ -252,9 +256,22 @@ def _mistakes_md(summary, language):
     return [*_wrapped(text("report.mistakes", note=note), 80), *_block(lines)]
 
 
-def _attention_reason(reason, language):
-    """An Attention's reason as the report says it (a test's "grade_id: status" as it is)."""
-    return messages.text(reason, language) if reason in messages.MESSAGES else reason
+def _attention_reason(item, language):
+    """An Attention's reason as the report says it in `language` (a test's status too)."""
+    fields = dict(item.fields)
+    if "status" in fields:
+        fields["status"] = status_label(fields["status"], language)
+    return messages.text(item.reason, language, **fields)
+
+
+def _said(item, language):
+    """What an Attention quotes: the student's message as they read it, or the problem
+    where in their notebook, said in `language` (a flag's findings too: the instructor's)."""
+    if item.problem is None:
+        return item.message
+    return messages.text("where.problem", language,
+                         where=messages.where(item.problem.get("cell", ""), language),
+                         message=messages.problem_message(item.problem, language))
 
 
 def _attention_md(summary, language):
@@ -262,9 +279,10 @@ def _attention_md(summary, language):
         return [messages.text("report.nobody", language)]
     lines = []
     for item in summary.attention:
-        lines += [f"{_short(item.student, 60)}: "
-                  f"{_short(_attention_reason(item.reason, language), 100)}",
-                  f"    {_short(item.message, 2 * EXAMPLE_CHARS)}"]
+        lines += [messages.text("report.attention_item", language,
+                                student=_short(item.student, 60),
+                                reason=_short(_attention_reason(item, language), 100)),
+                  f"    {_short(_said(item, language), 2 * EXAMPLE_CHARS)}"]
     return [*_wrapped(messages.text("report.attention", language,
                                     count=len(summary.attention)), 80), *_block(lines)]
 

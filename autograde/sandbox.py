@@ -304,7 +304,7 @@ class Child:
         self.refs = {}
         self.calls = {}
         self.transform = TransformerManager().transform_cell
-        self.out = _Sink(int(limits.get("print_chars", 100_000)))
+        self.out = _Sink(int(limits.get("print_chars", 100_000)), MESSAGES["output_dropped"])
 
     # -- values -----------------------------------------------------------------------
     def _ref(self, obj):

@@ -198,10 +198,13 @@ class Decoder:
 
 class Printed:
     """What student code prints, bounded: the first and the last `limit` // 2 characters,
-    and the count of those dropped between them (a loop of prints costs no memory here).
+    and the count of those dropped between them (a loop of prints costs no memory here),
+    said by the template `dropped` (its field {count}; autograde.messages'
+    sandbox.output_dropped in the notebook's language: this module binds no catalogue).
     The student's side keeps each reply's "stdout" with one; the grader, the test's."""
 
-    def __init__(self, limit):
+    def __init__(self, limit, dropped):
+        self.dropped = dropped
         self.half = max(1, int(limit) // 2)
         self.head, self.head_size = [], 0
         self.tail, self.tail_size = collections.deque(), 0
@@ -231,10 +234,9 @@ class Printed:
     def take(self):
         """The text kept (with a line saying how much was dropped), then empty again."""
         dropped = self.size - self.head_size - self.tail_size
-        text = "".join(self.head) + (
-            f"\n[... {dropped} characters dropped by the output limit ...]\n" if dropped else "") \
-            + "".join(self.tail)
-        self.__init__(2 * self.half)
+        said = "\n" + self.dropped.format(count=dropped) + "\n" if dropped else ""
+        text = "".join(self.head) + said + "".join(self.tail)
+        self.__init__(2 * self.half, self.dropped)
         return text
 
 

@@ -199,8 +199,8 @@ def test_report_names_everyone_who_needs_attention(course):
     section = read(course, "report.md").split("\nNeeds attention (")[1]
     assert "dave: could not be graded" in section
     assert "found Untitled.ipynb" in section
-    assert "carol: test_sdpa: timeout" in section and "Timed out: the call ran over" in section
-    assert "erin: test_hidden: crash" in section and "killed by signal 9" in section
+    assert "carol: test_sdpa: timed out" in section and "Timed out: the call ran over" in section
+    assert "erin: test_hidden: crashed" in section and "killed by signal 9" in section
     assert "bob: suspicious code" in section and "imports checks.attention" in section
     assert "alice" not in section
 

@@ -222,7 +222,8 @@ def test_the_report_speaks_its_language_and_quotes_each_student_in_theirs(tmp_pa
     assert "1x, 1 student (zh_CN): attention_scores 是错的（最大误差 #）。" in english
     # the timeouts need the instructor's attention, whoever's language; errors of the
     # students' own code do not
-    assert "Needs attention (3): not graded" in english and "li: test_hidden: timeout" in english
+    assert "Needs attention (3): not graded" in english
+    assert "li: test_hidden: timed out" in english  # (the status as feedback says it)
     assert "NameError" not in english
     chinese = report_markdown(summaries, language=LANGUAGE)
     assert chinese.startswith("# 评分报告\n\n1 个作业，共 3 份提交。\n")
@@ -230,6 +231,8 @@ def test_the_report_speaks_its_language_and_quotes_each_student_in_theirs(tmp_pa
     assert "每个测试单元格的通过率（已评分的提交）：" in chinese
     assert "| 平均" in chinese and "| 测试" in chinese
     assert "需要处理（3）：未评分的提交" in chinese
+    assert "li：test_hidden：超时" in chinese and "ann：test_hidden：超时" in chinese
+    assert "timed out" not in chinese and ": timeout" not in chinese
     # one language in the class: no language marked
     alone = report_markdown(summarise({("li", A1): result("li", LANGUAGE)}), language=LANGUAGE)
     assert "1 次，1 名学生：attention_scores 是错的（最大误差 #）。" in alone
@@ -484,6 +487,7 @@ def test_the_students_process_speaks_its_notebooks_language(tmp_path):
     from autograde import remote
     templates = remote.child_messages(LANGUAGE)
     assert set(templates) == {"nested", "operations", "sandbox"}
+    assert set(templates["sandbox"]) == {"output_limit", "output_dropped"}
     from chapters.checks import nested, operations
     assert set(templates["operations"]) == set(operations.MESSAGES)
     assert set(templates["nested"]) == set(nested.MESSAGES)
@@ -498,15 +502,20 @@ def test_the_students_process_speaks_its_notebooks_language(tmp_path):
              "    exec(compile('raise ValueError(1)', 'cell boom, line 2', 'exec'))\n"
              "except ValueError as error:\n"
              "    where = operations.student_line(error)\n"
-             "big = 'x' * 5000\n")
+             "big = 'x' * 5000\n"
+             "print('y' * 500)\n")
     try:
-        for language_of_child, where, limit in (
-                (LANGUAGE, "单元格 boom 第 1 行", "字节的结果超出了输出限制"),
-                ("en", "line 1 of cell boom", "bytes is over the output limit"),
-                (LANGUAGE, "单元格 boom 第 1 行", "字节的结果超出了输出限制")):
-            child = zygote.spawn(A1, {"call_seconds": 30, "output_bytes": 2000},
-                                 language_of_child)
+        for language_of_child, where, limit, dropped in (
+                (LANGUAGE, "单元格 boom 第 1 行", "字节的结果超出了输出限制", "受输出限制，省略了"),
+                ("en", "line 1 of cell boom", "bytes is over the output limit",
+                 "characters dropped by the output limit"),
+                (LANGUAGE, "单元格 boom 第 1 行", "字节的结果超出了输出限制", "受输出限制，省略了")):
+            child = zygote.spawn(A1, {"call_seconds": 30, "output_bytes": 2000,
+                                      "print_chars": 100}, language_of_child)
             child.run(probe, "cell probe, line 1")
+            # what it printed, cut short by its own limit and the grader's: in its language
+            printed = child.stdout.take()
+            assert printed.startswith("y" * 50) and dropped in printed, printed
             assert child.lookup("spoken") == language_of_child
             assert child.lookup("where") == where
             with pytest.raises(Exception, match=limit) as refused:
@@ -515,3 +524,238 @@ def test_the_students_process_speaks_its_notebooks_language(tmp_path):
     finally:
         zygote.kill()
         zygote.close()
+
+
+# -- the grader's own failures, printed output cut short, the report's details ------------
+def _notebook_file(folder, notebook_language):
+    import json
+    path = folder / f"{A1}.ipynb"
+    path.write_text(json.dumps(_notebook(notebook_language, [])), encoding="utf-8")
+    return path
+
+
+def test_the_graders_own_failure_on_a_notebook_is_said_in_its_language(tmp_path):
+    """batch: a notebook the grader itself failed on (its sandbox did not start, a bug of
+    its own) is told so in the notebook's language; where the file tells none (not JSON),
+    in the language the class was given the chapter in (Job.language, the release's)."""
+    from types import SimpleNamespace
+
+    from autograde import batch
+    from autograde.notebook import Submission
+    spec = SimpleNamespace(name=A1, notebook=f"{A1}.ipynb",
+                           tests=[SimpleNamespace(grade_id="test_scores", points=2.0)])
+    error = RuntimeError("the sandbox failed to start")
+    said = {}
+    for notebook_language in ("en", LANGUAGE):
+        folder = tmp_path / notebook_language
+        folder.mkdir()
+        path = _notebook_file(folder, notebook_language)
+        job = batch.Job("li", A1, folder, path)  # (an English release: Job.language "en")
+        failed = batch._grader_failed(spec, job, error, Submission.read(path))
+        assert failed.language == notebook_language
+        assert [(t.status, t.message) for t in failed.tests] == [("crash", failed.error)]
+        said[notebook_language] = failed.error
+    assert said["en"] == ("the grader failed on this notebook: RuntimeError: the sandbox "
+                          "failed to start")
+    assert said[LANGUAGE] == ("评分器在处理这个 notebook 时出错了：RuntimeError: the sandbox "
+                              "failed to start")  # (the error itself: the grader's, English)
+    broken = tmp_path / "broken.ipynb"
+    broken.write_text("{not json")
+    job = batch.Job("li", A1, tmp_path, broken, language=LANGUAGE)
+    assert batch._grader_failed(spec, job, error, Submission.read(broken)).error == \
+        said[LANGUAGE]
+    assert batch._grader_failed(spec, job, error).language == LANGUAGE  # (never read)
+    # a found notebook's job carries the release's language too, for these
+    (tmp_path / "submitted" / "li" / A1).mkdir(parents=True)
+    _notebook_file(tmp_path / "submitted" / "li" / A1, "en")
+    assert [j.language for j in batch.find_jobs(tmp_path, [A1])] == ["en"]
+    (tmp_path / f"release-{LANGUAGE}" / A1).mkdir(parents=True)
+    [job] = batch.find_jobs(tmp_path, [A1])
+    assert (job.problem, job.language) == ("", LANGUAGE)
+    assert messages.text("batch.worker_died", LANGUAGE) == \
+        "评分这个 notebook 时，评分器的工作进程两次意外终止"
+
+
+def test_gradescopes_own_failure_is_said_in_the_notebooks_language(tmp_path, monkeypatch):
+    """Gradescope: the grader failing on an upload (run) is said in its notebook's language;
+    the grader that cannot even start (run_autograder's fallback, a shell line written at
+    build) in the class's, build's `language`."""
+    import json
+    import subprocess
+
+    from autograde import gradescope
+
+    def fails(assignment, root):
+        raise MemoryError
+    monkeypatch.setattr(gradescope, "grade_submission", fails)
+    (tmp_path / "submission").mkdir()
+    for notebook_language, said in (
+            (LANGUAGE, "自动评分器在处理这份提交时出错了（MemoryError）；教师可以在自动评分器的"
+                       "输出中看到原因。请告诉教师。"),
+            ("en", "The autograder failed on this submission (MemoryError); your instructor "
+                   "can see why in the autograder output. Please tell them.")):
+        _notebook_file(tmp_path / "submission", notebook_language)
+        assert gradescope.run(A1, tmp_path) == 0
+        results = json.loads((tmp_path / "results" / "results.json").read_text())
+        assert results["output"] == said and results["score"] == 0
+    # no notebook to read: the release's language (none here: English)
+    (tmp_path / "submission" / f"{A1}.ipynb").unlink()
+    assert gradescope._language(A1, tmp_path) == "en"
+    (tmp_path / "source" / "course" / f"release-{LANGUAGE}" / A1).mkdir(parents=True)
+    assert gradescope._language(A1, tmp_path) == LANGUAGE
+    for language_of_class, start in ((LANGUAGE, "自动评分器还没来得及为这份提交评分就出错了。"),
+                                     (None, "The autograder failed before it could grade")):
+        script = gradescope.run_autograder(A1, language_of_class)
+        [line] = [line for line in script.splitlines() if line.strip().startswith("printf")]
+        printed = subprocess.run(["bash", "-c", line.replace('> "$results"', "")],
+                                 capture_output=True, text=True, check=True).stdout
+        written = json.loads(printed)
+        assert written["output"].startswith(start) and written["score"] == 0, written
+
+
+def test_what_the_output_limit_drops_is_said_in_the_notebooks_language():
+    from autograde import wire
+    for language_of_page, dropped in (
+            (LANGUAGE, "\n[……受输出限制，省略了 80 个字符……]\n"),
+            ("en", "\n[... 80 characters dropped by the output limit ...]\n")):
+        printed = wire.Printed(20, messages.template("sandbox.output_dropped", language_of_page))
+        printed.write("x" * 100)
+        assert printed.take() == "x" * 10 + dropped + "x" * 10
+        printed.write("x" * 100)  # (take() empties it, and keeps its language)
+        assert dropped in printed.take()
+
+
+def test_the_reports_needs_attention_details_are_said_in_its_language():
+    """Who needs attention and why: a test's status as feedback says it, where in the
+    notebook, and the instructor's flag (forbids.flags) from its findings' templates, in
+    the report's language, after the result was saved and read back; what the student
+    read is quoted as they read it."""
+    from autograde import forbids
+    code = ("import sys as system\nimport torch\n\n\ndef helper(x, name):\n"
+            "    return getattr(torch.nn.functional, name)(x)\n")
+    flagged = forbids.flags([("cell MultiHeadAttention, line 1", code, True)])
+    assert [f["message"] for f in flagged] == [
+        "calls getattr with a computed name (getattr(torch.nn.functional, name)) (the checks "
+        "run in the grader: a solution needs none of this)"]  # English: the logs'
+    li = result("li", LANGUAGE)
+    li.problems += flagged
+    saved = NotebookResult.from_json(engine._cleaned(li).to_json())
+    summaries = summarise({("li", A1): saved})
+    chinese = report_markdown(summaries, language=LANGUAGE)
+    section = chinese[chinese.index("需要处理（2）"):]
+    assert "li：可疑代码\n        单元格 MultiHeadAttention，第 1 行：用运行时算出的名字调用 " \
+           "getattr（getattr(torch.nn.functional, name)）（检查在评分器中运行：答案不需要这些）" \
+           in section, section
+    assert "li：test_hidden：超时\n        超时：60 秒内没有应答" in section, section
+    assert not re.search(r"[A-Za-z]{4,}", re.sub(
+        r"getattr\(torch\.nn\.functional, name\)|getattr|MultiHeadAttention|test_hidden|"
+        r"notebook", "", section)), section
+    english = report_markdown(summaries)
+    assert "li: suspicious code\n        cell MultiHeadAttention, line 1: calls getattr with " \
+           "a computed name" in english
+    assert "li: test_hidden: timed out\n        超时：" in english  # (li read it in Chinese)
+    # Gradescope shows the flag to the student, in their notebook's language
+    from autograde import gradescope
+    output = gradescope.results_json(saved, [("test_scores", 2.0, False)])["output"]
+    assert "单元格 MultiHeadAttention，第 1 行：用运行时算出的名字调用 getattr" in output
+    # a flag saved before flags kept their findings: its message as it was written
+    old = {"cell": "cell x", "kind": "suspicious", "message": "imports checks"}
+    assert messages.problem_message(old, LANGUAGE) == "imports checks"
+    assert messages.problem_message(dict(old, findings=[{"key": "nope"}]), LANGUAGE) == \
+        "imports checks"
+
+
+def test_nested_speaks_the_language_of_now_outside_the_sandbox():
+    """In the student's Jupyter and in the grader, where the checks' catalogue is at hand
+    (checks.common), nested's sentences follow the language of now (the notebook's,
+    COURSE_LANGUAGE, the release's marker), as every module's MESSAGES; the student's
+    process is still sent their templates from the English as written."""
+    import chapters.checks.common  # noqa: F401  (what makes them follow it)
+    from autograde import remote
+    from chapters.checks import language as checks_language
+    from chapters.checks import nested
+    deep = []
+    for _ in range(nested.MAX_DEPTH + 5):
+        deep = [deep]
+    said = {}
+    for spoken in ("en", LANGUAGE):
+        with checks_language.speaking(spoken):
+            with pytest.raises(RecursionError) as too_deep:
+                nested.encode(deep, lambda leaf: leaf)
+            with pytest.raises(ValueError) as malformed:
+                nested.decode({"list": 1}, None)
+            said[spoken] = (str(too_deep.value), str(malformed.value))
+    assert said["en"] == ("maximum recursion depth exceeded: a value nested more than 200 "
+                          "deep cannot be sent or stored", "expected a list (a list payload)")
+    assert said[LANGUAGE] == ("超出最大递归深度：嵌套深度超过 200 层的值无法发送或保存",
+                              "期望一个列表（list 载荷）")
+    with checks_language.speaking(LANGUAGE):  # (whatever the language of now)
+        assert remote.child_messages("en")["nested"] == dict(nested.MESSAGES.english)
+        assert remote.child_messages(LANGUAGE)["nested"]["too_deep"] == \
+            "超出最大递归深度：嵌套深度超过 {depth} 层的值无法发送或保存"
+
+
+def test_the_kits_nested_speaks_the_chinese_release(tmp_path):
+    """The student's kit unzipped from the Chinese release (its checks/LANGUAGE marker, its
+    compiled catalogue; no Babel needed): nested's sentences in Chinese."""
+    import os
+    import subprocess
+    import sys
+
+    from autograde import kit
+    checks = kit.write_checks(tmp_path / "checks", ["__init__", "language", "diagnose", "nested",
+                                                    "operations", "common"], [])
+    (checks / "LANGUAGE").write_text(f"{LANGUAGE}\n")
+    code = ("import sys; sys.path.insert(0, sys.argv[1])\n"
+            "from checks import common, nested\n"
+            "try:\n    nested.decode({'list': 1}, None)\n"
+            "except Exception as error:\n    print(error)\n")
+    environment = {k: v for k, v in os.environ.items()
+                   if k not in ("PYTHONPATH", "COURSE_LANGUAGE")}
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                          text=True, env=environment, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "期望一个列表（list 载荷）", done.stdout
+
+
+def test_a_notebook_the_grader_cannot_read_is_told_so_in_its_language(tmp_path, monkeypatch):
+    """A notebook no check foresaw (reading or planning it raised OSError, RecursionError
+    or MemoryError): the result says so in the language its bytes tell, and is in it."""
+    from types import SimpleNamespace
+
+    from autograde.notebook import Submission
+
+    def too_deep(self, assignment):
+        raise RecursionError("maximum recursion depth exceeded")
+    monkeypatch.setattr(Submission, "notebook", too_deep)
+    grader = engine.Grader(SimpleNamespace(sandbox="none"), {})
+    spec = SimpleNamespace(name=A1, notebook=f"{A1}.ipynb", fingerprint="x",
+                           tests=[SimpleNamespace(grade_id="test_scores", points=2.0)])
+    for notebook_language, said in (
+            (LANGUAGE, f"无法读取 {A1}.ipynb：RecursionError: maximum recursion depth exceeded"),
+            ("en", f"{A1}.ipynb could not be read: RecursionError: maximum recursion depth "
+                   "exceeded")):
+        folder = tmp_path / notebook_language
+        folder.mkdir()
+        graded = grader.grade(spec, Submission.read(_notebook_file(folder, notebook_language)))
+        assert (graded.status, graded.error, graded.language) == \
+            ("error", said, notebook_language)
+        assert "## " + messages.text("feedback.ungradable", notebook_language) in \
+            render_markdown(graded)
+
+
+def test_what_a_check_meets_of_the_students_objects_is_said_in_the_notebooks_language():
+    """autograde.remote's own errors around the student's objects (raised in the grader
+    while a test cell runs, under the notebook's language) reach the student's feedback."""
+    from autograde import remote
+    from chapters.checks import language as checks_language
+    stand_in = remote.RemoteRef(None, {"ref": 1, "type": "Linear"})
+    for spoken, read_only, cannot_send in (
+            (LANGUAGE, "学生代码的进程中的对象在这里是只读的", "无法把 object 发送给学生代码的进程"),
+            ("en", "objects of the student's process are read-only here",
+             "cannot send a object to the student's process")):
+        with checks_language.speaking(spoken):
+            with pytest.raises(AttributeError, match=read_only):
+                stand_in.weight = 1
+            with pytest.raises(TypeError, match=cannot_send):
+                remote._local_ref(object())

@@ -8,7 +8,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autograde import wire
+from autograde import messages, wire
 
 
 def roundtrip(value, max_bytes=2**30):
@@ -131,7 +131,7 @@ def test_oversized_and_broken_frames_are_refused():
 def test_printed_output_keeps_a_head_and_a_tail():
     """wire.Printed: whatever is printed, at most `limit` characters are kept (the first and
     the last half), with the count of those dropped; take() empties it."""
-    printed = wire.Printed(20)
+    printed = wire.Printed(20, messages.template("sandbox.output_dropped"))
     for i in range(20_000):
         printed.write(f"line {i}\n")
     text = printed.take()

@@ -24,7 +24,9 @@ MAX_DEPTH = 200  # containers deeper than this count as leaves (flatten) or are 
 # (A plain dict: this module runs in the student's sandboxed process too, which holds no
 # other module of the checks and no catalogue; there the grader sends these templates in the
 # notebook's language with each spawn, autograde.remote.child_messages, and
-# autograde.sandbox.speak puts them here. They are translated in checks.po.)
+# autograde.sandbox.speak puts them here. They are translated in checks.po; where the
+# catalogue is at hand, the grader and the student's Jupyter, checks.common makes this dict
+# a lookup in the language of now, language.translated.)
 MESSAGES = {
     "too_deep": "maximum recursion depth exceeded: a value nested more than {depth} deep "
                 "cannot be sent or stored",
