@@ -499,17 +499,17 @@ def test_the_students_process_speaks_its_notebooks_language(tmp_path):
              "spoken = os.environ.get('COURSE_LANGUAGE')\n"
              "operations = sys.modules['chapters.checks.operations']\n"
              "try:\n"
-             "    exec(compile('raise ValueError(1)', 'cell boom, line 2', 'exec'))\n"
+             "    raise ValueError(1)\n"
              "except ValueError as error:\n"
              "    where = operations.student_line(error)\n"
              "big = 'x' * 5000\n"
              "print('y' * 500)\n")
     try:
         for language_of_child, where, limit, dropped in (
-                (LANGUAGE, "单元格 boom 第 1 行", "字节的结果超出了输出限制", "受输出限制，省略了"),
-                ("en", "line 1 of cell boom", "bytes is over the output limit",
+                (LANGUAGE, "单元格 probe 第 5 行：raise ValueError(1)", "字节的结果超出了输出限制", "受输出限制，省略了"),
+                ("en", "line 5 of cell probe: raise ValueError(1)", "bytes is over the output limit",
                  "characters dropped by the output limit"),
-                (LANGUAGE, "单元格 boom 第 1 行", "字节的结果超出了输出限制", "受输出限制，省略了")):
+                (LANGUAGE, "单元格 probe 第 5 行：raise ValueError(1)", "字节的结果超出了输出限制", "受输出限制，省略了")):
             child = zygote.spawn(A1, {"call_seconds": 30, "output_bytes": 2000,
                                       "print_chars": 100}, language_of_child)
             child.run(probe, "cell probe, line 1")
