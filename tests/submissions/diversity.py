@@ -795,3 +795,16 @@ BUGS.update({
         _OUT_BIAS, _OUT_BIAS.replace("mha.out_proj.bias)", "mha.out_proj.bias * len(keep) / h)"),
         r"(?i)out_proj\.bias.*(as it is|unchanged|belongs to no head)"),
 })
+
+
+# issue 20 item 5: prune_heads with heads_to_remove in another order (the check also runs the
+# removal list ascending, descending and unsorted; every test cell's own lists are descending)
+BUGS.update({
+    "prune_deletes_by_index": _prune(
+        "    keep = [k for k in range(h) if k not in heads_to_remove]\n"
+        "    if not keep:\n        raise ValueError(f\"cannot remove all {h} heads\")\n",
+        "    if len(set(heads_to_remove)) == h:\n"
+        "        raise ValueError(f\"cannot remove all {h} heads\")\n"
+        "    keep = list(range(h))\n    for k in heads_to_remove:\n        del keep[k]\n",
+        r"must not depend on the order of heads_to_remove.*del keep\[k\].*shifts the indices"),
+})
