@@ -813,12 +813,6 @@ def _judge_generation(run, use_cache, name, answer, mistakes, params, prompt, B,
         if not torch.equal(tokens[:, :P], prompt):
             fail(MESSAGES["prompt_kept"].format(name=name))
         _expect_greedy(tokens[:, P:], logits, name)
-        made = run["keys"] if isinstance(run["keys"], list) else []
-        if use_cache and len(made) > 1 and not close(logits, expected_logits, dtype, None,
-                                                     CONDITION):
-            # a new cache per step (the count comes from the student's process: it only
-            # names a failure the values show; _name_from_log says the same first)
-            fail(MESSAGES["gen_caches_made"].format(name=name, count=len(made)))
         reason = family_reason(logits, expected_logits, dtype=dtype, condition=CONDITION,
                                mistakes=mistakes)
     except CheckFailure:

@@ -58,9 +58,6 @@ MESSAGES = translated(__name__) | {
     "interface": "The checks use: attributes num_heads, head_dim and q_proj, k_proj, v_proj, "
                  "out_proj, each an nn.Linear with .weight (out_features, in_features) and "
                  ".bias.",
-    "no_grad": "PyTorch refuses in-place writes into parameters that require grad: put the "
-               "copies inside `with torch.no_grad():` (or decorate the function with "
-               "@torch.no_grad()).",
     "in_words": " In words: {found}.",
     "dtype_of_weights": "the dtype of weights",
     # the modules the checks build
@@ -88,8 +85,6 @@ MESSAGES = translated(__name__) | {
                        "query positions i >= 2",
     # exercise 2
     "parameter_list_raised": "nn.ParameterList({where}.parameters()) raised {kind}: {message}",
-    "leaf_in_place": "{name} raised RuntimeError: a leaf Variable that requires grad is being "
-                     "used in an in-place operation. {no_grad}",
     "identical_returns": "mha itself, the module it changed in place",
     "identical_none": "Return mha, so that calls can be chained.",
     "identical_other": "{name} returned another object ({got}): change mha in place and return "
@@ -181,6 +176,13 @@ MESSAGES = translated(__name__) | {
     "prune_refusal": "{reason}: {why} (check the indices before building anything).",
     "prune_passed": "prune_heads: {where} ({dtype}) without heads {remove} -> {kept} heads of "
                     "head_dim {hd}; its output equals the original's with those heads masked",
+    "prune_order": "prune_heads(mha, {given}) is right, but the same heads to remove in another "
+                   "order, {order}, are not: the result must not depend on the order of "
+                   "heads_to_remove. Likely the kept heads are found by deleting from a list by "
+                   "index while walking heads_to_remove (del keep[k], keep.pop(k)): each "
+                   "deletion shifts the indices of the heads after it. Keep the heads that are "
+                   "not removed instead: [k for k in range(num_heads) if k not in "
+                   "heads_to_remove].",
     # labels and compositions (a call's name with what it holds, an axis's name: "{}" is
     # the index along it)
     "labelled": "{name}: {label}",
@@ -516,10 +518,9 @@ def make_heads_identical(fn, cls, *, seed=0, d_model=12, num_heads=3, query_size
     name = "make_heads_identical(mha)"
     result, error = attempt(fn, module)
     try:
+        # (an in-place write into a parameter outside torch.no_grad(): diagnose's error_reason)
         raised(error, name)
     except CheckFailure as failure:
-        if "leaf Variable that requires grad" in str(failure):
-            fail(MESSAGES["leaf_in_place"].format(name=name, no_grad=MESSAGES["no_grad"]))
         _bias_none(failure, error, bias)
         raise
     if result is None:   # (another object than mha: decided by behaviour, below)
@@ -803,6 +804,49 @@ def _prune_answers(P, inputs, num_heads, d_model, remove, dtype):
     return answers, expected_out
 
 
+def _judge_pruned(found, P, answers, name, h, hd, keep, remove, dtype, device):
+    """Fail unless the pruned module's parameters (found: _read() of it) are `answers`, the
+    blocks of the heads `keep` of mha's parameters P (heads `remove` left out)."""
+    after = _params(found, MESSAGES["pruned_label"])
+    inner = len(keep) * hd
+    for key in P:
+        if key not in after:
+            fail(MESSAGES["prune_no_bias"].format(name=name, key=key))
+    for key, value in after.items():
+        if key not in P:
+            fail(MESSAGES["prune_extra_bias"].format(name=name, key=key))
+        expected = answers[key]
+        if key == "out_proj.weight" and tuple(value.shape) != tuple(expected.shape):
+            if tuple(value.shape)[0] == inner:
+                fail(MESSAGES["labelled"].format(
+                    name=name, label=MESSAGES["out_rows_pruned"].format(got=tuple(value.shape)))
+                     + _shape_words(value.shape, expected.shape, MESSAGES["kept_axes"]))
+            expect_tensor(value, MESSAGES["labelled"].format(name=name, label=key),
+                          shape=expected.shape, shape_names=MESSAGES["kept_axes"])
+        labelled = MESSAGES["labelled"].format(name=name, label=key)
+        expect_tensor(value, labelled, shape=expected.shape, device=device)
+        expect_dtype(value, dtype, labelled, MESSAGES["dtype_of_mha"])
+        value = value.detach().cpu()
+        _expect_param(value, expected.to(dtype), labelled, key, hd, dtype=dtype,
+                      mistakes=step_mistakes("out bias", {"W": P[key]}, current_dims(),
+                                             num_heads=h, head_dim=hd, kept=len(keep))
+                      if key == "out_proj.bias" else step_mistakes(
+                          "head pruning", {"W": P[key]}, current_dims(), num_heads=h,
+                          head_dim=hd, layout=_layout(key), remove=tuple(sorted(remove)),
+                          ndim=P[key].dim()),
+                      head=MESSAGES["pruned_head"],
+                      hint=MESSAGES["prune_hint"])
+
+
+def _other_orders(remove):
+    """The heads `remove` in ascending, descending and an unsorted order (a rotation of the
+    ascending one), each once, without the order `remove` itself."""
+    ascending = sorted(remove)
+    orders = [ascending, ascending[::-1], ascending[1:] + ascending[:1]]
+    return [order for i, order in enumerate(orders)
+            if order != list(remove) and order not in orders[:i]]
+
+
 @check
 def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_size=None,
                 key_size=None, value_size=None, bias=True, dropout=0.5, dtype=torch.float32,
@@ -812,8 +856,9 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
     mode; its output equals mha's with the removed heads' gates at 0. mha has dropout > 0
     and is in eval mode, so that a copy left in training mode (where a new module starts)
     gives random outputs; then in training mode, where the copy must be too, with its
-    dropout on. fn raises ValueError for a head index outside [0, num_heads) and when no head
-    would be left."""
+    dropout on. The same heads to remove in other orders (ascending, descending, unsorted)
+    must give the same module. fn raises ValueError for a head index outside [0, num_heads)
+    and when no head would be left."""
     kwargs, where = _spec(cls, d_model, num_heads, query_size, key_size, value_size, bias,
                           dropout)
     P = _module_params(d_model, query_size, key_size, value_size, bias, dtype, seed)
@@ -864,36 +909,8 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
     if differs(got_h, len(keep)):
         fail(MESSAGES["prune_num_heads"].format(name=name, got=got_h, kept=len(keep), h=h,
                                                 removed=len(remove)))
-    after = _params(found, MESSAGES["pruned_label"])
-    inner = len(keep) * hd
     answers, expected_out = _prune_answers(P, inputs, num_heads, d_model, remove, dtype)
-    for key in P:
-        if key not in after:
-            fail(MESSAGES["prune_no_bias"].format(name=name, key=key))
-    for key, value in after.items():
-        if key not in P:
-            fail(MESSAGES["prune_extra_bias"].format(name=name, key=key))
-        expected = answers[key]
-        if key == "out_proj.weight" and tuple(value.shape) != tuple(expected.shape):
-            if tuple(value.shape)[0] == inner:
-                fail(MESSAGES["labelled"].format(
-                    name=name, label=MESSAGES["out_rows_pruned"].format(got=tuple(value.shape)))
-                     + _shape_words(value.shape, expected.shape, MESSAGES["kept_axes"]))
-            expect_tensor(value, MESSAGES["labelled"].format(name=name, label=key),
-                          shape=expected.shape, shape_names=MESSAGES["kept_axes"])
-        labelled = MESSAGES["labelled"].format(name=name, label=key)
-        expect_tensor(value, labelled, shape=expected.shape, device=device)
-        expect_dtype(value, dtype, labelled, MESSAGES["dtype_of_mha"])
-        value = value.detach().cpu()
-        _expect_param(value, expected.to(dtype), labelled, key, hd, dtype=dtype,
-                      mistakes=step_mistakes("out bias", {"W": P[key]}, current_dims(),
-                                             num_heads=h, head_dim=hd, kept=len(keep))
-                      if key == "out_proj.bias" else step_mistakes(
-                          "head pruning", {"W": P[key]}, current_dims(), num_heads=h,
-                          head_dim=hd, layout=_layout(key), remove=tuple(sorted(remove)),
-                          ndim=P[key].dim()),
-                      head=MESSAGES["pruned_head"],
-                      hint=MESSAGES["prune_hint"])
+    _judge_pruned(found, P, answers, name, h, hd, keep, remove, dtype, device)
     if differs(training, False):  # mha's mode: _build put it in eval mode
         fail(MESSAGES["joined"].format(first=_pruned_state(name, "mode", "training", "eval"),
                                        then=MESSAGES["prune_training"]))
@@ -908,6 +925,19 @@ def prune_heads(fn, cls, *, seed=0, d_model=12, num_heads=4, remove=(1,), query_
         fail(MESSAGES["labelled"].format(name=name, label=MESSAGES["prune_random"]))
     expect_close(output, expected_out, pruned_output,
                  dtype=dtype, hint=MESSAGES["prune_output_hint"])
+    # the same heads in other orders (ascending, descending, unsorted): heads_to_remove is a
+    # collection of heads, and a removal that depends on its order is wrong
+    for order in _other_orders(remove):
+        shown = f"prune_heads(mha, {order})"
+        reordered, error = attempt(fn, module, list(order))
+        try:
+            raised(error, shown)
+            expect_type(reordered, nn.Module, shown, documented=MESSAGES["prune_returns"])
+            _judge_pruned(_read(reordered), P, answers, shown, h, hd, keep, order, dtype,
+                          device)
+        except CheckFailure as failure:
+            fail(MESSAGES["joined_below"].format(first=failure, then=MESSAGES["prune_order"]
+                                                 .format(given=remove, order=order)))
     # the other mode: a copy put in eval mode whatever mha's mode is as wrong as one left in
     # training mode, which eval mode alone cannot tell from a copied mode
     module.train()

@@ -218,17 +218,6 @@ MESSAGES = translated(__name__) | {
                     "= {h}: the tensor viewed holds num_heads * head_dim = {width} features per "
                     "position (q_proj gives num_heads heads; only the keys and values have "
                     "num_kv_heads)",
-    "heads_not_repeated": "the {what} were not repeated to num_heads heads: they still "
-                          "have num_kv_heads = {g} heads where the queries have num_heads = "
-                          "{h} (repeat_kv(k, num_heads) and repeat_kv(v, num_heads) before the "
-                          "attention)",
-    "word_keys": "keys",
-    "word_values": "values",
-    "word_keys_values": "keys and values",
-    "heads_meet": "an axis of num_kv_heads = {g} key/value heads meets one of num_heads = {h} "
-                  "query heads: likely the keys or values were not repeated to num_heads heads "
-                  "(repeat_kv(..., num_heads)) before they meet the queries, or were split "
-                  "into the wrong number of heads",
     "keys_new_only": "the {n} new queries attend over T = {T} keys (the {start} cached positions "
                      "and the {n} new ones), and the error meets a size of {n} = L_new there: "
                      "a mask or a length taken from the new positions alone where T must count "
@@ -360,7 +349,6 @@ def _compare(actual, answers, name, dtype, hint, mistakes=None):
 
 
 _VIEW_ERROR = re.compile(r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)")
-_SDPA_HEADS = re.compile(r"query \(([\d, ]+)\), key \(([\d, ]+)\) and value \(([\d, ]+)\)")
 _BROADCAST = re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)")
 _MASK_SHAPE = re.compile(r"mask of shape \(([\d, ]+)\)")
 
@@ -372,8 +360,8 @@ def _sizes(text):
 def _heads_reason(message, dims):
     """What an error meeting this chapter's two numbers of heads means (num_heads query
     heads, num_kv_heads key/value heads), read off its message: a view into the other
-    number of heads, keys or values not repeated, an attribute chapter 3's layer lacks; or
-    None."""
+    number of heads, an attribute chapter 3's layer lacks; or None. (Keys or values not
+    repeated to num_heads heads: diagnose.error_cause names them, for any exercise.)"""
     if "no attribute 'num_kv_heads'" in message:
         return MESSAGES["heads_getattr"]
     h, g = dims.get("num_heads"), dims.get("num_kv_heads")
@@ -386,18 +374,6 @@ def _heads_reason(message, dims):
         for size, other, key in ((h, g, "heads_view_kv"), (g, h, "heads_view_q")):
             if size in sizes[-2:] and math.prod(sizes) * other == have * size:
                 return MESSAGES[key].format(h=h, g=g, width=per_position)
-    found = _SDPA_HEADS.search(message)
-    if found:
-        q, k, v = (_sizes(group) for group in found.groups())
-        short = [what for what, shape in (("keys", k), ("values", v))
-                 if len(shape) > 1 and shape[1] == g]
-        if len(q) > 1 and q[1] == h and short:
-            what = "word_keys_values" if len(short) == 2 else f"word_{short[0]}"
-            return MESSAGES["heads_not_repeated"].format(
-                what=MESSAGES[what], g=g, h=h)
-    found = _BROADCAST.search(message)
-    if found and {int(found.group(1)), int(found.group(2))} == {h, g}:
-        return MESSAGES["heads_meet"].format(h=h, g=g)
     return None
 
 

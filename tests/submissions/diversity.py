@@ -819,3 +819,15 @@ BUGS.update({
         diagnosis=r"IGNORE_INDEX|ignore_index=-100|(?i:default ignore_index)|"
                   r"(?i:positions? (marked|holding) -100)"),
 })
+
+# issue 20 item 5: prune_heads with heads_to_remove in another order (the check also runs the
+# removal list ascending, descending and unsorted; every test cell's own lists are descending)
+BUGS.update({
+    "prune_deletes_by_index": _prune(
+        "    keep = [k for k in range(h) if k not in heads_to_remove]\n"
+        "    if not keep:\n        raise ValueError(f\"cannot remove all {h} heads\")\n",
+        "    if len(set(heads_to_remove)) == h:\n"
+        "        raise ValueError(f\"cannot remove all {h} heads\")\n"
+        "    keep = list(range(h))\n    for k in heads_to_remove:\n        del keep[k]\n",
+        r"must not depend on the order of heads_to_remove.*del keep\[k\].*shifts the indices"),
+})

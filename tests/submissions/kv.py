@@ -626,3 +626,15 @@ BUGS.update({
         diagnosis=r"(?i)one (list|tuple) of (the )?tensors|torch\.cat\(\[|"
                   r"in (square )?brackets|a list \["),
 })
+
+# issue 20 item 5: the mistake behind count_gqa_parameters' one per-bug table entry (no step
+# of formulas.gqa_parameters_formula gives it: both widths move together there)
+BUGS.update({
+    "count_v_proj_full_width": Bug(
+        cells=_edit("counts", ("weights = 2 * d_model * d_model + 2 * d_model * kv_size",
+                               "weights = 3 * d_model * d_model + d_model * kv_size"),
+                    ("biases = 2 * d_model + 2 * kv_size if bias else 0",
+                     "biases = 3 * d_model + kv_size if bias else 0")),
+        fails=["test_count_gqa_parameters"],
+        diagnosis=r"only one of k_proj and v_proj was counted with num_kv_heads heads"),
+})
