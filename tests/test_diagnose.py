@@ -1296,3 +1296,31 @@ def test_traced_says_where_the_students_lines_depart_from_the_formula():
     assert diagnose.traced(right + v, values, [other], same, dims) is None
     assert diagnose.traced(right + v, values, [], same, dims) is None
     assert diagnose.traced(right, values, [residual[:3]], same, dims) is None
+
+
+def test_a_restated_error_reads_the_students_line_in_either_language():
+    """The student's process says where it raised in the notebook's language ("line 3 of
+    cell attention: code", "单元格 attention 第 3 行：code"); the likely cause read from that
+    line is the same in both."""
+    dims = diagnose.named_dims({"batch": 2, "Lq": 6, "Lk": 5, "d_k": 4})
+    query, key = torch.randn(2, 6, 4), torch.randn(2, 5, 4)
+    message = _error_of(lambda: query @ key)
+    code = "scores = query @ key / d_k ** 0.5"
+    english = diagnose.restate_error("attention_scores", "RuntimeError", message, dims,
+                                     where=f"line 3 of cell attention: {code}")
+    chinese = diagnose.restate_error("attention_scores", "RuntimeError", message, dims,
+                                     where=f"单元格 attention 第 3 行：{code}")
+    cause = diagnose.error_cause(message, dims, code)
+    assert cause and cause in english and cause in chinese
+
+
+def test_a_view_of_a_leaf_written_in_place_may_be_a_parameters():
+    """PyTorch says "a view of a leaf Variable" when the name written holds a view: of a
+    parameter as well as of an argument, so the sentence names both ways out."""
+    weight = torch.nn.Parameter(torch.randn(4, 4))
+    rows = weight.view(2, 8)
+    message = _error_of(lambda: rows.__setitem__(slice(1, None), rows[:1]))
+    reason = diagnose.error_reason(message, {}, "rows[1:] = rows[:1]")
+    assert "torch.no_grad()" in reason and "compute a new tensor" in reason
+    plain = _error_of(lambda: weight.add_(1))          # the leaf itself, through a name
+    assert "torch.no_grad()" not in diagnose.error_reason(plain, {}, "w.add_(1)")

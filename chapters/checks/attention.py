@@ -195,11 +195,12 @@ HINTS = {
     "view": r"view size is not compatible",
     "dim_name": r"unexpected keyword argument 'dim'",
     "mask_name": r"unexpected keyword argument 'mask'",
-    # the student's own line, as the restated error quotes it ("line N of <cell>: code")
-    "front_transpose": r"\bline \d+ of [^\n]*\.(transpose|swapaxes|swapdims)\(\s*\d+\s*,"
-                       r"\s*\d+\s*\)",
-    "elementwise": r"(?s)must match the size of tensor b.*\bline \d+ of [^\n]*[\w)\]]\s*"
-                   r"\*(?![*=])\s*[\w(]",
+    # the student's own line, as the restated error quotes it ("line N of <cell>: code", or
+    # in Chinese "<cell> 第 N 行：code": the student's process says it in their language)
+    "front_transpose": r"(\bline \d+ of |第 \d+ 行)[^\n]*\.(transpose|swapaxes|swapdims)"
+                       r"\(\s*\d+\s*,\s*\d+\s*\)",
+    "elementwise": r"(?s)must match the size of tensor b.*(\bline \d+ of |第 \d+ 行)[^\n]*"
+                   r"[\w)\]]\s*\*(?![*=])\s*[\w(]",
     "sqrt_int": r"sqrt\(\): argument 'input' \(position 1\) must be Tensor, not (int|float)",
     "softmax_dim": r"softmax\(\) received an invalid combination of arguments",
 }

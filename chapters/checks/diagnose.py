@@ -444,6 +444,11 @@ MESSAGES = translated(__name__) | {
     "error_leaf_parameter": "it writes in place into `{tensor}`, a parameter (it requires "
                             "grad): a parameter you mean to change is written inside `with "
                             "torch.no_grad():` (e.g. {tensor}.copy_(new_values) there)",
+    "error_leaf_view": "it writes in place into `{tensor}`, a view of a tensor that requires "
+                       "grad: of a parameter (change a parameter's values inside `with "
+                       "torch.no_grad():`, e.g. {tensor}.copy_(new_values) there) or of an "
+                       "argument the check passes with requires_grad=True (your function must "
+                       "not change its inputs: compute a new tensor instead)",
     "error_leaf_argument": "it writes in place into `{tensor}`, a tensor that requires grad: "
                            "an argument the check passes with requires_grad=True (or a tensor "
                            "that is one of the arguments, not a new one); your function must "
@@ -1097,7 +1102,9 @@ def restate_error(name, kind, message, dims, shapes="", where=""):
     cell stable_softmax: e = ...", see checks.operations.student_line); None when it has
     neither. shapes: those of the call's tensor arguments, as text."""
     text = _restated(name, kind, message, dims, shapes, where)
-    code = where.partition(": ")[2] if where else ""
+    # the code after "line N of <cell>: " (or the Chinese "<cell> 第 N 行：", as a student's
+    # process that speaks Chinese says it: operations.MESSAGES["student_line_code"])
+    code = re.split(r": |：", where, maxsplit=1)[1] if re.search(r": |：", where or "") else ""
     # what the error means, where its kind is known (error_reason), after PyTorch's words,
     # then the likely mistake behind it, from its sizes and the student's line (error_cause)
     reason, cause = error_reason(message, dims, code), error_cause(message, dims, code)
@@ -1582,11 +1589,13 @@ def _orientation(left, code):
     return MESSAGES["error_product_transposed"].format(left=left)
 
 
-def _leaf_written(code):
+def _leaf_written(code, view=False):
     """What writing in place into a tensor that requires grad means, for the tensor the
     student's line `code` writes into: a module's attribute (a parameter: written inside
     torch.no_grad()), a plain name (an argument the check passes with requires_grad=True,
-    or a tensor made from one: computed out of place), or, without the line, either."""
+    or a tensor made from one: computed out of place; where PyTorch says it is a `view` of
+    the leaf, either: the name may hold a view of a parameter), or, without the line,
+    either."""
     tree = _line_tree(code)
     written = None
     for node in ast.walk(tree) if tree is not None else ():
@@ -1604,7 +1613,8 @@ def _leaf_written(code):
     if isinstance(written, ast.Attribute):
         return MESSAGES["error_leaf_parameter"].format(tensor=ast.unparse(written))
     if isinstance(written, ast.Name):
-        return MESSAGES["error_leaf_argument"].format(tensor=written.id)
+        return MESSAGES["error_leaf_view" if view else "error_leaf_argument"].format(
+            tensor=written.id)
     return MESSAGES["error_leaf"]
 
 
@@ -1709,7 +1719,7 @@ def error_reason(message, dims, code=""):
     if re.search(r"'NoneType'|NoneType\b", message):
         return MESSAGES["error_none"] + _none_on_line(message, code)
     if "a leaf Variable that requires grad is being used in an in-place operation" in message:
-        return _leaf_written(code)
+        return _leaf_written(code, view="a view of a leaf" in message)
     if re.search(r"batch[12] must be a 3D tensor", message):
         return MESSAGES["error_bmm"]
     found = re.search(r"(\w+): input tensor must have at least 2 dimensions", message)
