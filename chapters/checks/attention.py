@@ -17,8 +17,7 @@ import torch.nn.functional as F
 
 from . import diagnose
 from .common import (CheckFailure, Forbidden, _same_within, check, current_dims,
-                     expect_close, expect_tensor, fail, float32_sqrt, float32_sqrt_message,
-                     forbid_spec, generator,
+                     expect_close, expect_tensor, fail, forbid_spec, generator,
                      observe, passed, named_by_shape, raised, random_inputs, reference, revive,
                      said_later, softmax_condition, step_mistakes, type_name)
 from .language import translated
@@ -89,46 +88,14 @@ MESSAGES = translated(__name__) | {
                       "first (torch.softmax does; so does your stable_softmax).",
     "sdpa_large_passed": "scaled_dot_product_attention is finite and right with scores up to "
                          "{top:.0f} ({dtype})",
-    # the per-bug tables: what the classic mistakes get, when their outputs match
-    "not_scaled": "the scores are not scaled: divide Q K^T by sqrt(d_k) = sqrt({d_k}).",
-    "by_d_k": "you divided by d_k = {d_k}; divide by sqrt(d_k) = {root:.4g} instead. Q K^T has "
-              "variance d_k, so its standard deviation is sqrt(d_k); dividing by d_k leaves "
-              "variance 1/d_k and flattens the weights.",
-    "times_root": "you multiplied by sqrt(d_k) = {root:.4g}; divide by it instead.",
-    "by_2_d_k": "you divided by 2 * d_k = {twice}: in Python, x / d_k ** 1/2 means "
-                "(x / d_k) / 2, because ** binds tighter than /; write d_k ** 0.5 or "
-                "math.sqrt(d_k).",
-    "by_half_d_k": "you divided by d_k / 2 = {half:g}: in Python d_k ** 1/2 means "
-                   "(d_k ** 1) / 2, because ** binds tighter than /; write d_k ** 0.5 or "
-                   "math.sqrt(d_k).",
+    # the per-bug tables that stay (the formula's steps name the other classic mistakes):
+    # the scores scaled by another axis's size, and right weights returned with the output
+    # made from other ones
     "wrong_axis": "you scaled by sqrt({size}), the size of {axis}; d_k is the size of the last "
                   "axis of query and key: query.shape[-1].",
-    "scores_softmax": "you returned the softmax weights; attention_scores returns the scaled "
-                      "scores, before the softmax.",
-    "entropy_sign": "the entropy is negative: it is MINUS the sum of w log w.",
-    "entropy_bits": "you used log base 2 (bits); the chapter measures entropy in nats, with the "
-                    "natural log (torch.log): the uniform row over Lk keys has entropy log(Lk).",
-    "entropy_mean": "you took the mean over the keys instead of the sum.",
-    "entropy_log10": "you used log base 10; the chapter measures entropy in nats, with the "
-                     "natural log (torch.log).",
-    "entropy_largest": "you took the largest term -w log w of each row instead of their sum "
-                       "over the keys.",
-    "not_normalised": "you return exp(scores - max) without dividing by its sum along dim.",
-    "whole_sum": "you divided by the sum of the whole tensor; divide by the sum along dim: "
-                 ".sum(dim=dim, keepdim=True).",
-    "last_axis": "you normalised along the last axis, but dim={dim} was asked: use the `dim` "
-                 "argument in the max and in the sum.",
-    "softmax_queries": "the softmax runs over the wrong axis (dim=-2, the queries): each "
-                       "query's weights over the keys must sum to 1, so use dim=-1.",
-    "scores_as_weights": "you returned the scores, before the softmax, as the weights.",
     "unscaled_output": "the weights are right, but the output was computed from the softmax "
                        "of the UNSCALED scores: use the same (scaled) weights for the output.",
     "output_from_scores": "output = scores @ value: the softmax is missing in the output.",
-    "other_weights": "the output uses other weights than the ones returned: {bug}",
-    "values_scaled": "the values were divided by sqrt(d_k) = {root:.4g} too: only the scores "
-                     "Q K^T are scaled; the output is weights @ value.",
-    "weights_transposed": "you returned the weights transposed, one column per query (K Q^T, "
-                          "or .transpose(-2, -1)): each row belongs to one query and sums to 1.",
     # hints read from the student's line (HINTS' "front_transpose", "elementwise", ...)
     "hint_front_transpose": "Hint: your line transposes axes counted from the front (0, 1, "
                             "2, ...): they are the last two axes only of a tensor of one "
@@ -278,50 +245,25 @@ def _batch_text(batch):
 # ---------------------------------------------------------------------------------------
 
 @reference
-def _score_bugs(qk, d_k, sizes):
-    """{message: scores} that the classic scaling mistakes produce from qk = Q K^T (float64).
-
-    sizes: {axis: size} of the other axes (MESSAGES["size_labels"]' keys), for "scaled by the
-    wrong axis".
-    """
-    root = math.sqrt(d_k)
-    bugs = {MESSAGES["not_scaled"].format(d_k=d_k): qk,
-            MESSAGES["by_d_k"].format(d_k=d_k, root=root): qk / d_k,
-            MESSAGES["times_root"].format(root=root): qk * root}
-    # d_k ** 1/2 is (d_k ** 1) / 2, because ** binds tighter than /
-    bugs[MESSAGES["by_2_d_k"].format(twice=2 * d_k)] = qk / (2 * d_k)
-    if d_k != 4:  # d_k / 2 equals sqrt(d_k) only at d_k = 4
-        bugs[MESSAGES["by_half_d_k"].format(half=d_k / 2)] = qk / (d_k / 2)
-    root32 = float32_sqrt(d_k)
-    if root32 is not None:  # common.py's rule: within tolerance of the answer but in float64
-        bugs[float32_sqrt_message()] = qk / root32
-    for axis, size in sizes.items():
-        if size not in (d_k, 1):
-            bugs[MESSAGES["wrong_axis"].format(size=size, axis=MESSAGES["size_labels"][axis])] = \
-                qk / math.sqrt(size)
-    return bugs
-
-
-def _other_sizes(batch, Lq, Lk, d_v=None):
-    sizes = {}
-    if batch:
-        sizes["batch"] = batch[0]
-    sizes["Lq"] = Lq
-    sizes["Lk"] = Lk
-    if d_v is not None:
-        sizes["d_v"] = d_v
-    return sizes
-
-
-@reference
 def _scores_answers(query, key, sizes):
-    """(expected scores, {bug message: scores}) in float64."""
+    """(expected scores Q K^T / sqrt(d_k) (..., Lq, Lk), {bug message: scores}) in float64.
+    The table: the scores scaled by the root of another axis's size (sizes: {axis: size} of
+    the other axes, see _other_sizes); what any other mistake gives comes from the formula's steps
+    (step_mistakes("attention scores"))."""
     d_k = query.shape[-1]
     qk = query.double() @ key.double().transpose(-2, -1)
-    expected = qk / math.sqrt(d_k)
-    bugs = _score_bugs(qk, d_k, sizes)
-    bugs[MESSAGES["scores_softmax"]] = _softmax(expected, dim=-1)
-    return expected, bugs
+    bugs = {MESSAGES["wrong_axis"].format(size=size, axis=MESSAGES["size_labels"][axis]):
+            qk / math.sqrt(size) for axis, size in sizes.items() if size not in (d_k, 1)}
+    return qk / math.sqrt(d_k), bugs
+
+
+def _other_sizes(batch, Lq, Lk):
+    """{axis: size} of the scores' axes other than d_k (MESSAGES["size_labels"]' keys, said
+    in the language of now), for _scores_answers."""
+    sizes = {"batch": batch[0]} if batch else {}
+    sizes["Lq"] = Lq
+    sizes["Lk"] = Lk
+    return sizes
 
 
 @check
@@ -368,17 +310,11 @@ def _weights_with_zeros(batch, Lq, Lk, seed, dtype, device):
 
 
 @reference
-def _entropy_answers(weights):
-    """(expected entropy, {bug message: entropy}) in float64."""
+def _entropy_answer(weights):
+    """The expected entropy -sum_k w log w (..., Lq) in float64 (what a mistake gives instead
+    comes from the formula's steps, step_mistakes("attention entropy"))."""
     w = weights.double()
-    expected = -_xlogy(w, w).sum(dim=-1)
-    return expected, {
-        MESSAGES["entropy_sign"]: -expected,
-        MESSAGES["entropy_bits"]: expected / math.log(2),
-        MESSAGES["entropy_mean"]: expected / w.shape[-1],
-        MESSAGES["entropy_log10"]: expected / math.log(10),
-        MESSAGES["entropy_largest"]: -_xlogy(w, w).amax(dim=-1),
-    }
+    return -_xlogy(w, w).sum(dim=-1)
 
 
 @check
@@ -393,7 +329,7 @@ def attention_entropy(attention_entropy, seed=0, batch=(2,), Lq=4, Lk=6,
     if isinstance(entropy, torch.Tensor) and tuple(entropy.shape) == (*batch, Lq, 1):
         fail(MESSAGES["entropy_keepdim"].format(name=name, shape=shape,
                                                 got=tuple(entropy.shape)))
-    expected, bugs = _entropy_answers(weights)
+    expected = _entropy_answer(weights)
     mistakes = step_mistakes("attention entropy", {"weights": weights}, current_dims())
     if isinstance(entropy, torch.Tensor) and tuple(entropy.shape) != shape:
         # a step done another way may give the shape (a sum over the queries): named first
@@ -413,7 +349,7 @@ def attention_entropy(attention_entropy, seed=0, batch=(2,), Lq=4, Lk=6,
         if not bool(entropy.detach().isnan().any()):   # inf alone: not 0 * log(0)
             fail(MESSAGES["entropy_inf"].format(name=name, where=where))
         fail(MESSAGES["entropy_nan"].format(name=name, where=where))
-    expect_close(entropy, expected, name, bugs=bugs, dtype=dtype, mistakes=mistakes,
+    expect_close(entropy, expected, name, dtype=dtype, mistakes=mistakes,
                  axes=(*_leading(batch), "Lq"))
     passed(MESSAGES["entropy_passed"].format(shape=shape, batch=_batch_text(batch), Lq=Lq,
                                              Lk=Lk, dtype=dtype))
@@ -441,18 +377,10 @@ def _softmax_call(dim, default):
 
 
 @reference
-def _softmax_answers(scores, dim, whole=True):
-    """(expected softmax along dim, {bug message: output}) in float64; whole=False: only
-    the bug that normalises along the wrong axis."""
-    s = scores.double()
-    expected = _softmax(s, dim=dim)
-    bugs = {}
-    if whole:
-        exp = (s - s.amax(dim=dim, keepdim=True)).exp()
-        bugs = {MESSAGES["not_normalised"]: exp, MESSAGES["whole_sum"]: exp / exp.sum()}
-    if dim % s.dim() != s.dim() - 1:
-        bugs[MESSAGES["last_axis"].format(dim=dim)] = _softmax(s, dim=-1)
-    return expected, bugs
+def _softmax_answer(scores, dim):
+    """The expected softmax along dim in float64 (what a mistake gives instead comes from the
+    formula's steps, step_mistakes("stable softmax"))."""
+    return _softmax(scores.double(), dim=dim)
 
 
 @check
@@ -464,8 +392,8 @@ def stable_softmax(stable_softmax, seed=0, shape=(2, 3, 5), dims=(-1, -2),
     for dim in dims:
         # dim=-1, the default the exercise promises, is left to it (not passed)
         out = _stable_call(stable_softmax, scores, dim, default=dim == -1)
-        expected, bugs = _softmax_answers(scores, dim)
-        expect_close(out, expected, _softmax_call(dim, dim == -1), bugs=bugs,
+        expected = _softmax_answer(scores, dim)
+        expect_close(out, expected, _softmax_call(dim, dim == -1),
                      dtype=dtype, condition=softmax_condition(scores, dim),
                      axes=_softmax_axes(len(shape), dim),
                      mistakes=step_mistakes("stable softmax", {"scores": scores},
@@ -538,7 +466,7 @@ def stable_softmax_large_scores(stable_softmax, seed=0, shape=(2, 3, 5), dim=-1,
     for i, (label, scores64, min_bad) in enumerate(cases):
         scores = scores64.to(dtype=dtype, device=device)
         out = _stable_call(stable_softmax, scores, dim)
-        expected, bugs = _softmax_answers(scores, dim, whole=False)
+        expected = _softmax_answer(scores, dim)
         if not bool(torch.isfinite(out.detach()).all()):
             # the non-finite family: how many, and where
             found = diagnose.nonfinite(out.detach(), expected, current_dims(),
@@ -551,7 +479,7 @@ def stable_softmax_large_scores(stable_softmax, seed=0, shape=(2, 3, 5), dim=-1,
             fail(MESSAGES["min_subtracted"].format(label=label, where=where, found=found,
                                                    range=_exp_range(dtype), dtype=dtype))
         expect_close(out, expected, f"stable_softmax(scores, dim={dim}) for {label}",
-                     bugs=bugs, dtype=dtype, condition=softmax_condition(scores, dim))
+                     dtype=dtype, condition=softmax_condition(scores, dim))
     passed(MESSAGES["large_passed"].format(offset=offset, dtype=dtype))
 
 
@@ -562,34 +490,16 @@ def stable_softmax_large_scores(stable_softmax, seed=0, shape=(2, 3, 5), dim=-1,
 
 
 @reference
-def _attention_answers(query, key, value, sizes):
-    """(expected output, expected weights, {bug: weights}, {bug: output}) in float64:
-    PyTorch's own attention for the output."""
+def _attention_answers(query, key, value):
+    """(expected output, expected weights, {bug: output}) in float64: PyTorch's own attention
+    for the output; the table: the outputs made from other weights than the right ones
+    returned (what any other mistake gives comes from the formula's steps, step_mistakes)."""
     q, k, v = query.double(), key.double(), value.double()
-    d_k = q.shape[-1]
     qk = q @ k.transpose(-2, -1)
-    scores = qk / math.sqrt(d_k)
-    expected_w = _softmax(scores, dim=-1)
-    expected_out = _sdpa(q, k, v)
-    weight_bugs = {m: _softmax(s, dim=-1) for m, s in _score_bugs(qk, d_k, sizes).items()}
-    weight_bugs[MESSAGES["softmax_queries"]] = _softmax(scores, dim=-2)
-    weight_bugs[MESSAGES["scores_as_weights"]] = scores
-    rounded = float32_sqrt_message()   # (the sentence in the language of now)
-    output_bugs = {
-        rounded: weight_bugs.get(rounded),  # common.py's rule; None: invisible
-        MESSAGES["unscaled_output"]: _softmax(qk, dim=-1) @ v,
-        MESSAGES["output_from_scores"]: scores @ v,
-    }
-    if output_bugs[rounded] is not None:
-        output_bugs[rounded] = output_bugs[rounded] @ v
-    for message, w in weight_bugs.items():
-        if message != rounded:
-            output_bugs[MESSAGES["other_weights"].format(bug=message)] = w @ v
-    output_bugs[MESSAGES["values_scaled"].format(root=math.sqrt(d_k))] = \
-        expected_out / math.sqrt(d_k)
-    if q.shape[-2] == k.shape[-2]:  # with Lq != Lk the shape check names it
-        weight_bugs[MESSAGES["weights_transposed"]] = expected_w.transpose(-2, -1)
-    return expected_out, expected_w, weight_bugs, output_bugs
+    scores = qk / math.sqrt(q.shape[-1])
+    output_bugs = {MESSAGES["unscaled_output"]: _softmax(qk, dim=-1) @ v,
+                   MESSAGES["output_from_scores"]: scores @ v}
+    return _sdpa(q, k, v), _softmax(scores, dim=-1), output_bugs
 
 
 def _check_attention(fn, query, key, value, label, **mask):
@@ -620,8 +530,7 @@ def _check_attention(fn, query, key, value, label, **mask):
             fail(diagnose.explained(name, swapped))
     if isinstance(weights, torch.Tensor) and Lq != Lk and tuple(weights.shape) == (*batch, Lk, Lq):
         fail(MESSAGES["weights_K_Q"].format(shape=w_shape, got=tuple(weights.shape)))
-    expected_out, expected_w, weight_bugs, output_bugs = _attention_answers(
-        query, key, value, _other_sizes(batch, Lq, Lk, d_v))
+    expected_out, expected_w, output_bugs = _attention_answers(query, key, value)
     # the formula with one step left out or moved (checks/diagnose.py), for a mistake that
     # no entry of the tables names
     inputs = {"query": query, "key": key, "value": value, "mask": None}
@@ -640,7 +549,7 @@ def _check_attention(fn, query, key, value, label, **mask):
     # the weights' rounding follows the scores' magnitude; the output's, the values'
     condition = softmax_condition(query.double() @ key.double().transpose(-2, -1)
                                   / math.sqrt(d_k))
-    expect_close(weights, expected_w, f"weights ({label})", bugs=weight_bugs, dtype=dtype,
+    expect_close(weights, expected_w, f"weights ({label})", dtype=dtype,
                  condition=condition, axes=(*leading, "Lq", "Lk"), mistakes=weight_mistakes)
     expect_close(output, expected_out, f"output ({label})", bugs=output_bugs, dtype=dtype,
                  axes=(*leading, "Lq", "d_v"), mistakes=output_mistakes,

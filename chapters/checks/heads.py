@@ -81,9 +81,6 @@ MESSAGES = translated(__name__) | {
                  "scaled_dot_product_attention on the (B, num_heads, L, head_dim) tensors, and "
                  "merge the output with merge_heads. If split_heads or merge_heads fails its own "
                  "check, fix that first.",
-    "weights_across_heads": "{name}: weights have shape {shape} = (B, L, num_heads, num_heads): "
-                            "attention ran across heads instead of positions (the silent bug "
-                            "shown in this chapter).",
     "weights_hint": "Return the softmax weights of every head, before they multiply V.",
     "core_passed": "multihead_attention_core matches nn.MultiheadAttention (identity "
                    "projections) with num_heads={num_heads}, head_dim={head_dim}, Lq={Lq}, "
@@ -459,8 +456,6 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
                                        q.dtype, condition, weight_axes, weight_mistakes)])
     weights_name = MESSAGES["labelled"].format(name=name, label=MESSAGES["weights_label"])
     weights = expect_tensor(weights, weights_name)
-    if tuple(weights.shape) == (B, Lq, num_heads, num_heads) and Lq != num_heads:
-        fail(MESSAGES["weights_across_heads"].format(name=name, shape=tuple(weights.shape)))
     _expect_shape(weights, weights_name, (B, num_heads, Lq, Lk), weight_axes,
                   MESSAGES["core_weights_shape"], expected_weights, weight_mistakes)
     expect_close(weights, expected_weights, weights_name, condition=condition,

@@ -129,13 +129,13 @@ BUGS = {
 def attention_scores(query, key):
     return query @ key.transpose(-2, -1)
 '''},
-        fails=["test_attention_scores"], diagnosis=r"not scaled: divide Q K\^T by sqrt\(d_k\)"),
+        fails=["test_attention_scores"], diagnosis=r"not scaled[:,] divide Q K\^T by sqrt\(d_k\)"),
     "scores_divided_by_d_k": Bug(
         cells={"attention_scores": '''
 def attention_scores(query, key):
     return query @ key.transpose(-2, -1) / query.shape[-1]
 '''},
-        fails=["test_attention_scores"], diagnosis=r"you divided by d_k = 4; divide by sqrt"),
+        fails=["test_attention_scores"], diagnosis=r"divides by d_k instead of sqrt\(d_k\) = sqrt\(4\)"),
     "key_not_transposed": Bug(
         cells={"attention_scores": '''
 def attention_scores(query, key):
@@ -227,7 +227,7 @@ def stable_softmax(scores, dim=-1):
     e = (scores - scores.amax(dim=-1, keepdim=True)).exp()
     return e / e.sum(dim=-1, keepdim=True)
 '''},
-        fails=SOFTMAX_TESTS, diagnosis=r"normalised along the last axis, but dim=-2"),
+        fails=SOFTMAX_TESTS, diagnosis=r"the last axis instead of dim=-2"),
     "softmax_no_keepdim": Bug(
         cells={"stable_softmax": '''
 def stable_softmax(scores, dim=-1):
@@ -264,14 +264,14 @@ def scaled_dot_product_attention(query, key, value, mask=None):
     weights = torch.softmax(query @ key.transpose(-2, -1), dim=-1)
     return weights @ value, weights
 '''},
-        fails=SDPA_TESTS, diagnosis=r"weights .* is wrong: the scores are not scaled"),
+        fails=SDPA_TESTS, diagnosis=r"weights .* is wrong: .*the scores are not scaled"),
     "sdpa_divided_by_d_k": Bug(
         cells={"scaled_dot_product_attention": '''
 def scaled_dot_product_attention(query, key, value, mask=None):
     weights = torch.softmax(query @ key.transpose(-2, -1) / query.shape[-1], dim=-1)
     return weights @ value, weights
 '''},
-        fails=SDPA_TESTS, diagnosis=r"you divided by d_k = 4"),
+        fails=SDPA_TESTS, diagnosis=r"divides by d_k instead of sqrt\(d_k\)"),
     "softmax_over_queries": Bug(
         cells={"scaled_dot_product_attention": '''
 def scaled_dot_product_attention(query, key, value, mask=None):
@@ -279,7 +279,7 @@ def scaled_dot_product_attention(query, key, value, mask=None):
     weights = torch.softmax(scores, dim=-2)
     return weights @ value, weights
 '''},
-        fails=SDPA_TESTS, diagnosis=r"wrong axis \(dim=-2, the queries\)"),
+        fails=SDPA_TESTS, diagnosis=r"runs over the queries \(dim=-2\) instead of the keys"),
     "output_from_unscaled_weights": Bug(
         cells={"scaled_dot_product_attention": '''
 def scaled_dot_product_attention(query, key, value, mask=None):
@@ -332,7 +332,7 @@ def scaled_dot_product_attention(query, key, value, mask=None):
     weights = torch.softmax(scores, dim=-1)
     return weights @ value, weights
 '''},
-        fails=["test_sdpa_cross"], diagnosis=r"sqrt\(5\), the size of d_v"),
+        fails=["test_sdpa_cross"], diagnosis=r"divides by sqrt\(d_v\) instead of sqrt\(d_k\)"),
     # Seed 000's constant: torch.sqrt(torch.tensor(d_k, dtype=torch.float32)). float64
     # inputs stay float64 (a 0-dim tensor does not promote) but carry a float32 error.
     "float32_sqrt_constant": Bug(
@@ -384,13 +384,13 @@ BUGS.update({
 def attention_scores(query, key):
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
     return torch.softmax(scores, dim=-1)      # the attention scores, normalised
-'''}, fails=["test_attention_scores"], diagnosis=r"you returned the softmax weights"),
+'''}, fails=["test_attention_scores"], diagnosis=r"the softmax of the scores \(the weights\), not the scores"),
     "entropy_sign_missing": Bug(
         cells={"attention_entropy": _edit(_ENTROPY, "return -torch", "return torch")},
         fails=["test_attention_entropy"], diagnosis=r"the entropy is negative"),
     "entropy_mean_over_keys": Bug(
         cells={"attention_entropy": _edit(_ENTROPY, ".sum(dim=-1)", ".mean(dim=-1)")},
-        fails=["test_attention_entropy"], diagnosis=r"mean over the keys instead of the sum"),
+        fails=["test_attention_entropy"], diagnosis=r"sum over the keys step takes the mean instead of the sum"),
     "softmax_not_normalised": Bug(
         cells={"stable_softmax": _edit(_SOFTMAX, "    return exp / exp.sum(dim=dim, keepdim=True)\n",
                                        "    return exp\n")},
@@ -404,7 +404,7 @@ def attention_scores(query, key):
     "sdpa_returns_scores_as_weights": Bug(
         cells={"scaled_dot_product_attention": _edit(_SDPA, "return output, weights",
                                                      "return output, scores")},
-        fails=_SDPA_ALL, diagnosis=r"returned the scores, before the softmax, as the weights"),
+        fails=_SDPA_ALL, diagnosis=r"softmax step is left out: the scores, not their softmax, are used as the weights"),
     "sdpa_output_from_scores": Bug(
         cells={"scaled_dot_product_attention": _edit(_SDPA, "output = weights @ value",
                                                      "output = scores @ value")},
@@ -429,7 +429,7 @@ BUGS.update({
 def attention_scores(query, key):
     d_k = query.shape[-1]
     return query @ key.transpose(-2, -1) / d_k ** 1/2
-'''}, fails=["test_attention_scores"], diagnosis=r"you divided by 2 \* d_k = 8.*\*\* binds"),
+'''}, fails=["test_attention_scores"], diagnosis=r"divides by 2 \* d_k = 8 .*x / d_k \*\* 1/2 is \(x / d_k\) / 2"),
     # (d_k ** 1/2) is d_k / 2, which equals sqrt(d_k) at the visible test's d_k = 4: only the
     # hidden tests (d_k = 6, 5) see it.
     "scores_sqrt_precedence_parenthesised": Bug(
@@ -437,7 +437,7 @@ def attention_scores(query, key):
 def attention_scores(query, key):
     d_k = query.shape[-1]
     return (query @ key.transpose(-2, -1)) / (d_k ** 1/2)
-'''}, fails=["test_attention_scores"], diagnosis=r"you divided by d_k / 2 = \d.*\*\* binds",
+'''}, fails=["test_attention_scores"], diagnosis=r"divides by d_k / 2 = \d.*d_k \*\* 1/2 is \(d_k \*\* 1\) / 2",
         notes="hidden only: d_k / 2 == sqrt(d_k) at d_k = 4"),
     "entropy_log10": Bug(
         cells={"attention_entropy": _edit(_ENTROPY, ".sum(dim=-1)",
@@ -445,16 +445,16 @@ def attention_scores(query, key):
         fails=["test_attention_entropy"], diagnosis=r"log base 10"),
     "entropy_largest_term": Bug(
         cells={"attention_entropy": _edit(_ENTROPY, ".sum(dim=-1)", ".amax(dim=-1)")},
-        fails=["test_attention_entropy"], diagnosis=r"largest term .* instead of their sum"),
+        fails=["test_attention_entropy"], diagnosis=r"takes the largest term instead of the sum"),
     # Square weights (Lq == Lk, the self-attention test) have the right shape transposed.
     "sdpa_weights_transposed": Bug(
         cells={"scaled_dot_product_attention": _edit(
             _SDPA, "return output, weights", "return output, weights.transpose(-2, -1)")},
-        fails=_SDPA_ALL, diagnosis=r"returned the weights transposed, one column per query"),
+        fails=_SDPA_ALL, diagnosis=r"the weights transposed, one row per key"),
     "sdpa_values_scaled_too": Bug(
         cells={"scaled_dot_product_attention": _edit(
             _SDPA, "output = weights @ value", "output = weights @ (value / math.sqrt(d_k))")},
-        fails=_SDPA_ALL, diagnosis=r"the values were divided by sqrt\(d_k\) = 2 too"),
+        fails=_SDPA_ALL, diagnosis=r"divides the output by sqrt\(d_k\) as well"),
 })
 
 # ------------------------------------------------------------------ the exercise's signature
