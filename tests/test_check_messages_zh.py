@@ -188,7 +188,7 @@ def test_the_chinese_zip_holds_the_marker_and_the_catalogue(course_release, tmp_
                    if k not in ("PYTHONPATH", "COURSE_LANGUAGE")}
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path / "unzipped" / "01_attention",
                           capture_output=True, text=True, env=environment, check=True)
-    assert "你除以了 d_k = 4" in done.stdout, done.stdout + done.stderr
+    assert "“缩放”步骤除以 d_k，而不是 sqrt(d_k) = sqrt(4)" in done.stdout, done.stdout + done.stderr
     assert "“结果”步骤是 exp(熵)，即困惑度" in done.stdout, done.stdout
     assert "它是正确答案沿 Lq 轴取平均的结果" in done.stdout, done.stdout
     assert " step " not in done.stdout and " axis" not in done.stdout, done.stdout
