@@ -33,15 +33,16 @@ from .operations import (CheckFailure, Forbidden, _ForbidSpec, attempt,  # noqa:
 # The forbids' teaching messages in the language of now (operations binds no catalogue)
 operations.say_with(lambda context, english:
                     language.catalogue(language.current()).pgettext(context, english))
-# nested's own sentences (a value too deep to send, data that is not what encode() writes)
-# in the language of now as well, as every module's MESSAGES: nested binds no catalogue,
-# since the student's sandboxed process runs it and is sent its templates instead
-# (autograde.remote.child_messages); here, where the catalogue is at hand (the grader, the
-# student's Jupyter and kit), its plain dict is looked up in it. (Not operations': the
-# checks read its student_line back, diagnose.restate_error and attention's hints, in
-# English; it says its forbids through say_with above.)
-nested.MESSAGES = language.translated(
-    nested.__name__, getattr(nested.MESSAGES, "english", nested.MESSAGES))
+# nested's and operations' own sentences (a value too deep to send, where in the student's
+# code an error came from) in the language of now as well, as every module's MESSAGES: they
+# bind no catalogue, since the student's sandboxed process runs them and is sent their
+# templates instead (autograde.remote.child_messages); here, where the catalogue is at hand
+# (the grader, the student's Jupyter and kit), their plain dicts are looked up in it. (The
+# checks read student_line's words back in either language: diagnose.restate_error and
+# attention's hints.)
+for _module in (nested, operations):
+    _module.MESSAGES = language.translated(
+        _module.__name__, getattr(_module.MESSAGES, "english", _module.MESSAGES))
 
 
 def said_later(messages, key):
