@@ -123,6 +123,26 @@ def test_a_check_speaks_chinese_when_asked_and_english_otherwise(capsys):
                 check.attention_scores(unscaled)
 
 
+def test_a_raised_error_is_read_from_the_students_line_in_chinese_too():
+    """In the student's Jupyter the place of a raised error is said in their language
+    ("<cell> 第 N 行：code"), and the likely cause read from that line is said as in English
+    (diagnose.restate_error reads the line in either language)."""
+    language = checks_module("language")
+    check = Chapter("01_attention").check
+
+    def untransposed(query, key):
+        return query @ key / key.shape[-1] ** 0.5
+
+    said = {}
+    for spoken in (LANGUAGE, None):
+        with language.speaking(spoken), pytest.raises(Exception) as raised:
+            check.attention_scores(untransposed)
+        said[spoken] = str(raised.value)
+    assert "enters the product untransposed" in said[None]
+    assert re.search(r"第 \d+ 行：return query @ key", said[LANGUAGE]), said[LANGUAGE]
+    assert "`key` 未经转置就进入了乘积" in said[LANGUAGE], said[LANGUAGE]
+
+
 def test_the_grader_speaks_the_notebooks_language():
     assert notebook_language({"metadata": {"course": {"language": LANGUAGE}}}) == LANGUAGE
     assert notebook_language({"metadata": {}}) == "en" and notebook_language({}) == "en"
