@@ -889,7 +889,9 @@ def _scale_variants(dims, d_k):
             what = (MESSAGES["scale_times_constant"].format(label=label[2:], d_k=d_k)
                     if label.startswith("1/") else
                     MESSAGES["scale_by_constant"].format(label=label, d_k=d_k))
-            if value == d_k:   # why the root: the spread of a dot product of d_k terms
+            # why the root: the spread of a dot product of d_k terms (said of d_k itself, not
+            # of another size that happens to equal it, d_v = d_k)
+            if label == "d_k" and value == d_k:
                 what += MESSAGES["scale_why_root"]
             elif label.startswith("sqrt(") and value != math.sqrt(d_k):
                 what += MESSAGES["scale_which_d_k"]
