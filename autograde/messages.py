@@ -227,7 +227,7 @@ MESSAGES = {
     "batch.not_recorded": _("nbgrader could not record this result: {error}"),
     # -- what a check meets of the student's objects (autograde.remote: in the language the
     # checks speak, the notebook's) ---------------------------------------------------------
-    "remote.cannot_send": _("cannot send a {kind} to the student's process"),
+    "remote.cannot_send": _("cannot send an object of type {kind} to the student's process"),
     "remote.gradient_count": _("the student's process returned the wrong number of "
                                "gradients"),
     "remote.gradient_malformed": _("the student's process returned a malformed gradient"),

@@ -751,9 +751,9 @@ def test_what_a_check_meets_of_the_students_objects_is_said_in_the_notebooks_lan
     from chapters.checks import language as checks_language
     stand_in = remote.RemoteRef(None, {"ref": 1, "type": "Linear"})
     for spoken, read_only, cannot_send in (
-            (LANGUAGE, "学生代码的进程中的对象在这里是只读的", "无法把 object 发送给学生代码的进程"),
+            (LANGUAGE, "学生代码的进程中的对象在这里是只读的", "无法把 object 类型的对象发送给学生代码的进程"),
             ("en", "objects of the student's process are read-only here",
-             "cannot send a object to the student's process")):
+             "cannot send an object of type object to the student's process")):
         with checks_language.speaking(spoken):
             with pytest.raises(AttributeError, match=read_only):
                 stand_in.weight = 1
