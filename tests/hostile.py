@@ -2204,7 +2204,7 @@ ENTRIES = [
     Hostile("test_points_inflated_and_bonus_test", edited(_inflate_tests), Expect()),
     Hostile("test_cells_ungraded_or_deleted",
             edited(_ungrade_or_delete_tests, attention_entropy=ENTROPY_BITS),
-            Expect(tests={ENTROPY: failed(r"you used log base 2")})),
+            Expect(tests={ENTROPY: failed(r"log base 2 \(bits\)")})),
     # 5: the filesystem
     Hostile("writes_gradebook_and_course_files", cells(attention_scores=WRITE_EVERYWHERE),
             Expect(), needs="bwrap"),
