@@ -1462,12 +1462,17 @@ def step_mistakes(formula, inputs, dims, **options):
     return mistakes
 
 
+def _in_float64(inputs):
+    """`inputs` with its floating-point tensors in float64, as the formulas compute."""
+    return {k: v.double() if isinstance(v, _Tensor) and v.is_floating_point() else v
+            for k, v in inputs.items()}
+
+
 @reference
 def formula_mistakes(formula, inputs, dims, **options):
     """step_mistakes()'s answer: a @reference, so the student's kit replays it from the
     fixtures."""
-    inputs = {k: v.double() if isinstance(v, _Tensor) and v.is_floating_point() else v
-              for k, v in inputs.items()}
+    inputs = _in_float64(inputs)
     # grader-only (it computes the right answers): the kit removes this body, import and all
     from . import formulas
     return formulas.FORMULAS[formula](dims, **options).mistakes(inputs)
@@ -1559,8 +1564,7 @@ def step_values(formula, inputs, dims, **options):
     floating-point tensors of `inputs`}, in float64: what the trace family (diagnose.traced)
     compares the student's traced tensors with. A @reference, so the student's kit replays
     it from the fixtures, as step_mistakes' answers."""
-    inputs = {k: v.double() if isinstance(v, _Tensor) and v.is_floating_point() else v
-              for k, v in inputs.items()}
+    inputs = _in_float64(inputs)
     # grader-only (it computes the right answers): the kit removes this body, import and all
     from . import formulas
     try:

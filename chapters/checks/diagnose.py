@@ -1104,7 +1104,7 @@ def restate_error(name, kind, message, dims, shapes="", where=""):
     text = _restated(name, kind, message, dims, shapes, where)
     # the code after "line N of <cell>: " (or the Chinese "<cell> 第 N 行：", as a student's
     # process that speaks Chinese says it: operations.MESSAGES["student_line_code"])
-    code = re.split(r": |：", where, maxsplit=1)[1] if re.search(r": |：", where or "") else ""
+    code = (re.split(r": |：", where or "", maxsplit=1) + [""])[1]
     # what the error means, where its kind is known (error_reason), after PyTorch's words,
     # then the likely mistake behind it, from its sizes and the student's line (error_cause)
     reason, cause = error_reason(message, dims, code), error_cause(message, dims, code)
