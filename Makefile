@@ -105,7 +105,7 @@ gettext: $(STAMP)
 	$(BIN)/python _ext/print_messages.py extract $(GETTEXT)/prints.pot
 	$(BIN)/pybabel extract -F locales/checks-babel.cfg -k pgettext:1c,2 --no-default-keywords \
 	  --no-location -o $(GETTEXT)/checks.pot chapters/checks
-	$(BIN)/pybabel extract -k _ --no-default-keywords --no-location -o $(GETTEXT)/grader.pot \
+	$(BIN)/pybabel extract -k _ -k _p:1c,2 --no-default-keywords --no-location -o $(GETTEXT)/grader.pot \
 	  autograde/messages.py
 
 # The pages' catalogues, the figures' (figures.po: the diagrams' labels, which Babel's

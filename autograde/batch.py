@@ -34,8 +34,9 @@ from autograde.course import nbgrader_api
 from autograde.engine import LIMITS, Assignment, Grader, trusted_namespace
 from autograde.exports import results_from_gradebook
 from autograde.notebook import Submission, printable
-from autograde.paths import (LOCK, RELEASE, RESULTS, SUBMITTED, released_language,
-                             released_notebook, result_path, source_notebook)
+from autograde.paths import (LOCK, RELEASE, RESULTS, SUBMITTED, class_language,
+                             released_language, released_notebook, result_path,
+                             source_notebook)
 from autograde.record import Recorder
 from autograde.results import NotebookResult, TestResult
 
@@ -219,12 +220,14 @@ class StaleRelease(Exception):
 
     def __init__(self, stale, course_dir):
         chapters = [a for a, names in stale.items() if names]
-        changed = "; ".join(f"{a}: {', '.join(names)}" for a, names in stale.items() if names)
-        super().__init__(
-            f"the course's checks changed since these chapters were released ({changed}): "
-            "grading now would not judge by the course's checks alone (the students' code "
-            "runs beside the released ones). Release them again first: python -m autograde "
-            f"release {' '.join(chapters)} --course-dir {course_dir}")
+        language = messages.supported(class_language(course_dir, chapters))
+        changed = messages.text("forbid.separator", language).join(
+            messages.text("cli.stale_chapter", language, chapter=a, files=", ".join(names))
+            for a, names in stale.items() if names)
+        super().__init__(messages.text(
+            "cli.stale_release", language, changed=changed,
+            command=f"python -m autograde release {' '.join(chapters)} --course-dir "
+                    f"{course_dir}"))
 
 
 @contextlib.contextmanager
@@ -248,8 +251,8 @@ def course_lock(course_dir):
         handle.seek(0)
         holder = handle.read().strip() or "unknown"
         handle.close()
-        raise Busy(f"another `grade` is running on {Path(course_dir).resolve()} (pid "
-                   f"{holder}): wait for it to finish, then run this again") from None
+        raise Busy(messages.text("cli.busy", messages.supported(class_language(course_dir)),
+                                 course=Path(course_dir).resolve(), pid=holder)) from None
     handle.seek(0)
     handle.truncate()
     handle.write(f"{os.getpid()}\n")

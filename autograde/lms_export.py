@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 # FORMULA_STARTS: OWASP's "CSV Injection" starts, one list for every CSV the grader writes
+from autograde import messages
 from autograde.exports import FORMULA_STARTS
+from autograde.paths import class_language
 from autograde.roster import Roster
 
 FORMATS = ("canvas", "moodle", "csv")
@@ -54,7 +56,8 @@ class Export:
 
 
 class ExportError(ValueError):
-    """An export that cannot be written as asked (the message says what is missing)."""
+    """An export that cannot be written as asked (the message says what is missing, in the
+    class's language: paths.class_language)."""
 
 
 def gradebook_scores(course_dir, assignments, db_url=None):
@@ -86,32 +89,33 @@ def _ungradable(course_dir, assignments):
 
 def export(course_dir, to, path, roster, assignments=None, missing_as_zero=False,
            columns=None, moodle_key=None, db_url=None):
-    """Write the grade file `to` (canvas | moodle | csv) at `path`; returns an Export."""
+    """Write the grade file `to` (canvas | moodle | csv) at `path`; returns an Export, its
+    notes (and an ExportError's message) in the class's language (paths.class_language)."""
     from autograde import course
     course_dir = Path(course_dir)
+    language = messages.supported(class_language(course_dir, assignments))
+    said = lambda key, **fields: messages.text(key, language, **fields)  # noqa: E731
     if isinstance(roster, (str, Path)):
         roster = Roster.read(roster)
     assignments = list(assignments or course.assignments())
     maxima, scores = gradebook_scores(course_dir, assignments, db_url)
     assignments = [a for a in assignments if a in maxima]  # the ones graded at all
     if not assignments:
-        raise ExportError("no assignment of the gradebook to export: run "
-                          "`python -m autograde grade` first")
+        raise ExportError(said("export.nothing"))
     if roster is None:
         if to != "csv":
-            raise ExportError(f"--to {to} needs --roster: {to.capitalize()} matches rows by "
-                              "its own ids, which only the roster knows")
+            raise ExportError(said("export.needs_roster", to=to, platform=to.capitalize()))
         from autograde.roster import Student
         roster = Roster([Student(s) for s in sorted({s for s, _ in scores})])
     ungradable = _ungradable(course_dir, assignments)
-    notes = [f"{student} is in the gradebook but not on the roster: not exported"
+    notes = [said("export.not_on_roster", student=student)
              for student in sorted({s for s, _ in scores} - set(roster.ids()))]
 
     def cell(student, assignment):
         key = (student, assignment)
         if key in ungradable:
-            notes.append(f"{student}/{assignment} left empty: it could not be graded "
-                         f"({ungradable[key]})")
+            notes.append(said("export.left_empty", student=student, assignment=assignment,
+                              why=ungradable[key]))
             return ""
         if key in scores:
             return points(scores[key])
@@ -126,8 +130,7 @@ def export(course_dir, to, path, roster, assignments=None, missing_as_zero=False
         for student in roster.students:
             if not (student.get("canvas_user_id") or student.get("sis_user_id")
                     or student.get("sis_login_id")):
-                notes.append(f"{student.student_id} has no canvas_user_id, sis_user_id or "
-                             "sis_login_id on the roster: Canvas cannot match that row")
+                notes.append(said("export.canvas_unmatched", student=student.student_id))
             body.append([student.get("sortable_name") or student.get("name")
                          or student.student_id, student.get("canvas_user_id"),
                          student.get("sis_user_id"), student.get("sis_login_id"),
@@ -139,15 +142,13 @@ def export(course_dir, to, path, roster, assignments=None, missing_as_zero=False
             (k for k in MOODLE_KEYS if all(s.get(k) for s in roster.students)), None)
         if moodle_key not in MOODLE_KEYS or not any(s.get(moodle_key)
                                                     for s in roster.students):
-            raise ExportError("--to moodle needs a roster column that identifies every "
-                              f"student: one of {', '.join(MOODLE_KEYS)} (or name it with "
-                              "--moodle-key)")
+            raise ExportError(said("export.moodle_key", keys=", ".join(MOODLE_KEYS)))
         header = [MOODLE_KEYS[moodle_key], "Full name"] + titles
         rows = []
         for student in roster.students:
             if not student.get(moodle_key):
-                notes.append(f"{student.student_id} has no {moodle_key} on the roster: "
-                             "Moodle cannot match that row")
+                notes.append(said("export.moodle_unmatched", student=student.student_id,
+                                  key=moodle_key))
             rows.append([student.get(moodle_key), student.get("name")]
                         + [cell(student.student_id, a) for a in assignments])
     elif to == "csv":
@@ -155,7 +156,8 @@ def export(course_dir, to, path, roster, assignments=None, missing_as_zero=False
         rows = [[s.student_id, s.get("name")] + [cell(s.student_id, a) for a in assignments]
                 for s in roster.students]
     else:
-        raise ExportError(f"unknown format {to!r}: one of {', '.join(FORMATS)}")
+        raise ExportError(said("export.unknown_format", format=repr(to),
+                               formats=", ".join(FORMATS)))
     path = Path(path)
     with open(path, "w", newline="", encoding="utf-8") as handle:  # both platforms read UTF-8
         writer = csv.writer(handle, lineterminator="\r\n")  # RFC 4180

@@ -3,7 +3,8 @@
 Every sentence that feedback, report and the grader's verdicts (a timeout, a crash, a
 notebook that cannot be read) put before a person is a template with named fields in
 MESSAGES below; code writes `text(key, language, **fields)`. The English is the catalogue's
-message id: `make locales` extracts the templates (pybabel, the `_()` marks below) into
+message id: `make locales` extracts the templates (pybabel, the `_()` marks below; `_p()`
+gives one its context, where the same English is translated otherwise elsewhere) into
 locales/<language>/LC_MESSAGES/grader.po, where they are translated; at run time the .po is
 compiled in memory and read with the standard library's gettext (`translations`), so no
 compiled file can go stale. A template with no translation (or only a fuzzy one) falls back
@@ -29,6 +30,22 @@ LOCALES = REPO / "locales"
 def _(english):
     """Marks a template for extraction (pybabel extract -k _); returns it unchanged."""
     return english
+
+
+class Contextual(str):
+    """A template whose English is said otherwise elsewhere, with its gettext context
+    (`.context`): the same English, translated apart (report's column "passed", a count,
+    and a test's status "passed")."""
+
+    def __new__(cls, context, english):
+        made = super().__new__(cls, english)
+        made.context = context
+        return made
+
+
+def _p(context, english):
+    """Marks a template for extraction with its context (pybabel extract -k _p:1c,2)."""
+    return Contextual(context, english)
 
 
 MESSAGES = {
@@ -141,7 +158,7 @@ MESSAGES = {
     "report.column.full_marks": _("full marks"),
     "report.pass_rates": _("Pass rate of each test cell (graded submissions):"),
     "report.column.test": _("test"),
-    "report.column.passed": _("passed"),
+    "report.column.passed": _p("report.column", "passed"),
     "report.column.rate": _("rate"),
     "report.no_mistakes": _("Most common mistakes: none."),
     "report.mistakes": _("Most common mistakes: failed tests grouped by the first line of "
@@ -234,6 +251,32 @@ MESSAGES = {
     "remote.read_only": _("objects of the student's process are read-only here"),
     "remote.malformed_length": _("the student's process sent a malformed length"),
     "remote.stands_for": _("<{kind} in the student's process>"),
+    # -- the instructor's commands refusing or noting (autograde.batch, lms_export,
+    # platform_commands: in the class's language, paths.class_language) -----------------
+    "cli.busy": _("another `grade` is running on {course} (pid {pid}): wait for it to "
+                  "finish, then run this again"),
+    "cli.stale_release": _("the course's checks changed since these chapters were released "
+                           "({changed}): grading now would not judge by the course's checks "
+                           "alone (the students' code runs beside the released ones). Release "
+                           "them again first: {command}"),
+    "cli.stale_chapter": _("{chapter}: {files}"),
+    "export.nothing": _("no assignment of the gradebook to export: run `python -m autograde "
+                        "grade` first"),
+    "export.needs_roster": _("--to {to} needs --roster: {platform} matches rows by its own "
+                             "ids, which only the roster knows"),
+    "export.not_on_roster": _("{student} is in the gradebook but not on the roster: not "
+                              "exported"),
+    "export.left_empty": _("{student}/{assignment} left empty: it could not be graded "
+                           "({why})"),
+    "export.canvas_unmatched": _("{student} has no canvas_user_id, sis_user_id or "
+                                 "sis_login_id on the roster: Canvas cannot match that row"),
+    "export.moodle_key": _("--to moodle needs a roster column that identifies every student: "
+                           "one of {keys} (or name it with --moodle-key)"),
+    "export.moodle_unmatched": _("{student} has no {key} on the roster: Moodle cannot match "
+                                 "that row"),
+    "export.unknown_format": _("unknown format {format}: one of {formats}"),
+    "export.bad_column": _("--column {item}: write ASSIGNMENT=TITLE"),
+    "export.written": _("{rows} students written to {path}"),
 }
 
 
@@ -268,7 +311,11 @@ def supported(language):
 
 def template(key, language=ENGLISH):
     """The template of `key` in `language` (the English where it has no translation)."""
-    return translations(language or ENGLISH).gettext(MESSAGES[key])
+    english = MESSAGES[key]
+    catalogue = translations(language or ENGLISH)
+    if isinstance(english, Contextual):
+        return catalogue.pgettext(english.context, english)
+    return catalogue.gettext(english)
 
 
 def text(key, language=ENGLISH, /, **fields):

@@ -69,3 +69,16 @@ def released_language(course_dir, assignment):
         if folder.is_dir():
             return folder.parent.name[len(prefix):]
     return "en"
+
+
+def class_language(course_dir, assignments=None):
+    """The language the class is taught in, for what the grader's commands tell the
+    instructor (a refused `grade`, an export's notes): the language of the translated
+    releases release-<language>/<assignment>/ of `assignments` (of any chapter where None;
+    the first in alphabetical order where there are several, as released_language), else
+    English ("en"). A course whose instructor ran `release --lang zh_CN` is told in Chinese."""
+    prefix = f"{RELEASE}-"
+    for folder in sorted(Path(course_dir).glob(f"{prefix}*/*")):
+        if folder.is_dir() and (assignments is None or folder.name in assignments):
+            return folder.parent.name[len(prefix):]
+    return "en"

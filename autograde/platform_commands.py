@@ -75,14 +75,18 @@ def _gradescope(args):
 
 
 def _export(args):
+    from autograde import messages
     from autograde.lms_export import ExportError, export
+    from autograde.paths import class_language
     from autograde.roster import RosterError
     course_dir = Path(args.course_dir)
+    language = messages.supported(class_language(course_dir, args.assignments or None))
     columns = {}
     for item in args.column:
         assignment, sep, title = item.partition("=")
         if not sep or not title.strip():
-            print(f"ERROR: --column {item!r}: write ASSIGNMENT=TITLE", file=sys.stderr)
+            print("ERROR: " + messages.text("export.bad_column", language, item=repr(item)),
+                  file=sys.stderr)
             return 2
         columns[assignment.strip()] = title.strip()
     output = Path(args.output) if args.output else course_dir / f"{args.to}-grades.csv"
@@ -94,7 +98,7 @@ def _export(args):
         return 2
     for note in done.notes:
         print(f"NOTE {note}", file=sys.stderr)
-    print(f"{done.rows} students written to {done.path}")
+    print(messages.text("export.written", language, rows=done.rows, path=done.path))
     return 0
 
 

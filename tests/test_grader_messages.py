@@ -5,6 +5,7 @@ report's sentences in the language asked for, quoting each student in theirs; th
 verdicts on the student's process (timeouts, crashes) in the notebook's language.
 No grading here (hand-made results, ~1 s): tests/test_release_languages.py grades both
 languages."""
+import os
 import re
 import string
 
@@ -43,7 +44,8 @@ def test_every_template_is_marked_for_extraction():
     """Each value of MESSAGES is a literal inside _(): what pybabel extract (`make locales`)
     finds is exactly the set of templates."""
     marked = {message for _, message, _, _ in extract_from_file(
-        "python", messages.__file__, keywords={"_": None})}
+        "python", messages.__file__, keywords={"_": None, "_p": ((1, "c"), 2)})}
+    marked = {message[1] if isinstance(message, tuple) else message for message in marked}
     assert marked == set(messages.MESSAGES.values())
 
 
@@ -759,3 +761,57 @@ def test_what_a_check_meets_of_the_students_objects_is_said_in_the_notebooks_lan
                 stand_in.weight = 1
             with pytest.raises(TypeError, match=cannot_send):
                 remote._local_ref(object())
+
+
+def test_one_english_said_two_ways_has_a_context_of_its_own(catalogue):
+    """A test's status "passed" and the report's column of counts "passed": one English, two
+    translations, the column's under its gettext context (messages._p)."""
+    column = messages.MESSAGES["report.column.passed"]
+    assert column == messages.MESSAGES["status.passed"] and column.context == "report.column"
+    held = {(m.context, m.id): m.string for m in catalogue if m.id}
+    assert held[(None, "passed")] != held[("report.column", "passed")]
+    assert messages.text("status.passed", LANGUAGE) == held[(None, "passed")]
+    assert messages.text("report.column.passed", LANGUAGE) == held[("report.column", "passed")]
+    assert messages.text("report.column.passed") == "passed"
+
+
+def test_the_instructors_commands_speak_the_classs_language(tmp_path):
+    """Busy, StaleRelease and the export's refusals and notes: in the language the class was
+    given its chapters in (paths.class_language: a translated release), else English."""
+    from autograde import batch, lms_export
+    from autograde.paths import class_language
+    assert class_language(tmp_path) == "en"
+    stale = {A1: ["checks/nested.py"], "02_heads": []}
+    english = str(batch.StaleRelease(stale, tmp_path))
+    assert english.startswith(f"the course's checks changed since these chapters were released "
+                              f"({A1}: checks/nested.py)")
+    assert english.endswith(f"python -m autograde release {A1} --course-dir {tmp_path}")
+    with pytest.raises(lms_export.ExportError, match="no assignment of the gradebook"):
+        lms_export.export(tmp_path, "csv", tmp_path / "out.csv", None, [A1],
+                          db_url=f"sqlite:///{tmp_path / 'gradebook.db'}")
+    (tmp_path / f"release-{LANGUAGE}" / A1).mkdir(parents=True)
+    assert class_language(tmp_path) == LANGUAGE == class_language(tmp_path, [A1])
+    assert class_language(tmp_path, ["03_mha"]) == "en"
+    chinese = str(batch.StaleRelease(stale, tmp_path))
+    assert HAN.search(chinese) and f"{A1}：checks/nested.py" in chinese
+    assert chinese.endswith(f"python -m autograde release {A1} --course-dir {tmp_path}")
+    with pytest.raises(lms_export.ExportError) as refused:
+        lms_export.export(tmp_path, "csv", tmp_path / "out.csv", None, [A1],
+                          db_url=f"sqlite:///{tmp_path / 'gradebook.db'}")
+    assert str(refused.value) == messages.text("export.nothing", LANGUAGE)
+    with batch.course_lock(tmp_path):
+        import multiprocessing
+        context = multiprocessing.get_context("spawn")
+        with context.Pool(1) as pool:
+            said = pool.apply(_lock_refusal, (str(tmp_path),))
+    assert said.startswith("另一个 `grade` 正在") and str(os.getpid()) in said, said
+
+
+def _lock_refusal(course_dir):
+    """What a second process's `grade` is told while the course's lock is held."""
+    from autograde import batch
+    try:
+        with batch.course_lock(course_dir):
+            return "not refused"
+    except batch.Busy as busy:
+        return str(busy)
