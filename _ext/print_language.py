@@ -19,7 +19,9 @@ field's formatted value put in its place. A value is itself translated when the 
 holds it (a role's name, a table's column title, a line of a report built by a function of
 solutions/), whole, line by line or item by item, and keeps the width its format spec gave
 it, counted in columns (a Chinese character takes two), on the side the spec aligns it, so
-that printed tables stay aligned. A template the catalogue lacks (no English word) is
+that printed tables stay aligned; a translation wider than that width takes the spaces
+beside it (before it when aligned right, after it when aligned left, one kept), so that the
+columns after it keep their places. A template the catalogue lacks (no English word) is
 printed as in English, its values translated. The cell's source is not changed (the page
 shows the English code); the English edition and the students' notebooks never load this
 module.
@@ -133,6 +135,33 @@ def has_fields(text):
 
 
 # --------------------------------------------------------------------------- translation
+def alignment(spec):
+    """The side a format spec aligns a value on: "<", ">" or "^"; "<" for a width without
+    an alignment (a string's default); None without a width."""
+    align = re.match(r"(?:.?([<>^]))?", spec).group(1)
+    if align is None and re.match(r".?[<>^=]?[+\- ]?#?0?\d", spec):
+        align = "<"
+    return align
+
+
+def _make_room(text, start, end, surplus, side):
+    """`text` whose value text[start:end] is `surplus` columns wider than the English it
+    translates (a column title): the spaces beside it give way, before it when its column
+    is aligned right or centred (its right edge stays above the column's values), after it
+    when aligned left, as many as there are but one between it and its neighbour; what that
+    side cannot give, the other side gives. The table's other columns keep their places."""
+    before = len(text[:start]) - len(text[:start].rstrip(" "))
+    if not (start - before == 0 or text[start - before - 1] == "\n"):
+        before -= 1                              # (one space left before it)
+    after = len(text[end:]) - len(text[end:].lstrip(" "))
+    if not (end + after == len(text) or text[end + after] == "\n"):
+        after -= 1                               # (one space left after it)
+    first = min(surplus, max(before if side in ">^" else after, 0))
+    second = min(surplus - first, max(after if side in ">^" else before, 0))
+    taken_before, taken_after = (first, second) if side in ">^" else (second, first)
+    return text[:start - taken_before] + text[start:end] + text[end + taken_after:]
+
+
 def columns(text):
     """The columns `text` takes in a monospaced font: two for a wide (East Asian) character."""
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
@@ -198,9 +227,7 @@ class Printed:
         if translated is None:
             return text
         room = max(columns(text) - columns(translated), 0)
-        align = re.match(r"(?:.?([<>^]))?", spec).group(1)
-        if align is None and re.match(r".?[<>^=]?[+\- ]?#?0?\d", spec):
-            align = "<"                          # a width without an alignment: a string's
+        align = alignment(spec)
         if align == ">":
             return " " * room + translated
         if align == "^":
@@ -223,18 +250,26 @@ class Printed:
         for (_, field), value in zip([p for p in english if p[0]], values):
             by_field.setdefault(field, []).append(value if isinstance(value, tuple) else (value, ""))
         used = {field: 0 for field in by_field}
-        shown = []
+        shown, wider = "", []
         for is_field, part in pieces(self.templates.get(message, message)):
             if not is_field:
-                shown.append(part)
+                shown += part
                 continue
             filled = by_field.get(part)
             if not filled:           # (a translation keeps its template's fields: tested)
-                shown.append(part)
+                shown += part
                 continue
-            shown.append(self.value(*filled[used[part] % len(filled)]))
+            english, spec = filled[used[part] % len(filled)]
+            value = self.value(english, spec)
             used[part] += 1
-        return "".join(shown)
+            surplus = columns(value) - columns(english)
+            side = alignment(spec) or ("<" if english.endswith(" ") else None)
+            if surplus > 0 and side is not None:
+                wider.append((len(shown), len(shown) + len(value), surplus, side))
+            shown += value
+        for start, end, surplus, side in reversed(wider):
+            shown = _make_room(shown, start, end, surplus, side)
+        return shown
 
 
 # --------------------------------------------------------------------------- the kernel

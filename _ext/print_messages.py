@@ -8,8 +8,10 @@ separator, an f-string's fields written as in the code, `{name}`, any other argu
 that can fill those fields, found as _ext/plot_labels.py finds a plot's labels (through
 names, containers, loops, the notebook's functions and the functions of solutions/ that it
 calls: a role's name, a table's column title, a line of a report), each a message too, an
-f-string's or a `+` of strings' as a pattern. Messages with no English word (code, shapes,
-maths, numbers) are left out. `make locales` merges the template into
+f-string's or a `+` of strings' as a pattern; and the recorded data a print shows
+(recorded_values: a field `recorded['cache']` takes the strings that chapters/data/*.json
+holds under the key "cache", a machine's description, a call's shapes). Messages with no
+English word (code, shapes, maths, numbers, a file's path) are left out. `make locales` merges the template into
 locales/<language>/LC_MESSAGES/prints.po, which translators fill in
 (tests/test_print_messages.py holds it complete and current).
 
@@ -18,6 +20,7 @@ locales/<language>/LC_MESSAGES/prints.po, which translators fill in
 import argparse
 import ast
 import functools
+import json
 import sys
 from pathlib import Path
 
@@ -102,6 +105,39 @@ class PrintFlow(plot_labels.Flow):
         return found
 
 
+# The recorded measurements the chapters print (their provenance, a table's values): the
+# notebooks read them at run time, so their strings are found by the keys the prints show.
+DATA = REPO / "chapters" / "data"
+
+
+def _data_strings(value, key=None):
+    """[(key, string)] of every string of the JSON value `value`, with the key of the dict
+    that holds it (a list's items take the key of the list)."""
+    if isinstance(value, str):
+        return [(key, value)] if key is not None else []
+    if isinstance(value, dict):
+        return [found for name, item in value.items() for found in _data_strings(item, name)]
+    if isinstance(value, list):
+        return [found for item in value for found in _data_strings(item, key)]
+    return []
+
+
+def recorded_values(fields, data=DATA):
+    """{string: data file name} of the recorded data (data/*.json) that the print fields
+    `fields` show as they are: each field `x['key']` (an f-string's or an argument) takes
+    every string that the files hold under "key" (what a function makes of them, a
+    textwrap.fill of PyTorch's words, is not shown as recorded). A string with no space
+    that is not a word (a path, a version: "2.13.0+cpu") is code."""
+    keys = {field.slice.value for field in fields if isinstance(field, ast.Subscript)
+            and isinstance(field.slice, ast.Constant) and isinstance(field.slice.value, str)}
+    found = {}
+    for path in sorted(Path(data).glob("*.json")):
+        for key, string in _data_strings(json.loads(path.read_text(encoding="utf-8"))):
+            if key in keys and (" " in string or string.isalpha()):
+                found.setdefault(string, path)
+    return found
+
+
 @functools.lru_cache(maxsize=None)
 def _module_flow(module):
     return PrintFlow([(0, plot_labels._repository_module(module).read_text(encoding="utf-8"))])
@@ -130,6 +166,8 @@ def extract(notebooks=None):
             module = flow.sources.get(id(node), (None, None))[0]
             add(text, bool(fields),
                 (str(module.relative_to(REPO)), None) if module else (name, where.get(id(node))))
+        for text, data in recorded_values(flow.text_arguments()).items():
+            add(text, False, (str(data.relative_to(REPO)), None))
     return messages
 
 

@@ -120,6 +120,20 @@ def test_the_extraction_follows_printed_values_into_solutions():
     assert "PyTorch's reasons:" in extracted and "none" in extracted
 
 
+def test_the_extraction_takes_the_recorded_data_a_print_shows():
+    """A print's field `recorded['machine']` shows a string of chapters/data/*.json: the
+    strings under that key are messages (a version or a path is code; PyTorch's reasons,
+    which a cell wraps with textwrap.fill, stay its words)."""
+    capstone = print_messages.extract([REPO / "chapters" / "08_capstone.ipynb"])
+    assert {"x86_64, 2 CPUs (Linux)", "one sequence of 64 positions, float32", "rotary",
+            "learned"} <= set(capstone)
+    assert capstone["rotary"][1] == [("chapters/data/capstone_ablation.json", None)]
+    assert not {"2.13.0+cpu", "bench/capstone_ablation.py"} & set(capstone)
+    positions = print_messages.extract([REPO / "chapters" / "07_positions.ipynb"])
+    assert "q (1, 8, L, 64); k and v (1, 2, L, 64) when gqa, else (1, 8, L, 64)" in positions
+    assert not any(text.startswith("Expected query, key and value") for text in positions)
+
+
 # --------------------------------------------------------------------------- translation
 def test_a_print_is_translated_with_its_values_in_place_and_columns_kept():
     printed = print_language.Printed([
@@ -136,6 +150,25 @@ def test_a_print_is_translated_with_its_values_in_place_and_columns_kept():
     assert printed.text("{report}", ["heads\n  first"]) == "头数\n  第一个"
     assert printed.text("not in the catalogue {x}", ["first"]) == "not in the catalogue 第一个"
     assert print_language.columns("头数 ab") == 7
+
+
+def test_a_title_wider_than_its_column_takes_the_spaces_beside_it():
+    """A translated column title wider than its format width (counted in columns: a Chinese
+    character takes two) takes the spaces before it when right-aligned, after it when
+    left-aligned, one kept, so that the columns after it stay above their values."""
+    printed = print_language.Printed([("acc prev", "前一个准确率", False), ("role", "角色", False),
+                                      ("kv", "键值头数", False), ("n", "n", False)])
+    header = "{'role'} {'acc prev'} {'n'}"
+    english = [(f"{'role':10}", "10"), (f"{'acc prev':>8}", ">8"), (f"{'n':>3}", ">3")]
+    assert printed.text(header, english) == "角色   前一个准确率   n"
+    assert print_language.columns("角色   前一个准确率") == len(f"{'role':10} {'acc prev':>8}")
+    # left-aligned: the spaces after it give way, the next right-aligned title keeps its edge
+    assert printed.text("{'kv'} {'n'}|", [(f"{'kv':4}", "4"), (f"{'n':>4}", ">4")]) == \
+        "键值头数 n|" == "键值头数" + " " + "n|"
+    assert printed.text("{'kv'}|{'n'}", [(f"{'kv':4}", "4"), (f"{'n':>4}", ">4")]) == "键值头数|   n"
+    # no room on its side: the other side gives what it can, one space always kept
+    assert printed.text("{'n'} {'acc prev'}  x", [("n", ""), (f"{'acc prev':>8}", ">8")]) == \
+        "n 前一个准确率 x"
 
 
 def test_a_chinese_kernel_rewrites_its_prints_and_leaves_the_cell_alone(tmp_path):
@@ -168,7 +201,8 @@ def test_a_chinese_kernel_rewrites_its_prints_and_leaves_the_cell_alone(tmp_path
 # What a Chinese page may print in English, as data the code prints and does not write: the
 # messages PyTorch wrote (an error's text, a backend's reason for refusing, which the pages
 # quote as PyTorch's, 原文), chapter 8's corpus (Genesis) and what its model generates, and
-# the strings of the recorded tables of chapters/data/ (their provenance, as recorded).
+# the strings of the recorded tables of chapters/data/ that the catalogue does not hold
+# (names, versions, PyTorch's recorded reasons: print_messages.recorded_values takes the rest).
 PYTORCH_MESSAGES = [
     r"shape '\[[\d, ]+\]' is invalid for input of size \d+",
     r"view size is not compatible with input tensor's size and stride \(at\s+least one "
