@@ -149,6 +149,22 @@ MESSAGES = translated(__name__) | {
     "size_labels": {"batch": "the first batch axis", "Lq": "Lq (the number of queries)",
                     "Lk": "Lk (the number of keys)", "d_v": "d_v (value.shape[-1])"},
     "softmax_axis_mark": " (dim={dim}, the softmax's axis)",
+    "shape_of_scores": "(the shape of scores)",
+    "case_near_plus": "all scores near +{offset:g}",
+    "case_near_minus": "all scores near -{offset:g}",
+    "case_near_both": "rows near +{offset:g} and rows near -{offset:g} in one tensor",
+    "case_span": "rows that span {span:g} (from -{spread:g} to about +6), more than exp's "
+                 "range in {dtype}",
+    "softmax_for": "stable_softmax(scores, dim={dim}) for {label}",
+    "output_of": "output ({label})",
+    "weights_of": "weights ({label})",
+    "weights_right_hint": "The weights are right: the output is weights @ value, shape (..., "
+                          "Lq, d_v).",
+    "label_self": "self-attention, batch {batch}, L={L}, d_k={d_k}",
+    "label_cross": "batch {batch}, Lq={Lq}, Lk={Lk}, d_k={d_k}, d_v={d_v}",
+    "label_large": "scores up to {top:.0f}",
+    "output_label": "output",
+    "weights_label": "weights",
 }
 
 # Error messages of common slips, and what to do about them: (regex, hint).
@@ -366,7 +382,8 @@ def _stable_call(stable_softmax, scores, dim, default=False):
     out = _run(stable_softmax, scores, **passed_dim, name="stable_softmax", hints=SOFTMAX_HINTS,
                forbidden="softmax")
     expect_tensor(out, _softmax_call(dim, default), shape=scores.shape,
-                  dtype=scores.dtype, device=scores.device, shape_names="(the shape of scores)")
+                  dtype=scores.dtype, device=scores.device,
+                  shape_names=MESSAGES["shape_of_scores"])
     return out
 
 
@@ -434,12 +451,11 @@ def _large_score_cases(shape, seed, dim, offset, dtype):
     low = torch.nn.functional.one_hot(torch.arange(math.prod(rows)) % n, n).bool()
     wide = torch.where(low.reshape(moved.shape), -spread, 3 * moved).movedim(-1, dim)
     cases = [
-        ("all scores near +{:g}".format(offset), offset + 3 * noise),
-        ("all scores near -{:g}".format(offset), -offset + 3 * noise),
-        ("rows near +{0:g} and rows near -{0:g} in one tensor".format(offset),
-         signs * offset + 3 * noise),
-        ("rows that span {:g} (from -{:g} to about +6), more than exp's range in {}"
-         .format(spread + 6, spread, str(dtype)[6:]), wide),
+        (MESSAGES["case_near_plus"].format(offset=offset), offset + 3 * noise),
+        (MESSAGES["case_near_minus"].format(offset=offset), -offset + 3 * noise),
+        (MESSAGES["case_near_both"].format(offset=offset), signs * offset + 3 * noise),
+        (MESSAGES["case_span"].format(span=spread + 6, spread=spread, dtype=str(dtype)[6:]),
+         wide),
     ]
     # with each case, where the softmax that subtracts each row's minimum, computed in
     # `dtype`, is NaN or inf (bool, the shape of the scores)
@@ -478,7 +494,7 @@ def stable_softmax_large_scores(stable_softmax, seed=0, shape=(2, 3, 5), dim=-1,
             where = "" if _equal(bad, min_bad) else MESSAGES["min_subtracted_where"]
             fail(MESSAGES["min_subtracted"].format(label=label, where=where, found=found,
                                                    range=_exp_range(dtype), dtype=dtype))
-        expect_close(out, expected, f"stable_softmax(scores, dim={dim}) for {label}",
+        expect_close(out, expected, MESSAGES["softmax_for"].format(dim=dim, label=label),
                      dtype=dtype, condition=softmax_condition(scores, dim))
     passed(MESSAGES["large_passed"].format(offset=offset, dtype=dtype))
 
@@ -525,7 +541,7 @@ def _check_attention(fn, query, key, value, label, **mask):
     output, weights = result
     if isinstance(output, torch.Tensor) and isinstance(weights, torch.Tensor):
         swapped = diagnose.item_order((output.shape, weights.shape), (out_shape, w_shape),
-                                      ("output", "weights"))
+                                      (MESSAGES["output_label"], MESSAGES["weights_label"]))
         if swapped:
             fail(diagnose.explained(name, swapped))
     if isinstance(weights, torch.Tensor) and Lq != Lk and tuple(weights.shape) == (*batch, Lk, Lq):
@@ -538,9 +554,11 @@ def _check_attention(fn, query, key, value, label, **mask):
     output_mistakes = step_mistakes("attention", inputs, current_dims(), d_k=d_k)
     # the axes' names, for the families' sentences (as diagnose.named_dims names the batch)
     leading = _leading(batch)
-    named_by_shape(output, expected_out, f"output ({label})", dtype, (*leading, "Lq", "d_v"),
+    output_name = MESSAGES["output_of"].format(label=label)
+    weights_name = MESSAGES["weights_of"].format(label=label)
+    named_by_shape(output, expected_out, output_name, dtype, (*leading, "Lq", "d_v"),
                     output_mistakes)
-    named_by_shape(weights, expected_w, f"weights ({label})", dtype, (*leading, "Lq", "Lk"),
+    named_by_shape(weights, expected_w, weights_name, dtype, (*leading, "Lq", "Lk"),
                     weight_mistakes)
     expect_tensor(output, "output", shape=out_shape, dtype=dtype, device=device,
                   shape_names="(..., Lq, d_v)")
@@ -549,13 +567,13 @@ def _check_attention(fn, query, key, value, label, **mask):
     # the weights' rounding follows the scores' magnitude; the output's, the values'
     condition = softmax_condition(query.double() @ key.double().transpose(-2, -1)
                                   / math.sqrt(d_k))
-    expect_close(weights, expected_w, f"weights ({label})", dtype=dtype,
+    expect_close(weights, expected_w, weights_name, dtype=dtype,
                  condition=condition, axes=(*leading, "Lq", "Lk"), mistakes=weight_mistakes)
-    expect_close(output, expected_out, f"output ({label})", bugs=output_bugs, dtype=dtype,
+    expect_close(output, expected_out, output_name, bugs=output_bugs, dtype=dtype,
                  axes=(*leading, "Lq", "d_v"), mistakes=output_mistakes,
                  scale=value.detach().double().abs().max(),
                  condition=condition.amax(dim=-1, keepdim=True),
-                 hint="The weights are right: the output is weights @ value, shape (..., Lq, d_v).")
+                 hint=MESSAGES["weights_right_hint"])
     return batch, Lq, Lk, d_k, d_v
 
 
@@ -567,7 +585,8 @@ def scaled_dot_product_attention(scaled_dot_product_attention, seed=0, batch=(2,
     query, key, value = random_inputs((*batch, L, d_k), (*batch, L, d_k), (*batch, L, d_v),
                                       seed=seed, dtype=dtype, device=device)
     _check_attention(scaled_dot_product_attention, query, key, value, mask=None,
-                     label=f"self-attention, batch {_batch_text(batch)}, L={L}, d_k={d_k}")
+                     label=MESSAGES["label_self"].format(batch=_batch_text(batch), L=L,
+                                                         d_k=d_k))
     passed(MESSAGES["sdpa_passed"].format(output=(*batch, L, d_v), weights=(*batch, L, L),
                                           dtype=dtype))
 
@@ -579,7 +598,8 @@ def cross_attention(scaled_dot_product_attention, seed=0, batch=(2, 3), Lq=3, Lk
     query, key, value = random_inputs((*batch, Lq, d_k), (*batch, Lk, d_k), (*batch, Lk, d_v),
                                       seed=seed, dtype=dtype, device=device)
     _check_attention(scaled_dot_product_attention, query, key, value,
-                     label=f"batch {_batch_text(batch)}, Lq={Lq}, Lk={Lk}, d_k={d_k}, d_v={d_v}")
+                     label=MESSAGES["label_cross"].format(batch=_batch_text(batch), Lq=Lq,
+                                                          Lk=Lk, d_k=d_k, d_v=d_v))
     passed(MESSAGES["cross_passed"].format(batch=_batch_text(batch), Lq=Lq, Lk=Lk, d_k=d_k,
                                            d_v=d_v, output=(*batch, Lq, d_v),
                                            weights=(*batch, Lq, Lk), dtype=dtype))
@@ -621,7 +641,7 @@ def sdpa_large_scores(scaled_dot_product_attention, seed=0, batch=(2,), Lq=5, Lk
     top = (query.double() @ key.double().transpose(-2, -1)).abs().max().item() / root
     try:
         _check_attention(scaled_dot_product_attention, query, key, value,
-                         label=f"scores up to {top:.0f}")
+                         label=MESSAGES["label_large"].format(top=top))
     except CheckFailure as error:
         if diagnose._signature("nonfinite") in str(error):  # (in the language spoken)
             raise CheckFailure(MESSAGES["large_overflow"].format(error=error, top=top,

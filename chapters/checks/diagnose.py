@@ -536,6 +536,7 @@ MESSAGES = translated(__name__) | {
     "trace_mean": "mean",
     "trace_sum": "sum",
     "trace_norm": "norm",
+    "step_nonfinite_or": "; or when ",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -2626,7 +2627,7 @@ def step_nonfinite(actual, mistakes, same):
             found.append(sentence)
     if not found:
         return None
-    step = found[0] if len(found) == 1 else "; or when ".join(found)
+    step = found[0] if len(found) == 1 else MESSAGES["step_nonfinite_or"].join(found)
     return MESSAGES["step_nonfinite"].format(step=step, count=int(bad.sum()), total=a.numel())
 
 

@@ -210,6 +210,8 @@ MESSAGES = translated(__name__) | {
     "bias_none": "This mha was built with bias=False: its projections' biases are None (the "
                  "exercise: `None when bias=False`), so copy a bias only when it is not None "
                  "(`if proj.bias is not None:`).",
+    "axis_head_rows": "head {} (rows)",
+    "axis_head_columns": "head {} (columns)",
 }
 
 # ----------------------------------------------------------------------------- helpers
@@ -288,7 +290,7 @@ def relation_scores(fn, *, seed=0, B=3, num_heads=2, L=6, dtype=torch.float32, d
     for label, value, expected in zip(("prev", "first"), (prev, first), _relation_answers(w64)):
         labelled = MESSAGES["labelled"].format(name=name, label=label)
         expect_close(value, expected.to(dtype), labelled, dtype=dtype, hint=hint,
-                     axes=["head {}"],
+                     axes=[MESSAGES["axis_head"]],
                      mistakes=step_mistakes("relation score", {"weights": w64},
                                             current_dims(), relation=label))
     passed(MESSAGES["relation_passed"].format(shape=tuple(weights.shape), dtype=dtype, h=h))
@@ -617,7 +619,7 @@ def head_similarity(fn, *, seed=0, B=4, num_heads=3, Lq=5, Lk=None, dtype=torch.
     out = out.detach().cpu()
 
     expect_close(out, expected, name, dtype=dtype,
-                 axes=["head {} (rows)", "head {} (columns)"],
+                 axes=[MESSAGES["axis_head_rows"], MESSAGES["axis_head_columns"]],
                  mistakes=mistakes,
                  hint=MESSAGES["similarity_hint"])
     passed(MESSAGES["similarity_passed"].format(shape=tuple(weights.shape), dtype=dtype, h=h))
@@ -770,7 +772,7 @@ def ablation_importance(fn, *, seed=0, N=16, L=6, vocab_size=11, d_model=12, num
                              {**params, "tokens": tokens, "prev_target": prev_target,
                               "first_target": first_target}, current_dims(),
                              num_heads=num_heads, L=L, vocab_size=vocab_size, d_model=d_model)
-    expect_close(out, expected, name, dtype=torch.float32, axes=["head {}"],
+    expect_close(out, expected, name, dtype=torch.float32, axes=[MESSAGES["axis_head"]],
                  mistakes=mistakes,
                  hint=MESSAGES["ablation_hint"])
     passed(MESSAGES["ablation_passed"].format(h=h, N=N, L=L, dtype=dtype))

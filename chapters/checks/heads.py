@@ -132,6 +132,14 @@ MESSAGES = translated(__name__) | {
     "divisibility_call": "split_heads(x, num_heads={num_heads}) with d_model={d_model}",
     # the forbid's end of sentence ("you called ..., {what}; build it ...")
     "forbid_core": "which does the whole exercise for you",
+    "memory_contiguous": "contiguous",
+    "memory_non_contiguous": "non-contiguous",
+    "memory_view": "a non-contiguous view",
+    "kind_self": "self-attention",
+    "kind_cross": "cross-attention",
+    "with_bias": "with",
+    "no_bias": "no",
+    "tuple_pair": "a tuple (output, weights)",
 }
 
 # The shortcut the core exercise forbids (see common.Forbidden): decided by the grader from
@@ -250,7 +258,7 @@ def split_heads(split_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
                  hint=MESSAGES["split_hint"])
     passed(MESSAGES["split_passed"].format(
         x=tuple(x.shape), layout=SPLIT_LAYOUT, out=tuple(out.shape), dtype=x.dtype,
-        memory="contiguous" if contiguous else "non-contiguous"))
+        memory=MESSAGES["memory_contiguous" if contiguous else "memory_non_contiguous"]))
 
 
 # a number written right beside a name, before or after it, with nothing but "=", ":",
@@ -374,7 +382,8 @@ def merge_heads(merge_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
     expect_close(roundtrip, expected, "merge_heads(split_heads(x))",
                  hint=MESSAGES["roundtrip_hint"])
     passed(MESSAGES["merge_passed"].format(
-        heads=tuple(heads.shape), memory="contiguous" if contiguous else "a non-contiguous view",
+        heads=tuple(heads.shape),
+        memory=MESSAGES["memory_contiguous" if contiguous else "memory_view"],
         dtype=heads.dtype, out=tuple(out.shape)))
 
 
@@ -415,7 +424,7 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
                          name=name)
     if not (isinstance(result, tuple) and len(result) == 2):
         # the kind family: what it returned instead, in words
-        fail(diagnose.explained(name, diagnose.kind(name, "a tuple (output, weights)", result,
+        fail(diagnose.explained(name, diagnose.kind(name, MESSAGES["tuple_pair"], result,
                                                     (tuple,))
                                 or MESSAGES["not_pair"].format(
                                     what=MESSAGES["items"].format(kind=type_name(result),
@@ -460,7 +469,7 @@ def multihead_attention_core(multihead_attention_core, *, seed=0, B=2, Lq=5, Lk=
                   MESSAGES["core_weights_shape"], expected_weights, weight_mistakes)
     expect_close(weights, expected_weights, weights_name, condition=condition,
                  axes=weight_axes, mistakes=weight_mistakes, hint=MESSAGES["weights_hint"])
-    kind = "self-attention" if Lq == Lk else "cross-attention"
+    kind = MESSAGES["kind_self" if Lq == Lk else "kind_cross"]
     passed(MESSAGES["core_passed"].format(num_heads=num_heads, head_dim=head_dim, Lq=Lq, Lk=Lk,
                                           kind=kind, dtype=q.dtype))
 
@@ -499,7 +508,8 @@ def head_projection(head_projection, *, seed=0, B=2, L=5, in_features=None, num_
     _expect_own_block(head_projection, x, weight, b, i, num_heads, expected, name)
     passed(MESSAGES["proj_passed"].format(i=i, num_heads=num_heads, x=tuple(x.shape),
                                           weight=tuple(weight.shape),
-                                          bias="with" if bias else "no", dtype=x.dtype))
+                                          bias=MESSAGES["with_bias" if bias else "no_bias"],
+                                          dtype=x.dtype))
 
 
 def _expect_own_block(head_projection, x, weight, b, i, num_heads, expected, name):

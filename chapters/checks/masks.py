@@ -159,6 +159,17 @@ MESSAGES = translated(__name__) | {
     # a wrong shape, and the step of the formula that gives it
     "shape_cause": "{failure} That is, {reason}.",
     "forbid_sdpa": "which does the whole exercise for you",
+    "gradient_of": "the gradient of {what}",
+    "the_scores": "the scores",
+    "query_key_value": "query, key and value",
+    "low_scores_call": "masked_softmax(scores near -16384, mask)",
+    "tuple_of": "a tuple of {count}",
+    "plain_output": "output without a mask (float64 inputs)",
+    "key_padding_call": "to_torch_key_padding_mask(mask of shape {shape})",
+    "one_sequence": "{name}, a batch of one sequence,",
+    "torch_output": "nn.MultiheadAttention's output",
+    "output_label": "output",
+    "weights_label": "weights",
 }
 
 # The shortcut the exercise forbids (see common.Forbidden): decided by the grader from the
@@ -297,9 +308,10 @@ def _expect_grad(tensor, expected, what, dtype, scale=None, condition=1.0, regio
     if not bool(_isfinite(grad).all()):
         reason = _nonfinite_reason(grad, expected, regions)
         fail(MESSAGES["nonfinite"].format(
-            failure=diagnose.explained(f"the gradient of {what}", reason),
+            failure=diagnose.explained(MESSAGES["gradient_of"].format(what=what), reason),
             cause=MESSAGES["nan_grad"]))
-    expect_close(grad, expected, f"the gradient of {what}", dtype=dtype, scale=scale,
+    expect_close(grad, expected, MESSAGES["gradient_of"].format(what=what), dtype=dtype,
+                 scale=scale,
                  condition=condition, hint=MESSAGES["grad_hint"])
 
 
@@ -479,12 +491,12 @@ def masked_softmax(function, seed=0, batch=(2, 3), Lq=5, Lk=6, dtype=torch.float
         fail(MESSAGES["masked_not_zero"].format(
             name=name, top=w.masked_select(~mask.expand(shape)).abs().max().item()))
     # backward: the gradient must be finite and equal to the reference's
-    _expect_graph(weights, "the scores")
+    _expect_graph(weights, MESSAGES["the_scores"])
     (weights * upstream).sum().backward()
     # its terms: w * (g - sum(w g)), of size w (|g| + sum(w |g|)), largest of each row
     w64, g = expected.double(), upstream.double().abs()
     terms = w64 * (g + (w64 * g).sum(dim=-1, keepdim=True))
-    _expect_grad(s, expected_grad, "the scores", dtype,
+    _expect_grad(s, expected_grad, MESSAGES["the_scores"], dtype,
                  scale=terms.amax(dim=-1, keepdim=True),
                  condition=_condition(scores, mask).amax(-1, keepdim=True),
                  regions={MESSAGES["fully_masked"]: fully,
@@ -501,7 +513,7 @@ def masked_softmax(function, seed=0, batch=(2, 3), Lq=5, Lk=6, dtype=torch.float
     low, low_mask, low_expected = _low_scores_case(dtype)
     low_weights = _call(function, low.clone(), low_mask.clone(),
                         name="masked_softmax")
-    expect_close(low_weights, low_expected, "masked_softmax(scores near -16384, mask)",
+    expect_close(low_weights, low_expected, MESSAGES["low_scores_call"],
                  dtype=dtype, condition=_condition(low, low_mask),
                  mistakes=step_mistakes("masked softmax", {"scores": low, "mask": low_mask},
                                         current_dims()))
@@ -567,11 +579,12 @@ def _unpack(result, name, shapes=None):
     """(output, weights) of the student's result; shapes: theirs, for naming the two
     returned in the other order (diagnose.item_order)."""
     if not (isinstance(result, tuple) and len(result) == 2):
-        got = f"a tuple of {len(result)}" if isinstance(result, tuple) else type_name(result)
+        got = (MESSAGES["tuple_of"].format(count=len(result)) if isinstance(result, tuple)
+               else type_name(result))
         fail(MESSAGES["not_a_pair"].format(name=name, got=got))
     if shapes and all(isinstance(item, torch.Tensor) for item in result):
         reason = diagnose.item_order([item.shape for item in result], shapes,
-                                     ("output", "weights"))
+                                     (MESSAGES["output_label"], MESSAGES["weights_label"]))
         if reason:
             fail(diagnose.explained(name, reason))
     return result
@@ -612,7 +625,8 @@ def scaled_dot_product_attention(function, seed=0, batch=(3, 2), Lq=5, Lk=7, d_k
                          output_mistakes)
     expect_close(output, expected, "output", dtype=dtype, mistakes=output_mistakes,
                  scale=value.double().abs().max(), condition=condition.amax(-1, keepdim=True),
-                 earlier=[Intermediate("weights", weights, expected_w, dtype, condition)])
+                 earlier=[Intermediate(MESSAGES["weights_label"], weights, expected_w, dtype,
+                                       condition)])
     expect_close(weights, expected_w, "weights", dtype=dtype, condition=condition,
                  mistakes=step_mistakes("masked attention weights", inputs, current_dims(),
                                         d_k=d_k),
@@ -620,7 +634,7 @@ def scaled_dot_product_attention(function, seed=0, batch=(3, 2), Lq=5, Lk=7, d_k
     if bool((output.detach().masked_select(fully) != 0).any()):
         fail(MESSAGES["output_not_zero"])
     # backward
-    _expect_graph(output, "query, key and value")
+    _expect_graph(output, MESSAGES["query_key_value"])
     (output * upstream).sum().backward()
     # the size of the terms each gradient is summed from, largest of each row: d weights
     # = g v^T, d scores = w * (d weights - sum(w d weights)), d query = d scores k / sqrt(d_k),
@@ -643,8 +657,8 @@ def scaled_dot_product_attention(function, seed=0, batch=(3, 2), Lq=5, Lk=7, d_k
                        name="scaled_dot_product_attention",
                        hint=MESSAGES["no_mask"])
     plain, _ = _unpack(result, "scaled_dot_product_attention(query, key, value)")
-    expect_tensor(plain, "output without a mask (float64 inputs)", dtype=torch.float64)
-    expect_close(plain, expected_plain, "output without a mask (float64 inputs)",
+    expect_tensor(plain, MESSAGES["plain_output"], dtype=torch.float64)
+    expect_close(plain, expected_plain, MESSAGES["plain_output"],
                  dtype=torch.float64, scale=value.double().abs().max(),
                  mistakes=step_mistakes("masked attention", dict(inputs, mask=None),
                                         current_dims(), d_k=d_k),
@@ -756,7 +770,7 @@ def to_torch_key_padding_mask(function, seed=0, batch=3, Lk=6, d_model=8, num_he
     on its own and by feeding it to nn.MultiheadAttention."""
     lengths, given, expected, state, x, expected_out = _key_padding_answers(
         seed, batch, Lk, d_model, num_heads, flat)
-    name = f"to_torch_key_padding_mask(mask of shape {tuple(given.shape)})"
+    name = MESSAGES["key_padding_call"].format(shape=tuple(given.shape))
     actual = call(function, given.clone())
     expect_tensor(actual, name)
     _expect_singletons(actual, expected, name, "(B, Lk)", MESSAGES["key_padding_shape"])
@@ -769,13 +783,13 @@ def to_torch_key_padding_mask(function, seed=0, batch=3, Lk=6, d_model=8, num_he
                                                       got=actual.int().tolist()))
     # a batch of one sequence: a bare .squeeze() drops the batch axis too
     one = call(function, given[:1].clone())
-    one_name = f"to_torch_key_padding_mask(mask of shape {tuple(given[:1].shape)})"
+    one_name = MESSAGES["key_padding_call"].format(shape=tuple(given[:1].shape))
     expect_tensor(one, one_name)
     if tuple(one.shape) != (1, Lk):
         words = diagnose.wrong_shape(tuple(one.shape), (1, Lk), current_dims(), "(B, Lk)")
         fail(MESSAGES["batch_of_one"].format(name=one_name, Lk=Lk, got=tuple(one.shape),
                                              words=words))
-    _expect_mask(one, expected[:1], f"{one_name}, a batch of one sequence,", "(B, Lk)",
+    _expect_mask(one, expected[:1], MESSAGES["one_sequence"].format(name=one_name), "(B, Lk)",
                  MESSAGES["key_padding_shown"].format(lengths=lengths[:1].tolist(),
                                                       want=expected[:1].int().tolist(),
                                                       got=one.int().tolist()))
@@ -784,5 +798,5 @@ def to_torch_key_padding_mask(function, seed=0, batch=3, Lk=6, d_model=8, num_he
     mha.load_state_dict(state)
     with torch.no_grad():
         out, _ = mha(x, x, x, key_padding_mask=actual, need_weights=False)
-        expect_close(out, expected_out, "nn.MultiheadAttention's output", dtype=torch.float64)
+        expect_close(out, expected_out, MESSAGES["torch_output"], dtype=torch.float64)
     passed(MESSAGES["key_padding_passed"].format(shape=tuple(expected.shape)))

@@ -184,6 +184,11 @@ MESSAGES = translated(__name__) | {
     "count_biases": " + biases 4*{d}",
     "count_no_biases": " (no biases)",
     "count_reason": ": {reason}",
+    "output_label": "output",
+    "weights_label": "weights",
+    "outputs": "outputs",
+    "ours_before_load": "`ours` before load_from_torch ran",
+    "layer_shape_axis": "layer shape",
 }
 
 # ------------------------------------------------------------------ references and helpers
@@ -662,15 +667,17 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
             # the tuple family: (weights, output) returned for (output, weights)
             swapped = diagnose.item_order((output.shape, weights.shape),
                                           (expected.shape, expected_w.shape),
-                                          ("output", "weights"))
+                                          (MESSAGES["output_label"], MESSAGES["weights_label"]))
             if swapped:
                 fail(diagnose.explained(f"forward ({label})", swapped))
 
         context = f" ({label}, B={batch}, Lq={q_in.shape[1]}, Lk={Lk_case}, {dtype})"
-        expect_tensor(output, "output" + context, dtype=dtype, device=device)
+        output_name = MESSAGES["output_label"] + context
+        weights_name = MESSAGES["weights_label"] + context
+        expect_tensor(output, output_name, dtype=dtype, device=device)
         again = revive(data.get("again")) if item is results[0] else None
         if isinstance(again, tuple) and again:   # the randomness family: a second call
-            reason = diagnose.unrepeatable("outputs", output, again[0],
+            reason = diagnose.unrepeatable(MESSAGES["outputs"], output, again[0],
                                            lambda a, b: close(a, b, dtype))
             if reason:
                 fail(diagnose.explained("forward" + context, reason))
@@ -685,19 +692,19 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
                                         num_heads=h)
         axes = ("B", "num_heads", "Lq", "Lk")
         # where no family names the output's mistake: the weights, if they differ first
-        expect_close(output, expected, "output" + context, dtype=dtype,
+        expect_close(output, expected, output_name, dtype=dtype,
                      mistakes=output_mistakes, scale=scale, condition=condition.amax(),
                      axes=("B", "Lq", "d_model"), hint=MESSAGES["output_hint"],
-                     earlier=[Intermediate("weights", weights, expected_w, dtype, condition,
-                                           axes, weight_mistakes)])
-        expect_tensor(weights, "weights" + context)
+                     earlier=[Intermediate(MESSAGES["weights_label"], weights, expected_w, dtype,
+                                           condition, axes, weight_mistakes)])
+        expect_tensor(weights, weights_name)
         shape = (batch, h, q_in.shape[1], Lk_case)
         if weights.dim() + 1 == len(shape):  # the fewer-axes family: averaged, flattened
-            expect_close(weights, expected_w, "weights" + context, dtype=dtype,
+            expect_close(weights, expected_w, weights_name, dtype=dtype,
                          axes=("B", "num_heads", "Lq", "Lk"))
-        expect_tensor(weights, "weights" + context, shape=shape, dtype=dtype,
+        expect_tensor(weights, weights_name, shape=shape, dtype=dtype,
                       shape_names="(B, num_heads, Lq, Lk)")
-        expect_close(weights, expected_w, "weights" + context, dtype=dtype,
+        expect_close(weights, expected_w, weights_name, dtype=dtype,
                      condition=condition, axes=axes, mistakes=weight_mistakes,
                      hint=MESSAGES["weights_hint"])
     what = MESSAGES["against_torch" if sizes[0] == d_model else "against_float64"]
@@ -829,7 +836,7 @@ def load_from_torch(fn, *, seed=0, d_model=16, num_heads=4, key_size=None, value
     answers = _load_answers(torch_state)
     data = _load_run(fn, setup, key_size, value_size, bias)
     if not data["built"]:
-        fail(MALFORMED.format(what="`ours` before load_from_torch ran"))
+        fail(MALFORMED.format(what=MESSAGES["ours_before_load"]))
     separate = "in_proj_weight" not in torch_state
     if separate:
         where = "q_proj_weight, k_proj_weight, v_proj_weight"
@@ -954,7 +961,7 @@ def count_parameters(fn, *, seed=0):
         i = wrong[0]
         actual, answer = (torch.tensor(v, dtype=torch.float64) for v in (got, expected))
         reason = diagnose.explain(actual, answer, torch.equal, actual != answer, {},
-                                  ("layer shape",), mistakes)
+                                  (MESSAGES["layer_shape_axis"],), mistakes)
         (d, h, kw) = configs[i]
         qs, ks, vs = kw.get("query_size") or d, kw.get("key_size") or d, kw.get("value_size") or d
         fail(MESSAGES["count_wrong"].format(
