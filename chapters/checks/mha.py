@@ -189,6 +189,7 @@ MESSAGES = translated(__name__) | {
     "outputs": "outputs",
     "ours_before_load": "`ours` before load_from_torch ran",
     "layer_shape_axis": "layer shape",
+    "cases_joiner": ", ",
 }
 
 # ------------------------------------------------------------------ references and helpers
@@ -709,7 +710,8 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
                      hint=MESSAGES["weights_hint"])
     what = MESSAGES["against_torch" if sizes[0] == d_model else "against_float64"]
     passed(MESSAGES["forward_passed"].format(shown=shown, what=what, dtype=dtype,
-                                             cases=", ".join(c[0] for c in cases)))
+                                             cases=MESSAGES["cases_joiner"].join(
+                                                 c[0] for c in cases)))
 
 
 # ------------------------------------------------------------------ exercise 3
