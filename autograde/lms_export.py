@@ -25,8 +25,8 @@ import csv
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# FORMULA_STARTS: OWASP's "CSV Injection" starts, one list for every CSV the grader writes
 from autograde import messages
+# FORMULA_STARTS: OWASP's "CSV Injection" starts, one list for every CSV the grader writes
 from autograde.exports import FORMULA_STARTS
 from autograde.paths import class_language
 from autograde.roster import Roster
