@@ -1324,3 +1324,11 @@ def test_a_view_of_a_leaf_written_in_place_may_be_a_parameters():
     assert "torch.no_grad()" in reason and "compute a new tensor" in reason
     plain = _error_of(lambda: weight.add_(1))          # the leaf itself, through a name
     assert "torch.no_grad()" not in diagnose.error_reason(plain, {}, "w.add_(1)")
+
+
+def test_axis_names_drop_an_ordinal_slot_in_either_language():
+    """An axis label with a slot for its index ("head {}", "第 {} 个头") names the axis
+    without one: the Chinese ordinal's 第 and 个 go with the number."""
+    labels = ("第 {} 个头", "每个头的第 {} 行", "head {} of the pruned module")
+    assert diagnose.axis_names((2, 3, 4), {}, labels) == [
+        "头", "每个头的行", "head of the pruned module"]

@@ -584,6 +584,9 @@ def _quantity(size, dims):
     return (" = " + " = ".join(found[:3])) if found else ""
 
 
+_ORDINAL_SLOT = re.compile(r"第\s*\{\}\s*个?|\{\}")
+
+
 def axis_names(shape, dims, axes=None):
     """A name per axis of `shape`: `axes` where given (a tuple or "(B, L, D)"), else the
     quantity of that size, each used once in the order of `dims` (the check's parameters
@@ -591,8 +594,9 @@ def axis_names(shape, dims, axes=None):
     if isinstance(axes, str):
         axes = [a.strip() for a in axes.strip("()").split(",")]
     if axes and len(axes) == len(shape) and all(a and a != "..." for a in axes):
-        # ("head {} of the pruned module": "head of the pruned module", one space)
-        return [" ".join(str(a).replace("{}", "").split()) or numbered_axis(k)
+        # ("head {} of the pruned module": "head of the pruned module", one space; the
+        # Chinese ordinal "第 {} 个头" loses its "第 个" with the number: "头")
+        return [" ".join(_ORDINAL_SLOT.sub("", str(a)).split()) or numbered_axis(k)
                 for k, a in enumerate(axes)]
     names, used = [], set()
     for k, size in enumerate(shape):
