@@ -175,15 +175,19 @@ def line_shapes(error, call=None):
     the student's (dict lookups; torch's own indexing of a plain tensor). "" where there is
     nothing to say. A report of the student's process: the grader only words a message
     with it (checks.diagnose.error_cause)."""
-    found, course, tb = None, _course_code(), error.__traceback__
+    frames, course, tb = [], _course_code(), error.__traceback__
     while tb is not None:
         if _is_students(tb.tb_frame.f_code.co_filename, course):
-            found = tb.tb_frame, tb.tb_lineno
+            frames.insert(0, (tb.tb_frame, tb.tb_lineno,
+                              linecache.getline(tb.tb_frame.f_code.co_filename,
+                                                tb.tb_lineno).strip()))
         tb = tb.tb_next
+    # as student_line: the innermost frame whose source is at hand (a given cell the kit ran
+    # is not registered; the student's line is the one that called it)
+    found = next((f for f in frames if f[2]), None)
     names, others = [], []
     if found is not None:
-        frame, lineno = found
-        code = linecache.getline(frame.f_code.co_filename, lineno).strip()
+        frame, lineno, code = found
         try:
             local = dict(frame.f_locals)
             names = _named_shapes(code, local)
