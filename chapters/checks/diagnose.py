@@ -2581,8 +2581,8 @@ def error_cause(message, dims, code="", line=""):
     where neither shows one. A sentence says what the sizes and the line show, and names
     the mistake that gives them; raised_cause calls it likely. line: the shapes on the
     raising line (checks.operations.line_shapes), read first where they show the cause."""
-    tree = _line_tree(code)
-    cause = _cause_line_shapes(message or "", dims or {}, tree, _line_report(line))
+    tree, report = _line_tree(code), _line_report(line)
+    cause = _cause_line_shapes(message or "", dims or {}, tree, report)
     if cause:
         return cause
     for attempt in (_cause_product, _cause_expand, _cause_view, _cause_broadcast,
@@ -2590,7 +2590,8 @@ def error_cause(message, dims, code="", line=""):
         cause = attempt(message or "", dims or {}, tree)
         if cause:
             return cause
-    return None
+    # the weaker guess from the line's shapes, where nothing above names a cause
+    return _shapes_times(message or "", dims or {}, tree, *report[:2])
 
 
 _REDUCTIONS = ("sum", "mean", "amax", "amin", "max", "min", "logsumexp", "norm", "prod")
@@ -2969,14 +2970,16 @@ def _shapes_product(message, dims, tree, call, names):
     """A matrix product that failed: two operands of one shape (an entry-by-entry product
     meant), operands that fit in the other order, or an operand indexed out of a larger
     tensor (the reshape that made it)."""
-    if not call or call[0] not in _MATMULS or len(call[1]) != 2:
+    if not call or call[0] not in _MATMULS or len(call[1]) != 2 or not re.search(
+            r"mat1 and mat2 shapes|first two dimensions of batch2", message):
         return None
     a, b = call[1]
-    if len(a) < 2 or len(b) < 2:
-        return None
     products = _products(tree) if tree is not None else []
-    left, right = (ast.unparse(products[0][0]), ast.unparse(products[0][1])) \
-        if len(products) == 1 else ("A", "B")
+    # (only a product the line itself makes, whose batch axes agree: its operands are named)
+    if len(a) < 2 or len(b) < 2 or len(products) != 1 or any(
+            x != y and 1 not in (x, y) for x, y in zip(a[-3::-1], b[-3::-1])):
+        return None
+    left, right = ast.unparse(products[0][0]), ast.unparse(products[0][1])
     if a == b:
         before = error_cause(message, dims, ast.unparse(tree) if tree is not None else "")
         return (f"{before}; " if before else "") + MESSAGES["cause_same_shape"].format(
@@ -2984,7 +2987,7 @@ def _shapes_product(message, dims, tree, call, names):
     if b[-1] != a[-1] and b[-1] == a[-2] and a[-1] != b[-2]:
         return MESSAGES["cause_operand_order"].format(
             left=_called_as(a, names, dims, left), right=_called_as(b, names, dims, right))
-    operand = products[0][1] if len(products) == 1 else None
+    operand = products[0][1]
     if (b[-1] == a[-1] and isinstance(operand, ast.Subscript)
             and isinstance(operand.value, ast.Name)):
         whole = [(e, s) for e, s in names if e == operand.value.id and len(s) > len(b)]
@@ -3013,19 +3016,30 @@ def _shapes_join(message, dims, tree, call, names):
 
 
 def _shapes_broadcast(message, dims, tree, call, names):
-    """Two operands that do not broadcast: one the other transposed (its last two axes in
-    the other order), or one with a whole multiple of the other's entries on the axis."""
+    """Two operands that do not broadcast, one the other transposed (its last two axes in
+    the other order)."""
     found = re.search(r"The size of tensor a \((\d+)\) must match the size of tensor b "
                       r"\((\d+)\) at non-singleton dimension (\d+)", message)
     if not found or not call:
         return None
-    size_a, size_b, axis = map(int, found.groups())
     shapes = [s for s in call[1] if len(s) >= 1]
     for first, second in itertools.combinations(shapes, 2):
         if (len(first) >= 2 and len(second) >= 2 and first[-2:] == second[-2:][::-1]
                 and first[-1] != first[-2]):
             return MESSAGES["cause_operand_transposed"].format(
                 first=_called_as(second, names, dims), second=_called_as(first, names, dims))
+    return None
+
+
+def _shapes_times(message, dims, tree, call, names):
+    """Two operands that do not broadcast where one has a whole multiple of the other's
+    entries on the axis where they meet (tried after every other cause: a weaker guess)."""
+    found = re.search(r"The size of tensor a \((\d+)\) must match the size of tensor b "
+                      r"\((\d+)\) at non-singleton dimension (\d+)", message)
+    if not found or not call:
+        return None
+    size_a, size_b, axis = map(int, found.groups())
+    shapes = [s for s in call[1] if len(s) >= 1]
     big, small = max(size_a, size_b), min(size_a, size_b)
     rank = max(len(s) for s in shapes) if shapes else 0
     if small < 2 or big % small or rank == 0:
