@@ -68,9 +68,10 @@ class CheckFailure(AssertionError):
 def attempt(function, *args, _raising=None, **kwargs):
     """(function(*args, **kwargs), None), or (None, [class name, message, shapes of the
     tensor arguments, where in the student's code it raised (student_line), the shapes on
-    that line and in its frame (line_shapes)]) when it raised. _raising: [the exception, [torch function
-    name, its tensor arguments' shapes]] of the torch call that raised, as attempt_traced's
-    mode saw it (filled in while the call runs). The judge passes the error to raised()."""
+    that line and in its frame (line_shapes)]) when it raised. _raising: [the exception,
+    [torch function name, its tensor arguments' shapes]] of the torch call that raised, as
+    attempt_traced's mode saw it (filled in while the call runs). The judge passes the
+    error to raised()."""
     try:
         return function(*args, **kwargs), None
     except Exception as error:
@@ -168,13 +169,16 @@ def line_shapes(error, call=None):
     frame of its traceback that _is_students), as JSON text: {"call": [the torch function
     that raised, [the shape of each tensor it was given]] (`call`, from attempt_traced's
     mode) or null, "names": [[an expression of the line, its shape]], "others": [[a name of
-    the frame's other tensors, its shape]]}. The expressions: each
-    name of the frame that holds a tensor and occurs on the line, `self.<name>` where that is
-    a parameter or buffer of the module `self`, and `name[index]` of such a tensor whose index
-    is made of numbers, slices, None, ... and local ints. Read without running any code of
-    the student's (dict lookups; torch's own indexing of a plain tensor). "" where there is
-    nothing to say. A report of the student's process: the grader only words a message
-    with it (checks.diagnose.error_cause)."""
+    the frame's other tensors, its shape]]}. The expressions: each name of the frame that
+    holds a tensor and occurs on the line, `self.<name>` where that is a parameter or buffer
+    of the module `self`, and `name[index]` of such a tensor whose index is made of numbers,
+    slices, None, ... and local ints. Read without running any code of the student's (dict
+    lookups; torch's own indexing of a plain tensor). "" where there is nothing to say, and
+    for an error another process raised (autograde.remote: its frames are not here). A
+    report of the student's process: the grader only words a message with it
+    (checks.diagnose.error_cause)."""
+    if hasattr(error, "student_traceback"):
+        return ""
     frames, course, tb = [], _course_code(), error.__traceback__
     while tb is not None:
         if _is_students(tb.tb_frame.f_code.co_filename, course):
