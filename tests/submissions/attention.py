@@ -736,11 +736,6 @@ BUGS.update({
 # exercises' text, each diagnosis before the run; named by the shapes on the raising line
 # (checks.operations.line_shapes, diagnose._cause_line_shapes) and the restated error.
 BUGS.update({
-    "raise_sdpa_value_transposed": Bug(
-        cells=_raising("scaled_dot_product_attention", "output = weights @ value ",
-                       "output = weights @ value.transpose(-2, -1) "),
-        fails=["test_sdpa", "test_sdpa_large", "test_sdpa_cross"],
-        diagnosis=r"value.*(transpos|as it is)|transpos.*value"),
     "raise_sdpa_value_before_weights": Bug(
         cells=_raising("scaled_dot_product_attention", "output = weights @ value ",
                        "output = value @ weights "),

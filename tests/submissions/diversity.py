@@ -836,11 +836,6 @@ BUGS.update({
 # exercises' text, each diagnosis before the run; named by the shapes on the raising line
 # (checks.operations.line_shapes, diagnose._cause_line_shapes) and the restated error.
 BUGS.update({
-    "raise_similarity_flatten_from_1": Bug(
-        cells=_raising("head_similarity", "weights.flatten(2)",
-                       "weights.flatten(1)"),
-        fails=["test_head_similarity"],
-        diagnosis=r"flatten\(1\)|flatten.*(head|axis 2|from)|heads.*(flattened|merged)"),
     "raise_relation_range_past_end": Bug(
         cells=_raising("relation_scores", "torch.arange(2, L, ",
                        "torch.arange(2, L + 1, "),

@@ -769,9 +769,4 @@ BUGS.update({
         fails=["test_split_heads", "test_split_heads_divisibility",
                "test_multihead_attention_core"],
         diagnosis=r"(3|three) axes|\(B, L, d_model\)|x\.shape.*(unpack|names)"),
-    "raise_projection_block_not_transposed": Bug(
-        cells=_raising("head_projection", "w_i = weight[rows].T ",
-                       "w_i = weight[rows] "),
-        fails=["test_head_projection"],
-        diagnosis=r"transpos|\.T\b"),
 })

@@ -570,9 +570,4 @@ BUGS.update({
                        "    B, Lk = mask.shape\n    mask = mask.reshape(B, Lk)"),
         fails=["test_to_torch_key_padding_mask"],
         diagnosis=r"(4|four) axes|\(B, 1, 1, Lk\)|singleton"),
-    "raise_sdpa_mask_transposed": Bug(
-        cells=_raising("scaled_dot_product_attention", "masked_softmax(scores, mask)",
-                       "masked_softmax(scores, mask.transpose(-2, -1))"),
-        fails=["test_scaled_dot_product_attention", "test_invariances"],
-        diagnosis=r"mask.*transpos|transpos.*mask"),
 })
