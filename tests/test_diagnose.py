@@ -1,6 +1,7 @@
 """The families of chapters/checks/diagnose.py, each on its own with synthetic tensors: the
 family names the mistake it was built for, in the exercise's words, and says nothing of a
 right answer or of a wrong one of another shape."""
+import json
 import math
 
 import pytest
@@ -441,8 +442,9 @@ def test_student_line_quotes_the_line_of_the_cell_not_torch_internals():
               "    y = x.transpose(1, 2)\n"
               "    return y.view(y.shape[0], y.shape[1], -1)\n")
     error = _raise_in_a_cell(source, "cell merge_heads, line 1", "merge", heads())
-    kind, message, shapes, where = error
+    kind, message, shapes, where, line = error
     assert kind == "RuntimeError" and shapes == "(2, 4, 5, 3)"
+    assert json.loads(line)["names"] == [["y", [2, 5, 4, 3]]]   # the line's tensor, as it is
     # the innermost frame of the student's cell, not torch's, named as the grader names it
     assert where == "line 3 of cell merge_heads: return y.view(y.shape[0], y.shape[1], -1)"
     text = diagnose.restate_error("merge_heads", kind, message, DIMS, shapes, where=where)
@@ -1332,3 +1334,114 @@ def test_axis_names_drop_an_ordinal_slot_in_either_language():
     labels = ("第 {} 个头", "每个头的第 {} 行", "head {} of the pruned module")
     assert diagnose.axis_names((2, 3, 4), {}, labels) == [
         "头", "每个头的行", "head of the pruned module"]
+
+
+# ------------------------------- the shapes on the raising line (helper i20raise's additions)
+
+def _traced_in_a_cell(source, filename, function, *args):
+    """attempt_traced()'s error of `function` (defined by `source`, compiled as a cell named
+    `filename` whose lines are registered, as the kit and the grader register them)."""
+    import linecache
+
+    from chapters.checks import operations
+    namespace = {"torch": torch}
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), namespace)
+    return operations.attempt_traced(namespace[function], *args)[1]
+
+
+def test_line_shapes_record_the_failing_call_the_lines_tensors_and_the_frames_others():
+    source = ("def f(weights, value):\n"
+              "    blocks = value.reshape(4, 2, 3)\n"
+              "    i = 1\n"
+              "    return weights[:, -1:] @ blocks[i]\n")
+    error = _traced_in_a_cell(source, "cell f, line 1", "f", torch.zeros(2, 5, 4),
+                              torch.zeros(4, 6))
+    report = json.loads(error[4])
+    assert report["call"] == ["matmul", [[2, 1, 4], [2, 3]]]
+    assert report["names"] == [["weights[:, -1:]", [2, 1, 4]], ["weights", [2, 5, 4]],
+                               ["blocks[i]", [2, 3]], ["blocks", [4, 2, 3]]]
+    assert report["others"] == [["value", [4, 6]]]
+    # attempt() alone (no mode watching torch's calls) still reads the line
+    from chapters.checks import operations
+    assert json.loads(_raise_in_a_cell(source, "cell f, line 1", "f", torch.zeros(2, 5, 4),
+                                       torch.zeros(4, 6))[4])["call"] is None
+    assert operations.line_shapes(ValueError("no traceback")) == ""
+
+
+def test_a_report_of_shapes_that_is_not_one_changes_nothing():
+    dims = {"batch": 2, "Lq": 5, "Lk": 7}
+    message = ("The size of tensor a (5) must match the size of tensor b (7) at "
+               "non-singleton dimension 3")
+    plain = diagnose.error_cause(message, dims, "s = s.masked_fill(~mask, 0.0)")
+    for lie in ("not json", "[1, 2]", '{"call": ["mul", [[-1, "x"]]], "names": 3}',
+                '{"call": ["mul", [[2, 5], [2, 7]], 4]}', "x" * 5000):
+        assert diagnose.error_cause(message, dims, "s = s.masked_fill(~mask, 0.0)",
+                                    lie) == plain
+    assert diagnose._line_report("") == (None, [], [])
+
+
+def _report(call=None, names=(), others=()):
+    return json.dumps({"call": call, "names": [list(n) for n in names],
+                       "others": [list(o) for o in others]})
+
+
+def test_shape_causes_name_the_operand_and_its_quantities():
+    dims = {"batch": 2, "num_heads": 4, "head_dim": 3, "d_model": 12, "Lq": 5, "Lk": 7}
+    # an operand transposed against the other (a mask (..., Lk, Lq) on scores (..., Lq, Lk))
+    cause = diagnose.error_cause(
+        "The size of tensor a (5) must match the size of tensor b (7) at non-singleton "
+        "dimension 3", dims, "s = s.masked_fill(~mask, 0.0)",
+        _report(["masked_fill", [[2, 4, 5, 7], [2, 1, 7, 5]]],
+                [("s", [2, 4, 5, 7]), ("mask", [2, 1, 7, 5])]))
+    assert "`mask` (2 = batch, 1, 7 = Lk, 5 = Lq) has its last two axes in the other order" \
+        in cause
+    # operands of a product that fit in the other order
+    cause = diagnose.error_cause(
+        "Expected size for first two dimensions of batch2 tensor to be: [2, 3] but got: "
+        "[2, 5].", dims, "out = value @ weights",
+        _report(["matmul", [[2, 7, 3], [2, 5, 7]]], [("value", [2, 7, 3]),
+                                                     ("weights", [2, 5, 7])]))
+    assert "weights` (2 = batch, 5 = Lq, 7 = Lk) @ `value`" in cause and "other order" in cause
+    # two operands of one shape: the transpose, or `*` meant
+    cause = diagnose.error_cause(
+        "Expected size for first two dimensions of batch2 tensor to be: [2, 12] but got: "
+        "[2, 5].", dims, "g = a @ b", _report(["__matmul__", [[2, 5, 12], [2, 5, 12]]]))
+    assert "needs the second transposed" in cause and "`*`" in cause
+    # a join of tensors whose ranks differ by a size-1 axis
+    cause = diagnose.error_cause(
+        "Tensors must have same number of dimensions: got 2 and 3", dims,
+        "t = torch.cat([t, last.argmax(-1, keepdim=True)], dim=1)",
+        _report(["cat", [[2, 5], [2, 1, 1]]], [("t", [2, 5]), ("last", [2, 1, 12])]))
+    assert "(2 = batch, 1, 1) has an axis of size 1 that `t`" in cause
+    assert "`last` (2 = batch, 1, 12 = d_model) has that size-1 axis" in cause
+    # twice the entries on the axis where the error meets (a chunk along the first axis)
+    cause = diagnose.error_cause(
+        "The size of tensor a (6) must match the size of tensor b (3) at non-singleton "
+        "dimension 3", dims, "y = x1 * cos",
+        _report(["__mul__", [[1, 4, 5, 6], [5, 3]]], [("x1", [1, 4, 5, 6]), ("cos", [5, 3])]))
+    assert "`x1`" in cause and "2 times the entries of `cos`" in cause and "axis 0" in cause
+    # a view asked for half of what the tensor holds
+    cause = diagnose.error_cause(
+        "shape '[5, 12]' is invalid for input of size 120", dims, "t = table.reshape(5, 12)",
+        _report(["reshape", [[5, 12, 2]]], [("table", [5, 12, 2])]))
+    assert "holds 2 times the 60 entries" in cause and "6 = d_model / 2" in cause
+    # a shape unpacked into fewer names than the tensor has axes
+    cause = diagnose.error_cause("too many values to unpack (expected 2)", dims,
+                                 "B, L = mask.shape", _report(None, [("mask", [2, 1, 1, 7])]))
+    assert cause.startswith("`mask` (2 = batch, 1, 1, 7 = Lk) has 4 axes where the line "
+                            "unpacks 2 names")
+    # an axis past the last, where the tensor has axes of another flattened into one
+    cause = diagnose.error_cause(
+        "Dimension out of range (expected to be in range of [-2, 1], but got 2)",
+        {"B": 2}, "m = maps.transpose(1, 2)",
+        _report(None, [("maps", [2, 60])], [("weights", [2, 3, 4, 5])]))
+    assert "its axis of 60 = 3 * 4 * 5, axes 1..3 of `weights`" in cause
+    assert "flattened (merged)" in cause
+    # a loss given inputs and targets whose rows differ by one position
+    cause = diagnose.error_cause(
+        "Expected input batch_size (14) to match target batch_size (12).", {"B": 2},
+        "loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())",
+        _report(["cross_entropy", [[14, 9], [12]]], [("logits", [2, 7, 9]),
+                                                     ("targets", [2, 6])]))
+    assert "they differ on axis 1 (7 against 6), by one position" in cause

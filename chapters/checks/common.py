@@ -412,10 +412,10 @@ def take(data, key, *kinds):
 
 def take_error(data, key):
     """data[key] of a report: None, or what attempt() caught: [class name, message,
-    shapes] and, from attempt(), where in the student's code."""
+    shapes] and, from attempt(), where in the student's code and the shapes on that line."""
     error = take(data, key, type(None), list, tuple)
-    if error is not None and not (len(error) in (3, 4) and all(isinstance(e, str)
-                                                               for e in error)):
+    if error is not None and not (len(error) in (3, 4, 5) and all(isinstance(e, str)
+                                                                  for e in error)):
         fail(MALFORMED.format(what=key))
     return error
 
@@ -465,15 +465,16 @@ def raised(error, name):
     """For the judge: fail, as call() does, when attempt() caught an error."""
     if error is None:
         return
-    if not (isinstance(error, (list, tuple)) and len(error) in (3, 4)
+    if not (isinstance(error, (list, tuple)) and len(error) in (3, 4, 5)
             and all(isinstance(e, str) for e in error)):
         fail(MALFORMED.format(what=MESSAGES["malformed_error"].format(name=name)))
-    kind, message, shapes, where = (*error, "")[:4]
+    kind, message, shapes, where, line = (*error, "", "")[:5]
     if kind == "NotImplementedError":
         fail(MESSAGES["not_implemented"].format(name=name))
     if kind == "CheckFailure" and runtime().own_failures:  # the forbid's, in their Jupyter
         fail(message)
-    fail(diagnose.restate_error(name, kind, message, current_dims(), shapes, where=where)
+    fail(diagnose.restate_error(name, kind, message, current_dims(), shapes, where=where,
+                                line=line)
          or diagnose.MESSAGES["raised_plain"].format(name=name, kind=kind, message=message,
                                                      shapes=shapes))
 

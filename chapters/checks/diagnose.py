@@ -28,6 +28,7 @@ Every sentence is a template of MESSAGES (one place, for a second language).
 """
 import ast
 import itertools
+import json
 import math
 import re
 import string
@@ -537,6 +538,47 @@ MESSAGES = translated(__name__) | {
     "trace_sum": "sum",
     "trace_norm": "norm",
     "step_nonfinite_or": "; or when ",
+    # the likely cause of an error from the shapes on the student's raising line
+    # (error_cause's _cause_line_shapes; checks.operations.line_shapes records them)
+    "raised_line_shapes": "\n(the tensors on that line: {named})",
+    "shape_of": "`{expression}` {shape}",
+    "cause_same_shape": "both operands of the matrix product have the shape {shape}: a "
+                        "matrix product of two tensors of one shape (..., n, m) with n != m "
+                        "needs the second transposed, and where an entry-by-entry product "
+                        "(`*`, which keeps that shape) is meant, `@` is the wrong operator",
+    "cause_operand_order": "{right} @ {left} fits where {left} @ {right} does not: the "
+                           "operands are likely in the other order (a matrix product does "
+                           "not commute)",
+    "cause_indexed_operand": "; `{operand}` is taken from {whole}: if those axes are not in "
+                             "the order meant, the reshape or view that made `{whole_name}` "
+                             "has its sizes in another order",
+    "cause_extra_unit_axis": "{longer} has an axis of size 1 that {shorter} lacks: one way to "
+                             "get this is an index with a slice (x[:, -1:]) that keeps its "
+                             "axis where an integer index (x[:, -1]) removes it, or "
+                             "keepdim=True / unsqueeze once too often{seen}",
+    "cause_seen_unit_axis": " (on that line {named} has that size-1 axis already)",
+    "cause_operand_transposed": "{first} has its last two axes in the other order than "
+                                "{second}: one of them is likely transposed (or built with "
+                                "its sizes in the other order)",
+    "cause_operand_times": "{big} has {times} times the entries of {small} on axis {axis} "
+                           "({size}{size_is} against {other}{other_is}): one way to get this "
+                           "is a tensor cut into {times} along another axis than this one "
+                           "(chunk and split cut axis 0 unless given dim=)",
+    "cause_view_times": "{tensor} holds {times} times the {want} entries the view asks for: "
+                        "{fits} (one way to get this: a length or a range taken as a "
+                        "quantity where that quantity / {times} is meant)",
+    "view_fits": "its axis of {size}{size_is} entries would fit with {fits} = {name} / {times}",
+    "or": ", or ",
+    "cause_unpack_axes": "{tensor} has {rank} axes where the line unpacks {want} names",
+    "cause_merged_axes": "{tensor} has {rank} axes: its axis of {size}{size_is} entries "
+                         "holds those quantities flattened (merged) into one where the line "
+                         "expects them apart (a flatten or reshape that starts an axis too "
+                         "early, or merges more than meant)",
+    "merged_from": " = {sizes}, axes {first}..{last} of {tensor}",
+    "cause_rows_differ": "{first} gives the {left} rows and {second} the {right}: they differ "
+                         "on axis {axis} ({one} against {two}){by_one}",
+    "cause_rows_by_one": ", by one position: likely one of them is shifted or cut by one "
+                         "position and the other is not (x[:, :-1] against x[:, 1:])",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -1101,21 +1143,26 @@ def one_step(actual, mistakes, same):
 _NUMBER = re.compile(r"(?<![\w.])(\d+)(?![\w.])")
 
 
-def restate_error(name, kind, message, dims, shapes="", where=""):
+def restate_error(name, kind, message, dims, shapes="", where="", line=""):
     """The student's exception, with the sizes it quotes named by the exercise's quantities
     ("6 = num_heads") and the line of the student's code it came from (`where`, "line 5 of
     cell stable_softmax: e = ...", see checks.operations.student_line); None when it has
-    neither. shapes: those of the call's tensor arguments, as text."""
+    neither. shapes: those of the call's tensor arguments, as text; line: the shapes on the
+    raising line (checks.operations.line_shapes, JSON text), which the likely cause reads."""
     text = _restated(name, kind, message, dims, shapes, where)
     # the code after "line N of <cell>: " (or the Chinese "<cell> 第 N 行：", as a student's
     # process that speaks Chinese says it: operations.MESSAGES["student_line_code"])
     code = (re.split(r": |：", where or "", maxsplit=1) + [""])[1]
     # what the error means, where its kind is known (error_reason), after PyTorch's words,
     # then the likely mistake behind it, from its sizes and the student's line (error_cause)
-    reason, cause = error_reason(message, dims, code), error_cause(message, dims, code)
+    reason, cause = error_reason(message, dims, code), error_cause(message, dims, code, line)
     if reason or cause:
         text = (text or MESSAGES["raised_plain"].format(name=name, kind=kind, message=message,
                                                          shapes=shapes))
+    named = _line_report(line)[1]
+    if text and named:
+        text += MESSAGES["raised_line_shapes"].format(named=", ".join(
+            _shape_of(expression, shape, dims) for expression, shape in named))
     if reason:
         text += MESSAGES["raised_reason"].format(reason=reason)
     if cause:
@@ -2532,19 +2579,24 @@ def _no_keepdim_call(tree):
     return None
 
 
-def error_cause(message, dims, code=""):
+def error_cause(message, dims, code="", line=""):
     """The likely mistake behind an error the student's code raised, in the exercise's words,
     from the sizes in PyTorch's `message` (each named by the quantity it equals, see dims)
     and the student's line `code` (parsed: which operation raised, on which operands); None
     where neither shows one. A sentence says what the sizes and the line show, and names
-    the mistake that gives them; raised_cause calls it likely."""
-    tree = _line_tree(code)
+    the mistake that gives them; raised_cause calls it likely. line: the shapes on the
+    raising line (checks.operations.line_shapes), read first where they show the cause."""
+    tree, report = _line_tree(code), _line_report(line)
+    cause = _cause_line_shapes(message or "", dims or {}, tree, report)
+    if cause:
+        return cause
     for attempt in (_cause_product, _cause_expand, _cause_view, _cause_broadcast,
                     _cause_named_shapes, _cause_arguments, _cause_axis_or_index):
         cause = attempt(message or "", dims or {}, tree)
         if cause:
             return cause
-    return None
+    # the weaker guess from the line's shapes, where nothing above names a cause
+    return _shapes_times(message or "", dims or {}, tree, *report[:2])
 
 
 _REDUCTIONS = ("sum", "mean", "amax", "amin", "max", "min", "logsumexp", "norm", "prod")
@@ -2846,3 +2898,264 @@ def traced(actual, values, traces, same, dims):
     else:
         return None
     return text + _departure(trace, min(last[3]), candidates, hits, values, same, dims)
+
+
+# ------------------------------- the likely cause of an error, from the shapes on its line
+
+_MATMULS = ("matmul", "__matmul__", "bmm", "mm")
+_JOINS = ("cat", "concat", "concatenate", "stack")
+
+
+def _line_report(line):
+    """(call, names, others) of checks.operations.line_shapes' JSON text: call [the torch
+    function that raised, [shapes]] or None, names [(expression, shape)] of the line,
+    others [(name, shape)] of its frame's other tensors; (None, [], []) where the text is
+    not such a report. (It comes from the student's process: read, checked, never trusted
+    beyond the words of a message.)"""
+    try:
+        report = json.loads(line) if isinstance(line, str) and 0 < len(line) <= 4000 else {}
+    except ValueError:
+        report = {}
+    if not isinstance(report, dict):
+        return None, [], []
+
+    def shape(value):
+        return (tuple(value) if isinstance(value, list) and len(value) <= 8 and all(
+            isinstance(size, int) and not isinstance(size, bool) and 0 <= size < 2**40
+            for size in value) else None)
+    call = report.get("call")
+    if not (isinstance(call, list) and len(call) == 2 and isinstance(call[0], str)
+            and isinstance(call[1], list) and len(call[1]) <= 8
+            and all(shape(s) is not None for s in call[1])):
+        call = None
+    else:
+        call = (call[0][:40], [shape(s) for s in call[1]])
+    def entries(key):
+        found = report.get(key)
+        return [(entry[0][:80], shape(entry[1])) for entry in found[:8]
+                if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)
+                and shape(entry[1]) is not None] if isinstance(found, list) else []
+    return call, entries("names"), entries("others")
+
+
+def _shape_text(shape, dims):
+    """(4 = num_heads, 3 = head_dim): a shape with each size named by its quantity."""
+    return "(" + ", ".join(f"{size}{_quantity(size, dims)}" for size in shape) + \
+        ("," if len(shape) == 1 else "") + ")"
+
+
+def _shape_of(expression, shape, dims):
+    return MESSAGES["shape_of"].format(expression=expression, shape=_shape_text(shape, dims))
+
+
+def _called_as(shape, names, dims, fallback=None):
+    """How a message names the tensor of `shape` on the line: the one expression of `names`
+    that has it (`mask` (3, 1, 7 = Lk, 5 = Lq)), else `fallback` with it, else the shape."""
+    having = [expression for expression, seen in names if seen == tuple(shape)]
+    if having:   # (of several of that shape, the first on the line: the shape is the same)
+        return _shape_of(fallback if fallback in having else having[0], shape, dims)
+    if fallback:
+        return _shape_of(fallback, shape, dims)
+    return _shape_text(shape, dims)
+
+
+def _cause_line_shapes(message, dims, tree, report):
+    """The likely cause of an error that the shapes on the raising line show (report:
+    _line_report()), for any exercise; None where they show none."""
+    call, names, others = report
+    for attempt in (_shapes_product, _shapes_join, _shapes_broadcast, _shapes_view,
+                    _shapes_unpack, _shapes_rows):
+        cause = attempt(message, dims, tree, call, names)
+        if cause:
+            return cause
+    return _shapes_axis(message, dims, names, others)
+
+
+def _shapes_product(message, dims, tree, call, names):
+    """A matrix product that failed: two operands of one shape (an entry-by-entry product
+    meant), operands that fit in the other order, or an operand indexed out of a larger
+    tensor (the reshape that made it)."""
+    if not call or call[0] not in _MATMULS or len(call[1]) != 2 or not re.search(
+            r"mat1 and mat2 shapes|first two dimensions of batch2", message):
+        return None
+    a, b = call[1]
+    products = _products(tree) if tree is not None else []
+    # (only a product the line itself makes, whose batch axes agree: its operands are named)
+    if len(a) < 2 or len(b) < 2 or len(products) != 1 or any(
+            x != y and 1 not in (x, y) for x, y in zip(a[-3::-1], b[-3::-1])):
+        return None
+    left, right = ast.unparse(products[0][0]), ast.unparse(products[0][1])
+    if a == b:
+        before = error_cause(message, dims, ast.unparse(tree) if tree is not None else "")
+        return (f"{before}; " if before else "") + MESSAGES["cause_same_shape"].format(
+            shape=_shape_text(a, dims))
+    if b[-1] != a[-1] and b[-1] == a[-2] and a[-1] != b[-2]:
+        return MESSAGES["cause_operand_order"].format(
+            left=_called_as(a, names, dims, left), right=_called_as(b, names, dims, right))
+    operand = products[0][1]
+    if (b[-1] == a[-1] and isinstance(operand, ast.Subscript)
+            and isinstance(operand.value, ast.Name)):
+        whole = [(e, s) for e, s in names if e == operand.value.id and len(s) > len(b)]
+        if whole:
+            cause = error_cause(message, dims, ast.unparse(tree))
+            return (cause or "") + MESSAGES["cause_indexed_operand"].format(
+                operand=right, whole=_shape_of(*whole[0], dims), whole_name=whole[0][0])
+    return None
+
+
+def _shapes_join(message, dims, tree, call, names):
+    """Tensors of different numbers of axes joined, one with an extra axis of size 1."""
+    found = re.search(r"Tensors must have same number of dimensions: got (\d+) and (\d+)",
+                      message)
+    if not found or not call or len(call[1]) < 2:
+        return None
+    shapes = sorted(call[1], key=len)
+    short, long = shapes[0], shapes[-1]
+    if len(long) != len(short) + 1 or 1 not in long:
+        return None
+    seen = [e for e, s in names if 1 in s and len(s) == len(long) and s != long]
+    return MESSAGES["cause_extra_unit_axis"].format(
+        longer=_called_as(long, names, dims), shorter=_called_as(short, names, dims),
+        seen=MESSAGES["cause_seen_unit_axis"].format(named=_shape_of(
+            seen[0], dict(names)[seen[0]], dims)) if seen else "")
+
+
+def _shapes_broadcast(message, dims, tree, call, names):
+    """Two operands that do not broadcast, one the other transposed (its last two axes in
+    the other order)."""
+    found = re.search(r"The size of tensor a \((\d+)\) must match the size of tensor b "
+                      r"\((\d+)\) at non-singleton dimension (\d+)", message)
+    if not found or not call:
+        return None
+    shapes = [s for s in call[1] if len(s) >= 1]
+    for first, second in itertools.combinations(shapes, 2):
+        if (len(first) >= 2 and len(second) >= 2 and first[-2:] == second[-2:][::-1]
+                and first[-1] != first[-2]):
+            return MESSAGES["cause_operand_transposed"].format(
+                first=_called_as(second, names, dims), second=_called_as(first, names, dims))
+    return None
+
+
+def _shapes_times(message, dims, tree, call, names):
+    """Two operands that do not broadcast where one has a whole multiple of the other's
+    entries on the axis where they meet (tried after every other cause: a weaker guess)."""
+    found = re.search(r"The size of tensor a \((\d+)\) must match the size of tensor b "
+                      r"\((\d+)\) at non-singleton dimension (\d+)", message)
+    if not found or not call:
+        return None
+    size_a, size_b, axis = map(int, found.groups())
+    shapes = [s for s in call[1] if len(s) >= 1]
+    big, small = max(size_a, size_b), min(size_a, size_b)
+    rank = max(len(s) for s in shapes) if shapes else 0
+    if small < 2 or big % small or rank == 0:
+        return None
+    at = axis - rank   # the axis counted from the end, as broadcasting aligns them
+
+    def holding(size):
+        return [s for s in shapes if len(s) >= -at and s[at] == size]
+    bigs, smalls = holding(big), holding(small)
+    if len(bigs) != 1 or len(smalls) != 1:
+        return None
+    return MESSAGES["cause_operand_times"].format(
+        big=_called_as(bigs[0], names, dims), small=_called_as(smalls[0], names, dims),
+        times=big // small, axis=at, size=big, size_is=_quantity(big, dims), other=small,
+        other_is=_quantity(small, dims))
+
+
+def _shapes_view(message, dims, tree, call, names):
+    """A view asked for fewer entries than the tensor holds, by a whole factor: the axis
+    (after the sizes the view keeps) whose size divided by it fits, named by its quantity."""
+    found = re.search(r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)", message)
+    if not found or not call or not call[1]:
+        return None
+    sizes = [int(s) for s in found.group(1).split(",")]
+    have, tensor = int(found.group(2)), call[1][0]
+    want = math.prod(sizes)
+    if -1 in sizes or want < 1 or have <= want or have % want or math.prod(tensor) != have:
+        return None
+    times, fits = have // want, []
+    for size in dict.fromkeys(reversed(tensor)):   # the last axes first
+        named = [n for n, v in dims.items() if v == size]
+        if named and size % times == 0 and size // times > 1:
+            fits.append(MESSAGES["view_fits"].format(size=size, size_is=_quantity(size, dims),
+                                                     fits=size // times, name=named[0],
+                                                     times=times))
+    if not fits:
+        return None
+    return MESSAGES["cause_view_times"].format(tensor=_called_as(tensor, names, dims),
+                                               times=times, want=want,
+                                               fits=MESSAGES["or"].join(fits[:2]))
+
+
+def _shapes_unpack(message, dims, tree, call, names):
+    """A shape unpacked into another number of names than the tensor has axes."""
+    found = re.search(r"(?:not enough|too many) values to unpack \(expected (\d+)", message)
+    if not found or tree is None:
+        return None
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Tuple)
+                and isinstance(node.value, ast.Attribute) and node.value.attr == "shape"):
+            tensor = ast.unparse(node.value.value)
+            shape = dict(names).get(tensor)
+            if shape is not None and len(shape) != int(found.group(1)):
+                more = error_cause(message, dims, ast.unparse(tree))
+                return MESSAGES["cause_unpack_axes"].format(
+                    tensor=_shape_of(tensor, shape, dims), rank=len(shape),
+                    want=found.group(1)) + (f"; {more}" if more else "")
+    return None
+
+
+def _shapes_axis(message, dims, names, others):
+    """An axis past the tensor's last, where a tensor on the line of that many axes has one
+    whose size is a product of the exercise's quantities, or of neighbouring axes of another
+    tensor of the frame (axes flattened into one)."""
+    found = re.search(r"Dimension out of range \(expected to be in range of \[-?\d+, "
+                      r"(-?\d+)\], but got -?\d+\)", message)
+    if not found:
+        return None
+    rank = int(found.group(1)) + 1
+    for expression, shape in names:
+        if len(shape) != rank:
+            continue
+        for size in shape:
+            product = _product_name(size, dims)
+            if "*" not in product:
+                product = next((MESSAGES["merged_from"].format(
+                    sizes=" * ".join(f"{s}{_quantity(s, dims)}" for s in whole[k:m]),
+                    tensor=_shape_of(name, whole, dims), first=k, last=m - 1)
+                    for name, whole in names + others if name != expression
+                    for k in range(len(whole)) for m in range(k + 2, len(whole) + 1)
+                    if math.prod(whole[k:m]) == size and size > 1), "")
+            if product:
+                return MESSAGES["cause_merged_axes"].format(
+                    tensor=_shape_of(expression, shape, dims), rank=rank, size=size,
+                    size_is=product)
+    return None
+
+
+def _shapes_rows(message, dims, tree, call, names):
+    """A loss given inputs and targets of different numbers of rows, where two tensors on
+    the line give them through their leading axes: the axis where they differ."""
+    found = re.search(r"Expected input batch_size \((\d+)\) to match target batch_size "
+                      r"\((\d+)\)", message)
+    if not found:
+        return None
+    left, right = map(int, found.groups())
+
+    def leading(size):
+        for expression, shape in names:
+            for count in range(1, len(shape) + 1):
+                if math.prod(shape[:count]) == size and count >= 2:
+                    return expression, shape, shape[:count]
+        return None
+    first, second = leading(left), leading(right)
+    if not first or not second or len(first[2]) != len(second[2]):
+        return None
+    differ = [k for k, (x, y) in enumerate(zip(first[2], second[2])) if x != y]
+    if len(differ) != 1:
+        return None
+    one, two = first[2][differ[0]], second[2][differ[0]]
+    return MESSAGES["cause_rows_differ"].format(
+        first=_shape_of(*first[:2], dims), second=_shape_of(*second[:2], dims), left=left,
+        right=right, axis=differ[0], one=one, two=two,
+        by_one=MESSAGES["cause_rows_by_one"] if abs(one - two) == 1 else "")

@@ -201,7 +201,9 @@ def _run(function, *args, name, refused=None):
     one split_heads must accept, for a ValueError it raised."""
     try:
         seen = observe(function, *args, name=name)
-        if refused and seen.error is not None and seen.error[0] == "ValueError":
+        # (a ValueError of Python's own, a shape unpacked into the wrong count, is no refusal)
+        if refused and seen.error is not None and seen.error[0] == "ValueError" \
+                and "values to unpack" not in seen.error[1]:
             fail(MESSAGES["refuses_divisible"].format(
                 name=name, message=seen.error[1], **refused,
                 where=located(seen.error[3] if len(seen.error) > 3 else "")))

@@ -14,9 +14,11 @@ is the forbid's (forbid_spec): a teaching message in the student's Jupyter, forw
 sandbox around a call; the grader decides from the submitted source (autograde/forbids.py).
 It imports torch, and nothing of the course.
 """
+import ast
 import contextvars
 import importlib
 import inspect
+import json
 import linecache
 import os
 import re
@@ -50,6 +52,7 @@ MESSAGES = {
 # torch.Tensor in a notebook does not change what these operations see.
 _Tensor = torch.Tensor
 _Module = torch.nn.Module
+_Parameter = torch.nn.Parameter
 
 
 class CheckFailure(AssertionError):
@@ -62,15 +65,31 @@ class CheckFailure(AssertionError):
         return [f"\x1b[0;31m{type(self).__name__}\x1b[0m: {self}"]
 
 
-def attempt(function, *args, **kwargs):
+def attempt(function, *args, _raising=None, **kwargs):
     """(function(*args, **kwargs), None), or (None, [class name, message, shapes of the
-    tensor arguments, where in the student's code it raised (student_line)]) when it
-    raised. The judge passes the error to raised()."""
+    tensor arguments, where in the student's code it raised (student_line), the shapes on
+    that line and in its frame (line_shapes)]) when it raised. _raising: [the exception,
+    [torch function name, its tensor arguments' shapes]] of the torch call that raised, as
+    attempt_traced's mode saw it (filled in while the call runs). The judge passes the
+    error to raised()."""
     try:
         return function(*args, **kwargs), None
     except Exception as error:
         shapes = ", ".join(str(tuple(a.shape)) for a in args if isinstance(a, _Tensor))
-        return None, [type(error).__name__, str(error), shapes, student_line(error)]
+        call = _raising[1] if _raising and _raised_by(error, _raising[0]) else None
+        return None, [type(error).__name__, str(error), shapes, student_line(error),
+                      line_shapes(error, call)]
+
+
+def _raised_by(error, cause):
+    """True when `error` is `cause` or was raised while handling it (raise ... from)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if error is cause:
+            return True
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return False
 
 
 # Files that are no student's code: this package (the checks), torch, the standard library
@@ -99,6 +118,15 @@ def _cell_name(filename):
     return name
 
 
+def _is_students(filename, course=()):
+    """True for a traceback frame's file that runs the student's code: not this package's,
+    not torch's, not the standard library's or an installed package's, not the course's own
+    reference code (`course`, see _course_code), not Python's frozen modules. The one test of
+    student_line, line_shapes and the trace's _student_place."""
+    return not (filename.startswith(_LIBRARIES + tuple(course))
+                or filename.startswith("<frozen"))
+
+
 def _course_code():
     """The folders of the course's reference package where the student's code imported it
     (`from solutions import ...` in a later chapter): a frame there is a course function the
@@ -121,14 +149,140 @@ def student_line(error):
         frames += [(name, int(line), code) for name, line, code in _FRAME.findall(remote)]
     course = _course_code()
     candidates = [(filename, lineno, (code or "").strip()) for filename, lineno, code
-                  in reversed(frames) if not (filename.startswith(_LIBRARIES + course)
-                                              or filename.startswith("<frozen"))]
+                  in reversed(frames) if _is_students(filename, course)]
     # a frame whose source is not at hand is a given cell the kit ran (it registers the
     # student's cells, as Jupyter does): the student's line is the one that called it
     for filename, lineno, code in [c for c in candidates if c[2]] or candidates[:1]:
         return MESSAGES["student_line_code" if code else "student_line"].format(
             line=lineno, cell=_cell_name(filename), code=code)
     return ""
+
+
+# What travels with an error about the line it came from (line_shapes), bounded as the trace
+# is: at most LINE_SHAPES shapes of at most 8 axes, in at most LINE_TEXT characters.
+LINE_SHAPES = 8
+LINE_TEXT = 1000
+
+
+def line_shapes(error, call=None):
+    """The shapes on the line of the student's code that `error` came from (the innermost
+    frame of its traceback that _is_students), as JSON text: {"call": [the torch function
+    that raised, [the shape of each tensor it was given]] (`call`, from attempt_traced's
+    mode) or null, "names": [[an expression of the line, its shape]], "others": [[a name of
+    the frame's other tensors, its shape]]}. The expressions: each name of the frame that
+    holds a tensor and occurs on the line, `self.<name>` where that is a parameter or buffer
+    of the module `self`, and `name[index]` of such a tensor whose index is made of numbers,
+    slices, None, ... and local ints. Read without running any code of the student's (dict
+    lookups; torch's own indexing of a plain tensor). "" where there is nothing to say, and
+    for an error another process raised (autograde.remote: its frames are not here). A
+    report of the student's process: the grader only words a message with it
+    (checks.diagnose.error_cause)."""
+    if hasattr(error, "student_traceback"):
+        return ""
+    frames, course, tb = [], _course_code(), error.__traceback__
+    while tb is not None:
+        if _is_students(tb.tb_frame.f_code.co_filename, course):
+            frames.insert(0, (tb.tb_frame, tb.tb_lineno,
+                              linecache.getline(tb.tb_frame.f_code.co_filename,
+                                                tb.tb_lineno).strip()))
+        tb = tb.tb_next
+    # as student_line: the innermost frame whose source is at hand (a given cell the kit ran
+    # is not registered; the student's line is the one that called it)
+    found = next((f for f in frames if f[2]), None)
+    names, others = [], []
+    if found is not None:
+        frame, lineno, code = found
+        try:
+            local = dict(frame.f_locals)
+            names = _named_shapes(code, local)
+            # the frame's other tensors (an argument the line's tensor was made from)
+            others = [[name[:80], _shape(value)] for name, value in local.items()
+                      if _shape(value) is not None and name not in dict(names)]
+        except Exception:   # a frame or a line that cannot be read: nothing to say of it
+            names, others = [], []
+    if call is None and not names:
+        return ""
+    report = {"call": call, "names": names[:LINE_SHAPES],
+              "others": others[:LINE_SHAPES - len(names[:LINE_SHAPES])]}
+    text = json.dumps(report)
+    while len(text) > LINE_TEXT and (report["others"] or report["names"]):
+        report["others" if report["others"] else "names"].pop()
+        text = json.dumps(report)
+    return text if len(text) <= LINE_TEXT else ""
+
+
+def _shape(value):
+    """The shape of a plain tensor or parameter (a list of at most 8 ints), or None (a
+    tensor subclass of the student's could run their code on being read)."""
+    if type(value) in (_Tensor, _Parameter) and value.dim() <= 8:
+        return [int(size) for size in value.shape]
+    return None
+
+
+def _named_shapes(code, local):
+    """[[expression, shape]] of the tensors the line `code` names (see line_shapes)."""
+    names, seen = [], set()
+    try:
+        nodes = list(ast.walk(ast.parse(code)))
+    except SyntaxError:   # a line that does not parse alone: its plain names only
+        nodes = [ast.Name(id=name) for name in re.findall(r"[A-Za-z_]\w*", code)]
+    nodes.sort(key=lambda node: getattr(node, "col_offset", 0))   # in the line's order
+    for node in nodes:
+        shape = None
+        if isinstance(node, ast.Name):
+            text, shape = node.id, _shape(local.get(node.id))
+        elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+              and node.value.id == "self" and isinstance(local.get("self"), _Module)):
+            owned = {**vars(local["self"]).get("_parameters", {}),
+                     **vars(local["self"]).get("_buffers", {})}
+            text, shape = f"self.{node.attr}", _shape(owned.get(node.attr))
+        elif (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+              and type(local.get(node.value.id)) is _Tensor):
+            text = ast.unparse(node)
+            try:
+                with torch.no_grad():
+                    shape = _shape(local[node.value.id][_index(node.slice, local)])
+            except Exception:   # an index it does not read (a tensor, a call): left out
+                shape = None
+        if shape is not None and text not in seen and len(names) < LINE_SHAPES:
+            seen.add(text)
+            names.append([text[:80], shape])
+    return names
+
+
+def _index(node, local):
+    """The index an ast node of a subscript stands for, where it is made of ints, slices,
+    None, ... and names of local ints only; else ValueError."""
+    if isinstance(node, ast.Tuple):
+        return tuple(_index(item, local) for item in node.elts)
+    if isinstance(node, ast.Slice):
+        return slice(*(None if part is None else _index(part, local)
+                       for part in (node.lower, node.upper, node.step)))
+    if isinstance(node, ast.Constant) and (node.value is None or node.value is Ellipsis or (
+            isinstance(node.value, int) and not isinstance(node.value, bool))):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_index(node.operand, local)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
+        left, right = _index(node.left, local), _index(node.right, local)
+        if isinstance(left, int) and isinstance(right, int):
+            return {ast.Add: left + right, ast.Sub: left - right,
+                    ast.Mult: left * right}[type(node.op)]
+    if isinstance(node, ast.Name) and type(local.get(node.id)) is int:
+        return local[node.id]
+    raise ValueError("not an index of ints")
+
+
+def _call_shapes(values):
+    """The shapes of the tensors among a torch call's arguments (a list or tuple of tensors,
+    as torch.cat takes, counts its tensors), at most LINE_SHAPES."""
+    shapes = []
+    for value in values:
+        for item in value if isinstance(value, (list, tuple)) else (value,):
+            shape = _shape(item)
+            if shape is not None:
+                shapes.append(shape)
+    return shapes[:LINE_SHAPES]
 
 
 # one frame of traceback.format_list(): its file, its line number and its code (if known)
@@ -373,7 +527,7 @@ def _student_place(frame):
     student_line()), or None."""
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not (filename.startswith(_LIBRARIES) or filename.startswith("<frozen")):
+        if _is_students(filename, _course_code()):
             line = frame.f_lineno
             place = MESSAGES["student_line"].format(line=line, cell=_cell_name(filename))
             code = linecache.getline(filename, line).strip()
@@ -389,9 +543,17 @@ class _Trace(torch.overrides.TorchFunctionMode):
     def __init__(self):
         super().__init__()
         self.records, self.entries = [], 0
+        self.raising = []   # [the exception, [function name, shapes]] of the call that raised
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        result = func(*args, **(kwargs or {}))
+        try:
+            result = func(*args, **(kwargs or {}))
+        except Exception as error:
+            # the innermost torch call that raised it (an outer one sees the same exception)
+            if not self.raising or self.raising[0] is not error:
+                name = str(getattr(func, "__name__", func))[:40]
+                self.raising[:] = [error, [name, _call_shapes([*args, *(kwargs or {}).values()])]]
+            raise
         # (torch calls this mode's hook with the mode off: the tensor methods below are
         # not traced themselves)
         if type(result) is _Tensor or isinstance(result, _Tensor):
@@ -421,5 +583,5 @@ def attempt_traced(function, *args, **kwargs):
     of the tensors the student's own lines computed (see _Trace), bounded."""
     trace = _Trace()
     with trace:
-        result, error = attempt(function, *args, **kwargs)
+        result, error = attempt(function, *args, _raising=trace.raising, **kwargs)
     return result, error, trace.records

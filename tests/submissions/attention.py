@@ -731,3 +731,14 @@ BUGS.update({
         fails=_SDPA_ALL,
         diagnosis=r"twice|again|divide[sd] by d_k\b|d_k instead of sqrt"),
 })
+
+# a practice round of mistakes that RAISE (issue 20, helper i20raise): written from the
+# exercises' text, each diagnosis before the run; named by the shapes on the raising line
+# (checks.operations.line_shapes, diagnose._cause_line_shapes) and the restated error.
+BUGS.update({
+    "raise_sdpa_value_before_weights": Bug(
+        cells=_raising("scaled_dot_product_attention", "output = weights @ value ",
+                       "output = value @ weights "),
+        fails=["test_sdpa", "test_sdpa_large", "test_sdpa_cross"],
+        diagnosis=r"(order|exchang|swap|revers).*(weights|value|operand)|weights @ value"),
+})

@@ -777,3 +777,29 @@ BUGS.update({
         fails=["test_generate"],
         diagnosis=r"(?i)keepdim|\[:, None\]|unsqueeze|\(B, 1\)"),
 })
+
+# a practice round of mistakes that RAISE (issue 20, helper i20raise): written from the
+# exercises' text, each diagnosis before the run; named by the shapes on the raising line
+# (checks.operations.line_shapes, diagnose._cause_line_shapes) and the restated error.
+BUGS.update({
+    "raise_block_gate_matmul": Bug(
+        cells=_raising("transformer_block", "F.silu(self.gate_proj(h)) * self.up_proj(h)",
+                       "F.silu(self.gate_proj(h)) @ self.up_proj(h)"),
+        fails=["test_transformer_block"],
+        diagnosis=r"(entry|element)[- ]?(by[- ]entry|wise)|\* |multipl"),
+    "raise_train_inputs_not_cut": Bug(
+        cells=_raising("train_step", "inputs, targets = batch[:, :-1], batch[:, 1:]",
+                       "inputs, targets = batch, batch[:, 1:]"),
+        fails=["test_train_step"],
+        diagnosis=r"batch\[:, :-1\]|:-1|(inputs|targets).*(shift|one (more|longer)|last)"),
+    "raise_block_down_proj_on_normed": Bug(
+        cells=_raising("transformer_block", "self.down_proj(gated)",
+                       "self.down_proj(h)"),
+        fails=["test_transformer_block"],
+        diagnosis=r"down_proj.*(gated|hidden|d_ff)|(gated|SwiGLU).*down_proj"),
+    "raise_generate_last_keeps_axis": Bug(
+        cells=_raising("generate", "last = logits[:, -1] ",
+                       "last = logits[:, -1:] "),
+        fails=["test_generate"],
+        diagnosis=r"-1:|keeps? (the )?(position|time|sequence|length) axis|logits\[:, -1\]"),
+})

@@ -831,3 +831,27 @@ BUGS.update({
         "    keep = list(range(h))\n    for k in heads_to_remove:\n        del keep[k]\n",
         r"must not depend on the order of heads_to_remove.*del keep\[k\].*shifts the indices"),
 })
+
+# a practice round of mistakes that RAISE (issue 20, helper i20raise): written from the
+# exercises' text, each diagnosis before the run; named by the shapes on the raising line
+# (checks.operations.line_shapes, diagnose._cause_line_shapes) and the restated error.
+BUGS.update({
+    "raise_relation_range_past_end": Bug(
+        cells=_raising("relation_scores", "torch.arange(2, L, ",
+                       "torch.arange(2, L + 1, "),
+        fails=["test_relation_scores"],
+        diagnosis=r"one past|off.by.one|last (valid )?(index|position)"),
+    "raise_identical_bias_unchecked": Bug(
+        cells=_raising("make_heads_identical", "        if proj.bias is not None:\n"
+                       "            bias = proj.bias.view(h, hd)            # (h, hd)\n"
+                       "            bias[1:] = bias[:1]",
+                       "        bias = proj.bias.view(h, hd)            # (h, hd)\n"
+                       "        bias[1:] = bias[:1]"),
+        fails=["test_make_heads_identical"],
+        diagnosis=r"bias.*None|None.*bias|bias=False"),
+    "raise_ablation_gates_column": Bug(
+        cells=_raising("ablation_importance", "gates = torch.ones(h, dtype=",
+                       "gates = torch.ones(h, 1, dtype="),
+        fails=["test_ablation_importance"],
+        diagnosis=r"head_mask.*(\(num_heads,\)|shape|axis|axes)|gates.*(shape|axis|axes)"),
+})

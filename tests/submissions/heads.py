@@ -758,3 +758,15 @@ BUGS.update({
         fails=["test_multihead_attention_core"],
         diagnosis=r"merge_heads\(\) takes 1 positional argument\(s\) and the line gives it 2"),
 })
+
+# a practice round of mistakes that RAISE (issue 20, helper i20raise): written from the
+# exercises' text, each diagnosis before the run; named by the shapes on the raising line
+# (checks.operations.line_shapes, diagnose._cause_line_shapes) and the restated error.
+BUGS.update({
+    "raise_split_unpack_four": Bug(
+        cells=_raising("split_heads", "B, L, d_model = x.shape",
+                       "B, L, num_heads, d_model = x.shape"),
+        fails=["test_split_heads", "test_split_heads_divisibility",
+               "test_multihead_attention_core"],
+        diagnosis=r"(3|three) axes|\(B, L, d_model\)|x\.shape.*(unpack|names)"),
+})

@@ -638,3 +638,19 @@ BUGS.update({
         fails=["test_count_gqa_parameters"],
         diagnosis=r"only one of k_proj and v_proj was counted with num_kv_heads heads"),
 })
+
+# a practice round of mistakes that RAISE (issue 20, helper i20raise): written from the
+# exercises' text, each diagnosis before the run; named by the shapes on the raising line
+# (checks.operations.line_shapes, diagnose._cause_line_shapes) and the restated error.
+BUGS.update({
+    "raise_repeat_expand_without_new_axis": Bug(
+        cells=_raising("repeat_kv", "kv[:, :, None].expand(B, num_kv_heads, G, L, head_dim)",
+                       "kv.expand(B, num_heads, L, head_dim)"),
+        fails=["test_repeat_kv", "test_gqa_forward", "test_cached_attention"],
+        diagnosis=r"(new|singleton|size.?1|extra).*axis|None\]|unsqueeze|repeat_interleave"),
+    "raise_decoding_mask_new_keys_only": Bug(
+        cells=_raising("decoding", "decoding_causal_mask(q.shape[-2], k.shape[-2], ",
+                       "decoding_causal_mask(q.shape[-2], q.shape[-2], "),
+        fails=["test_cached_attention"],
+        diagnosis=r"mask.*(T\b|cached|all (the )?keys|k\.shape)|(cached|all the) keys.*mask"),
+})

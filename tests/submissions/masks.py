@@ -559,3 +559,15 @@ BUGS.update({
         fails=["test_causal_mask"],
         diagnosis=r"tril\(\) is PyTorch's and takes no dtype=.{0,120}call that creates the tensor"),
 })
+
+# a practice round of mistakes that RAISE (issue 20, helper i20raise): written from the
+# exercises' text, each diagnosis before the run; named by the shapes on the raising line
+# (checks.operations.line_shapes, diagnose._cause_line_shapes) and the restated error.
+BUGS.update({
+    "raise_kpm_unpack_two": Bug(
+        cells=_raising("to_torch_key_padding_mask", "    if mask.dim() == 4:\n"
+                       "        mask = mask[:, 0, 0, :]  # (B, Lk)",
+                       "    B, Lk = mask.shape\n    mask = mask.reshape(B, Lk)"),
+        fails=["test_to_torch_key_padding_mask"],
+        diagnosis=r"(4|four) axes|\(B, 1, 1, Lk\)|singleton"),
+})

@@ -1062,3 +1062,19 @@ BUGS.update({
         diagnosis=r"output projection.{0,40}(twice|again)|o_w once more|projection applied "
                   r"again"),
 })
+
+# a practice round of mistakes that RAISE (issue 20, helper i20raise): written from the
+# exercises' text, each diagnosis before the run; named by the shapes on the raising line
+# (checks.operations.line_shapes, diagnose._cause_line_shapes) and the restated error.
+BUGS.update({
+    "raise_forward_heads_not_merged": Bug(
+        cells=_raising("MultiHeadAttention", "self.out_proj(merge_heads(heads))",
+                       "self.out_proj(heads)"),
+        fails=["test_mha_forward"],
+        diagnosis=r"merge_heads|(not|never|before).*merg"),
+    "raise_opbh_blocks_d_model_first": Bug(
+        cells=_raising("output_projection_by_heads", "W_O.reshape(h, hd, W_O.shape[-1])",
+                       "W_O.reshape(W_O.shape[-1], h, hd)"),
+        fails=["test_output_projection_by_heads"],
+        diagnosis=r"(reshape|blocks|W_O).*(order|\(h, hd|num_heads, head_dim)|row blocks"),
+})

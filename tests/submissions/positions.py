@@ -353,3 +353,24 @@ BUGS.update({
         fails=["test_equivariance_gap"],
         diagnosis=r"indices meant for a longer axis used on this one|or an index on the wrong axis"),
 })
+
+# a practice round of mistakes that RAISE (issue 20, helper i20raise): written from the
+# exercises' text, each diagnosis before the run; named by the shapes on the raising line
+# (checks.operations.line_shapes, diagnose._cause_line_shapes) and the restated error.
+BUGS.update({
+    "raise_rotary_chunk_first_axis": Bug(
+        cells=_raising("rotary", "x1, x2 = x[..., :half], x[..., half:]",
+                       "x1, x2 = x.chunk(2)"),
+        fails=["test_apply_rotary", "test_rotary_decoding"],
+        diagnosis=r"chunk.*(last|dim=-1|axis)|(first|wrong) axis|axis 0"),
+    "raise_sinusoidal_pairs_d_model": Bug(
+        cells=_raising("sinusoidal", "pair = torch.arange(d_model // 2, ",
+                       "pair = torch.arange(d_model, "),
+        fails=["test_sinusoidal_positions"],
+        diagnosis=r"d_model ?// ?2|half|pairs|d_model / 2"),
+    "raise_rotary_start_from_empty_keys": Bug(
+        cells=_raising("rotary", "start = len(cache) ",
+                       "start = cache.keys.shape[-2] "),
+        fails=["test_rotary_decoding"],
+        diagnosis=r"empty|len\(cache\)|keys.*None|None.*keys"),
+})
