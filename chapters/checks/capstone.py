@@ -762,7 +762,8 @@ def _judge_run(run, name, B, P, T, V, dtype):
         fail(MESSAGES["pair"].format(name=name, got=type_name(out),
                                      forgot=MESSAGES["forgot"] if out is None else ""))
     tokens, logits = out
-    if isinstance(tokens, torch.Tensor) and tokens.dim() == 2 and abs(tokens.shape[1] - (P + T)) == 1:
+    if isinstance(tokens, torch.Tensor) and tokens.dim() == 2 \
+            and abs(tokens.shape[1] - (P + T)) == 1:   # a loop that ran once too few or often
         fail(MESSAGES["tokens_count"].format(
             name=name, got=tokens.shape[1], want=P + T,
             which=MESSAGES["too_few" if tokens.shape[1] < P + T else "too_many"]))
