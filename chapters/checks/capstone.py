@@ -24,6 +24,7 @@ Shape letters: B batch, L sequence length, D d_model, F d_ff, V vocab_size, P pr
 length, T tokens generated.
 """
 import math
+import re
 
 import torch
 import torch.nn as nn
@@ -34,7 +35,7 @@ from .common import (MALFORMED, CheckFailure, attempt, by_owner, check, construc
                      expect_tensor, fail, generator, given, is_class, is_module,
                      judge_construct, load_weights, max_error, observe, passed, raised,
                      random_inputs, read_back, reference, revive, type_name)
-from .diagnose import explained, one_step, state_dependent
+from .diagnose import explained, one_step, restate_error, state_dependent
 from .language import translated
 
 # Every message of the chapter's checks, one template each with named fields, in one place
@@ -162,6 +163,24 @@ MESSAGES = translated(__name__) | {
                        "exercise's default is dropout=0.0, no dropout at all "
                        "(def __init__(self, d_model, num_heads, num_kv_heads, d_ff, "
                        "dropout=0.0))",
+    "dropout_argument": "; with dropout=0.0 training mode is eval mode, so the block's dropout "
+                        "acts at another rate: its nn.Dropout must take the argument, "
+                        "nn.Dropout(dropout), never a fixed rate",
+    # what an error or a size of the student's code means in these exercises
+    "in_this_exercise": "\nIn this exercise: {reason}.",
+    "one_position_off": "the logits hold {rows} rows and the targets {other}, {B} sequences of "
+                        "{L_more} and of {L} positions: likely the inputs or the targets not cut "
+                        "to L positions (the inputs are batch[:, :-1] and the targets batch[:, "
+                        "1:], L = {L} positions each: the model is given the first L tokens)",
+    "float_loss": "the loss is a Python number on that line: .item() (or float()) turned the loss "
+                  "tensor into a number before loss.backward(), and a number has no backward; "
+                  "call backward on the loss tensor and take loss.item() only for the value "
+                  "returned",
+    "tokens_count": "{name}: tokens has {got} positions where it should have P + num_tokens = "
+                    "{want}: one token {which} (the loop appends one token per step, "
+                    "num_tokens steps: range(num_tokens))",
+    "too_few": "too few",
+    "too_many": "too many",
 }
 # A block chains an RMSNorm (a mean square and a division), the rotary attention and a
 # gated MLP: about three times the roundings of chapter 3's forward, with the softmax's
@@ -417,17 +436,19 @@ def transformer_block(cls, cache_cls, *, seed=0, B=2, L=6, d_model=8, num_heads=
                  MESSAGES["cached_run"].format(where=where, cut=cut),
                  mistakes=mistakes["cached"], hint=MESSAGES["cache_hint"], **tolerance)
     raised(data["train_error"], f"{where}.train()")
-    trained = _output(data["train"], MESSAGES["training_call"].format(where=where),
-                      shape, dtype)
-    expect_close(trained, in_training, MESSAGES["training_run"].format(where=where),
-                 mistakes=mistakes["training"], hint=MESSAGES["dropout_hint"], **tolerance)
     # built without `dropout` (its default, 0.0), training mode gives the eval-mode output
+    # (judged first: a dropout at a rate of its own fails the seeded comparison below too)
     built = MESSAGES["default_call"].format(sizes=", ".join(map(str, sizes)))
     by_default = _output(data["default"], MESSAGES["training_call"].format(where=built),
                          shape, dtype)
     if not close(by_default, expected, **tolerance):
         fail(MESSAGES["default_dropout"].format(
-            where=built, count=int((by_default != out).sum()), total=out.numel()))
+            where=built, count=int((by_default != out).sum()), total=out.numel())
+             + MESSAGES["dropout_argument"])
+    trained = _output(data["train"], MESSAGES["training_call"].format(where=where),
+                      shape, dtype)
+    expect_close(trained, in_training, MESSAGES["training_run"].format(where=where),
+                 mistakes=mistakes["training"], hint=MESSAGES["dropout_hint"], **tolerance)
     passed(MESSAGES["block_passed"].format(shape=shape, dtype=dtype, steps=L - cut,
                                            heads=num_heads, kv_heads=num_kv_heads))
 
@@ -554,6 +575,18 @@ def train_step(fn, *, seed=0, B=3, L=6, vocab_size=7, d_model=8, p=0.5, lr=0.5,
     modes = data["modes"] if isinstance(data["modes"], list) else []
     if data["error"] is None and not modes and _same(data["params"], params):
         fail(MESSAGES["step_never_called"].format(name=name))
+    # logits and targets one position per sequence apart (B * (L + 1) rows against B * L)
+    # (or a loss that is a Python number before the backward pass)
+    error = data["error"]
+    rows = {B * (L + 1), B * L}
+    reason = (MESSAGES["one_position_off"].format(rows=B * (L + 1), other=B * L, B=B,
+                                                  L_more=L + 1, L=L)
+              if error and rows <= {int(v) for v in re.findall(r"\d+", error[1])}
+              else MESSAGES["float_loss"]
+              if error and "'float' object has no attribute 'backward'" in error[1] else None)
+    if reason:
+        fail((restate_error(name, *error[:2], current_dims(), *error[2:4]) or error[1])
+             + MESSAGES["in_this_exercise"].format(reason=reason))
     raised(data["error"], name)
     loss = expect_type(revive(data["loss"]), float, name, hint=MESSAGES["loss_kind"])
     after = data["params"]
@@ -729,6 +762,11 @@ def _judge_run(run, name, B, P, T, V, dtype):
         fail(MESSAGES["pair"].format(name=name, got=type_name(out),
                                      forgot=MESSAGES["forgot"] if out is None else ""))
     tokens, logits = out
+    if isinstance(tokens, torch.Tensor) and tokens.dim() == 2 \
+            and abs(tokens.shape[1] - (P + T)) == 1:   # a loop that ran once too few or often
+        fail(MESSAGES["tokens_count"].format(
+            name=name, got=tokens.shape[1], want=P + T,
+            which=MESSAGES["too_few" if tokens.shape[1] < P + T else "too_many"]))
     expect_tensor(tokens, MESSAGES["tokens"].format(name=name), shape=(B, P + T),
                   shape_names="(B, P + num_tokens)")
     if tokens.dtype != torch.long:

@@ -609,6 +609,9 @@ MESSAGES = translated(__name__) | {
         "repeats each key/value head num_heads times instead of num_heads // num_kv_heads",
     "repeat_kv_repeats_along_l_axis":
         "repeats along the L axis (dim=2) instead of the key/value heads axis (dim=1)",
+    "repeat_kv_ratio_inverted":
+        "repeats each key/value head num_kv_heads // num_heads times (the division the other "
+        "way round) instead of G = num_heads // num_kv_heads",
     "rotary_pairs_neighbouring_features_2i":
         "pairs neighbouring features (2i, 2i + 1) instead of i and i + head_dim // 2",
     "rotary_reads_pairs_halves_but":
@@ -684,6 +687,9 @@ MESSAGES = translated(__name__) | {
     "gqa_parameters_num_kv_heads_without": "is num_kv_heads (without head_dim)",
     "gqa_parameters_counts_d_model_biases": "counts d_model biases for k_proj and v_proj",
     "gqa_parameters_counts_biases_even_when": "counts the biases even when bias=False",
+    "gqa_parameters_bias_switch_inverted":
+        "counts the biases when bias=False and none when bias=True (the switch read the other "
+        "way round, as `if not bias`)",
     "sinusoidal_puts_cos_p_w":
         "puts cos(p w_i) at the even features 2i and sin(p w_i) at the odd ones",
     "sinusoidal_uses_frequencies_base_i":
@@ -705,6 +711,16 @@ MESSAGES = translated(__name__) | {
     "sinusoidal_computes_base_2_i":
         "computes base ** -2 * i / d_model: ** binds before * and /, so the exponent needs its "
         "parentheses, base ** (-2 * i / d_model)",
+    "sinusoidal_exponent_over_num_positions":
+        "divides the frequencies' exponent by num_positions instead of d_model (w_i = base ** "
+        "(-2 i / d_model): d_model, the width of a row, not the number of rows)",
+    "exponent_floor_division":
+        "computes the exponent -2 i / {width} with // (floor division, which rounds down to a "
+        "whole number) where / belongs",
+    "sinusoidal_stacked_first_axis":
+        "stacks the sines and cosines on a new first axis (dim=0) before the reshape, which then "
+        "lays the entries out in another order: stack them on a new last axis (dim=-1), "
+        "(num_positions, d_model // 2, 2), so that the reshape puts sin at 2i and cos at 2i + 1",
     "block_uses_norm2": "uses norm2",
     "block_uses_layernorm_which_subtracts":
         "uses a LayerNorm (which subtracts the mean first) instead of the RMSNorm",
@@ -2261,7 +2277,9 @@ def repeat_kv_formula(dims, num_heads):
         MESSAGES["repeat_kv_repeats_key_value_head"]:
             repeat(times=num_heads),
         MESSAGES["repeat_kv_repeats_along_l_axis"]:
-            repeat(dim=2)}})
+            repeat(dim=2),
+        MESSAGES["repeat_kv_ratio_inverted"]:
+            lambda v, x: repeat(times=x["kv"].shape[1] // num_heads)(v, x)}})
 
 
 FORMULAS["repeat kv"] = repeat_kv_formula
@@ -2288,18 +2306,21 @@ FORMULAS["attend heads"] = attend_heads_formula
 ROTARY_BASE = 10000.0  # rotary's default base
 
 
-def _frequencies(size, width, base, exponent=2.0, first=0, unbracketed=False):
+def _frequencies(size, width, base, exponent=2.0, first=0, unbracketed=False, floor=False):
     """The frequencies (size,) of pairs first .. first + size - 1 of `width` features:
     base ** (-exponent * i / width); unbracketed: base ** -exponent * i / width, the
-    exponent's parentheses left out (** binds before * and /)."""
+    exponent's parentheses left out (** binds before * and /); floor: the exponent divided
+    with // (rounded down)."""
     pair = torch.arange(first, first + size, dtype=torch.float64)
     if unbracketed:
         return base ** -exponent * pair / width
+    if floor:
+        return base ** torch.div(-exponent * pair, width, rounding_mode="floor")
     return base ** (-exponent * pair / width)
 
 
 def _rotate(x, positions, base=ROTARY_BASE, pairs="halves", written="halves", exponent=2.0,
-            sign=1.0, exchanged=False, first=0, unbracketed=False, reads="ab"):
+            sign=1.0, exchanged=False, first=0, unbracketed=False, reads="ab", floor=False):
     """Rotary positions on x (..., L, hd) at `positions` (L,): pair i of each row turns by
     position * base ** (-exponent * i / hd). pairs: which features form pair i, "halves"
     (i, i + hd/2) or "neighbours" (2i, 2i + 1); written: where the turned pair goes back;
@@ -2309,7 +2330,7 @@ def _rotate(x, positions, base=ROTARY_BASE, pairs="halves", written="halves", ex
     hd = x.shape[-1]
     half = hd // 2
     angles = positions.double()[:, None] * _frequencies(half, hd, base, exponent, first,
-                                                        unbracketed)          # (L, hd/2)
+                                                        unbracketed, floor)   # (L, hd/2)
     cos, sin = angles.cos(), sign * angles.sin()
     if exchanged:  # cos where sin belongs and sin where cos belongs
         cos, sin = sin, cos
@@ -2355,7 +2376,8 @@ def rotary_formula(dims, base=ROTARY_BASE):
         MESSAGES["rotary_counts_pairs_i_from"]: rotate(first=1),
         MESSAGES["rotary_computes_base_2_i"]: rotate(unbracketed=True),
         MESSAGES["rotary_reads_x2_sin_second"]: rotate(reads="bb"),
-        MESSAGES["rotary_reads_x1_sin_first"]: rotate(reads="aa")})
+        MESSAGES["rotary_reads_x1_sin_first"]: rotate(reads="aa"),
+        MESSAGES["exponent_floor_division"].format(width="head_dim"): rotate(floor=True)})
     return Formula(steps, variants)
 
 
@@ -2547,7 +2569,9 @@ def gqa_parameters_formula(dims):
         "biases": {MESSAGES["gqa_parameters_counts_d_model_biases"]:
                    lambda st, x: biases(st, x, x["d_model"]),
                    MESSAGES["gqa_parameters_counts_biases_even_when"]:
-                       lambda st, x: biases(st, x, switch=1)}}
+                       lambda st, x: biases(st, x, switch=1),
+                   MESSAGES["gqa_parameters_bias_switch_inverted"]:
+                       lambda st, x: biases(st, x, switch=1 - x["bias"])}}
     return Formula(steps, variants, {"biases": lambda st, _x: st["n"]})
 
 
@@ -2557,15 +2581,20 @@ FORMULAS["GQA parameter count"] = gqa_parameters_formula
 # ---- chapter 7: positions (its equivariance gap, rotary and rotary decoding: above)
 
 def _sinusoidal(positions, d_model, base=ROTARY_BASE, exponent=2.0, waves=("sin", "cos"),
-                halves=False, first=0, unbracketed=False):
+                halves=False, first=0, unbracketed=False, floor=False, width=None,
+                stacked_first=False):
     """The (L, d_model) table of positions (L,): pair i of row p is (waves[0], waves[1]) of
     the angle p * base ** (-exponent * i / d_model), at the features (2i, 2i + 1), or with
-    `halves` at (i, i + d_model // 2); first, unbracketed: _frequencies'."""
-    angles = positions.double()[:, None] * _frequencies(d_model // 2, d_model, base, exponent,
-                                                        first, unbracketed)         # (L, P)
+    `halves` at (i, i + d_model // 2); first, unbracketed, floor: _frequencies'; width: the
+    exponent's denominator (d_model); stacked_first: the waves stacked on a first axis
+    (2, L, P) before the reshape to (L, D)."""
+    angles = positions.double()[:, None] * _frequencies(
+        d_model // 2, width or d_model, base, exponent, first, unbracketed, floor)  # (L, P)
     wave = {"sin": angles.sin(), "cos": angles.cos()}
     if halves:
         return torch.cat([wave[waves[0]], wave[waves[1]]], -1)                     # (L, D)
+    if stacked_first:
+        return torch.stack([wave[waves[0]], wave[waves[1]]]).reshape(-1, d_model)  # (L, D)
     return torch.stack([wave[waves[0]], wave[waves[1]]], -1).flatten(-2)          # (L, D)
 
 
@@ -2593,7 +2622,12 @@ def sinusoidal_formula(dims, d_model, base=ROTARY_BASE):
             table(exponent=-2.0),
         MESSAGES["sinusoidal_counts_pairs_i_from"]:
             table(first=1),
-        MESSAGES["sinusoidal_computes_base_2_i"]: table(unbracketed=True)})
+        MESSAGES["sinusoidal_computes_base_2_i"]: table(unbracketed=True),
+        MESSAGES["sinusoidal_exponent_over_num_positions"]:
+            lambda _v, x: _sinusoidal(x["positions"], d_model, base,
+                                      width=x["positions"].shape[0]),
+        MESSAGES["exponent_floor_division"].format(width="d_model"): table(floor=True),
+        MESSAGES["sinusoidal_stacked_first_axis"]: table(stacked_first=True)})
     return Formula(steps, variants)
 
 

@@ -228,6 +228,22 @@ MESSAGES = translated(__name__) | {
                           "{start}, the positions cached before this call: a length read "
                           "before the append (len(cache) or cache.keys before cache.append); T "
                           "counts every key after it (k.shape[-2] of what append returns)",
+    "mask_transposed": "the mask has shape (T, L_new) = ({T}, {n}) where the scores end in "
+                       "(L_new, T) = ({n}, {T}): decoding_causal_mask's two sizes in the other "
+                       "order (decoding_causal_mask(L_new, T): the new queries first, then every "
+                       "key)",
+    "length_from_batch": "the {n} new positions meet a size of {batch} = batch there: likely a "
+                         "number of positions read off the batch axis (x_new.shape[0]) where "
+                         "the new positions are x_new.shape[1] = L_new",
+    "empty_cache_none": "this is the first call, when the cache is still empty: a KVCache's "
+                        "keys and values are None until the first append, so the number of "
+                        "positions cached before the call is len(cache) (0 now), and the keys "
+                        "to attend over are what cache.append returns",
+    "keys_values_mixed": "the sizes {hd} and {hv} are the last axes of the keys ({hd} = "
+                         "head_dim) and of the values (the check gives the values {hv} "
+                         "features, so that they cannot be mistaken for keys): keys were joined "
+                         "to the values, or values to the keys (self.values = torch.cat of the "
+                         "cached values and the new values)",
     # a second cache (kv_cache)
     "cache_shared": "a second KVCache(), made after {total} positions were appended to a "
                     "first one, has len {length} and keys {keys}: the caches share their state. "
@@ -377,12 +393,15 @@ def _heads_reason(message, dims):
     return None
 
 
-def _keys_reason(message, start, n):
-    """What an error of a decoding call (`start` positions cached, `n` new) means when it
-    meets the number of keys T = start + n with another length: the new positions alone, or
-    what was cached before the append; or None."""
+def _keys_reason(message, start, n, batch=None):
+    """What an error of a decoding call (`start` positions cached, `n` new, x_new's `batch`)
+    means when it meets the number of keys T = start + n with another length: the new
+    positions alone, or what was cached before the append; a mask of shape (T, n); a length
+    of `batch` where n belongs; or None."""
     T = start + n
     found = _MASK_SHAPE.search(message)
+    if found and _sizes(found.group(1))[-2:] == (T, n) and T != n:
+        return MESSAGES["mask_transposed"].format(n=n, T=T)
     met = ({_sizes(found.group(1))[-1]} if found and _sizes(found.group(1))
            else {int(v) for v in _BROADCAST.search(message).groups()}
            if _BROADCAST.search(message) else set())
@@ -390,20 +409,24 @@ def _keys_reason(message, start, n):
         for size, key in ((start, "keys_before_append"), (n, "keys_new_only")):
             if size in met and size != T:
                 return MESSAGES[key].format(n=n, T=T, start=start)
+    if batch and batch != n and {batch, n} <= met:
+        return MESSAGES["length_from_batch"].format(n=n, batch=batch)
     return None
 
 
 def _raised(error, name, decoding=None):
     """common.raised, with what the error means in this chapter where its message shows it
-    (_heads_reason; for a decoding call, decoding = (positions cached before it, new ones):
-    _keys_reason)."""
+    (_heads_reason; for a decoding call, decoding = (positions cached before it, new ones,
+    batch): _keys_reason, and a None met in the first call, the empty cache's keys)."""
     if error is None or not (isinstance(error, (list, tuple)) and len(error) >= 2
                              and all(isinstance(e, str) for e in error)) \
             or error[0] in ("NotImplementedError", "CheckFailure"):
         raised(error, name)
         return
     reason = (_heads_reason(error[1], current_dims())
-              or (_keys_reason(error[1], *decoding) if decoding else None))
+              or (_keys_reason(error[1], *decoding) if decoding else None)
+              or (MESSAGES["empty_cache_none"] if decoding and decoding[0] == 0
+                  and "'NoneType'" in error[1] else None))
     if reason is None:
         raised(error, name)
     restated = diagnose.restate_error(name, *error[:2], current_dims(), *error[2:4])
@@ -930,11 +953,15 @@ def kv_cache(cls, seed=0, batch=2, num_kv_heads=2, head_dim=3, lengths=(3, 1, 2)
         length, _ = attempt(len, cache)
         keys, values = getattr(cache, "keys", None), getattr(cache, "values", None)
         if error is not None and "Sizes of tensors must match" in str(error[1]):
-            # the student's error, its sizes named, then what it means here
+            # the student's error, its sizes named, then what it means here: the keys' and
+            # the values' last sizes (head_dim, head_dim + 1) met, or lengths along another axis
             restated = diagnose.restate_error(shown, *error[:2], current_dims(), *error[2:])
+            sizes = {int(s) for s in re.findall(r"size (\d+)", str(error[1]))}
+            mixed = sizes == {head_dim, head_dim + 1} and "dimension 2" in str(error[1])
             fail((restated or MESSAGES["raised"].format(name=shown, kind=error[0],
                                                         message=error[1]))
-                 + "\n" + MESSAGES["append_sizes"])
+                 + "\n" + (MESSAGES["keys_values_mixed"].format(hd=head_dim, hv=head_dim + 1)
+                           if mixed else MESSAGES["append_sizes"]))
         raised(error, shown)
         total += k.shape[2]
         if not (isinstance(result, tuple) and len(result) == 2):
@@ -1067,7 +1094,7 @@ def _decoding(fn, cache_cls, name, seed, batch, d_model, num_heads, num_kv_heads
             name=name, n=n, what=what,
             options="".join(f", {k}={v:g}" for k, v in options.items() if v != ROTARY_BASE))
         seen = observe(fn, attn, x[:, start:start + n].clone(), cache, **options)
-        _raised(seen.error, shown, decoding=(start, n))
+        _raised(seen.error, shown, decoding=(start, n, batch))
         result = revive(seen.result)
         length, _ = attempt(len, cache)
         # a result of another shape that a family names (only some of the new positions)

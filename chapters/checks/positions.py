@@ -27,6 +27,7 @@ Shape letters: B batch, L length, T total length (cached + new), h num_heads,
 g num_kv_heads, hd head_dim, D d_model, P = D // 2 (or hd // 2) feature pairs.
 """
 import math
+import re
 
 import torch
 import torch.nn as nn
@@ -37,6 +38,7 @@ from .common import current_dims, step_mistakes
 from . import diagnose
 from .kv import ROTARY_BASE, _decoding, _number, _ref_rotate
 from .language import translated
+from .operations import CheckFailure
 
 # ----------------------------------------------------------------------------- messages
 MESSAGES = translated(__name__) | {
@@ -85,7 +87,29 @@ MESSAGES = translated(__name__) | {
     "table_dtype": ("{shown} returned a {got} table; the exercise documents float32: compute "
                     "the angles in float64 and round the table to float32 once, at the end "
                     "(.float())."),
+    # what an error of the student's code means in this chapter (_sizes_met)
+    "in_this_exercise": "\nIn this exercise: {reason}.",
+    "half_other_axis": ("cos and sin have head_dim // 2 = {pairs} columns, and the error meets a "
+                        "width of {half} = {size} // 2, half of x's axis {axis} ({axis_name}, "
+                        "{size} entries): likely the number of pairs read off that axis "
+                        "(x.shape[{axis}] // 2) where it is x.shape[-1] // 2, half of head_dim"),
+    "perm_on_features": ("perm reorders the L = {L} positions, and the error meets that size "
+                         "against d_model = {d_model}: likely the permutation applied to the "
+                         "feature axis (x[..., perm], d_model entries) where it reorders the "
+                         "positions, axis 1: x[:, perm] and layer(x)[:, perm]"),
+    "angles_float64": ("{name} returned {got} for x in {want}: likely cos and sin left in "
+                       "float64 (rotary_angles returns them so, exact angles), which promotes "
+                       "every product with them to float64: convert them to x's dtype, "
+                       ".to(x.dtype), before the products"),
 }
+
+_MET = re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)")
+
+
+def _sizes_met(text):
+    """The two sizes a broadcasting error's message says met ({} for another error)."""
+    found = _MET.search(text)
+    return {int(v) for v in found.groups()} if found else set()
 
 
 # ----------------------------------------------------------------------------- rotary decoding
@@ -193,7 +217,21 @@ def apply_rotary(fn, seed=0, batch=2, num_heads=2, L=5, head_dim=8, start=3,
                                           base=base)
     # base=10000.0, the default the exercise promises, is left to it (not passed)
     options = {} if base == ROTARY_BASE else {"base": base}
-    actual = call(fn, x.clone(), positions.clone(), name="apply_rotary", **options)
+    try:
+        actual = call(fn, x.clone(), positions.clone(), name="apply_rotary", **options)
+    except CheckFailure as failure:
+        # widths that meet in an error: the pairs' (head_dim // 2, cos and sin) and half of
+        # another axis of x: the number of pairs read off that axis
+        met, pairs = _sizes_met(str(failure)), head_dim // 2
+        axis = next((k for k in range(x.dim() - 1) if x.shape[k] // 2 in met - {pairs}), None)
+        if pairs not in met or axis is None:
+            raise
+        fail(str(failure) + MESSAGES["in_this_exercise"].format(
+            reason=MESSAGES["half_other_axis"].format(
+                pairs=pairs, half=x.shape[axis] // 2, size=x.shape[axis], axis=axis - x.dim(),
+                axis_name=("batch", "num_heads", "L")[axis])))
+    if isinstance(actual, torch.Tensor) and actual.dtype == torch.float64 != dtype:
+        fail(MESSAGES["angles_float64"].format(name=name, got=actual.dtype, want=dtype))
     expect_tensor(actual, name, shape=x.shape, dtype=dtype, shape_names="(B, h, L, head_dim)")
     mistakes = step_mistakes("rotary", {"x": x, "positions": positions}, current_dims(),
                              base=base)
@@ -320,6 +358,12 @@ def equivariance_gap(fn, seed=0, batch=2, L=6, d_model=8, num_heads=2, dtype=tor
         layer = given("checks.positions:_torch_layer", weights, d_model, num_heads, pos)
         seen = observe(fn, layer, x.clone(), perm.clone())
         shown = MESSAGES["gap_name"].format(label=label)
+        if seen.error is not None and L != d_model and {L, d_model} <= _sizes_met(
+                str(seen.error[1])):   # the positions' size met the features': perm's axis
+            restated = diagnose.restate_error(shown, *seen.error[:2], current_dims(),
+                                              *seen.error[2:4])
+            fail((restated or str(seen.error[1])) + MESSAGES["in_this_exercise"].format(
+                reason=MESSAGES["perm_on_features"].format(L=L, d_model=d_model)))
         raised(seen.error, shown)
         returned = revive(seen.result)
         # the documented return type: a Python float (numpy.float64 is one too)

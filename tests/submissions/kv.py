@@ -654,3 +654,61 @@ BUGS.update({
         fails=["test_cached_attention"],
         diagnosis=r"mask.*(T\b|cached|all (the )?keys|k\.shape)|(cached|all the) keys.*mask"),
 })
+
+# Practice set of 2026-11-27 (issue 20, eighth session, helper i20late): mistakes written from
+# the exercises' text, each diagnosis regex written before the checks were run on them (4 of 7
+# named then, 7 now: the formulas' steps (a ratio divided the other way round, a bias switch
+# read the other way round) and what an error means in this chapter (a mask of shape
+# (T, L_new), keys joined to the values)). Left out: out_proj left out of attend_heads (named
+# before and after by the output projection step), whose code is a held-out mistake's
+# (tests/test_heldout.py's guard); 6 are here.
+BUGS.update({
+    # scores of the masked keys filled with 0 instead of -inf (they still get weight)
+    "attend_mask_filled_with_zero": Bug(
+        cells=_edit("GroupedQueryAttention", (_P_ATT, """    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, 0.0)
+    heads = torch.softmax(scores, dim=-1) @ v
+""")),
+        fails=_FWD,
+        diagnosis=r"fill\w*.{0,60}(0|zero)|-inf|(masked|fill) value"),
+    # G computed the other way round: num_kv_heads // num_heads = 0 copies
+    "repeat_ratio_inverted": Bug(
+        cells={"repeat_kv": _replace_def("repeat_kv", "repeat_kv", '''def repeat_kv(kv, num_heads):
+    G = kv.shape[1] // num_heads
+    return kv.repeat_interleave(G, dim=1)
+''')},
+        fails=["test_repeat_kv"] + _FWD,
+        diagnosis=r"num_kv_heads // num_heads|num_heads // num_kv_heads|the other way round"
+                  r"|inverted|upside"),
+    # decoding_causal_mask's arguments in the wrong order: (T, L_new)
+    "decoding_mask_arguments_swapped": Bug(
+        cells=_edit("decoding", ("decoding_causal_mask(q.shape[-2], k.shape[-2], device=x_new.device)",
+                                 "decoding_causal_mask(k.shape[-2], q.shape[-2], device=x_new.device)")),
+        fails=DECODING,
+        diagnosis=r"(swapped|exchanged|other order|wrong order|order of).{0,60}(argument|L_new|T\b)"
+                  r"|\(T, L_new\)|decoding_causal_mask\(L_new, T"),
+    # the biases counted when bias=False and not when bias=True
+    "count_bias_condition_inverted": Bug(
+        cells=_edit("counts", ("biases = 2 * d_model + 2 * kv_size if bias else 0",
+                               "biases = 2 * d_model + 2 * kv_size if not bias else 0")),
+        fails=["test_count_gqa_parameters"],
+        diagnosis=r"bias(es)?.{0,80}(bias=False|not bias|inverted|opposite|the other way|"
+                  r"when there are none)"),
+    # W_O left out of the count
+    "count_out_proj_left_out": Bug(
+        cells=_edit("counts", ("weights = 2 * d_model * d_model + 2 * d_model * kv_size",
+                               "weights = d_model * d_model + 2 * d_model * kv_size"),
+                    ("biases = 2 * d_model + 2 * kv_size if bias else 0",
+                     "biases = d_model + 2 * kv_size if bias else 0")),
+        fails=["test_count_gqa_parameters"],
+        diagnosis=r"out_proj|W_O"),
+    # the new keys concatenated onto the cached values (copy and paste)
+    "append_keys_onto_values": Bug(
+        cells=_edit("decoding", ("torch.cat([self.values, values], dim=-2)",
+                                 "torch.cat([self.values, keys], dim=-2)")),
+        fails=["test_kv_cache"] + DECODING,
+        diagnosis=r"(keys|k)\b.{0,60}(into|onto|to|with) (the )?(cached )?values"
+                  r"|values.{0,60}(from|hold|of) the (new )?keys|keys in place of (the )?values"
+                  r"|keys (instead of|where) (the )?values"),
+})

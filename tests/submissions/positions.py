@@ -374,3 +374,64 @@ BUGS.update({
         fails=["test_rotary_decoding"],
         diagnosis=r"empty|len\(cache\)|keys.*None|None.*keys"),
 })
+
+# Practice set of 2026-11-27 (issue 20, eighth session, helper i20late): mistakes written from
+# the exercises' text, each diagnosis regex written before the checks were run on them (0 of 8
+# named then, 8 now: the formulas' steps (the exponent over num_positions or with //, the waves
+# stacked on a first axis) and what an error means in these exercises (half of another axis,
+# the empty cache's keys, a length off the batch axis, perm on the features, float64 angles)).
+BUGS.update({
+    # the exponent divided by num_positions where it is d_model
+    "sinusoidal_exponent_over_num_positions": Bug(
+        cells=_edit("sinusoidal", ("base ** (-2 * pair / d_model)",
+                                   "base ** (-2 * pair / num_positions)")),
+        fails=_SINUSOIDAL,
+        diagnosis=r"num_positions.{0,60}(instead of|in place of|where).{0,30}d_model"
+                  r"|d_model.{0,40}(replaced|read as).{0,20}num_positions"),
+    # the exponent with floor division
+    "sinusoidal_exponent_floor_division": Bug(
+        cells=_edit("sinusoidal", ("base ** (-2 * pair / d_model)",
+                                   "base ** (-2 * pair // d_model)")),
+        fails=_SINUSOIDAL,
+        diagnosis=r"//|floor|integer division|rounded down"),
+    # sines and cosines stacked on a new first axis, then reshaped: the layout scrambled
+    "sinusoidal_stacked_on_first_axis": Bug(
+        cells=_edit("sinusoidal", ("torch.stack([angles.sin(), angles.cos()], dim=-1)",
+                                   "torch.stack([angles.sin(), angles.cos()], dim=0)")),
+        fails=_SINUSOIDAL,
+        diagnosis=r"stack\w*.{0,60}(dim=0|first axis|axis 0|new axis|last axis|dim=-1)"
+                  r"|(layout|order) of the (features|entries)|reshape.{0,40}(order|scrambl)"),
+    # half of the L axis instead of head_dim
+    "rotary_half_from_length_axis": Bug(
+        cells=_edit("rotary", ("half = x.shape[-1] // 2", "half = x.shape[-2] // 2")),
+        fails=_ROTARY,
+        diagnosis=r"shape\[-2\]|(L|sequence|length|positions) axis.{0,60}(instead of|in place of"
+                  r"|where).{0,20}head_dim|head_dim.{0,60}(from|read).{0,30}(L|length|sequence)"),
+    # the float64 angles not cast to x's dtype: the result is float64
+    "rotary_angles_not_cast": Bug(
+        cells=_edit("rotary", (
+            "cos, sin = (t.to(x.dtype) for t in rotary_angles(positions, x.shape[-1], base))",
+            "cos, sin = rotary_angles(positions, x.shape[-1], base)")),
+        fails=_ROTARY,
+        diagnosis=r"float64.{0,80}(float32|x's dtype|dtype of x)|\.to\(x\.dtype\)|x\.dtype"),
+    # the start position read from the cache's keys, which are None while it is empty
+    "rotary_start_from_cache_keys": Bug(
+        cells=_edit("rotary", ("start = len(cache)", "start = cache.keys.shape[-2]")),
+        fails=["test_rotary_decoding"],
+        diagnosis=r"empty|(keys|cache\.keys) (is|are) None|None.{0,60}(cache|keys)|len\(cache\)"),
+    # the new positions counted from the batch axis
+    "rotary_positions_from_batch_axis": Bug(
+        cells=_edit("rotary", ("torch.arange(start, start + x_new.shape[1]",
+                               "torch.arange(start, start + x_new.shape[0]")),
+        fails=["test_rotary_decoding"],
+        diagnosis=r"shape\[0\]|batch.{0,60}(instead of|in place of|where).{0,40}(L_new|positions"
+                  r"|length)|(L_new|number of new positions).{0,60}batch"),
+    # the permutation applied to the feature axis
+    "equivariance_perm_on_features": Bug(
+        cells=_edit("equivariance_gap", ("permuted_first = layer(x[:, perm])",
+                                         "permuted_first = layer(x[..., perm])"),
+                    ("permuted_after = layer(x)[:, perm]", "permuted_after = layer(x)[..., perm]")),
+        fails=["test_equivariance_gap"],
+        diagnosis=r"feature axis|d_model axis|last axis|wrong axis|\[:, perm\]|positions axis"
+                  r"|axis 1|sequence axis"),
+})
