@@ -1365,6 +1365,26 @@ def test_traced_shape_names_the_line_that_made_a_wrong_shape_and_what_it_did():
                 (((3, 1, 1, 6), -1),))]
     reason = diagnose.traced_shape(mask, (3, 6), [indexed], {"B": 3, "Lk": 6})
     assert "removes 1 of the size-1 axes" in reason and "the answer removes 2" in reason
+    # a split without its transpose; a repeat by another count; a broadcast against a tensor
+    # with an axis too many, made lines before
+    split = heads.view(2, 5, 4, 3)
+    reason = diagnose.traced_shape(split, (2, 4, 5, 3), [[(
+        "line 1 of your cell", "x.view(B, L, h, hd)", split, "view", (((2, 5, 12), -1),))]],
+        {**dims, "head_dim": 3})
+    assert "splits the d_model axis" in reason and "transpose or permute" in reason
+    kv = torch.randn(2, 4, 5, 3)
+    reason = diagnose.traced_shape(kv, (2, 8, 5, 3), [[(
+        "line 1 of your cell", "kv.repeat_interleave(g, 1)", kv, "repeat_interleave",
+        (((2, 2, 5, 3), -1),))]], {"B": 2, "num_heads": 8, "num_kv_heads": 2, "L": 5})
+    assert "repeats the num_kv_heads axis 2 times" in reason and "8 = num_heads" in reason
+    wide, out = torch.ones(2, 1, 1, 1, 6, dtype=torch.bool), torch.randn(2, 2, 3, 5, 6)
+    broadcast = [("line 1 of your cell", "m = m.unsqueeze(1)", wide, "unsqueeze",
+                  (((2, 1, 1, 6), -1),)),
+                 ("line 2 of your cell", "s.masked_fill(m, 0)", out, "masked_fill",
+                  (((2, 3, 5, 6), -1), ((2, 1, 1, 1, 6), 0)))]
+    reason = diagnose.traced_shape(out, (2, 3, 5, 6), [broadcast], {"B": 2, "Lk": 6})
+    assert "broadcasts" in reason and "made at line 1 of your cell: `m = m.unsqueeze(1)`" \
+        in reason
     # no line of the student's computed the value returned: no claim
     assert diagnose.traced_shape(torch.zeros(4, 5, 12), (2, 5, 12), [trace], dims) is None
     # without the trace, the shape alone says the merge

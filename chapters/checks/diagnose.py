@@ -558,14 +558,27 @@ MESSAGES = translated(__name__) | {
                    "dim={index}))",
     "shape_joins_other": ", which joins {count} tensors of shape ({axes}) along {axis}; the "
                          "answer joins them along {want_axis}",
-    "shape_repeats": ", which makes {axis} {got} = {times} x {size} entries (a repeat, expand "
-                     "or cat); the answer has {want}{want_is} there",
+    "shape_repeats": ", which repeats {axis} {times} times ({size} to {got} entries: a repeat, "
+                     "repeat_interleave, expand or cat); the answer has {want}{want_is} there",
     "shape_repeats_other": ", which repeats {axis} ({times} x {size} entries) of a ({axes}) "
                            "tensor; the answer repeats {want_axis} instead",
     "shape_singletons": ", which removes {removed} of the size-1 axes of a ({axes}) tensor; "
                         "the answer removes {want_removed} (index or squeeze each of them)",
     "shape_singleton_added": ", which adds a size-1 axis to a ({axes}) tensor (an unsqueeze, "
                              "None index or keepdim=True too many)",
+    "shape_splits": ", which splits {axis} of a ({axes}) tensor into {first} x {second}",
+    "shape_splits_order": "; the answer has the axes in the order ({want_axes}): likely the "
+                          "transpose or permute that goes with the split is missing or moves "
+                          "other axes",
+    "shape_reorders": ", which puts the axes of a ({axes}) tensor in the order ({got_axes}); "
+                      "the answer's order is ({want_axes})",
+    "shape_broadcast": ", which broadcasts a ({axes}) tensor against one of {rank} axes "
+                       "({other_axes}){made}: that one has more axes than the answer",
+    "shape_broadcast_made": ", made at {place}{code}",
+    "shape_broadcast_order": ", which combines a ({first}) and a ({second}) tensor entry by "
+                             "entry: broadcasting lines their axes up from the last, so the "
+                             "result is ({got_axes}) where the answer has ({want_axes}) (likely "
+                             "the size-1 axis, None or unsqueeze, on the other tensor)",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -2953,7 +2966,19 @@ def _without(shape, index):
     return shape[:index] + shape[index + 1:]
 
 
-def _shape_change(read, got, want, dims, axes):
+def _first_of_shape(trace, r, shape):
+    """The index of the first record that made record `r`'s shape, back through the records
+    that keep it (+ b, ~mask: what they read of that very shape)."""
+    while len(trace[r]) >= 5:
+        same_shape = [source for size, source in trace[r][4]
+                      if source >= 0 and tuple(size) == tuple(shape)]
+        if not same_shape:
+            break
+        r = same_shape[0]
+    return r
+
+
+def _shape_change(trace, read, got, want, dims, axes):
     """What a line did to the shape: from the tensors it read (`read`, [(shape, source)]) to
     `got`, against the answer's `want`: a reduction, a merge, a join, a repeat, size-1 axes
     removed or added (the first that fits), else the shape it came from; "" without one."""
@@ -3015,6 +3040,46 @@ def _shape_change(read, got, want, dims, axes):
                 return MESSAGES["shape_repeats"].format(
                     axis=_axis_label(names[a]), got=got[a], times=times, size=source[a],
                     want=want[a], want_is=_quantity(want[a], dims))
+    if len(got) == len(source) + 1:
+        for i in range(len(source)):
+            if (got[:i] + (got[i] * got[i + 1],) + got[i + 2:] == source
+                    and min(got[i], got[i + 1]) > 1):
+                got_names = axis_names(got, dims)
+                text = MESSAGES["shape_splits"].format(axis=_axis_label(names[i]), axes=listed,
+                                                       first=got_names[i],
+                                                       second=got_names[i + 1])
+                if sorted(got) == sorted(want):
+                    text += MESSAGES["shape_splits_order"].format(
+                        want_axes=", ".join(want_names))
+                return text
+    if len(got) == len(source) and sorted(got) == sorted(want) and sorted(source) == sorted(
+            got) and source != got:
+        return MESSAGES["shape_reorders"].format(axes=listed,
+                                                 got_axes=", ".join(axis_names(got, dims)),
+                                                 want_axes=", ".join(want_names))
+    if len(read) == 2 and _squeezed(got) != _squeezed(want) and sorted(
+            _squeezed(got)) == sorted(_squeezed(want)):
+        first, second = (tuple(shape) for shape, _ in read)
+        try:
+            combined = tuple(torch.broadcast_shapes(first, second))
+        except RuntimeError:
+            combined = None
+        if combined == got and first != got and second != got:
+            return MESSAGES["shape_broadcast_order"].format(
+                first=", ".join(axis_names(first, dims)),
+                second=", ".join(axis_names(second, dims)),
+                got_axes=", ".join(axis_names(got, dims)),
+                want_axes=", ".join(axis_names(_squeezed(want), dims)))
+    wider = [(shape, made) for shape, made in read[1:] if len(shape) == len(got) > len(want)]
+    if len(source) < len(got) and wider:
+        shape, made = wider[0]
+        where = ""
+        if made >= 0:
+            place, code = _place(trace[_first_of_shape(trace, made, shape)])
+            where = MESSAGES["shape_broadcast_made"].format(place=place, code=code)
+        return MESSAGES["shape_broadcast"].format(
+            axes=listed, rank=len(shape), other_axes=", ".join(axis_names(shape, dims)),
+            made=where)
     ones = [a for a in range(len(source)) if source[a] == 1]
     squeezed = [s for s in source if s != 1]
     if ones and len(want) < len(got) < len(source) and [s for s in got if s != 1] == squeezed \
@@ -3039,14 +3104,21 @@ def traced_shape(actual, want, traces, dims, axes=None):
         return None
     trace, r = made
     # back to the first line that made that shape (what comes after it, + b, ~, keeps it)
-    while len(trace[r]) >= 5:
-        same_shape = [source for shape, source in trace[r][4]
-                      if source >= 0 and tuple(shape) == tuple(actual.shape)]
-        if not same_shape:
+    r = _first_of_shape(trace, r, actual.shape)
+    # and back over a line that only adds or removes size-1 axes, where what it read has
+    # the same wrong sizes already
+    while len(trace[r]) >= 5 and trace[r][4] and trace[r][4][0][1] >= 0:
+        shape, source = trace[r][4][0]
+        if (_squeezed(shape) != _squeezed(trace[r][2].shape)
+                or _squeezed(shape) == _squeezed(want)):
             break
-        r = same_shape[0]
+        r = _first_of_shape(trace, source, shape)
     record = trace[r]
     place, code = _place(record)
     read = record[4] if len(record) >= 5 else ()
     return MESSAGES["shape_made"].format(place=place, code=code) + _shape_change(
-        read, tuple(actual.shape), tuple(want), dims, axes)
+        trace, read, tuple(record[2].shape), tuple(want), dims, axes)
+
+
+def _squeezed(shape):
+    return [size for size in shape if size != 1]
