@@ -2925,7 +2925,7 @@ def _read_wrong(trace, r, hits, every, same, dims, inputs=(), depth=0):
             for form in _layouts(tensor, value.shape)[:1]:
                 form = form.double()
                 reason = (other_layout(value, form, same, dims)
-                          or _transformed(value, form, {}, same, dims))
+                          or _transformed(value, form, dict(inputs), same, dims))
                 if reason:
                     place, code = _place(trace[source])
                     by, by_code = _place(trace[r])
