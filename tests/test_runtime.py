@@ -290,3 +290,20 @@ def test_a_trace_report_is_checked_and_bounded():
                                   ["l", "y", mask, "ge", [[[4], 0]]]])[1][4] == (((4,), 0),)
     big = torch.zeros(operations.TRACE_ENTRIES // 2 + 1)
     assert len(common.traced_records([["l", "x", big]] * 3)) == 1
+
+
+def test_a_trace_reads_the_records_before_each_even_in_place():
+    """An operation that returns the very tensor it read (in place, or .to() that changes
+    nothing) reads the record before it, never itself: the trace stays well-formed, and the
+    grader keeps it (common.traced_records drops a trace whose sources are not earlier)."""
+    from chapters.checks import operations
+
+    def student(x):
+        y = x * 2
+        y = y.to(y.dtype)
+        return y.add_(1)
+
+    result, error, trace = operations.attempt_traced(student, torch.ones(3))
+    assert error is None and [record[3] for record in trace] == ["mul", "to", "add_"]
+    assert [read[0][1] for *_, read in trace] == [-1, 0, 1]
+    assert len(common.traced_records(trace)) == 3

@@ -429,11 +429,14 @@ class _Trace(torch.overrides.TorchFunctionMode):
         if place is None:
             return
         self.entries += size
+        # (read first: an in-place operation, or .to() that changes nothing, returns the
+        # very tensor it read)
+        read = self.read(args)
         self.made[id(result)] = len(self.records)
         self.alive.append(result)
         self.records.append([place[0], place[1],
                              result.detach().clone().as_subclass(_Tensor),
-                             str(getattr(func, "__name__", ""))[:TRACE_TEXT], self.read(args)])
+                             str(getattr(func, "__name__", ""))[:TRACE_TEXT], read])
 
 
 def attempt_traced(function, *args, **kwargs):
