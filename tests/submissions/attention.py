@@ -731,3 +731,29 @@ BUGS.update({
         fails=_SDPA_ALL,
         diagnosis=r"twice|again|divide[sd] by d_k\b|d_k instead of sqrt"),
 })
+
+
+# ------------------------------------------------- i20shape's practice set (issue 20)
+# Wrong shapes, and wrong values whose cause lies upstream of where they show, written from
+# the exercise's text before the trace family learnt its data flow (the line that made a
+# wrong shape and what it did to it; the wrong value a departing line reads); each diagnosis
+# names the cause. See the report of branch i20shape for the counts.
+from tests.submissions import ReferenceCells as _Cells  # noqa: E402
+
+_SHAPE_CELLS = _Cells(NOTEBOOK)
+BUGS.update({
+    "entropy_keepdim": Bug(
+        cells=_SHAPE_CELLS.edit("attention_entropy",
+                                (".sum(dim=-1)", ".sum(dim=-1, keepdim=True)")),
+        fails=["test_attention_entropy"],
+        diagnosis=r"keepdim"),
+    "sdpa_flattened_for_bmm_not_restored": Bug(
+        cells=_SHAPE_CELLS.edit("scaled_dot_product_attention", (
+            "    d_k = query.shape[-1]\n",
+            "    d_k = query.shape[-1]\n"
+            "    query = query.reshape(-1, *query.shape[-2:])\n"
+            "    key = key.reshape(-1, *key.shape[-2:])\n"
+            "    value = value.reshape(-1, *value.shape[-2:])\n")),
+        fails=["test_sdpa_cross"],
+        diagnosis=r"(flatten|merg|reshap).*(leading|batch)|(leading|batch).*(flatten|merg|reshap)"),
+})
