@@ -1385,6 +1385,20 @@ def test_traced_shape_names_the_line_that_made_a_wrong_shape_and_what_it_did():
     reason = diagnose.traced_shape(out, (2, 3, 5, 6), [broadcast], {"B": 2, "Lk": 6})
     assert "broadcasts" in reason and "made at line 1 of your cell: `m = m.unsqueeze(1)`" \
         in reason
+    # a comparison broadcast the other way round, then size-1 axes added: the comparison's
+    # line is named (the line that only adds size-1 axes is passed back over)
+    column = torch.arange(7.0)[:, None]
+    real = column < torch.tensor([3.0, 4.0, 5.0, 6.0])
+    padded = real[:, None, None, :]
+    compared = [("line 1 of your cell", "p = positions[:, None]", column, "__getitem__",
+                 (((7,), -1),)),
+                ("line 2 of your cell", "real = p < lengths", real, "lt",
+                 (((7, 1), 0), ((4,), -1))),
+                ("line 3 of your cell", "real[:, None, None, :]", padded, "__getitem__",
+                 (((7, 4), 1),))]
+    reason = diagnose.traced_shape(padded, (4, 1, 1, 7), [compared], {"B": 4, "max_len": 7})
+    assert "line 2 of your cell: `real = p < lengths`, which combines a (max_len, axis 1) and " \
+           "a (B) tensor" in reason and "the answer has (B, max_len)" in reason
     # no line of the student's computed the value returned: no claim
     assert diagnose.traced_shape(torch.zeros(4, 5, 12), (2, 5, 12), [trace], dims) is None
     # without the trace, the shape alone says the merge
