@@ -549,6 +549,9 @@ MESSAGES = translated(__name__) | {
     "shape_reduced": ", which reduces {axis} (dim={dim}) of a ({axes}) tensor; the answer is "
                      "that tensor with {want_axis} (dim={want_dim}) reduced instead: likely the "
                      "reduction runs over the wrong axis",
+    "shape_removes": ", which removes {axis} (dim={dim}) of a ({axes}) tensor (an integer "
+                     "index, or a reduction); the answer is that tensor without {want_axis} "
+                     "(dim={want_dim}) instead: likely it runs over the wrong axis",
     "shape_merges": ", which merges {first} and {second} of a ({axes}) tensor into one axis",
     "shape_merges_other": "; the answer merges {first} and {second} (likely a transpose or "
                           "permute missing before the merge, or flatten given other axes)",
@@ -2978,9 +2981,15 @@ def _first_of_shape(trace, r, shape):
     return r
 
 
-def _shape_change(trace, read, got, want, dims, axes):
+# the functions that reduce an axis away (what else removes one is an index or a select)
+_REDUCTIONS = {"sum", "mean", "amax", "amin", "max", "min", "prod", "norm", "logsumexp",
+               "std", "var", "argmax", "argmin", "nansum", "nanmean", "median", "all", "any"}
+
+
+def _shape_change(trace, read, got, want, dims, axes, function=""):
     """What a line did to the shape: from the tensors it read (`read`, [(shape, source)]) to
-    `got`, against the answer's `want`: a reduction, a merge, a join, a repeat, size-1 axes
+    `got` (with `function`, the torch function's name), against the answer's `want`: an axis
+    reduced or indexed away, a merge, a split, a join, a repeat, a broadcast, size-1 axes
     removed or added (the first that fits), else the shape it came from; "" without one."""
     if not read:
         return ""
@@ -3008,7 +3017,8 @@ def _shape_change(trace, read, got, want, dims, axes):
                 continue
             for b in range(len(source)):
                 if source[b] != source[a] and _without(source, b) == want:
-                    return MESSAGES["shape_reduced"].format(
+                    key = "shape_reduced" if function in _REDUCTIONS else "shape_removes"
+                    return MESSAGES[key].format(
                         axis=_axis_label(names[a]), dim=a, axes=listed,
                         want_axis=_axis_label(names[b]), want_dim=b)
         for i in range(len(got)):
@@ -3117,7 +3127,8 @@ def traced_shape(actual, want, traces, dims, axes=None):
     place, code = _place(record)
     read = record[4] if len(record) >= 5 else ()
     return MESSAGES["shape_made"].format(place=place, code=code) + _shape_change(
-        trace, read, tuple(record[2].shape), tuple(want), dims, axes)
+        trace, read, tuple(record[2].shape), tuple(want), dims, axes,
+        record[3] if len(record) >= 5 else "")
 
 
 def _squeezed(shape):
