@@ -1445,3 +1445,107 @@ def test_shape_causes_name_the_operand_and_its_quantities():
         _report(["cross_entropy", [[14, 9], [12]]], [("logits", [2, 7, 9]),
                                                      ("targets", [2, 6])]))
     assert "they differ on axis 1 (7 against 6), by one position" in cause
+
+
+def test_traced_shape_names_the_line_that_made_a_wrong_shape_and_what_it_did():
+    """The trace family for a wrong shape (i20shape), on synthetic traces with their data
+    flow (function name, [(shape, source record)]): the first line that made the returned
+    shape (a line that keeps it, such as + b, is passed back over) and what it did to the
+    shape it read: a reduction over another axis than the answer's, axes merged that the
+    answer merges otherwise, a cat where the answer stacks, size-1 axes removed short; no
+    claim where no traced line computed the value returned."""
+    dims = {"batch": 2, "num_heads": 4, "L": 5, "d_model": 12}
+    product = torch.randn(2, 4, 5, 12)
+    summed = product.sum(0)
+    trace = [("line 1 of your cell", "p = heads @ blocks", product, "matmul",
+              (((2, 4, 5, 3), -1), ((4, 3, 12), -1))),
+             ("line 2 of your cell", "o = p.sum(0)", summed, "sum", (((2, 4, 5, 12), 0),)),
+             ("line 3 of your cell", "o = o + b", summed + 1, "add", (((4, 5, 12), 1),))]
+    reason = diagnose.traced_shape(summed + 1, (2, 5, 12), [trace], dims)
+    assert reason.startswith(". Your code makes that shape at line 2 of your cell: "
+                             "`o = p.sum(0)`, which reduces the batch axis (dim=0)")
+    assert "the num_heads axis (dim=1) reduced instead" in reason
+    # axes merged that the answer merges otherwise (a transpose missing before the merge)
+    heads = torch.randn(2, 5, 4, 3)
+    flat = heads.flatten(1, 2)
+    merged = [("line 1 of your cell", "x = x.flatten(1, 2)", flat, "flatten",
+               (((2, 5, 4, 3), -1),))]
+    reason = diagnose.traced_shape(flat, (2, 5, 12), [merged], {**dims, "head_dim": 3})
+    assert "merges L and num_heads" in reason and "the answer merges num_heads and head_dim" \
+        in reason
+    # a cat where the answer has a new axis (torch.stack)
+    rows = [torch.randn(2, 9) for _ in range(5)]
+    joined = torch.cat(rows, dim=1)
+    cat = [("line 1 of your cell", "torch.cat(chosen, dim=1)", joined, "cat",
+            tuple(((2, 9), -1) for _ in rows))]
+    reason = diagnose.traced_shape(joined, (2, 5, 9), [cat], {"B": 2, "vocab_size": 9})
+    assert "joins 5 tensors" in reason and "torch.stack(..., dim=1)" in reason
+    # size-1 axes: one removed where the answer removes both
+    mask = torch.ones(3, 1, 6, dtype=torch.bool)
+    indexed = [("line 1 of your cell", "mask = mask[:, 0]", mask, "__getitem__",
+                (((3, 1, 1, 6), -1),))]
+    reason = diagnose.traced_shape(mask, (3, 6), [indexed], {"B": 3, "Lk": 6})
+    assert "removes 1 of the size-1 axes" in reason and "the answer removes 2" in reason
+    # a split without its transpose; a repeat by another count; a broadcast against a tensor
+    # with an axis too many, made lines before
+    split = heads.view(2, 5, 4, 3)
+    reason = diagnose.traced_shape(split, (2, 4, 5, 3), [[(
+        "line 1 of your cell", "x.view(B, L, h, hd)", split, "view", (((2, 5, 12), -1),))]],
+        {**dims, "head_dim": 3})
+    assert "splits the d_model axis" in reason and "transpose or permute" in reason
+    kv = torch.randn(2, 4, 5, 3)
+    reason = diagnose.traced_shape(kv, (2, 8, 5, 3), [[(
+        "line 1 of your cell", "kv.repeat_interleave(g, 1)", kv, "repeat_interleave",
+        (((2, 2, 5, 3), -1),))]], {"B": 2, "num_heads": 8, "num_kv_heads": 2, "L": 5})
+    assert "repeats the num_kv_heads axis 2 times" in reason and "8 = num_heads" in reason
+    wide, out = torch.ones(2, 1, 1, 1, 6, dtype=torch.bool), torch.randn(2, 2, 3, 5, 6)
+    broadcast = [("line 1 of your cell", "m = m.unsqueeze(1)", wide, "unsqueeze",
+                  (((2, 1, 1, 6), -1),)),
+                 ("line 2 of your cell", "s.masked_fill(m, 0)", out, "masked_fill",
+                  (((2, 3, 5, 6), -1), ((2, 1, 1, 1, 6), 0)))]
+    reason = diagnose.traced_shape(out, (2, 3, 5, 6), [broadcast], {"B": 2, "Lk": 6})
+    assert "broadcasts" in reason and "made at line 1 of your cell: `m = m.unsqueeze(1)`" \
+        in reason
+    # a comparison broadcast the other way round, then size-1 axes added: the comparison's
+    # line is named (the line that only adds size-1 axes is passed back over)
+    column = torch.arange(7.0)[:, None]
+    real = column < torch.tensor([3.0, 4.0, 5.0, 6.0])
+    padded = real[:, None, None, :]
+    compared = [("line 1 of your cell", "p = positions[:, None]", column, "__getitem__",
+                 (((7,), -1),)),
+                ("line 2 of your cell", "real = p < lengths", real, "lt",
+                 (((7, 1), 0), ((4,), -1))),
+                ("line 3 of your cell", "real[:, None, None, :]", padded, "__getitem__",
+                 (((7, 4), 1),))]
+    reason = diagnose.traced_shape(padded, (4, 1, 1, 7), [compared], {"B": 4, "max_len": 7})
+    assert "line 2 of your cell: `real = p < lengths`, which combines a (max_len, axis 1) and " \
+           "a (B) tensor" in reason and "the answer has (B, max_len)" in reason
+    # no line of the student's computed the value returned: no claim
+    assert diagnose.traced_shape(torch.zeros(4, 5, 12), (2, 5, 12), [trace], dims) is None
+    # without the trace, the shape alone says the merge
+    merged_shape = diagnose.wrong_shape((2, 45), (2, 5, 9), {"B": 2, "num_tokens": 5,
+                                                             "vocab_size": 9})
+    assert merged_shape.startswith("num_tokens and vocab_size are merged into one axis of 45")
+    assert diagnose.FAMILY_PATTERN.search(merged_shape)
+
+
+def test_traced_follows_the_data_flow_to_the_wrong_value_a_departing_line_reads():
+    """Where the first line whose value is none of the formula's only reads a wrong value
+    (values repeated in another order for the heads, computed lines before), the trace
+    family names the line that computed that value and how it differs, by the data flow."""
+    q, k, v = torch.randn(3, 2, 5, 4, dtype=torch.float64,
+                          generator=torch.Generator().manual_seed(1))
+    scores = q @ k.transpose(-2, -1) / 2
+    weights = torch.softmax(scores, dim=-1)
+    reversed_v = v.flip(1)
+    trace = [("line 1 of your cell", "v = v.flip(1)", reversed_v, "flip", (((2, 5, 4), -1),)),
+             ("line 2 of your cell", "s = q @ k.mT / 2", scores, "div", (((2, 5, 5), -1),)),
+             ("line 3 of your cell", "w = s.softmax(-1)", weights, "softmax",
+              (((2, 5, 5), 1),)),
+             ("line 4 of your cell", "o = w @ v", weights @ reversed_v, "matmul",
+              (((2, 5, 5), 2), ((2, 5, 4), 0)))]
+    reason = diagnose.traced(weights @ reversed_v, _attention_steps(q, k, v), [trace],
+                             lambda a, b: torch.allclose(a, b.to(a.dtype), atol=1e-5),
+                             {"batch": 2, "L": 5, "d_k": 4})
+    assert "is computed at line 1 of your cell: `v = v.flip(1)`" in reason
+    assert "runs in reverse order" in reason and "reads it is line 4 of your cell" in reason

@@ -259,12 +259,16 @@ def test_observe_traces_the_tensors_the_students_lines_compute(side):
         module = student["Doubler"](3)
         seen = common.observe(module, x)
     # (one line of the cell: the grader runs the cell without its first, empty line)
-    assert len({place for place, _code, _tensor in seen.trace}) == 1
+    assert len({place for place, *_ in seen.trace}) == 1
     assert seen.trace[0][0].startswith(("line 10 of ", "line 11 of "))
     assert len(seen.trace) == 2 and all(code in ("", "return 2 * self.proj(x)")
-                                        for _place, code, _tensor in seen.trace)
-    projected, doubled = (tensor for _place, _code, tensor in seen.trace)
+                                        for _place, code, *_ in seen.trace)
+    projected, doubled = (tensor for _place, _code, tensor, *_ in seen.trace)
     assert torch.equal(doubled, seen.result) and torch.equal(2 * projected, doubled)
+    # the data flow: what made each tensor, and which record each read (-1: not traced)
+    (_, _, _, linear, read_x), (_, _, _, _, read_projected) = seen.trace
+    assert linear == "linear" and read_x[0] == ((2, 3), -1)
+    assert ((2, 3), 0) in read_projected
 
 
 def test_a_trace_report_is_checked_and_bounded():
@@ -278,6 +282,28 @@ def test_a_trace_report_is_checked_and_bounded():
     assert common.traced_records([["line 1", "x", torch.zeros(4, dtype=torch.int64)]]) == []
     many = common.traced_records([["line 1" * 100, "x", tensor]] * 1000)
     assert len(many) == operations.TRACE_MOST
-    assert all(len(place) <= operations.TRACE_TEXT for place, _code, _tensor in many)
+    assert all(len(place) <= operations.TRACE_TEXT for place, *_ in many)
+    # the data flow: a source is an earlier record; a mask (bool) is traced for its shape
+    mask = torch.ones(2, 2, dtype=torch.bool)
+    assert common.traced_records([["l", "x", tensor, "neg", [[[4], 0]]]]) == []
+    assert common.traced_records([["l", "x", tensor, "neg", [[[4], -1]]],
+                                  ["l", "y", mask, "ge", [[[4], 0]]]])[1][4] == (((4,), 0),)
     big = torch.zeros(operations.TRACE_ENTRIES // 2 + 1)
     assert len(common.traced_records([["l", "x", big]] * 3)) == 1
+
+
+def test_a_trace_reads_the_records_before_each_even_in_place():
+    """An operation that returns the very tensor it read (in place, or .to() that changes
+    nothing) reads the record before it, never itself: the trace stays well-formed, and the
+    grader keeps it (common.traced_records drops a trace whose sources are not earlier)."""
+    from chapters.checks import operations
+
+    def student(x):
+        y = x * 2
+        y = y.to(y.dtype)
+        return y.add_(1)
+
+    result, error, trace = operations.attempt_traced(student, torch.ones(3))
+    assert error is None and [record[3] for record in trace] == ["mul", "to", "add_"]
+    assert [read[0][1] for *_, read in trace] == [-1, 0, 1]
+    assert len(common.traced_records(trace)) == 3

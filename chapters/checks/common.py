@@ -268,6 +268,10 @@ def expect_tensor(actual, name, shape=None, dtype=None, device=None, shape_names
         named = MESSAGES["tensor_shape_named"].format(names=shape_names) if shape_names else ""
         found = diagnose.wrong_shape(tuple(actual.shape), tuple(shape), current_dims(),
                                      shape_names)
+        call = _CURRENT.get()
+        if found and call is not None:   # the line that made that shape, and what it did
+            found += diagnose.traced_shape(actual, shape, call.traces, call.dims,
+                                           shape_names) or ""
         # the hints only where the words do not already say it (a swap or a recut names
         # the transpose or the view/reshape itself)
         hint = ""
@@ -1582,25 +1586,51 @@ TRACES_KEPT = 4
 
 
 def traced_records(trace):
-    """[(place, code, tensor)] from a call's report of its trace (operations.attempt_traced),
-    each entry checked and the whole bounded as the student's process bounds it; [] where
-    the report is not one. The student's process may lie in it (under the autograder it
-    runs their code): a trace only ever changes the words of a message (the trace family),
-    never a grade, which comes from the values the check compares."""
+    """[(place, code, tensor, function name, ((shape, source), ...))] from a call's report of
+    its trace (operations.attempt_traced; a record without the last two reads as made by "",
+    from nothing), each entry checked and the whole bounded as the student's process bounds
+    it; [] where the report is not one. The student's process may lie in it (under the
+    autograder it runs their code): a trace only ever changes the words of a message (the
+    trace family), never a grade, which comes from the values the check compares."""
     if not isinstance(trace, (list, tuple)):
         return []
     kept, entries = [], 0
-    for record in trace[:operations.TRACE_MOST]:
-        if not (isinstance(record, (list, tuple)) and len(record) == 3
+    for index, record in enumerate(trace[:operations.TRACE_MOST]):
+        if not (isinstance(record, (list, tuple)) and len(record) in (3, 5)
                 and all(isinstance(text, str) for text in record[:2])
-                and isinstance(record[2], _Tensor) and record[2].is_floating_point()):
+                and isinstance(record[2], _Tensor)
+                and (record[2].is_floating_point() or record[2].dtype == torch.bool)):
+            return []
+        read = _read_by(record[3:], index)
+        if read is None:
             return []
         entries += record[2].numel()
         if entries > operations.TRACE_ENTRIES:
             break
         kept.append((record[0][:operations.TRACE_TEXT], record[1][:operations.TRACE_TEXT],
-                     record[2].detach()))
+                     record[2].detach(), *read))
     return kept
+
+
+def _read_by(made, index):
+    """(function name, ((shape, source record index or -1), ...)) of a trace record's last two
+    fields (`made`, empty for a record without them), checked: a source is an earlier record;
+    None where they are malformed."""
+    if not made:
+        return "", ()
+    function, args = made
+    if not (isinstance(function, str) and isinstance(args, (list, tuple))
+            and len(args) <= operations.TRACE_ARGS):
+        return None
+    read = []
+    for arg in args:
+        if not (isinstance(arg, (list, tuple)) and len(arg) == 2
+                and isinstance(arg[0], (list, tuple)) and len(arg[0]) <= 16
+                and all(type(n) is int and n >= 0 for n in arg[0])
+                and type(arg[1]) is int and -1 <= arg[1] < index):
+            return None
+        read.append((tuple(arg[0]), arg[1]))
+    return function[:operations.TRACE_TEXT], tuple(read)
 
 
 def _keep_trace(trace):

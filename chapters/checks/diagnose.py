@@ -579,6 +579,52 @@ MESSAGES = translated(__name__) | {
                          "on axis {axis} ({one} against {two}){by_one}",
     "cause_rows_by_one": ", by one position: likely one of them is shifted or cut by one "
                          "position and the other is not (x[:, :-1] against x[:, 1:])",
+    # the trace's data flow (i20shape): the wrong value a departing line reads, and the line
+    # that made a wrong shape, with what it did to the shape
+    "trace_read_by": "; the line after it that reads it is {place}{code}",
+    "trace_how_input": " (that value, against the input {step}: {reason})",
+    "shape_merged_axes": "{first} and {second} are merged into one axis of {size} = {first} * "
+                         "{second} entries (expected {want_rank} axes: {want_axes}): a "
+                         "flatten/reshape/view that merges them, or torch.cat where torch.stack "
+                         "makes a new axis",
+    "shape_made": ". Your code makes that shape at {place}{code}",
+    "shape_made_from": " (from a tensor of shape ({axes}))",
+    "shape_reduced": ", which reduces {axis} (dim={dim}) of a ({axes}) tensor; the answer is "
+                     "that tensor with {want_axis} (dim={want_dim}) reduced instead: likely the "
+                     "reduction runs over the wrong axis",
+    "shape_removes": ", which removes {axis} (dim={dim}) of a ({axes}) tensor (an integer "
+                     "index, or a reduction); the answer is that tensor without {want_axis} "
+                     "(dim={want_dim}) instead: likely it runs over the wrong axis",
+    "shape_merges": ", which merges {first} and {second} of a ({axes}) tensor into one axis",
+    "shape_merges_other": "; the answer merges {first} and {second} (likely a transpose or "
+                          "permute missing before the merge, or flatten given other axes)",
+    "shape_merges_apart": "; the answer keeps them apart",
+    "shape_joins": ", which joins {count} tensors of shape ({axes}) along {axis} (torch.cat); "
+                   "the answer holds them along a new axis at position {index} (torch.stack(..., "
+                   "dim={index}))",
+    "shape_joins_other": ", which joins {count} tensors of shape ({axes}) along {axis}; the "
+                         "answer joins them along {want_axis}",
+    "shape_repeats": ", which repeats {axis} {times} times ({size} to {got} entries: a repeat, "
+                     "repeat_interleave, expand or cat); the answer has {want}{want_is} there",
+    "shape_repeats_other": ", which repeats {axis} ({times} x {size} entries) of a ({axes}) "
+                           "tensor; the answer repeats {want_axis} instead",
+    "shape_singletons": ", which removes {removed} of the size-1 axes of a ({axes}) tensor; "
+                        "the answer removes {want_removed} (index or squeeze each of them)",
+    "shape_singleton_added": ", which adds a size-1 axis to a ({axes}) tensor (an unsqueeze, "
+                             "None index or keepdim=True too many)",
+    "shape_splits": ", which splits {axis} of a ({axes}) tensor into {first} x {second}",
+    "shape_splits_order": "; the answer has the axes in the order ({want_axes}): likely the "
+                          "transpose or permute that goes with the split is missing or moves "
+                          "other axes",
+    "shape_reorders": ", which puts the axes of a ({axes}) tensor in the order ({got_axes}); "
+                      "the answer's order is ({want_axes})",
+    "shape_broadcast": ", which broadcasts a ({axes}) tensor against one of {rank} axes "
+                       "({other_axes}){made}: that one has more axes than the answer",
+    "shape_broadcast_made": ", made at {place}{code}",
+    "shape_broadcast_order": ", which combines a ({first}) and a ({second}) tensor entry by "
+                             "entry: broadcasting lines their axes up from the last, so the "
+                             "result is ({got_axes}) where the answer has ({want_axes}) (likely "
+                             "the size-1 axis, None or unsqueeze, on the other tensor)",
 }
 
 # quantities that follow from the check's parameters: name -> (function of dims, needs)
@@ -693,7 +739,8 @@ def wrong_shape(got, want, dims, axes=None):
                 return MESSAGES["shape_rank_missing"].format(
                     axis=want_names[index], size=want[index], want_rank=len(want),
                     want_axes=want_axes)
-    unmerged = split_axis(got, want, dims, axes) or singleton_axes(got, want, dims, axes)
+    unmerged = (split_axis(got, want, dims, axes) or singleton_axes(got, want, dims, axes)
+                or _merged_axes(got, want, want_names))
     if unmerged:
         return unmerged
     return MESSAGES["shape_rank"].format(got_rank=len(got), got=got, want_rank=len(want),
@@ -1240,7 +1287,7 @@ FAMILY_KEYS = ("swap", "view", "reversed", "factors", "times", "plus", "shifted"
                "reduced_many", "rescaled_lines", "indices_permuted", "in_place_shape",
                "unrepeatable", "triangle", "one_minus", "raised_cause", "shape_swap_cause",
                "shape_recut", "float32_rounding", "step_nonfinite", "part_of",
-               "trace_departs", "trace_returned")
+               "trace_departs", "trace_returned", "shape_merged_axes", "shape_made")
 # a message that a family produced, for tests and the measurement of the families alone
 FAMILY_PATTERN = re.compile(
     "|".join(re.escape(_signature(key)) for key in FAMILY_KEYS)
@@ -2758,8 +2805,8 @@ def _trace_hits(steps, trace, same):
         tensors = _step_tensors(value)
         if tensors:
             found.append((index, name, tensors,
-                          [next((r for r, record in enumerate(trace)
-                                 if _reproduces(record[2], tensor, same) is not None), None)
+                          [next((r for r, record in enumerate(trace) if _valued(record)
+                                 and _reproduces(record[2], tensor, same) is not None), None)
                            for _key, tensor in tensors]))
     return found
 
@@ -2789,8 +2836,14 @@ def _departure(trace, start, candidates, hits, values, same, dims):
         line = trace[r][2]
         shaped = [(name, form) for name, tensor in candidates
                   for form in _layouts(tensor, line.shape)[:1]]
-        if not shaped or any(_reproduces(line, tensor, same) is not None for tensor in every):
+        if (not shaped or not _valued(trace[r])
+                or any(_reproduces(line, tensor, same) is not None for tensor in every)):
             continue
+        upstream = _read_wrong(trace, r, hits, every, same, dims, [
+            (name, tensor.double()) for name, tensor in (values.get("inputs") or {}).items()
+            if isinstance(tensor, torch.Tensor)])
+        if upstream:
+            return upstream
         place, code = _place(trace[r])
         text = MESSAGES["trace_at"].format(place=place, code=code)
         step, form = shaped[0]
@@ -3159,3 +3212,242 @@ def _shapes_rows(message, dims, tree, call, names):
         first=_shape_of(*first[:2], dims), second=_shape_of(*second[:2], dims), left=left,
         right=right, axis=differ[0], one=one, two=two,
         by_one=MESSAGES["cause_rows_by_one"] if abs(one - two) == 1 else "")
+
+
+# ------------------------------------------ the data flow of the trace, and shapes (any exercise)
+
+def _valued(record):
+    """Whether a trace record holds values a formula's step can have (floats, not a mask)."""
+    return record[2].is_floating_point()
+
+
+def _read_wrong(trace, r, hits, every, same, dims, inputs=(), depth=0):
+    """trace_at's text, with trace_how's and trace_read_by's, for the earliest value of the
+    student's that line `r` of `trace` reads (through the records it was made from) which
+    none of the step values reproduces and which is a step's value in another layout or
+    transformed in a standard way (other_layout, _transformed): the cause upstream of where
+    the values show it; "" where there is none (or the trace has no data flow)."""
+    if depth > 12 or len(trace[r]) < 5:
+        return ""
+    for _shape, source in trace[r][4]:
+        if source < 0 or not _valued(trace[source]):
+            continue
+        value = trace[source][2].double()
+        if any(_reproduces(value, tensor, same) is not None
+               for tensor in every + [tensor for _name, tensor in inputs]):
+            continue
+        earlier = _read_wrong(trace, source, hits, every, same, dims, inputs, depth + 1)
+        if earlier:
+            return earlier
+        against = [(MESSAGES["trace_how"], name, tensor) for _index, name, tensors, _
+                   in reversed(hits) for _key, tensor in tensors]
+        against += [(MESSAGES["trace_how_input"], name, tensor) for name, tensor in inputs]
+        for how, name, tensor in against:
+            for form in _layouts(tensor, value.shape)[:1]:
+                form = form.double()
+                reason = (other_layout(value, form, same, dims)
+                          or _transformed(value, form, dict(inputs), same, dims))
+                if reason:
+                    place, code = _place(trace[source])
+                    by, by_code = _place(trace[r])
+                    return (MESSAGES["trace_at"].format(place=place, code=code)
+                            + how.format(step=name, reason=reason)
+                            + MESSAGES["trace_read_by"].format(place=by, code=by_code))
+    return ""
+
+
+def _merged_axes(got, want, want_names):
+    """shape_merged_axes' sentence where `got` is `want` with two neighbouring axes merged
+    into one, else None."""
+    if len(got) + 1 != len(want):
+        return None
+    for i in range(len(got)):
+        if (want[:i] + (want[i] * want[i + 1],) + want[i + 2:] == got
+                and want[i] > 1 and want[i + 1] > 1):
+            return MESSAGES["shape_merged_axes"].format(
+                first=want_names[i], second=want_names[i + 1], size=got[i],
+                want_rank=len(want), want_axes=", ".join(want_names))
+    return None
+
+
+def _maker(actual, traces):
+    """(trace, index) of the record that computed `actual` (the last of the latest trace
+    that holds its very values), or None."""
+    got = actual.detach()
+    for trace in reversed(traces or ()):
+        for r in range(len(trace) - 1, -1, -1):
+            value = trace[r][2]
+            if (tuple(value.shape) == tuple(got.shape) and value.dtype == got.dtype
+                    and bool(torch.equal(value.cpu(), got.cpu()))):
+                return trace, r
+    return None
+
+
+def _without(shape, index):
+    return shape[:index] + shape[index + 1:]
+
+
+def _first_of_shape(trace, r, shape):
+    """The index of the first record that made record `r`'s shape, back through the records
+    that keep it (+ b, ~mask: what they read of that very shape)."""
+    while len(trace[r]) >= 5:
+        same_shape = [source for size, source in trace[r][4]
+                      if source >= 0 and tuple(size) == tuple(shape)]
+        if not same_shape:
+            break
+        r = same_shape[0]
+    return r
+
+
+# the functions that reduce an axis away (what else removes one is an index or a select)
+_REDUCTIONS = {"sum", "mean", "amax", "amin", "max", "min", "prod", "norm", "logsumexp",
+               "std", "var", "argmax", "argmin", "nansum", "nanmean", "median", "all", "any"}
+
+
+def _shape_change(trace, read, got, want, dims, axes, function=""):
+    """What a line did to the shape: from the tensors it read (`read`, [(shape, source)]) to
+    `got` (with `function`, the torch function's name), against the answer's `want`: an axis
+    reduced or indexed away, a merge, a split, a join, a repeat, a broadcast, size-1 axes
+    removed or added (the first that fits), else the shape it came from; "" without one."""
+    if not read:
+        return ""
+    source = tuple(read[0][0])
+    names = axis_names(source, dims)
+    want_names = axis_names(want, dims, axes)
+    listed = ", ".join(names)
+    shapes = [tuple(shape) for shape, _ in read]
+    count = len(shapes)
+    if count > 1 and len(set(shapes)) == 1 and len(got) == len(source):
+        for a in range(len(source)):
+            if got == source[:a] + (source[a] * count,) + source[a + 1:]:
+                for k in range(len(want)):
+                    if want == source[:k] + (count,) + source[k:]:
+                        return MESSAGES["shape_joins"].format(
+                            count=count, axes=listed, axis=_axis_label(names[a]), index=k)
+                for b in range(len(source)):
+                    if b != a and want == source[:b] + (source[b] * count,) + source[b + 1:]:
+                        return MESSAGES["shape_joins_other"].format(
+                            count=count, axes=listed, axis=_axis_label(names[a]),
+                            want_axis=_axis_label(names[b]))
+    if len(source) == len(got) + 1:
+        for a in range(len(source)):
+            if _without(source, a) != got:
+                continue
+            for b in range(len(source)):
+                if source[b] != source[a] and _without(source, b) == want:
+                    key = "shape_reduced" if function in _REDUCTIONS else "shape_removes"
+                    return MESSAGES[key].format(
+                        axis=_axis_label(names[a]), dim=a, axes=listed,
+                        want_axis=_axis_label(names[b]), want_dim=b)
+        for i in range(len(got)):
+            if source[:i] + (source[i] * source[i + 1],) + source[i + 2:] == got and min(
+                    source[i], source[i + 1]) > 1:
+                text = MESSAGES["shape_merges"].format(first=names[i], second=names[i + 1],
+                                                       axes=listed)
+                if want == source:
+                    return text + MESSAGES["shape_merges_apart"]
+                for j in range(len(source) - 1):
+                    if j != i and source[:j] + (source[j] * source[j + 1],) + source[j + 2:] \
+                            == want:
+                        return text + MESSAGES["shape_merges_other"].format(
+                            first=names[j], second=names[j + 1])
+                return text
+    if len(source) == len(got):
+        grown = [a for a in range(len(got)) if got[a] != source[a]]
+        if len(grown) == 1 and got[grown[0]] % source[grown[0]] == 0 and \
+                got[grown[0]] > source[grown[0]]:
+            a = grown[0]
+            times = got[a] // source[a]
+            for b in range(len(source)):
+                if b != a and source[b] > 0 and want == source[:b] + (
+                        source[b] * times,) + source[b + 1:]:
+                    return MESSAGES["shape_repeats_other"].format(
+                        axis=_axis_label(names[a]), times=times, size=source[a], axes=listed,
+                        want_axis=_axis_label(names[b]))
+            if len(want) == len(got) and want[a] != got[a]:
+                return MESSAGES["shape_repeats"].format(
+                    axis=_axis_label(names[a]), got=got[a], times=times, size=source[a],
+                    want=want[a], want_is=_quantity(want[a], dims))
+    if len(got) == len(source) + 1:
+        for i in range(len(source)):
+            if (got[:i] + (got[i] * got[i + 1],) + got[i + 2:] == source
+                    and min(got[i], got[i + 1]) > 1):
+                got_names = axis_names(got, dims)
+                text = MESSAGES["shape_splits"].format(axis=_axis_label(names[i]), axes=listed,
+                                                       first=got_names[i],
+                                                       second=got_names[i + 1])
+                if sorted(got) == sorted(want):
+                    text += MESSAGES["shape_splits_order"].format(
+                        want_axes=", ".join(want_names))
+                return text
+    if len(got) == len(source) and sorted(got) == sorted(want) and sorted(source) == sorted(
+            got) and source != got:
+        return MESSAGES["shape_reorders"].format(axes=listed,
+                                                 got_axes=", ".join(axis_names(got, dims)),
+                                                 want_axes=", ".join(want_names))
+    if len(read) == 2 and _squeezed(got) != _squeezed(want) and sorted(
+            _squeezed(got)) == sorted(_squeezed(want)):
+        first, second = (tuple(shape) for shape, _ in read)
+        try:
+            combined = tuple(torch.broadcast_shapes(first, second))
+        except RuntimeError:
+            combined = None
+        if combined == got and first != got and second != got:
+            return MESSAGES["shape_broadcast_order"].format(
+                first=", ".join(axis_names(first, dims)),
+                second=", ".join(axis_names(second, dims)),
+                got_axes=", ".join(axis_names(got, dims)),
+                want_axes=", ".join(axis_names(_squeezed(want), dims)))
+    wider = [(shape, made) for shape, made in read[1:] if len(shape) == len(got) > len(want)]
+    if len(source) < len(got) and wider:
+        shape, made = wider[0]
+        where = ""
+        if made >= 0:
+            place, code = _place(trace[_first_of_shape(trace, made, shape)])
+            where = MESSAGES["shape_broadcast_made"].format(place=place, code=code)
+        return MESSAGES["shape_broadcast"].format(
+            axes=listed, rank=len(shape), other_axes=", ".join(axis_names(shape, dims)),
+            made=where)
+    ones = [a for a in range(len(source)) if source[a] == 1]
+    squeezed = [s for s in source if s != 1]
+    if ones and len(want) < len(got) < len(source) and [s for s in got if s != 1] == squeezed \
+            and [s for s in want if s != 1] == squeezed:
+        return MESSAGES["shape_singletons"].format(
+            removed=len(source) - len(got), axes=listed, want_removed=len(source) - len(want))
+    if len(got) == len(source) + 1 and [s for s in got if s != 1] == [
+            s for s in source if s != 1] and len(want) == len(source):
+        return MESSAGES["shape_singleton_added"].format(axes=listed)
+    return MESSAGES["shape_made_from"].format(axes=listed)
+
+
+def traced_shape(actual, want, traces, dims, axes=None):
+    """The trace family for a wrong shape: the line of the student's code that computed the
+    tensor of the wrong shape (`actual`, found in `traces` by its very values), and what that
+    line did to the shape of what it read, against the answer's shape `want` (a reduction
+    over another axis, axes merged that the answer keeps apart or merges otherwise, a cat
+    where a stack makes a new axis, a repeat along another axis or by another count, size-1
+    axes removed or added); None where no traced line computed it."""
+    made = _maker(actual, traces) if isinstance(actual, torch.Tensor) else None
+    if made is None:
+        return None
+    trace, r = made
+    # back to the first line that made that shape (what comes after it, + b, ~, keeps it)
+    r = _first_of_shape(trace, r, actual.shape)
+    # and back over a line that only adds or removes size-1 axes, where what it read has
+    # the same wrong sizes already
+    while len(trace[r]) >= 5 and trace[r][4] and trace[r][4][0][1] >= 0:
+        shape, source = trace[r][4][0]
+        if (_squeezed(shape) != _squeezed(trace[r][2].shape)
+                or _squeezed(shape) == _squeezed(want)):
+            break
+        r = _first_of_shape(trace, source, shape)
+    record = trace[r]
+    place, code = _place(record)
+    read = record[4] if len(record) >= 5 else ()
+    return MESSAGES["shape_made"].format(place=place, code=code) + _shape_change(
+        trace, read, tuple(record[2].shape), tuple(want), dims, axes,
+        record[3] if len(record) >= 5 else "")
+
+
+def _squeezed(shape):
+    return [size for size in shape if size != 1]

@@ -514,11 +514,15 @@ def forbid_spec(*specs):
 # recorded here while their function runs (in their Jupyter and the kit in-process, in the
 # grader's sandbox in the student's process, whose report comes back with the observation).
 # Bounded, so that a loop cannot flood the report: at most TRACE_MOST tensors and
-# TRACE_ENTRIES entries in all; a tensor of fewer than 2 entries, or not of floats, is left
-# out (it names no step). What the caps leave out is not traced.
+# TRACE_ENTRIES entries in all; a tensor of fewer than 2 entries, or not of floats or bools
+# (a mask), is left out (it names no step). What the caps leave out is not traced.
+# Each record also says what made it (the data flow a teacher follows back to a cause): the
+# torch function's name, and [shape, index of the record that made it or -1] of each tensor
+# it read (its arguments, one level into lists and tuples, at most TRACE_ARGS).
 TRACE_MOST = 160
 TRACE_ENTRIES = 2**17
 TRACE_TEXT = 300   # characters of a line's place and of its code
+TRACE_ARGS = 16
 
 
 def _student_place(frame):
@@ -544,6 +548,9 @@ class _Trace(torch.overrides.TorchFunctionMode):
         super().__init__()
         self.records, self.entries = [], 0
         self.raising = []   # [the exception, [function name, shapes]] of the call that raised
+        # {id(tensor): its record's index}, with the tensors kept alive for the call's
+        # length so that an id is not reused for another tensor meanwhile
+        self.made, self.alive = {}, []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         try:
@@ -558,30 +565,48 @@ class _Trace(torch.overrides.TorchFunctionMode):
         # not traced themselves)
         if type(result) is _Tensor or isinstance(result, _Tensor):
             try:
-                self.keep(result)
+                self.keep(result, func, args)
             except Exception:   # a tensor subclass that refuses to be read: not traced
                 pass
         return result
 
-    def keep(self, result):
+    def read(self, args):
+        """[[shape, index of the record that made it or -1]] of the tensors in `args`."""
+        found = []
+        for arg in args:
+            for item in (arg if isinstance(arg, (list, tuple)) else (arg,)):
+                if isinstance(item, _Tensor) and len(found) < TRACE_ARGS:
+                    found.append([[int(n) for n in item.shape], self.made.get(id(item), -1)])
+        return found
+
+    def keep(self, result, func=None, args=()):
         size = result.numel()
         # (a tensor without data, on the meta device, as a count of parameters may build: no
         # value to compare, and nothing that could be copied to the grader)
         if (len(self.records) >= TRACE_MOST or size < 2 or self.entries + size > TRACE_ENTRIES
-                or not result.is_floating_point() or result.is_meta):
+                or not (result.is_floating_point() or result.dtype == torch.bool)
+                or result.is_meta):
             return
         place = _student_place(sys._getframe(2))
         if place is None:
             return
         self.entries += size
+        # (read first: an in-place operation, or .to() that changes nothing, returns the
+        # very tensor it read)
+        read = self.read(args)
+        self.made[id(result)] = len(self.records)
+        self.alive.append(result)
         self.records.append([place[0], place[1],
-                             result.detach().clone().as_subclass(_Tensor)])
+                             result.detach().clone().as_subclass(_Tensor),
+                             str(getattr(func, "__name__", ""))[:TRACE_TEXT], read])
 
 
 def attempt_traced(function, *args, **kwargs):
-    """attempt(function, *args, **kwargs) and the trace of the call: [[place, code, tensor]]
-    of the tensors the student's own lines computed (see _Trace), bounded."""
+    """attempt(function, *args, **kwargs) and the trace of the call: [[place, code, tensor,
+    function name, [[shape, record index or -1] of each tensor it read]]] of the tensors the
+    student's own lines computed (see _Trace), bounded."""
     trace = _Trace()
     with trace:
         result, error = attempt(function, *args, _raising=trace.raising, **kwargs)
+    trace.made, trace.alive = {}, []
     return result, error, trace.records

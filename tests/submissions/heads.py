@@ -770,3 +770,34 @@ BUGS.update({
                "test_multihead_attention_core"],
         diagnosis=r"(3|three) axes|\(B, L, d_model\)|x\.shape.*(unpack|names)"),
 })
+
+
+# ------------------------------------------------- i20shape's practice set (issue 20)
+# Wrong shapes, and wrong values whose cause lies upstream of where they show, written from
+# the exercise's text before the trace family learnt its data flow (the line that made a
+# wrong shape and what it did to it; the wrong value a departing line reads); each diagnosis
+# names the cause. See the report of branch i20shape for the counts (three more of the set
+# were held-out mistakes already: entropy keepdim, head_dim from in_features, sin/cos halves).
+from tests.submissions import ReferenceCells as _Cells  # noqa: E402
+
+_SHAPE_CELLS = _Cells(NOTEBOOK)
+BUGS.update({
+    "merge_flattens_positions_and_heads": Bug(
+        cells=_SHAPE_CELLS.edit("merge_heads", ("    return x.reshape(B, L, num_heads * head_dim)",
+                                                "    return x.flatten(1, 2)")),
+        fails=["test_merge_heads", "test_multihead_attention_core"],
+        diagnosis=r"flatten\(2, 3\)|(L|positions).*(num_heads|heads).*(merged|flatten)|"
+                  r"merg.*wrong (pair|axes)"),
+    "split_heads_d2l_three_axes": Bug(
+        cells=_SHAPE_CELLS.edit("split_heads", (
+            "    return x.transpose(1, 2)               # (B, h, L, hd)",
+            "    return x.transpose(1, 2).reshape(B * num_heads, L, head_dim)")),
+        fails=["test_split_heads", "test_multihead_attention_core"],
+        diagnosis=r"(batch|B).*(num_heads|heads).*(merged|one axis|flatten)|B \* num_heads"),
+    "core_value_not_split": Bug(
+        cells=_SHAPE_CELLS.edit("multihead_attention_core", (
+            "heads, weights = scaled_dot_product_attention(q, k, v)",
+            "heads, weights = scaled_dot_product_attention(q, k, value)")),
+        fails=["test_multihead_attention_core"],
+        diagnosis=r"(value|v)\b.*(not split|split_heads|unsplit|into heads)"),
+})

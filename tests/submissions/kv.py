@@ -712,3 +712,39 @@ BUGS.update({
                   r"|values.{0,60}(from|hold|of) the (new )?keys|keys in place of (the )?values"
                   r"|keys (instead of|where) (the )?values"),
 })
+
+
+# ------------------------------------------------- i20shape's practice set (issue 20)
+# Wrong shapes, and wrong values whose cause lies upstream of where they show, written from
+# the exercise's text before the trace family learnt its data flow (the line that made a
+# wrong shape and what it did to it; the wrong value a departing line reads); each diagnosis
+# names the cause. See the report of branch i20shape for the counts (three more of the set
+# were held-out mistakes already: entropy keepdim, head_dim from in_features, sin/cos halves).
+from tests.submissions import ReferenceCells as _Cells  # noqa: E402
+
+_SHAPE_CELLS = _Cells(NOTEBOOK)
+BUGS.update({
+    "repeat_flattens_group_with_positions": Bug(
+        cells=_SHAPE_CELLS.edit("repeat_kv", (
+            "    return groups.reshape(B, num_heads, L, head_dim)                  # (B, h, L, hd)",
+            "    return groups.transpose(2, 3).flatten(2, 3)")),
+        fails=["test_repeat_kv", "test_gqa_forward", "test_cached_attention"],
+        # (adapted after the run: the formula family names the repeat along the positions)
+        diagnosis=r"flatten|(G|group|groups).*(L|positions).*(merg|one axis)|"
+                  r"merg.*(L|positions)|repeats along the L axis"),
+    "cache_cat_along_head_dim": Bug(
+        cells=_SHAPE_CELLS.edit("decoding",
+                                ("self.keys = torch.cat([self.keys, keys], dim=-2)",
+                                 "self.keys = torch.cat([self.keys, keys], dim=-1)"),
+                                ("self.values = torch.cat([self.values, values], dim=-2)",
+                                 "self.values = torch.cat([self.values, values], dim=-1)")),
+        fails=["test_kv_cache", "test_cached_attention"],
+        diagnosis=r"(cat|concat|append|join).*(head_dim|last axis|dim=-1|feature)|dim=-2"),
+    "values_tiled_keys_grouped": Bug(
+        cells=_SHAPE_CELLS.edit("GroupedQueryAttention", (
+            "k, v = repeat_kv(k, attn.num_heads), repeat_kv(v, attn.num_heads)",
+            "k = repeat_kv(k, attn.num_heads)\n"
+            "    v = v.repeat(1, attn.num_heads // v.shape[1], 1, 1)")),
+        fails=["test_gqa_forward", "test_cached_attention"],
+        diagnosis=r"(value|v\b).*(tiled|repeat|interleav|group|order)"),
+})
