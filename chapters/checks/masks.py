@@ -78,9 +78,6 @@ MESSAGES = translated(__name__) | {
                      "batch axis lines up with the queries. Keep the two axes of size 1: "
                      "mask[:, None, None, :]."),
     "key_padding_shape": "nn.MultiheadAttention wants its key_padding_mask of shape (B, Lk).",
-    "masks_queries": ("padding_mask returned shape {got} = (B, 1, Lk, 1): {words}. The "
-                      "positions are on the query axis, so this masks queries (rows) instead "
-                      "of keys (columns). Put the position axis last: (B, 1, 1, Lk)."),
     # a mask of another dtype: "{failure}" is diagnose.wrong_state's sentence
     "padding_bool": ("{failure} Return a torch.bool tensor (True = may attend): a comparison "
                      "such as positions < lengths already gives bool."),
@@ -334,11 +331,6 @@ def padding_mask(function, seed=0, batch=4, max_len=7, allow_zero=False):
     expect_tensor(actual, "padding_mask(lengths, max_len)")
     _expect_singletons(actual, expected, "padding_mask(lengths, max_len)", "(B, 1, 1, max_len)",
                        MESSAGES["broadcasting"])
-    B = batch
-    if tuple(actual.shape) == (B, 1, max_len, 1):
-        words = diagnose.wrong_shape((B, 1, max_len, 1), tuple(expected.shape), current_dims(),
-                                     "(B, 1, 1, max_len)")
-        fail(MESSAGES["masks_queries"].format(got=(B, 1, max_len, 1), words=words))
     expect_tensor(actual, "padding_mask(lengths, max_len)", shape=expected.shape,
                   shape_names="(B, 1, 1, max_len)")
     if actual.dtype != torch.bool:
