@@ -76,9 +76,6 @@ MESSAGES = translated(__name__) | {
     "pair": "the pair (output, weights)",
     "not_pair": "{name} returned {what}; return the pair (output, weights).",
     "items": "{kind} of {count} items",
-    "weights_K_Q": "weights: expected shape {shape} = (..., Lq, Lk), got {got} = (..., Lk, Lq): "
-                   "you computed K Q^T (or transposed the weights). One row per query: "
-                   "query @ key.transpose(-2, -1).",
     "sdpa_passed": "scaled_dot_product_attention matches F.scaled_dot_product_attention: "
                    "output {output}, weights {weights} ({dtype})",
     "cross_passed": "cross-attention: batch dims {batch}, Lq={Lq} queries, Lk={Lk} keys, "
@@ -494,8 +491,6 @@ def _check_attention(fn, query, key, value, label, **mask):
                                       ("output", "weights"))
         if swapped:
             fail(diagnose.explained(name, swapped))
-    if isinstance(weights, torch.Tensor) and Lq != Lk and tuple(weights.shape) == (*batch, Lk, Lq):
-        fail(MESSAGES["weights_K_Q"].format(shape=w_shape, got=tuple(weights.shape)))
     expected_out, expected_w = _attention_answers(query, key, value)
     # the formula with one step left out or moved (checks/diagnose.py), to name a mistake
     inputs = {"query": query, "key": key, "value": value, "mask": None}
