@@ -29,7 +29,7 @@ _xlogy = torch.special.xlogy
 _equal = torch.equal
 
 # Every message of this chapter's checks, one template each with named fields, for a second
-# language: the checks' own, then the per-bug tables' (filled in by the @reference functions).
+# language.
 MESSAGES = translated(__name__) | {
     "warning": "Note: {name} emitted a warning: {text}",
     "scores_passed": "attention_scores: shape (..., Lq, Lk) = {shape}, dtype {dtype}, values "
@@ -76,9 +76,6 @@ MESSAGES = translated(__name__) | {
     "pair": "the pair (output, weights)",
     "not_pair": "{name} returned {what}; return the pair (output, weights).",
     "items": "{kind} of {count} items",
-    "weights_K_Q": "weights: expected shape {shape} = (..., Lq, Lk), got {got} = (..., Lk, Lq): "
-                   "you computed K Q^T (or transposed the weights). One row per query: "
-                   "query @ key.transpose(-2, -1).",
     "sdpa_passed": "scaled_dot_product_attention matches F.scaled_dot_product_attention: "
                    "output {output}, weights {weights} ({dtype})",
     "cross_passed": "cross-attention: batch dims {batch}, Lq={Lq} queries, Lk={Lk} keys, "
@@ -88,14 +85,6 @@ MESSAGES = translated(__name__) | {
                       "first (torch.softmax does; so does your stable_softmax).",
     "sdpa_large_passed": "scaled_dot_product_attention is finite and right with scores up to "
                          "{top:.0f} ({dtype})",
-    # the per-bug tables that stay (the formula's steps name the other classic mistakes):
-    # the scores scaled by another axis's size, and right weights returned with the output
-    # made from other ones
-    "wrong_axis": "you scaled by sqrt({size}), the size of {axis}; d_k is the size of the last "
-                  "axis of query and key: query.shape[-1].",
-    "unscaled_output": "the weights are right, but the output was computed from the softmax "
-                       "of the UNSCALED scores: use the same (scaled) weights for the output.",
-    "output_from_scores": "output = scores @ value: the softmax is missing in the output.",
     # hints read from the student's line (HINTS' "front_transpose", "elementwise", ...)
     "hint_front_transpose": "Hint: your line transposes axes counted from the front (0, 1, "
                             "2, ...): they are the last two axes only of a tensor of one "
@@ -113,9 +102,6 @@ MESSAGES = translated(__name__) | {
     "hint_softmax_dim": "Hint: torch.softmax needs the axis it normalises along: dim=-1, the "
                         "keys, so that each query's weights sum to 1.",
     # the hints that follow a raised error (ATTENTION_HINTS, SOFTMAX_HINTS)
-    "hint_mask_name": "Hint: keep the exercise's signature, scaled_dot_product_attention(query, "
-                      "key, value, mask=None): the check passes mask=None (no mask) by name, and "
-                      "chapter 4 passes boolean masks through it.",
     "hint_t2d": "Hint: .t() and .T are for 2-D matrices (on more axes .T reverses all of them). "
                 "Transpose the last two axes only: key.transpose(-2, -1) (or key.mT).",
     "hint_matmul": "Hint: a matrix product A @ B needs A's last axis to equal B's second-to-last. "
@@ -145,9 +131,6 @@ MESSAGES = translated(__name__) | {
     # what each forbidden shortcut does (FORBIDS)
     "forbid_softmax": "a softmax that PyTorch computes for you (this exercise is to write it)",
     "forbid_attention": "which computes the whole attention for you",
-    # the axes whose size a scale by the wrong axis divides by (_other_sizes' keys)
-    "size_labels": {"batch": "the first batch axis", "Lq": "Lq (the number of queries)",
-                    "Lk": "Lk (the number of keys)", "d_v": "d_v (value.shape[-1])"},
     "softmax_axis_mark": " (dim={dim}, the softmax's axis)",
     "shape_of_scores": "(the shape of scores)",
     "case_near_plus": "all scores near +{offset:g}",
@@ -177,7 +160,6 @@ HINTS = {
     "max_pair": r"return_types\.max",
     "view": r"view size is not compatible",
     "dim_name": r"unexpected keyword argument 'dim'",
-    "mask_name": r"unexpected keyword argument 'mask'",
     # the student's own line, as the restated error quotes it ("line N of <cell>: code", or
     # in Chinese "<cell> 第 N 行：code": the student's process says it in their language)
     "front_transpose": r"(\bline \d+ of |第 \d+ 行)[^\n]*\.(transpose|swapaxes|swapdims)"
@@ -189,7 +171,6 @@ HINTS = {
 }
 # (error pattern key of HINTS, MESSAGES key of the hint), the first pattern that matches wins
 ATTENTION_HINTS = [
-    ("mask_name", "hint_mask_name"),
     ("front_transpose", "hint_front_transpose"),
     ("elementwise", "hint_elementwise"),
     ("sqrt_int", "hint_sqrt_int"),
@@ -261,25 +242,11 @@ def _batch_text(batch):
 # ---------------------------------------------------------------------------------------
 
 @reference
-def _scores_answers(query, key, sizes):
-    """(expected scores Q K^T / sqrt(d_k) (..., Lq, Lk), {bug message: scores}) in float64.
-    The table: the scores scaled by the root of another axis's size (sizes: {axis: size} of
-    the other axes, see _other_sizes); what any other mistake gives comes from the formula's steps
-    (step_mistakes("attention scores"))."""
-    d_k = query.shape[-1]
+def _scores_answer(query, key):
+    """The expected scores Q K^T / sqrt(d_k) (..., Lq, Lk) in float64; what a mistake gives
+    comes from the formula's steps (step_mistakes("attention scores"))."""
     qk = query.double() @ key.double().transpose(-2, -1)
-    bugs = {MESSAGES["wrong_axis"].format(size=size, axis=MESSAGES["size_labels"][axis]):
-            qk / math.sqrt(size) for axis, size in sizes.items() if size not in (d_k, 1)}
-    return qk / math.sqrt(d_k), bugs
-
-
-def _other_sizes(batch, Lq, Lk):
-    """{axis: size} of the scores' axes other than d_k (MESSAGES["size_labels"]' keys, said
-    in the language of now), for _scores_answers."""
-    sizes = {"batch": batch[0]} if batch else {}
-    sizes["Lq"] = Lq
-    sizes["Lk"] = Lk
-    return sizes
+    return qk / math.sqrt(query.shape[-1])
 
 
 @check
@@ -292,14 +259,14 @@ def attention_scores(attention_scores, seed=0, batch=(2,), Lq=3, Lk=5, d_k=4,
     scores = _run(attention_scores, query, key, name="attention_scores",
                   hints=ATTENTION_HINTS)
     shape = (*batch, Lq, Lk)
-    expected, bugs = _scores_answers(query, key, _other_sizes(batch, Lq, Lk))
+    expected = _scores_answer(query, key)
     mistakes = step_mistakes("attention scores", {"query": query, "key": key}, current_dims(),
                              d_k=d_k)
     axes = (*_leading(batch), "Lq", "Lk")
     named_by_shape(scores, expected, name, dtype, axes, mistakes)
     expect_tensor(scores, name, shape=shape, dtype=dtype, device=device,
                   shape_names="(..., Lq, Lk)")
-    expect_close(scores, expected, name, bugs=bugs, dtype=dtype, axes=axes, mistakes=mistakes)
+    expect_close(scores, expected, name, dtype=dtype, axes=axes, mistakes=mistakes)
     passed(MESSAGES["scores_passed"].format(shape=shape, dtype=dtype, batch=_batch_text(batch),
                                             Lq=Lq, Lk=Lk, d_k=d_k))
 
@@ -507,15 +474,11 @@ def stable_softmax_large_scores(stable_softmax, seed=0, shape=(2, 3, 5), dim=-1,
 
 @reference
 def _attention_answers(query, key, value):
-    """(expected output, expected weights, {bug: output}) in float64: PyTorch's own attention
-    for the output; the table: the outputs made from other weights than the right ones
-    returned (what any other mistake gives comes from the formula's steps, step_mistakes)."""
+    """(expected output, expected weights) in float64: PyTorch's own attention for the
+    output (what a mistake gives comes from the formula's steps, step_mistakes)."""
     q, k, v = query.double(), key.double(), value.double()
-    qk = q @ k.transpose(-2, -1)
-    scores = qk / math.sqrt(q.shape[-1])
-    output_bugs = {MESSAGES["unscaled_output"]: _softmax(qk, dim=-1) @ v,
-                   MESSAGES["output_from_scores"]: scores @ v}
-    return _sdpa(q, k, v), _softmax(scores, dim=-1), output_bugs
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    return _sdpa(q, k, v), _softmax(scores, dim=-1)
 
 
 def _check_attention(fn, query, key, value, label, **mask):
@@ -544,11 +507,8 @@ def _check_attention(fn, query, key, value, label, **mask):
                                       (MESSAGES["output_label"], MESSAGES["weights_label"]))
         if swapped:
             fail(diagnose.explained(name, swapped))
-    if isinstance(weights, torch.Tensor) and Lq != Lk and tuple(weights.shape) == (*batch, Lk, Lq):
-        fail(MESSAGES["weights_K_Q"].format(shape=w_shape, got=tuple(weights.shape)))
-    expected_out, expected_w, output_bugs = _attention_answers(query, key, value)
-    # the formula with one step left out or moved (checks/diagnose.py), for a mistake that
-    # no entry of the tables names
+    expected_out, expected_w = _attention_answers(query, key, value)
+    # the formula with one step left out or moved (checks/diagnose.py), to name a mistake
     inputs = {"query": query, "key": key, "value": value, "mask": None}
     weight_mistakes = step_mistakes("attention weights", inputs, current_dims(), d_k=d_k)
     output_mistakes = step_mistakes("attention", inputs, current_dims(), d_k=d_k)
@@ -569,7 +529,7 @@ def _check_attention(fn, query, key, value, label, **mask):
                                   / math.sqrt(d_k))
     expect_close(weights, expected_w, weights_name, dtype=dtype,
                  condition=condition, axes=(*leading, "Lq", "Lk"), mistakes=weight_mistakes)
-    expect_close(output, expected_out, output_name, bugs=output_bugs, dtype=dtype,
+    expect_close(output, expected_out, output_name, dtype=dtype,
                  axes=(*leading, "Lq", "d_v"), mistakes=output_mistakes,
                  scale=value.detach().double().abs().max(),
                  condition=condition.amax(dim=-1, keepdim=True),

@@ -494,6 +494,17 @@ def construct(cls, *args, **kwargs):
     return (module if built else None), {"error": error, "module": built}
 
 
+def size_kwargs(query_size=None, key_size=None, value_size=None, bias=True):
+    """The keyword arguments a check passes to MultiHeadAttention(d_model, num_heads, ...)
+    (chapters 3 and 5): the input sizes that are given (not None), and bias=False when the
+    biases are off; the defaults are left out."""
+    kwargs = {k: v for k, v in dict(query_size=query_size, key_size=key_size,
+                                    value_size=value_size).items() if v is not None}
+    if not bias:
+        kwargs["bias"] = False
+    return kwargs
+
+
 def refusal(function, *args, **kwargs):
     """What function(*args, **kwargs) raised, for a check that requires a ValueError: None
     when it raised nothing, ["ValueError", "", ""] for ValueError and its subclasses (the

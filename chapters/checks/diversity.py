@@ -43,7 +43,7 @@ from .common import (CheckFailure, attempt, by_owner, call_keeping, check, close
                      generator, given, is_class, is_module, judge_construct, load_weights,
                      observe, passed, raised, random_inputs, reference, refusal, revive,
                      step_mistakes, type_name)
-from .common import named_by_shape
+from .common import named_by_shape, size_kwargs
 from .common import (expect_dtype, expect_named_tuple, expect_no_graph, expect_own_storage,
                      expect_type, watch_arguments, expect_unchanged)
 from .language import translated
@@ -301,10 +301,7 @@ def _spec(cls, d_model, num_heads, query_size, key_size, value_size, bias, dropo
     """(kwargs for cls, "MultiHeadAttention(...)")."""
     if not is_class(cls):
         fail(MESSAGES["not_a_class"].format(got=type_name(cls)))
-    kwargs = {k: v for k, v in dict(query_size=query_size, key_size=key_size,
-                                    value_size=value_size).items() if v is not None}
-    if not bias:
-        kwargs["bias"] = False
+    kwargs = size_kwargs(query_size, key_size, value_size, bias)
     if dropout:
         kwargs["dropout"] = dropout
     shown = ", ".join([str(d_model), str(num_heads)] + [f"{k}={v}" for k, v in kwargs.items()])

@@ -42,10 +42,6 @@ MESSAGES = translated(__name__) | {
     "core_shape": "Merge the heads back into (B, Lq, d_model) with merge_heads.",
     "core_weights_shape": "Return every head's weights, (B, num_heads, Lq, Lk), not their "
                           "average (nor their sum, nor one head's).",
-    "view_error": "view() cannot flatten a non-contiguous tensor: the numbers it merges are "
-                  "not next to each other in memory (after transpose(1, 2), or in an input "
-                  "that is itself a transposed view). Use .reshape(...) (it copies only when "
-                  "it must) or .contiguous().view(...).",
     # the checks' own messages
     "refuses_all": "split_heads(x, num_heads={num_heads}) with d_model={d_model} raised "
                    "{kind}: {message}. But {num_heads} divides {d_model}: your function refuses "
@@ -128,7 +124,6 @@ MESSAGES = translated(__name__) | {
     "output_label": "output",
     "weights_label": "weights",
     "joined": "{first} {then}",
-    "joined_below": "{first}\n{then}",
     "divisibility_call": "split_heads(x, num_heads={num_heads}) with d_model={d_model}",
     # the forbid's end of sentence ("you called ..., {what}; build it ...")
     "forbid_core": "which does the whole exercise for you",
@@ -195,24 +190,18 @@ def _expect_shape(actual, name, shape, shape_names, hint, expected=None, mistake
 
 
 def _run(function, *args, name, refused=None):
-    """call_keeping(): (result, the arguments as the student's code left them), with a
-    specific message for .view() on a non-contiguous tensor. refused: the fields of
-    MESSAGES["refuses_divisible"] (d_model, num_heads, head_dim) where the check's input is
-    one split_heads must accept, for a ValueError it raised."""
-    try:
-        seen = observe(function, *args, name=name)
-        # (a ValueError of Python's own, a shape unpacked into the wrong count, is no refusal)
-        if refused and seen.error is not None and seen.error[0] == "ValueError" \
-                and "values to unpack" not in seen.error[1]:
-            fail(MESSAGES["refuses_divisible"].format(
-                name=name, message=seen.error[1], **refused,
-                where=located(seen.error[3] if len(seen.error) > 3 else "")))
-        raised(seen.error, name)
-        return revive(seen.result), [revive(a) for a in seen.args]
-    except CheckFailure as failure:
-        if "view size is not compatible" in str(failure):
-            fail(MESSAGES["joined_below"].format(first=failure, then=MESSAGES["view_error"]))
-        raise
+    """call_keeping(): (result, the arguments as the student's code left them). refused: the
+    fields of MESSAGES["refuses_divisible"] (d_model, num_heads, head_dim) where the check's
+    input is one split_heads must accept, for a ValueError it raised."""
+    seen = observe(function, *args, name=name)
+    # (a ValueError of Python's own, a shape unpacked into the wrong count, is no refusal)
+    if refused and seen.error is not None and seen.error[0] == "ValueError" \
+            and "values to unpack" not in seen.error[1]:
+        fail(MESSAGES["refuses_divisible"].format(
+            name=name, message=seen.error[1], **refused,
+            where=located(seen.error[3] if len(seen.error) > 3 else "")))
+    raised(seen.error, name)
+    return revive(seen.result), [revive(a) for a in seen.args]
 
 
 def _copy(tensor):

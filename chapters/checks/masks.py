@@ -78,9 +78,6 @@ MESSAGES = translated(__name__) | {
                      "batch axis lines up with the queries. Keep the two axes of size 1: "
                      "mask[:, None, None, :]."),
     "key_padding_shape": "nn.MultiheadAttention wants its key_padding_mask of shape (B, Lk).",
-    "masks_queries": ("padding_mask returned shape {got} = (B, 1, Lk, 1): {words}. The "
-                      "positions are on the query axis, so this masks queries (rows) instead "
-                      "of keys (columns). Put the position axis last: (B, 1, 1, Lk)."),
     # a mask of another dtype: "{failure}" is diagnose.wrong_state's sentence
     "padding_bool": ("{failure} Return a torch.bool tensor (True = may attend): a comparison "
                      "such as positions < lengths already gives bool."),
@@ -139,10 +136,6 @@ MESSAGES = translated(__name__) | {
     "key_padding_passed": ("to_torch_key_padding_mask: (B, Lk) = {shape}, True at padding; "
                            "nn.MultiheadAttention with it equals our attention with our mask"),
     # the likely cause of an error the student's code raised, by the exercise's step
-    "lengths_axis": ("Most likely the positions (max_len,) are compared with the lengths (B,) "
-                     "as they are, which lines them up one to one: give lengths an axis, "
-                     "positions < lengths[:, None] ((B, 1) against (max_len,) broadcasts to "
-                     "(B, max_len)), to compare every position with every length."),
     "k_len_default": ("causal_mask(q_len) leaves k_len at its default None, which means k_len "
                       "= q_len (a square mask): replace it first, k_len = q_len if k_len is "
                       "None else k_len."),
@@ -337,20 +330,10 @@ def _padding_answers(seed, batch, max_len, allow_zero):
 def padding_mask(function, seed=0, batch=4, max_len=7, allow_zero=False):
     """The student's padding_mask(lengths, max_len) -> (B, 1, 1, max_len) bool."""
     lengths, expected = _padding_answers(seed, batch, max_len, allow_zero)
-    # an error between the sizes max_len and B: the lengths compared without their axis
-    sizes = f"({max_len}|{batch})"
-    lengths_axis = dict(name="padding_mask", hint=MESSAGES["lengths_axis"],
-                        when=rf"tensor a \({sizes}\) must match the size of tensor b "
-                             rf"\({sizes}\)")
-    actual = _call(function, lengths.clone(), max_len, **lengths_axis)
+    actual = _call(function, lengths.clone(), max_len, name="padding_mask")
     expect_tensor(actual, "padding_mask(lengths, max_len)")
     _expect_singletons(actual, expected, "padding_mask(lengths, max_len)", "(B, 1, 1, max_len)",
                        MESSAGES["broadcasting"])
-    B = batch
-    if tuple(actual.shape) == (B, 1, max_len, 1):
-        words = diagnose.wrong_shape((B, 1, max_len, 1), tuple(expected.shape), current_dims(),
-                                     "(B, 1, 1, max_len)")
-        fail(MESSAGES["masks_queries"].format(got=(B, 1, max_len, 1), words=words))
     expect_tensor(actual, "padding_mask(lengths, max_len)", shape=expected.shape,
                   shape_names="(B, 1, 1, max_len)")
     if actual.dtype != torch.bool:
@@ -364,7 +347,7 @@ def padding_mask(function, seed=0, batch=4, max_len=7, allow_zero=False):
     # axis is max_len, whatever the lengths
     short = lengths.clamp(max=max_len - 1)                                   # (B,)
     shown = f"padding_mask(lengths={short.tolist()}, max_len={max_len})"
-    got = _call(function, short.clone(), max_len, **lengths_axis)
+    got = _call(function, short.clone(), max_len, name="padding_mask")
     expect_tensor(got, shown, shape=expected.shape, shape_names="(B, 1, 1, max_len)")
     want = _ref_padding_mask(short, max_len)
     _expect_mask(got, want, shown, "(B, 1, 1, max_len)",

@@ -46,7 +46,7 @@ from .common import (MALFORMED, CheckFailure, Forbidden, attempt, by_owner, call
                      read_back, reference, refusal, revive, softmax_condition, take,
                      take_error, type_name, fresh_seed)
 from .common import Intermediate, current_dims, expect_type, named_by_shape, step_mistakes
-from .common import expect_unchanged, said_later, watch_arguments
+from .common import expect_unchanged, said_later, size_kwargs, watch_arguments
 from . import diagnose
 from .common import merge_heads_reference as _merge, split_heads_reference as _split
 from .language import translated
@@ -457,10 +457,7 @@ def multi_head_attention_structure(cls, *, d_model=16, num_heads=4, query_size=N
     """The constructor: attribute names, nn.Linear shapes, biases, parameter count, a
     ValueError when num_heads does not divide d_model, and the initialisation the exercise
     specifies (xavier_uniform_ weights, zero biases), built after torch.manual_seed(seed)."""
-    kwargs = {k: v for k, v in dict(query_size=query_size, key_size=key_size,
-                                    value_size=value_size).items() if v is not None}
-    if not bias:
-        kwargs["bias"] = False
+    kwargs = size_kwargs(query_size, key_size, value_size, bias)
     shown = _shown(d_model, num_heads, kwargs)
     bad_h = max(num_heads, 2)
     bad_d = 3 * bad_h + 1  # never divisible by bad_h
@@ -621,10 +618,7 @@ def multi_head_attention(cls, *, seed=0, batch=2, Lq=5, Lk=7, d_model=16, num_he
     self-attention (query is key is value) and cross-attention (Lq != Lk), outputs and
     per-head weights. With query_size != d_model (which nn.MultiheadAttention does not
     support) the reference is a float64 implementation in this module."""
-    kwargs = {k: v for k, v in dict(query_size=query_size, key_size=key_size,
-                                    value_size=value_size).items() if v is not None}
-    if not bias:
-        kwargs["bias"] = False
+    kwargs = size_kwargs(query_size, key_size, value_size, bias)
     shown = _shown(d_model, num_heads, kwargs)
     sizes = (query_size or d_model, key_size or d_model, value_size or d_model)
     P = _random_weights(d_model, sizes, bias, seed)

@@ -161,7 +161,8 @@ def attention_scores(query, key):
 def attention_scores(query, key):
     return query @ key.transpose(-2, -1) / math.sqrt(key.shape[-2])
 '''},
-        fails=["test_attention_scores"], diagnosis=r"sqrt\(5\), the size of Lk"),
+        fails=["test_attention_scores"],
+        diagnosis=r"divides by sqrt\(Lk\) instead of sqrt\(d_k\)"),
 
     # Seed 000's float32 constant in the scores alone: the float64 hidden test (d_k = 6)
     # notices it (common.py's rule).
@@ -288,7 +289,9 @@ def scaled_dot_product_attention(query, key, value, mask=None):
     output = torch.softmax(scores, dim=-1) @ value
     return output, weights
 '''},
-        fails=SDPA_TESTS, diagnosis=r"weights are right, but the output .* UNSCALED"),
+        fails=SDPA_TESTS,
+        diagnosis=r"output \(.*is wrong: it is what the formula gives when the scale step is "
+                  r"left out"),
     "returns_weights_then_output": Bug(
         cells={"scaled_dot_product_attention": '''
 def scaled_dot_product_attention(query, key, value, mask=None):
@@ -408,7 +411,8 @@ def attention_scores(query, key):
     "sdpa_output_from_scores": Bug(
         cells={"scaled_dot_product_attention": _edit(_SDPA, "output = weights @ value",
                                                      "output = scores @ value")},
-        fails=_SDPA_ALL, diagnosis=r"the softmax is missing in the output"),
+        fails=_SDPA_ALL,
+        diagnosis=r"output \(.*the softmax step is left out.*the softmax is missing"),
     "sdpa_softmax_in_float32": Bug(
         cells={"scaled_dot_product_attention": _edit(
             _SDPA, "weights = torch.softmax(scores, dim=-1)",
@@ -468,8 +472,8 @@ BUGS.update({
                    "        raise NotImplementedError(\"masks come in chapter 4\")\n",
             "def scaled_dot_product_attention(query, key, value):\n")},
         fails=["test_sdpa"],
-        diagnosis=r"unexpected keyword argument 'mask'.*scaled_dot_product_attention\(query, "
-                  r"key, value, mask=None\)"),
+        diagnosis=r"unexpected keyword argument 'mask'.*has no parameter mask, which the "
+                  r"exercise's signature promises"),
 })
 
 # ------------------------------------------------------------------ a practice set (issue 20)

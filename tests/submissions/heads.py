@@ -215,8 +215,8 @@ def split_heads(x, num_heads):
     return rows.view(B, L, num_heads, d_model // num_heads).transpose(1, 2)
 '''},
         fails=["test_split_heads"],
-        diagnosis=r"view\(\) cannot flatten a non-contiguous tensor: .*an input that is itself "
-                  r"a transposed view",
+        diagnosis=r"split_heads\(x, num_heads\) raised .*a \.view\(\) of a tensor whose entries "
+                  r"are no longer in that order in memory.*use \.reshape\(\)",
         notes="hidden only: the non-contiguous input, with B > 1 (with B = 1 the view works)"),
     "merge_no_transpose": Bug(
         cells={"merge_heads": '''
@@ -234,7 +234,8 @@ def merge_heads(x):
     return x.transpose(1, 2).view(B, L, h * hd)
 '''},
         fails=["test_merge_heads", _CORE_FAILS],
-        diagnosis=r"view\(\) cannot flatten a non-contiguous tensor.*\.reshape",
+        diagnosis=r"merge_heads\(x\) raised .*a \.view\(\) of a tensor whose entries are no "
+                  r"longer in that order in memory.*use \.reshape\(\)",
         notes="view on the non-contiguous transposed tensor raises RuntimeError"),
     "merge_interleaved": Bug(
         cells={"merge_heads": '''

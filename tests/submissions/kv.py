@@ -187,13 +187,13 @@ BUGS = {
     "decoding_mask_top_left": Bug(
         cells=_edit("decoding", (".tril(T - L_new)", ".tril()")),
         fails=DECODING,
-        diagnosis=r"decoding_causal_mask\(3, 4\) is wrong: off by one: the causal mask is aligned "
-                  r"at the top-left"),
+        diagnosis=r"decoding_causal_mask\(3, 4\) is wrong: the triangle's diagonal is off by 1: "
+                  r".*\(diagonal=0 where 1 is right\)"),
     "decoding_mask_offset_sign_flipped": Bug(
         cells=_edit("decoding", (".tril(T - L_new)", ".tril(L_new - T)")),
         fails=DECODING,
-        diagnosis=r"decoding_causal_mask\(3, 4\) is wrong: the causal mask's diagonal offset has "
-                  r"the wrong sign"),
+        diagnosis=r"decoding_causal_mask\(3, 4\) is wrong: the triangle's diagonal is off by 2: "
+                  r".*\(diagonal=-1 where 1 is right\)"),
     "decoding_attends_new_keys_only": Bug(
         cells=_edit("decoding", ("    k, v = cache.append(k, v)              # (B, g, T, hd)\n",
                                          "    cache.append(k, v)\n")),
@@ -464,7 +464,7 @@ BUGS.update({
             "    return torch.ones(L_new, T, dtype=torch.bool, device=device).tril(T - L_new)",
             "    return torch.ones(T, T, dtype=torch.bool, device=device).tril()[:L_new]")),
         fails=DECODING,
-        diagnosis=r"top-left|first L_new rows|last L_new"),
+        diagnosis=r"top-left|first L_new rows|last L_new|\(diagonal=0 where 1 is right\)"),
     # 6. G from the wrong axis: num_kv_heads read as kv.shape[2], so G = 1: no repeat
     "repeat_group_from_wrong_axis": Bug(
         cells={"repeat_kv": _replace_def("repeat_kv", "repeat_kv", '''def repeat_kv(kv, num_heads):

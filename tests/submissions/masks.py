@@ -197,7 +197,7 @@ BUGS = {
     return (torch.arange(max_len) < lengths[:, None])[:, None, :, None]
 '''},
         fails=["test_padding_mask"],
-        diagnosis=r"masks queries \(rows\) instead of keys",
+        diagnosis=r"got \(4, 1, 7, 1\).*\(1 and max_len exchanged",
     ),
     "padding_mask_2d": Bug(
         cells={"padding_mask": '''def padding_mask(lengths, max_len):
