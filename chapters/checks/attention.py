@@ -17,9 +17,9 @@ import torch.nn.functional as F
 
 from . import diagnose
 from .common import (CheckFailure, Forbidden, _same_within, check, current_dims,
-                     expect_close, expect_tensor, fail, forbid_spec, generator,
-                     observe, passed, named_by_shape, raised, random_inputs, reference, revive,
-                     said_later, softmax_condition, step_mistakes, type_name)
+                     expect_close, expect_from_weights, expect_tensor, fail, forbid_spec,
+                     generator, observe, passed, named_by_shape, raised, random_inputs,
+                     reference, revive, said_later, softmax_condition, step_mistakes, type_name)
 from .language import translated
 
 # Bound at import, before student code runs in the same kernel.
@@ -88,14 +88,6 @@ MESSAGES = translated(__name__) | {
                       "first (torch.softmax does; so does your stable_softmax).",
     "sdpa_large_passed": "scaled_dot_product_attention is finite and right with scores up to "
                          "{top:.0f} ({dtype})",
-    # the per-bug tables that stay (the formula's steps name the other classic mistakes):
-    # the scores scaled by another axis's size, and right weights returned with the output
-    # made from other ones
-    "wrong_axis": "you scaled by sqrt({size}), the size of {axis}; d_k is the size of the last "
-                  "axis of query and key: query.shape[-1].",
-    "unscaled_output": "the weights are right, but the output was computed from the softmax "
-                       "of the UNSCALED scores: use the same (scaled) weights for the output.",
-    "output_from_scores": "output = scores @ value: the softmax is missing in the output.",
     # hints read from the student's line (HINTS' "front_transpose", "elementwise", ...)
     "hint_front_transpose": "Hint: your line transposes axes counted from the front (0, 1, "
                             "2, ...): they are the last two axes only of a tensor of one "
@@ -145,9 +137,6 @@ MESSAGES = translated(__name__) | {
     # what each forbidden shortcut does (FORBIDS)
     "forbid_softmax": "a softmax that PyTorch computes for you (this exercise is to write it)",
     "forbid_attention": "which computes the whole attention for you",
-    # the axes whose size a scale by the wrong axis divides by (_other_sizes' keys)
-    "size_labels": {"batch": "the first batch axis", "Lq": "Lq (the number of queries)",
-                    "Lk": "Lk (the number of keys)", "d_v": "d_v (value.shape[-1])"},
     "softmax_axis_mark": " (dim={dim}, the softmax's axis)",
 }
 
@@ -245,25 +234,12 @@ def _batch_text(batch):
 # ---------------------------------------------------------------------------------------
 
 @reference
-def _scores_answers(query, key, sizes):
-    """(expected scores Q K^T / sqrt(d_k) (..., Lq, Lk), {bug message: scores}) in float64.
-    The table: the scores scaled by the root of another axis's size (sizes: {axis: size} of
-    the other axes, see _other_sizes); what any other mistake gives comes from the formula's steps
+def _scores_answers(query, key):
+    """The expected scores Q K^T / sqrt(d_k) (..., Lq, Lk) in float64; what a mistake gives
+    (a scale by another axis's size among them) comes from the formula's steps
     (step_mistakes("attention scores"))."""
-    d_k = query.shape[-1]
     qk = query.double() @ key.double().transpose(-2, -1)
-    bugs = {MESSAGES["wrong_axis"].format(size=size, axis=MESSAGES["size_labels"][axis]):
-            qk / math.sqrt(size) for axis, size in sizes.items() if size not in (d_k, 1)}
-    return qk / math.sqrt(d_k), bugs
-
-
-def _other_sizes(batch, Lq, Lk):
-    """{axis: size} of the scores' axes other than d_k (MESSAGES["size_labels"]' keys, said
-    in the language of now), for _scores_answers."""
-    sizes = {"batch": batch[0]} if batch else {}
-    sizes["Lq"] = Lq
-    sizes["Lk"] = Lk
-    return sizes
+    return qk / math.sqrt(query.shape[-1])
 
 
 @check
@@ -276,14 +252,14 @@ def attention_scores(attention_scores, seed=0, batch=(2,), Lq=3, Lk=5, d_k=4,
     scores = _run(attention_scores, query, key, name="attention_scores",
                   hints=ATTENTION_HINTS)
     shape = (*batch, Lq, Lk)
-    expected, bugs = _scores_answers(query, key, _other_sizes(batch, Lq, Lk))
+    expected = _scores_answers(query, key)
     mistakes = step_mistakes("attention scores", {"query": query, "key": key}, current_dims(),
                              d_k=d_k)
     axes = (*_leading(batch), "Lq", "Lk")
     named_by_shape(scores, expected, name, dtype, axes, mistakes)
     expect_tensor(scores, name, shape=shape, dtype=dtype, device=device,
                   shape_names="(..., Lq, Lk)")
-    expect_close(scores, expected, name, bugs=bugs, dtype=dtype, axes=axes, mistakes=mistakes)
+    expect_close(scores, expected, name, dtype=dtype, axes=axes, mistakes=mistakes)
     passed(MESSAGES["scores_passed"].format(shape=shape, dtype=dtype, batch=_batch_text(batch),
                                             Lq=Lq, Lk=Lk, d_k=d_k))
 
@@ -491,15 +467,11 @@ def stable_softmax_large_scores(stable_softmax, seed=0, shape=(2, 3, 5), dim=-1,
 
 @reference
 def _attention_answers(query, key, value):
-    """(expected output, expected weights, {bug: output}) in float64: PyTorch's own attention
-    for the output; the table: the outputs made from other weights than the right ones
-    returned (what any other mistake gives comes from the formula's steps, step_mistakes)."""
+    """(expected output, expected weights) in float64: PyTorch's own attention for the
+    output (what a mistake gives comes from the formula's steps, step_mistakes)."""
     q, k, v = query.double(), key.double(), value.double()
-    qk = q @ k.transpose(-2, -1)
-    scores = qk / math.sqrt(q.shape[-1])
-    output_bugs = {MESSAGES["unscaled_output"]: _softmax(qk, dim=-1) @ v,
-                   MESSAGES["output_from_scores"]: scores @ v}
-    return _sdpa(q, k, v), _softmax(scores, dim=-1), output_bugs
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    return _sdpa(q, k, v), _softmax(scores, dim=-1)
 
 
 def _check_attention(fn, query, key, value, label, **mask):
@@ -530,7 +502,7 @@ def _check_attention(fn, query, key, value, label, **mask):
             fail(diagnose.explained(name, swapped))
     if isinstance(weights, torch.Tensor) and Lq != Lk and tuple(weights.shape) == (*batch, Lk, Lq):
         fail(MESSAGES["weights_K_Q"].format(shape=w_shape, got=tuple(weights.shape)))
-    expected_out, expected_w, output_bugs = _attention_answers(query, key, value)
+    expected_out, expected_w = _attention_answers(query, key, value)
     # the formula with one step left out or moved (checks/diagnose.py), for a mistake that
     # no entry of the tables names
     inputs = {"query": query, "key": key, "value": value, "mask": None}
@@ -551,7 +523,11 @@ def _check_attention(fn, query, key, value, label, **mask):
                                   / math.sqrt(d_k))
     expect_close(weights, expected_w, f"weights ({label})", dtype=dtype,
                  condition=condition, axes=(*leading, "Lq", "Lk"), mistakes=weight_mistakes)
-    expect_close(output, expected_out, f"output ({label})", bugs=output_bugs, dtype=dtype,
+    # right weights, and an output made from other ones (unscaled, the scores) or from
+    # another tensor than value
+    expect_from_weights(output, weights, value, expected_out, expected_w, dtype, condition,
+                        output_mistakes, name=f"output ({label})")
+    expect_close(output, expected_out, f"output ({label})", dtype=dtype,
                  axes=(*leading, "Lq", "d_v"), mistakes=output_mistakes,
                  scale=value.detach().double().abs().max(),
                  condition=condition.amax(dim=-1, keepdim=True),

@@ -71,19 +71,6 @@ MESSAGES = translated(__name__) | {
                     "grouped-query attention saves parameters.",
     "head_dim_from_kv": "head_dim must be d_model // num_heads (the query heads), not "
                         "d_model // num_kv_heads.",
-    # the decoding mask's table (decoding_causal_mask)
-    "top_left": "off by one: the causal mask is aligned at the top-left corner (chapter 4's "
-                "causal_mask(L_new, T), which is right only when L_new == T). The new queries "
-                "are the last L_new of T positions, so query i sits at position T - L_new + i "
-                "and may attend to keys 0 .. T - L_new + i: align the mask at the bottom-right "
-                "corner, torch.ones(L_new, T).tril(T - L_new).",
-    "offset_sign": "the causal mask's diagonal offset has the wrong sign: tril(L_new - T) lets "
-                   "the new queries attend to no key at all once the cache holds earlier "
-                   "positions (L_new < T). Query i sits at position T - L_new + i: the offset "
-                   "is T - L_new, torch.ones(L_new, T).tril(T - L_new).",
-    # the parameter count's table (count_gqa_parameters)
-    "count_one_kv": "only one of k_proj and v_proj was counted with num_kv_heads heads: both "
-                    "shrink.",
     # shared by several checks
     "raised": "{name} raised {kind}: {message}",
     "documented_int": "an int",
@@ -441,7 +428,7 @@ def repeat_kv(function, seed=0, batch=2, num_kv_heads=2, num_heads=6, L=5, head_
     expect_tensor(actual, name, shape=expected.shape, dtype=dtype,
                   shape_names="(B, num_heads, L, head_dim)")
     # a repeat in the other order (tiled) is named by diagnose.other_layout's factors family
-    expect_close(actual, expected, name, dtype=dtype,
+    expect_close(actual, expected, name, dtype=dtype, mistakes=mistakes,
                  hint=MESSAGES["repeat_hint"])
     passed(MESSAGES["repeat_passed"].format(shape=tuple(kv.shape), out=tuple(expected.shape),
                                             group=num_heads // num_kv_heads, dtype=dtype))
@@ -813,9 +800,8 @@ def _count_answers(configs):
     for d, h, g, bias in configs:
         kv = g * (d // h)
         b = (lambda n: n if bias else 0)
-        # the other mistakes are the formula's (formulas.gqa_parameters_formula)
-        answers.append((2 * d * d + 2 * d * kv + b(2 * d + 2 * kv),
-                        {MESSAGES["count_one_kv"]: 3 * d * d + d * kv + b(3 * d + kv)}))
+        # its mistakes: the formula's (formulas.gqa_parameters_formula)
+        answers.append((2 * d * d + 2 * d * kv + b(2 * d + 2 * kv), {}))
     return answers
 
 
@@ -972,12 +958,10 @@ def kv_cache(cls, seed=0, batch=2, num_kv_heads=2, head_dim=3, lengths=(3, 1, 2)
 
 # ----------------------------------------------------------------------------- decoding mask
 @reference
-def _decoding_mask_answers(L_new, T):
+def _decoding_mask_answer(L_new, T):
     """The (L_new, T) bool mask of new queries at positions T - L_new .. T - 1 (True = may
-    attend: keys 0 .. T - L_new + i for query i), and {bug: mask}."""
-    ones = torch.ones(L_new, T, dtype=torch.bool)
-    return ones.tril(T - L_new), {MESSAGES["top_left"]: ones.tril(),
-                                  MESSAGES["offset_sign"]: ones.tril(L_new - T)}
+    attend: keys 0 .. T - L_new + i for query i)."""
+    return torch.ones(L_new, T, dtype=torch.bool).tril(T - L_new)
 
 
 @check
@@ -988,22 +972,23 @@ def decoding_causal_mask(fn, sizes=((3, 4), (1, 4), (2, 2), (4, 7))):
     tensor on the CPU, so a device it cannot see is not asked for), where it must be."""
     calls = []
     for index, (L_new, T) in enumerate(sizes):
-        expected, bugs = _decoding_mask_answers(L_new, T)
+        expected = _decoding_mask_answer(L_new, T)
+        mistakes = step_mistakes("decoding mask", {"L_new": L_new, "T": T}, current_dims())
         on_device = {"device": expected.device} if index == len(sizes) - 1 else {}
         shown = f"decoding_causal_mask({_shown((L_new, T), on_device)})"
         mask = call(fn, L_new, T, name="decoding_causal_mask", **on_device)
         expect_tensor(mask, shown, shape=(L_new, T), dtype=torch.bool, shape_names="(L_new, T)",
                       **on_device)
-        calls.append((shown, mask, expected, bugs))
-    # a table's mistake is named only where it gives every size's mask (two mistakes may
+        calls.append((shown, mask, expected, mistakes))
+    # a step's mistake is named only where it gives every size's mask (two mistakes may
     # give the same mask on one size: the diagonal off by one is the top-left mask at
     # T - L_new = 1)
-    fits = {m for m in calls[0][3] if all(torch.equal(mask, bugs[m]) or torch.equal(mask, want)
-                                          for _, mask, want, bugs in calls)}
-    for shown, mask, expected, bugs in calls:
-        expect_close(mask, expected, shown, bugs={m: b for m, b in bugs.items()
-                                                  if m in fits and not torch.equal(b, expected)},
-                     hint=MESSAGES["mask_hint"])
+    fits = {m for m in calls[0][3] if all(torch.equal(mask, mistakes[m])
+                                          or torch.equal(mask, want)
+                                          for _, mask, want, mistakes in calls)}
+    for shown, mask, expected, mistakes in calls:
+        expect_close(mask, expected, shown, hint=MESSAGES["mask_hint"], mistakes={
+            m: b for m, b in mistakes.items() if m in fits and not torch.equal(b, expected)})
     passed(MESSAGES["mask_passed"].format(sizes=list(sizes)))
 
 

@@ -161,7 +161,8 @@ def attention_scores(query, key):
 def attention_scores(query, key):
     return query @ key.transpose(-2, -1) / math.sqrt(key.shape[-2])
 '''},
-        fails=["test_attention_scores"], diagnosis=r"sqrt\(5\), the size of Lk"),
+        fails=["test_attention_scores"],
+        diagnosis=r"divides by sqrt\(Lk\) instead of sqrt\(d_k\)"),
 
     # Seed 000's float32 constant in the scores alone: the float64 hidden test (d_k = 6)
     # notices it (common.py's rule).
@@ -288,7 +289,7 @@ def scaled_dot_product_attention(query, key, value, mask=None):
     output = torch.softmax(scores, dim=-1) @ value
     return output, weights
 '''},
-        fails=SDPA_TESTS, diagnosis=r"weights are right, but the output .* UNSCALED"),
+        fails=SDPA_TESTS, diagnosis=r"weights you return are right, but .*scale step is left out"),
     "returns_weights_then_output": Bug(
         cells={"scaled_dot_product_attention": '''
 def scaled_dot_product_attention(query, key, value, mask=None):
@@ -408,7 +409,8 @@ def attention_scores(query, key):
     "sdpa_output_from_scores": Bug(
         cells={"scaled_dot_product_attention": _edit(_SDPA, "output = weights @ value",
                                                      "output = scores @ value")},
-        fails=_SDPA_ALL, diagnosis=r"the softmax is missing in the output"),
+        fails=_SDPA_ALL,
+        diagnosis=r"weights you return are right, but .*softmax step is left out"),
     "sdpa_softmax_in_float32": Bug(
         cells={"scaled_dot_product_attention": _edit(
             _SDPA, "weights = torch.softmax(scores, dim=-1)",
@@ -730,4 +732,32 @@ BUGS.update({
         # (adapted after the run: the constant family says "you divided by d_k")
         fails=_SDPA_ALL,
         diagnosis=r"twice|again|divide[sd] by d_k\b|d_k instead of sqrt"),
+})
+
+
+# issue 20: mistakes that give a wrong VALUE, of kinds the formula's steps should name (helper
+# i20steps' practice set; each diagnosis was written from the exercise's text before it was
+# run; one adapted after the run is marked)
+from tests.submissions import ReferenceCells as _ReferenceCells  # noqa: E402
+
+_steps_edit = _ReferenceCells(NOTEBOOK).edit   # _steps_edit(cell, (old, new), ...)
+
+
+BUGS.update({
+    "steps_scores_query_query": Bug(
+        cells=_steps_edit("attention_scores",
+                          ("@ key.transpose(-2, -1)", "@ query.transpose(-2, -1)")),
+        fails=["test_attention_scores"],
+        diagnosis=r"Q Q\^T|quer(y|ies) by (itself|themselves)|keys? (are )?left out"),
+    "steps_sdpa_scaled_by_Lq": Bug(
+        cells=_steps_edit("scaled_dot_product_attention",
+                          ("d_k = query.shape[-1]", "d_k = query.shape[-2]")),
+        fails=["test_sdpa", "test_sdpa_large", "test_sdpa_cross"],
+        diagnosis=r"Lq.*instead of.*sqrt\(d_k\)|size of Lq|query\.shape\[-2\]"),
+    "steps_sdpa_weights_times_query": Bug(
+        cells=_steps_edit("scaled_dot_product_attention",
+                          ("output = weights @ value", "output = weights @ query")),
+        fails=["test_sdpa", "test_sdpa_large", "test_sdpa_cross"],
+        diagnosis=(r"quer(y|ies) instead of the values|weights @ query|"
+                   r"weights by the quer")),
 })
