@@ -455,7 +455,9 @@ def stable_softmax_large_scores(stable_softmax, seed=0, shape=(2, 3, 5), dim=-1,
             fail(MESSAGES["min_subtracted"].format(label=label, where=where, found=found,
                                                    range=_exp_range(dtype), dtype=dtype))
         expect_close(out, expected, f"stable_softmax(scores, dim={dim}) for {label}",
-                     dtype=dtype, condition=softmax_condition(scores, dim))
+                     dtype=dtype, condition=softmax_condition(scores, dim),
+                     mistakes=step_mistakes("stable softmax", {"scores": scores},
+                                            current_dims(), dim=dim))
     passed(MESSAGES["large_passed"].format(offset=offset, dtype=dtype))
 
 

@@ -1561,9 +1561,10 @@ def expect_from_weights(output, weights, value, expected, expected_w, dtype, con
                         mistakes, name="output"):
     """Fail when the returned weights are right but the output is not weights @ value with
     them (it was computed from other weights: unmasked, unscaled, the scores; or from another
-    tensor than value), saying what a family makes of the output, for any attention that
-    returns (output, weights). output (..., Lq, d_v), weights (..., Lq, Lk), value (..., Lk,
-    d_v); condition: the weights' (..., Lq, Lk); mistakes: step_mistakes() of the output."""
+    tensor than value) and a family names what the output is, for any attention that
+    returns (output, weights); where none does, expect_close (its trace family) says more.
+    output (..., Lq, d_v), weights (..., Lq, Lk), value (..., Lk, d_v); condition: the
+    weights' (..., Lq, Lk); mistakes: step_mistakes() of the output."""
     scale = value.detach().double().abs().max()
     out_condition = condition.amax(-1, keepdim=True)
     if not close(weights, expected_w, dtype, condition=condition) or close(
@@ -1573,9 +1574,9 @@ def expect_from_weights(output, weights, value, expected, expected_w, dtype, con
     if close(output, own, dtype, scale=scale, condition=out_condition):
         return
     reason = family_reason(output, expected, dtype, scale, out_condition, mistakes=mistakes)
-    fail(MESSAGES["other_weights"].format(
-        name=name, reason=MESSAGES["other_weights_reason"].format(reason=reason)
-        if reason else ""))
+    if reason:
+        fail(MESSAGES["other_weights"].format(
+            name=name, reason=MESSAGES["other_weights_reason"].format(reason=reason)))
 
 
 
