@@ -840,6 +840,12 @@ MESSAGES = translated(__name__) | {
     "gqa_one_kv_full_width":
         "counts one of k_proj and v_proj at full width (d_model outputs, as q_proj): both have "
         "num_kv_heads * head_dim outputs",
+    "scale_by_size":
+        "divides by sqrt({name}) = sqrt({size}), the size of {name}{meaning}, instead of sqrt(d_k) "
+        "= sqrt({d_k})",
+    "size_meaning": {"Lq": " (the number of queries)", "Lk": " (the number of keys)",
+                     "L": " (the number of positions)", "batch": " (the first batch axis)",
+                     "d_v": " (the values' features, value.shape[-1])"},
     "multihead_projection_twice":
         "applies {name}_proj twice ({name}_proj({name}_proj({role}))): each input is projected "
         "once",
@@ -902,8 +908,13 @@ def _scale_variants(dims, d_k):
     ways[MESSAGES["scale_twice_d_k"].format(twice=2 * d_k, d_k=d_k)] = lambda s, _x: s / (2 * d_k)
     for label, value in constant_names(dims).items():
         if value > 0 and not math.isclose(1.0 / value, right) and not math.isclose(value, 1.0):
+            size = label[5:-1] if label.startswith("sqrt(") else None
             what = (MESSAGES["scale_times_constant"].format(label=label[2:], d_k=d_k)
                     if label.startswith("1/") else
+                    MESSAGES["scale_by_size"].format(
+                        name=size, size=dims[size], d_k=d_k,
+                        meaning=MESSAGES["size_meaning"].get(size, ""))
+                    if size in dims else
                     MESSAGES["scale_by_constant"].format(label=label, d_k=d_k))
             # why the root: the spread of a dot product of d_k terms (said of d_k itself, not
             # of another size that happens to equal it, d_v = d_k)
@@ -1716,6 +1727,10 @@ def core_formula(dims, num_heads, output=True):
         return lambda st, x: project(st, {**x, which: x[source]})
 
     del formula.variants["projection"]
+    # Q Q^T and K K^T: with no projections, the inputs read twice (the variants below)
+    for same_input in ("product_multiplies_queries_themselves_q",
+                       "product_multiplies_keys_themselves_k"):
+        formula.variants["Q K^T product"].pop(MESSAGES[same_input])
     formula.variants["inputs"] = {
         MESSAGES["core_reads_query_input_for"]: reading("key", "query"),
         MESSAGES["core_reads_key_input_for"]: reading("query", "key"),

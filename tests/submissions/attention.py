@@ -161,8 +161,7 @@ def attention_scores(query, key):
 def attention_scores(query, key):
     return query @ key.transpose(-2, -1) / math.sqrt(key.shape[-2])
 '''},
-        fails=["test_attention_scores"],
-        diagnosis=r"divides by sqrt\(Lk\) instead of sqrt\(d_k\)"),
+        fails=["test_attention_scores"], diagnosis=r"sqrt\(5\), the size of Lk"),
 
     # Seed 000's float32 constant in the scores alone: the float64 hidden test (d_k = 6)
     # notices it (common.py's rule).
@@ -737,7 +736,7 @@ BUGS.update({
 
 # issue 20: mistakes that give a wrong VALUE, of kinds the formula's steps should name (helper
 # i20steps' practice set; each diagnosis was written from the exercise's text before it was
-# run; one adapted after the run is marked)
+# run; one adapted after the run would say so)
 from tests.submissions import ReferenceCells as _ReferenceCells  # noqa: E402
 
 _steps_edit = _ReferenceCells(NOTEBOOK).edit   # _steps_edit(cell, (old, new), ...)

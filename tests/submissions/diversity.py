@@ -835,7 +835,7 @@ BUGS.update({
 
 # issue 20: mistakes that give a wrong VALUE, of kinds the formula's steps should name (helper
 # i20steps' practice set; each diagnosis was written from the exercise's text before it was
-# run; one adapted after the run is marked)
+# run; one adapted after the run would say so)
 from tests.submissions import ReferenceCells as _ReferenceCells  # noqa: E402
 
 _steps_edit = _ReferenceCells(NOTEBOOK).edit   # _steps_edit(cell, (old, new), ...)

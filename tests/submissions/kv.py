@@ -642,7 +642,7 @@ BUGS.update({
 
 # issue 20: mistakes that give a wrong VALUE, of kinds the formula's steps should name (helper
 # i20steps' practice set; each diagnosis was written from the exercise's text before it was
-# run; one adapted after the run is marked)
+# run; one adapted after the run would say so)
 from tests.submissions import ReferenceCells as _ReferenceCells  # noqa: E402
 
 _steps_edit = _ReferenceCells(NOTEBOOK).edit   # _steps_edit(cell, (old, new), ...)
@@ -661,14 +661,4 @@ BUGS.update({
                            "biases = 4 * d_model if bias else 0")),
         fails=["test_count_gqa_parameters"],
         diagnosis=r"bias\w*.*(kv_size|full width|d_model)"),
-    "steps_decoding_mask_no_diagonal": Bug(
-        cells=_steps_edit("decoding", (".tril(T - L_new)", ".tril(T - L_new - 1)")),
-        fails=["test_cached_attention"],
-        diagnosis=r"diagonal|itself|off by one"),
-    "steps_kv_bytes_layers_left_out": Bug(
-        cells=_steps_edit("counts",
-                          ("2 * num_layers * num_kv_heads * head_dim",
-                           "2 * num_kv_heads * head_dim")),
-        fails=["test_count_kv_cache_bytes"],
-        diagnosis=r"num_layers|layers"),
 })

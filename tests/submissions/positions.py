@@ -353,28 +353,3 @@ BUGS.update({
         fails=["test_equivariance_gap"],
         diagnosis=r"indices meant for a longer axis used on this one|or an index on the wrong axis"),
 })
-
-
-# issue 20: mistakes that give a wrong VALUE, of kinds the formula's steps should name (helper
-# i20steps' practice set; each diagnosis was written from the exercise's text before it was
-# run; one adapted after the run is marked)
-from tests.submissions import ReferenceCells as _ReferenceCells  # noqa: E402
-
-_steps_edit = _ReferenceCells(NOTEBOOK).edit   # _steps_edit(cell, (old, new), ...)
-
-
-BUGS.update({
-    "steps_sinusoidal_positions_from_one": Bug(
-        cells=_steps_edit("sinusoidal",
-                          ("torch.arange(num_positions, dtype",
-                           "torch.arange(1, num_positions + 1, dtype")),
-        fails=["test_sinusoidal_positions"],
-        diagnosis=(r"(position|row)s?.*(from|start\w*( at)?) 1|off by one|p \+ 1|"
-                   r"positions? 0")),
-    "steps_sinusoidal_exponent_sign": Bug(
-        cells=_steps_edit("sinusoidal",
-                          ("base ** (-2 * pair / d_model)", "base ** (2 * pair / d_model)")),
-        fails=["test_sinusoidal_positions"],
-        diagnosis=(r"(exponent|power).*(sign|negative|positive|minus)|1 / base|"
-                   r"base \*\* \(-|w_i = base")),
-})
