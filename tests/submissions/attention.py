@@ -332,7 +332,8 @@ def scaled_dot_product_attention(query, key, value, mask=None):
     weights = torch.softmax(scores, dim=-1)
     return weights @ value, weights
 '''},
-        fails=["test_sdpa_cross"], diagnosis=r"divides by sqrt\(d_v\) instead of sqrt\(d_k\)"),
+        fails=["test_sdpa_cross"],
+        diagnosis=r"divides by sqrt\(d_v\) = sqrt\(\d+\), the size of d_v"),
     # Seed 000's constant: torch.sqrt(torch.tensor(d_k, dtype=torch.float32)). float64
     # inputs stay float64 (a 0-dim tensor does not promote) but carry a float32 error.
     "float32_sqrt_constant": Bug(
