@@ -119,8 +119,8 @@ def test_a_top_left_mask_is_named_at_the_first_step_after_the_prefill():
     message = CHAPTER.run("check.cached_attention(cached_attention, KVCache)", namespace)
     assert "step 1 (position 3)" in message and "top-left corner" in message, message
     message = CHAPTER.run("test_cached_attention", namespace, hidden=False)
-    assert "decoding_causal_mask(3, 4) is wrong: the triangle's diagonal is off by 1" in message, \
-        message
+    assert ("decoding_causal_mask(3, 4) is wrong: it is what the formula gives when the "
+            "triangle step aligns the causal mask at the top-left corner") in message, message
 
 
 def test_checks_do_not_touch_the_global_rng(reference):
@@ -139,7 +139,7 @@ def test_checks_do_not_touch_the_global_rng(reference):
                                 "scaled_dot_product_attention(q, k, v)")],
      "check.attend_heads(attend_heads)", "the mask step is left out"),
     ("decoding", [(".tril(T - L_new)", ".tril()")],
-     "check.decoding_causal_mask(decoding_causal_mask)", "(diagonal=0 where 1 is right)"),
+     "check.decoding_causal_mask(decoding_causal_mask)", "aligns the causal mask at the top-left"),
 ])
 def test_the_helpers_checks_name_a_mistake_in_the_helper(cell, edits, call, words):
     """project_heads, attend_heads and decoding_causal_mask have checks of their own (the

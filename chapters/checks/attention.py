@@ -17,9 +17,9 @@ import torch.nn.functional as F
 
 from . import diagnose
 from .common import (CheckFailure, Forbidden, _same_within, check, current_dims,
-                     expect_close, expect_tensor, fail, forbid_spec, generator,
-                     observe, passed, named_by_shape, raised, random_inputs, reference, revive,
-                     said_later, softmax_condition, step_mistakes, type_name)
+                     expect_close, expect_from_weights, expect_tensor, fail, forbid_spec,
+                     generator, observe, passed, named_by_shape, raised, random_inputs,
+                     reference, revive, said_later, softmax_condition, step_mistakes, type_name)
 from .language import translated
 
 # Bound at import, before student code runs in the same kernel.
@@ -462,7 +462,9 @@ def stable_softmax_large_scores(stable_softmax, seed=0, shape=(2, 3, 5), dim=-1,
             fail(MESSAGES["min_subtracted"].format(label=label, where=where, found=found,
                                                    range=_exp_range(dtype), dtype=dtype))
         expect_close(out, expected, MESSAGES["softmax_for"].format(dim=dim, label=label),
-                     dtype=dtype, condition=softmax_condition(scores, dim))
+                     dtype=dtype, condition=softmax_condition(scores, dim),
+                     mistakes=step_mistakes("stable softmax", {"scores": scores},
+                                            current_dims(), dim=dim))
     passed(MESSAGES["large_passed"].format(offset=offset, dtype=dtype))
 
 
@@ -529,6 +531,10 @@ def _check_attention(fn, query, key, value, label, **mask):
                                   / math.sqrt(d_k))
     expect_close(weights, expected_w, weights_name, dtype=dtype,
                  condition=condition, axes=(*leading, "Lq", "Lk"), mistakes=weight_mistakes)
+    # right weights, and an output made from other ones (unscaled, the scores) or from
+    # another tensor than value
+    expect_from_weights(output, weights, value, expected_out, expected_w, dtype, condition,
+                        output_mistakes, name=output_name)
     expect_close(output, expected_out, output_name, dtype=dtype,
                  axes=(*leading, "Lq", "d_v"), mistakes=output_mistakes,
                  scale=value.detach().double().abs().max(),

@@ -162,6 +162,11 @@ MESSAGES = language.translated(__name__) | {
     "fixture_kind": "a @reference function returned {kind}, which fixtures cannot store: "
                     "return tensors, numbers, strings, tuples, lists or dicts",
     "fixture_entry": "unknown fixture entry {keys}",
+    # expect_from_weights: the returned weights are right, the output is not made from them
+    "other_weights": ("{name} is wrong: the weights you return are right, but the output is not "
+                      "weights @ value with them (it was computed from other weights, or from "
+                      "another tensor than value){reason}."),
+    "other_weights_reason": ": {reason}",
 }
 
 
@@ -1566,6 +1571,28 @@ def family_reason(actual, expected, dtype=None, scale=None, condition=1.0, axes=
                                                          condition),
         _ratios(actual, expected, dtype, scale, condition) > 1, current_dims(), axes,
         mistakes)
+
+
+def expect_from_weights(output, weights, value, expected, expected_w, dtype, condition,
+                        mistakes, name="output"):
+    """Fail when the returned weights are right but the output is not weights @ value with
+    them (it was computed from other weights: unmasked, unscaled, the scores; or from another
+    tensor than value) and a family names what the output is, for any attention that
+    returns (output, weights); where none does, expect_close (its trace family) says more.
+    output (..., Lq, d_v), weights (..., Lq, Lk), value (..., Lk, d_v); condition: the
+    weights' (..., Lq, Lk); mistakes: step_mistakes() of the output."""
+    scale = value.detach().double().abs().max()
+    out_condition = condition.amax(-1, keepdim=True)
+    if not close(weights, expected_w, dtype, condition=condition) or close(
+            output, expected, dtype, scale=scale, condition=out_condition):
+        return
+    own = weights.detach().double() @ value.detach().double()             # (..., Lq, d_v)
+    if close(output, own, dtype, scale=scale, condition=out_condition):
+        return
+    reason = family_reason(output, expected, dtype, scale, out_condition, mistakes=mistakes)
+    if reason:
+        fail(MESSAGES["other_weights"].format(
+            name=name, reason=MESSAGES["other_weights_reason"].format(reason=reason)))
 
 
 

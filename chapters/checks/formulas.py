@@ -721,7 +721,7 @@ MESSAGES = translated(__name__) | {
         "stacks the sines and cosines on a new first axis (dim=0) before the reshape, which then "
         "lays the entries out in another order: stack them on a new last axis (dim=-1), "
         "(num_positions, d_model // 2, 2), so that the reshape puts sin at 2i and cos at 2i + 1",
-    "block_uses_norm2": "uses norm2",
+    "block_uses_norm2": "uses norm2 instead of norm1 (each sublayer has its own norm)",
     "block_uses_layernorm_which_subtracts":
         "uses a LayerNorm (which subtracts the mean first) instead of the RMSNorm",
     "block_has_no_rotary_positions":
@@ -735,7 +735,7 @@ MESSAGES = translated(__name__) | {
         "attends without the causal mask (rotary positions kept): every position reads the later "
         "ones too; rotary_cached_attention(self.attn, h, cache) applies the mask",
     "block_adds_normalised_input_x": "adds the normalised input instead of x",
-    "block_uses_norm1": "uses norm1",
+    "block_uses_norm1": "uses norm1 instead of norm2 (each sublayer has its own norm)",
     "block_normalises_attention_s_output":
         "normalises the attention's output instead of the residual stream x (the norm before the "
         "feed-forward reads x after the first residual, h = norm2(x))",
@@ -848,6 +848,28 @@ MESSAGES = translated(__name__) | {
     "generation_logits_step_returned_probabilities":
         "the logits of each step are returned as probabilities (their softmax): return the logits "
         "themselves, logits[:, -1] of each step",
+    # (i20steps) a product by the wrong tensor, a projection applied twice, the scale's size
+    "weighted_sum_queries": "multiplies the weights by the queries instead of the values",
+    "similarity_averages_over_heads_axis":
+        "averages over a heads axis (dim=1) instead of over the batch (dim=0): the "
+        "per-example (num_heads, num_heads) matrices are averaged over the batch",
+    "gqa_one_kv_full_width":
+        "counts one of k_proj and v_proj at full width (d_model outputs, as q_proj): both have "
+        "num_kv_heads * head_dim outputs",
+    "scale_by_size":
+        "divides by sqrt({name}) = sqrt({size}), the size of {name}{meaning}, instead of sqrt(d_k) "
+        "= sqrt({d_k})",
+    "size_meaning": {"Lq": " (the number of queries)", "Lk": " (the number of keys)",
+                     "L": " (the number of positions)", "batch": " (the first batch axis)",
+                     "d_v": " (the values' features, value.shape[-1])"},
+    "multihead_projection_twice":
+        "applies {name}_proj twice ({name}_proj({name}_proj({role}))): each input is projected "
+        "once",
+    "multihead_output_projection_twice":
+        "is applied twice (out_proj(out_proj(...))): W_O projects the merged heads once",
+    "scale_which_head_dim":
+        ": head_dim is the size of each head's features, d_model // num_heads (q.shape[-1] after "
+        "the split)",
 }
 
 
@@ -902,8 +924,13 @@ def _scale_variants(dims, d_k):
     ways[MESSAGES["scale_twice_d_k"].format(twice=2 * d_k, d_k=d_k)] = lambda s, _x: s / (2 * d_k)
     for label, value in constant_names(dims).items():
         if value > 0 and not math.isclose(1.0 / value, right) and not math.isclose(value, 1.0):
+            size = label[5:-1] if label.startswith("sqrt(") else None
             what = (MESSAGES["scale_times_constant"].format(label=label[2:], d_k=d_k)
                     if label.startswith("1/") else
+                    MESSAGES["scale_by_size"].format(
+                        name=size, size=dims[size], d_k=d_k,
+                        meaning=MESSAGES["size_meaning"].get(size, ""))
+                    if size in dims else
                     MESSAGES["scale_by_constant"].format(label=label, d_k=d_k))
             # why the root: the spread of a dot product of d_k terms (said of d_k itself, not
             # of another size that happens to equal it, d_v = d_k)
@@ -983,6 +1010,7 @@ def attention_formula(dims, d_k, output=True):
         steps.append(("weighted sum", lambda w, x: w @ x["value"]))
         variants["weighted sum"] = {MESSAGES["attention_multiplies_weights_keys_values"]:
                                     lambda w, x: w @ x["key"],
+                                    MESSAGES["weighted_sum_queries"]: lambda w, x: w @ x["query"],
                                     MESSAGES["attention_multiplies_transposed_weights_one"]:
                                         lambda w, x: w.transpose(-2, -1) @ x["value"],
                                     MESSAGES["attention_divides_output_sqrt_d"]:
@@ -1212,7 +1240,8 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
              ("scale", scale_by(lambda st: math.sqrt(head_dim(st)))),
              ("mask", lambda st, x: _with(st, s=_masked(st["s"], x))),
              ("softmax", softmax(-1))]
-    scale_ways = {MESSAGES["multihead_scale_constant"].format(label=label):
+    scale_ways = {MESSAGES["multihead_scale_constant"].format(label=label)
+                  + (MESSAGES["scale_which_head_dim"] if label.startswith("sqrt(") else ""):
                   scale_by(lambda st, value=value: value)
                   for label, value in constant_names(dims).items()
                   if value > 1 and label != "sqrt(head_dim)"}
@@ -1244,7 +1273,10 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
                for name, role in (("q", "query"), ("k", "key"), ("v", "value"))},
             MESSAGES["multihead_exchanges_keys_values"]: lambda st, x: {**project(st, x),
                                                        "k": project(st, x)["v"],
-                                                       "v": project(st, x)["k"]}},
+                                                       "v": project(st, x)["k"]},
+            **{MESSAGES["multihead_projection_twice"].format(name=name, role=role):
+               lambda st, x, n=name: {**project(st, x), n: _linear(project(st, x)[n], x, n)}
+               for name, role in (("q", "query"), ("k", "key"), ("v", "value"))}},
         "split into heads": {MESSAGES["multihead_reshapes_without_transpose"]: split("view"),
                              MESSAGES["multihead_interleaves_heads_features"]: split("interleaved"),
                              MESSAGES["multihead_cuts_d_model_into"]: split_by_head_dim},
@@ -1252,7 +1284,11 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
         "repeat of the key/value heads": {
             MESSAGES["multihead_tiles_key_value_heads"]: repeat(tiled=True)},
         "Q K^T product": {MESSAGES["product_computes_k_q_t"]:
-                          lambda st, _x: _with(st, s=st["k"] @ st["q"].transpose(-2, -1))},
+                          lambda st, _x: _with(st, s=st["k"] @ st["q"].transpose(-2, -1)),
+                          MESSAGES["product_multiplies_queries_themselves_q"]:
+                          lambda st, _x: _with(st, s=st["q"] @ st["q"].transpose(-2, -1)),
+                          MESSAGES["product_multiplies_keys_themselves_k"]:
+                          lambda st, _x: _with(st, s=st["k"] @ st["k"].transpose(-2, -1))},
         "scale": scale_ways,
         "softmax": {MESSAGES["multihead_runs_over_queries_dim"]: softmax(-2),
                     MESSAGES["multihead_runs_over_heads_dim"]: softmax(1),
@@ -1270,6 +1306,7 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
         variants["weighted sum"] = {
             MESSAGES["attention_multiplies_weights_keys_values"]:
                 lambda st, _x: _with(st, o=st["w"] @ st["k"]),
+            MESSAGES["weighted_sum_queries"]: lambda st, _x: _with(st, o=st["w"] @ st["q"]),
             MESSAGES["multihead_divides_sqrt_head_dim"]:
                 lambda st, _x: _with(st, o=st["w"] @ st["v"] / math.sqrt(head_dim(st)))}
         variants["merge of the heads"] = {MESSAGES["multihead_reshapes_without_transpose"]:
@@ -1283,6 +1320,8 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
                 lambda st, x: st["o"] @ x["o_w"] + (0 if x.get("o_b") is None else x["o_b"]),
             MESSAGES["multihead_adds_query_residual_output"]:
                 lambda st, x: _linear(st["o"], x, "o") + x["query"],
+            MESSAGES["multihead_output_projection_twice"]:
+                lambda st, x: _linear(_linear(st["o"], x, "o"), x, "o"),
             # the chapter 3 view, sum_i head_i W_O^i + b_O: the per-head terms done wrong
             MESSAGES["multihead_uses_only_diagonal_blocks"]: lambda st, x: _linear(
                 st["o"], {"o_w": _diagonal_blocks(x["o_w"], h), "o_b": x.get("o_b")}, "o"),
@@ -1704,6 +1743,10 @@ def core_formula(dims, num_heads, output=True):
         return lambda st, x: project(st, {**x, which: x[source]})
 
     del formula.variants["projection"]
+    # Q Q^T and K K^T: with no projections, the inputs read twice (the variants below)
+    for same_input in ("product_multiplies_queries_themselves_q",
+                       "product_multiplies_keys_themselves_k"):
+        formula.variants["Q K^T product"].pop(MESSAGES[same_input])
     formula.variants["inputs"] = {
         MESSAGES["core_reads_query_input_for"]: reading("key", "query"),
         MESSAGES["core_reads_key_input_for"]: reading("query", "key"),
@@ -2008,8 +2051,11 @@ def similarity_formula(dims):
                                    MESSAGES["similarity_takes_last_example_averaging"]:
                                        lambda s, _x: s[-1],
                                    MESSAGES["similarity_averages_over_all_axes"]:
-                                   lambda s, _x: s.mean()}}
-    return Formula(steps, variants)
+                                   lambda s, _x: s.mean(),
+                                   MESSAGES["similarity_averages_over_heads_axis"]:
+                                   lambda s, _x: s.mean(1)}}
+    # the per-example matrices returned, (B, num_heads, num_heads): no average at all
+    return Formula(steps, variants, optional=["average over the batch"])
 
 
 FORMULAS["head similarity"] = similarity_formula
@@ -2483,6 +2529,24 @@ def cached_attention_formula(dims, num_heads, num_kv_heads, rotary=False, base=R
 FORMULAS["cached attention"] = cached_attention_formula
 
 
+def decoding_mask_formula(dims):
+    """decoding_causal_mask(L_new, T): the (L_new, T) bool causal mask of the last L_new of
+    T positions, aligned at the bottom-right corner (tril(T - L_new)); inputs {"L_new", "T"}
+    (ints). Its variants are cached_attention_formula's mask step's (a diagonal off by k or
+    the upper triangle are the mask families' of diagnose.py)."""
+    def triangle(offset):
+        return lambda size, _x: torch.ones(size, dtype=torch.bool).tril(offset(*size))
+
+    steps = [("size", lambda _v, x: (x["L_new"], x["T"])),
+             ("triangle", triangle(lambda n, T: T - n))]
+    return Formula(steps, {"triangle": {
+        MESSAGES["cached_attention_aligns_causal_mask_top"]: triangle(lambda n, T: 0),
+        MESSAGES["cached_attention_flips_sign_causal_mask"]: triangle(lambda n, T: n - T)}})
+
+
+FORMULAS["decoding mask"] = decoding_mask_formula
+
+
 def equivariance_formula(dims):
     """equivariance_gap(layer, x, perm) = max |layer(x[:, perm]) - layer(x)[:, perm]|, as a
     tensor of one entry. Inputs: "permuted" = layer(x[:, perm]), "output" = layer(x), both
@@ -2544,10 +2608,12 @@ def gqa_parameters_formula(dims):
     def kv_width(_v, x):
         return x["num_kv_heads"] * (x["d_model"] // x["num_heads"])
 
-    def weights(kv, x, leave_out=None):
+    def weights(kv, x, leave_out=None, full=None):
         # the output features of q_proj, k_proj, v_proj, out_proj, each with d_model inputs
         outs = {"q_proj": x["d_model"], "k_proj": kv, "v_proj": kv, "out_proj": x["d_model"]}
         outs.pop(leave_out, None)
+        if full is not None:   # one layer at full width: d_model outputs (its biases too)
+            outs[full] = x["d_model"]
         return {"kv": kv, "outs": sum(outs.values()), "n": x["d_model"] * sum(outs.values())}
 
     def biases(st, x, kv_biases=None, switch=None):
@@ -2565,7 +2631,9 @@ def gqa_parameters_formula(dims):
                 lambda _v, x: x["num_kv_heads"].double()},
         "weights": {MESSAGES["gqa_leaves_out_layer"].format(name=name):
                     lambda kv, x, name=name: weights(kv, x, leave_out=name)
-                    for name in ("out_proj", "q_proj")},
+                    for name in ("out_proj", "q_proj")}
+                   | {MESSAGES["gqa_one_kv_full_width"]:
+                      lambda kv, x: weights(kv, x, full="v_proj")},
         "biases": {MESSAGES["gqa_parameters_counts_d_model_biases"]:
                    lambda st, x: biases(st, x, x["d_model"]),
                    MESSAGES["gqa_parameters_counts_biases_even_when"]:

@@ -71,9 +71,6 @@ MESSAGES = translated(__name__) | {
                     "grouped-query attention saves parameters.",
     "head_dim_from_kv": "head_dim must be d_model // num_heads (the query heads), not "
                         "d_model // num_kv_heads.",
-    # the parameter count's table (count_gqa_parameters)
-    "count_one_kv": "only one of k_proj and v_proj was counted with num_kv_heads heads: both "
-                    "shrink.",
     # shared by several checks
     "raised": "{name} raised {kind}: {message}",
     "documented_int": "an int",
@@ -454,7 +451,7 @@ def repeat_kv(function, seed=0, batch=2, num_kv_heads=2, num_heads=6, L=5, head_
     expect_tensor(actual, name, shape=expected.shape, dtype=dtype,
                   shape_names="(B, num_heads, L, head_dim)")
     # a repeat in the other order (tiled) is named by diagnose.other_layout's factors family
-    expect_close(actual, expected, name, dtype=dtype,
+    expect_close(actual, expected, name, dtype=dtype, mistakes=mistakes,
                  hint=MESSAGES["repeat_hint"])
     passed(MESSAGES["repeat_passed"].format(shape=tuple(kv.shape), out=tuple(expected.shape),
                                             group=num_heads // num_kv_heads, dtype=dtype))
@@ -826,9 +823,8 @@ def _count_answers(configs):
     for d, h, g, bias in configs:
         kv = g * (d // h)
         b = (lambda n: n if bias else 0)
-        # the other mistakes are the formula's (formulas.gqa_parameters_formula)
-        answers.append((2 * d * d + 2 * d * kv + b(2 * d + 2 * kv),
-                        {MESSAGES["count_one_kv"]: 3 * d * d + d * kv + b(3 * d + kv)}))
+        # its mistakes: the formula's (formulas.gqa_parameters_formula)
+        answers.append((2 * d * d + 2 * d * kv + b(2 * d + 2 * kv), {}))
     return answers
 
 
@@ -1004,14 +1000,22 @@ def decoding_causal_mask(fn, sizes=((3, 4), (1, 4), (2, 2), (4, 7))):
     calls = []
     for index, (L_new, T) in enumerate(sizes):
         expected = _decoding_mask_answer(L_new, T)
+        mistakes = step_mistakes("decoding mask", {"L_new": L_new, "T": T}, current_dims())
         on_device = {"device": expected.device} if index == len(sizes) - 1 else {}
         shown = f"decoding_causal_mask({_shown((L_new, T), on_device)})"
         mask = call(fn, L_new, T, name="decoding_causal_mask", **on_device)
         expect_tensor(mask, shown, shape=(L_new, T), dtype=torch.bool, shape_names="(L_new, T)",
                       **on_device)
-        calls.append((shown, mask, expected))
-    for shown, mask, expected in calls:
-        expect_close(mask, expected, shown, hint=MESSAGES["mask_hint"])
+        calls.append((shown, mask, expected, mistakes))
+    # a step's mistake is named only where it gives every size's mask (two mistakes may
+    # give the same mask on one size: the diagonal off by one is the top-left mask at
+    # T - L_new = 1)
+    fits = {m for m in calls[0][3] if all(torch.equal(mask, mistakes[m])
+                                          or torch.equal(mask, want)
+                                          for _, mask, want, mistakes in calls)}
+    for shown, mask, expected, mistakes in calls:
+        expect_close(mask, expected, shown, hint=MESSAGES["mask_hint"], mistakes={
+            m: b for m, b in mistakes.items() if m in fits and not torch.equal(b, expected)})
     passed(MESSAGES["mask_passed"].format(sizes=list(sizes)))
 
 

@@ -19,8 +19,8 @@ from .common import (CheckFailure, Forbidden, _isfinite, beyond_tolerance, call,
                      check, close, expect_close, expect_tensor, fail, forbid_spec,
                      fresh_seed, generator, max_error, passed, random_inputs, reference,
                      softmax_condition, type_name)
-from .common import Intermediate, current_dims, family_reason, said_later, shape_reason
-from .common import step_mistakes
+from .common import Intermediate, current_dims, said_later, shape_reason
+from .common import expect_from_weights, step_mistakes
 from .language import translated
 
 _softmax = torch.softmax
@@ -144,11 +144,6 @@ MESSAGES = translated(__name__) | {
                           "torch.no_grad() would only hide that the caller's scores change. "
                           "Compute out of place (masked_fill, without the underscore, or "
                           "torch.where), which returns a new tensor."),
-    # the returned weights are right, the output is not made from them
-    "other_weights": ("{name} is wrong: the weights you return are right, but the output was "
-                      "computed from other weights (it is not weights @ value with the "
-                      "weights you return){reason}."),
-    "other_weights_reason": ": {reason}",
     # a wrong shape, and the step of the formula that gives it
     "shape_cause": "{failure} That is, {reason}.",
     "forbid_sdpa": "which does the whole exercise for you",
@@ -538,26 +533,6 @@ def _attention_answers(query, key, value, mask, upstream):
     return expected, ref_w, (rq.grad, rk.grad, rv.grad), plain
 
 
-def _expect_from_weights(output, weights, value, expected, expected_w, dtype, condition,
-                         mistakes):
-    """Fail when the returned weights are right but the output is not weights @ value with
-    them (it was computed from other weights: unmasked, unscaled, ...), saying what a family
-    makes of the output. output (..., Lq, d_v), weights (..., Lq, Lk), value (..., Lk, d_v);
-    condition: the weights' (..., Lq, Lk)."""
-    scale = value.detach().double().abs().max()
-    out_condition = condition.amax(-1, keepdim=True)
-    if not close(weights, expected_w, dtype, condition=condition) or close(
-            output, expected, dtype, scale=scale, condition=out_condition):
-        return
-    own = weights.detach().double() @ value.detach().double()             # (..., Lq, d_v)
-    if close(output, own, dtype, scale=scale, condition=out_condition):
-        return
-    reason = family_reason(output, expected, dtype, scale, out_condition, mistakes=mistakes)
-    fail(MESSAGES["other_weights"].format(
-        name="output", reason=MESSAGES["other_weights_reason"].format(reason=reason)
-        if reason else ""))
-
-
 def _unpack(result, name, shapes=None):
     """(output, weights) of the student's result; shapes: theirs, for naming the two
     returned in the other order (diagnose.item_order)."""
@@ -604,8 +579,8 @@ def scaled_dot_product_attention(function, seed=0, batch=(3, 2), Lq=5, Lk=7, d_k
     # families of checks/diagnose.py to name the mistake by
     inputs = {"query": query, "key": key, "value": value, "mask": mask}
     output_mistakes = step_mistakes("masked attention", inputs, current_dims(), d_k=d_k)
-    _expect_from_weights(output, weights, value, expected, expected_w, dtype, condition,
-                         output_mistakes)
+    expect_from_weights(output, weights, value, expected, expected_w, dtype, condition,
+                        output_mistakes)
     expect_close(output, expected, "output", dtype=dtype, mistakes=output_mistakes,
                  scale=value.double().abs().max(), condition=condition.amax(-1, keepdim=True),
                  earlier=[Intermediate(MESSAGES["weights_label"], weights, expected_w, dtype,

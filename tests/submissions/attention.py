@@ -290,8 +290,8 @@ def scaled_dot_product_attention(query, key, value, mask=None):
     return output, weights
 '''},
         fails=SDPA_TESTS,
-        diagnosis=r"output \(.*is wrong: it is what the formula gives when the scale step is "
-                  r"left out"),
+        diagnosis=r"(output \(.*is wrong: it is what the formula gives when the |weights you "
+                  r"return are right, but .*)scale step is left out"),
     "returns_weights_then_output": Bug(
         cells={"scaled_dot_product_attention": '''
 def scaled_dot_product_attention(query, key, value, mask=None):
@@ -335,7 +335,8 @@ def scaled_dot_product_attention(query, key, value, mask=None):
     weights = torch.softmax(scores, dim=-1)
     return weights @ value, weights
 '''},
-        fails=["test_sdpa_cross"], diagnosis=r"divides by sqrt\(d_v\) instead of sqrt\(d_k\)"),
+        fails=["test_sdpa_cross"],
+        diagnosis=r"divides by sqrt\(d_v\) = sqrt\(\d+\), the size of d_v"),
     # Seed 000's constant: torch.sqrt(torch.tensor(d_k, dtype=torch.float32)). float64
     # inputs stay float64 (a 0-dim tensor does not promote) but carry a float32 error.
     "float32_sqrt_constant": Bug(
@@ -412,7 +413,8 @@ def attention_scores(query, key):
         cells={"scaled_dot_product_attention": _edit(_SDPA, "output = weights @ value",
                                                      "output = scores @ value")},
         fails=_SDPA_ALL,
-        diagnosis=r"output \(.*the softmax step is left out.*the softmax is missing"),
+        diagnosis=r"(output \(.*|weights you return are right, but .*)the softmax step is "
+                  r"left out"),
     "sdpa_softmax_in_float32": Bug(
         cells={"scaled_dot_product_attention": _edit(
             _SDPA, "weights = torch.softmax(scores, dim=-1)",
@@ -767,4 +769,32 @@ BUGS.update({
             "    value = value.reshape(-1, *value.shape[-2:])\n")),
         fails=["test_sdpa_cross"],
         diagnosis=r"(flatten|merg|reshap).*(leading|batch)|(leading|batch).*(flatten|merg|reshap)"),
+})
+
+
+# issue 20: mistakes that give a wrong VALUE, of kinds the formula's steps should name (helper
+# i20steps' practice set; each diagnosis was written from the exercise's text before it was
+# run; one adapted after the run would say so)
+from tests.submissions import ReferenceCells as _ReferenceCells  # noqa: E402
+
+_steps_edit = _ReferenceCells(NOTEBOOK).edit   # _steps_edit(cell, (old, new), ...)
+
+
+BUGS.update({
+    "steps_scores_query_query": Bug(
+        cells=_steps_edit("attention_scores",
+                          ("@ key.transpose(-2, -1)", "@ query.transpose(-2, -1)")),
+        fails=["test_attention_scores"],
+        diagnosis=r"Q Q\^T|quer(y|ies) by (itself|themselves)|keys? (are )?left out"),
+    "steps_sdpa_scaled_by_Lq": Bug(
+        cells=_steps_edit("scaled_dot_product_attention",
+                          ("d_k = query.shape[-1]", "d_k = query.shape[-2]")),
+        fails=["test_sdpa", "test_sdpa_large", "test_sdpa_cross"],
+        diagnosis=r"Lq.*instead of.*sqrt\(d_k\)|size of Lq|query\.shape\[-2\]"),
+    "steps_sdpa_weights_times_query": Bug(
+        cells=_steps_edit("scaled_dot_product_attention",
+                          ("output = weights @ value", "output = weights @ query")),
+        fails=["test_sdpa", "test_sdpa_large", "test_sdpa_cross"],
+        diagnosis=(r"quer(y|ies) instead of the values|weights @ query|"
+                   r"weights by the quer")),
 })

@@ -605,7 +605,7 @@ BUGS.update({
         x = x + self.drop(a)
         h = self.norm1(x)
         return x + self.drop(''' + FF + ''')
-''', r"the norm1 step uses norm2, and the norm2 step uses norm1"),
+''', r"the norm1 step uses norm2 instead of norm1.{0,60}, and the norm2 step uses norm1"),
     "dropout_on_sublayer_input": _block_bug('''
     def forward(self, x, cache=None):
         h = self.norm1(self.drop(x))
@@ -873,4 +873,30 @@ BUGS.update({
                                              "torch.cat(chosen, dim=1)")),
         fails=["test_generate"],
         diagnosis=r"stack|new axis|(merged|one axis).*(num_tokens|V|vocab)"),
+})
+
+
+# issue 20: mistakes that give a wrong VALUE, of kinds the formula's steps should name (helper
+# i20steps' practice set; each diagnosis was written from the exercise's text before it was
+# run; one adapted after the run would say so)
+from tests.submissions import ReferenceCells as _ReferenceCells  # noqa: E402
+
+_steps_edit = _ReferenceCells(NOTEBOOK).edit   # _steps_edit(cell, (old, new), ...)
+
+
+BUGS.update({
+    "steps_generate_start_off_by_one": Bug(
+        cells=_steps_edit("generate", ("start=tokens.shape[1] - 1", "start=tokens.shape[1]")),
+        fails=["test_generate"],
+        diagnosis=r"off by one|start|position"),
+    "steps_block_norm1_for_feed_forward": Bug(
+        cells=_steps_edit("transformer_block", ("h = self.norm2(x)", "h = self.norm1(x)")),
+        fails=["test_transformer_block"],
+        diagnosis=(r"norm1.*(instead of|in place of).*norm2|norm2.*(not used|"
+                   r"never used|left out)")),
+    "steps_block_norm2_of_attended": Bug(
+        cells=_steps_edit("transformer_block", ("h = self.norm2(x)", "h = self.norm2(attended)")),
+        fails=["test_transformer_block"],
+        diagnosis=(r"norm2.*(attention output|attended|sublayer.s output|"
+                   r"before the (first )?residual)|first residual")),
 })

@@ -447,7 +447,7 @@ def head_similarity(weights):
 '''}, fails=["test_head_similarity"], diagnosis=r"one query row at a time"),
     "similarity_not_averaged_over_batch": _similarity(
         "return (maps @ maps.transpose(1, 2)).mean(0)", "return maps @ maps.transpose(1, 2)",
-        r"(?i)average the per-example matrices over the batch"),
+        r"(?i)average over the batch step is left out"),
     "similarity_maps_averaged_first": _similarity(
         "maps = F.normalize(weights.flatten(2), dim=-1)    # (B, h, Lq*Lk)\n"
         "    return (maps @ maps.transpose(1, 2)).mean(0)",
@@ -872,4 +872,30 @@ BUGS.update({
                                                     "(maps @ maps.transpose(1, 2)).mean(1)")),
         fails=["test_head_similarity"],
         diagnosis=r"(mean|averag|reduc).*(batch|dim=0)|(mean|averag|reduc).*(head|wrong axis)"),
+})
+
+
+# issue 20: mistakes that give a wrong VALUE, of kinds the formula's steps should name (helper
+# i20steps' practice set; each diagnosis was written from the exercise's text before it was
+# run; one adapted after the run would say so)
+from tests.submissions import ReferenceCells as _ReferenceCells  # noqa: E402
+
+_steps_edit = _ReferenceCells(NOTEBOOK).edit   # _steps_edit(cell, (old, new), ...)
+
+
+BUGS.update({
+    "steps_similarity_first_example": Bug(
+        cells=_steps_edit("head_similarity", (".mean(0)", "[0]")),
+        fails=["test_head_similarity"],
+        diagnosis=(r"(first|one) (example|batch element)|only.*batch|"
+                   r"averag\w* over the batch")),
+    "steps_ablation_keeps_only_head_k": Bug(
+        cells=_steps_edit("ablation_importance",
+                          ("gates = torch.ones(h,", "gates = torch.zeros(h,"),
+                          ("gates[k] = 0.0", "gates[k] = 1.0")),
+        fails=["test_ablation_importance"],
+        # (adapted after the run: the last alternative, the formula's words for it)
+        diagnosis=(r"(keeps?|only) (head k|one head|that head)|switch(es|"
+                   r"ed)? off (every|all the) other|other heads|"
+                   r"switches off every head except head k")),
 })

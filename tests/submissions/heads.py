@@ -802,3 +802,20 @@ BUGS.update({
         fails=["test_multihead_attention_core"],
         diagnosis=r"(value|v)\b.*(not split|split_heads|unsplit|into heads)"),
 })
+
+
+# issue 20: mistakes that give a wrong VALUE, of kinds the formula's steps should name (helper
+# i20steps' practice set; each diagnosis was written from the exercise's text before it was
+# run)
+BUGS.update({
+    "steps_core_scaled_by_num_heads": Bug(
+        cells={"multihead_attention_core": '''
+def multihead_attention_core(query, key, value, num_heads):
+    q, k, v = (split_heads(t, num_heads) for t in (query, key, value))
+    scores = q @ k.transpose(-2, -1) / math.sqrt(num_heads)
+    weights = torch.softmax(scores, dim=-1)
+    return merge_heads(weights @ v), weights
+'''},
+        fails=["test_multihead_attention_core"],
+        diagnosis=r"sqrt\(num_heads\)|num_heads.*instead of.*head_dim"),
+})

@@ -187,13 +187,13 @@ BUGS = {
     "decoding_mask_top_left": Bug(
         cells=_edit("decoding", (".tril(T - L_new)", ".tril()")),
         fails=DECODING,
-        diagnosis=r"decoding_causal_mask\(3, 4\) is wrong: the triangle's diagonal is off by 1: "
-                  r".*\(diagonal=0 where 1 is right\)"),
+        diagnosis=r"decoding_causal_mask\(3, 4\) is wrong: .*aligns the causal mask at the "
+                  r"top-left corner"),
     "decoding_mask_offset_sign_flipped": Bug(
         cells=_edit("decoding", (".tril(T - L_new)", ".tril(L_new - T)")),
         fails=DECODING,
-        diagnosis=r"decoding_causal_mask\(3, 4\) is wrong: the triangle's diagonal is off by 2: "
-                  r".*\(diagonal=-1 where 1 is right\)"),
+        diagnosis=r"decoding_causal_mask\(3, 4\) is wrong: .*flips the sign of the causal "
+                  r"mask's diagonal offset"),
     "decoding_attends_new_keys_only": Bug(
         cells=_edit("decoding", ("    k, v = cache.append(k, v)              # (B, g, T, hd)\n",
                                          "    cache.append(k, v)\n")),
@@ -636,7 +636,31 @@ BUGS.update({
                     ("biases = 2 * d_model + 2 * kv_size if bias else 0",
                      "biases = 3 * d_model + kv_size if bias else 0")),
         fails=["test_count_gqa_parameters"],
-        diagnosis=r"only one of k_proj and v_proj was counted with num_kv_heads heads"),
+        diagnosis=r"counts one of k_proj and v_proj at full width"),
+})
+
+
+# issue 20: mistakes that give a wrong VALUE, of kinds the formula's steps should name (helper
+# i20steps' practice set; each diagnosis was written from the exercise's text before it was
+# run; one adapted after the run would say so)
+from tests.submissions import ReferenceCells as _ReferenceCells  # noqa: E402
+
+_steps_edit = _ReferenceCells(NOTEBOOK).edit   # _steps_edit(cell, (old, new), ...)
+
+
+BUGS.update({
+    "steps_cached_attention_no_mask": Bug(
+        cells=_steps_edit("decoding", ("attend_heads(attn, q, k, v, mask)",
+                                       "attend_heads(attn, q, k, v)")),
+        fails=["test_cached_attention"],
+        diagnosis=(r"mask.*(left out|missing|not (used|passed|applied))|causal mask|"
+                   r"no mask|future")),
+    "steps_gqa_count_biases_full_width": Bug(
+        cells=_steps_edit("counts",
+                          ("biases = 2 * d_model + 2 * kv_size if bias else 0",
+                           "biases = 4 * d_model if bias else 0")),
+        fails=["test_count_gqa_parameters"],
+        diagnosis=r"bias\w*.*(kv_size|full width|d_model)"),
 })
 
 # a practice round of mistakes that RAISE (issue 20, helper i20raise): written from the

@@ -602,3 +602,28 @@ BUGS.update({
         diagnosis=r"(both|two|each).*(size-1|singleton|size 1)|(size-1|singleton|size 1) axes|"
                   r"\[:, 0, 0"),
 })
+
+
+# issue 20: mistakes that give a wrong VALUE, of kinds the formula's steps should name (helper
+# i20steps' practice set; each diagnosis was written from the exercise's text before it was
+# run; one adapted after the run would say so)
+from tests.submissions import ReferenceCells as _ReferenceCells  # noqa: E402
+
+_steps_edit = _ReferenceCells(NOTEBOOK).edit   # _steps_edit(cell, (old, new), ...)
+
+
+BUGS.update({
+    "steps_sdpa_output_unmasked": Bug(
+        cells=_steps_edit("scaled_dot_product_attention",
+                          ("output = weights @ value",
+                           "output = torch.softmax(scores, dim=-1) @ value")),
+        fails=["test_scaled_dot_product_attention", "test_invariances"],
+        diagnosis=(r"(output|values?).*(unmasked|without the mask|mask.*(not|"
+                   r"never) applied)|not (the )?weights @ value|"
+                   r"instead of weights @ value")),
+    "steps_sdpa_scaled_by_Lk": Bug(
+        cells=_steps_edit("scaled_dot_product_attention",
+                          ("d_k = query.shape[-1]", "d_k = key.shape[-2]")),
+        fails=["test_scaled_dot_product_attention"],
+        diagnosis=r"size of Lk|Lk.*instead of.*d_k|key\.shape\[-2\]"),
+})

@@ -1113,3 +1113,32 @@ BUGS.update({
         diagnosis=r"scal.*(twice|two|again|double)|sqrt\(head_dim\).*(again|twice)|"
                   r"divides by head_dim instead of sqrt\(head_dim\)"),
 })
+
+
+# issue 20: mistakes that give a wrong VALUE, of kinds the formula's steps should name (helper
+# i20steps' practice set; each diagnosis was written from the exercise's text before it was
+# run; one adapted after the run would say so)
+from tests.submissions import ReferenceCells as _ReferenceCells  # noqa: E402
+
+_steps_edit = _ReferenceCells(NOTEBOOK).edit   # _steps_edit(cell, (old, new), ...)
+
+
+BUGS.update({
+    "steps_mha_v_proj_twice": Bug(
+        cells=_steps_edit("MultiHeadAttention",
+                          ("self.v_proj(value)", "self.v_proj(self.v_proj(value))")),
+        fails=["test_mha_forward"],
+        diagnosis=r"v_proj.*twice|(applied|projected) twice"),
+    "steps_mha_scaled_by_num_heads": Bug(
+        cells=_steps_edit("MultiHeadAttention",
+                          ("        heads, weights = scaled_dot_product_attention(q, k, v, mask)",
+                           "        scores = q @ k.transpose(-2, -1) / math.sqrt(self.num_heads)\n"
+                           "        weights = torch.softmax(scores, dim=-1)\n"
+                           "        heads = weights @ v")),
+        fails=["test_mha_forward"],
+        diagnosis=r"sqrt\(num_heads\)|num_heads.*instead of.*head_dim"),
+    "steps_count_value_size_from_key": Bug(
+        cells=_steps_edit("count_parameters", ("value_size or d_model]", "key_size or d_model]")),
+        fails=["test_count_parameters"],
+        diagnosis=r"value_size"),
+})
