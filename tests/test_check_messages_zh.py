@@ -35,7 +35,8 @@ CODE_ONLY = {"capstone.generate_call", "capstone.tokens", "capstone.logits",
              "common.nonfinite", "common.kind", "diversity.labelled", "diversity.joined",
              "diversity.joined_below", "heads.labelled", "heads.joined", "heads.joined_below",
              "mha.load_raised", "mha.kind_alone", "mha.count_reason", "positions.sentence",
-             "common.other_weights_reason", "diagnose.trace_code", "mha.cases_joiner"}
+             "common.other_weights_reason", "diagnose.trace_code", "mha.cases_joiner",
+             "diagnose.shape_of"}
 # Fields that fill in English grammar (a plural "s", an article "a"/"an"): a translation may
 # drop one by writing it with the format spec ".0", which prints nothing of a string.
 DROPPED = {"s", "got_article", "want_article"}

@@ -162,7 +162,7 @@ def attention_scores(query, key):
     return query @ key.transpose(-2, -1) / math.sqrt(key.shape[-2])
 '''},
         fails=["test_attention_scores"],
-        diagnosis=r"divides by sqrt\(Lk\) instead of sqrt\(d_k\)"),
+        diagnosis=r"divides by sqrt\(Lk\).* instead of sqrt\(d_k\)"),
 
     # Seed 000's float32 constant in the scores alone: the float64 hidden test (d_k = 6)
     # notices it (common.py's rule).
