@@ -150,10 +150,12 @@ def test_the_sandbox_holds_no_judging_code_of_the_checks():
     # (os, sysconfig, traceback: student_line finds the student's own frame of a traceback;
     # sys: which frames are the course's package, looked up in sys.modules, not imported;
     # inspect: parameter_names, an argument named as the student's code names it;
-    # linecache: the code of a traced line, attempt_traced)
+    # linecache: the code of a traced line, attempt_traced; ast, json: line_shapes reads the
+    # names on the raising line and writes their shapes as bounded JSON text)
     assert {name for name, _ in _imports_of(operations)} <= {
         "contextvars", "importlib", "re", "warnings", "dataclasses", "torch", "os",
-        "sysconfig", "traceback", "inspect", "sys", "linecache"}, "operations imports the checks"
+        "sysconfig", "traceback", "inspect", "sys", "linecache", "ast", "json"}, \
+        "operations imports the checks"
 
 
 def test_every_request_is_declared_once_and_served():
