@@ -19,7 +19,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from autograde import course
+from autograde import course, messages
 from autograde.feedback import write_feedback
 from autograde.report import write_report
 
@@ -113,7 +113,8 @@ def main(argv=None):
     from .notebook import printable  # (student ids name the files printed)
     results = batch.load_results(course_dir, assignments)
     if not results:
-        print("no results: run `python -m autograde grade` first", file=sys.stderr)
+        print(messages.text("cli.no_results", _class_language(course_dir, assignments)),
+              file=sys.stderr)
         return 1
     if args.command == "feedback":
         for path in write_feedback(course_dir, results):
@@ -167,9 +168,17 @@ def _grade(args, assignments, course_dir):
                 print(printable(f"NOTE {result.student}/{result.assignment}: "
                                 f"{problem.get('cell')}: {problem.get('message')}"),
                       file=sys.stderr)
-    print(f"{len(results)} notebooks; {len(errors)} could not be graded. "
-          f"Wrote {grades} and {tests}.")
+    print(messages.text("cli.graded", _class_language(course_dir, assignments),
+                        notebooks=len(results), errors=len(errors), grades=grades,
+                        tests=tests))
     return 0
+
+
+def _class_language(course_dir, assignments):
+    """The language the commands speak to the instructor in: the class's
+    (paths.class_language), where the grader has a catalogue for it."""
+    from autograde.paths import class_language
+    return messages.supported(class_language(course_dir, assignments))
 
 
 if __name__ == "__main__":

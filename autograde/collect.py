@@ -40,6 +40,8 @@ from pathlib import Path
 from nbgrader.plugins import ExtractorPlugin, FileNameCollectorPlugin
 from traitlets import Unicode
 
+from autograde import messages
+from autograde.paths import class_language
 from autograde.roster import Roster, safe_id
 
 PROBLEMS_DIR = "collect-problems"
@@ -129,24 +131,26 @@ class DownloadError(ValueError):
     """A download that is not a zip file, or one this module refuses to unpack."""
 
 
-def check_download(path):
+def check_download(path, language=messages.ENGLISH):
     """Refuse a zip whose members would land outside its folder or unpack to more than
     MAX_DOWNLOAD_BYTES (setuptools, which nbgrader's unzip calls, skips the first kind
-    silently and does not bound the second)."""
+    silently and does not bound the second), saying why in `language` (the class's)."""
     try:
         with zipfile.ZipFile(path) as archive:
             members = archive.infolist()
     except (OSError, zipfile.BadZipFile) as error:
-        raise DownloadError(f"{path} is not a zip file: {error}") from None
+        raise DownloadError(messages.text("collect.not_zip", language, path=path,
+                                          error=error)) from None
     for member in members:
         parts = member.filename.replace("\\", "/").split("/")
         if member.filename.startswith(("/", "\\")) or ".." in parts:
-            raise DownloadError(f"{path}: refusing member {member.filename!r} (outside the "
-                                "download's folder)")
+            raise DownloadError(messages.text("collect.outside", language, path=path,
+                                              member=repr(member.filename)))
     total = sum(member.file_size for member in members)
     if total > MAX_DOWNLOAD_BYTES:
-        raise DownloadError(f"{path} unpacks to {total / 2**30:.1f} GiB, more than "
-                            f"{MAX_DOWNLOAD_BYTES / 2**30:.0f} GiB")
+        raise DownloadError(messages.text("collect.too_big", language, path=path,
+                                          size=f"{total / 2**30:.1f}",
+                                          limit=f"{MAX_DOWNLOAD_BYTES / 2**30:.0f}"))
 
 
 def _timestamp(text):
@@ -204,13 +208,15 @@ def _sha256(path):
 
 def collect(download, assignment, platform_name, course_dir=".", roster=None):
     """Collect `download` (a platform's zip) for `assignment` into course_dir/submitted/.
-    Returns a CollectReport; raises DownloadError for a zip it will not unpack."""
+    Returns a CollectReport; raises DownloadError for a zip it will not unpack (and
+    RosterError for a roster it cannot use), in the class's language (class_language)."""
     platform = PLATFORMS[platform_name]
     course_dir = Path(course_dir).resolve()
+    language = messages.supported(class_language(course_dir, [assignment]))
     if isinstance(roster, (str, os.PathLike)):
-        roster = Roster.read(roster)
+        roster = Roster.read(roster, language)
     download = Path(download).resolve()
-    check_download(download)
+    check_download(download, language)
     work = course_dir / DOWNLOADED_DIR / assignment
     archive, extracted = work / "archive", work / "extracted"
     for folder in (archive, extracted):

@@ -96,7 +96,7 @@ def export(course_dir, to, path, roster, assignments=None, missing_as_zero=False
     language = messages.supported(class_language(course_dir, assignments))
     said = lambda key, **fields: messages.text(key, language, **fields)  # noqa: E731
     if isinstance(roster, (str, Path)):
-        roster = Roster.read(roster)
+        roster = Roster.read(roster, language)
     assignments = list(assignments or course.assignments())
     maxima, scores = gradebook_scores(course_dir, assignments, db_url)
     assignments = [a for a in assignments if a in maxima]  # the ones graded at all

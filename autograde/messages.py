@@ -277,6 +277,22 @@ MESSAGES = {
     "export.unknown_format": _("unknown format {format}: one of {formats}"),
     "export.bad_column": _("--column {item}: write ASSIGNMENT=TITLE"),
     "export.written": _("{rows} students written to {path}"),
+    # -- a platform's download or a roster refused (autograde.collect, autograde.roster: in
+    # the class's language, paths.class_language) ------------------------------------------
+    "collect.not_zip": _("{path} is not a zip file: {error}"),
+    "collect.outside": _("{path}: refusing member {member} (outside the download's folder)"),
+    "collect.too_big": _("{path} unpacks to {size} GiB, more than {limit} GiB"),
+    "roster.no_student_id": _("{path}: no column named student_id (the header has "
+                              "{header})"),
+    "roster.empty_header": _p("roster.header", "nothing"),
+    "roster.unusable_id": _("{path}, row {row}: student_id {student_id} is not a usable "
+                            "folder name (letters, digits, '.', '_', '-')"),
+    "roster.twice": _("{path}, row {row}: student_id {student_id} appears twice"),
+    # -- the instructor's commands' own summaries (autograde.__main__: in the class's
+    # language) ------------------------------------------------------------------------------
+    "cli.no_results": _("no results: run `python -m autograde grade` first"),
+    "cli.graded": _("{notebooks} notebooks; {errors} could not be graded. Wrote {grades} and "
+                    "{tests}."),
 }
 
 

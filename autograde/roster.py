@@ -24,6 +24,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograde import messages
+
 COLUMNS = ("student_id", "name", "sortable_name", "canvas_user_id", "sis_user_id",
            "sis_login_id", "section", "username", "email", "id_number")
 STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -69,26 +71,30 @@ class Roster:
                     self._index.setdefault((column, key), []).append(student)
 
     @classmethod
-    def read(cls, path):
+    def read(cls, path, language=messages.ENGLISH):
+        """The roster at `path`; raises RosterError, said in `language` (the class's:
+        paths.class_language), for a header or a student_id it cannot use."""
         path = Path(path)
         with open(path, newline="", encoding="utf-8-sig") as handle:  # Excel writes a BOM
             reader = csv.DictReader(handle)
             header = [name.strip() for name in reader.fieldnames or []]
             if "student_id" not in header:
-                raise RosterError(f"{path}: no column named student_id (the header has "
-                                  f"{', '.join(header) or 'nothing'})")
+                raise RosterError(messages.text(
+                    "roster.no_student_id", language, path=path,
+                    header=", ".join(header) or messages.text("roster.empty_header", language)))
             students, seen = [], set()
             for row_number, row in enumerate(reader, start=2):
                 values = {(k or "").strip(): (v or "").strip() for k, v in row.items()
                           if k is not None}
                 student_id = values.get("student_id", "")
                 if not STUDENT_ID.match(student_id):
-                    raise RosterError(f"{path}, row {row_number}: student_id {student_id!r} "
-                                      "is not a usable folder name (letters, digits, '.', "
-                                      "'_', '-')")
+                    raise RosterError(messages.text("roster.unusable_id", language, path=path,
+                                                    row=row_number,
+                                                    student_id=repr(student_id)))
                 if student_id in seen:
-                    raise RosterError(f"{path}, row {row_number}: student_id {student_id!r} "
-                                      "appears twice")
+                    raise RosterError(messages.text("roster.twice", language, path=path,
+                                                    row=row_number,
+                                                    student_id=repr(student_id)))
                 seen.add(student_id)
                 students.append(Student(student_id, {c: values.get(c, "") for c in COLUMNS
                                                      if c != "student_id"}))

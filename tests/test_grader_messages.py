@@ -815,3 +815,72 @@ def _lock_refusal(course_dir):
             return "not refused"
     except batch.Busy as busy:
         return str(busy)
+
+
+def test_collect_roster_and_the_commands_summaries_speak_the_classs_language(tmp_path, capsys,
+                                                                             monkeypatch):
+    """A refused download (collect.DownloadError), a roster that cannot be used
+    (roster.RosterError), `feedback`/`report` with nothing graded and `grade`'s closing
+    line: English, as they always were, until the class is given a chapter in Chinese
+    (paths.class_language), then Chinese with the same values."""
+    from autograde import __main__ as cli, batch, exports
+    from autograde.collect import DownloadError, collect
+    from autograde.roster import RosterError
+    course_dir = tmp_path / "course"
+    course_dir.mkdir()
+    not_zip = tmp_path / "download.zip"
+    not_zip.write_text("not a zip")
+    roster = tmp_path / "roster.csv"
+    roster.write_text("name\nAda Lovelace\n")
+    outside = tmp_path / "outside.zip"
+    import zipfile
+    with zipfile.ZipFile(outside, "w") as archive:
+        archive.writestr(f"../{A1}.ipynb", "{}")
+    twice = tmp_path / "twice.csv"
+    twice.write_text("student_id\nada\nada\n")
+    graded = {(student, A1): NotebookResult(student, A1, f"{A1}.ipynb", status)
+              for student, status in (("ada", "graded"), ("bob", "error"))}
+    monkeypatch.setattr(batch, "grade_with_nbgrader", lambda *args: graded)
+    monkeypatch.setattr(batch, "save_results", lambda *args: None)
+    monkeypatch.setattr(exports, "export_grades", lambda *args: course_dir / "grades.csv")
+    monkeypatch.setattr(exports, "export_tests", lambda *args: course_dir / "tests.csv")
+
+    def said():
+        """What the commands say in the course as it is now: each refusal's message, then
+        what `report` and `grade --engine nbgrader` print (stderr, stdout)."""
+        refusals = []
+        for download, roster_path in ((not_zip, None), (outside, None), (not_zip, roster),
+                                      (not_zip, twice)):
+            with pytest.raises((DownloadError, RosterError)) as refused:
+                collect(download, A1, "canvas", course_dir, roster_path)
+            refusals.append(str(refused.value))
+        assert cli.main(["report", "--course-dir", str(course_dir)]) == 1
+        no_results = capsys.readouterr().err.strip()
+        assert cli.main(["grade", "--engine", "nbgrader", "--course-dir", str(course_dir)]) == 0
+        summary = capsys.readouterr().out.strip()
+        return refusals, no_results, summary
+
+    refusals, no_results, summary = said()
+    assert refusals[0].startswith(f"{not_zip} is not a zip file: ")
+    assert refusals[1] == (f"{outside}: refusing member '../{A1}.ipynb' (outside the "
+                           "download's folder)")
+    assert refusals[2] == f"{roster}: no column named student_id (the header has name)"
+    assert refusals[3] == f"{twice}, row 3: student_id 'ada' appears twice"
+    assert no_results == "no results: run `python -m autograde grade` first"
+    assert summary == (f"2 notebooks; 1 could not be graded. Wrote {course_dir / 'grades.csv'}"
+                       f" and {course_dir / 'tests.csv'}.")
+
+    (course_dir / f"release-{LANGUAGE}" / A1).mkdir(parents=True)
+    chinese, no_results, summary = said()
+    for message in chinese + [no_results, summary]:
+        assert HAN.search(message), message
+    assert chinese[0].startswith(f"{not_zip} 不是 zip 文件：")
+    assert chinese[1] == messages.text("collect.outside", LANGUAGE, path=outside,
+                                       member=repr(f"../{A1}.ipynb"))
+    assert f"'../{A1}.ipynb'" in chinese[1]
+    assert chinese[2] == messages.text("roster.no_student_id", LANGUAGE, path=roster,
+                                       header="name")
+    assert str(twice) in chinese[3] and "'ada'" in chinese[3] and "3" in chinese[3]
+    assert no_results == messages.text("cli.no_results", LANGUAGE)
+    assert "python -m autograde grade" in no_results
+    assert summary.startswith("2 个 notebook；1 个") and str(course_dir / "tests.csv") in summary
