@@ -94,11 +94,12 @@ class PlatformCollector(FileNameCollectorPlugin):
 class Problem:
     kind: str      # no-student | duplicate | not-notebook | other-name | older-attempt
     path: str      # the file, relative to the extracted download
-    message: str
+    message: str   # in the class's language (CollectReport.language)
 
-    def line(self, assignment):
-        return (f"PROBLEM {self.kind}: {self.path}: {self.message} "
-                f"(left in {PROBLEMS_DIR}/{assignment}/)")
+    def line(self, assignment, language=messages.ENGLISH):
+        return "PROBLEM " + messages.text("collect.problem", language, kind=self.kind,
+                                          path=self.path, message=self.message,
+                                          folder=f"{PROBLEMS_DIR}/{assignment}")
 
 
 @dataclass
@@ -118,13 +119,17 @@ class CollectReport:
     late: list = field(default_factory=list)
     receipts: int = 0
     problems: list = field(default_factory=list)
+    language: str = messages.ENGLISH  # the class's (paths.class_language), for lines()
 
     def lines(self):
         for problem in self.problems:
-            yield problem.line(self.assignment)
-        late = f", {len(self.late)} late ({', '.join(self.late)})" if self.late else ""
-        yield (f"{self.assignment}: {len(self.added)} added, {len(self.updated)} updated, "
-               f"{len(self.unchanged)} unchanged{late}; {len(self.problems)} problems")
+            yield problem.line(self.assignment, self.language)
+        late = messages.text("collect.late", self.language, count=len(self.late),
+                             students=", ".join(self.late)) if self.late else ""
+        yield messages.text("collect.summary", self.language, assignment=self.assignment,
+                            added=len(self.added), updated=len(self.updated),
+                            unchanged=len(self.unchanged), late=late,
+                            problems=len(self.problems))
 
 
 class DownloadError(ValueError):
@@ -158,48 +163,52 @@ def _timestamp(text):
     return datetime.datetime.strptime(text, "%Y-%m-%d-%H-%M-%S") if text else None
 
 
-def _student(platform, info, roster):
-    """(student id, None) or (None, why no student): the roster's student whose
-    platform column holds the file name's key; without a roster, an id made from it."""
+def _student(platform, info, roster, language=messages.ENGLISH):
+    """(student id, None) or (None, why no student, in `language`): the roster's student
+    whose platform column holds the file name's key; without a roster, an id made from it."""
     if info.get("bb_head") is not None:  # Blackboard
-        key, why = _blackboard_username(info["bb_head"], roster)
+        key, why = _blackboard_username(info["bb_head"], roster, language)
         if why:
             return None, why
         info = {**info, "username": key}
     key = info.get(platform.file_key) or ""
     if roster is None:
         student_id = safe_id(info.get(platform.default_id) or "")
-        return (student_id, None) if student_id else (None, "no usable student id in "
-                                                            "the file name")
+        return (student_id, None) if student_id else (
+            None, messages.text("collect.no_usable_id", language))
     found = roster.find(platform.roster_column, key)
     if len(found) == 1:
         return found[0].student_id, None
     if not found:
-        return None, f"no student on the roster has {platform.roster_column} {key!r}"
-    return None, (f"{len(found)} students on the roster have {platform.roster_column} "
-                  f"{key!r} ({', '.join(s.student_id for s in found)})")
+        return None, messages.text("collect.not_on_roster", language,
+                                   column=platform.roster_column, key=repr(key))
+    return None, messages.text("collect.several_on_roster", language, count=len(found),
+                               column=platform.roster_column, key=repr(key),
+                               students=", ".join(s.student_id for s in found))
 
 
-def _blackboard_username(head, roster):
+def _blackboard_username(head, roster, language=messages.ENGLISH):
     """(username, None) or (None, why) from Blackboard's "<Assignment>_<username>", where
     either may hold "_" (Blackboard writes an assignment name's spaces as "_", and a login
     may be jane_doe): with a roster, the one ending of `head` after an "_" that is a
     username on it; without one, the text after the last "_" (a login with "_" in it needs
-    the roster)."""
+    the roster). Why not, in `language`."""
     endings = [head[index + 1:] for index, char in enumerate(head) if char == "_"]
     if not endings:
-        return None, f"no username in {head!r} (Blackboard writes <Assignment>_<username>)"
+        return None, messages.text("collect.no_username", language, head=repr(head))
     if roster is None:
         return endings[-1], None
     on_roster = [ending for ending in endings if roster.find("username", ending)]
     if len(on_roster) == 1:
         return on_roster[0], None
     if not on_roster:
-        return None, (f"no student on the roster has username {endings[-1]!r}"
-                      + (f" (nor {', '.join(map(repr, endings[:-1]))})" if endings[:-1]
-                         else ""))
-    return None, (f"{head!r} may end with any of the usernames "
-                  f"{', '.join(map(repr, on_roster))} on the roster")
+        others = messages.text("collect.nor", language,
+                               usernames=", ".join(map(repr, endings[:-1]))) \
+            if endings[:-1] else ""
+        return None, messages.text("collect.username_not_on_roster", language,
+                                   username=repr(endings[-1]), others=others)
+    return None, messages.text("collect.any_username", language, head=repr(head),
+                               usernames=", ".join(map(repr, on_roster)))
 
 
 def _sha256(path):
@@ -227,7 +236,8 @@ def collect(download, assignment, platform_name, course_dir=".", roster=None):
     extractor.extract(str(archive), str(extracted))
     collector = PlatformCollector(platform=platform_name)
 
-    report = CollectReport(assignment)
+    report = CollectReport(assignment, language=language)
+    said = lambda key, **fields: messages.text(key, language, **fields)  # noqa: E731
     wanted = f"{assignment}.ipynb"
     candidates = {}  # student id -> [Found]
     for path in sorted(p for p in extracted.rglob("*") if p.is_file()):
@@ -235,26 +245,25 @@ def collect(download, assignment, platform_name, course_dir=".", roster=None):
         info = collector.collect(path.as_posix())
         if info is None:
             report.problems.append(Problem(
-                "no-student", relative, f"not a file name of {platform.label}'s download, "
-                "so it names no student"))
+                "no-student", relative, said("collect.not_platform", platform=platform.label)))
             continue
         if not info.get("file_id"):  # Blackboard's receipt of an attempt
             report.receipts += 1
             continue
-        student_id, why = _student(platform, info, roster)
+        student_id, why = _student(platform, info, roster, language)
         if why:
             report.problems.append(Problem("no-student", relative, why))
             continue
         file_id = info["file_id"]
         if not file_id.endswith(".ipynb"):
             report.problems.append(Problem(
-                "not-notebook", relative, f"{student_id} handed in {file_id!r}, which is not "
-                f"a notebook ({wanted} expected)"))
+                "not-notebook", relative, said("collect.not_notebook", student=student_id,
+                                               file=repr(file_id), wanted=wanted)))
             continue
         if file_id != wanted:
             report.problems.append(Problem(
-                "other-name", relative, f"{student_id} handed in a notebook named "
-                f"{file_id!r}, not {wanted}: rename it to collect it"))
+                "other-name", relative, said("collect.other_name", student=student_id,
+                                             file=repr(file_id), wanted=wanted)))
             continue
         candidates.setdefault(student_id, []).append(Found(
             student_id, path, _timestamp(info.get("timestamp")), bool(info.get("late"))))
@@ -271,14 +280,14 @@ def collect(download, assignment, platform_name, course_dir=".", roster=None):
             for older in found[:-1]:
                 report.problems.append(Problem(
                     "older-attempt", older.path.relative_to(extracted).as_posix(),
-                    f"{student_id}'s attempt of {older.timestamp}, superseded by the "
-                    f"attempt of {found[-1].timestamp}"))
+                    said("collect.older_attempt", student=student_id, older=older.timestamp,
+                         newer=found[-1].timestamp)))
             continue
         for each in found:
             report.problems.append(Problem(
                 "duplicate", each.path.relative_to(extracted).as_posix(),
-                f"{len(found)} files named {wanted} for {student_id} and no time to tell "
-                "them apart: none collected"))
+                said("collect.duplicate", count=len(found), wanted=wanted,
+                     student=student_id)))
 
     problems_dir = course_dir / PROBLEMS_DIR / assignment
     shutil.rmtree(problems_dir, ignore_errors=True)  # it shows the latest collect only

@@ -293,6 +293,33 @@ MESSAGES = {
     "cli.no_results": _("no results: run `python -m autograde grade` first"),
     "cli.graded": _("{notebooks} notebooks; {errors} could not be graded. Wrote {grades} and "
                     "{tests}."),
+    # -- what `collect` did with each file of a download (autograde.collect: in the class's
+    # language; the kind of a problem, e.g. no-student, stays as it is) ---------------------
+    "collect.problem": _("{kind}: {path}: {message} (left in {folder}/)"),
+    "collect.summary": _("{assignment}: {added} added, {updated} updated, {unchanged} "
+                         "unchanged{late}; {problems} problems"),
+    "collect.late": _(", {count} late ({students})"),
+    "collect.not_platform": _("not a file name of {platform}'s download, so it names no "
+                              "student"),
+    "collect.no_usable_id": _("no usable student id in the file name"),
+    "collect.not_on_roster": _("no student on the roster has {column} {key}"),
+    "collect.several_on_roster": _("{count} students on the roster have {column} {key} "
+                                   "({students})"),
+    "collect.no_username": _("no username in {head} (Blackboard writes "
+                             "<Assignment>_<username>)"),
+    "collect.username_not_on_roster": _("no student on the roster has username "
+                                        "{username}{others}"),
+    "collect.nor": _(" (nor {usernames})"),
+    "collect.any_username": _("{head} may end with any of the usernames {usernames} on the "
+                              "roster"),
+    "collect.not_notebook": _("{student} handed in {file}, which is not a notebook ({wanted} "
+                              "expected)"),
+    "collect.other_name": _("{student} handed in a notebook named {file}, not {wanted}: "
+                            "rename it to collect it"),
+    "collect.older_attempt": _("{student}'s attempt of {older}, superseded by the attempt of "
+                               "{newer}"),
+    "collect.duplicate": _("{count} files named {wanted} for {student} and no time to tell "
+                           "them apart: none collected"),
 }
 
 

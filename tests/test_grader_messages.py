@@ -820,9 +820,11 @@ def _lock_refusal(course_dir):
 def test_collect_roster_and_the_commands_summaries_speak_the_classs_language(tmp_path, capsys,
                                                                              monkeypatch):
     """A refused download (collect.DownloadError), a roster that cannot be used
-    (roster.RosterError), `feedback`/`report` with nothing graded and `grade`'s closing
-    line: English, as they always were, until the class is given a chapter in Chinese
-    (paths.class_language), then Chinese with the same values."""
+    (roster.RosterError), what `collect` says of a download's files, `feedback`/`report`
+    with nothing graded and `grade`'s closing line: English, as they always were, until the
+    class is given a chapter in Chinese (paths.class_language), then Chinese with the same
+    values."""
+    import zipfile
     from autograde import __main__ as cli, batch, exports
     from autograde.collect import DownloadError, collect
     from autograde.roster import RosterError
@@ -833,9 +835,12 @@ def test_collect_roster_and_the_commands_summaries_speak_the_classs_language(tmp
     roster = tmp_path / "roster.csv"
     roster.write_text("name\nAda Lovelace\n")
     outside = tmp_path / "outside.zip"
-    import zipfile
     with zipfile.ZipFile(outside, "w") as archive:
         archive.writestr(f"../{A1}.ipynb", "{}")
+    canvas = tmp_path / "canvas.zip"
+    with zipfile.ZipFile(canvas, "w") as archive:
+        archive.writestr(f"ada_101_9001_{A1}.ipynb", "{}")
+        archive.writestr("bob_102_9002_notes.txt", "")
     twice = tmp_path / "twice.csv"
     twice.write_text("student_id\nada\nada\n")
     graded = {(student, A1): NotebookResult(student, A1, f"{A1}.ipynb", status)
@@ -847,13 +852,15 @@ def test_collect_roster_and_the_commands_summaries_speak_the_classs_language(tmp
 
     def said():
         """What the commands say in the course as it is now: each refusal's message, then
-        what `report` and `grade --engine nbgrader` print (stderr, stdout)."""
+        what `collect` of a Canvas download says, then what `report` and `grade --engine
+        nbgrader` print (stderr, stdout)."""
         refusals = []
         for download, roster_path in ((not_zip, None), (outside, None), (not_zip, roster),
                                       (not_zip, twice)):
             with pytest.raises((DownloadError, RosterError)) as refused:
                 collect(download, A1, "canvas", course_dir, roster_path)
             refusals.append(str(refused.value))
+        refusals += collect(canvas, A1, "canvas", course_dir).lines()
         assert cli.main(["report", "--course-dir", str(course_dir)]) == 1
         no_results = capsys.readouterr().err.strip()
         assert cli.main(["grade", "--engine", "nbgrader", "--course-dir", str(course_dir)]) == 0
@@ -866,6 +873,10 @@ def test_collect_roster_and_the_commands_summaries_speak_the_classs_language(tmp
                            "download's folder)")
     assert refusals[2] == f"{roster}: no column named student_id (the header has name)"
     assert refusals[3] == f"{twice}, row 3: student_id 'ada' appears twice"
+    assert refusals[4:] == [
+        "PROBLEM not-notebook: canvas/bob_102_9002_notes.txt: bob handed in 'notes.txt', "
+        f"which is not a notebook ({A1}.ipynb expected) (left in collect-problems/{A1}/)",
+        f"{A1}: 1 added, 0 updated, 0 unchanged; 1 problems"]
     assert no_results == "no results: run `python -m autograde grade` first"
     assert summary == (f"2 notebooks; 1 could not be graded. Wrote {course_dir / 'grades.csv'}"
                        f" and {course_dir / 'tests.csv'}.")
@@ -881,6 +892,10 @@ def test_collect_roster_and_the_commands_summaries_speak_the_classs_language(tmp
     assert chinese[2] == messages.text("roster.no_student_id", LANGUAGE, path=roster,
                                        header="name")
     assert str(twice) in chinese[3] and "'ada'" in chinese[3] and "3" in chinese[3]
+    assert chinese[4].startswith("PROBLEM not-notebook：canvas/bob_102_9002_notes.txt：bob "
+                                 "提交了 'notes.txt'") and f"collect-problems/{A1}/" in chinese[4]
+    assert chinese[5] == messages.text("collect.summary", LANGUAGE, assignment=A1, added=0,
+                                       updated=0, unchanged=1, late="", problems=1)
     assert no_results == messages.text("cli.no_results", LANGUAGE)
     assert "python -m autograde grade" in no_results
     assert summary.startswith("2 个 notebook；1 个") and str(course_dir / "tests.csv") in summary
