@@ -276,13 +276,15 @@ def _index(node, local):
 def _call_shapes(values):
     """The shapes of the tensors among a torch call's arguments (a list or tuple of tensors,
     as torch.cat takes, counts its tensors), at most LINE_SHAPES."""
-    shapes = []
-    for value in values:
-        for item in value if isinstance(value, (list, tuple)) else (value,):
-            shape = _shape(item)
-            if shape is not None:
-                shapes.append(shape)
+    shapes = [shape for shape in map(_shape, _one_level(values)) if shape is not None]
     return shapes[:LINE_SHAPES]
+
+
+def _one_level(values):
+    """The items of `values`, and of each list or tuple among them (torch.cat's tensors):
+    what a torch call was given, as _call_shapes and _Trace.read look at it."""
+    for value in values:
+        yield from value if isinstance(value, (list, tuple)) else (value,)
 
 
 # one frame of traceback.format_list(): its file, its line number and its code (if known)
@@ -529,9 +531,10 @@ def _student_place(frame):
     """(place "line N of <cell>", the line's code) of the innermost frame from `frame`
     outwards that runs the student's code (not torch's, not the checks' own, as
     student_line()), or None."""
+    course = _course_code()   # (once per traced tensor, not once per frame: a hot path)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if _is_students(filename, _course_code()):
+        if _is_students(filename, course):
             line = frame.f_lineno
             place = MESSAGES["student_line"].format(line=line, cell=_cell_name(filename))
             code = linecache.getline(filename, line).strip()
@@ -572,12 +575,9 @@ class _Trace(torch.overrides.TorchFunctionMode):
 
     def read(self, args):
         """[[shape, index of the record that made it or -1]] of the tensors in `args`."""
-        found = []
-        for arg in args:
-            for item in (arg if isinstance(arg, (list, tuple)) else (arg,)):
-                if isinstance(item, _Tensor) and len(found) < TRACE_ARGS:
-                    found.append([[int(n) for n in item.shape], self.made.get(id(item), -1)])
-        return found
+        tensors = [item for item in _one_level(args) if isinstance(item, _Tensor)]
+        return [[[int(n) for n in item.shape], self.made.get(id(item), -1)]
+                for item in tensors[:TRACE_ARGS]]
 
     def keep(self, result, func=None, args=()):
         size = result.numel()
