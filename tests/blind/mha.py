@@ -1,6 +1,8 @@
 """Blind set, chapter 3 (the multi-head attention module): mistakes and correct variants
 written by tester blindA from the exercise text and the reference solutions alone
-(2026-11-27)."""
+(2026-11-27).
+Regexes committed in 983c12e before any run; first graded 2026-11-27: 14/14 named; no false
+pass, both correct variants full marks. No regex or `fails` was changed after the run."""
 from tests.heldout import Bug, edit, reference
 
 NOTEBOOK = "03_mha"
