@@ -1,7 +1,8 @@
 """Blind set, chapter 1 (scaled dot-product attention): mistakes and correct variants written
 by tester blindA from the exercise text and the reference solutions alone (2026-11-27).
-Regexes committed in 983c12e before any run; first graded 2026-11-27: 10/13 named (not named: softmax_global_sum, softmax_global_max, sdpa_refuses_cross_attention); no false
-pass, both correct variants full marks. No regex or `fails` was changed after the run."""
+Regexes committed in 983c12e before any run; first graded 2026-11-27: 10/13 named (not named:
+softmax_global_sum, softmax_global_max, sdpa_refuses_cross_attention); no false pass, both
+correct variants full marks. No regex or `fails` was changed after the run."""
 from tests.heldout import Bug, edit, reference
 
 NOTEBOOK = "01_attention"

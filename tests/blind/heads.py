@@ -1,7 +1,8 @@
 """Blind set, chapter 2 (heads): mistakes and correct variants written by tester blindA from
 the exercise text and the reference solutions alone (2026-11-27).
-Regexes committed in 983c12e before any run; first graded 2026-11-27: 12/14 named (not named: merge_flatten_from_axis_1, core_never_splits); no false
-pass, both correct variants full marks. No regex or `fails` was changed after the run."""
+Regexes committed in 983c12e before any run; first graded 2026-11-27: 12/14 named (not named:
+merge_flatten_from_axis_1, core_never_splits); no false pass, both correct variants full marks.
+No regex or `fails` was changed after the run."""
 from tests.heldout import Bug, edit, reference
 
 NOTEBOOK = "02_heads"

@@ -1,7 +1,9 @@
 """Blind set, chapter 4 (masks): mistakes and correct variants written by tester blindA from
 the exercise text and the reference solutions alone (2026-11-27).
-Regexes committed in 983c12e before any run; first graded 2026-11-27: 10/15 named (not named: padding_less_or_equal, causal_inverted, softmax_mask_after_only, sdpa_mask_not_passed, key_padding_not_inverted); no false
-pass, both correct variants full marks. No regex or `fails` was changed after the run."""
+Regexes committed in 983c12e before any run; first graded 2026-11-27: 10/15 named (not named:
+padding_less_or_equal, causal_inverted, softmax_mask_after_only, sdpa_mask_not_passed,
+key_padding_not_inverted); no false pass, both correct variants full marks. No regex or `fails`
+was changed after the run."""
 from tests.heldout import Bug, edit, reference
 
 NOTEBOOK = "04_masks"
