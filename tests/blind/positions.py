@@ -71,12 +71,12 @@ BUGS = {
         cells={"rotary": edit(edit(_ROT, "x1, x2 = x[..., :half], x[..., half:]", "x1, x2 = x[..., 0::2], x[..., 1::2]"),
                               "return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)",
                               "return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)")},
-        fails=["test_apply_rotary"],
+        fails=["test_apply_rotary", "test_rotary_decoding"],
         diagnosis=r"(?i)i ?\+ ?(head_dim|d_k|d)/ ?2|i ?\+ ?half|halves|2i, ?2i ?\+ ?1|adjacent|neighbou?r|interleav|pairing|paired|which features"),
     # turns every pair by minus its angle (the sin terms' signs swapped)
     "rot_wrong_direction": Bug(
         cells={"rotary": edit(_ROT, "[x1 * cos - x2 * sin, x1 * sin + x2 * cos]", "[x1 * cos + x2 * sin, -x1 * sin + x2 * cos]")},
-        fails=["test_apply_rotary"],
+        fails=["test_apply_rotary", "test_rotary_decoding"],
         diagnosis=r"(?i)\bsign|direction|clockwise|negative angle|opposite|(backwards|the other way)|minus (the )?angle|-\s*p\s*θ|-θ"),
     # numbers the new tokens from 0 instead of from len(cache)
     "rcd_positions_from_zero": Bug(
