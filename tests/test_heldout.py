@@ -14,7 +14,9 @@ grades tests/submissions/.
 
 The second held-out set (tests/heldout/fresh/, chapters 1-5, written on 2026-11-26 by a tester
 who did not read the checks) is graded by the same tests, and its named fraction is the
-table between the `heldout-fresh-named` markers.
+table between the `heldout-fresh-named` markers. So is the blind set (tests/blind/, every
+chapter, written on 2026-11-27 by testers who read neither the checks nor their messages),
+table `blind-named`.
 
 No check may be tuned on this set: a mistake found here that a check should name is copied
 into tests/submissions/, and the message is written for that copy.
@@ -42,6 +44,8 @@ ALL_CHAPTERS = sorted(path.stem for path in (REPO / "chapters").glob("[0-9][0-9]
 # written differently from the reference per chapter, at least 65 mistakes in all.
 FRESH_MIN_BUGS_PER_CHAPTER = 13
 FRESH_MIN_BUGS = 65
+# The blind set (tests/blind/): every chapter, at least 10 mistakes and 2 correct variants each.
+BLIND_MIN_BUGS_PER_CHAPTER = 10
 
 
 @functools.lru_cache(maxsize=None)
@@ -89,6 +93,19 @@ def test_the_second_set_covers_chapters_1_to_5():
         assert module("fresh", assignment).NOTEBOOK == assignment
 
 
+def test_the_blind_set_covers_every_chapter():
+    """The blind set: every chapter, each with enough mistakes to measure and correct variants
+    written differently from the reference."""
+    from tests.blind import CHAPTERS as BLIND_CHAPTERS
+    assert BLIND_CHAPTERS == ALL_CHAPTERS
+    counts = {a: (len(module("blind", a).BUGS), len(module("blind", a).CORRECT))
+              for a in BLIND_CHAPTERS}
+    assert all(bugs >= BLIND_MIN_BUGS_PER_CHAPTER and correct >= MIN_CORRECT_PER_CHAPTER
+               for bugs, correct in counts.values()), counts
+    for assignment in BLIND_CHAPTERS:
+        assert module("blind", assignment).NOTEBOOK == assignment
+
+
 def _normalised(code):
     """`code` without comments and white space: two spellings of one edit compare equal."""
     return re.sub(r"\s+", "", re.sub(r"#[^\n]*", "", code))
@@ -103,11 +120,13 @@ def _codes(bugs):
                          [(s, a) for s, (chapters, _) in sets().items() for a in chapters])
 def test_held_out_mistakes_are_not_in_the_catalogue(set_name, assignment):
     """No held-out bug is a catalogued bug's code (the part of "new" a machine can check;
-    that it is not the same mistake in other words was checked by reading), and no bug of
-    the second set is one of the first set's."""
+    that it is not the same mistake in other words was checked by reading), no bug of the
+    second set is one of the first set's, and no bug of the blind set is one of either's."""
     known = _codes(catalogue(assignment).BUGS)
     if set_name != "heldout":
         known |= _codes(heldout(assignment).BUGS)
+    if set_name == "blind" and assignment in FRESH_CHAPTERS:
+        known |= _codes(module("fresh", assignment).BUGS)
     again = [name for name, bug in module(set_name, assignment).BUGS.items()
              if any((cell, _normalised(code)) in known for cell, code in bug.cells.items())]
     assert not again, f"{set_name} {assignment}: bugs already catalogued or held out: {again}"
@@ -147,12 +166,14 @@ def _named(assignment, name, set_name="heldout"):
 README = REPO / "README.md"
 TABLE = re.compile(r"<!-- heldout-named -->\n(.*?)<!-- /heldout-named -->", re.S)
 FRESH_TABLE = re.compile(r"<!-- heldout-fresh-named -->\n(.*?)<!-- /heldout-fresh-named -->", re.S)
+BLIND_TABLE = re.compile(r"<!-- blind-named -->\n(.*?)<!-- /blind-named -->", re.S)
 ROW = re.compile(r"^\| *(\d\d_\w+|all) *\| *(\d+) *\| *(\d+) *\| *(\d+)% *\|", re.M)
 
 
 def heldout_table(table=TABLE):
     """{chapter or "all": (named, held-out bugs, percent)} of the README's table (`table`:
-    TABLE for the first held-out set, FRESH_TABLE for the second)."""
+    TABLE for the first held-out set, FRESH_TABLE for the second, BLIND_TABLE for the blind
+    set)."""
     return {a: (int(n), int(total), int(percent)) for a, n, total, percent in ROW.findall(
         table.search(README.read_text()).group(1))}
 
@@ -180,3 +201,12 @@ def test_readme_table_gives_the_second_sets_named_bugs(capsys):
     rows = "\n".join(f"| {a} | {n} | {t} | {p}% |" for a, (n, t, p) in measured.items())
     assert heldout_table(FRESH_TABLE) == measured, \
         f"README.md's heldout-fresh-named table should read:\n{rows}"
+
+
+def test_readme_table_gives_the_blind_sets_named_bugs(capsys):
+    from tests.blind import CHAPTERS as BLIND_CHAPTERS
+    assert BLIND_CHAPTERS == ALL_CHAPTERS, "the blind set covers every chapter"
+    measured = measured_table(BLIND_CHAPTERS, "blind")
+    rows = "\n".join(f"| {a} | {n} | {t} | {p}% |" for a, (n, t, p) in measured.items())
+    assert heldout_table(BLIND_TABLE) == measured, \
+        f"README.md's blind-named table should read:\n{rows}"

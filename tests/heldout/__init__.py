@@ -51,12 +51,16 @@ def heldout(assignment):
     return importlib.import_module(f"tests.heldout.{assignment.split('_', 1)[1]}")
 
 
-# The held-out sets: the first (tests/heldout/<topic>.py, every chapter) and the second
-# (tests/heldout/fresh/, chapters 1-5, written 2026-11-26 by a tester who did not read the
-# checks). {name: (its chapters, the function that gives a chapter's module)}.
+# The sets graded as this one is: the first held-out set (tests/heldout/<topic>.py, every
+# chapter), the second (tests/heldout/fresh/, chapters 1-5, written 2026-11-26 by a tester who
+# did not read the checks) and the blind set (tests/blind/, every chapter, written 2026-11-27
+# by testers who read neither the checks nor their messages; not held out: it may be read once
+# measured). {name: (its chapters, the function that gives a chapter's module)}.
 def sets():
+    from tests import blind
     from tests.heldout import fresh
-    return {"heldout": (CHAPTERS, heldout), "fresh": (fresh.CHAPTERS, fresh.fresh)}
+    return {"heldout": (CHAPTERS, heldout), "fresh": (fresh.CHAPTERS, fresh.fresh),
+            "blind": (blind.CHAPTERS, blind.blind)}
 
 
 def module(set_name, assignment):
