@@ -18,10 +18,16 @@ rewrites each such call of a cell before it runs: `print(a, f"b {x:>8}")` prints
 field's formatted value put in its place. A value is itself translated when the catalogue
 holds it (a role's name, a table's column title, a line of a report built by a function of
 solutions/), whole, line by line or item by item, and keeps the width its format spec gave
-it, counted in columns (a Chinese character takes two), on the side the spec aligns it, so
-that printed tables stay aligned; a translation wider than that width takes the spaces
-beside it (before it when aligned right, after it when aligned left, one kept), so that the
-columns after it keep their places. A template the catalogue lacks (no English word) is
+it, counted in columns (a Chinese character takes two, unicodedata.east_asian_width), on the
+side the spec aligns it, so that printed tables stay aligned; a translation wider than that
+width (a column title) takes the spaces beside it on the side its column is aligned (before
+it when aligned right, after it when aligned left, one kept), so that it stays above its
+column's values and the columns after it keep their places. Where that side has no spaces to
+give (the title of a right-aligned column right after another column's), its column widens
+instead: the line's columns after it move right, and so do those of the table's rows that
+follow (the prints of the same cell as wide in English as the title's line): each row's
+value in that column is padded as wide, so that every title still stands above its values.
+A template the catalogue lacks (no English word) is
 printed as in English, its values translated. The cell's source is not changed (the page
 shows the English code); the English edition and the students' notebooks never load this
 module.
@@ -146,20 +152,30 @@ def alignment(spec):
 
 def _make_room(text, start, end, surplus, side):
     """`text` whose value text[start:end] is `surplus` columns wider than the English it
-    translates (a column title): the spaces beside it give way, before it when its column
-    is aligned right or centred (its right edge stays above the column's values), after it
-    when aligned left, as many as there are but one between it and its neighbour; what that
-    side cannot give, the other side gives. The table's other columns keep their places."""
-    before = len(text[:start]) - len(text[:start].rstrip(" "))
-    if not (start - before == 0 or text[start - before - 1] == "\n"):
-        before -= 1                              # (one space left before it)
-    after = len(text[end:]) - len(text[end:].lstrip(" "))
-    if not (end + after == len(text) or text[end + after] == "\n"):
-        after -= 1                               # (one space left after it)
-    first = min(surplus, max(before if side in ">^" else after, 0))
-    second = min(surplus - first, max(after if side in ">^" else before, 0))
-    taken_before, taken_after = (first, second) if side in ">^" else (second, first)
-    return text[:start - taken_before] + text[start:end] + text[end + taken_after:]
+    translates (a column title), and the columns it could not find: the spaces on the side
+    its column is aligned give way, before it when aligned right or centred (its right edge
+    stays above the column's values), after it when aligned left (its left edge does), as
+    many as there are but one between it and its neighbour. The spaces of its other side
+    stay: taking them would move the title off its column's values. The columns it could
+    not find widen its column (Printed.text: the table's rows follow)."""
+    if side in ">^":
+        spaces = len(text[:start]) - len(text[:start].rstrip(" "))
+        if not (start - spaces == 0 or text[start - spaces - 1] == "\n"):
+            spaces -= 1                          # (one space left before it)
+        taken = min(surplus, max(spaces, 0))
+        return text[:start - taken] + text[start:], surplus - taken
+    spaces = len(text[end:]) - len(text[end:].lstrip(" "))
+    if not (end + spaces == len(text) or text[end + spaces] == "\n"):
+        spaces -= 1                              # (one space left after it)
+    taken = min(surplus, max(spaces, 0))
+    return text[:end] + text[end + taken:], surplus - taken
+
+
+def _widened(value, extra, side):
+    """A row's formatted `value` in a column that its table's title widened by `extra`
+    columns: padded on the side the title's column is aligned ("<": after it; else before
+    it), as the title took its columns."""
+    return value + " " * extra if side == "<" else " " * extra + value
 
 
 def columns(text):
@@ -177,6 +193,14 @@ class Printed:
         # a value is looked up without the indentation of its line, which value() keeps
         self.values = Labels([(english.strip(), translated.strip(), formatted)
                               for english, translated, formatted in entries])
+        # the table being printed, whose titles widened columns (text()): the columns its
+        # English lines take, and {the English column where a widened column starts: (by how
+        # many columns, the side its title is aligned on)}; None between tables
+        self.table = None
+
+    def end_table(self):
+        """A new cell runs: no print after it is a row of a table printed before it."""
+        self.table = None
 
     @classmethod
     def read(cls, language):
@@ -244,11 +268,24 @@ class Printed:
     def text(self, message, values):
         """The printed text of the print call whose template is `message`, its fields'
         formatted values `values` (in the English template's order), each a string or a
-        (string, the format spec that made it)."""
+        (string, the format spec that made it). A line as wide in English as the title
+        line of the table being printed (self.table) is one of its rows: its values in the
+        columns the titles widened are padded as wide."""
         english = pieces(message)
-        by_field = {}
-        for (_, field), value in zip([p for p in english if p[0]], values):
-            by_field.setdefault(field, []).append(value if isinstance(value, tuple) else (value, ""))
+        by_field, starts, english_line = {}, {}, ""
+        for is_field, part in english:   # (each field's column in the English line)
+            if not is_field:
+                english_line += part
+                continue
+            value = values[len(starts)]
+            value = value if isinstance(value, tuple) else (value, "")
+            by_field.setdefault(part, []).append(value)
+            starts[(part, len(by_field[part]) - 1)] = columns(english_line)
+            english_line += value[0]
+        one_line = "\n" not in english_line
+        if self.table is not None and (not one_line or columns(english_line) != self.table[0]):
+            self.table = None                    # (a line of another width: the table ended)
+        row = self.table[1] if self.table is not None else {}
         used = {field: 0 for field in by_field}
         shown, wider = "", []
         for is_field, part in pieces(self.templates.get(message, message)):
@@ -259,16 +296,25 @@ class Printed:
             if not filled:           # (a translation keeps its template's fields: tested)
                 shown += part
                 continue
-            english, spec = filled[used[part] % len(filled)]
+            nth = used[part] % len(filled)
+            english, spec = filled[nth]
             value = self.value(english, spec)
             used[part] += 1
             surplus = columns(value) - columns(english)
             side = alignment(spec) or ("<" if english.endswith(" ") else None)
             if surplus > 0 and side is not None:
-                wider.append((len(shown), len(shown) + len(value), surplus, side))
+                wider.append((len(shown), len(shown) + len(value), surplus, side,
+                              starts[(part, nth)]))
+            elif starts[(part, nth)] in row:
+                value = _widened(value, *row[starts[(part, nth)]])
             shown += value
-        for start, end, surplus, side in reversed(wider):
-            shown = _make_room(shown, start, end, surplus, side)
+        widened = {}
+        for start, end, surplus, side, column in reversed(wider):
+            shown, left = _make_room(shown, start, end, surplus, side)
+            if left:
+                widened[column] = (left, side)
+        if widened and one_line:
+            self.table = (columns(english_line), {**row, **widened})
         return shown
 
 
@@ -326,3 +372,5 @@ def install(language, catalogue=None):
     shell = get_ipython()
     if shell is not None:
         shell.ast_transformers.append(TranslatePrints())
+        # (a table's rows are printed by the cell that printed its titles)
+        shell.events.register("pre_run_cell", lambda *info: _installed.end_table())

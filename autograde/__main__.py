@@ -80,26 +80,7 @@ def main(argv=None):
     course_dir = Path(args.course_dir)
 
     if args.command == "release":
-        if args.calendar:
-            if assignments:
-                parser.error("release: name chapters or give --calendar, not both")
-            from autograde import class_calendar
-            assignments = class_calendar.published(class_calendar.setting())
-            if not assignments:  # (course.release would take none for every chapter)
-                print("class_calendar has opened no chapter: nothing released")
-                return 0
-        for assignment, folder in course.release(course_dir, assignments, args.db).items():
-            earlier = course.answers_shipped(assignment)
-            print(f"{assignment}: {folder}" + (f" (holds the answers of {', '.join(earlier)} "
-                                               "for its lab code)" if earlier else
-                                               " (holds no answers)"))
-            if args.zip:
-                print(f"{assignment}: {course.write_zip(folder, args.zip)}")
-        for language in args.lang:
-            _release_language(course_dir, assignments or course.assignments(), language,
-                              args.zip)
-        print(f"kit: {course_dir.resolve() / 'kit'} (the package of the checks, no answers)")
-        return 0
+        return _release(parser, args, assignments, course_dir)
 
     # (imported here: torch and the grader, which `release` does not need, cost seconds)
     from autograde import batch, exports
@@ -125,19 +106,57 @@ def main(argv=None):
     return 0
 
 
-def _release_language(course_dir, assignments, language, zip_dir):
+def _release(parser, args, assignments, course_dir):
+    """`release`: the student versions of `assignments` (every chapter where None; those
+    class_calendar has opened with --calendar), in English and in each --lang, each line it
+    prints in the language the class will be told in once it is done: paths.class_language,
+    the languages of --lang counted as released (`release --lang zh_CN` speaks Chinese from
+    its first line, as `grade`, `report` and `export` will after it)."""
+    if args.calendar:
+        if assignments:
+            parser.error("release: name chapters or give --calendar, not both")
+        from autograde import class_calendar
+        assignments = class_calendar.published(class_calendar.setting())
+        if not assignments:  # (course.release would take none for every chapter)
+            print(messages.text("release.nothing_opened",
+                                _class_language(course_dir, None, args.lang)))
+            return 0
+    said = _class_language(course_dir, assignments, args.lang)
+    for assignment, folder in course.release(course_dir, assignments, args.db).items():
+        earlier = course.answers_shipped(assignment)
+        print(messages.text("release.answers", said, assignment=assignment, folder=folder,
+                            chapters=", ".join(earlier)) if earlier else
+              messages.text("release.no_answers", said, assignment=assignment, folder=folder))
+        if args.zip:
+            print(messages.text("release.zip", said, assignment=assignment,
+                                path=course.write_zip(folder, args.zip)))
+    for language in args.lang:
+        _release_language(course_dir, assignments or course.assignments(), language,
+                          args.zip, said)
+    print(messages.text("release.kit", said, path=course_dir.resolve() / "kit"))
+    return 0
+
+
+def _release_language(course_dir, assignments, language, zip_dir, said):
     """The translated student versions (course.release_language) of the English ones just
-    released, each listed with the blocks its catalogue left in English."""
+    released, each listed with the blocks its catalogue left in English, in the language
+    `said`."""
     for assignment in assignments:
         folder, unmatched = course.release_language(course_dir, assignment, language)
-        print(f"{assignment} ({language}): {folder}" + (
-            f" ({len(unmatched)} markdown blocks left in English)" if unmatched else ""))
+        print(messages.text("release.left_in_english", said, assignment=assignment,
+                            language=language, folder=folder, count=len(unmatched))
+              if unmatched else
+              messages.text("release.translated", said, assignment=assignment,
+                            language=language, folder=folder))
         for cell, message in unmatched:
             shown = message if len(message) <= 100 else message[:97] + "..."
-            print(f"  cell {cell}: {shown}")
+            print("  " + messages.text("where.problem", said,
+                                       where=messages.where(f"cell {cell}", said),
+                                       message=shown))
         if zip_dir:
-            print(f"{assignment} ({language}): "
-                  f"{course.write_zip(folder, Path(zip_dir) / language)}")
+            print(messages.text("release.translated_zip", said, assignment=assignment,
+                                language=language,
+                                path=course.write_zip(folder, Path(zip_dir) / language)))
 
 
 def _grade(args, assignments, course_dir):
@@ -174,11 +193,12 @@ def _grade(args, assignments, course_dir):
     return 0
 
 
-def _class_language(course_dir, assignments):
+def _class_language(course_dir, assignments, releasing=()):
     """The language the commands speak to the instructor in: the class's
-    (paths.class_language), where the grader has a catalogue for it."""
+    (paths.class_language; `releasing`: the languages a release is writing now), where the
+    grader has a catalogue for it."""
     from autograde.paths import class_language
-    return messages.supported(class_language(course_dir, assignments))
+    return messages.supported(class_language(course_dir, assignments, releasing))
 
 
 if __name__ == "__main__":

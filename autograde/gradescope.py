@@ -116,8 +116,10 @@ def build(assignment, output, language=None):
     (course.release_language) is shipped too, and what the grader says where no notebook
     tells the language (an upload without the notebook) is said in it."""
     if assignment not in course.assignments():
-        raise ValueError(f"no chapter named {assignment!r}: one of "
-                         f"{', '.join(course.assignments())}")
+        raise ValueError(messages.text("gradescope.no_chapter",
+                                       messages.supported(language or messages.ENGLISH),
+                                       name=repr(assignment),
+                                       chapters=", ".join(course.assignments())))
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     requirements = grader_requirements()
@@ -251,8 +253,9 @@ def grade_submission(assignment, root):
         language = _released(assignment, root)
         return _not_graded(cells, _said(note, language), language)
     if not _sandbox_works():
-        print("WARNING: bubblewrap cannot run in this container: the student's code runs "
-              "with process limits only", flush=True)
+        # (the instructor reads it in the autograder's output: in the class's language)
+        print("WARNING: " + messages.text("gradescope.no_bubblewrap",
+                                          _released(assignment, root)), flush=True)
         os.environ["AUTOGRADE_NO_BWRAP"] = "1"
     with tempfile.TemporaryDirectory(dir=root) as scratch:
         course_dir = Path(scratch) / "course"
@@ -296,8 +299,11 @@ def run(assignment, root=ROOT):
     partial = path.with_suffix(".partial")
     partial.write_text(json.dumps(data, indent=1))
     os.replace(partial, path)
-    print(f"{assignment}: score {data['score']} of "
-          f"{sum(t['max_score'] for t in data['tests'])}; wrote {path}", flush=True)
+    # (the instructor's line in the autograder's output: in the class's language)
+    print(messages.text("gradescope.score", _released(assignment, root), assignment=assignment,
+                        score=data["score"],
+                        max_score=sum(t["max_score"] for t in data["tests"]), path=path),
+          flush=True)
     return 0
 
 

@@ -320,6 +320,25 @@ MESSAGES = {
                                "{newer}"),
     "collect.duplicate": _("{count} files named {wanted} for {student} and no time to tell "
                            "them apart: none collected"),
+    # -- what `release` and `gradescope` say of what they wrote (autograde.__main__,
+    # platform_commands, gradescope: in the class's language once they are done,
+    # paths.class_language counting the languages they write now) --------------------------
+    "release.nothing_opened": _("class_calendar has opened no chapter: nothing released"),
+    "release.answers": _("{assignment}: {folder} (holds the answers of {chapters} for its lab "
+                         "code)"),
+    "release.no_answers": _("{assignment}: {folder} (holds no answers)"),
+    "release.zip": _("{assignment}: {path}"),
+    "release.translated": _("{assignment} ({language}): {folder}"),
+    "release.translated_zip": _("{assignment} ({language}): {path}"),
+    "release.left_in_english": _("{assignment} ({language}): {folder} ({count} markdown "
+                                 "blocks left in English)"),
+    "release.kit": _("kit: {path} (the package of the checks, no answers)"),
+    "gradescope.no_chapter": _("no chapter named {name}: one of {chapters}"),
+    "gradescope.built": _("{assignment}: {path} (upload it as the assignment's autograder; "
+                          "base image Ubuntu 22.04)"),
+    "gradescope.no_bubblewrap": _("bubblewrap cannot run in this container: the student's "
+                                  "code runs with process limits only"),
+    "gradescope.score": _("{assignment}: score {score} of {max_score}; wrote {path}"),
 }
 
 

@@ -71,14 +71,18 @@ def released_language(course_dir, assignment):
     return "en"
 
 
-def class_language(course_dir, assignments=None):
+def class_language(course_dir, assignments=None, releasing=()):
     """The language the class is taught in, for what the grader's commands tell the
     instructor (a refused `grade`, an export's notes): the language of the translated
     releases release-<language>/<assignment>/ of `assignments` (of any chapter where None;
     the first in alphabetical order where there are several, as released_language), else
-    English ("en"). A course whose instructor ran `release --lang zh_CN` is told in Chinese."""
+    English ("en"). A course whose instructor ran `release --lang zh_CN` is told in Chinese.
+    `releasing`: the languages a command is writing releases in now (`release --lang`,
+    `gradescope --lang`), counted as released, so that the command speaks from its first
+    line the language the class will be told in once it is done."""
     prefix = f"{RELEASE}-"
-    for folder in sorted(Path(course_dir).glob(f"{prefix}*/*")):
-        if folder.is_dir() and (assignments is None or folder.name in assignments):
-            return folder.parent.name[len(prefix):]
-    return "en"
+    released = [folder.parent.name[len(prefix):]
+                for folder in Path(course_dir).glob(f"{prefix}*/*")
+                if folder.is_dir() and (assignments is None or folder.name in assignments)]
+    languages = sorted({*released, *releasing} - {"en"})
+    return languages[0] if languages else "en"

@@ -61,16 +61,31 @@ def run(args):
 
 
 def _gradescope(args):
+    """`gradescope`: autograder.zip for a chapter, what it prints in the language the class
+    will be told in once it is done, as `release` (paths.class_language of --course-dir,
+    counting --lang as released)."""
+    from autograde import course, messages
     from autograde.gradescope import build
+    from autograde.paths import class_language
+    course_dir = Path(args.course_dir)
+    known = args.assignment in course.assignments()
+    # (a name that is no chapter: the class's language of any chapter)
+    language = messages.supported(class_language(course_dir, [args.assignment] if known else None,
+                                                 [args.lang] if args.lang else []))
+    if not known:
+        print("ERROR: " + messages.text("gradescope.no_chapter", language,
+                                        name=repr(args.assignment),
+                                        chapters=", ".join(course.assignments())),
+              file=sys.stderr)
+        return 2
     output = Path(args.output) if args.output else (
-        Path(args.course_dir) / "gradescope" / args.assignment / "autograder.zip")
+        course_dir / "gradescope" / args.assignment / "autograder.zip")
     try:
         path = build(args.assignment, output, args.lang)
     except (ValueError, RuntimeError, OSError) as refused:
         print(f"ERROR: {refused}", file=sys.stderr)
         return 2
-    print(f"{args.assignment}: {path} (upload it as the assignment's autograder; "
-          "base image Ubuntu 22.04)")
+    print(messages.text("gradescope.built", language, assignment=args.assignment, path=path))
     return 0
 
 

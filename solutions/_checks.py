@@ -1,4 +1,16 @@
-"""Input checks shared by every public function: each names the problem and the shapes."""
+"""Input checks shared by every public function: each names the problem and the shapes.
+
+Their messages, like every error this package raises, are in English in every edition, as
+PyTorch's are: from chapter 5 on the student's code calls this package as it calls PyTorch
+(`from solutions import ...`; autograde/course.py's EXTRA_SHIPPED), so a refusal reaches the
+student as the exception of their own call, in their Jupyter's traceback (where no language
+is known: this package imports nothing of the checks) and in a check's or the grader's
+feedback, which quotes it verbatim inside its own sentence in the student's language
+(chapters/checks/diagnose.py's `raised_plain`), as it quotes PyTorch's: the same words in
+both places, to be matched and searched. The checks and the grader never import this
+package: they meet it only as what the student's code calls or passes them (chapter 5's
+checks build the MultiHeadAttention class the student passes), in the student's process,
+whose errors they quote so (tests/test_check_messages_zh.py)."""
 import os
 
 import torch

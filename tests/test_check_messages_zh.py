@@ -144,6 +144,57 @@ def test_a_raised_error_is_read_from_the_students_line_in_chinese_too():
     assert "`key` 未经转置就进入了乘积" in said[LANGUAGE], said[LANGUAGE]
 
 
+def test_a_course_functions_refusal_is_quoted_as_the_student_s_traceback_says_it():
+    """From chapter 5 on, the student's code calls the course's own package (`from solutions
+    import ...`: attention, masks, heads, the KV cache, the labs), and its input checks
+    (solutions/_checks.py) can refuse what the student passes. The checks never call
+    solutions themselves (their answers are their own, or the kit's fixtures), so such a
+    refusal reaches a message only as the exception of the student's call, which the check
+    quotes as it quotes PyTorch's (diagnose.restate_error, `raised_plain`): in its Chinese
+    sentence, the error's words as the student's own traceback shows them, in English."""
+    language = checks_module("language")
+    check = Chapter("06_kv").check
+
+    def transposed_mask(attn, q, k, v, mask=None):
+        """Chapter 6's attend_heads, with chapter 4's function (shipped with chapter 6) given
+        the mask (T, L) where (L, T) is meant."""
+        repeats = attn.num_heads // k.shape[1]
+        k, v = k.repeat_interleave(repeats, 1), v.repeat_interleave(repeats, 1)
+        mask = None if mask is None else mask.transpose(-2, -1)
+        heads, _ = solutions.scaled_dot_product_attention(q, k, v, mask)   # (B, h, L, hd)
+        return attn.out_proj(solutions.merge_heads(heads))
+
+    with pytest.raises(ValueError) as refused:  # what the student's traceback says
+        q, k = torch.zeros(2, 4, 3, 4), torch.zeros(2, 4, 5, 4)
+        solutions.scaled_dot_product_attention(q, k, k, torch.ones(5, 3, dtype=torch.bool))
+    words = str(refused.value)
+    assert words.startswith("mask of shape (5, 3) cannot broadcast")
+    said = {}
+    for spoken in (LANGUAGE, None):
+        with language.speaking(spoken), pytest.raises(Exception) as raised:
+            check.attend_heads(transposed_mask)
+        said[spoken] = str(raised.value)
+    assert words in said[None] and "raised ValueError" in said[None], said[None]
+    assert words in said[LANGUAGE] and HAN.search(said[LANGUAGE].replace(words, "")), \
+        said[LANGUAGE]
+    assert "raised" not in said[LANGUAGE].replace(words, ""), said[LANGUAGE]
+
+
+def test_the_checks_and_the_grader_never_call_the_course_package():
+    """What the checks and the grader say comes from their catalogues; the English of
+    solutions/ reaches them only as the exception of a call in the student's process (the
+    student's own, or of a class the student passed), quoted (the test above): neither
+    imports solutions (a check's answers are its own, or the kit's fixtures)."""
+    import ast
+    from tests.translations import REPO
+    for path in sorted([*(REPO / "chapters" / "checks").glob("*.py"),
+                        *(REPO / "autograde").glob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            assert not any(name.split(".")[0] == "solutions" for name in names), path
+
+
 def test_the_grader_speaks_the_notebooks_language():
     assert notebook_language({"metadata": {"course": {"language": LANGUAGE}}}) == LANGUAGE
     assert notebook_language({"metadata": {}}) == "en" and notebook_language({}) == "en"
@@ -300,7 +351,12 @@ def test_each_catalogued_bug_gets_its_named_message_in_chinese(chapters, templat
     # (the same English words may come from a module whose messages are not translated yet:
     # then the Chinese run prints them as they are)
     translated = [c for c in shown if _signature(templates[c][0]) not in chinese]
+    axis_name = checks_module("diagnose")._ORDINAL_SLOT
     for context in translated:
-        assert _signature(templates[context][1]) in chinese, (context, chinese)
+        # (or as an axis's name, its index dropped: "剪枝后模块的第 {} 个头" names the axis
+        # "剪枝后模块的头", diagnose.axis_names)
+        assert any(form in chinese for form in (
+            _signature(templates[context][1]),
+            " ".join(axis_name.sub("", templates[context][1]).split()))), (context, chinese)
     if translated:
         assert CHINESE.search(chinese), chinese

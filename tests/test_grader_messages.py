@@ -8,6 +8,7 @@ languages."""
 import os
 import re
 import string
+from pathlib import Path
 
 import pytest
 from babel.messages.extract import extract_from_file
@@ -899,3 +900,89 @@ def test_collect_roster_and_the_commands_summaries_speak_the_classs_language(tmp
     assert no_results == messages.text("cli.no_results", LANGUAGE)
     assert "python -m autograde grade" in no_results
     assert summary.startswith("2 个 notebook；1 个") and str(course_dir / "tests.csv") in summary
+
+
+def test_release_and_gradescope_speak_the_language_the_class_will_be_told_in(tmp_path, capsys,
+                                                                            monkeypatch):
+    """What `release` and `gradescope` print of what they wrote: the lines English always had,
+    byte for byte, for an English class; in Chinese, with the same values, where the class
+    was given its chapters in Chinese before or `--lang zh_CN` gives them now
+    (paths.class_language counting --lang), from a release's first line to its last. (The
+    commands' work is stood in for here: tests/test_release_languages.py and
+    tests/test_gradescope.py run it.)"""
+    from autograde import __main__ as cli, course, gradescope
+    course_dir = tmp_path / "course"
+    course_dir.mkdir()
+    second = course.assignments()[1]
+    monkeypatch.setattr(course, "release", lambda course_dir, only, db: {
+        chapter: course_dir.resolve() / "release" / chapter for chapter in only})
+    monkeypatch.setattr(course, "answers_shipped", lambda chapter: [A1] if chapter == second else [])
+    monkeypatch.setattr(course, "write_zip",
+                        lambda folder, zip_dir: Path(zip_dir) / f"{Path(folder).name}.zip")
+    monkeypatch.setattr(course, "release_language", lambda course_dir, chapter, language: (
+        course_dir.resolve() / f"release-{language}" / chapter,
+        [(3, "an untranslated paragraph")] if chapter == second else []))
+    monkeypatch.setattr(gradescope, "build", lambda chapter, output, language: output)
+    downloads = tmp_path / "downloads"
+
+    def release(*options):
+        """The lines `release A1 second --zip downloads <options>` prints."""
+        assert cli.main(["release", A1, second, "--course-dir", str(course_dir), "--zip",
+                         str(downloads), *options]) == 0
+        return capsys.readouterr().out.splitlines()
+
+    def upload_hint(*options):
+        """`gradescope A1 <options>`'s line, then its refusal of a chapter that is none."""
+        assert cli.main(["gradescope", A1, "--course-dir", str(course_dir), *options]) == 0
+        said = capsys.readouterr().out.strip()
+        assert cli.main(["gradescope", "09_none", "--course-dir", str(course_dir),
+                         *options]) == 2
+        return said, capsys.readouterr().err.strip()
+
+    released = course_dir.resolve() / "release"
+    kit = course_dir.resolve() / "kit"
+    assert release() == [f"{A1}: {released / A1} (holds no answers)",
+                         f"{A1}: {downloads / A1}.zip",
+                         f"{second}: {released / second} (holds the answers of {A1} for its lab code)",
+                         f"{second}: {downloads / second}.zip",
+                         f"kit: {kit} (the package of the checks, no answers)"]
+    zip_path = course_dir / "gradescope" / A1 / "autograder.zip"
+    chapters = ", ".join(course.assignments())
+    assert upload_hint() == (
+        f"{A1}: {zip_path} (upload it as the assignment's autograder; base image Ubuntu 22.04)",
+        f"ERROR: no chapter named '09_none': one of {chapters}")
+
+    translated = course_dir.resolve() / f"release-{LANGUAGE}"
+    expected = [
+        messages.text("release.no_answers", LANGUAGE, assignment=A1, folder=released / A1),
+        messages.text("release.zip", LANGUAGE, assignment=A1, path=downloads / f"{A1}.zip"),
+        messages.text("release.answers", LANGUAGE, assignment=second, folder=released / second,
+                      chapters=A1),
+        messages.text("release.zip", LANGUAGE, assignment=second, path=downloads / f"{second}.zip"),
+        messages.text("release.translated", LANGUAGE, assignment=A1, language=LANGUAGE,
+                      folder=translated / A1),
+        messages.text("release.translated_zip", LANGUAGE, assignment=A1, language=LANGUAGE,
+                      path=downloads / LANGUAGE / f"{A1}.zip"),
+        messages.text("release.left_in_english", LANGUAGE, assignment=second, language=LANGUAGE,
+                      folder=translated / second, count=1),
+        "  " + messages.text("where.problem", LANGUAGE, where=messages.where("cell 3", LANGUAGE),
+                             message="an untranslated paragraph"),
+        messages.text("release.translated_zip", LANGUAGE, assignment=second, language=LANGUAGE,
+                      path=downloads / LANGUAGE / f"{second}.zip"),
+        messages.text("release.kit", LANGUAGE, path=kit)]
+    # --lang zh_CN in a class that had only English: Chinese from the first line
+    chinese = release("--lang", LANGUAGE)
+    assert chinese == expected
+    for said in (0, 2, 6, 7, 9):  # (the others hold names and paths only)
+        assert HAN.search(chinese[said]), chinese[said]
+    assert chinese[7].startswith("  单元格 3")
+    chinese_hint = upload_hint("--lang", LANGUAGE)
+    assert chinese_hint == (
+        messages.text("gradescope.built", LANGUAGE, assignment=A1, path=zip_path),
+        "ERROR: " + messages.text("gradescope.no_chapter", LANGUAGE, name="'09_none'",
+                                  chapters=chapters))
+    assert all(HAN.search(line) for line in chinese_hint), chinese_hint
+    # a class given its chapters in Chinese before: a plain `release` and `gradescope` too
+    (course_dir / f"release-{LANGUAGE}" / A1).mkdir(parents=True)
+    assert release() == expected[:4] + expected[-1:]
+    assert upload_hint() == chinese_hint

@@ -155,7 +155,7 @@ def test_a_print_is_translated_with_its_values_in_place_and_columns_kept():
 def test_a_title_wider_than_its_column_takes_the_spaces_beside_it():
     """A translated column title wider than its format width (counted in columns: a Chinese
     character takes two) takes the spaces before it when right-aligned, after it when
-    left-aligned, one kept, so that the columns after it stay above their values."""
+    left-aligned, one kept, so that it and the columns after it stay above their values."""
     printed = print_language.Printed([("acc prev", "前一个准确率", False), ("role", "角色", False),
                                       ("kv", "键值头数", False), ("n", "n", False)])
     header = "{'role'} {'acc prev'} {'n'}"
@@ -166,9 +166,87 @@ def test_a_title_wider_than_its_column_takes_the_spaces_beside_it():
     assert printed.text("{'kv'} {'n'}|", [(f"{'kv':4}", "4"), (f"{'n':>4}", ">4")]) == \
         "键值头数 n|" == "键值头数" + " " + "n|"
     assert printed.text("{'kv'}|{'n'}", [(f"{'kv':4}", "4"), (f"{'n':>4}", ">4")]) == "键值头数|   n"
-    # no room on its side: the other side gives what it can, one space always kept
+    # no room on its side: the other side keeps its spaces (taking them would move the title
+    # off its values); its column widens (the next test)
     assert printed.text("{'n'} {'acc prev'}  x", [("n", ""), (f"{'acc prev':>8}", ">8")]) == \
-        "n 前一个准确率 x"
+        "n 前一个准确率  x"
+
+
+def _line(printed, template, values):
+    """What `printed` prints of an f-string print call `template` (its fields' code, e.g.
+    "{'acc first':>9}") whose fields' values are `values` ({code: value}; a literal's is
+    itself): the Chinese line, and the English one print itself prints."""
+    call = ast.parse(f"print(f{template!r})").body[0].value
+    message, fields = print_language.template(call)
+    formatted = []
+    for field in fields:
+        code = ast.unparse(field.value)
+        spec = "".join(v.value for v in field.format_spec.values) if field.format_spec else ""
+        value = values[code] if code in values else ast.literal_eval(code)
+        formatted.append((format(value, spec), spec))
+    english = iter(value for value, _ in formatted)
+    return printed.text(message, formatted), "".join(
+        next(english) if is_field else text for is_field, text in print_language.pieces(message))
+
+
+def _right_edges(line):
+    """The columns where the words of a printed line end (a Chinese character takes two)."""
+    return {print_language.columns(line[:word.end()]) for word in re.finditer(r"\S+", line)}
+
+
+def test_chapter_5s_and_8s_tables_stand_each_title_above_its_values():
+    """Chapter 5's tables (chapters/05_diversity.ipynb, cells 8, 11 and 50) and chapter 8's
+    (08_capstone.ipynb, cell 35, likewise "第一个" after "前一个") in Chinese, their
+    titles and rows printed through the kernel hook from the catalogue: "首个准确率" (acc
+    first) is ten columns wide over a nine-column right-aligned column right after "前一个准确率"
+    (acc previous, twelve columns over twelve), so no space before it can give way. Its
+    column widens, in the title line and in the rows printed after it in the same cell, so
+    that every right-aligned title's right edge is its values' (counted in columns:
+    unicodedata.east_asian_width) and the columns after it move with it; a line of another
+    width ends the table, as does the next cell (Printed.end_table)."""
+    printed = print_language.Printed.read(LANGUAGE)
+    accuracy = {"acc['acc_prev']": 0.5, "acc['acc_first']": 0.25}
+    tables = [  # (title line, row line, its values) as the chapter prints them
+        ("{'heads':>5} {'head_dim':>8} {'parameters':>10} {'acc previous':>12} "
+         "{'acc first':>9} {'seconds':>7}",
+         "{h:5} {D_MODEL // h:8} {parameter_count(run['model']):10,} {acc['acc_prev']:12.1%} "
+         "{acc['acc_first']:9.1%} {run['history']['seconds']:7.2f}",
+         {"h": 2, "D_MODEL // h": 8, "parameter_count(run['model'])": 1234,
+          "run['history']['seconds']": 1.5, **accuracy}),
+        ("{'seed':>4} {'heads':>5} {'acc previous':>12} {'acc first':>9}",
+         "{seed:4} {h:5} {acc['acc_prev']:12.1%} {acc['acc_first']:9.1%}",
+         {"seed": 1, "h": 2, **accuracy}),
+        ("{'seed':>4} {'head':>4} {'role':22} {'acc prev':>8} {'acc first':>9}   "
+         "{'after 50 more steps':>19}",
+         "{seed:4} {head:4} {run['roles'][head]:22} {acc['acc_prev']:8.1%} "
+         "{acc['acc_first']:9.1%}   {again:>19}",
+         {"seed": 1, "head": 0, "run['roles'][head]": "previous", "again": "50.0% / 25.0%",
+          **accuracy}),
+        # chapter 8's (cell 35): "第一个" (first), six columns over five after "前一个"
+        ("{'layer':>5} {'head':>4} {'entropy':>7} {'previous':>8} {'first':>5}",
+         "{n:5} {i:4} {entropy[i]:7.2f} {prev[i]:8.2f} {first[i]:5.2f}",
+         {"n": 0, "i": 1, "entropy[i]": 1.25, "prev[i]": 0.5, "first[i]": 0.25})]
+    for titles, row, values in tables:
+        printed.end_table()
+        title_line, english_titles = _line(printed, titles, {})
+        rows = [_line(printed, row, values) for _ in range(2)]
+        right_aligned = [printed.translate(title) or title
+                         for title in re.findall(r"\{'([^']+)':>\d+\}", titles)]
+        assert HAN.search(title_line) and ("首个准确率" in right_aligned or "第一个" in right_aligned)
+        for line, english in rows:
+            # each right-aligned title ends where its values end
+            for title in right_aligned:
+                end = print_language.columns(title_line[:title_line.index(title) + len(title)])
+                assert end in _right_edges(line), (title, title_line, line)
+            # the widened column: one column wider than the English, in every line
+            assert print_language.columns(line) == print_language.columns(title_line) == \
+                len(english) + 1 == len(english_titles) + 1
+    # a line of another width after the table is no row of it, nor is a row of a new cell
+    assert printed.text("{x}", [("    25.0%", "9.1%")]) == "    25.0%" and printed.table is None
+    _line(printed, tables[1][0], {})
+    printed.end_table()
+    assert _line(printed, tables[1][1], tables[1][2])[0] == _line(
+        print_language.Printed([]), tables[1][1], tables[1][2])[1]
 
 
 def test_a_chinese_kernel_rewrites_its_prints_and_leaves_the_cell_alone(tmp_path):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from autograde import course, translate
+from autograde import course, messages as grader, translate
 from autograde.__main__ import main
 from autograde.paths import release_dir
 from tests.submissions import catalogue, fill_submission, sample_bugs
@@ -236,7 +236,8 @@ def test_a_calendar_that_opened_nothing_releases_nothing(tmp_path, monkeypatch, 
     monkeypatch.setenv("COURSE_CLASS_CALENDAR", "0")
     assert main(["release", "--calendar", "--course-dir", str(tmp_path), "--lang", LANGUAGE,
                  "--zip", str(tmp_path / "downloads")]) == 0
-    assert "nothing released" in capsys.readouterr().out
+    # (in Chinese: the class will be told in it, --lang counted; paths.class_language)
+    assert capsys.readouterr().out == grader.text("release.nothing_opened", LANGUAGE) + "\n"
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(SystemExit):
         main(["release", "--calendar", GRADED, "--course-dir", str(tmp_path)])
@@ -253,7 +254,9 @@ def test_release_lang_writes_the_chinese_notebook_and_its_zip(course_release, tm
     assert main(["release", "--calendar", "--course-dir", str(course_dir), "--lang", LANGUAGE,
                  "--zip", str(tmp_path / "downloads")]) == 0
     out = capsys.readouterr().out
-    assert f"{GRADED} ({LANGUAGE}): " in out and "left in English" not in out
+    folder = release_dir(course_dir, LANGUAGE).resolve() / GRADED
+    assert grader.text("release.translated", LANGUAGE, assignment=GRADED, language=LANGUAGE,
+                       folder=folder) in out.splitlines()  # (no block left in English)
     for folder in (tmp_path / "downloads", tmp_path / "downloads" / LANGUAGE):
         assert sorted(p.name for p in folder.glob("*.zip")) == [f"{GRADED}.zip"]
     with zipfile.ZipFile(tmp_path / "downloads" / LANGUAGE / f"{GRADED}.zip") as z:

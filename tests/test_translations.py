@@ -102,6 +102,14 @@ def test_the_documents_listed_as_translated_are_wholly_translated():
         assert untranslated(catalogue) == [], document
 
 
+def test_every_page_of_the_book_is_listed_as_translated():
+    """Issue 24's "100% of messages translated": the manifest lists every page that has a
+    catalogue, so the test above holds the whole book to no message empty, fuzzy or obsolete
+    (the checks', grader's, figures', plots' and prints' catalogues have tests of their own)."""
+    assert sorted(catalogued_documents(MESSAGES)) == sorted(translated_documents()), \
+        "a page whose catalogue is not wholly translated: translate it, then list it in TRANSLATED"
+
+
 def test_translations_keep_code_maths_and_links():
     for document in translated_documents():
         for message in read_catalogue(catalogue_path(document)):

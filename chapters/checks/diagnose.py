@@ -1509,8 +1509,9 @@ def kind(what, documented, value=None, kinds=(), raised=None):
             isinstance(value, bool) and bool not in kinds)
         if fits:
             return None
-        # a call (its arguments shown) returned the value; an attribute is it
-        outcome = MESSAGES["kind_returned" if what.endswith(")") else "kind_is"].format(
+        # a call (its arguments shown) returned the value; an attribute is it (a call's
+        # label in Chinese closes with a full-width bracket: "equivariance_gap（...）")
+        outcome = MESSAGES["kind_returned" if what.endswith((")", "）")) else "kind_is"].format(
             described=_described(value))
         if isinstance(value, torch.Tensor) and value.numel() == 1 \
                 and set(kinds) & {int, float}:
