@@ -1549,3 +1549,105 @@ def test_traced_follows_the_data_flow_to_the_wrong_value_a_departing_line_reads(
                              {"batch": 2, "L": 5, "d_k": 4})
     assert "is computed at line 1 of your cell: `v = v.flip(1)`" in reason
     assert "runs in reverse order" in reason and "reads it is line 4 of your cell" in reason
+
+
+# ------------------------------------------------- steps done on the wrong tensor or value
+
+def _linear_weights(seed, **shapes):
+    """{name: float64 standard normal tensor of `shape`} for the formulas' weight inputs."""
+    generator = torch.Generator().manual_seed(seed)
+    return {name: torch.randn(*shape, generator=generator, dtype=torch.float64)
+            for name, shape in shapes.items()}
+
+
+def test_multihead_formula_names_masked_scores_filled_with_zero_and_the_mask_after_softmax():
+    from chapters.checks import formulas   # grader-only: the exercises' formulas
+    B, L, D, h = 2, 5, 8, 2
+    x = _linear_weights(0, query=(B, L, D), **{f"{n}_w": (D, D) for n in "qkvo"},
+                        **{f"{n}_b": (D,) for n in "qkvo"})
+    mask = torch.ones(L, L, dtype=torch.bool).tril()
+    inputs = {**x, "key": x["query"], "value": x["query"], "mask": mask}
+    formula = formulas.FORMULAS["multi-head weights"](DIMS, num_heads=h)
+    mistakes = formula.mistakes(inputs)
+
+    def split(t):
+        return t.reshape(B, L, h, D // h).transpose(1, 2)                 # (B, h, L, hd)
+    q, k = (split(F.linear(x["query"], x[f"{n}_w"], x[f"{n}_b"])) for n in "qk")
+    scores = q @ k.transpose(-2, -1) / math.sqrt(D // h)                   # (B, h, L, L)
+    zero_filled = scores.masked_fill(~mask, 0.0).softmax(-1)
+    message = diagnose.one_step(zero_filled, mistakes, same)
+    assert "mask step fills the masked scores with 0" in message and "-inf" in message
+    # a number close to 0: the same values at float32's tolerance
+    assert diagnose.one_step(scores.masked_fill(~mask, -1e-9).softmax(-1), mistakes,
+                             lambda a, b: common.close(a, b, torch.float32)) == message
+    after = scores.softmax(-1).masked_fill(~mask, 0.0)
+    assert "the mask step comes after the softmax" in diagnose.one_step(after, mistakes, same)
+    # no mask: neither is a fit
+    unmasked = formula.mistakes({**inputs, "mask": None})
+    assert not any("masked scores with 0" in sentence or "after the softmax" in sentence
+                   for sentence in unmasked)
+
+
+def test_one_role_split_names_which_tensor_was_split_another_way():
+    from chapters.checks import formulas
+    h, g, B, L, hd = 4, 2, 2, 3, 2
+    state = _linear_weights(1, q=(B, L, h * hd), k=(B, L, g * hd), v=(B, L, g * hd))
+    ways = formulas._one_role_splits(h, g)
+    interleaved_keys = next(step for sentence, step in ways.items()
+                            if "interleaves" in sentence and "key alone" in sentence)
+    out = interleaved_keys(state, {})
+    assert torch.equal(out["k"], state["k"].reshape(B, L, hd, g).permute(0, 3, 1, 2))
+    assert torch.equal(out["q"], state["q"].reshape(B, L, h, hd).transpose(1, 2))
+    assert torch.equal(out["v"], state["v"].reshape(B, L, g, hd).transpose(1, 2))
+    assert len(ways) == 6   # two ways, three roles
+
+
+def test_project_heads_formula_names_a_split_without_its_transpose_and_other_weights():
+    from chapters.checks import formulas
+    B, L, D, h, g = 2, 3, 8, 4, 2
+    x = _linear_weights(2, x=(B, L, D), q_w=(D, D), q_b=(D,), k_w=(D // 2, D),
+                        k_b=(D // 2,), v_w=(D // 2, D), v_b=(D // 2,))
+    formula = formulas.FORMULAS["project heads"](DIMS, num_heads=h, num_kv_heads=g, role="v")
+    mistakes = formula.mistakes(x)
+    projected = F.linear(x["x"], x["v_w"], x["v_b"])                       # (B, L, g * hd)
+    assert "reshapes without the transpose" in diagnose.one_step(
+        projected.reshape(B, g, L, D // h), mistakes, same)
+    by_k = F.linear(x["x"], x["k_w"], x["k_b"]).reshape(B, L, g, D // h).transpose(1, 2)
+    assert "uses k_proj's weights instead of v_proj's" in diagnose.one_step(by_k, mistakes,
+                                                                             same)
+    # q_proj has another width than v_proj: no fit (the shape says it)
+    assert not any("q_proj" in sentence for sentence in mistakes)
+
+
+def test_sublayer_reads_names_the_tensor_a_feed_forward_projection_was_given():
+    from chapters.checks import formulas
+    B, L, D, F_ = 2, 3, 4, 6
+    x = _linear_weights(3, x=(B, L, D), n1_w=(D,), gate_w=(F_, D), up_w=(F_, D),
+                        down_w=(D, F_))
+
+    def norm(t, inputs, which):   # a stand-in norm: the steps only pass it along
+        return t * inputs[f"{which}_w"]
+    summed = x["x"] + 1.0                                                   # (B, L, D)
+    state = {"x": summed, "h": summed * 2.0, "a": torch.ones(B, L, D, dtype=torch.float64)}
+    ways = formulas._sublayer_reads(norm)
+    step = next(step for sentence, step in ways.items()
+                if sentence.startswith("gives gate_proj norm1(x)"))
+    hidden = F.silu(F.linear(norm(x["x"], x, "n1"), x["gate_w"])) * F.linear(state["h"],
+                                                                              x["up_w"])
+    assert torch.allclose(step(state, x)["f"], F.linear(hidden, x["down_w"]))
+    assert any(sentence.startswith("gives up_proj x = x + attention") for sentence in ways)
+    # both projections fed the sum is norm2 left out, a skip of the block's formula already
+    assert not any(sentence.startswith("gives gate_proj and up_proj x = x")
+                   for sentence in ways)
+
+
+def test_error_reason_says_a_python_number_has_no_tensor_method():
+    loss = torch.tensor(2.0, requires_grad=True) * 3
+    message = _error_of(lambda: loss.item().backward())
+    reason = diagnose.error_reason(message, DIMS)
+    assert reason.startswith("a Python float has no attribute backward")
+    assert "plain Python number" in reason and "__init__" not in reason
+    assert diagnose.error_reason(_error_of(lambda: (4).sqrt()), DIMS).startswith(
+        "a Python int has no attribute sqrt")
+    # a missing name on any other object keeps its own explanation
+    assert "__init__" in diagnose.error_reason(_error_of(lambda: torch.nn.Linear(2, 2).W), DIMS)

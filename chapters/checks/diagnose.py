@@ -184,6 +184,11 @@ MESSAGES = translated(__name__) | {
     "error_attribute": "the {what} has no attribute {attribute}: a name the exercise's "
                        "object does not have (set in __init__ as self.{attribute} = ..., or "
                        "misspelled)",
+    "error_number_attribute":
+        "a Python {what} has no attribute {attribute}: that value is a plain Python number, not "
+        "a tensor (a shape entry such as x.shape[-1], .item(), float(), int() or math.* made "
+        "it one); keep the tensor where its methods are needed (call .item() only on the value "
+        "you return), or compute with the number itself (math.sqrt(n), n ** 0.5)",
     "error_argument": "{call}() was called without its argument {argument}{axis}",
     "error_argument_dim": " (the axis it works along, e.g. dim=-1 for the keys)",
     "error_cast": "an operation writes floats into an integer tensor (torch.arange and "
@@ -1718,6 +1723,19 @@ def _leaf_written(code, view=False):
     return MESSAGES["error_leaf"]
 
 
+def _number_attribute(message):
+    """The explanation of an AttributeError on a Python number ('float' object has no
+    attribute 'backward', 'int' object has no attribute 'sqrt'): the value was made a plain
+    number where a tensor was needed (a loss taken with .item() before backward, d_k =
+    x.shape[-1] used as a tensor), not a name missing from the exercise's object; None for
+    any other message."""
+    found = re.search(r"'(float|int|bool|complex)' object has no attribute '(\w+)'", message)
+    if not found:
+        return None
+    return MESSAGES["error_number_attribute"].format(what=found.group(1),
+                                                     attribute=found.group(2))
+
+
 def error_reason(message, dims, code=""):
     """What an error the student's code raised means, in the exercise's words: which
     operation met which sizes (each named by the quantity it equals, or the product of
@@ -1848,6 +1866,9 @@ def error_reason(message, dims, code=""):
     if found:
         return MESSAGES["error_tuple_attribute"].format(what=found.group(1),
                                                         attribute=found.group(2))
+    number = _number_attribute(message)
+    if number:
+        return number
     found = re.search(r"'(\w+)' object has no attribute '(\w+)'", message)
     if found and found.group(1) != "NoneType":
         return MESSAGES["error_attribute"].format(what=found.group(1),

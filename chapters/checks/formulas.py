@@ -870,6 +870,31 @@ MESSAGES = translated(__name__) | {
     "scale_which_head_dim":
         ": head_dim is the size of each head's features, d_model // num_heads (q.shape[-1] after "
         "the split)",
+    # a step done on one of the query, key and value tensors only (_one_role_splits)
+    "split_one_role": "{description} for the {role} alone",
+    # the masked scores' fill value (_mask_fill_ways)
+    "mask_fill_zero":
+        "fills the masked scores with 0 (or multiplies the scores by the mask, or fills with a "
+        "number close to 0 such as -1e-9 for -1e9) instead of -inf: 0 is no lower than the "
+        "other scores, so the masked keys keep their weight after the softmax",
+    "mask_added":
+        "adds the mask to the scores (True = +1, False = +0) instead of filling the masked "
+        "scores with -inf: a boolean mask is not an additive one",
+    "mask_after_softmax":
+        "the mask step comes after the softmax: the masked weights are set to 0 after it "
+        "instead of the masked scores being filled with -inf before it, so each row's weights "
+        "no longer sum to 1",
+    # a sublayer of the block fed another tensor of the block than its own (_sublayer_reads)
+    "block_tensors": {
+        "sum": "x = x + attention, the first residual's sum (not normalised)",
+        "input": "the block's input x (from before the first residual)",
+        "norm1": "norm1(x), the attention's input",
+    },
+    "block_both_projections": "gate_proj and up_proj",
+    "block_sublayer_reads": "gives {reader} {used}, instead of h = norm2(x)",
+    # project_heads (project_heads_formula)
+    "project_other_weights": "uses {used}_proj's weights instead of {meant}_proj's",
+    "project_no_bias": "leaves out {name}_proj's bias",
 }
 
 
@@ -1177,6 +1202,46 @@ def _masked_complement(scores, x):
     return scores.masked_fill(mask, float("-inf"))
 
 
+def _mask_fill_ways():
+    """{sentence: mask step} of the masked scores filled with another value than -inf, for a
+    formula that carries a state {"s": scores (..., Lq, Lk), ...} and a boolean mask
+    x["mask"] (True = may attend; None: no mask, no fit): filled with 0 (the same numbers as
+    a product with the mask), and the mask added as if it were a float one."""
+    def filled(make):
+        def step(st, x):
+            if x.get("mask") is None:
+                raise RuntimeError("no mask")   # no fit (Formula.mistakes)
+            return _with(st, s=make(st["s"], x["mask"]))
+        return step
+    return {MESSAGES["mask_fill_zero"]: filled(lambda s, mask: s.masked_fill(~mask, 0.0)),
+            MESSAGES["mask_added"]: filled(lambda s, mask: s + mask)}
+
+
+def _softmax_then_mask(st, x):
+    """The softmax of the unmasked scores st["s"], then the masked weights set to 0 (the mask
+    step moved past the softmax); no mask: no fit."""
+    if x.get("mask") is None:
+        raise RuntimeError("no mask")
+    return _with(st, w=torch.softmax(st["s"], dim=-1).masked_fill(~x["mask"], 0.0))
+
+
+def _one_role_splits(h, g):
+    """{sentence: split step} of the split into heads done another way (without the
+    transpose, interleaved) for one of the query, key and value tensors only, the others
+    split right; the state {"q", "k", "v"} of (B, L, heads * head_dim) tensors, q in h heads,
+    k and v in g."""
+    ways = {}
+    for how, description in (("view", MESSAGES["multihead_reshapes_without_transpose"]),
+                             ("interleaved", MESSAGES["multihead_interleaves_heads_features"])):
+        for role, name in (("query", "q"), ("key", "k"), ("value", "v")):
+            sentence = MESSAGES["split_one_role"].format(description=description,
+                                                         role=MESSAGES["roles"][role])
+            ways[sentence] = lambda st, _x, n=name, how=how: _with(st, **{
+                m: _split_heads(st[m], h if m == "q" else g, how if m == n else "transpose")
+                for m in "qkv"})
+    return ways
+
+
 def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
     """Multi-head attention: project query, key, value (weights "q_w", "q_b", "k_w", ...,
     "o_w", "o_b" of the inputs, nn.Linear's layout), split into num_heads heads, Q K^T,
@@ -1343,7 +1408,11 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
     # the mask read the other way round (True = may attend): the fill where it is True
     variants["mask"] = {**variants["mask"],
                         MESSAGES["mask_complement"]:
-                            lambda st, x: _with(st, s=_masked_complement(st["s"], x))}
+                            lambda st, x: _with(st, s=_masked_complement(st["s"], x)),
+                        **_mask_fill_ways()}
+    variants["split into heads"].update(_one_role_splits(h, g))
+    together[MESSAGES["mask_after_softmax"]] = {"mask": lambda st, _x: st,
+                                                "softmax": _softmax_then_mask}
     together[_complement_nan()] = {
         "mask": lambda st, x: _with(st, s=_masked_complement(st["s"], x)),
         "softmax": lambda st, _x: _with(st, w=torch.softmax(st["s"], dim=-1))}
@@ -2349,6 +2418,37 @@ def attend_heads_formula(dims, num_heads, num_kv_heads):
 FORMULAS["attend heads"] = attend_heads_formula
 
 
+def project_heads_formula(dims, num_heads, num_kv_heads, role):
+    """project_heads' `role` output ("q", "k" or "v"): x (B, L, d_model) projected by that
+    role's nn.Linear (inputs "x", "q_w", "q_b", "k_w", ..., the biases None where there are
+    none), then split into its heads, num_heads for q and num_kv_heads for k and v:
+    (B, heads, L, head_dim)."""
+    heads = num_heads if role == "q" else num_kv_heads
+
+    def project(name, bias=True):
+        def step(_value, x):
+            if x[f"{name}_w"].shape != x[f"{role}_w"].shape:
+                raise RuntimeError("another width")   # no fit: a wrong shape says more
+            return _linear(x["x"], x, name, bias)
+        return step
+
+    def split(how):
+        return lambda t, _x: _split_heads(t, heads, how)
+
+    steps = [("projection", project(role)), ("split into heads", split("transpose"))]
+    variants = {
+        "projection": {MESSAGES["project_other_weights"].format(used=other, meant=role):
+                       project(other) for other in "qkv" if other != role},
+        "split into heads": {MESSAGES["multihead_reshapes_without_transpose"]: split("view"),
+                             MESSAGES["multihead_interleaves_heads_features"]:
+                                 split("interleaved")}}
+    variants["projection"][MESSAGES["project_no_bias"].format(name=role)] = project(role, False)
+    return Formula(steps, variants)
+
+
+FORMULAS["project heads"] = project_heads_formula
+
+
 ROTARY_BASE = 10000.0  # rotary's default base
 
 
@@ -2704,6 +2804,36 @@ FORMULAS["sinusoidal table"] = sinusoidal_formula
 
 # ==== chapter 8, the capstone: the decoder block, the training step, generation ==========
 
+def _sublayer_reads(norm):
+    """{sentence: feed-forward step} of the block's feed-forward with gate_proj, up_proj or
+    both fed another tensor of the block than h = norm2(x): x after the first residual (not
+    normalised), the block's input, or norm1's output (the attention's input): a sublayer
+    that reads the wrong tensor. norm(t, inputs, which) is block_formula's; the state {"x": the first residual's sum, "h": norm2 of it, ...}
+    (B, L, d_model) each, the inputs' "x" the block's input."""
+    def tensor(which, st, x):
+        return {"sum": st["x"], "input": x["x"], "norm1": norm(x["x"], x, "n1")}[which]
+
+    def fed(which, reader):
+        def step(st, x):
+            other = tensor(which, st, x)
+            gate = other if reader in ("gate", "both") else st["h"]
+            up = other if reader in ("up", "both") else st["h"]
+            hidden = (torch.nn.functional.silu(_linear(gate, x, "gate", False))
+                      * _linear(up, x, "up", False))                       # (B, L, d_ff)
+            return _with(st, f=_linear(hidden, x, "down", False))
+        return step
+
+    readers = {"gate": "gate_proj", "up": "up_proj",
+               "both": MESSAGES["block_both_projections"]}
+    # both fed the sum: norm2 left out (a skip of the formula); both fed norm2 of the input:
+    # the variant block_reads_block_s_input
+    return {MESSAGES["block_sublayer_reads"].format(
+                reader=readers[reader], used=MESSAGES["block_tensors"][which]):
+            fed(which, reader)
+            for reader in readers for which in MESSAGES["block_tensors"]
+            if not (reader == "both" and which == "sum")}
+
+
 def block_formula(dims, num_heads, num_kv_heads, training=False):
     """The capstone's pre-RMSNorm decoder block: x + drop(attn(norm1(x))), the attention
     grouped-query (num_kv_heads key/value heads) with rotary positions 0 .. L - 1 and the
@@ -2814,6 +2944,7 @@ def block_formula(dims, num_heads, num_kv_heads, training=False):
                             lambda st, x: x["x"] + st["f"],
                             MESSAGES["block_adds_attention_s_output"]:
                                 lambda st, _x: st["a"] + st["f"]}}
+    variants["feed-forward"].update(_sublayer_reads(norm))
     if training:   # a dropout done twice draws one mask more (there are three)
         twice = MESSAGES["block_dropout_twice"]
         variants["attention dropout"] = {

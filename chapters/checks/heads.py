@@ -370,7 +370,7 @@ def merge_heads(merge_heads, *, seed=0, B=2, L=5, num_heads=3, head_dim=4,
                  hint=MESSAGES["merge_hint"])
     # the heads as split_heads(merged heads) returns them: a view, not contiguous
     roundtrip, _ = _run(merge_heads, _in_split_layout(heads), name=name)
-    expect_close(roundtrip, expected, "merge_heads(split_heads(x))",
+    expect_close(roundtrip, expected, "merge_heads(split_heads(x))", mistakes=mistakes,
                  hint=MESSAGES["roundtrip_hint"])
     passed(MESSAGES["merge_passed"].format(
         heads=tuple(heads.shape),

@@ -679,12 +679,15 @@ def project_heads(fn, seed=0, batch=2, L=5, d_model=16, num_heads=4, num_kv_head
     result = revive(seen.result)
     if not (isinstance(result, tuple) and len(result) == 3):
         fail(MESSAGES["not_triple"].format(got=type_name(result)))
+    inputs = {"x": x, **_formula_weights(state)}   # what a mistake gives: the formula's steps
     for what, got, expected, heads in zip(("q", "k", "v"), result,
                                           _project_answers(state, x, h, g), ("num_heads", "num_kv_heads", "num_kv_heads")):
         shown = MESSAGES["project_name"].format(what=what, shape=tuple(x.shape))
         expect_tensor(got, shown, shape=expected.shape, dtype=dtype,
                       shape_names=f"(B, {heads}, L, head_dim)")
         expect_close(got, expected.to(dtype), shown, dtype=dtype,
+                     mistakes=step_mistakes("project heads", inputs, current_dims(),
+                                            num_heads=h, num_kv_heads=g, role=what),
                      scale=x.double().abs().max() * state[f"{what}_proj.weight"].double().abs()
                      .sum(1).max() + 1,
                      hint=MESSAGES["project_hint"].format(what=what, heads=heads))

@@ -798,3 +798,14 @@ BUGS.update({
         diagnosis=(r"quer(y|ies) instead of the values|weights @ query|"
                    r"weights by the quer")),
 })
+
+
+# issue 20: helper i20steps3's practice set, a Python number where a tensor is needed (an
+# AttributeError on an int or a float), written before the error explanation learnt it
+BUGS.update({
+    "steps3_sqrt_method_on_int": Bug(
+        cells=_steps_edit("scaled_dot_product_attention",
+                          ("(query / math.sqrt(d_k))", "(query / d_k.sqrt())")),
+        fails=["test_sdpa", "test_sdpa_large", "test_sdpa_cross"],
+        diagnosis=r"Python (number|int)|plain (Python )?(number|int)"),
+})

@@ -900,3 +900,40 @@ BUGS.update({
         diagnosis=(r"norm2.*(attention output|attended|sublayer.s output|"
                    r"before the (first )?residual)|first residual")),
 })
+
+
+# issue 20: helper i20steps3's practice set, a sublayer that reads the wrong tensor (the
+# residual stream x or norm1's output where the feed-forward reads h = norm2(x)), written from
+# the exercise's text before the block's formula learnt those reads (diagnoses written before
+# the run)
+_STEPS3 = _ReferenceCells(NOTEBOOK)
+BUGS.update({
+    "steps3_block_gate_reads_x": Bug(
+        cells=_STEPS3.edit("transformer_block",
+                           ("F.silu(self.gate_proj(h))", "F.silu(self.gate_proj(x))")),
+        fails=["test_transformer_block"],
+        diagnosis=r"gate.{0,80}\bx\b.{0,60}(instead of|in place of|not).{0,30}(\bh\b|norm2)"),
+    "steps3_block_up_reads_x": Bug(
+        cells=_STEPS3.edit("transformer_block",
+                           ("* self.up_proj(h)", "* self.up_proj(x)")),
+        fails=["test_transformer_block"],
+        diagnosis=r"up.{0,80}\bx\b.{0,60}(instead of|in place of|not).{0,30}(\bh\b|norm2)"),
+    "steps3_block_gate_reads_norm1": Bug(
+        cells=_STEPS3.edit("transformer_block",
+                           ("h = self.norm1(x)  ", "h1 = self.norm1(x) "),
+                           ("rotary_cached_attention(self.attn, h, cache)",
+                            "rotary_cached_attention(self.attn, h1, cache)"),
+                           ("F.silu(self.gate_proj(h))", "F.silu(self.gate_proj(h1))")),
+        fails=["test_transformer_block"],
+        diagnosis=r"gate.{0,80}norm1.{0,60}(instead of|in place of|not).{0,30}(\bh\b|norm2)"),
+})
+BUGS.update({
+    "steps3_step_loss_made_float": Bug(
+        cells={"train_step": _step_with(
+            "    loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())\n",
+            "    loss = float(F.cross_entropy(logits.flatten(0, 1), targets.flatten()))\n")
+            .replace("    return loss.item()\n", "    return loss\n")},
+        fails=["test_train_step"],
+        diagnosis=r"Python (number|float)|plain (Python )?(number|float)|float\(.{0,60}"
+                  r"(backward|tensor)"),
+})

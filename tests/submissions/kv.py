@@ -772,3 +772,58 @@ BUGS.update({
         fails=["test_gqa_forward", "test_cached_attention"],
         diagnosis=r"(value|v\b).*(tiled|repeat|interleav|group|order)"),
 })
+
+
+# issue 20: helper i20steps3's practice set, written from the exercise's text before the
+# checks learnt project_heads' steps and the masked scores' fill value (each diagnosis in a
+# teacher's words, written before the run)
+_STEPS3 = _ReferenceCells(NOTEBOOK)
+_ATTEND_BY_HAND = '''
+    k, v = repeat_kv(k, attn.num_heads), repeat_kv(v, attn.num_heads)  # (B, h, T, hd)
+    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5              # (B, h, L, T)
+    if mask is not None:
+        scores = {masked}
+    heads = torch.softmax(scores, dim=-1) @ v                          # (B, h, L, hd)
+    return attn.out_proj(merge_heads(heads))                           # (B, L, d_model)
+'''
+
+
+def _attend_by_hand(masked):
+    """attend_heads written out (its attention by hand), the masked scores as `masked`."""
+    return _STEPS3.edit("GroupedQueryAttention", (
+        "    k, v = repeat_kv(k, attn.num_heads), repeat_kv(v, attn.num_heads)  # (B, h, T, hd)\n"
+        "    heads, _ = scaled_dot_product_attention(q, k, v, mask)             # (B, h, L, hd)\n"
+        "    return attn.out_proj(merge_heads(heads))                           # (B, L, d_model)\n",
+        _ATTEND_BY_HAND.lstrip("\n").format(masked=masked)))
+
+
+_FILL_ZERO = (r"(fill|replace)\w*.{0,40}masked scores.{0,30}\b0\b|masked scores.{0,40}"
+              r"(with|by|to) 0\b|\b0\b.{0,30}instead of -inf")
+BUGS.update({
+    "steps3_project_heads_without_transpose": Bug(
+        cells=_STEPS3.edit("GroupedQueryAttention", (
+            "q = attn.q_proj(x).view(B, L, attn.num_heads, attn.head_dim).transpose(1, 2)",
+            "q = attn.q_proj(x).view(B, attn.num_heads, L, attn.head_dim)")),
+        fails=_FWD,
+        diagnosis=r"(without|no|missing|leaves out) (its |the )?transpose|view without"),
+    "steps3_project_heads_values_by_k_proj": Bug(
+        cells=_STEPS3.edit("GroupedQueryAttention", (
+            "v = attn.v_proj(x).view(", "v = attn.k_proj(x).view(")),
+        fails=_FWD,
+        diagnosis=r"k_proj.{0,60}(instead of|in place of).{0,20}v_proj|values.{0,40}k_proj"),
+    "steps3_project_heads_interleaved": Bug(
+        cells=_STEPS3.edit("GroupedQueryAttention", (
+            "k = attn.k_proj(x).view(B, L, num_kv_heads, attn.head_dim).transpose(1, 2)",
+            "k = attn.k_proj(x).view(B, L, attn.head_dim, num_kv_heads).permute(0, 3, 1, 2)")),
+        fails=_FWD,
+        diagnosis=r"interleav|strided|features i, i \+"),
+    "steps3_attend_fills_zero": Bug(
+        cells=_attend_by_hand("scores.masked_fill(~mask, 0.0)"),
+        fails=_FWD, diagnosis=_FILL_ZERO),
+    "steps3_attend_fills_tiny": Bug(
+        cells=_attend_by_hand("scores.masked_fill(~mask, -1e-9)"),
+        fails=_FWD, diagnosis=_FILL_ZERO + r"|close to 0"),
+    "steps3_attend_multiplies_mask": Bug(
+        cells=_attend_by_hand("scores * mask"),
+        fails=_FWD, diagnosis=_FILL_ZERO + r"|multipl\w* .{0,30}mask"),
+})
