@@ -393,3 +393,14 @@ def test_a_forged_line_shapes_report_changes_no_verdict():
         assert result is None and error[0] == "RuntimeError"
         assert kept == (shapes if isinstance(shapes, str)
                         and len(shapes) <= operations.LINE_TEXT else "")
+
+
+def test_torchs_frames_are_no_students_under_either_path_of_a_symlinked_virtualenv():
+    """The student's process runs the virtualenv's resolved Python (remote._sandbox_python),
+    so the traceback it sends back names torch's files by their resolved path: a frame
+    there is still torch's (operations._is_students), not "the line of the student's cell"
+    that a message quotes, wherever the grader reached the virtualenv from."""
+    from chapters.checks import operations
+    for path in (torch.__file__, os.path.realpath(torch.__file__)):
+        assert not operations._is_students(os.path.join(os.path.dirname(path), "nn", "init.py"))
+    assert operations._is_students("cell raising")

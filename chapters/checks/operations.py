@@ -104,15 +104,19 @@ def _raised_by(error, cause):
 # and installed packages. What remains in a traceback is a notebook cell (compiled under a
 # name such as "cell stable_softmax, line 4" by the grader, "01_attention.ipynb cell 12" by
 # the kit, "/tmp/ipykernel_.../....py" or "<ipython-input-...>" by Jupyter) or a file of
-# the student's own.
-_LIBRARIES = tuple(sorted({os.path.dirname(__file__) + os.sep,
-                           os.path.dirname(torch.__file__) + os.sep,
-                           # the grader's package, beside chapters/ (its remote proxies)
-                           os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-                               os.path.abspath(__file__)))), "autograde") + os.sep}
-                          | {path + os.sep for key in ("stdlib", "platstdlib", "purelib",
-                                                       "platlib")
-                             if (path := sysconfig.get_paths().get(key))}))
+# the student's own. Each also as its resolved path: the student's process that the grader
+# starts runs the virtualenv's resolved Python (autograde.remote._sandbox_python), so the
+# traceback it sends back names torch's files there, even where the grader reached that
+# virtualenv through a symlink.
+_LIBRARY_FOLDERS = {os.path.dirname(__file__), os.path.dirname(torch.__file__),
+                    # the grader's package, beside chapters/ (its remote proxies)
+                    os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+                        os.path.abspath(__file__)))), "autograde")} | {
+    path for path in map(sysconfig.get_paths().get, ("stdlib", "platstdlib", "purelib",
+                                                     "platlib")) if path}
+_LIBRARIES = tuple(sorted({folder for path in _LIBRARY_FOLDERS
+                           for folder in (os.path.join(path, ""),
+                                          os.path.join(os.path.realpath(path), ""))}))
 
 
 def _cell_name(filename):
