@@ -11,7 +11,12 @@ To the zygote, the warm process that forks one child per submission (the child's
 comes with the reply to spawn, SCM_RIGHTS; one buffer per file beside the request):
 {zygote}
 To a child, the process that runs one submission (every reply also holds "stdout", what
-the student's code printed meanwhile, or, where it raised, "error" and "traceback"):
+the student's code printed meanwhile, or, where it raised, "error" and "traceback", and,
+where the error came from a line of the student's code that holds tensors, "line_shapes":
+checks.operations.raised_line_shapes' JSON text, the shapes on that line and the torch call
+that raised, as the student's Jupyter reports them; the grader keeps it only where it is
+text of at most checks.operations.LINE_TEXT characters and reads it only for the words of
+a message, never for a grade):
 """
 import textwrap
 from typing import NamedTuple
@@ -42,11 +47,14 @@ CHILD = {
     "list": Operation(("target",), (), ("value",), "list(object)"),
     "len": Operation(("target",), (), ("value",), "len(object)"),
     "repr": Operation(("target",), (), ("value",), "repr(object), 2000 characters at most"),
-    "call": Operation(("target", "args", "kwargs"), ("grad", "observe", "forbid"),
+    "call": Operation(("target", "args", "kwargs"), ("grad", "observe", "forbid", "traced"),
                       ("value", "call"), "call an object; grad: its outputs join the "
                       "grader's autograd graph (the reply's \"call\" names them for backward); "
                       "observe: checks.operations.observe() of the call; forbid: the "
-                      "forbid_spec() specs in force around it"),
+                      "forbid_spec() specs in force around it; traced: the torch call that "
+                      "raises in it is noted (checks.operations.RaisingCall) for the error "
+                      "reply's \"line_shapes\", as the check's traced call notes it in the "
+                      "student's Jupyter"),
     "load": Operation(("target", "weights"), (), ("value",),
                       "checks.operations.load_weights() into a module"),
     "given": Operation(("path", "args", "kwargs"), (), ("value",),
@@ -56,7 +64,7 @@ CHILD = {
                           "the gradients of a grad call's inputs, given those of its "
                           "outputs"),
 }
-ERROR_REPLY = ("error", "traceback", "stdout")
+ERROR_REPLY = ("error", "traceback", "stdout", "line_shapes")
 
 
 

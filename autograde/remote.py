@@ -7,6 +7,7 @@ messages) raise SubmissionFault, a BaseException, so that no check's `except Exc
 can mistake them for an answer.
 """
 import builtins
+import contextvars
 import fcntl
 import os
 import select
@@ -405,6 +406,13 @@ class Child:
             exception = _exception(str(error.get("error")), str(error.get("message", "")),
                                    error.get("base"))
             exception.student_traceback = str(reply.get("traceback", ""))
+            # the shapes on the raising line, as that process reported them: kept only as
+            # text of the size it makes (checks.operations.line_shapes reads it back; a
+            # message checks each entry, checks.diagnose._line_report), never a fault: a
+            # lying report changes the words of a message, never a grade
+            shapes = reply.get("line_shapes", "")
+            exception.student_line_shapes = shapes if isinstance(shapes, str) and len(
+                shapes) <= operations.LINE_TEXT else ""
             raise exception
         try:
             value = wire.Decoder(buffers, self._ref)(reply.get("value"))
@@ -566,9 +574,11 @@ class RemoteRef:
     def __call__(self, *args, **kwargs):
         grad_inputs = [t for t in wire.tensors((list(args), kwargs)) if t.requires_grad]
         grad = bool(grad_inputs) and torch.is_grad_enabled()
-        message, buffers = self._child.send_value(
-            "call", {"target": _target(self), "grad": grad, "forbid": _forbidden()},
-            args=list(args), kwargs=kwargs)
+        fields = {"target": _target(self), "grad": grad, "forbid": _forbidden()}
+        if _TRACED.get():  # (RemoteRuntime.attempt_traced)
+            fields["traced"] = True
+        message, buffers = self._child.send_value("call", fields, args=list(args),
+                                                  kwargs=kwargs)
         reply, value = self._child.request(message, buffers)
         if not grad or "call" not in reply:
             return value
@@ -582,6 +592,11 @@ class RemoteRef:
         flags = iter(header_flags)
         return nested.map_leaves(value, lambda leaf: next(attached) if isinstance(
             leaf, torch.Tensor) and next(flags) else leaf, objects=False)
+
+
+# True inside RemoteRuntime.attempt_traced: each call of the student's objects asks their
+# process to note the torch call that raises in it (the request's "traced")
+_TRACED = contextvars.ContextVar("remote_traced", default=False)
 
 
 class RemoteRuntime:
@@ -601,6 +616,20 @@ class RemoteRuntime:
         if isinstance(function, RemoteRef):
             return function.observe(args, kwargs)
         return self.local.observe(function, args, kwargs)
+
+    def attempt_traced(self, function, args, kwargs):
+        """checks.operations.attempt_traced() of a call the grader makes itself (one whose
+        result must join the grader's autograd graph: checks.common.call): attempt() here,
+        with each call of the student's objects in it made "traced", so that what it raises
+        carries the shapes on the raising line and the torch call that raised, as the
+        student's Jupyter traces them (operations.line_shapes reads them from the proxy's
+        exception). The trace itself is [] here: the call's second, observed run brings it."""
+        token = _TRACED.set(True)
+        try:
+            result, error = operations.attempt(function, *args, **kwargs)
+        finally:
+            _TRACED.reset(token)
+        return result, error, []
 
     def load_weights(self, module, weights):
         if isinstance(module, RemoteRef):

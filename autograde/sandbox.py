@@ -303,6 +303,9 @@ class Child:
                           "get_ipython": _IPythonStub}
         self.refs = {}
         self.calls = {}
+        # [the exception, [torch function, shapes]] of the torch call that raised in the
+        # request being served, where op_call noted it (the grader asked: "traced")
+        self.raising = []
         self.transform = TransformerManager().transform_cell
         self.out = _Sink(int(limits.get("print_chars", 100_000)), MESSAGES["output_dropped"])
 
@@ -348,6 +351,7 @@ class Child:
                 continue
             op = message["op"]
             handler = getattr(self, "op_" + op)
+            self.raising = []  # (op_call's RaisingCall, where the grader asked for it)
             try:
                 reply = handler(message, decode)
             except BaseException as error:  # the student's code may raise anything
@@ -355,6 +359,9 @@ class Child:
                     raise
                 reply = {"error": wire.error_value(error),
                          "traceback": _student_traceback(error)}
+                shapes = self._line_shapes(op, error)
+                if shapes:
+                    reply["line_shapes"] = shapes
             if os.getpid() != pid:  # a copy that the student's code forked: it must not answer
                 os._exit(0)
             reply.setdefault("stdout", self.out.take())
@@ -366,6 +373,22 @@ class Child:
                 self.send(reply, value, has_value)
             except Exception as error:  # an unsendable value
                 self.send({"error": wire.error_value(error), "stdout": reply.get("stdout", "")})
+
+    def _line_shapes(self, op, error):
+        """The shapes on the line of the student's code that `error` came from, as
+        checks.operations.attempt() reports them in the student's Jupyter (raised_line_shapes:
+        JSON text, "" where there is nothing to say), with the torch call that raised it
+        where op_call noted one: sent with the error reply, so that the grader's message on
+        a call it made itself (autograde.remote: the proxy's exception) names the same cause
+        as the kit's. Not for a cell the grader runs ("run": its failure is reported as
+        it is) or the course's own code ("given": the release's copy of the checks is no
+        student's code, but not this process's checks either); "" where reading it fails."""
+        if op in ("run", "given"):
+            return ""
+        try:
+            return operations.raised_line_shapes(error, self.raising)
+        except Exception:  # (a report that cannot be made: the error goes without it)
+            return ""
 
     def op_run(self, message, decode):
         source = self.transform(str(message["source"]))
@@ -419,7 +442,13 @@ class Child:
                 return {"_value": operations.observe(target, args, kwargs, copy=_copied),
                         "_has_value": True}
         with _forbidding(message.get("forbid") or []):
-            result = target(*args, **kwargs)
+            if message.get("traced"):
+                # the torch call that raises in it, noted for the error reply (_line_shapes)
+                with operations.RaisingCall() as noting:
+                    self.raising = noting.raising
+                    result = target(*args, **kwargs)
+            else:
+                result = target(*args, **kwargs)
         reply = {"_value": result, "_has_value": True}
         if grad_inputs:
             outputs = [t for t in wire.tensors(result) if t.requires_grad]

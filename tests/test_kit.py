@@ -9,6 +9,7 @@ tests both ways: the verdicts and messages must be the same.
 import ast
 import importlib
 import json
+import re
 import sys
 
 import pytest
@@ -105,3 +106,45 @@ def test_kit_traces_the_students_lines_as_the_grader_does(kits):
                                                                          kits["01_attention"]))
         assert students == graders
         assert "the formula" in students["test_sdpa"] and words in students["test_sdpa"]
+
+
+# How each side names the student's cell in "line N of <cell>": the kit by the notebook's
+# cell number ("04_masks.ipynb cell 9"), the grader by its grade_id ("cell masked_softmax")
+_CELL_NAMES = re.compile(r"\b\d\d_\w+\.ipynb cell \d+|\bcell \w+(?=[:)\n])")
+
+
+def test_the_sandboxed_grader_words_a_raising_mistake_as_the_kit(kits, course_release,
+                                                                 tmp_path):
+    """A catalogued mistake that raises where the grader makes the call itself
+    (masked_softmax's check calls it on scores that require grad, so that its result joins
+    the grader's autograd graph: not an observed call), graded in the sandbox as `python -m
+    autograde grade` grades it (on the kit's inputs: no salt): the message is the kit's
+    word for word, the shapes on the raising line and the likely cause included (the
+    sandbox's error reply carries them, autograde.protocol's "line_shapes"), but for the
+    name of the student's cell."""
+    from autograde.engine import Assignment, Grader, trusted_namespace
+    from autograde.remote import Zygote
+    from tests.submissions import fill_submission
+    from tests.submissions import masks as catalogue
+    assignment, test = "04_masks", "test_masked_softmax"
+    cells = catalogue.BUGS["raise_mask_viewed_to_scores"].cells
+    directory = course_release(assignment)
+    source = directory / "source" / assignment / f"{assignment}.ipynb"
+    released = json.loads((directory / "release" / assignment / source.name).read_text())
+    submission = tmp_path / source.name
+    submission.write_text(json.dumps(fill_submission(json.loads(source.read_text()),
+                                                     released, cells)))
+    zygote = Zygote(directory / "release", slot=12)
+    try:
+        grader = Grader(zygote, trusted_namespace())
+        grader.salt = None   # the checks' inputs as written, which the kit's fixtures hold
+        graded = grader.grade(Assignment.from_source(source), submission, "student")
+    finally:
+        zygote.close()
+    graders = next(t.message for t in graded.tests if t.grade_id == test)
+    notebook = course.CHAPTERS / source.name
+    students = kit.run_visible_tests(notebook, kit.chapter_namespace(notebook, cells,
+                                                                     kits[assignment]))[test]
+    assert "(the tensors on that line: `mask`" in graders and "Likely cause" in graders
+    assert _CELL_NAMES.sub("<cell>", students) == "CheckFailure: " + _CELL_NAMES.sub(
+        "<cell>", graders)

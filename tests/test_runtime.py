@@ -2,6 +2,7 @@
 given): the same calls give the same answers whether the student's objects live here
 (LocalRuntime: the student's Jupyter, the kit) or in a sandboxed process (the grader's
 RemoteRuntime), so no check needs to know which one it talks to."""
+import json
 import os
 import shutil
 import subprocess
@@ -307,3 +308,99 @@ def test_a_trace_reads_the_records_before_each_even_in_place():
     assert error is None and [record[3] for record in trace] == ["mul", "to", "add_"]
     assert [read[0][1] for *_, read in trace] == [-1, 0, 1]
     assert len(common.traced_records(trace)) == 3
+
+
+RAISING = '''import torch
+from torch import nn
+
+def mismatched_scores(q, k):
+    scale = q.shape[-1] ** -0.5
+    scores = q @ k * scale
+    return scores
+
+class Mismatched(nn.Module):
+    def __init__(self, size):
+        super().__init__()
+        first = torch.ones(size, 2 * size)
+        self.proj = nn.Parameter(first @ torch.ones(size, size))
+'''
+
+
+def test_a_raising_call_gets_the_same_message_on_both_sides(child):
+    """A mistake that raises inside the student's code: the message names the shapes on
+    their raising line and the torch call that raised (operations.line_shapes) on both sides,
+    word for word, whichever way the check reaches the call: observed (inputs without
+    grad), made by the check itself (call() on inputs that require grad: the grader's
+    runtime asks the student's process to note the raising torch call, and its error reply
+    brings the line shapes), or attempted directly (construct(): the proxy's exception)."""
+    from autograde import kit
+    namespace = {}
+    exec(kit._compiled_cell(RAISING, "cell raising"), namespace)
+    child.run(RAISING, "cell raising")
+    sides = {"local": (common.LOCAL, namespace),
+             "remote": (RemoteRuntime(child, common.LOCAL),
+                        {n: child.lookup(n) for n in ("mismatched_scores", "Mismatched")})}
+    said = {}
+    for label, (runtime, student) in sides.items():
+        with common.use_runtime(runtime):
+            messages = []
+            for grad in (False, True):
+                q = torch.ones(2, 3, 4, requires_grad=grad)
+                with pytest.raises(common.CheckFailure) as failed:
+                    common.call(student["mismatched_scores"], q, torch.ones(2, 3, 4))
+                messages.append(str(failed.value))
+            _, built = common.construct(student["Mismatched"], 3)
+            said[label] = messages, built["error"]
+    assert said["local"] == said["remote"]
+    (observed, made), error = said["remote"]
+    assert observed == made
+    assert "line 6 of cell raising: scores = q @ k * scale" in made
+    assert "(the tensors on that line: `q` (2, 3, 4), `k` (2, 3, 4))" in made
+    assert "Likely cause: `k` enters the product untransposed" in made
+    assert error[3] == ("line 13 of cell raising: "
+                        "self.proj = nn.Parameter(first @ torch.ones(size, size))")
+    assert json.loads(error[4])["names"] == [["first", [3, 6]]]
+
+
+def test_a_forged_line_shapes_report_changes_no_verdict():
+    """The error reply's "line_shapes" is the student's process's report: a proxy keeps it
+    only as text of at most LINE_TEXT characters ("" otherwise: never a fault), and a check
+    reads it only for the words of its message (diagnose._line_report checks each entry),
+    so a forged, oversized or ill-typed one leaves the verdict, a failure, as it is."""
+    import socket
+
+    from autograde import remote, wire
+    from chapters.checks import operations
+    forged = ["x" * (operations.LINE_TEXT + 1), {"call": None}, ["q"], 7, None,
+              json.dumps({"call": ["matmul", [[-1], "x"]], "names": [["q", [2**50]]],
+                          "others": "no"}),
+              json.dumps({"call": ["matmul", [[2, 3], [5, 7]]], "names": [["q", [2, 3]]]}),
+              "not json"]
+    for shapes in forged:
+        ours, theirs = socket.socketpair()
+        with ours, theirs:
+            proxy = remote.Child(ours, {"call_seconds": 5}, zygote=None)
+            theirs.sendall(wire.pack({"error": {"error": "RuntimeError", "message":
+                                                "mat1 and mat2 shapes cannot be multiplied",
+                                                "base": "RuntimeError"},
+                                      "traceback": "", "line_shapes": shapes}))
+            ref = remote.RemoteRef(proxy, {"ref": 1, "type": "function", "kind": "callable"})
+            with common.use_runtime(RemoteRuntime(proxy, common.LOCAL)):
+                result, error = common.attempt(ref, torch.ones(2, 3))
+                kept = error[4]
+                with pytest.raises(common.CheckFailure, match="raised RuntimeError"):
+                    common.raised(error, "scores")
+        assert result is None and error[0] == "RuntimeError"
+        assert kept == (shapes if isinstance(shapes, str)
+                        and len(shapes) <= operations.LINE_TEXT else "")
+
+
+def test_torchs_frames_are_no_students_under_either_path_of_a_symlinked_virtualenv():
+    """The student's process runs the virtualenv's resolved Python (remote._sandbox_python),
+    so the traceback it sends back names torch's files by their resolved path: a frame
+    there is still torch's (operations._is_students), not "the line of the student's cell"
+    that a message quotes, wherever the grader reached the virtualenv from."""
+    from chapters.checks import operations
+    for path in (torch.__file__, os.path.realpath(torch.__file__)):
+        assert not operations._is_students(os.path.join(os.path.dirname(path), "nn", "init.py"))
+    assert operations._is_students("cell raising")

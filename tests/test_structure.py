@@ -185,6 +185,13 @@ def test_requests_and_replies_are_checked_against_the_declaration():
         protocol.request("call", target={"ref": 1}, args={"list": []})  # no kwargs
     protocol.check_reply("call", ["value", "call", "stdout"])
     protocol.check_reply("run", ["error", "traceback", "stdout"])
+    # an error of the student's code carries the shapes on its raising line (operations.
+    # raised_line_shapes), asked for on a call the grader makes itself ("traced")
+    protocol.check_reply("call", ["error", "traceback", "stdout", "line_shapes"])
+    protocol.request("call", target={"ref": 1}, args={"list": []}, kwargs={"dict": {}},
+                     grad=True, traced=True)
+    with pytest.raises(protocol.ProtocolError, match="a reply to 'call' holds line_shapes"):
+        protocol.check_reply("call", ["value", "stdout", "line_shapes"])
     with pytest.raises(protocol.ProtocolError, match="a reply to 'run' holds value"):
         protocol.check_reply("run", ["value", "stdout"])
 

@@ -298,7 +298,7 @@ def expect_tensor(actual, name, shape=None, dtype=None, device=None, shape_names
 # ---------------------------------------------------------------------------------------
 # The runtime: the checks' one way to the student's code
 # ---------------------------------------------------------------------------------------
-# A check never touches the student's objects except through these calls (observe(),
+# A check never touches the student's objects except through these calls (observe(), call(),
 # load_weights(), is_module(), is_class(), type_name(), given()), each served by the runtime
 # in force: LocalRuntime when the student's code runs in this process (their Jupyter, the
 # kit, the tests), or the one the grader installs with use_runtime() while it runs a test
@@ -317,6 +317,11 @@ class LocalRuntime:
     def observe(self, function, args, kwargs):
         """{"result", "error", "args", "warnings"} of function(*args, **kwargs), plain data."""
         return operations.observe(function, args, kwargs, copy=export)
+
+    def attempt_traced(self, function, args, kwargs):
+        """(result, error, trace) of operations.attempt_traced(function, *args, **kwargs):
+        a call whose result stays as it is (call() on inputs that require grad)."""
+        return operations.attempt_traced(function, *args, **kwargs)
 
     def load_weights(self, module, weights):
         """See load_weights()."""
@@ -1166,8 +1171,11 @@ def call(function, *args, name=None, may_change=(), **kwargs):
     may_change: the argument objects whose change is its documented job, e.g. the model of
     a training step). Under the autograder the arguments travel by value, so a call that
     needs no gradient is observed (observe(): the arguments come back as the call left
-    them). One whose inputs require grad is called directly, so that its result joins the
-    grader's graph; there its arguments stay in the student's process, so the same call is
+    them). One whose inputs require grad is called directly (the runtime's attempt_traced:
+    under the autograder the student's process notes the torch call that raises in it and
+    sends the shapes on the raising line with the error, so that its message is the kit's),
+    so that its result joins the grader's graph; there its arguments stay in the student's
+    process, so the same call is
     observed once more (its arguments sent without their graph) and the arguments it sends
     back are compared with the ones copied before the first call (in the student's Jupyter
     and the kit the first call's own arguments are compared)."""
@@ -1179,11 +1187,10 @@ def call(function, *args, name=None, may_change=(), **kwargs):
         raised(seen.error, name)
         return revive(seen.result)
     watched = watch_arguments(args, kwargs, may_change)
-    if local:
-        result, error, trace = operations.attempt_traced(function, *args, **kwargs)
-        _keep_trace(traced_records(trace))
-    else:
-        result, error = attempt(function, *args, **kwargs)
+    # (the grader's runtime makes the call itself, and the student's process notes the torch
+    # call that raises in it, so that an error carries the same line shapes on both sides)
+    result, error, trace = runtime().attempt_traced(function, list(args), kwargs)
+    _keep_trace(traced_records(trace))
     raised(error, name)
     if local:
         expect_unchanged(watched, function, name, list(args), kwargs)

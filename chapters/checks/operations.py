@@ -76,9 +76,17 @@ def attempt(function, *args, _raising=None, **kwargs):
         return function(*args, **kwargs), None
     except Exception as error:
         shapes = ", ".join(str(tuple(a.shape)) for a in args if isinstance(a, _Tensor))
-        call = _raising[1] if _raising and _raised_by(error, _raising[0]) else None
         return None, [type(error).__name__, str(error), shapes, student_line(error),
-                      line_shapes(error, call)]
+                      raised_line_shapes(error, _raising)]
+
+
+def raised_line_shapes(error, raising=None):
+    """line_shapes() of `error`, with the torch call that raised it where `raising` ([the
+    exception, [function name, shapes]], as a _Trace or _RaisingCall mode noted it) holds
+    that call: what attempt() reports, and the sandbox's error reply to a call of the
+    student's objects (autograde/sandbox.py), so that both say the same."""
+    call = raising[1] if raising and _raised_by(error, raising[0]) else None
+    return line_shapes(error, call)
 
 
 def _raised_by(error, cause):
@@ -96,15 +104,19 @@ def _raised_by(error, cause):
 # and installed packages. What remains in a traceback is a notebook cell (compiled under a
 # name such as "cell stable_softmax, line 4" by the grader, "01_attention.ipynb cell 12" by
 # the kit, "/tmp/ipykernel_.../....py" or "<ipython-input-...>" by Jupyter) or a file of
-# the student's own.
-_LIBRARIES = tuple(sorted({os.path.dirname(__file__) + os.sep,
-                           os.path.dirname(torch.__file__) + os.sep,
-                           # the grader's package, beside chapters/ (its remote proxies)
-                           os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-                               os.path.abspath(__file__)))), "autograde") + os.sep}
-                          | {path + os.sep for key in ("stdlib", "platstdlib", "purelib",
-                                                       "platlib")
-                             if (path := sysconfig.get_paths().get(key))}))
+# the student's own. Each also as its resolved path: the student's process that the grader
+# starts runs the virtualenv's resolved Python (autograde.remote._sandbox_python), so the
+# traceback it sends back names torch's files there, even where the grader reached that
+# virtualenv through a symlink.
+_LIBRARY_FOLDERS = {os.path.dirname(__file__), os.path.dirname(torch.__file__),
+                    # the grader's package, beside chapters/ (its remote proxies)
+                    os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+                        os.path.abspath(__file__)))), "autograde")} | {
+    path for path in map(sysconfig.get_paths().get, ("stdlib", "platstdlib", "purelib",
+                                                     "platlib")) if path}
+_LIBRARIES = tuple(sorted({folder for path in _LIBRARY_FOLDERS
+                           for folder in (os.path.join(path, ""),
+                                          os.path.join(os.path.realpath(path), ""))}))
 
 
 def _cell_name(filename):
@@ -176,9 +188,17 @@ def line_shapes(error, call=None):
     lookups; torch's own indexing of a plain tensor). "" where there is nothing to say, and
     for an error another process raised (autograde.remote: its frames are not here). A
     report of the student's process: the grader only words a message with it
-    (checks.diagnose.error_cause)."""
+    (checks.diagnose.error_cause).
+
+    An error that the student's process raised and the grader's proxy raised again
+    (autograde.remote: it has `student_traceback`) has no frames here: its line shapes are
+    the ones that process reported with it (the error reply's "line_shapes", made there by
+    raised_line_shapes), which the proxy kept as `student_line_shapes` where they are text
+    of at most LINE_TEXT characters (checked again, entry by entry, where a message reads
+    them: checks.diagnose._line_report); "" where it reported none."""
     if hasattr(error, "student_traceback"):
-        return ""
+        reported = getattr(error, "student_line_shapes", "")
+        return reported if isinstance(reported, str) and len(reported) <= LINE_TEXT else ""
     frames, course, tb = [], _course_code(), error.__traceback__
     while tb is not None:
         if _is_students(tb.tb_frame.f_code.co_filename, course):
@@ -543,6 +563,34 @@ def _student_place(frame):
     return None
 
 
+def _note_raising(raising, error, func, args, kwargs):
+    """Set `raising` to [error, [func's name, the shapes of its tensor arguments]] unless it
+    already holds `error`: the innermost torch call that raised it (an outer one, which
+    sees the same exception pass, is not the one that raised)."""
+    if not raising or raising[0] is not error:
+        name = str(getattr(func, "__name__", func))[:40]
+        raising[:] = [error, [name, _call_shapes([*args, *(kwargs or {}).values()])]]
+
+
+class RaisingCall(torch.overrides.TorchFunctionMode):
+    """A mode that notes only the torch call that raised (in `raising`, as _Trace does, for
+    raised_line_shapes), tracing nothing: the sandbox runs the grader's direct call of the
+    student's function in it where the grader's check would have traced that call in the
+    student's Jupyter (checks.common.call on inputs that require grad, whose call the
+    grader makes itself and whose trace comes with its second, observed call)."""
+
+    def __init__(self):
+        super().__init__()
+        self.raising = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        try:
+            return func(*args, **(kwargs or {}))
+        except Exception as error:
+            _note_raising(self.raising, error, func, args, kwargs)
+            raise
+
+
 class _Trace(torch.overrides.TorchFunctionMode):
     """attempt_traced()'s mode: every tensor a torch function returns to a line of the
     student's code is kept as [place, code, detached copy], in the order computed."""
@@ -559,10 +607,7 @@ class _Trace(torch.overrides.TorchFunctionMode):
         try:
             result = func(*args, **(kwargs or {}))
         except Exception as error:
-            # the innermost torch call that raised it (an outer one sees the same exception)
-            if not self.raising or self.raising[0] is not error:
-                name = str(getattr(func, "__name__", func))[:40]
-                self.raising[:] = [error, [name, _call_shapes([*args, *(kwargs or {}).values()])]]
+            _note_raising(self.raising, error, func, args, kwargs)
             raise
         # (torch calls this mode's hook with the mode off: the tensor methods below are
         # not traced themselves)
