@@ -677,6 +677,11 @@ def _quantity(size, dims):
     return (" = " + " = ".join(found[:3])) if found else ""
 
 
+def _sizes_text(sizes, dims, between=", "):
+    """"4 = num_heads, 3 = head_dim": sizes, each named by its quantity (_quantity)."""
+    return between.join(f"{size}{_quantity(size, dims)}" for size in sizes)
+
+
 _ORDINAL_SLOT = re.compile(r"第\s*\{\}\s*个?|\{\}")
 
 
@@ -1736,6 +1741,42 @@ def _number_attribute(message):
                                                      attribute=found.group(2))
 
 
+# Errors whose message alone says what went wrong: (pattern, MESSAGES key), the pattern's
+# named groups the template's fields; error_reason tries them in this order after its others
+# (a NoneType error among them first).
+_PLAIN_ERRORS = (
+    (r"view size is not compatible with input tensor's size and stride", "error_stride"),
+    (r"not enough values to unpack \(expected (?P<want>\d+), got (?P<got>\d+)\)",
+     "error_unpack"),
+    (r"too many values to unpack \(expected (?P<want>\d+)", "error_unpack_many"),
+    (r"masked_fill_? only supports boolean masks, but got mask with dtype (?P<dtype>\w+)",
+     "error_bool_mask"),
+    (r"input\.dim\(\) = (?P<got>\d+) is not equal to len\(dims\) = (?P<want>\d+)",
+     "error_permute"),
+    (r"stack expects each tensor to be equal size, but got (?P<first>\[[\d, ]*\]) at entry "
+     r"\d+ and (?P<second>\[[\d, ]*\])", "error_stack"),
+    (r"batch[12] must be a 3D tensor", "error_bmm"),
+    (r"(?P<call>\w+): input tensor must have at least 2 dimensions", "error_rank2"),
+    (r"(?P<call>\w+)\(\): argument '(?:size|shape)' .*(?:tuple of ints, ?but got float|must "
+     r"be tuple of ints, not float)", "error_float_size"),
+    (r"cannot assign '[\w.]+' as parameter '(?P<parameter>\w+)'", "error_parameter"),
+    (r"Boolean value of Tensor with more than one value is ambiguous", "error_ambiguous"),
+    (r"'(?P<what>tuple|list)' object has no attribute '(?P<attribute>\w+)'",
+     "error_tuple_attribute"),
+    (r"'(?P<what>\w+)' object has no attribute '(?P<attribute>\w+)'", "error_attribute"),
+    (r"result type Float can't be cast to the desired output type (Long|Int)", "error_cast"),
+    (r"tensors used as indices must be long, int, byte or bool tensors", "error_index_kind"),
+    (r"could not infer output dtype\. Input dtype must be either a floating point",
+     "error_integer_mean"),
+    (r"(?P<call>max|min)\(\) received an invalid combination of arguments - got \(dim=tuple",
+     "error_max_axes"),
+    (r"only Tensors of floating point dtype can require gradients", "error_integer_grad"),
+    (r"masked_fill_? only supports a 0-dimensional value tensor, but got tensor with "
+     r"(?P<rank>\d+) dimension", "error_fill_value"),
+    (r"only one element tensors can be converted to Python scalars", "error_scalar"),
+)
+
+
 def error_reason(message, dims, code=""):
     """What an error the student's code raised means, in the exercise's words: which
     operation met which sizes (each named by the quantity it equals, or the product of
@@ -1786,45 +1827,26 @@ def error_reason(message, dims, code=""):
                 have=have)
         unknown = [s for s in sizes if s > 1 and not _quantity(s, dims)
                    and not _product_name(s, dims)] if dims else []
-        return sized("error_view", sizes=", ".join(f"{s}{_quantity(s, dims)}" for s in sizes),
+        return sized("error_view", sizes=_sizes_text(sizes, dims),
                      want=math.prod(sizes), have=have) + (MESSAGES["error_view_unknown"].format(
                          sizes=", ".join(map(str, unknown))) if unknown else
                          "" if _viewed_to_shape_of(_line_tree(code)) else
                          _view_size_in_place_of(sizes, have, dims))
-    if "view size is not compatible with input tensor's size and stride" in message:
-        return MESSAGES["error_stride"]
     found = re.search(r"Dimension out of range \(expected to be in range of \[(-?\d+), "
                       r"(-?\d+)\], but got (-?\d+)\)", message)
     if found:
         low, high, got = map(int, found.groups())
         return MESSAGES["error_axis"].format(got=got, rank=high + 1, low=low, high=high)
-    found = re.search(r"not enough values to unpack \(expected (\d+), got (\d+)\)", message)
-    if found:
-        return MESSAGES["error_unpack"].format(want=found.group(1), got=found.group(2))
-    found = re.search(r"too many values to unpack \(expected (\d+)", message)
-    if found:
-        return MESSAGES["error_unpack_many"].format(want=found.group(1))
     found = (re.search(r"expected scalar type (\w+) but found (\w+)", message)
              or re.search(r"to have the same dtype, but got:? (\w+) != (\w+)", message))
     if found:
         return MESSAGES["error_dtype"].format(first=found.group(1).lower(),
                                               second=found.group(2).lower())
-    found = re.search(r"masked_fill_? only supports boolean masks, but got mask with dtype "
-                      r"(\w+)", message)
-    if found:
-        return MESSAGES["error_bool_mask"].format(dtype=found.group(1))
-    found = re.search(r"input\.dim\(\) = (\d+) is not equal to len\(dims\) = (\d+)", message)
-    if found:
-        return MESSAGES["error_permute"].format(got=found.group(1), want=found.group(2))
     found = re.search(r"Sizes of tensors must match except in dimension (\d+)\. Expected size "
                       r"(\d+) but got size (\d+)", message)
     if found:
         axis, left, right = map(int, found.groups())
         return sized("error_cat", axis=axis, left=left, right=right)
-    found = re.search(r"stack expects each tensor to be equal size, but got (\[[\d, ]*\]) at "
-                      r"entry \d+ and (\[[\d, ]*\])", message)
-    if found:
-        return MESSAGES["error_stack"].format(first=found.group(1), second=found.group(2))
     found = re.search(r"The expanded size of the tensor \((\d+)\) must match the existing "
                       r"size \((\d+)\)", message)
     if found:
@@ -1838,72 +1860,34 @@ def error_reason(message, dims, code=""):
         return MESSAGES["error_none"] + _none_on_line(message, code)
     if "a leaf Variable that requires grad is being used in an in-place operation" in message:
         return _leaf_written(code, view="a view of a leaf" in message)
-    if re.search(r"batch[12] must be a 3D tensor", message):
-        return MESSAGES["error_bmm"]
-    found = re.search(r"(\w+): input tensor must have at least 2 dimensions", message)
-    if found:
-        return MESSAGES["error_rank2"].format(call=found.group(1))
     found = re.search(r"split_sizes to sum exactly to (\d+) .*split_sizes=\[([\d, ]*)\]",
                       message)
     if found:
         total = int(found.group(1))
         return sized("error_split", sizes=found.group(2), total=total)
-    found = re.search(r"(\w+)\(\): argument '(?:size|shape)' .*(?:tuple of ints, ?but got "
-                      r"float|must be tuple of ints, not float)", message)
-    if found:
-        return MESSAGES["error_float_size"].format(call=found.group(1))
-    found = re.search(r"cannot assign '[\w.]+' as parameter '(\w+)'", message)
-    if found:
-        return MESSAGES["error_parameter"].format(parameter=found.group(1))
-    if "Boolean value of Tensor with more than one value is ambiguous" in message:
-        return MESSAGES["error_ambiguous"]
     found = re.search(r"'([\w.]+)' object is not callable", message)
     if found:
         return MESSAGES["error_not_callable"].format(
             what=found.group(1), shape=MESSAGES["error_shape_call"]
             if found.group(1) == "torch.Size" else "")
-    found = re.search(r"'(tuple|list)' object has no attribute '(\w+)'", message)
-    if found:
-        return MESSAGES["error_tuple_attribute"].format(what=found.group(1),
-                                                        attribute=found.group(2))
     number = _number_attribute(message)
     if number:
         return number
-    found = re.search(r"'(\w+)' object has no attribute '(\w+)'", message)
-    if found and found.group(1) != "NoneType":
-        return MESSAGES["error_attribute"].format(what=found.group(1),
-                                                  attribute=found.group(2))
     found = re.search(r"(\w+)\(\) missing 1 required positional arguments?: [\"']?(\w+)",
                       message)
     if found:
         return MESSAGES["error_argument"].format(
             call=found.group(1), argument=found.group(2),
             axis=MESSAGES["error_argument_dim"] if found.group(2) == "dim" else "")
-    if re.search(r"result type Float can't be cast to the desired output type (Long|Int)",
-                 message):
-        return MESSAGES["error_cast"]
-    if "tensors used as indices must be long, int, byte or bool tensors" in message:
-        return MESSAGES["error_index_kind"]
-    if re.search(r"could not infer output dtype\. Input dtype must be either a floating "
-                 r"point", message):
-        return MESSAGES["error_integer_mean"]
-    found = re.search(r"(max|min)\(\) received an invalid combination of arguments - got "
-                      r"\(dim=tuple", message)
-    if found:
-        return MESSAGES["error_max_axes"].format(call=found.group(1))
-    if "only Tensors of floating point dtype can require gradients" in message:
-        return MESSAGES["error_integer_grad"]
     found = re.search(r"subscript (\w) has size (\d+) for operand (\d+) which does not "
                       r"broadcast with previously seen size (\d+)", message)
     if found:
         return sized("error_einsum", letter=found.group(1), left=int(found.group(2)),
                      operand=found.group(3), right=int(found.group(4)))
-    found = re.search(r"masked_fill_? only supports a 0-dimensional value tensor, but got "
-                      r"tensor with (\d+) dimension", message)
-    if found:
-        return MESSAGES["error_fill_value"].format(rank=found.group(1))
-    if "only one element tensors can be converted to Python scalars" in message:
-        return MESSAGES["error_scalar"]
+    for pattern, key in _PLAIN_ERRORS:
+        found = re.search(pattern, message)
+        if found:
+            return MESSAGES[key].format(**found.groupdict())
     return (overflow(message) or _library_keyword(message, code)
             or missing_parameter(message) or more_error_reasons(message)
             or call_reasons(message, code))
@@ -2447,12 +2431,9 @@ def _cause_expand(message, dims, tree):
     fixed = [size if size != 1 else next(fill) for size in tensor]
     if fixed == target:
         return None
-
-    def named(sizes):
-        return ", ".join(f"{s}{_quantity(s, dims)}" for s in sizes)
     return MESSAGES["cause_expand_order"].format(
         ones=", ".join(str(k) for k, s in enumerate(tensor) if s == 1),
-        target=named(target), fixed=named(fixed))
+        target=_sizes_text(target, dims), fixed=_sizes_text(fixed, dims))
 
 
 def _viewed_to_shape_of(tree):
@@ -3015,8 +2996,7 @@ def _line_report(line):
 
 def _shape_text(shape, dims):
     """(4 = num_heads, 3 = head_dim): a shape with each size named by its quantity."""
-    return "(" + ", ".join(f"{size}{_quantity(size, dims)}" for size in shape) + \
-        ("," if len(shape) == 1 else "") + ")"
+    return "(" + _sizes_text(shape, dims) + ("," if len(shape) == 1 else "") + ")"
 
 
 def _shape_of(expression, shape, dims):
@@ -3196,7 +3176,7 @@ def _shapes_axis(message, dims, names, others):
             product = _product_name(size, dims)
             if "*" not in product:
                 product = next((MESSAGES["merged_from"].format(
-                    sizes=" * ".join(f"{s}{_quantity(s, dims)}" for s in whole[k:m]),
+                    sizes=_sizes_text(whole[k:m], dims, " * "),
                     tensor=_shape_of(name, whole, dims), first=k, last=m - 1)
                     for name, whole in names + others if name != expression
                     for k in range(len(whole)) for m in range(k + 2, len(whole) + 1)
