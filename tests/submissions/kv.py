@@ -800,12 +800,6 @@ def _attend_by_hand(masked):
 _FILL_ZERO = (r"(fill|replace)\w*.{0,40}masked scores.{0,30}\b0\b|masked scores.{0,40}"
               r"(with|by|to) 0\b|\b0\b.{0,30}instead of -inf")
 BUGS.update({
-    "steps3_project_heads_without_transpose": Bug(
-        cells=_STEPS3.edit("GroupedQueryAttention", (
-            "q = attn.q_proj(x).view(B, L, attn.num_heads, attn.head_dim).transpose(1, 2)",
-            "q = attn.q_proj(x).view(B, attn.num_heads, L, attn.head_dim)")),
-        fails=_FWD,
-        diagnosis=r"(without|no|missing|leaves out) (its |the )?transpose|view without"),
     "steps3_project_heads_values_by_k_proj": Bug(
         cells=_STEPS3.edit("GroupedQueryAttention", (
             "v = attn.v_proj(x).view(", "v = attn.k_proj(x).view(")),

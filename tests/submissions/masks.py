@@ -632,12 +632,6 @@ BUGS.update({
 # issue 20: helper i20steps3's practice set for to_torch_key_padding_mask, written from the
 # exercise's text before its check learnt the function's steps (diagnoses written before the run)
 BUGS.update({
-    "steps3_key_padding_not_inverted": Bug(
-        cells=_steps_edit("to_torch_key_padding_mask",
-                          ("return ~mask                 # (B, Lk), True = ignore",
-                           "return mask                  # (B, Lk)")),
-        fails=["test_to_torch_key_padding_mask"],
-        diagnosis=r"complement|invert|~mask|True = (padding|real)"),
     "steps3_key_padding_reversed": Bug(
         cells=_steps_edit("to_torch_key_padding_mask",
                           ("return ~mask                 # (B, Lk), True = ignore",
