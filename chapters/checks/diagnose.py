@@ -253,6 +253,14 @@ MESSAGES = translated(__name__) | {
     "count_off_by_one": " = {num}/{den}: as if a sum were divided by {den} where it should be "
                         "divided by {num} (a count off by one: a mean over {den} items where "
                         "{num} are averaged, or the other way round)",
+    # constant (a factor that is a count of entries, any chapter)
+    "count_summed": " (a whole number: as if {count} entries were summed where their mean is "
+                    "asked for, i.e. summed instead of averaged: the division by the count of "
+                    "the averaged entries is left out, or the mean runs over fewer axes than "
+                    "the sum)",
+    "count_averaged": " = 1/{count}: as if {count} entries were averaged where their sum is "
+                      "asked for (a mean, a division by their count, where the sum itself is "
+                      "right)",
     # error_reason: a tuple used as a tensor; a view's size that is none of the call's
     "error_tuple_attribute": "a {what} has no .{attribute}: a {what} is used where one tensor "
                              "is expected; a function that returns several values, such as "
@@ -884,6 +892,18 @@ def _count_off_by_one(factor, largest=64):
     return ""
 
 
+def _count_of_entries(factor, largest=4096):
+    """" (a whole number: as if 12 entries were summed ...)" for a factor that is a whole
+    number n >= 3, or " = 1/n: ... averaged ..." for its inverse (n <= largest): what a sum
+    taken in place of a mean (or the reverse) gives when the count n is no named quantity
+    (e.g. batch x queries); "" for any other factor."""
+    for value, key in ((factor, "count_summed"), (1 / factor, "count_averaged")):
+        count = round(value)
+        if 3 <= count <= largest and math.isclose(value, count, rel_tol=1e-9):
+            return MESSAGES[key].format(count=count)
+    return ""
+
+
 def constant(actual, expected, same, dims):
     """The constant family: actual = c * expected, or actual = expected + c (c != 0)."""
     if tuple(actual.shape) != tuple(expected.shape) or expected.numel() < 2:
@@ -896,7 +916,7 @@ def constant(actual, expected, same, dims):
         factor = float((a * e).sum()) / norm
         if abs(factor - 1) > 1e-9 and factor != 0 and same(actual, e * factor):
             return MESSAGES["times"].format(factor=factor, factor_is=_name_constant(
-                factor, dims) or _count_off_by_one(factor))
+                factor, dims) or _count_off_by_one(factor) or _count_of_entries(factor))
     offset = float((a - e).mean())
     if offset != 0 and same(actual, e + offset) and not same(actual, e):
         return MESSAGES["plus"].format(offset=offset, offset_is=_name_constant(offset, dims))

@@ -668,6 +668,20 @@ MESSAGES = translated(__name__) | {
         "before it was cached",
     "equivariance_uses_inverse_permutation_argsort":
         "uses the inverse permutation (argsort(perm))",
+    "equivariance_compares_with_permuted_input":
+        "compares with the permuted input x[:, perm] instead of the permuted output "
+        "layer(x)[:, perm] (the layer's output for the unpermuted tokens)",
+    "equivariance_first_example_only":
+        "takes the largest entry of the first example of the batch only (index 0 of the "
+        "batch axis) instead of the largest over every example of the whole batch",
+    "sinusoidal_exponent_not_divided":
+        "uses the frequencies base ** (-2 i): the exponent 2i is not divided by d_model "
+        "(w_i = base ** (-2 i / d_model))",
+    "cached_attention_rotates_keys_after_append":
+        "rotates the keys after the append instead of before it: the cache holds them "
+        "unrotated, and every key of the whole cache is turned by the new positions, each "
+        "cached key rotated again at the new token's position instead of its own; rotate the "
+        "new keys before they go into the cache",
     "equivariance_subtracts_other_way_round":
         "subtracts the other way round (layer(x)[:, perm] - layer(x[:, perm]))",
     "equivariance_takes_mean_largest_entry": "takes the mean instead of the largest entry",
@@ -2471,6 +2485,15 @@ def cached_attention_formula(dims, num_heads, num_kv_heads, rotary=False, base=R
         st = new_queries(st, x)
         return _with(st, k=_rotate(st["k"], torch.arange(st["k"].shape[-2]), base))
 
+    def rotate_after_append(st, x):
+        # the new keys appended unrotated, then the whole cache (T keys) turned by the new
+        # positions: broadcast over the T keys where the call brings one new position
+        T, start = x["x"].shape[1], x["start"]
+        if start == 0 or T - start != 1:
+            _no_fit("the new positions broadcast over the cache only for one new position")
+        return _with(st, q=_rotate(st["q"], positions(x), base),
+                     k=_rotate(st["k"], torch.full((T,), start), base))
+
     def repeat(tiled=False):
         if tiled:
             return lambda st, _x: _with(st, **{n: st[n].repeat(1, h // g, 1, 1) for n in "kv"})
@@ -2516,7 +2539,8 @@ def cached_attention_formula(dims, num_heads, num_kv_heads, rotary=False, base=R
             MESSAGES["cached_attention_restarts_positions_0_every"]: rotate(restart=True),
             MESSAGES["cached_attention_rotates_values_too_rotary"]: rotate("qkv"),
             MESSAGES["cached_attention_rotates_keys_only_queries"]: rotate("k"),
-            MESSAGES["cached_attention_reads_len_cache_after"]: rotate(after=True)}
+            MESSAGES["cached_attention_reads_len_cache_after"]: rotate(after=True),
+            MESSAGES["cached_attention_rotates_keys_after_append"]: rotate_after_append}
         if base != ROTARY_BASE:
             variants["rotary"][MESSAGES["ignores_base"].format(
                 base=base, default=ROTARY_BASE)] = rotate(turn=ROTARY_BASE)
@@ -2557,7 +2581,9 @@ def equivariance_formula(dims):
              ("largest entry", lambda d, _x: d.max().reshape(1))]
     variants = {"permutation of the output": {
                     MESSAGES["equivariance_uses_inverse_permutation_argsort"]:
-                        lambda _v, x: x["output"][:, x["perm"].argsort()]},
+                        lambda _v, x: x["output"][:, x["perm"].argsort()],
+                    MESSAGES["equivariance_compares_with_permuted_input"]:
+                        lambda _v, x: x["x"][:, x["perm"]]},
                 # the same size with the absolute value; the other sign without it
                 "difference": {MESSAGES["equivariance_subtracts_other_way_round"]:
                                    lambda out, x: out - x["permuted"]},
@@ -2567,6 +2593,8 @@ def equivariance_formula(dims):
                                   lambda d, _x: d.sum().reshape(1),
                                   MESSAGES["equivariance_takes_smallest_entry_largest"]:
                                   lambda d, _x: d.min().reshape(1),
+                                  MESSAGES["equivariance_first_example_only"]:
+                                  lambda d, _x: d[0].max().reshape(1),
                                   MESSAGES["equivariance_divides_largest_entry_largest"]:
                                   lambda d, x: (d.max() / x["output"].abs().max()).reshape(1),
                                   MESSAGES["equivariance_takes_norm_differences_root"]:
@@ -2686,6 +2714,7 @@ def sinusoidal_formula(dims, d_model, base=ROTARY_BASE):
             table(base=ROTARY_BASE))
     variants["table"].update({
         MESSAGES["sinusoidal_uses_frequencies_base_4"]: table(exponent=4.0),
+        MESSAGES["sinusoidal_exponent_not_divided"]: table(width=1),
         MESSAGES["sinusoidal_uses_frequencies_base_2"]:
             table(exponent=-2.0),
         MESSAGES["sinusoidal_counts_pairs_i_from"]:
