@@ -789,6 +789,46 @@ def test_constant_names_a_count_off_by_one():
     assert "as if" not in diagnose.constant(x * 2, x, same, {"L": 7})   # named: 2
 
 
+def test_constant_names_a_whole_number_factor_as_a_sum_in_place_of_a_mean():
+    x = heads(10)
+    # 12 entries summed (2 examples x 6 queries, say): no named quantity, a count all the same
+    reason = diagnose.constant(x * 12, x, same, {"L": 7})
+    assert reason.startswith("it is the right answer times 12 (a whole number: as if 12 "
+                             "entries were summed where their mean is asked for")
+    assert "summed instead of averaged" in reason
+    assert "= 1/12: as if 12 entries were averaged where their sum is asked for" in (
+        diagnose.constant(x / 12, x, same, {"L": 7}))
+    assert "summed" not in diagnose.constant(x * 7, x, same, {"L": 7})     # named: L
+    assert diagnose.constant(x * 12.5, x, same, {"L": 7}).endswith("times 12.5")
+
+
+def test_shift_and_runs_say_a_small_offset_in_words_and_a_complement_is_the_mask_inverted():
+    x = heads(10)
+    moved = torch.cat([x[..., :1], x[..., :-1]], -1)
+    assert "(off by one: entry i holds what belongs at i - 1)" in diagnose.shifted(
+        moved, x, same, DIMS)
+    lengths = torch.tensor([3, 1, 4])
+    right = torch.arange(5)[None, :] < lengths[:, None]                      # (3, 5)
+    longer = torch.arange(5)[None, :] <= lengths[:, None]
+    assert "1 position longer than it should be (off by one:" in diagnose.mask_runs(
+        longer, right, {"batch": 3, "max_len": 5})
+    assert "the mask inverted (flipped" in diagnose.mask_family(~right, right)
+
+
+def test_a_step_left_out_says_what_that_means_where_the_formula_words_it():
+    class Worded(diagnose.Formula):
+        def left_out_meaning(self, name):
+            return "the mask was not applied" if name == "mask" else ""
+
+    steps = [("scores", lambda _v, x: x["s"]), ("mask", lambda s, x: s * x["m"]),
+             ("sum", lambda s, _x: s.sum(-1))]
+    formula = Worded(steps, optional=["mask", "sum"])
+    found = formula.mistakes({"s": torch.arange(6.0).reshape(2, 3),
+                              "m": torch.tensor([1.0, 0.0, 1.0])})
+    assert "the mask step is left out: the mask was not applied" in found
+    assert "the sum step is left out" in found
+
+
 def test_error_reason_names_a_tuple_used_as_a_tensor_and_a_size_from_elsewhere():
     reason = diagnose.error_reason("'tuple' object has no attribute 'shape'", DIMS)
     assert reason.startswith("a tuple has no .shape: a tuple is used where one tensor is "

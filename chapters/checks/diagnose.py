@@ -59,10 +59,13 @@ MESSAGES = translated(__name__) | {
                "repeat_interleave vs repeat, or the order of a reshape)",
     "times": "it is the right answer times {factor:.6g}{factor_is}",
     "plus": "it is the right answer plus {offset:.6g}{offset_is}",
-    "shifted": "it is the right answer moved by {k} position{s} along {axis} (off by {k}: "
-               "entry i holds what belongs at i {sign} {k})",
-    "complement": "it is the complement of the right mask (True/1 exactly where it should be "
-                  "False/0): check which value means 'may attend'",
+    "shifted": "it is the right answer moved by {k} position{s} along {axis} (off by "
+               "{k_word}: entry i holds what belongs at i {sign} {k})",
+    # a small count in words ("off by one"), for shifted and runs; a larger one stays a number
+    "count_words": {"1": "one", "2": "two", "3": "three"},
+    "complement": "it is the complement of the right mask, the mask inverted (flipped: True/1 "
+                  "exactly where it should be False/0, as if negated with ~): check which "
+                  "value means 'may attend'",
     "diagonal": "the triangle's diagonal is off by {k}: your mask is the right one with "
                 "its diagonal moved {direction} by {k} (diagonal={got} where {want} is "
                 "right)",
@@ -76,10 +79,11 @@ MESSAGES = translated(__name__) | {
                  "entries ({kinds}), {where}",
     "nonfinite_region": "all of them in {region}: {covered}",
     "runs": "each run of True along {axis} is {k} position{s} {longer} than it should be "
-            "(off by {k}: a bound such as p < length written p <= length, or the reverse)",
-    "runs_complement": "it is the complement of the right mask (True where it should be "
-                       "False), and besides each run of True along {axis} is {k} position{s} "
-                       "{longer} than in that complement (off by {k})",
+            "(off by {k_word}: a bound such as p < length written p <= length, or the "
+            "reverse)",
+    "runs_complement": "it is the complement of the right mask, the mask inverted (True where "
+                       "it should be False), and besides each run of True along {axis} is {k} "
+                       "position{s} {longer} than in that complement (off by {k_word})",
     "overflow": "a number your code writes does not fit in {dtype}: its finite values end at "
                 "-{top:.6g} and {top:.6g}, so {dtype} cannot hold it (torch.finfo({dtype}).min "
                 "and .max are the extreme values it can)",
@@ -397,6 +401,7 @@ MESSAGES = translated(__name__) | {
     "part_last": "the last {count}",
     # Formula's sentences (formulas.py words each step's description and label)
     "formula_left_out": "the {name} step is left out",
+    "formula_left_out_meaning": "the {name} step is left out: {meaning}",
     "formula_changed": "the {name} step {description}",
     "formula_pair": "{first}, and {second}",
     "formula_input_swap": "the input {used} is used in place of {meant}",
@@ -946,9 +951,15 @@ def shifted(actual, expected, same, dims, axes=None, most=3):
                     axis, 0, size - k)
                 if same(a, e) and not same(moved, e):
                     return MESSAGES["shifted"].format(k=k, s="" if k == 1 else "s",
+                                                      k_word=_count_word(k),
                                                       axis=_axis_label(names[axis]),
                                                       sign="-" if sign > 0 else "+")
     return None
+
+
+def _count_word(k):
+    """A small count in words ("one" for 1: "off by one"), else the number itself."""
+    return MESSAGES["count_words"].get(str(k), str(k))
 
 
 def _triangle(matrix):
@@ -1062,6 +1073,19 @@ class Formula:
         """The step `name` as the sentences show it (a subclass translates it)."""
         return name
 
+    def left_out_meaning(self, name):
+        """What leaving out the step `name` means, in words ("" where the name says it; a
+        subclass words its steps')."""
+        return ""
+
+    def left_out(self, name):
+        """The sentence "the {name} step is left out", with what that means where known."""
+        meaning = self.left_out_meaning(name)
+        if meaning:
+            return MESSAGES["formula_left_out_meaning"].format(name=self.label(name),
+                                                               meaning=meaning)
+        return MESSAGES["formula_left_out"].format(name=self.label(name))
+
     def run(self, inputs, replace=None):
         """The output, with `replace` {step name: function} used in place of those steps."""
         value = None
@@ -1072,8 +1096,7 @@ class Formula:
     def changes(self):
         """[(sentence, step name, function)]: each step left out (the optional ones), then
         each done another way (the variants), one at a time."""
-        left_out = [(MESSAGES["formula_left_out"].format(name=self.label(name)), name,
-                     skip or (lambda value, _inputs: value))
+        left_out = [(self.left_out(name), name, skip or (lambda value, _inputs: value))
                     for name, skip in self.optional.items()]
         return left_out + [(MESSAGES["formula_changed"].format(name=self.label(name),
                                                                description=description),
@@ -1402,6 +1425,7 @@ def mask_runs(actual, expected, dims, axes=None, most=3):
                 if torch.equal(got[1], moved) and not torch.equal(moved, want[1]):
                     return MESSAGES[template].format(
                         axis=_axis_label(names[axis]), k=abs(k), s="" if abs(k) == 1 else "s",
+                        k_word=_count_word(abs(k)),
                         longer=MESSAGES["runs_longer" if k > 0 else "runs_shorter"])
     return None
 

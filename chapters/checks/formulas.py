@@ -106,6 +106,15 @@ MESSAGES = translated(__name__) | {
         "weights": "weights",
         "zeroing of the masked weights": "zeroing of the masked weights",
     },
+    # what leaving out a step means, where its name alone does not say it (diagnose.Formula's
+    # "the {name} step is left out: {meaning}"); the keys are the steps' code names
+    "left_out_means": {
+        "mask": "the mask was not applied (not used, or not passed on to the function that "
+                "applies it), so the masked keys are attended to as any other",
+        "fill": "the masked scores are not filled before the softmax, so the softmax runs over "
+                "every key and the masked weights are only zeroed after it: the weights left no "
+                "longer sum to 1 (they are not renormalised)",
+    },
     "roles": {
         "query": "query",
         "key": "key",
@@ -893,6 +902,9 @@ class Formula(diagnose.Formula):
 
     def label(self, name):
         return MESSAGES["step_names"].get(name, name)
+
+    def left_out_meaning(self, name):
+        return MESSAGES["left_out_means"].get(name, "")
 
 
 # name -> function(dims, **options) -> Formula; each chapter's section adds its own
