@@ -60,7 +60,8 @@ MESSAGES = translated(__name__) | {
     "one_max": "stable_softmax: NaN or inf for {label} ({found}), although it works when all "
                "rows are alike: you subtracted ONE maximum for the whole tensor, so the rows near "
                "-{offset:g} become exp(-{twice:g}) = 0 and 0 / 0 = NaN. Subtract each row's "
-               "own maximum: scores.amax(dim=dim, keepdim=True).",
+               "maximum along dim, its own (not the global max of the whole tensor): "
+               "scores.amax(dim=dim, keepdim=True).",
     "min_subtracted": "stable_softmax: NaN or inf for {label} ({found}): {where}you "
                       "subtracted each row's minimum (or another value below its maximum): "
                       "softmax does not change, but the exponents are then >= 0 and, in a "

@@ -97,7 +97,9 @@ MESSAGES = translated(__name__) | {
     # fewer_axes, kind (chapter 3)
     "reduced": "it is the right answer {how}: the answer keeps that axis",
     "merged": "it is the right answer with {first} and {second} merged into one axis of "
-              "{size} = {first} * {second} entries: keep them apart",
+              "{size} = {first} * {second} entries: keep them apart ({first} and {second} "
+              "flattened together, as flatten({axis}) or a reshape that joins axis {axis} with "
+              "the next does)",
     "kind": "{what} {outcome} where the exercise documents {documented}",
     "kind_item": " (.item() gives the Python number a one-element tensor holds)",
     "kind_none": " (a return statement is missing, or returns nothing)",
@@ -1513,7 +1515,7 @@ def fewer_axes(actual, expected, same, dims, axes=None):
         if want[:axis] + (want[axis] * want[axis + 1],) + want[axis + 2:] == got and \
                 same(actual, expected.flatten(axis, axis + 1)):
             return MESSAGES["merged"].format(first=names[axis], second=names[axis + 1],
-                                             size=got[axis])
+                                             size=got[axis], axis=axis)
     return None
 
 

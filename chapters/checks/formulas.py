@@ -259,7 +259,9 @@ MESSAGES = translated(__name__) | {
     "softmax_takes_maximum_along_last":
         "takes the maximum along the last axis instead of along dim",
     "softmax_sums_whole_tensor_along":
-        "sums the whole tensor instead of along dim: .sum(dim=dim, keepdim=True)",
+        "sums the whole tensor instead of along dim (the sum of all its entries, one number, "
+        "where each slice along dim needs its own sum so that it sums to 1): .sum(dim=dim, "
+        "keepdim=True)",
     "softmax_sums_along_last_axis": "sums along the last axis instead of along dim",
     "softmax_divides_sum_exp_scores":
         "divides by the sum of exp(scores) without the maximum subtracted (the numerator and the "
@@ -888,6 +890,10 @@ MESSAGES = translated(__name__) | {
     "multihead_projection_twice":
         "applies {name}_proj twice ({name}_proj({name}_proj({role}))): each input is projected "
         "once",
+    "multihead_never_splits":
+        "is left out: the inputs are never split into heads, so all d_model features attend as "
+        "one single head, scaled by sqrt(d_model) instead of each of the num_heads heads by "
+        "sqrt(head_dim) (and with one weight matrix where there is one per head)",
     "multihead_output_projection_twice":
         "is applied twice (out_proj(out_proj(...))): W_O projects the merged heads once",
     "scale_which_head_dim":
@@ -1233,6 +1239,13 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
             raise RuntimeError("num_heads == head_dim: the same split")
         return _with(st, **{n: _split_heads(st[n], D // h, "transpose") for n in "qkv"})
 
+    def one_head(st, _x):
+        """Never split: all d_model features attend as one head, so the scale (sqrt of the
+        head's features) is sqrt(d_model); no fit with grouped keys (g != h)."""
+        if g != h or h == 1:
+            raise RuntimeError("one head of all features: only where every head has its keys")
+        return _with(st, **{n: _split_heads(st[n], 1, "transpose") for n in "qkv"})
+
     def causal(st, x):
         """A causal mask of the student's own where the exercise passes none (no fit where
         a mask is given)."""
@@ -1305,7 +1318,8 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
                for name, role in (("q", "query"), ("k", "key"), ("v", "value"))}},
         "split into heads": {MESSAGES["multihead_reshapes_without_transpose"]: split("view"),
                              MESSAGES["multihead_interleaves_heads_features"]: split("interleaved"),
-                             MESSAGES["multihead_cuts_d_model_into"]: split_by_head_dim},
+                             MESSAGES["multihead_cuts_d_model_into"]: split_by_head_dim,
+                             MESSAGES["multihead_never_splits"]: one_head},
         "mask": {MESSAGES["multihead_adds_causal_mask_query"]: causal},
         "repeat of the key/value heads": {
             MESSAGES["multihead_tiles_key_value_heads"]: repeat(tiled=True)},
