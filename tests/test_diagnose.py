@@ -829,6 +829,21 @@ def test_a_step_left_out_says_what_that_means_where_the_formula_words_it():
     assert "the sum step is left out" in found
 
 
+def test_error_reason_names_a_refusal_of_the_students_own_and_a_none_with_no_length():
+    reason = diagnose.error_reason("key and value must have the same length Lk", DIMS,
+                                   'raise ValueError(f"key and value must have ...")')
+    assert reason.startswith("the error comes from a raise (or an assert) in your own code")
+    assert diagnose.error_reason("Lq != Lk", DIMS, "assert q.shape == k.shape").startswith(
+        "the error comes from a raise")
+    assert "your own code" not in (diagnose.error_reason("division by zero", DIMS,
+                                                         "raised = a / b") or "")
+    reason = diagnose.error_reason("object of type 'NoneType' has no len()", DIMS,
+                                   "out = attend(layer, h, cache)")
+    assert "a fresh, empty cache (KVCache())" in reason
+    assert diagnose.error_reason("'NoneType' object is not subscriptable", DIMS, "").startswith(
+        "a None is used as a tensor")
+
+
 def test_error_reason_names_a_tuple_used_as_a_tensor_and_a_size_from_elsewhere():
     reason = diagnose.error_reason("'tuple' object has no attribute 'shape'", DIMS)
     assert reason.startswith("a tuple has no .shape: a tuple is used where one tensor is "

@@ -239,6 +239,12 @@ MESSAGES = translated(__name__) | {
                     "a random step runs where the exercise has none, or in eval mode (a "
                     "dropout: F.dropout's training= is True unless given; nn.Dropout follows "
                     ".train() and .eval())",
+    # a None used as an object with a length (error_reason)
+    "error_none_object": "a None is used where an object with a length is expected (len() of "
+                         "it): an argument left at its default None that must first be "
+                         "replaced by a fresh object of its own, as a cache=None becomes a "
+                         "fresh, empty cache (KVCache()) for the first call, or a function "
+                         "that returns nothing",
     # which name is None on the student's line (error_reason)
     "error_none_name": "; on that line, `{name}` is None",
     "error_none_names": "; on that line, one of {names} is None",
@@ -280,6 +286,12 @@ MESSAGES = translated(__name__) | {
                               "{axis} of the view) the sizes fit: that size was read from "
                               "another tensor or quantity than the one reshaped (read each "
                               "tensor's sizes from its own .shape)",
+    # error_reason: an error the student's own raise or assert gave (the check's inputs are
+    # ones the exercise allows)
+    "error_own_refusal": "the error comes from a raise (or an assert) in your own code: it "
+                         "refused the inputs of this call, which are valid ones for the "
+                         "exercise, so the condition that guards it tests the wrong sizes or "
+                         "tensors (compare it with the sizes the exercise says must agree)",
     # error_cause: the likely mistake behind an error, from its sizes and the student's line
     "raised_cause": "\nLikely cause: {cause}.",
     "cause_untransposed": "`{operand}` enters the product untransposed: its second-to-last "
@@ -1763,6 +1775,12 @@ def _leaf_written(code, view=False):
     return MESSAGES["error_leaf"]
 
 
+def _own_refusal(code):
+    """Whether the student's line `code` is a raise or an assert of their own: the error is
+    their code refusing the inputs, not an operation that failed on them."""
+    return bool(re.match(r"\s*(raise\b|assert\b)", code or ""))
+
+
 def error_reason(message, dims, code=""):
     """What an error the student's code raised means, in the exercise's words: which
     operation met which sizes (each named by the quantity it equals, or the product of
@@ -1770,6 +1788,8 @@ def error_reason(message, dims, code=""):
     came from, which may show the cause (a reduction without keepdim=True). None for an
     error of another kind."""
     message = message or ""
+    if _own_refusal(code):
+        return MESSAGES["error_own_refusal"]
 
     def sized(key, **sizes):
         fields = {}
@@ -1862,7 +1882,8 @@ def error_reason(message, dims, code=""):
         size = int(found.group(2))
         return sized("error_index", index=int(found.group(1)), size=size, last=size - 1)
     if re.search(r"'NoneType'|NoneType\b", message):
-        return MESSAGES["error_none"] + _none_on_line(message, code)
+        return (_none_as_object(message) or MESSAGES["error_none"]) + _none_on_line(message,
+                                                                                     code)
     if "a leaf Variable that requires grad is being used in an in-place operation" in message:
         return _leaf_written(code, view="a view of a leaf" in message)
     if re.search(r"batch[12] must be a 3D tensor", message):
@@ -2126,6 +2147,13 @@ def unrepeatable(what, first, second, same):
     # (no count of the entries that differ: it follows the random state, and the kit's
     # message must be the grader's)
     return MESSAGES["unrepeatable"].format(what=what)
+
+
+def _none_as_object(message):
+    """error_reason's sentence for a None used as an object that has a length (len() of
+    it): an argument left at None that the function should have replaced by a fresh object
+    of its own (a cache); "" for any other NoneType error."""
+    return MESSAGES["error_none_object"] if "'NoneType' has no len()" in message else ""
 
 
 def _none_on_line(message, code):

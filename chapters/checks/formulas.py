@@ -821,6 +821,14 @@ MESSAGES = translated(__name__) | {
     "block_dropout_applies_sum_x":
         "the dropout applies to the sum x + sublayer(x) instead of the sublayer's output before "
         "it is added to x",
+    "block_dropout_on_sum_attention":
+        "the attention sublayer's dropout applies to the residual stream, the sum x + "
+        "attn(norm1(x)) (x = drop(x + attn(norm1(x)))), instead of to the sublayer's output "
+        "before it is added to x (x = x + drop(attn(norm1(x))))",
+    "block_dropout_on_sum_feed_forward":
+        "the feed-forward sublayer's dropout applies to the residual stream, the sum x + "
+        "ffn(norm2(x)) (x = drop(x + ffn(norm2(x)))), instead of to the sublayer's output "
+        "before it is added to x (x = x + drop(ffn(norm2(x))))",
     "block_dropout_acts_eval_mode":
         "dropout acts in eval mode (the masks of the grader's seed applied): use self.drop, or "
         "F.dropout(..., training=self.training), which eval() turns off",
@@ -2920,6 +2928,13 @@ def block_formula(dims, num_heads, num_kv_heads, training=False):
             MESSAGES["block_dropout_applies_sum_x"]: {
                 "attention dropout": lambda st, _x: st,
                 "first residual": sum_dropped("a"),
+                "feed-forward dropout": lambda st, _x: st,
+                "second residual": lambda st, x: sum_dropped("f")(st, x)["x"]},
+            # the same in one sublayer only (the other one's dropout where it belongs)
+            MESSAGES["block_dropout_on_sum_attention"]: {
+                "attention dropout": lambda st, _x: st,
+                "first residual": sum_dropped("a")},
+            MESSAGES["block_dropout_on_sum_feed_forward"]: {
                 "feed-forward dropout": lambda st, _x: st,
                 "second residual": lambda st, x: sum_dropped("f")(st, x)["x"]}})
     else:
