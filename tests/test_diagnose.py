@@ -535,6 +535,35 @@ def test_chapter_1_and_2_formulas_give_the_right_answer_and_their_variants():
     across = F.scaled_dot_product_attention(*(t.view(2, 5, 3, 4) for t in (q, k, v)))
     assert "the attention runs across the heads of each position" in diagnose.one_step(
         across.reshape(2, 5, 12), core.mistakes(inputs), same)
+    # never split: one head of all 12 features, scaled by sqrt(12)
+    one_head = F.scaled_dot_product_attention(q, k, v)
+    assert "the inputs are never split into heads" in diagnose.one_step(
+        one_head, core.mistakes(inputs), same)
+
+
+def test_chapter_7_formulas_name_the_gap_on_the_input_or_one_example_and_the_exponent():
+    """The equivariance gap compared with the permuted input, or over the first example only;
+    the sinusoidal table whose exponent is not divided by d_model (checks/formulas.py)."""
+    from chapters.checks import formulas
+    gen = torch.Generator().manual_seed(7)
+    x, output, permuted = (torch.randn(2, 6, 8, generator=gen, dtype=torch.float64)
+                           for _ in range(3))
+    perm = torch.tensor([1, 2, 3, 4, 5, 0])
+    gap = formulas.FORMULAS["equivariance gap"]({})
+    inputs = {"x": x, "output": output, "permuted": permuted, "perm": perm}
+    assert torch.allclose(gap.run(inputs), (permuted - output[:, perm]).abs().max().reshape(1))
+    found = gap.mistakes(inputs)
+    on_input = (permuted - x[:, perm]).abs().max().reshape(1)
+    assert "compares with the permuted input x[:, perm]" in diagnose.one_step(on_input, found,
+                                                                              same)
+    first = (permuted - output[:, perm])[0].abs().max().reshape(1)
+    assert "the first example of the batch only" in diagnose.one_step(first, found, same)
+    table = formulas.FORMULAS["sinusoidal table"]({}, d_model=8)
+    positions = torch.arange(10)
+    angles = positions.double()[:, None] * 10000.0 ** (-2 * torch.arange(4.0, dtype=torch.float64))
+    unscaled = torch.stack([angles.sin(), angles.cos()], -1).reshape(10, 8)
+    assert "the exponent 2i is not divided by d_model" in diagnose.one_step(
+        unscaled, table.mistakes({"positions": positions}), same)
 # ------------------------------------------------------------------------------ return types
 
 def test_kind_names_a_0d_tensor_or_nothing_where_a_number_is_documented():
