@@ -918,7 +918,7 @@ def _count_of_entries(factor, largest=4096):
     (e.g. batch x queries); "" for any other factor."""
     for value, key in ((factor, "count_summed"), (1 / factor, "count_averaged")):
         count = round(value)
-        if 3 <= count <= largest and math.isclose(value, count, rel_tol=1e-9):
+        if 3 <= count <= largest and math.isclose(value, count, rel_tol=1e-6):
             return MESSAGES[key].format(count=count)
     return ""
 
