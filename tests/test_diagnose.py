@@ -841,7 +841,8 @@ def test_shift_and_runs_say_a_small_offset_in_words_and_a_complement_is_the_mask
     longer = torch.arange(5)[None, :] <= lengths[:, None]
     assert "1 position longer than it should be (off by one:" in diagnose.mask_runs(
         longer, right, {"batch": 3, "max_len": 5})
-    assert "the mask inverted (flipped" in diagnose.mask_family(~right, right)
+    assert "(True/1 exactly where it should be False/0): the mask inverted (flipped" in (
+        diagnose.mask_family(~right, right))
 
 
 def test_a_step_left_out_says_what_that_means_where_the_formula_words_it():

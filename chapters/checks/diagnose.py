@@ -63,8 +63,8 @@ MESSAGES = translated(__name__) | {
                "{k_word}: entry i holds what belongs at i {sign} {k})",
     # a small count in words ("off by one"), for shifted and runs; a larger one stays a number
     "count_words": {"1": "one", "2": "two", "3": "three"},
-    "complement": "it is the complement of the right mask, the mask inverted (flipped: True/1 "
-                  "exactly where it should be False/0, as if negated with ~): check which "
+    "complement": "it is the complement of the right mask (True/1 exactly where it should be "
+                  "False/0): the mask inverted (flipped, as if negated with ~); check which "
                   "value means 'may attend'",
     "diagonal": "the triangle's diagonal is off by {k}: your mask is the right one with "
                 "its diagonal moved {direction} by {k} (diagonal={got} where {want} is "
@@ -81,9 +81,9 @@ MESSAGES = translated(__name__) | {
     "runs": "each run of True along {axis} is {k} position{s} {longer} than it should be "
             "(off by {k_word}: a bound such as p < length written p <= length, or the "
             "reverse)",
-    "runs_complement": "it is the complement of the right mask, the mask inverted (True where "
-                       "it should be False), and besides each run of True along {axis} is {k} "
-                       "position{s} {longer} than in that complement (off by {k_word})",
+    "runs_complement": "it is the complement of the right mask (True where it should be "
+                       "False), the mask inverted, and besides each run of True along {axis} is "
+                       "{k} position{s} {longer} than in that complement (off by {k_word})",
     "overflow": "a number your code writes does not fit in {dtype}: its finite values end at "
                 "-{top:.6g} and {top:.6g}, so {dtype} cannot hold it (torch.finfo({dtype}).min "
                 "and .max are the extreme values it can)",
