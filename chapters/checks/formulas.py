@@ -109,8 +109,9 @@ MESSAGES = translated(__name__) | {
     # what leaving out a step means, where its name alone does not say it (diagnose.Formula's
     # "the {name} step is left out: {meaning}"); the keys are the steps' code names
     "left_out_means": {
-        "mask": "the mask was not applied (not used, or not passed on to the function that "
-                "applies it), so the masked keys are attended to as any other",
+        "mask": "no mask is applied (the mask was not used, or not passed on to the function "
+                "that applies it), so the masked keys are attended to as any other (with a "
+                "causal mask: the later, future positions too)",
         "fill": "the masked scores are not filled before the softmax, so the softmax runs over "
                 "every key and the masked weights are only zeroed after it: the weights left no "
                 "longer sum to 1 (they are not renormalised)",
