@@ -535,6 +535,35 @@ def test_chapter_1_and_2_formulas_give_the_right_answer_and_their_variants():
     across = F.scaled_dot_product_attention(*(t.view(2, 5, 3, 4) for t in (q, k, v)))
     assert "the attention runs across the heads of each position" in diagnose.one_step(
         across.reshape(2, 5, 12), core.mistakes(inputs), same)
+    # never split: one head of all 12 features, scaled by sqrt(12)
+    one_head = F.scaled_dot_product_attention(q, k, v)
+    assert "the inputs are never split into heads" in diagnose.one_step(
+        one_head, core.mistakes(inputs), same)
+
+
+def test_chapter_7_formulas_name_the_gap_on_the_input_or_one_example_and_the_exponent():
+    """The equivariance gap compared with the permuted input, or over the first example only;
+    the sinusoidal table whose exponent is not divided by d_model (checks/formulas.py)."""
+    from chapters.checks import formulas
+    gen = torch.Generator().manual_seed(7)
+    x, output, permuted = (torch.randn(2, 6, 8, generator=gen, dtype=torch.float64)
+                           for _ in range(3))
+    perm = torch.tensor([1, 2, 3, 4, 5, 0])
+    gap = formulas.FORMULAS["equivariance gap"]({})
+    inputs = {"x": x, "output": output, "permuted": permuted, "perm": perm}
+    assert torch.allclose(gap.run(inputs), (permuted - output[:, perm]).abs().max().reshape(1))
+    found = gap.mistakes(inputs)
+    on_input = (permuted - x[:, perm]).abs().max().reshape(1)
+    assert "compares with the permuted input x[:, perm]" in diagnose.one_step(on_input, found,
+                                                                              same)
+    first = (permuted - output[:, perm])[0].abs().max().reshape(1)
+    assert "the first example of the batch only" in diagnose.one_step(first, found, same)
+    table = formulas.FORMULAS["sinusoidal table"]({}, d_model=8)
+    positions = torch.arange(10)
+    angles = positions.double()[:, None] * 10000.0 ** (-2 * torch.arange(4.0, dtype=torch.float64))
+    unscaled = torch.stack([angles.sin(), angles.cos()], -1).reshape(10, 8)
+    assert "the exponent 2i is not divided by d_model" in diagnose.one_step(
+        unscaled, table.mistakes({"positions": positions}), same)
 # ------------------------------------------------------------------------------ return types
 
 def test_kind_names_a_0d_tensor_or_nothing_where_a_number_is_documented():
@@ -787,6 +816,62 @@ def test_constant_names_a_count_off_by_one():
     assert "= 6/5:" in diagnose.constant(x * 6 / 5, x, same, {"L": 7})
     assert diagnose.constant(x * 1.7, x, same, {"L": 7}).endswith("times 1.7")
     assert "as if" not in diagnose.constant(x * 2, x, same, {"L": 7})   # named: 2
+
+
+def test_constant_names_a_whole_number_factor_as_a_sum_in_place_of_a_mean():
+    x = heads(10)
+    # 12 entries summed (2 examples x 6 queries, say): no named quantity, a count all the same
+    reason = diagnose.constant(x * 12, x, same, {"L": 7})
+    assert reason.startswith("it is the right answer times 12 (a whole number: as if 12 "
+                             "entries were summed where their mean is asked for")
+    assert "summed instead of averaged" in reason
+    assert "= 1/12: as if 12 entries were averaged where their sum is asked for" in (
+        diagnose.constant(x / 12, x, same, {"L": 7}))
+    assert "summed" not in diagnose.constant(x * 7, x, same, {"L": 7})     # named: L
+    assert diagnose.constant(x * 12.5, x, same, {"L": 7}).endswith("times 12.5")
+
+
+def test_shift_and_runs_say_a_small_offset_in_words_and_a_complement_is_the_mask_inverted():
+    x = heads(10)
+    moved = torch.cat([x[..., :1], x[..., :-1]], -1)
+    assert "(off by one: entry i holds what belongs at i - 1)" in diagnose.shifted(
+        moved, x, same, DIMS)
+    lengths = torch.tensor([3, 1, 4])
+    right = torch.arange(5)[None, :] < lengths[:, None]                      # (3, 5)
+    longer = torch.arange(5)[None, :] <= lengths[:, None]
+    assert "1 position longer than it should be (off by one:" in diagnose.mask_runs(
+        longer, right, {"batch": 3, "max_len": 5})
+    assert "(True/1 exactly where it should be False/0): the mask inverted (flipped" in (
+        diagnose.mask_family(~right, right))
+
+
+def test_a_step_left_out_says_what_that_means_where_the_formula_words_it():
+    class Worded(diagnose.Formula):
+        def left_out_meaning(self, name):
+            return "the mask was not applied" if name == "mask" else ""
+
+    steps = [("scores", lambda _v, x: x["s"]), ("mask", lambda s, x: s * x["m"]),
+             ("sum", lambda s, _x: s.sum(-1))]
+    formula = Worded(steps, optional=["mask", "sum"])
+    found = formula.mistakes({"s": torch.arange(6.0).reshape(2, 3),
+                              "m": torch.tensor([1.0, 0.0, 1.0])})
+    assert "the mask step is left out: the mask was not applied" in found
+    assert "the sum step is left out" in found
+
+
+def test_error_reason_names_a_refusal_of_the_students_own_and_a_none_with_no_length():
+    reason = diagnose.error_reason("key and value must have the same length Lk", DIMS,
+                                   'raise ValueError(f"key and value must have ...")')
+    assert reason.startswith("the error comes from a raise (or an assert) in your own code")
+    assert diagnose.error_reason("Lq != Lk", DIMS, "assert q.shape == k.shape").startswith(
+        "the error comes from a raise")
+    assert "your own code" not in (diagnose.error_reason("division by zero", DIMS,
+                                                         "raised = a / b") or "")
+    reason = diagnose.error_reason("object of type 'NoneType' has no len()", DIMS,
+                                   "out = attend(layer, h, cache)")
+    assert "a fresh, empty cache (KVCache())" in reason
+    assert diagnose.error_reason("'NoneType' object is not subscriptable", DIMS, "").startswith(
+        "a None is used as a tensor")
 
 
 def test_error_reason_names_a_tuple_used_as_a_tensor_and_a_size_from_elsewhere():

@@ -58,7 +58,8 @@ MESSAGES = translated(__name__) | {
     "one_max": "stable_softmax: NaN or inf for {label} ({found}), although it works when all "
                "rows are alike: you subtracted ONE maximum for the whole tensor, so the rows near "
                "-{offset:g} become exp(-{twice:g}) = 0 and 0 / 0 = NaN. Subtract each row's "
-               "own maximum: scores.amax(dim=dim, keepdim=True).",
+               "maximum along dim, its own (not the global max of the whole tensor): "
+               "scores.amax(dim=dim, keepdim=True).",
     "min_subtracted": "stable_softmax: NaN or inf for {label} ({found}): {where}you "
                       "subtracted each row's minimum (or another value below its maximum): "
                       "softmax does not change, but the exponents are then >= 0 and, in a "
@@ -95,6 +96,10 @@ MESSAGES = translated(__name__) | {
                         "query @ key.transpose(-2, -1) over d_k, weights @ value over the "
                         "keys Lk.",
     # the hints that follow a raised error (ATTENTION_HINTS, SOFTMAX_HINTS)
+    "hint_cross_refused": "Hint: these are valid cross-attention inputs, which your own check "
+                          "refused: the queries and the keys may have different lengths (Lq "
+                          "and Lk differ: Lq queries attend over Lk keys); only key and value "
+                          "must have the same length Lk, and query and key the same d_k.",
     "hint_t2d": "Hint: .t() and .T are for 2-D matrices (on more axes .T reverses all of them). "
                 "Transpose the last two axes only: key.transpose(-2, -1) (or key.mT).",
     "hint_matmul": "Hint: a matrix product A @ B needs A's last axis to equal B's second-to-last. "
@@ -135,6 +140,8 @@ HINTS = {
     # in Chinese "<cell> 第 N 行：code": the student's process says it in their language)
     "front_transpose": r"(\bline \d+ of |第 \d+ 行)[^\n]*\.(transpose|swapaxes|swapdims)"
                        r"\(\s*\d+\s*,\s*\d+\s*\)",
+    # the student's own raise or assert (its line, as the restated error quotes it)
+    "own_raise": r"(\bline \d+ of |第 \d+ 行)[^\n]*\b(raise|assert)\b",
     "elementwise": r"(?s)must match the size of tensor b.*(\bline \d+ of |第 \d+ 行)[^\n]*"
                    r"[\w)\]]\s*\*(?![*=])\s*[\w(]",
 }
@@ -437,7 +444,7 @@ def _attention_answers(query, key, value):
     return _sdpa(q, k, v), _softmax(scores, dim=-1)
 
 
-def _check_attention(fn, query, key, value, label, **mask):
+def _check_attention(fn, query, key, value, label, hints=ATTENTION_HINTS, **mask):
     """Run fn(query, key, value, **mask) and compare (output, weights) with the reference.
     mask: {"mask": None} to pass the exercise's mask parameter by name, as "no mask" (this
     chapter's promise; chapter 4's checks pass real masks), or nothing."""
@@ -446,8 +453,8 @@ def _check_attention(fn, query, key, value, label, **mask):
     Lk, d_v = value.shape[-2:]
     batch = tuple(batch)
     dtype, device = query.dtype, query.device
-    result = _run(fn, query, key, value, name=name, hints=ATTENTION_HINTS,
-                  forbidden="attention", **mask)
+    result = _run(fn, query, key, value, name=name, hints=hints, forbidden="attention",
+                  **mask)
 
     out_shape, w_shape = (*batch, Lq, d_v), (*batch, Lq, Lk)
     if isinstance(result, torch.Tensor):   # the kind family: a tensor, not the pair
@@ -519,7 +526,9 @@ def cross_attention(scaled_dot_product_attention, seed=0, batch=(2, 3), Lq=3, Lk
                                       seed=seed, dtype=dtype, device=device)
     _check_attention(scaled_dot_product_attention, query, key, value,
                      label=MESSAGES["label_cross"].format(batch=_batch_text(batch), Lq=Lq,
-                                                          Lk=Lk, d_k=d_k, d_v=d_v))
+                                                          Lk=Lk, d_k=d_k, d_v=d_v),
+                     # a refusal of the student's own: of Lq != Lk, which cross-attention has
+                     hints=[("own_raise", "hint_cross_refused"), *ATTENTION_HINTS])
     passed(MESSAGES["cross_passed"].format(batch=_batch_text(batch), Lq=Lq, Lk=Lk, d_k=d_k,
                                            d_v=d_v, output=(*batch, Lq, d_v),
                                            weights=(*batch, Lq, Lk), dtype=dtype))

@@ -59,10 +59,13 @@ MESSAGES = translated(__name__) | {
                "repeat_interleave vs repeat, or the order of a reshape)",
     "times": "it is the right answer times {factor:.6g}{factor_is}",
     "plus": "it is the right answer plus {offset:.6g}{offset_is}",
-    "shifted": "it is the right answer moved by {k} position{s} along {axis} (off by {k}: "
-               "entry i holds what belongs at i {sign} {k})",
+    "shifted": "it is the right answer moved by {k} position{s} along {axis} (off by "
+               "{k_word}: entry i holds what belongs at i {sign} {k})",
+    # a small count in words ("off by one"), for shifted and runs; a larger one stays a number
+    "count_words": {"1": "one", "2": "two", "3": "three"},
     "complement": "it is the complement of the right mask (True/1 exactly where it should be "
-                  "False/0): check which value means 'may attend'",
+                  "False/0): the mask inverted (flipped, as if negated with ~); check which "
+                  "value means 'may attend'",
     "diagonal": "the triangle's diagonal is off by {k}: your mask is the right one with "
                 "its diagonal moved {direction} by {k} (diagonal={got} where {want} is "
                 "right)",
@@ -76,10 +79,11 @@ MESSAGES = translated(__name__) | {
                  "entries ({kinds}), {where}",
     "nonfinite_region": "all of them in {region}: {covered}",
     "runs": "each run of True along {axis} is {k} position{s} {longer} than it should be "
-            "(off by {k}: a bound such as p < length written p <= length, or the reverse)",
+            "(off by {k_word}: a bound such as p < length written p <= length, or the "
+            "reverse)",
     "runs_complement": "it is the complement of the right mask (True where it should be "
-                       "False), and besides each run of True along {axis} is {k} position{s} "
-                       "{longer} than in that complement (off by {k})",
+                       "False), the mask inverted, and besides each run of True along {axis} is "
+                       "{k} position{s} {longer} than in that complement (off by {k_word})",
     "overflow": "a number your code writes does not fit in {dtype}: its finite values end at "
                 "-{top:.6g} and {top:.6g}, so {dtype} cannot hold it (torch.finfo({dtype}).min "
                 "and .max are the extreme values it can)",
@@ -93,7 +97,9 @@ MESSAGES = translated(__name__) | {
     # fewer_axes, kind (chapter 3)
     "reduced": "it is the right answer {how}: the answer keeps that axis",
     "merged": "it is the right answer with {first} and {second} merged into one axis of "
-              "{size} = {first} * {second} entries: keep them apart",
+              "{size} = {first} * {second} entries: keep them apart ({first} and {second} "
+              "flattened together, as flatten({axis}) or a reshape that joins axis {axis} with "
+              "the next does)",
     "kind": "{what} {outcome} where the exercise documents {documented}",
     "kind_item": " (.item() gives the Python number a one-element tensor holds)",
     "kind_none": " (a return statement is missing, or returns nothing)",
@@ -238,6 +244,12 @@ MESSAGES = translated(__name__) | {
                     "a random step runs where the exercise has none, or in eval mode (a "
                     "dropout: F.dropout's training= is True unless given; nn.Dropout follows "
                     ".train() and .eval())",
+    # a None used as an object with a length (error_reason)
+    "error_none_object": "a None is used where an object with a length is expected (len() of "
+                         "it): an argument left at its default None that must first be "
+                         "replaced by a fresh object of its own, as a cache=None becomes a "
+                         "fresh, empty cache (KVCache()) for the first call, or a function "
+                         "that returns nothing",
     # which name is None on the student's line (error_reason)
     "error_none_name": "; on that line, `{name}` is None",
     "error_none_names": "; on that line, one of {names} is None",
@@ -258,6 +270,14 @@ MESSAGES = translated(__name__) | {
     "count_off_by_one": " = {num}/{den}: as if a sum were divided by {den} where it should be "
                         "divided by {num} (a count off by one: a mean over {den} items where "
                         "{num} are averaged, or the other way round)",
+    # constant (a factor that is a count of entries, any chapter)
+    "count_summed": " (a whole number: as if {count} entries were summed where their mean is "
+                    "asked for, i.e. summed instead of averaged: the division by the count of "
+                    "the averaged entries is left out, or the mean runs over fewer axes than "
+                    "the sum)",
+    "count_averaged": " = 1/{count}: as if {count} entries were averaged where their sum is "
+                      "asked for (a mean, a division by their count, where the sum itself is "
+                      "right)",
     # error_reason: a tuple used as a tensor; a view's size that is none of the call's
     "error_tuple_attribute": "a {what} has no .{attribute}: a {what} is used where one tensor "
                              "is expected; a function that returns several values, such as "
@@ -271,6 +291,12 @@ MESSAGES = translated(__name__) | {
                               "{axis} of the view) the sizes fit: that size was read from "
                               "another tensor or quantity than the one reshaped (read each "
                               "tensor's sizes from its own .shape)",
+    # error_reason: an error the student's own raise or assert gave (the check's inputs are
+    # ones the exercise allows)
+    "error_own_refusal": "the error comes from a raise (or an assert) in your own code: it "
+                         "refused the inputs of this call, which are valid ones for the "
+                         "exercise, so the condition that guards it tests the wrong sizes or "
+                         "tensors (compare it with the sizes the exercise says must agree)",
     # error_cause: the likely mistake behind an error, from its sizes and the student's line
     "raised_cause": "\nLikely cause: {cause}.",
     "cause_untransposed": "`{operand}` enters the product untransposed: its second-to-last "
@@ -394,6 +420,7 @@ MESSAGES = translated(__name__) | {
     "part_last": "the last {count}",
     # Formula's sentences (formulas.py words each step's description and label)
     "formula_left_out": "the {name} step is left out",
+    "formula_left_out_meaning": "the {name} step is left out: {meaning}",
     "formula_changed": "the {name} step {description}",
     "formula_pair": "{first}, and {second}",
     "formula_input_swap": "the input {used} is used in place of {meant}",
@@ -894,6 +921,18 @@ def _count_off_by_one(factor, largest=64):
     return ""
 
 
+def _count_of_entries(factor, largest=4096):
+    """" (a whole number: as if 12 entries were summed ...)" for a factor that is a whole
+    number n >= 3, or " = 1/n: ... averaged ..." for its inverse (n <= largest): what a sum
+    taken in place of a mean (or the reverse) gives when the count n is no named quantity
+    (e.g. batch x queries); "" for any other factor."""
+    for value, key in ((factor, "count_summed"), (1 / factor, "count_averaged")):
+        count = round(value)
+        if 3 <= count <= largest and math.isclose(value, count, rel_tol=1e-6):
+            return MESSAGES[key].format(count=count)
+    return ""
+
+
 def constant(actual, expected, same, dims):
     """The constant family: actual = c * expected, or actual = expected + c (c != 0)."""
     if tuple(actual.shape) != tuple(expected.shape) or expected.numel() < 2:
@@ -906,7 +945,7 @@ def constant(actual, expected, same, dims):
         factor = float((a * e).sum()) / norm
         if abs(factor - 1) > 1e-9 and factor != 0 and same(actual, e * factor):
             return MESSAGES["times"].format(factor=factor, factor_is=_name_constant(
-                factor, dims) or _count_off_by_one(factor))
+                factor, dims) or _count_off_by_one(factor) or _count_of_entries(factor))
     offset = float((a - e).mean())
     if offset != 0 and same(actual, e + offset) and not same(actual, e):
         return MESSAGES["plus"].format(offset=offset, offset_is=_name_constant(offset, dims))
@@ -936,9 +975,15 @@ def shifted(actual, expected, same, dims, axes=None, most=3):
                     axis, 0, size - k)
                 if same(a, e) and not same(moved, e):
                     return MESSAGES["shifted"].format(k=k, s="" if k == 1 else "s",
+                                                      k_word=_count_word(k),
                                                       axis=_axis_label(names[axis]),
                                                       sign="-" if sign > 0 else "+")
     return None
+
+
+def _count_word(k):
+    """A small count in words ("one" for 1: "off by one"), else the number itself."""
+    return MESSAGES["count_words"].get(str(k), str(k))
 
 
 def _triangle(matrix):
@@ -1052,6 +1097,19 @@ class Formula:
         """The step `name` as the sentences show it (a subclass translates it)."""
         return name
 
+    def left_out_meaning(self, name):
+        """What leaving out the step `name` means, in words ("" where the name says it; a
+        subclass words its steps')."""
+        return ""
+
+    def left_out(self, name):
+        """The sentence "the {name} step is left out", with what that means where known."""
+        meaning = self.left_out_meaning(name)
+        if meaning:
+            return MESSAGES["formula_left_out_meaning"].format(name=self.label(name),
+                                                               meaning=meaning)
+        return MESSAGES["formula_left_out"].format(name=self.label(name))
+
     def run(self, inputs, replace=None):
         """The output, with `replace` {step name: function} used in place of those steps."""
         value = None
@@ -1062,8 +1120,7 @@ class Formula:
     def changes(self):
         """[(sentence, step name, function)]: each step left out (the optional ones), then
         each done another way (the variants), one at a time."""
-        left_out = [(MESSAGES["formula_left_out"].format(name=self.label(name)), name,
-                     skip or (lambda value, _inputs: value))
+        left_out = [(self.left_out(name), name, skip or (lambda value, _inputs: value))
                     for name, skip in self.optional.items()]
         return left_out + [(MESSAGES["formula_changed"].format(name=self.label(name),
                                                                description=description),
@@ -1392,6 +1449,7 @@ def mask_runs(actual, expected, dims, axes=None, most=3):
                 if torch.equal(got[1], moved) and not torch.equal(moved, want[1]):
                     return MESSAGES[template].format(
                         axis=_axis_label(names[axis]), k=abs(k), s="" if abs(k) == 1 else "s",
+                        k_word=_count_word(abs(k)),
                         longer=MESSAGES["runs_longer" if k > 0 else "runs_shorter"])
     return None
 
@@ -1479,7 +1537,7 @@ def fewer_axes(actual, expected, same, dims, axes=None):
         if want[:axis] + (want[axis] * want[axis + 1],) + want[axis + 2:] == got and \
                 same(actual, expected.flatten(axis, axis + 1)):
             return MESSAGES["merged"].format(first=names[axis], second=names[axis + 1],
-                                             size=got[axis])
+                                             size=got[axis], axis=axis)
     return None
 
 
@@ -1777,6 +1835,12 @@ _PLAIN_ERRORS = (
 )
 
 
+def _own_refusal(code):
+    """Whether the student's line `code` is a raise or an assert of their own: the error is
+    their code refusing the inputs, not an operation that failed on them."""
+    return bool(re.match(r"\s*(raise\b|assert\b)", code or ""))
+
+
 def error_reason(message, dims, code=""):
     """What an error the student's code raised means, in the exercise's words: which
     operation met which sizes (each named by the quantity it equals, or the product of
@@ -1784,6 +1848,8 @@ def error_reason(message, dims, code=""):
     came from, which may show the cause (a reduction without keepdim=True). None for an
     error of another kind."""
     message = message or ""
+    if _own_refusal(code):
+        return MESSAGES["error_own_refusal"]
 
     def sized(key, **sizes):
         fields = {}
@@ -1857,7 +1923,8 @@ def error_reason(message, dims, code=""):
         size = int(found.group(2))
         return sized("error_index", index=int(found.group(1)), size=size, last=size - 1)
     if re.search(r"'NoneType'|NoneType\b", message):
-        return MESSAGES["error_none"] + _none_on_line(message, code)
+        return (_none_as_object(message) or MESSAGES["error_none"]) + _none_on_line(message,
+                                                                                     code)
     if "a leaf Variable that requires grad is being used in an in-place operation" in message:
         return _leaf_written(code, view="a view of a leaf" in message)
     found = re.search(r"split_sizes to sum exactly to (\d+) .*split_sizes=\[([\d, ]*)\]",
@@ -2086,6 +2153,13 @@ def unrepeatable(what, first, second, same):
     # (no count of the entries that differ: it follows the random state, and the kit's
     # message must be the grader's)
     return MESSAGES["unrepeatable"].format(what=what)
+
+
+def _none_as_object(message):
+    """error_reason's sentence for a None used as an object that has a length (len() of
+    it): an argument left at None that the function should have replaced by a fresh object
+    of its own (a cache); "" for any other NoneType error."""
+    return MESSAGES["error_none_object"] if "'NoneType' has no len()" in message else ""
 
 
 def _none_on_line(message, code):

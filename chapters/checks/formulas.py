@@ -106,6 +106,16 @@ MESSAGES = translated(__name__) | {
         "weights": "weights",
         "zeroing of the masked weights": "zeroing of the masked weights",
     },
+    # what leaving out a step means, where its name alone does not say it (diagnose.Formula's
+    # "the {name} step is left out: {meaning}"); the keys are the steps' code names
+    "left_out_means": {
+        "mask": "no mask is applied (the mask was not used, or not passed on to the function "
+                "that applies it), so the masked keys are attended to as any other (with a "
+                "causal mask: the later, future positions too)",
+        "fill": "the masked scores are not filled before the softmax, so the softmax runs over "
+                "every key and the masked weights are only zeroed after it: the weights left no "
+                "longer sum to 1 (they are not renormalised)",
+    },
     "roles": {
         "query": "query",
         "key": "key",
@@ -250,7 +260,9 @@ MESSAGES = translated(__name__) | {
     "softmax_takes_maximum_along_last":
         "takes the maximum along the last axis instead of along dim",
     "softmax_sums_whole_tensor_along":
-        "sums the whole tensor instead of along dim: .sum(dim=dim, keepdim=True)",
+        "sums the whole tensor instead of along dim (the sum of all its entries, one number, "
+        "where each slice along dim needs its own sum so that it sums to 1): .sum(dim=dim, "
+        "keepdim=True)",
     "softmax_sums_along_last_axis": "sums along the last axis instead of along dim",
     "softmax_divides_sum_exp_scores":
         "divides by the sum of exp(scores) without the maximum subtracted (the numerator and the "
@@ -668,6 +680,20 @@ MESSAGES = translated(__name__) | {
         "before it was cached",
     "equivariance_uses_inverse_permutation_argsort":
         "uses the inverse permutation (argsort(perm))",
+    "equivariance_compares_with_permuted_input":
+        "compares with the permuted input x[:, perm] instead of the permuted output "
+        "layer(x)[:, perm] (the layer's output for the unpermuted tokens)",
+    "equivariance_first_example_only":
+        "takes the largest entry of the first example of the batch only (index 0 of the "
+        "batch axis) instead of the largest over every example of the whole batch",
+    "sinusoidal_exponent_not_divided":
+        "uses the frequencies base ** (-2 i): the exponent 2i is not divided by d_model "
+        "(w_i = base ** (-2 i / d_model))",
+    "cached_attention_rotates_keys_after_append":
+        "rotates the keys after the append instead of before it: the cache holds them "
+        "unrotated, and every key of the whole cache is turned by the new positions, each "
+        "cached key rotated again at the new token's position instead of its own; rotate the "
+        "new keys before they go into the cache",
     "equivariance_subtracts_other_way_round":
         "subtracts the other way round (layer(x)[:, perm] - layer(x[:, perm]))",
     "equivariance_takes_mean_largest_entry": "takes the mean instead of the largest entry",
@@ -796,6 +822,14 @@ MESSAGES = translated(__name__) | {
     "block_dropout_applies_sum_x":
         "the dropout applies to the sum x + sublayer(x) instead of the sublayer's output before "
         "it is added to x",
+    "block_dropout_on_sum_attention":
+        "the attention sublayer's dropout applies to the residual stream, the sum x + "
+        "attn(norm1(x)) (x = drop(x + attn(norm1(x)))), instead of to the sublayer's output "
+        "before it is added to x (x = x + drop(attn(norm1(x))))",
+    "block_dropout_on_sum_feed_forward":
+        "the feed-forward sublayer's dropout applies to the residual stream, the sum x + "
+        "ffn(norm2(x)) (x = drop(x + ffn(norm2(x)))), instead of to the sublayer's output "
+        "before it is added to x (x = x + drop(ffn(norm2(x))))",
     "block_dropout_acts_eval_mode":
         "dropout acts in eval mode (the masks of the grader's seed applied): use self.drop, or "
         "F.dropout(..., training=self.training), which eval() turns off",
@@ -865,6 +899,10 @@ MESSAGES = translated(__name__) | {
     "multihead_projection_twice":
         "applies {name}_proj twice ({name}_proj({name}_proj({role}))): each input is projected "
         "once",
+    "multihead_never_splits":
+        "is left out: the inputs are never split into heads, so all d_model features attend as "
+        "one single head, scaled by sqrt(d_model) instead of each of the num_heads heads by "
+        "sqrt(head_dim) (and with one weight matrix where there is one per head)",
     "multihead_output_projection_twice":
         "is applied twice (out_proj(out_proj(...))): W_O projects the merged heads once",
     "scale_which_head_dim":
@@ -904,6 +942,9 @@ class Formula(diagnose.Formula):
 
     def label(self, name):
         return MESSAGES["step_names"].get(name, name)
+
+    def left_out_meaning(self, name):
+        return MESSAGES["left_out_means"].get(name, "")
 
 
 # name -> function(dims, **options) -> Formula; each chapter's section adds its own
@@ -1272,6 +1313,13 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
             raise RuntimeError("num_heads == head_dim: the same split")
         return _with(st, **{n: _split_heads(st[n], D // h, "transpose") for n in "qkv"})
 
+    def one_head(st, _x):
+        """Never split: all d_model features attend as one head, so the scale (sqrt of the
+        head's features) is sqrt(d_model); no fit with grouped keys (g != h)."""
+        if g != h or h == 1:
+            raise RuntimeError("one head of all features: only where every head has its keys")
+        return _with(st, **{n: _split_heads(st[n], 1, "transpose") for n in "qkv"})
+
     def causal(st, x):
         """A causal mask of the student's own where the exercise passes none (no fit where
         a mask is given)."""
@@ -1344,7 +1392,8 @@ def multihead_formula(dims, num_heads, output=True, num_kv_heads=None):
                for name, role in (("q", "query"), ("k", "key"), ("v", "value"))}},
         "split into heads": {MESSAGES["multihead_reshapes_without_transpose"]: split("view"),
                              MESSAGES["multihead_interleaves_heads_features"]: split("interleaved"),
-                             MESSAGES["multihead_cuts_d_model_into"]: split_by_head_dim},
+                             MESSAGES["multihead_cuts_d_model_into"]: split_by_head_dim,
+                             MESSAGES["multihead_never_splits"]: one_head},
         "mask": {MESSAGES["multihead_adds_causal_mask_query"]: causal},
         "repeat of the key/value heads": {
             MESSAGES["multihead_tiles_key_value_heads"]: repeat(tiled=True)},
@@ -2571,6 +2620,15 @@ def cached_attention_formula(dims, num_heads, num_kv_heads, rotary=False, base=R
         st = new_queries(st, x)
         return _with(st, k=_rotate(st["k"], torch.arange(st["k"].shape[-2]), base))
 
+    def rotate_after_append(st, x):
+        # the new keys appended unrotated, then the whole cache (T keys) turned by the new
+        # positions: broadcast over the T keys where the call brings one new position
+        T, start = x["x"].shape[1], x["start"]
+        if start == 0 or T - start != 1:
+            _no_fit("the new positions broadcast over the cache only for one new position")
+        return _with(st, q=_rotate(st["q"], positions(x), base),
+                     k=_rotate(st["k"], torch.full((T,), start), base))
+
     def repeat(tiled=False):
         if tiled:
             return lambda st, _x: _with(st, **{n: st[n].repeat(1, h // g, 1, 1) for n in "kv"})
@@ -2616,7 +2674,8 @@ def cached_attention_formula(dims, num_heads, num_kv_heads, rotary=False, base=R
             MESSAGES["cached_attention_restarts_positions_0_every"]: rotate(restart=True),
             MESSAGES["cached_attention_rotates_values_too_rotary"]: rotate("qkv"),
             MESSAGES["cached_attention_rotates_keys_only_queries"]: rotate("k"),
-            MESSAGES["cached_attention_reads_len_cache_after"]: rotate(after=True)}
+            MESSAGES["cached_attention_reads_len_cache_after"]: rotate(after=True),
+            MESSAGES["cached_attention_rotates_keys_after_append"]: rotate_after_append}
         if base != ROTARY_BASE:
             variants["rotary"][MESSAGES["ignores_base"].format(
                 base=base, default=ROTARY_BASE)] = rotate(turn=ROTARY_BASE)
@@ -2657,7 +2716,9 @@ def equivariance_formula(dims):
              ("largest entry", lambda d, _x: d.max().reshape(1))]
     variants = {"permutation of the output": {
                     MESSAGES["equivariance_uses_inverse_permutation_argsort"]:
-                        lambda _v, x: x["output"][:, x["perm"].argsort()]},
+                        lambda _v, x: x["output"][:, x["perm"].argsort()],
+                    MESSAGES["equivariance_compares_with_permuted_input"]:
+                        lambda _v, x: x["x"][:, x["perm"]]},
                 # the same size with the absolute value; the other sign without it
                 "difference": {MESSAGES["equivariance_subtracts_other_way_round"]:
                                    lambda out, x: out - x["permuted"]},
@@ -2667,6 +2728,8 @@ def equivariance_formula(dims):
                                   lambda d, _x: d.sum().reshape(1),
                                   MESSAGES["equivariance_takes_smallest_entry_largest"]:
                                   lambda d, _x: d.min().reshape(1),
+                                  MESSAGES["equivariance_first_example_only"]:
+                                  lambda d, _x: d[0].max().reshape(1),
                                   MESSAGES["equivariance_divides_largest_entry_largest"]:
                                   lambda d, x: (d.max() / x["output"].abs().max()).reshape(1),
                                   MESSAGES["equivariance_takes_norm_differences_root"]:
@@ -2786,6 +2849,7 @@ def sinusoidal_formula(dims, d_model, base=ROTARY_BASE):
             table(base=ROTARY_BASE))
     variants["table"].update({
         MESSAGES["sinusoidal_uses_frequencies_base_4"]: table(exponent=4.0),
+        MESSAGES["sinusoidal_exponent_not_divided"]: table(width=1),
         MESSAGES["sinusoidal_uses_frequencies_base_2"]:
             table(exponent=-2.0),
         MESSAGES["sinusoidal_counts_pairs_i_from"]:
@@ -2996,6 +3060,13 @@ def block_formula(dims, num_heads, num_kv_heads, training=False):
             MESSAGES["block_dropout_applies_sum_x"]: {
                 "attention dropout": lambda st, _x: st,
                 "first residual": sum_dropped("a"),
+                "feed-forward dropout": lambda st, _x: st,
+                "second residual": lambda st, x: sum_dropped("f")(st, x)["x"]},
+            # the same in one sublayer only (the other one's dropout where it belongs)
+            MESSAGES["block_dropout_on_sum_attention"]: {
+                "attention dropout": lambda st, _x: st,
+                "first residual": sum_dropped("a")},
+            MESSAGES["block_dropout_on_sum_feed_forward"]: {
                 "feed-forward dropout": lambda st, _x: st,
                 "second residual": lambda st, x: sum_dropped("f")(st, x)["x"]}})
     else:

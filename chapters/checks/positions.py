@@ -321,7 +321,7 @@ def _negated(state):
 def _equivariance_answers(state, d_model, num_heads, positions, x, perm):
     """For the plain layer, the one with positions and that one negated (_negated): (expected
     gap, size of the outputs, the formula's inputs: {"output": layer(x), "permuted":
-    layer(x[:, perm]), "perm": perm}, whose steps done another way name a wrong gap)."""
+    layer(x[:, perm]), "perm": perm, "x": x}, whose steps done another way name a wrong gap)."""
     state64 = {n: t.double() for n, t in state.items()}
     answers = []
     for weights, pos in ((state64, None), (state64, positions.double()),
@@ -331,7 +331,8 @@ def _equivariance_answers(state, d_model, num_heads, positions, x, perm):
             out, permuted = layer(x.double()), layer(x.double()[:, perm])
         diff = (permuted - out[:, perm]).abs()
         answers.append((diff.max().item(), out.abs().max().item(),
-                        {"output": out, "permuted": permuted, "perm": perm}))
+                        {"output": out, "permuted": permuted, "perm": perm,
+                         "x": x.double()}))
     return answers
 
 

@@ -181,7 +181,8 @@ BUGS = {
         cells={"masked_softmax": _softmax('''    return torch.softmax(scores, dim=-1) * mask
 ''')},
         fails=["test_masked_softmax", "test_scaled_dot_product_attention", "test_invariances"],
-        diagnosis=r"when the fill step is left out\.",
+        diagnosis=r"when the fill step is left out: the masked scores are not filled before the "
+                  r"softmax, so .*\(they are not renormalised\)\.",
     ),
     "padding_mask_le": Bug(
         cells={"padding_mask": '''def padding_mask(lengths, max_len):
