@@ -212,13 +212,16 @@ student-branch: $(DOWNLOADS)
 # subprocess (nbgrader's kernels, pip, Chromium, a sandbox), about a quarter of the run
 # (bench/CI_TIMES.md); --dist loadgroup keeps the tests that share a costly module fixture
 # on one worker (tests/conftest.py: work_unit, ONE_WORKER); the log ends with the slowest
-# twenty tests (issue 19: each made cheaper or its cost explained).
+# twenty tests (issue 19: each made cheaper or its cost explained), and every test's time
+# (setup, call and teardown together) is kept in _build/test-times.xml (JUnit XML: where the
+# next run's minutes went, without running the suite again).
 TEST_WORKERS ?= 3
 test: $(STAMP) $(DOWNLOADS) $(MATHJAX)
 	$(BIN)/python _ext/execute_chapters.py
 	$(BIN)/python _ext/execute_chapters.py --language zh_CN
 	$(MAKE) -j2 $(BOOK) $(CLASS_BOOK) $(ZH_BOOK) $(ZH_CLASS_BOOK)
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=20
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=20 \
+	  --junit-xml=_build/test-times.xml
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_mha.py --output bench/README.md

@@ -14,6 +14,8 @@ import json
 import os
 import re
 import shutil
+from pathlib import Path
+from unittest import mock
 
 import pytest
 import torch
@@ -114,14 +116,34 @@ def run_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def course_release(run_dir, tmp_path_factory):
+def recorded_fixtures(run_dir):
+    """recorded_fixtures(out_dir, chapters) -> {chapter: out_dir/<chapter>.npz}, as
+    kit.record(out_dir, chapters) writes them: each chapter's fixtures recorded once per test
+    run (kit.record of that chapter alone, 3-15 s of CPU: byte for byte what a recording of
+    several chapters writes for it) and copied. The releases of course_release and the kits
+    of tests/test_kit.py would each record their chapters again."""
+    from autograde.kit import record as record_now  # (course_release puts `record` there)
+
+    def record(out_dir, chapters):
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for chapter in chapters:
+            made = made_once(run_dir, f"fixtures-{chapter}",
+                             lambda folder, chapter=chapter: record_now(folder, [chapter]))
+            shutil.copy2(made / f"{chapter}.npz", out_dir / f"{chapter}.npz")
+        return {chapter: out_dir / f"{chapter}.npz" for chapter in chapters}
+    return record
+
+
+@pytest.fixture(scope="session")
+def course_release(run_dir, tmp_path_factory, recorded_fixtures):
     """course_release(*chapters) -> a course directory of the caller's own with those chapters
     released (none named: every chapter), as autograde.course.release makes it.
 
-    Each set of chapters is released once per test run (about 7 s of CPU for one chapter,
-    15 s for all) and copied for each caller (5 MB, well under a second): a test may change
-    its copy."""
-    from autograde import course
+    Each set of chapters is released once per test run (about 30 s of CPU for all, with each
+    chapter's fixtures recorded once per run: recorded_fixtures) and copied for each caller
+    (5 MB, well under a second): a test may change its copy."""
+    from autograde import course, kit
 
     def release(*chapters):
         chosen = sorted(chapters) if chapters else course.assignments()
@@ -129,7 +151,8 @@ def course_release(run_dir, tmp_path_factory):
 
         def make(folder):
             folder.mkdir(parents=True)
-            course.release(folder, chosen)
+            with mock.patch.object(kit, "record", recorded_fixtures):  # recorded once a run
+                course.release(folder, chosen)
 
         made = made_once(run_dir, f"release-{key}", make)
         own = tmp_path_factory.mktemp(f"course-{key}")

@@ -22,12 +22,15 @@ No check may be tuned on this set: a mistake found here that a check should name
 into tests/submissions/, and the message is written for that copy.
 """
 import functools
+import json
 import re
 from pathlib import Path
 
 import pytest
+import torch
 
 from autograde import kit
+from tests.across_workers import made_once
 from tests.heldout import CHAPTERS, heldout, is_false_pass, module, sets
 from tests.heldout.fresh import CHAPTERS as FRESH_CHAPTERS
 from tests.submissions import catalogue, names
@@ -48,15 +51,38 @@ FRESH_MIN_BUGS = 65
 BLIND_MIN_BUGS_PER_CHAPTER = 10
 
 
-@functools.lru_cache(maxsize=None)
-def _results(assignment, kind, name, set_name="heldout"):
+def _graded(assignment, kind, name, set_name="heldout"):
     """{test grade_id: None, or the message of what it raised} of one held-out entry (kind:
-    "CORRECT" or "BUGS") of held-out set `set_name`, every test cell run whole; computed once
-    per session (the table reads the same results)."""
+    "CORRECT" or "BUGS") of held-out set `set_name`, every test cell run whole, from the
+    torch seed each test starts from (conftest's _seed_torch): the same results whichever
+    test grades it."""
     entry = getattr(module(set_name, assignment), kind)[name]
     cells = entry.cells if kind == "BUGS" else entry
     notebook = _notebook(assignment)
+    torch.manual_seed(0)
     return kit.run_visible_tests(notebook, kit.chapter_namespace(notebook, cells), hidden=True)
+
+
+# _graded once per process, for a caller outside pytest (measured_table() in a shell)
+_graded_here = functools.lru_cache(maxsize=None)(_graded)
+
+
+@pytest.fixture(scope="session")
+def heldout_results(run_dir):
+    """heldout_results(assignment, kind, name, set_name) -> _graded()'s results, computed
+    once per test run by whichever worker asks first (tests/across_workers.py): the
+    per-entry tests and the README tables read the same results (an lru_cache would grade
+    again, in the table's worker, every entry another worker graded: 90 s of CPU)."""
+    folder = run_dir / "heldout-results"
+    folder.mkdir(exist_ok=True)
+
+    def results(assignment, kind, name, set_name="heldout"):
+        def grade(path):
+            path.write_text(json.dumps(_graded(assignment, kind, name, set_name)))
+
+        made = made_once(folder, f"{set_name}-{assignment}-{kind}-{name}", grade)
+        return json.loads(made.read_text())
+    return results
 
 
 def _entries(kind):
@@ -133,30 +159,32 @@ def test_held_out_mistakes_are_not_in_the_catalogue(set_name, assignment):
 
 
 @pytest.mark.parametrize("set_name, assignment, name", list(_entries("CORRECT")))
-def test_correct_variant_gets_full_marks(set_name, assignment, name, capsys):
-    results = _results(assignment, "CORRECT", name, set_name)
+def test_correct_variant_gets_full_marks(heldout_results, set_name, assignment, name, capsys):
+    results = heldout_results(assignment, "CORRECT", name, set_name)
     assert results, f"{assignment} has no test cells"
     assert results == dict.fromkeys(results), {t: m for t, m in results.items() if m}
 
 
 @pytest.mark.parametrize("set_name, assignment, name", list(_entries("BUGS")))
-def test_bug_loses_the_points_of_its_cells(set_name, assignment, name, request, capsys):
+def test_bug_loses_the_points_of_its_cells(heldout_results, set_name, assignment, name, request,
+                                           capsys):
     bug = module(set_name, assignment).BUGS[name]
     assert bug.fails, f"{name} names no test cell it must fail"
     assert bug.diagnosis, f"{name} has no diagnosis"
     if is_false_pass(bug):
         request.applymarker(pytest.mark.xfail(strict=True, reason=bug.notes))
-    results = _results(assignment, "BUGS", name, set_name)
+    results = heldout_results(assignment, "BUGS", name, set_name)
     unknown = set(bug.fails) - set(results)
     assert not unknown, f"{name} names test cells the notebook lacks: {sorted(unknown)}"
     kept = {t for t in bug.fails if results[t] is None}
     assert not kept, f"{name} kept the points of {sorted(kept)}"
 
 
-def _named(assignment, name, set_name="heldout"):
-    """True when the first listed cell that `name` fails names the mistake."""
+def _named(assignment, name, set_name="heldout", graded=_graded_here):
+    """True when the first listed cell that `name` fails names the mistake (graded: what
+    grades an entry, _graded()'s arguments)."""
     bug = module(set_name, assignment).BUGS[name]
-    results = _results(assignment, "BUGS", name, set_name)
+    results = graded(assignment, "BUGS", name, set_name)
     if all(results.get(t) is None for t in bug.fails):
         return False  # a false pass: no message at all
     return names(bug, _first_failure(assignment, bug, results)[1])
@@ -178,35 +206,36 @@ def heldout_table(table=TABLE):
         table.search(README.read_text()).group(1))}
 
 
-def measured_table(assignments=CHAPTERS, set_name="heldout"):
-    """{chapter: (named, held-out bugs, percent)}, and "all" over every chapter."""
+def measured_table(assignments=CHAPTERS, set_name="heldout", graded=_graded_here):
+    """{chapter: (named, held-out bugs, percent)}, and "all" over every chapter (graded: as
+    _named's)."""
     measured = {}
     for assignment in assignments:
         bugs = module(set_name, assignment).BUGS
-        named = sum(_named(assignment, name, set_name) for name in bugs)
+        named = sum(_named(assignment, name, set_name, graded) for name in bugs)
         measured[assignment] = (named, len(bugs))
     total = tuple(map(sum, zip(*measured.values())))
     measured["all"] = total
     return {a: (n, t, round(100 * n / max(t, 1))) for a, (n, t) in measured.items()}
 
 
-def test_readme_table_gives_each_chapters_named_held_out_bugs(capsys):
-    measured = measured_table()
+def test_readme_table_gives_each_chapters_named_held_out_bugs(heldout_results, capsys):
+    measured = measured_table(graded=heldout_results)
     rows = "\n".join(f"| {a} | {n} | {t} | {p}% |" for a, (n, t, p) in measured.items())
     assert heldout_table() == measured, f"README.md's heldout-named table should read:\n{rows}"
 
 
-def test_readme_table_gives_the_second_sets_named_bugs(capsys):
-    measured = measured_table(FRESH_CHAPTERS, "fresh")
+def test_readme_table_gives_the_second_sets_named_bugs(heldout_results, capsys):
+    measured = measured_table(FRESH_CHAPTERS, "fresh", heldout_results)
     rows = "\n".join(f"| {a} | {n} | {t} | {p}% |" for a, (n, t, p) in measured.items())
     assert heldout_table(FRESH_TABLE) == measured, \
         f"README.md's heldout-fresh-named table should read:\n{rows}"
 
 
-def test_readme_table_gives_the_blind_sets_named_bugs(capsys):
+def test_readme_table_gives_the_blind_sets_named_bugs(heldout_results, capsys):
     from tests.blind import CHAPTERS as BLIND_CHAPTERS
     assert BLIND_CHAPTERS == ALL_CHAPTERS, "the blind set covers every chapter"
-    measured = measured_table(BLIND_CHAPTERS, "blind")
+    measured = measured_table(BLIND_CHAPTERS, "blind", heldout_results)
     rows = "\n".join(f"| {a} | {n} | {t} | {p}% |" for a, (n, t, p) in measured.items())
     assert heldout_table(BLIND_TABLE) == measured, \
         f"README.md's blind-named table should read:\n{rows}"

@@ -314,11 +314,10 @@ def test_no_correct_variant_of_the_catalogue_is_flagged(notebooks_all):
 
 
 @pytest.fixture(scope="module")
-def notebooks_all(tmp_path_factory):
+def notebooks_all(released_course):
     """{chapter: (source notebook, released notebook, Assignment)} of every chapter, from
-    one release of the whole course."""
-    directory = tmp_path_factory.mktemp("all_chapters")
-    course.release(directory, course.assignments())
+    one release of the whole course (the one of the test run, read only)."""
+    directory = released_course
     return {ch: (*(json.loads((directory / kind / ch / f"{ch}.ipynb").read_text())
                    for kind in ("source", "release")),
                  Assignment.from_source(directory / "source" / ch / f"{ch}.ipynb"))

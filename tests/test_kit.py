@@ -24,20 +24,21 @@ ASSIGNMENTS = course.assignments()
 HARNESS = {assignment: Chapter(assignment) for assignment in ASSIGNMENTS}  # tests/chapter.py
 
 
-def _write_kits(root):
+def _write_kits(root, record):
     """Every chapter's kit as the package kit_<assignment> in `root`, with its fixtures
-    recorded from the reference solution (kit.record: every chapter's visible tests run)."""
-    fixtures = kit.record(root / "fixtures", ASSIGNMENTS)
+    recorded from the reference solution (record: kit.record, or conftest's
+    recorded_fixtures, every chapter's visible tests run once per test run)."""
+    fixtures = record(root / "fixtures", ASSIGNMENTS)
     for assignment in ASSIGNMENTS:
         kit.write_checks(root / f"kit_{assignment}",
                          course.checks_modules(assignment, kit_form=True), [fixtures[assignment]])
 
 
 @pytest.fixture(scope="session")
-def kits(run_dir):
+def kits(run_dir, recorded_fixtures):
     """{assignment: {alias: kit module}}, as each notebook names its checks modules (the kits
     written once per test run, imported by each worker)."""
-    root = made_once(run_dir, "kits", _write_kits)
+    root = made_once(run_dir, "kits", lambda folder: _write_kits(folder, recorded_fixtures))
     sys.path.insert(0, str(root))
     found = {}
     for assignment in ASSIGNMENTS:
