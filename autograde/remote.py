@@ -410,9 +410,8 @@ class Child:
             # text of the size it makes (checks.operations.line_shapes reads it back; a
             # message checks each entry, checks.diagnose._line_report), never a fault: a
             # lying report changes the words of a message, never a grade
-            shapes = reply.get("line_shapes", "")
-            exception.student_line_shapes = shapes if isinstance(shapes, str) and len(
-                shapes) <= operations.LINE_TEXT else ""
+            exception.student_line_shapes = operations.bounded_line_shapes(
+                reply.get("line_shapes", ""))
             raise exception
         try:
             value = wire.Decoder(buffers, self._ref)(reply.get("value"))

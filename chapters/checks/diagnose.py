@@ -1786,19 +1786,6 @@ def _leaf_written(code, view=False):
     return MESSAGES["error_leaf"]
 
 
-def _number_attribute(message):
-    """The explanation of an AttributeError on a Python number ('float' object has no
-    attribute 'backward', 'int' object has no attribute 'sqrt'): the value was made a plain
-    number where a tensor was needed (a loss taken with .item() before backward, d_k =
-    x.shape[-1] used as a tensor), not a name missing from the exercise's object; None for
-    any other message."""
-    found = re.search(r"'(float|int|bool|complex)' object has no attribute '(\w+)'", message)
-    if not found:
-        return None
-    return MESSAGES["error_number_attribute"].format(what=found.group(1),
-                                                     attribute=found.group(2))
-
-
 # Errors whose message alone says what went wrong: (pattern, MESSAGES key), the pattern's
 # named groups the template's fields; error_reason tries them in this order after its others
 # (a NoneType error among them first).
@@ -1819,6 +1806,12 @@ _PLAIN_ERRORS = (
      r"be tuple of ints, not float)", "error_float_size"),
     (r"cannot assign '[\w.]+' as parameter '(?P<parameter>\w+)'", "error_parameter"),
     (r"Boolean value of Tensor with more than one value is ambiguous", "error_ambiguous"),
+    # an AttributeError on a Python number ('float' object has no attribute 'backward'):
+    # the value was made a plain number where a tensor was needed (a loss taken with .item()
+    # before backward, d_k = x.shape[-1] used as a tensor), not a name the exercise's object
+    # lacks; before the general attribute row
+    (r"'(?P<what>float|int|bool|complex)' object has no attribute '(?P<attribute>\w+)'",
+     "error_number_attribute"),
     (r"'(?P<what>tuple|list)' object has no attribute '(?P<attribute>\w+)'",
      "error_tuple_attribute"),
     (r"'(?P<what>\w+)' object has no attribute '(?P<attribute>\w+)'", "error_attribute"),
@@ -1937,9 +1930,6 @@ def error_reason(message, dims, code=""):
         return MESSAGES["error_not_callable"].format(
             what=found.group(1), shape=MESSAGES["error_shape_call"]
             if found.group(1) == "torch.Size" else "")
-    number = _number_attribute(message)
-    if number:
-        return number
     found = re.search(r"(\w+)\(\) missing 1 required positional arguments?: [\"']?(\w+)",
                       message)
     if found:

@@ -176,6 +176,13 @@ LINE_SHAPES = 8
 LINE_TEXT = 1000
 
 
+def bounded_line_shapes(reported):
+    """`reported` (another process's line_shapes report) where it is text of at most
+    LINE_TEXT characters, else "": kept by the grader's proxy (autograde.remote) and checked
+    again where line_shapes reads it back."""
+    return reported if isinstance(reported, str) and len(reported) <= LINE_TEXT else ""
+
+
 def line_shapes(error, call=None):
     """The shapes on the line of the student's code that `error` came from (the innermost
     frame of its traceback that _is_students), as JSON text: {"call": [the torch function
@@ -197,8 +204,7 @@ def line_shapes(error, call=None):
     of at most LINE_TEXT characters (checked again, entry by entry, where a message reads
     them: checks.diagnose._line_report); "" where it reported none."""
     if hasattr(error, "student_traceback"):
-        reported = getattr(error, "student_line_shapes", "")
-        return reported if isinstance(reported, str) and len(reported) <= LINE_TEXT else ""
+        return bounded_line_shapes(getattr(error, "student_line_shapes", ""))
     frames, course, tb = [], _course_code(), error.__traceback__
     while tb is not None:
         if _is_students(tb.tb_frame.f_code.co_filename, course):
