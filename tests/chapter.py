@@ -18,6 +18,8 @@ import json
 import re
 import sys
 
+import torch
+
 from autograde import course, kit
 
 if str(course.CHAPTERS) not in sys.path:  # the grader's checks, as the notebooks import them
@@ -106,6 +108,17 @@ class Chapter:
         """{test grade_id: None, or the message of what it raised} of every test cell, in the
         notebook's order; hidden=False: their visible parts only."""
         return {gid: self.run(gid, namespace, hidden) for gid in self.tests}
+
+    def graded(self, cells=None):
+        """{"results": run_tests()'s of namespace(cells), hidden tests included, from torch
+        seed 0 (the same results whichever test grades them), "tables": how many non-empty
+        per-bug tables the checks consulted (checks.common.TABLES_CONSULTED): with none, the
+        tables switched off give the same results}."""
+        common = checks_module("common")
+        before = common.TABLES_CONSULTED
+        torch.manual_seed(0)
+        results = self.run_tests(self.namespace(cells))
+        return {"results": results, "tables": common.TABLES_CONSULTED - before}
 
 
 HIDDEN_MARKER = "### BEGIN HIDDEN TESTS"

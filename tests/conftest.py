@@ -169,26 +169,35 @@ def released_course(course_release):
 
 
 @pytest.fixture(scope="session")
-def chapter_results(run_dir):
-    """chapter_results(assignment, cells) -> {test grade_id: None, or the message of what it
-    raised}: every test cell of the chapter run whole, hidden tests included, in its namespace
-    with `cells` ({solution grade_id: code}) in place of the reference (tests/chapter.py),
-    with the checks' seeds as written (no salt).
+def chapter_gradings(run_dir):
+    """chapter_gradings(assignment, cells) -> tests/chapter.py's Chapter.graded(cells):
+    {"results": every test cell of the chapter run whole, hidden tests included, in its
+    namespace with `cells` ({solution grade_id: code}) in place of the reference, with the
+    checks' seeds as written (no salt), "tables": how many non-empty per-bug tables the checks
+    consulted (none: the tables switched off give the same results)}.
 
     Computed once per test run, whichever worker asks first: tests/test_catalogue.py grades
-    every catalogue entry with it, and tests/test_fresh_inputs.py compares other salts with
-    the same verdicts."""
+    every catalogue entry with it (its families-alone column grades again only the entries
+    whose grading consulted a table), and tests/test_fresh_inputs.py compares other salts
+    with the same verdicts (chapter_results)."""
     from tests.chapter import Chapter
 
     chapters, folder = {}, run_dir / "chapter-results"
     folder.mkdir(exist_ok=True)
 
-    def results(assignment, cells):
+    def graded(assignment, cells):
         key = hashlib.sha256(json.dumps([assignment, sorted(cells.items())]).encode())
 
         def run(path):
             chapter = chapters.setdefault(assignment, Chapter(assignment))
-            path.write_text(json.dumps(chapter.run_tests(chapter.namespace(cells))))
+            path.write_text(json.dumps(chapter.graded(cells)))
 
         return json.loads(made_once(folder, key.hexdigest()[:32], run).read_text())
-    return results
+    return graded
+
+
+@pytest.fixture(scope="session")
+def chapter_results(chapter_gradings):
+    """chapter_results(assignment, cells) -> {test grade_id: None, or the message of what it
+    raised}: chapter_gradings()'s results."""
+    return lambda assignment, cells: chapter_gradings(assignment, cells)["results"]

@@ -14,14 +14,13 @@ chapter_results fixture of tests/conftest.py: once per test run).
 
 Chapter modules are found by their files: a new chapter's catalogue needs no edit here.
 """
-import functools
 import re
 from pathlib import Path
 
 import pytest
 
-from autograde import course, kit
-from tests.chapter import checks_module
+from autograde import course
+from tests.chapter import Chapter, checks_module
 from tests.submissions import CHAPTERS, catalogue, named_by_family, names
 
 REPO = Path(__file__).resolve().parent.parent
@@ -130,17 +129,18 @@ def test_readme_table_gives_each_chapters_named_bugs(chapter_results):
     assert named_table() == measured, f"README.md's named-bugs table should read:\n{rows}"
 
 
-@functools.lru_cache(maxsize=None)
-def _results_without_tables(assignment, name):
+def _results_without_tables(grading, assignment, name):
     """_results() of a bug with the per-bug tables switched off (checks.common.TABLES, the
-    flag COURSE_BUG_TABLES=off sets): only the families of checks/diagnose.py name it."""
+    flag COURSE_BUG_TABLES=off sets): only the families of checks/diagnose.py name it.
+    grading: the bug's chapter_gradings() (tables on); one that consulted no non-empty table
+    gives its own results (the same with the tables off), else the bug is graded again as
+    chapter_gradings grades (tests/chapter.py's Chapter.graded), the tables off."""
+    if not grading["tables"]:
+        return grading["results"]
     common = checks_module("common")
-    bug = catalogue(assignment).BUGS[name]
-    notebook = _notebook(assignment)
     saved, common.TABLES = common.TABLES, False
     try:
-        return kit.run_visible_tests(notebook, kit.chapter_namespace(notebook, bug.cells),
-                                     hidden=True)
+        return Chapter(assignment).graded(catalogue(assignment).BUGS[name].cells)["results"]
     finally:
         common.TABLES = saved
 
@@ -150,20 +150,20 @@ FAMILIES_TARGET = 75
 
 
 @pytest.mark.parametrize("assignment", CHAPTERS)
-def test_readme_table_gives_what_the_families_alone_name(assignment):
+def test_readme_table_gives_what_the_families_alone_name(chapter_gradings, assignment):
     """The column "Families alone", one chapter's row: the catalogued bugs that the first
     test cell they fail names through a family of checks/diagnose.py
     (tests.submissions.named_by_family) with the per-bug tables switched off. (The issue's
     target: 75% of every chapter.)
 
-    Every catalogued bug of the chapter graded once more, each test cell whole, with the
-    tables off (one chapter per test, so that the workers share the 300-odd gradings);
-    most chapters have no table left, but only a run tells which messages a table still
-    decides."""
+    Each catalogued bug's grading of the run (chapter_gradings, the tables on), graded once
+    more with the tables off only where it consulted a non-empty table (only a run tells
+    which messages a table still decides)."""
     bugs = catalogue(assignment).BUGS
     named = 0
     for name, bug in bugs.items():
-        results = _results_without_tables(assignment, name)
+        results = _results_without_tables(chapter_gradings(assignment, bug.cells), assignment,
+                                          name)
         if any(results[t] is not None for t in bug.fails if t in results):
             named += named_by_family(_first_failure(assignment, bug, results)[1])
     measured = (named, round(100 * named / max(len(bugs), 1)))
@@ -172,6 +172,27 @@ def test_readme_table_gives_what_the_families_alone_name(assignment):
         f"{measured[0]} ({measured[1]}%)")
     assert measured[1] >= FAMILIES_TARGET, (
         f"the families alone name less than {FAMILIES_TARGET}% of {assignment}: {measured}")
+
+
+def test_a_grading_that_consults_a_table_is_graded_again_without_it(monkeypatch):
+    """The column "Families alone" reuses a bug's grading only where it consulted no table:
+    06_kv's count_kv_as_mha, named by a table of kv's counts (put in here: their tables are
+    empty), is graded again with the tables off, and gets what it gets with no table."""
+    kv, chapter = checks_module("kv"), Chapter("06_kv")
+    bug = catalogue("06_kv").BUGS["count_kv_as_mha"]
+    plain = chapter.graded(bug.cells)
+    assert plain["tables"] == 0
+    assert _results_without_tables(plain, "06_kv", "count_kv_as_mha") is plain["results"]
+
+    tabled_message, answers = "a table's name of the mistake", kv._count_answers
+    counted = chapter.namespace(bug.cells)["count_gqa_parameters"]
+    monkeypatch.setattr(kv, "_count_answers", lambda configs: [
+        (expected, {tabled_message: counted(d, h, g, bias=bias)})
+        for (d, h, g, bias), (expected, _) in zip(configs, answers(configs))])
+    tabled = chapter.graded(bug.cells)
+    assert tabled["tables"] > 0
+    assert tabled_message in tabled["results"]["test_count_gqa_parameters"]
+    assert _results_without_tables(tabled, "06_kv", "count_kv_as_mha") == plain["results"]
 
 
 # ------------------------------------------------------------------ the float32 sqrt(d_k) rule

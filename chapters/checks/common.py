@@ -1036,8 +1036,7 @@ def expect_close(actual, expected, name, bugs=None, hint=None, dtype=None, scale
                                           hint=hint or MESSAGES["nonfinite_hint"]))
     if close(actual, expected, dtype, scale, condition):
         return
-    if not TABLES:  # measuring the families alone (tests/test_diagnose.py)
-        bugs = None
+    bugs = consulted(bugs)  # {} when measuring the families alone (tests/test_catalogue.py)
     matches = [message for message, candidate in (bugs or {}).items()
                if candidate is not None and close(actual, candidate, dtype, scale, condition)]
     if len(matches) == 1:
@@ -1257,10 +1256,23 @@ def current_dims():
     return dict(call.dims) if call is not None else {}
 
 
-# The per-bug tables (the `bugs` of expect_close) are on unless COURSE_BUG_TABLES=off: with
-# them off, only the families of checks/diagnose.py name a wrong output (the measurement of
-# tests/test_catalogue.py). Read here only.
+# The per-bug tables (the `bugs` of expect_close, of kv's counts) are on unless
+# COURSE_BUG_TABLES=off: with them off, only the families of checks/diagnose.py name a wrong
+# output (the measurement of tests/test_catalogue.py). Read by consulted() only.
 TABLES = os.environ.get("COURSE_BUG_TABLES", "on") != "off"
+# how many non-empty tables the checks consulted with TABLES on: a grading that consulted none
+# gives the same messages with them off (tests/chapter.py's Chapter.graded reads it)
+TABLES_CONSULTED = 0
+
+
+def consulted(table):
+    """A per-bug table ({message: what the mistake gives}) as a check reads it: {} with the
+    tables off; a non-empty one read with them on counts in TABLES_CONSULTED."""
+    global TABLES_CONSULTED
+    TABLES_CONSULTED += bool(TABLES and table)
+    return (table or {}) if TABLES else {}
+
+
 _STORED = None
 
 

@@ -777,7 +777,7 @@ def _judge_counts(rows, formula, mistakes, groups=None):
     if not wrong:
         return
     shown, got, expected, bugs = wrong[0]
-    for message in bugs if common.TABLES else ():
+    for message in common.consulted(bugs):
         if all(r[1] == r[3][message] for r in rows):
             fail(MESSAGES["count_bug"].format(shown=shown, got=got, expected=expected,
                                               message=message))
