@@ -641,6 +641,17 @@ class RemoteRuntime:
             return module.load_weights(weights)
         return self.local.load_weights(module, weights)
 
+    def repair_seconds(self, most):
+        """How long the repair family may search (checks.common._first_repair): `most`, or a
+        quarter of what is left of the test cell's time, or a tenth of the notebook's, where
+        less: a search that stops in time never costs a later cell its time."""
+        now, limits = time.monotonic(), [most]
+        if self.child.test_deadline is not None:
+            limits.append((self.child.test_deadline - now) / 4)
+        if self.child.deadline is not None:
+            limits.append((self.child.deadline - now) / 10)
+        return max(0.0, min(limits))
+
     def mutants(self, obj):
         """The repair family's variants of the student's object, made where it lives."""
         if isinstance(obj, RemoteRef):

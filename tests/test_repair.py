@@ -108,12 +108,15 @@ def test_each_operator_finds_and_describes_its_edit():
         (ratio, "reads_a"), (softmax_rows, "extra_line"))}
     assert said["softmax_axis"] == (
         "line 2 of your `softmax_axis`: `weights = x.softmax(dim=1)` \u2014 with `-1` in place "
-        "of `1` this check passes: the step runs along another axis than it should.")
+        "of `1` (the line then reads `weights = x.softmax(dim=-1)`) this check passes: the "
+        "step runs along another axis than it should.")
     assert said["no_transpose"].startswith(
         "line 2 of your `no_transpose`: `product = q @ k` \u2014 with `k.transpose(-2, -1)` in "
-        "place of `k` this check passes: a transpose is missing.\nno_transpose raised")
-    assert "with `a / (b.abs() + 1)` in place of `(b.abs() + 1) / a` this check passes: " \
-           "the operands should be in the other order" in said["swapped"]
+        "place of `k` (the line then reads `product = q @ k.transpose(-2, -1)`) this check "
+        "passes: a transpose is missing.\nno_transpose raised")
+    assert "with `a / (b.abs() + 1)` in place of `(b.abs() + 1) / a` (the line then reads " \
+           "`return a / (b.abs() + 1)`) this check passes: the operands should be in the " \
+           "other order" in said["swapped"]
     assert "it reads `a` where it should read `b`" in said["reads_a"]
     assert said["extra_line"].startswith(
         "line 3 of your `extra_line`: `e = e - e.mean()` \u2014 without this line this check "
@@ -123,7 +126,8 @@ def test_each_operator_finds_and_describes_its_edit():
 def test_a_method_of_the_students_class_is_repaired():
     message = _message(doubled, _student()["Twice"])
     assert message == ("line 2 of your `Twice.forward`: `return x + x.flip(0)` \u2014 with "
-                       "`x` in place of `x.flip(0)` this check passes: the `flip` step should "
+                       "`x` in place of `x.flip(0)` (the line then reads `return x + x`) this "
+                       "check passes: the `flip` step should "
                        "not be there.")
 
 
@@ -216,6 +220,18 @@ def test_the_grader_names_the_same_edit_as_the_kit(child):
         remote = [_message(check, child.lookup(name)) for check, name in cases]
     assert remote == local
     assert sum("this check passes" in message for message in remote) == 5
+
+
+def test_the_graders_search_stops_well_before_the_cells_and_the_notebooks_time():
+    import time
+    from types import SimpleNamespace
+    now = time.monotonic()
+    for test, notebook, most in ((None, None, 60), (now + 40, None, 10), (now + 40, now + 50, 5),
+                                 (now - 1, None, 0)):
+        child = SimpleNamespace(test_deadline=test, deadline=notebook)
+        assert RemoteRuntime(child, common.LOCAL).repair_seconds(60) == pytest.approx(
+            most, abs=0.1)
+    assert common.LOCAL.repair_seconds(60) == 60
 
 
 def test_the_repair_sentence_is_a_family():

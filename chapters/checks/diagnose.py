@@ -78,7 +78,8 @@ MESSAGES = translated(__name__) | {
     # the repair family (checks.repair: the one edit of the student's code with which the
     # check passes); "repair" leads, one clause per kind of edit follows
     "repair": "line {line} of your `{function}`: `{code}` \u2014 with `{after}` in place of "
-              "`{before}` this check passes: {clause}",
+              "`{before}`{reads} this check passes: {clause}",
+    "repair_reads": " (the line then reads `{edited}`)",
     "repair_delete": "line {line} of your `{function}`: `{code}` \u2014 without this line "
                      "this check passes: {clause}",
     "repair_clause": {
@@ -1359,7 +1360,10 @@ def repaired(about):
     autograder bounded text from the student's process: checks.common.repair_descriptions)."""
     kind = about["kind"]
     fields = {key: about[key] for key in ("line", "function", "code", "before", "after",
-                                          "step")}
+                                          "step", "edited")}
+    # (the whole edited line, where the edit is a part of it)
+    fields["reads"] = (MESSAGES["repair_reads"].format(edited=about["edited"])
+                       if about["edited"] and about["edited"] != about["after"] else "")
     if kind == "unwrap" and about["step"] in ("transpose", "T", "mT", "permute", "t"):
         clause = MESSAGES["repair_unwrap_transpose"]
     else:

@@ -31,7 +31,7 @@ KINDS = ("axis", "number", "unwrap", "transpose", "swap", "operator", "unary", "
          "name", "keyword", "delete")
 
 # most mutants kept per function (the first ones, in KINDS' order)
-MOST = 200
+MOST = 120
 
 # calls whose integer arguments (positional or dim=/axis=) are axes; those whose first
 # positional argument is the tensor (torch.softmax(x, 1)) have it skipped
@@ -134,7 +134,8 @@ class _Sites:
     ast.walk's order, the same on every copy)."""
 
     def __init__(self, tree, names, attributes):
-        self.tree, self.names, self.attributes = tree, names, attributes
+        self.tree, self.attributes = tree, attributes
+        self.names = dict(names)   # {name: the line it is first bound on}
         self.nodes = list(ast.walk(tree))
         self.index = {id(node): i for i, node in enumerate(self.nodes)}
         self.parents = _parents(tree)
@@ -313,8 +314,9 @@ class _Sites:
             parent = self.parents.get(node)
             if isinstance(parent, ast.Call) and parent.func is node:
                 return
-            for other in self.names:
-                if other != node.id and other not in NOT_SWAPPED:
+            for other, bound in self.names.items():
+                # (a name bound only later is not what this line meant to read)
+                if other != node.id and other not in NOT_SWAPPED and bound < node.lineno:
                     self.add("name", node, lambda old, o=other: ast.Name(o, ast.Load()))
         elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load)
               and isinstance(node.value, ast.Name) and node.value.id == "self"
@@ -326,14 +328,20 @@ class _Sites:
 
 
 def _local_names(function):
-    """The function's parameters and the names it assigns, in the order they appear."""
+    """[(name, the line it is first bound on)] of the function's parameters (its `def`
+    line) and the names it assigns, in the order they appear."""
     arguments = function.args
-    names = [a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)]
-    names += [a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None]
-    for node in ast.walk(function):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            names.append(node.id)
-    return list(dict.fromkeys(names))
+    names = [(a.arg, function.lineno) for a in (*arguments.posonlyargs, *arguments.args,
+                                               *arguments.kwonlyargs)]
+    names += [(a.arg, function.lineno) for a in (arguments.vararg, arguments.kwarg)
+              if a is not None]
+    stored = sorted((node.lineno, node.col_offset, node.id) for node in ast.walk(function)
+                    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store))
+    names += [(name, line) for line, _, name in stored]
+    first = {}
+    for name, line in names:
+        first.setdefault(name, line)
+    return list(first.items())
 
 
 def _self_attributes(trees):
