@@ -60,6 +60,10 @@ CHILD = {
     "given": Operation(("path", "args", "kwargs"), (), ("value",),
                        "the course's own function or class (checks.operations."
                        "resolve_given), called on the grader's arguments"),
+    "mutants": Operation(("target",), (), ("value",),
+                         "the repair family's one-edit variants of a function, class or module "
+                         "of the student's (checks.operations.mutants): [[mutant, "
+                         "description]], the mutants as new objects of this process"),
     "backward": Operation(("call", "grads"), (), ("value",),
                           "the gradients of a grad call's inputs, given those of its "
                           "outputs"),

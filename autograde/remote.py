@@ -33,7 +33,7 @@ SANDBOX_MODULES = ("__init__.py", "sandbox.py", "protocol.py", "wire.py", "trees
 # operations on the student's objects (chapters.checks.operations), at the same place as in
 # the repository. No catalogue and no other module is bound: each child is sent its
 # sentences' templates in its notebook's language (child_messages).
-SANDBOX_CHECKS = ("nested.py", "operations.py")
+SANDBOX_CHECKS = ("nested.py", "operations.py", "repair.py")
 SANDBOX_FILES = {PACKAGE / name: f"/grader/autograde/{name}" for name in SANDBOX_MODULES} | {
     CHECKS / name: f"/grader/chapters/checks/{name}" for name in SANDBOX_CHECKS}
 
@@ -570,6 +570,11 @@ class RemoteRef:
                                                   weights=weights)
         return self._child.request(message, buffers)[1]
 
+    def mutants(self):
+        """checks.operations.mutants() of this object, made in the student's process: what
+        it sent back, [[RemoteRef of a mutant, description]] (checks.common checks it)."""
+        return self._child.request(request("mutants", target=_target(self)))[1]
+
     def __call__(self, *args, **kwargs):
         grad_inputs = [t for t in wire.tensors((list(args), kwargs)) if t.requires_grad]
         grad = bool(grad_inputs) and torch.is_grad_enabled()
@@ -634,6 +639,23 @@ class RemoteRuntime:
         if isinstance(module, RemoteRef):
             return module.load_weights(weights)
         return self.local.load_weights(module, weights)
+
+    def repair_seconds(self, most):
+        """How long the repair family may search (checks.common._first_repair): `most`, or a
+        quarter of what is left of the test cell's time, or a tenth of the notebook's, where
+        less: a search that stops in time never costs a later cell its time."""
+        now, limits = time.monotonic(), [most]
+        if self.child.test_deadline is not None:
+            limits.append((self.child.test_deadline - now) / 4)
+        if self.child.deadline is not None:
+            limits.append((self.child.deadline - now) / 10)
+        return max(0.0, min(limits))
+
+    def mutants(self, obj):
+        """The repair family's variants of the student's object, made where it lives."""
+        if isinstance(obj, RemoteRef):
+            return obj.mutants()
+        return self.local.mutants(obj)
 
     def kind(self, obj):
         return obj.remote_kind if isinstance(obj, RemoteRef) else self.local.kind(obj)

@@ -471,6 +471,13 @@ class Child:
         return {"_value": target(*decode(message["args"]), **decode(message["kwargs"])),
                 "_has_value": True}
 
+    def op_mutants(self, message, decode):
+        """checks.operations.mutants() of an object: its one-edit variants, made here where
+        its source is, sent back as new objects with their descriptions (data the grader
+        bounds and only words a message with: checks.common.repair_descriptions)."""
+        target = self._deref(message["target"])
+        return {"_value": operations.mutants(target), "_has_value": True}
+
     def op_backward(self, message, decode):
         inputs, outputs = self.calls[int(message["call"])]
         grads = decode(message["grads"])

@@ -52,7 +52,8 @@ def zero_masked_in_place(scores, mask):
 def child(tmp_path_factory):
     release = tmp_path_factory.mktemp("release")
     (release / "runtime" / "checks").mkdir(parents=True)
-    for name in ("__init__.py", "common.py", "nested.py", "operations.py"):  # every release's
+    for name in ("__init__.py", "common.py", "nested.py", "operations.py",  # every release's
+                 "repair.py"):
         shutil.copy(CHECKS / name, release / "runtime" / "checks" / name)
     zygote = Zygote(release, slot=6)
     child = zygote.spawn("runtime", {"call_seconds": 30})

@@ -144,18 +144,25 @@ def test_the_sandbox_holds_no_judging_code_of_the_checks():
     imported = {n for name, names in _imports_of(PACKAGE / "sandbox.py")
                 if name == "chapters.checks" for n in names}
     assert imported == {"nested", "operations"}
+    # (repair: the repair family's edits of the student's code, made where it lives; pure
+    # code that reads and writes code, holding no answer and no message)
     assert {Path(p).name for p, target in remote.SANDBOX_FILES.items()
-            if "/chapters/" in target} == {"nested.py", "operations.py"}
+            if "/chapters/" in target} == {"nested.py", "operations.py", "repair.py"}
     operations = (PACKAGE.parent / "chapters" / "checks" / "operations.py")
     # (os, sysconfig, traceback: student_line finds the student's own frame of a traceback;
     # sys: which frames are the course's package, looked up in sys.modules, not imported;
     # inspect: parameter_names, an argument named as the student's code names it;
     # linecache: the code of a traced line, attempt_traced; ast, json: line_shapes reads the
     # names on the raising line and writes their shapes as bounded JSON text)
+    # (copy: an instance of the student's class copied with its class mutated; ".": its one
+    # sibling, repair)
     assert {name for name, _ in _imports_of(operations)} <= {
         "contextvars", "importlib", "re", "warnings", "dataclasses", "torch", "os",
-        "sysconfig", "traceback", "inspect", "sys", "linecache", "ast", "json"}, \
-        "operations imports the checks"
+        "sysconfig", "traceback", "inspect", "sys", "linecache", "ast", "json", "copy",
+        "."}, "operations imports the checks"
+    assert [names for name, names in _imports_of(operations) if name == "."] == [("repair",)]
+    assert {name for name, _ in _imports_of(operations.parent / "repair.py")} <= {
+        "ast", "copy", "textwrap"}, "repair imports more than the standard library's ast"
 
 
 def test_every_request_is_declared_once_and_served():

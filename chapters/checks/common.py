@@ -13,19 +13,23 @@ Two copies of each check module exist, generated from one source (this folder):
   recorded when the course was released, for the calls of the visible tests only. So the
   kit judges from data and holds no answer.
 """
+import contextlib
 import contextvars
 import functools
+import io
 import hashlib
 import inspect
 import json
 import math
 import os
+import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from . import diagnose, language, nested, operations
+from . import diagnose, language, nested, operations, repair
 # (the operations' own names that the checks modules take from here)
 from .operations import (CheckFailure, Forbidden, _ForbidSpec, attempt,  # noqa: F401
                          forbid_spec)
@@ -167,6 +171,10 @@ MESSAGES = language.translated(__name__) | {
                       "weights @ value with them (it was computed from other weights, or from "
                       "another tensor than value){reason}."),
     "other_weights_reason": ": {reason}",
+    # the repair family (_repair): its sentence (diagnose.repaired) in place of the generic
+    # message, or before the message it leads (a restated error, a shape, a trace's symptom)
+    "repaired": "{sentence}.",
+    "repaired_lead": "{sentence}.\n{message}",
 }
 
 
@@ -286,8 +294,9 @@ def expect_tensor(actual, name, shape=None, dtype=None, device=None, shape_names
               and diagnose._signature("shape_recut") not in (found or "")):
             hint = MESSAGES["tensor_shape_count"]
         found = MESSAGES["tensor_shape_words"].format(found=found) if found else ""
-        fail(MESSAGES["tensor_shape"].format(name=name, want=tuple(shape), named=named,
-                                             got=tuple(actual.shape), found=found, hint=hint))
+        fail(_weak(MESSAGES["tensor_shape"].format(name=name, want=tuple(shape), named=named,
+                                                   got=tuple(actual.shape), found=found,
+                                                   hint=hint)))
     if dtype is not None and actual.dtype != dtype:
         fail(MESSAGES["tensor_dtype"].format(name=name, want=dtype, got=actual.dtype))
     if device is not None and actual.device != torch.device(device):
@@ -336,6 +345,14 @@ class LocalRuntime:
 
     def given(self, path, args, kwargs):
         return operations.resolve_given(path)(*args, **kwargs)
+
+    def mutants(self, obj):
+        """[[mutant, description]] of the student's object (checks.operations.mutants)."""
+        return operations.mutants(obj)
+
+    def repair_seconds(self, most):
+        """How long the repair family may search here: `most` (no deadline in this process)."""
+        return most
 
 
 LOCAL = LocalRuntime()
@@ -487,10 +504,10 @@ def raised(error, name):
         fail(MESSAGES["not_implemented"].format(name=name))
     if kind == "CheckFailure" and runtime().own_failures:  # the forbid's, in their Jupyter
         fail(message)
-    fail(diagnose.restate_error(name, kind, message, current_dims(), shapes, where=where,
-                                line=line)
-         or diagnose.MESSAGES["raised_plain"].format(name=name, kind=kind, message=message,
-                                                     shapes=shapes))
+    fail(_weak(diagnose.restate_error(name, kind, message, current_dims(), shapes,
+                                      where=where, line=line)
+               or diagnose.MESSAGES["raised_plain"].format(name=name, kind=kind,
+                                                           message=message, shapes=shapes)))
 
 
 def construct(cls, *args, **kwargs):
@@ -1059,11 +1076,11 @@ def expect_close(actual, expected, name, bugs=None, hint=None, dtype=None, scale
     reason = _traced_reason(actual, mistakes, _same_within(dtype or expected.dtype, scale,
                                                            condition))
     if reason:
-        fail(diagnose.explained(name, reason))
-    fail(MESSAGES["wrong"].format(
+        fail(_weak(diagnose.explained(name, reason)))
+    fail(_weak(MESSAGES["wrong"].format(
         name=name, error=max_error(actual, expected),
         where=where_it_differs(actual, expected, axes, dtype, scale, condition),
-        hint=hint or MESSAGES["wrong_hint"]))
+        hint=hint or MESSAGES["wrong_hint"]), replaced=True))
 
 
 def shape_reason(actual, expected, dtype=None, axes=None, mistakes=None, scale=None,
@@ -1237,6 +1254,11 @@ class _Call:
         self.dims = dims or {}   # the exercise's named sizes (diagnose.named_dims)
         self.traces = []   # the traces of the student's last calls (_keep_trace), latest last
         self.steps = []    # [(mistakes, step values)] of step_mistakes(), for the trace family
+        self.weak = []     # [(message, replaced)] of the failures that name no cause (_weak)
+        # {slot: (signature, result)} of the @reference answers given in this run; a rerun
+        # of the check for the repair family is given them again (`answered`), as the kit is
+        # given its fixtures' (they depend on the check's arguments only), not recomputed
+        self.answers, self.answered = {}, None
 
     def next_slot(self, name):
         index = self.counts.get(name, 0)
@@ -1313,13 +1335,137 @@ def check(function):
     def run(*args, **kwargs):
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        token = _CURRENT.set(_Call(call_key(function, bound),
-                                   diagnose.named_dims(bound.arguments)))
+        outer = _CURRENT.get()
+        call = _Call(call_key(function, bound), diagnose.named_dims(bound.arguments))
+        token = _CURRENT.set(call)
         try:
             return function(*args, **kwargs)
+        except CheckFailure as failure:
+            if outer is None:   # (a check run inside another is repaired with it)
+                _repair(failure, function, signature, bound, call)
+            raise
         finally:
             _CURRENT.reset(token)
     return run
+
+
+# ---------------------------------------------------------------------------------------
+# The repair family: the one edit of the student's code with which the check passes
+# ---------------------------------------------------------------------------------------
+# A teacher who reads wrong code looks for the one small change that makes it right. Where a
+# check failed with a message that names no cause (the generic "is wrong", the student's
+# error restated, a wrong shape or the trace family's symptom: _weak marks them where they
+# are raised; a per-bug table's or a family's named cause is kept as it is, which also
+# bounds the cost), the check is run again with each of checks.repair's one-edit variants of
+# the student's object in its place (checks.operations.mutants, made where the object lives,
+# most likely first), output hidden, nothing recorded, no repair inside; the first with which
+# the whole check passes is named: its sentence replaces the generic message, or leads the
+# others. The verdict never changes: this only runs once the check has failed, and only
+# rewrites its message; anything that goes wrong in it leaves the message as it was.
+# A safety cap on the whole search (the count cap: repair.MOST); under the autograder less,
+# where the test cell's or the notebook's time is short (RemoteRuntime.repair_seconds), so
+# that a search never costs a later cell its time. (A fault of the student's process in it,
+# a SubmissionFault, is no Exception: it goes on to the grader, as in any call.)
+REPAIR_SECONDS = 60.0
+_REPAIRING = contextvars.ContextVar("checks_repairing", default=False)
+
+
+def _weak(message, replaced=False):
+    """`message`, noted in the check that runs as a failure that names no cause (replaced:
+    one the repair family's sentence replaces, the generic "is wrong"; else it leads)."""
+    call = _CURRENT.get()
+    if call is not None and message:
+        call.weak.append((message, replaced))
+    return message
+
+
+def repair_descriptions(found):
+    """[(mutant, description)] of what a runtime's mutants() returned, each description
+    checked: under the autograder they come from the student's process, which could lie
+    (it can only change the words of a message: the check itself is run again here), so
+    each field is plain bounded text; [] where the report is not one."""
+    fields = ("code", "edited", "kind", "before", "after", "function", "step")
+    kept = []
+    if not isinstance(found, (list, tuple)):
+        return []
+    for entry in list(found)[:repair.MOST]:
+        if not (isinstance(entry, (list, tuple)) and len(entry) == 2
+                and isinstance(entry[1], dict)):
+            return []
+        about = entry[1]
+        if not (all(isinstance(about.get(key), str) and len(about[key]) <= operations.LINE_TEXT
+                    for key in fields)
+                and type(about.get("line")) is int and 0 < about["line"] < 100_000
+                and about["kind"] in repair.KINDS):
+            return []
+        kept.append((entry[0], {key: about[key] for key in fields + ("line",)}))
+    return kept
+
+
+def _repair(failure, function, signature, bound, call):
+    """Lead or replace the message of `failure` (a CheckFailure of the check `function`,
+    called with `bound`, run as `call`) with the repair family's sentence, where its message
+    is one _weak noted and an edit makes the check pass; else leave it. Never raises."""
+    message = str(failure)
+    weak = [(text, replaced) for text, replaced in call.weak if text in message]
+    if _REPAIRING.get() or not weak:
+        return
+    try:
+        about = _first_repair(function, signature, bound, call)
+    except Exception:   # the search is only ever an extra: the message stays
+        return
+    if about is None:
+        return
+    sentence = diagnose.repaired(about)
+    text, replaced = weak[-1]
+    if replaced and text == message:
+        failure.args = (MESSAGES["repaired"].format(sentence=sentence),)
+    else:
+        failure.args = (MESSAGES["repaired_lead"].format(sentence=sentence, message=message),)
+
+
+def _first_repair(function, signature, bound, call):
+    """The description of the first mutant of the student's objects (the check's arguments
+    without a default: the student's function, class or module, first) with which the
+    check `function` passes, or None (none does, or the time cap is reached)."""
+    start, budget = time.monotonic(), runtime().repair_seconds(REPAIR_SECONDS)
+    parameters = signature.parameters
+    students = [name for name, value in bound.arguments.items()
+                if parameters[name].default is inspect.Parameter.empty
+                and parameters[name].kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                              inspect.Parameter.POSITIONAL_ONLY)]
+    for name in students:
+        if runtime().kind(bound.arguments[name]) == "object":
+            continue
+        for mutant, about in repair_descriptions(runtime().mutants(bound.arguments[name])):
+            if time.monotonic() - start > budget:
+                return None
+            arguments = dict(bound.arguments, **{name: mutant})
+            if _passes(function, signature.bind(**arguments), call):
+                return about
+    return None
+
+
+def _passes(function, bound, call):
+    """True when the check `function` passes with the arguments `bound` (a mutant in place
+    of the student's object): run as `call` ran (its key and sizes: the kit replays the same
+    answers), its output hidden, nothing recorded, no repair inside, the random state as it
+    was."""
+    rerun = _Call(call.key, call.dims)
+    rerun.answered = call.answers
+    tokens = (_CURRENT.set(rerun), _REPAIRING.set(True), _RECORDING.set(None))
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(
+                io.StringIO()), warnings.catch_warnings(), torch.random.fork_rng():
+            warnings.simplefilter("ignore")
+            function(*bound.args, **bound.kwargs)
+        return True
+    except Exception:
+        return False
+    finally:
+        _RECORDING.reset(tokens[2])
+        _REPAIRING.reset(tokens[1])
+        _CURRENT.reset(tokens[0])
 
 
 def _signature_of_leaf(value):
@@ -1361,12 +1507,16 @@ def reference(function):
         signature = _signature((args, kwargs))
         if KIT:
             return _replay(call.key, slot, signature)
+        if call.answered is not None and call.answered.get(slot, (None,))[0] == signature:
+            return _copy(call.answered[slot][1])
         # references called by this one are part of its answer: not stored on their own
         token = _CURRENT.set(None)
         try:
             result = function(*args, **kwargs)
         finally:
             _CURRENT.reset(token)
+        if call.answered is None:
+            call.answers[slot] = (signature, _copy(result))
         kept = _RECORDING.get()
         if kept is not None:
             kept.setdefault(call.key, {})[slot] = (signature, result)

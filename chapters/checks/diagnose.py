@@ -75,6 +75,27 @@ MESSAGES = translated(__name__) | {
     "raised": "{name} raised {kind}: {message}\n(the sizes in it: {named}; called with "
               "tensors of shapes {shapes})",
     "explained": "{name} is wrong: {reason}.",
+    # the repair family (checks.repair: the one edit of the student's code with which the
+    # check passes); "repair" leads, one clause per kind of edit follows
+    "repair": "line {line} of your `{function}`: `{code}` \u2014 with `{after}` in place of "
+              "`{before}`{reads} this check passes: {clause}",
+    "repair_reads": " (the line then reads `{edited}`)",
+    "repair_delete": "line {line} of your `{function}`: `{code}` \u2014 without this line "
+                     "this check passes: {clause}",
+    "repair_clause": {
+        "axis": "the step runs along another axis than it should",
+        "number": "another number than the one it should be",
+        "unwrap": "the `{step}` step should not be there",
+        "transpose": "a transpose is missing",
+        "swap": "the operands should be in the other order",
+        "operator": "the other operator",
+        "unary": "the sign, the complement `~` or the `not` the other way",
+        "confusable": "`{after}`, not `{before}`, which is easily confused with it",
+        "name": "it reads `{before}` where it should read `{after}`",
+        "keyword": "the keyword arguments of that call",
+        "delete": "this line should not be there",
+    },
+    "repair_unwrap_transpose": "a transpose too many",
     "nonfinite": "it holds NaN or inf where the right answer is finite: {count} of {total} "
                  "entries ({kinds}), {where}",
     "nonfinite_region": "all of them in {region}: {covered}",
@@ -1333,6 +1354,24 @@ def explained(name, reason):
     return MESSAGES["explained"].format(name=name, reason=reason)
 
 
+def repaired(about):
+    """The repair family's sentence (no full stop) for `about`, the description of the one
+    edit of the student's code with which the check passes (checks.repair.mutants'; under the
+    autograder bounded text from the student's process: checks.common.repair_descriptions)."""
+    kind = about["kind"]
+    fields = {key: about[key] for key in ("line", "function", "code", "before", "after",
+                                          "step", "edited")}
+    # (the whole edited line, where the edit is a part of it)
+    fields["reads"] = (MESSAGES["repair_reads"].format(edited=about["edited"])
+                       if about["edited"] and about["edited"] != about["after"] else "")
+    if kind == "unwrap" and about["step"] in ("transpose", "T", "mT", "permute", "t"):
+        clause = MESSAGES["repair_unwrap_transpose"]
+    else:
+        clause = MESSAGES["repair_clause"][kind].format(**fields)
+    return MESSAGES["repair_delete" if kind == "delete" else "repair"].format(
+        clause=clause, **fields)
+
+
 def _signature(key):
     """The longest fixed text of MESSAGES[key], which every sentence of that template holds
     (its start alone may be as common as "its ")."""
@@ -1354,7 +1393,8 @@ FAMILY_KEYS = ("swap", "view", "reversed", "factors", "times", "plus", "shifted"
                "reduced_many", "rescaled_lines", "indices_permuted", "in_place_shape",
                "unrepeatable", "triangle", "one_minus", "raised_cause", "shape_swap_cause",
                "shape_recut", "float32_rounding", "step_nonfinite", "part_of",
-               "trace_departs", "trace_returned", "shape_merged_axes", "shape_made")
+               "trace_departs", "trace_returned", "shape_merged_axes", "shape_made",
+               "repair", "repair_delete")
 # a message that a family produced, for tests and the measurement of the families alone
 FAMILY_PATTERN = re.compile(
     "|".join(re.escape(_signature(key)) for key in FAMILY_KEYS)

@@ -12,10 +12,12 @@ no other code of the checks runs in the student's process.
 It holds no judging code: no expected output, no comparison, no diagnosis. Its one message
 is the forbid's (forbid_spec): a teaching message in the student's Jupyter, forwarded to the
 sandbox around a call; the grader decides from the submitted source (autograde/forbids.py).
-It imports torch, and nothing of the course.
+It imports torch, and of the course only checks.repair (pure code that edits code: the
+repair family's mutants are made where the student's objects live).
 """
 import ast
 import contextvars
+import copy
 import importlib
 import inspect
 import json
@@ -29,6 +31,8 @@ import warnings
 from dataclasses import dataclass
 
 import torch
+
+from . import repair
 
 # Every sentence these operations can put before a student, one template each with named
 # fields (a second language translates them here): where in their code an error came from,
@@ -661,3 +665,112 @@ def attempt_traced(function, *args, **kwargs):
         result, error = attempt(function, *args, _raising=trace.raising, **kwargs)
     trace.made, trace.alive = {}, []
     return result, error, trace.records
+
+
+# ---------------------------------------------------------------------------------------
+# The repair family's edits: the student's object with one small change (checks.repair)
+# ---------------------------------------------------------------------------------------
+# checks.common reruns a failed check with each of these in place of the student's object;
+# the first with which it passes names the mistake. Made where the object lives (under the
+# autograder, in the student's process: its source is there), each from the object's own
+# source, compiled in a shallow copy of its globals (a mutant rebinds none of the student's
+# names). What comes back is [mutant, description]: the descriptions are data of a process
+# that runs the student's code, which the grader bounds (checks.common.repair_descriptions)
+# and only ever words a message with; the verdict is the check's, rerun by the grader.
+
+def mutants(obj, most=repair.MOST):
+    """[[mutant, description]] of `obj` (a function or class of the student's code; an
+    instance of such a class: copies of it whose class is mutated), most likely first, at
+    most `most` (see checks.repair); [] for anything else or where no source is at hand."""
+    try:
+        if isinstance(obj, type):
+            return _class_mutants(obj, most)
+        if inspect.isfunction(obj):
+            return _function_mutants(obj, most)
+        if isinstance(obj, _Module) and _methods(type(obj)):
+            return [[_instance_of(obj, cls), about]
+                    for cls, about in _class_mutants(type(obj), most)]
+    except Exception:   # a source that cannot be read or compiled: no repair
+        pass
+    return []
+
+
+def _students_code(obj):
+    """The source of `obj` (a function or class of the student's code), or None."""
+    try:
+        filename = inspect.getsourcefile(obj) or ""
+        if not _is_students(filename, _course_code()):
+            return None
+        return inspect.getsource(obj)
+    except (OSError, TypeError):
+        return None
+
+
+def _function_mutants(function, most):
+    source = _students_code(function)
+    if source is None or function.__code__.co_freevars or function.__name__ == "<lambda>":
+        return []
+    found = []
+    for code, about in repair.mutants(source, most=most):
+        namespace = dict(function.__globals__)
+        exec(compile(code, function.__code__.co_filename, "exec"), namespace)
+        made = namespace.get(function.__name__)
+        if inspect.isfunction(made):
+            made.__qualname__, made.__module__ = function.__qualname__, function.__module__
+            found.append([made, about])
+    return found
+
+
+def _methods(cls):
+    """[(name, function, source)] of the methods defined in the body of `cls` that have a
+    source (staticmethod and classmethod too), in the body's order."""
+    found = []
+    for name, value in vars(cls).items():
+        function = getattr(value, "__func__", value)
+        source = _students_code(function) if inspect.isfunction(function) else None
+        if source is not None and not set(function.__code__.co_freevars) - {"__class__"}:
+            found.append((name, function, source))
+    return found
+
+
+def _class_mutants(cls, most):
+    """[[subclass of cls with one method mutated, description]]: the edits of every method,
+    most likely kind first (checks.repair.KINDS), then the methods' order."""
+    methods = _methods(cls)
+    trees = [repair.parse_function(source) for _, _, source in methods]
+    attributes = repair._self_attributes([tree for tree in trees if tree is not None])
+    edits = []
+    for order, (name, function, source) in enumerate(methods):
+        for rank, (code, about) in enumerate(repair.mutants(source, attributes, most)):
+            edits.append(((repair.KINDS.index(about["kind"]), order, rank), name, function,
+                          code, about))
+    edits.sort(key=lambda edit: edit[0])
+    found = []
+    for _, name, function, code, about in edits[:most]:
+        made = _mutated_method(cls, name, function, code)
+        if made is not None:
+            found.append([made, {**about, "function": f"{cls.__name__}.{about['function']}"}])
+    return found
+
+
+def _mutated_method(cls, name, function, code):
+    """A subclass of `cls` (same names) whose method `name` is `code`, compiled in a class
+    body (zero-argument super() in it reads `cls`, as the original's)."""
+    namespace = dict(function.__globals__)
+    body = "class _Mutant:\n" + "\n".join("    " + line for line in code.splitlines())
+    exec(compile(body, function.__code__.co_filename, "exec"), namespace)
+    method = vars(namespace["_Mutant"])[name]
+    made = getattr(method, "__func__", method)
+    if "__class__" in made.__code__.co_freevars:
+        made.__closure__[made.__code__.co_freevars.index("__class__")].cell_contents = cls
+    made.__qualname__ = function.__qualname__
+    mutant = type(cls)(cls.__name__, (cls,), {name: method, "__module__": cls.__module__,
+                                               "__qualname__": cls.__qualname__})
+    return mutant
+
+
+def _instance_of(module, cls):
+    """A shallow copy of the module `module` whose class is `cls` (its mutant)."""
+    made = copy.copy(module)
+    made.__class__ = cls
+    return made
