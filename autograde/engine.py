@@ -296,6 +296,9 @@ class Grader:
                 child = None
             except Exception as error:
                 outcome.message = _failure_text(error, result.language)
+            if child is not None and child.lost is not None:  # (a mutant's fault, after the
+                self.zygote.kill()  # cell had failed: the next cell gets a fresh process)
+                child = None
             result.tests.append(outcome)
         self.zygote.kill()
         result.seconds = round(time.monotonic() - started, 3)

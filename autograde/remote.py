@@ -360,6 +360,7 @@ class Child:
         self.zygote = zygote
         self.timeout = float(limits.get("call_seconds", 60))
         self.deadline = None  # the notebook's wall-clock limit, as time.monotonic()
+        self.lost = None  # a fault met in the repair family's search (RemoteRuntime.lost)
         # the running test cell's (the engine sets it): all of its calls together
         self.test_deadline = None
         # what the student's code printed since the last take() (the engine takes it after
@@ -650,6 +651,13 @@ class RemoteRuntime:
         if self.child.deadline is not None:
             limits.append((self.child.deadline - now) / 10)
         return max(0.0, min(limits))
+
+    def lost(self, fault):
+        """The student's process failed (`fault`, a SubmissionFault) while the repair family
+        ran a mutant of a check that had already failed: that check keeps its own message and
+        the process is marked lost (`Child.lost`), so that the engine starts a fresh one for
+        the next test cell instead of charging it this fault."""
+        self.child.lost = fault
 
     def mutants(self, obj):
         """The repair family's variants of the student's object, made where it lives."""

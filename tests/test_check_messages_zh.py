@@ -36,7 +36,7 @@ CODE_ONLY = {"capstone.generate_call", "capstone.tokens", "capstone.logits",
              "diversity.joined_below", "heads.labelled", "heads.joined", "heads.joined_below",
              "mha.load_raised", "mha.kind_alone", "mha.count_reason", "positions.sentence",
              "common.other_weights_reason", "diagnose.trace_code", "mha.cases_joiner",
-             "diagnose.shape_of"}
+             "diagnose.shape_of", "common.repaired", "common.repaired_lead"}
 # Fields that fill in English grammar (a plural "s", an article "a"/"an"): a translation may
 # drop one by writing it with the format spec ".0", which prints nothing of a string.
 DROPPED = {"s", "got_article", "want_article"}

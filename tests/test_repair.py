@@ -238,3 +238,35 @@ def test_the_repair_sentence_is_a_family():
     about = {"line": 3, "code": "y = x", "edited": "", "kind": "delete", "before": "y = x",
              "after": "", "function": "f", "step": ""}
     assert diagnose.FAMILY_PATTERN.search(diagnose.repaired(about))
+
+
+CRASHING = '''import os
+
+def crashes_under_a_mutant(x):
+    if x.dim() == 99:
+        os._exit(3)
+    return x * 2
+'''
+
+
+def test_a_mutant_that_kills_the_students_process_leaves_the_message_and_marks_it_lost(
+        tmp_path):
+    """A mutant may take a branch the student's code never takes (here one that exits): the
+    student's process dies in the search, after the check had failed. The check keeps its own
+    message (no fault is charged to it) and the process is marked lost, so that the engine
+    starts a fresh one for the next test cell (autograde.engine, Child.lost)."""
+    (tmp_path / "runtime" / "checks").mkdir(parents=True)
+    for name in ("__init__.py", "common.py", "nested.py", "operations.py", "repair.py"):
+        shutil.copy(CHECKS / name, tmp_path / "runtime" / "checks" / name)
+    zygote = Zygote(tmp_path, slot=8)
+    try:
+        child = zygote.spawn("runtime", {"call_seconds": 30})
+        child.run(CRASHING, "cell student")
+        with common.use_runtime(RemoteRuntime(child, common.LOCAL)):
+            remote = _message(softmax_rows, child.lookup("crashes_under_a_mutant"))
+        # (not compared with the kit's here: in this process the mutant would exit pytest)
+        assert "is wrong (largest error" in remote and "this check passes" not in remote
+        assert child.lost is not None and child.lost.kind == "crash"
+    finally:
+        zygote.kill()
+        zygote.close()

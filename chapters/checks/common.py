@@ -354,6 +354,11 @@ class LocalRuntime:
         """How long the repair family may search here: `most` (no deadline in this process)."""
         return most
 
+    def lost(self, fault):
+        """A fault other than an Exception in the repair family's search: none is expected in
+        this process, so it goes on."""
+        raise fault
+
 
 LOCAL = LocalRuntime()
 _RUNTIME = contextvars.ContextVar("checks_runtime", default=LOCAL)
@@ -1413,6 +1418,11 @@ def _repair(failure, function, signature, bound, call):
     try:
         about = _first_repair(function, signature, bound, call)
     except Exception:   # the search is only ever an extra: the message stays
+        return
+    except BaseException as fault:  # (the student's process failed under a mutant: the
+        if isinstance(fault, (KeyboardInterrupt, SystemExit)):  # autograder's fault, which
+            raise                       # costs no later cell: the runtime has it restarted)
+        runtime().lost(fault)
         return
     if about is None:
         return
