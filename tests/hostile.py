@@ -2302,7 +2302,8 @@ ENTRIES = [
             Expect(tests=each(SDPA, failed(r"^RecursionError: maximum recursion depth "
                                            r"exceeded")))),
     Hostile("writes_100MB_file", cells(attention_scores=WRITES_100MB_FILE),
-            Expect(tests={SCORES: failed(r"^attention_scores raised OSError: \[Errno 27\] "
+            # (the repair family leads: without the loop that writes, the check passes)
+            Expect(tests={SCORES: failed(r"(?m)^attention_scores raised OSError: \[Errno 27\] "
                                          r"File too large")})),
     # 13: broken input
     Hostile("not_json", raw(b"this is not { a notebook"),

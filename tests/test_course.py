@@ -48,8 +48,10 @@ def test_the_derived_modules_are_those_the_notebook_imports(assignment):
     # common imports nested (the one walker over nested values), operations (the runtime's
     # operations on the student's objects) and diagnose (the shape families that name a
     # wrong output), and every module's messages are read through language (the catalogue
-    # of the language spoken), so every chapter ships them
-    core = {"__init__", "common", "diagnose", "language", "nested", "operations", *modules}
+    # of the language spoken), and operations makes the repair family's one-edit variants
+    # of the student's code with repair, so every chapter ships them
+    core = {"__init__", "common", "diagnose", "language", "nested", "operations", "repair",
+            *modules}
     # and the checks modules those import: only an earlier chapter's, whose answers this
     # chapter's release holds anyway (chapter 7's rotary decoding check runs chapter 6's
     # decoding loop, checks/kv.py), never another chapter's
@@ -109,7 +111,8 @@ def test_the_release_of_chapter_1_ships_its_checks_only(course_release):
     assert "figures/attention_shapes.svg" in shipped  # the text's diagram, beside it
     assert {p for p in shipped if p.startswith("checks/")} == {
         "checks/__init__.py", "checks/attention.py", "checks/common.py", "checks/diagnose.py",
-        "checks/nested.py", "checks/operations.py", "checks/fixtures/01_attention.npz",
+        "checks/nested.py", "checks/operations.py", "checks/repair.py",
+        "checks/fixtures/01_attention.npz",
         "checks/language.py", "checks/locale/zh_CN/LC_MESSAGES/checks.mo"}
     # the student form: answers replayed from the fixtures, none computed
     kit_line = re.compile(r"^KIT = True", re.M)

@@ -707,7 +707,7 @@ def test_the_kits_nested_speaks_the_chinese_release(tmp_path):
 
     from autograde import kit
     checks = kit.write_checks(tmp_path / "checks", ["__init__", "language", "diagnose", "nested",
-                                                    "operations", "common"], [])
+                                                    "operations", "repair", "common"], [])
     (checks / "LANGUAGE").write_text(f"{LANGUAGE}\n")
     code = ("import sys; sys.path.insert(0, sys.argv[1])\n"
             "from checks import common, nested\n"
