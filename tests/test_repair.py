@@ -1,7 +1,6 @@
 """The repair family (checks.repair, checks.common._repair): where a check fails with a message
 that names no cause, the one small edit of the student's code with which it passes is named,
 the same in the student's Jupyter, the kit and the grader; the verdict never changes."""
-import shutil
 
 import pytest
 import torch
@@ -10,8 +9,8 @@ from torch import nn
 from autograde import kit
 from autograde.remote import RemoteRuntime, Zygote
 from chapters.checks import common, diagnose, operations, repair
+from tests.test_runtime import runtime_release
 
-CHECKS = common.Path(common.__file__).resolve().parent
 
 
 # ------------------------------------------------------------------ small checks of our own
@@ -196,11 +195,7 @@ def test_forged_descriptions_are_refused():
 # ------------------------------------------------------------------ the grader's side
 @pytest.fixture(scope="module")
 def child(tmp_path_factory):
-    release = tmp_path_factory.mktemp("release")
-    (release / "runtime" / "checks").mkdir(parents=True)
-    for name in ("__init__.py", "common.py", "nested.py", "operations.py", "repair.py"):
-        shutil.copy(CHECKS / name, release / "runtime" / "checks" / name)
-    zygote = Zygote(release, slot=7)
+    zygote = Zygote(runtime_release(tmp_path_factory.mktemp("release")), slot=7)
     child = zygote.spawn("runtime", {"call_seconds": 30})
     child.run(STUDENT, "cell student")
     yield child
@@ -255,10 +250,7 @@ def test_a_mutant_that_kills_the_students_process_leaves_the_message_and_marks_i
     student's process dies in the search, after the check had failed. The check keeps its own
     message (no fault is charged to it) and the process is marked lost, so that the engine
     starts a fresh one for the next test cell (autograde.engine, Child.lost)."""
-    (tmp_path / "runtime" / "checks").mkdir(parents=True)
-    for name in ("__init__.py", "common.py", "nested.py", "operations.py", "repair.py"):
-        shutil.copy(CHECKS / name, tmp_path / "runtime" / "checks" / name)
-    zygote = Zygote(tmp_path, slot=8)
+    zygote = Zygote(runtime_release(tmp_path), slot=8)
     try:
         child = zygote.spawn("runtime", {"call_seconds": 30})
         child.run(CRASHING, "cell student")

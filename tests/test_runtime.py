@@ -48,14 +48,19 @@ def zero_masked_in_place(scores, mask):
 '''
 
 
+def runtime_release(release):
+    """`release` (a folder) made the release of one assignment, "runtime", that holds only the
+    checks modules every release ships (the runtime's own): what a sandboxed process needs to
+    run the operations on the student's objects. Returns `release`."""
+    (release / "runtime" / "checks").mkdir(parents=True)
+    for name in ("__init__.py", "common.py", "nested.py", "operations.py", "repair.py"):
+        shutil.copy(CHECKS / name, release / "runtime" / "checks" / name)
+    return release
+
+
 @pytest.fixture(scope="module")
 def child(tmp_path_factory):
-    release = tmp_path_factory.mktemp("release")
-    (release / "runtime" / "checks").mkdir(parents=True)
-    for name in ("__init__.py", "common.py", "nested.py", "operations.py",  # every release's
-                 "repair.py"):
-        shutil.copy(CHECKS / name, release / "runtime" / "checks" / name)
-    zygote = Zygote(release, slot=6)
+    zygote = Zygote(runtime_release(tmp_path_factory.mktemp("release")), slot=6)
     child = zygote.spawn("runtime", {"call_seconds": 30})
     child.run(STUDENT, "cell")
     yield child
